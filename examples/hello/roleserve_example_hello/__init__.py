@@ -1,0 +1,1 @@
+"""roleserve-example-hello: an example third-party roleserve plugin."""

@@ -1,0 +1,1 @@
+"""roleserve-clusternet: WireGuard cluster mesh."""

@@ -1,0 +1,1 @@
+"""roleserve-controlplane: etcd consensus and the curator, the cluster's control plane."""

@@ -1,0 +1,1 @@
+"""roleserve-kubernetes: Kubernetes controller and worker launcher."""

@@ -1,0 +1,1 @@
+"""roleserve-metrics: Prometheus exporters over mutual TLS, and service discovery."""

@@ -1,0 +1,49 @@
+"""The ``roleserve`` command.
+
+One sub-command per module: ``plugins`` lists the installed plugins. Later issues add
+``node`` (run a node), ``ctl`` (operate a cluster) and ``cluster`` (a local cluster).
+Each module exposes ``add_parser(subparsers)``, which registers its sub-command with a
+``handler(args) -> int`` default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from roleserve_core.cli import plugins as plugins_command
+from roleserve_core.version import core_version
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``roleserve`` command."""
+    parser = argparse.ArgumentParser(
+        prog="roleserve",
+        description=(
+            "roleserve: a node agent. It enrols a machine into a cluster, watches the roles "
+            "the control plane assigns to it, and runs the services those roles need."
+        ),
+    )
+    parser.add_argument("--version", action="version", version=f"roleserve {core_version()}")
+    commands = parser.add_subparsers(title="commands", metavar="COMMAND")
+    plugins_command.add_parser(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``roleserve`` command; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help(sys.stderr)
+        return 2
+    code: int = handler(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

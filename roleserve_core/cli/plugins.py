@@ -1,0 +1,97 @@
+"""``roleserve plugins``: every plugin, with its distribution, version, state and contents.
+
+The listing comes from the same code that starts a node: the plugins are loaded, and a
+``NodeRuntime`` is assembled (without starting anything) to learn each plugin's values and
+workers. So what this prints is what a node would run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from roleserve_core.cli._table import render_table
+from roleserve_core.errors import EssentialPluginError, PluginError
+from roleserve_core.plugins import PluginInfo, PluginSet
+from roleserve_core.runtime import NodeRuntime
+
+__all__ = ["add_parser", "run"]
+
+LISTING_DATA_DIR = Path("/var/lib/roleserve")
+"""Shown as the data directory in plugin contexts; never created by the listing."""
+
+
+def add_parser(commands: Any) -> None:
+    """Register ``roleserve plugins``."""
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "plugins",
+        help="list installed plugins and what each contributes",
+        description=(
+            "List every plugin (built-in and installed through the 'roleserve.plugins' "
+            "entry points): distribution, version, whether it loaded, the hooks it "
+            "implements, the workers it runs and the values it owns. Honours "
+            "ROLESERVE_PLUGINS (allow list) and ROLESERVE_DISABLE_PLUGINS (block list)."
+        ),
+    )
+    parser.add_argument("--json", action="store_true", help="print a JSON list instead")
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="fail (exit 1) if any plugin fails to load, as `node run --strict-plugins` would",
+    )
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """List the plugins. Exit 0 even if some failed (the listing shows why), unless
+    ``--strict``: then 1. Exit 2 if the selection itself is invalid."""
+    try:
+        plugins = PluginSet.load(strict=args.strict)
+        NodeRuntime(plugins, data_dir=LISTING_DATA_DIR)
+    except EssentialPluginError as exc:
+        print(f"roleserve plugins: {exc}", file=sys.stderr)
+        return 2
+    except PluginError as exc:
+        print(f"roleserve plugins: {exc}", file=sys.stderr)
+        return 1
+    infos = plugins.infos()
+    if args.json:
+        print(json.dumps([info.as_json() for info in infos], indent=2))
+    else:
+        print(_format(infos, plugins.warnings))
+    return 0
+
+
+def _cell(items: list[str]) -> str:
+    return ", ".join(items) if items else "-"
+
+
+def _format(infos: list[PluginInfo], warnings: list[str]) -> str:
+    headers = ["NAME", "DISTRIBUTION", "VERSION", "STATE", "WORKERS", "VALUES", "HOOKS"]
+    rows = [
+        [
+            info.name,
+            info.distribution or "-",
+            info.version or "-",
+            str(info.state),
+            _cell(info.workers),
+            _cell(info.values),
+            _cell(info.hooks),
+        ]
+        for info in infos
+    ]
+    out = [render_table(headers, rows), ""]
+    for info in infos:
+        out.append(f"{info.name}: {info.description or '(no description)'}")
+        if info.reason:
+            out.append(f"  blocked: {info.reason}")
+        if info.error:
+            out.append(f"  error: {info.error}")
+        out.extend(f"  warning: {warning}" for warning in info.warnings)
+        for hook, count in sorted(info.hook_failures.items()):
+            out.append(f"  {hook} failed {count} time(s)")
+    out.extend(f"warning: {warning}" for warning in warnings)
+    return "\n".join(out)

@@ -1,0 +1,40 @@
+"""Time, as the supervisor and workers see it: injectable so that tests never wait.
+
+Everything in roleserve that waits for a *duration* (restart backoff, heartbeat intervals,
+crash-loop windows) asks a ``Clock`` instead of calling ``anyio.sleep`` directly. Production
+uses ``MonotonicClock``; tests use ``roleserve_core.testing.FakeClock``, which only moves
+when the test advances it, so a 60 s backoff costs no real time and no test guesses how long
+something takes.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import anyio
+
+__all__ = ["Clock", "MonotonicClock"]
+
+
+class Clock(Protocol):
+    """A source of monotonic time and of sleeps measured in it."""
+
+    def now(self) -> float:
+        """Seconds on a monotonic scale; only differences are meaningful."""
+        ...
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait until ``now()`` has advanced by at least ``seconds``."""
+        ...
+
+
+class MonotonicClock:
+    """The event loop's clock (``anyio.current_time``) and ``anyio.sleep``."""
+
+    def now(self) -> float:
+        """The event loop's monotonic time."""
+        return anyio.current_time()
+
+    async def sleep(self, seconds: float) -> None:
+        """``anyio.sleep(seconds)``."""
+        await anyio.sleep(seconds)

@@ -1,0 +1,122 @@
+"""Every exception roleserve raises on purpose, in one tree.
+
+::
+
+    RoleserveError
+    ├── EventError
+    │   ├── ConcurrentGetError        a second get() on one watcher while one is pending
+    │   └── WatcherClosedError        get() on a closed watcher
+    ├── ValueRegistryError
+    │   ├── DuplicateValueKeyError    a key declared twice
+    │   ├── UnknownValueKeyError      a key nobody declared
+    │   └── NotValueOwnerError        set() by a plugin that does not own the key
+    ├── SupervisorError
+    │   ├── InvalidRunnableNameError  a name that is not ^[a-z0-9_]{1,64}$, or taken
+    │   ├── InvalidSignalError        healthy twice, done before healthy, ...
+    │   ├── ChildrenAfterHealthyError run()/run_group() after signal_healthy()
+    │   ├── RunnableReturnedError     a runnable returned without signalling done
+    │   └── RunnableNotFoundError     no runnable with that DN
+    └── PluginError
+        ├── PluginLoadError           a plugin failed to load (raised in strict mode)
+        ├── PluginAPIVersionError     a plugin built for another plugin API version
+        └── EssentialPluginError      an essential built-in plugin was blocked
+
+Errors that describe a misuse of an API by a runnable (``InvalidSignalError`` and friends)
+are raised inside that runnable, so they fail that runnable alone, with the DN in the status
+and the log; nothing else stops.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ChildrenAfterHealthyError",
+    "ConcurrentGetError",
+    "DuplicateValueKeyError",
+    "EssentialPluginError",
+    "EventError",
+    "InvalidRunnableNameError",
+    "InvalidSignalError",
+    "NotValueOwnerError",
+    "PluginAPIVersionError",
+    "PluginError",
+    "PluginLoadError",
+    "RoleserveError",
+    "RunnableNotFoundError",
+    "RunnableReturnedError",
+    "SupervisorError",
+    "UnknownValueKeyError",
+    "ValueRegistryError",
+    "WatcherClosedError",
+]
+
+
+class RoleserveError(Exception):
+    """Base of every error roleserve raises on purpose."""
+
+
+class EventError(RoleserveError):
+    """Misuse of an event value or watcher."""
+
+
+class ConcurrentGetError(EventError):
+    """``get()`` was called on a watcher that already has a pending ``get()``."""
+
+
+class WatcherClosedError(EventError):
+    """``get()`` on a watcher that is closed (or was closed while waiting)."""
+
+
+class ValueRegistryError(RoleserveError):
+    """Misuse of the node's value registry."""
+
+
+class DuplicateValueKeyError(ValueRegistryError):
+    """A value key was declared by two owners, or twice by one."""
+
+
+class UnknownValueKeyError(ValueRegistryError, LookupError):
+    """A value key that no plugin declared."""
+
+
+class NotValueOwnerError(ValueRegistryError, PermissionError):
+    """A plugin tried to set a value it does not own."""
+
+
+class SupervisorError(RoleserveError):
+    """Misuse of the supervisor by a runnable, or a request about a runnable."""
+
+
+class InvalidRunnableNameError(SupervisorError, ValueError):
+    """A runnable name that does not match ``^[a-z0-9_]{1,64}$``, or is already taken."""
+
+
+class InvalidSignalError(SupervisorError):
+    """A signal in the wrong state: healthy twice, done before healthy, done twice."""
+
+
+class ChildrenAfterHealthyError(SupervisorError):
+    """``run()``/``run_group()`` after the runnable signalled healthy."""
+
+
+class RunnableReturnedError(SupervisorError):
+    """A runnable returned without having signalled done; recorded as its failure."""
+
+
+class RunnableNotFoundError(SupervisorError, LookupError):
+    """No runnable has the requested DN."""
+
+
+class PluginError(RoleserveError):
+    """A plugin could not be loaded or used."""
+
+
+class PluginLoadError(PluginError):
+    """A plugin failed to load; raised only in strict mode, otherwise recorded."""
+
+
+class PluginAPIVersionError(PluginError):
+    """A plugin declares a plugin API version this roleserve-core does not provide."""
+
+
+class EssentialPluginError(PluginError):
+    """An essential built-in plugin was named in the block list."""

@@ -1,0 +1,85 @@
+"""What a plugin gets from the node (``NodeContext``) and gives back (``Worker``).
+
+::
+
+    roleserve_workers(node: NodeContext) ──▶ [Worker("kubelet", run, when=is_worker), ...]
+                                                       │
+    core runtime: root.role.kubelet  ◀─────────────────┘  runs `run` while when(roles) holds
+
+A ``Worker`` is a runnable plus the condition under which it runs. The core, not each
+plugin, watches the roles and starts or cancels the worker as ``when(roles)`` changes:
+Monogon's on-demand spawning, written once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from roleserve_core.errors import InvalidRunnableNameError
+from roleserve_core.roles import NodeRoles
+from roleserve_core.supervisor import NAME_PATTERN, Runnable
+from roleserve_core.values import PluginValues, ValueKey
+
+__all__ = ["NodeContext", "RolePredicate", "Worker"]
+
+RolePredicate = Callable[[NodeRoles], bool]
+"""``when=``: a plain, fast, side-effect-free function of the node's roles."""
+
+
+@dataclass(frozen=True, slots=True)
+class Worker:
+    """One long-running job of a plugin, run by the core at ``root.role.<name>``.
+
+    The core runs ``run`` only while ``when(roles)`` is true: it starts the worker when the
+    predicate turns true and cancels it (with its whole subtree) when it turns false.
+    ``when=None`` means always, even before the node knows its roles.
+    """
+
+    name: str
+    """Unique across all plugins of the node; ``^[a-z0-9_]{1,64}$``. Also its DN's last part."""
+    run: Runnable
+    """``async def run(ctx: RunContext) -> None``; a supervisor runnable."""
+    when: RolePredicate | None = None
+    """Run only while this holds for the node's roles; None for always."""
+    reads: tuple[ValueKey[Any], ...] = ()
+    """Keys the worker reads; reported at start-up if nobody owns one."""
+    doc: str = ""
+    """One line for ``roleserve plugins``; defaults to the first line of ``run.__doc__``."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not NAME_PATTERN.fullmatch(self.name):
+            raise InvalidRunnableNameError(
+                f"invalid worker name {self.name!r}; names must match ^[a-z0-9_]{{1,64}}$"
+            )
+        if not self.doc and self.run.__doc__:
+            object.__setattr__(self, "doc", self.run.__doc__.strip().splitlines()[0])
+        object.__setattr__(self, "reads", tuple(self.reads))
+
+
+@dataclass(frozen=True)
+class NodeContext:
+    """A plugin's handle on the node it runs in; one per plugin, passed to every hook."""
+
+    plugin: str
+    """The plugin's name (its entry-point name)."""
+    values: PluginValues
+    """The node's values: read any, set those this plugin owns."""
+    data_dir: Path
+    """A directory of this plugin's own (``<node data dir>/plugins/<name>``); created on
+    first use by the plugin, not by the core, so that listing plugins writes nothing."""
+    config: Mapping[str, Any] = field(default_factory=dict)
+    """The plugin's section of ``roleserve.toml`` (``[plugins.<name>]``); empty if none."""
+    log: logging.Logger = field(default_factory=lambda: logging.getLogger("roleserve.plugin"))
+    """A logger for messages outside any runnable (hooks); workers use ``ctx.log``."""
+
+    @property
+    def node_id(self) -> str | None:
+        """The node's ID once it is known (after enrolment), else None."""
+        from roleserve_core.keys import NODE_ID
+
+        watch = self.values.read(NODE_ID)
+        return watch.get_nowait() if watch.statistics().is_set else None

@@ -1,0 +1,440 @@
+"""Finding, loading and calling plugins: one path for built-in and installed plugins.
+
+::
+
+    BUILTIN_PLUGINS ──────────────┐
+    entry points                  ├─▶ select (ROLESERVE_PLUGINS / ROLESERVE_DISABLE_PLUGINS)
+    "roleserve.plugins" ──────────┘     │
+                                        ▼
+                      import one at a time ─▶ check ROLESERVE_PLUGIN_API ─▶ pluggy register
+                                        │ any failure: recorded on the PluginInfo, plugin skipped
+                                        ▼ (strict mode: raised)
+                                    PluginSet ──▶ implementations(hook): one call per plugin
+
+The core's features are plugins too (``BUILTIN_PLUGINS``, the way pytest lists its own
+modules), registered exactly like installed ones; only the essential ones refuse to be
+disabled. Each entry point is loaded on its own instead of with pluggy's bulk loader, so a
+plugin that fails to import, declares another plugin API version, or breaks a hook
+signature is reported with its error and skipped, never fatal, unless ``strict``.
+
+Every hook is called per plugin (``implementations``) rather than as one pluggy call, so
+that the caller can isolate each plugin, give each its own ``NodeContext``, and count
+failures against the plugin that raised. ``ROLESERVE_TRACE_HOOKS=1`` logs each call, its
+arguments and its result at INFO on the ``roleserve.hooks`` logger.
+"""
+
+from __future__ import annotations
+
+import enum
+import importlib
+import importlib.metadata
+import logging
+import os
+import traceback
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pluggy
+
+from roleserve_core import hookspecs
+from roleserve_core.errors import (
+    EssentialPluginError,
+    PluginAPIVersionError,
+    PluginError,
+    PluginLoadError,
+)
+from roleserve_core.version import CORE_DISTRIBUTION, core_version
+
+__all__ = [
+    "BUILTIN_PLUGINS",
+    "ENTRY_POINT_GROUP",
+    "PLUGIN_API_VERSION",
+    "BuiltinPlugin",
+    "HookCall",
+    "PluginInfo",
+    "PluginSelection",
+    "PluginSet",
+    "PluginState",
+]
+
+PLUGIN_API_VERSION = 1
+"""The plugin API this roleserve-core provides; a plugin module declares the one it was
+written for as ``ROLESERVE_PLUGIN_API = 1``. Bumped only on incompatible hook changes."""
+
+ENTRY_POINT_GROUP = "roleserve.plugins"
+"""Entry-point group of installed plugins: name = plugin name, value = hook module."""
+
+API_ATTRIBUTE = "ROLESERVE_PLUGIN_API"
+
+log = logging.getLogger("roleserve.plugins")
+trace_log = logging.getLogger("roleserve.hooks")
+
+
+@dataclass(frozen=True, slots=True)
+class BuiltinPlugin:
+    """A plugin that ships inside roleserve-core."""
+
+    name: str
+    module: str
+    essential: bool = False
+    """Essential plugins refuse to be disabled: the node cannot work without them."""
+
+
+BUILTIN_PLUGINS: tuple[BuiltinPlugin, ...] = (
+    BuiltinPlugin("core", "roleserve_core.keys", essential=True),
+)
+"""The core's own plugins, registered first, in this order."""
+
+
+class PluginState(enum.StrEnum):
+    """What happened to a plugin."""
+
+    LOADED = "loaded"
+    FAILED = "failed"
+    BLOCKED = "blocked"
+
+
+@dataclass(slots=True)
+class PluginInfo:
+    """Everything ``roleserve plugins`` reports about one plugin."""
+
+    name: str
+    distribution: str | None
+    version: str | None
+    module: str | None
+    builtin: bool
+    state: PluginState
+    error: str | None = None
+    """Why it failed, one line; None unless failed."""
+    traceback: str | None = None
+    """The full traceback of the failure, if an exception caused it."""
+    reason: str | None = None
+    """Why it is blocked; None unless blocked."""
+    description: str = ""
+    """First line of the plugin module's docstring."""
+    hooks: list[str] = field(default_factory=list)
+    workers: list[str] = field(default_factory=list)
+    values: list[str] = field(default_factory=list)
+    """Keys this plugin owns."""
+    reads: list[str] = field(default_factory=list)
+    """Keys this plugin's workers declare they read."""
+    warnings: list[str] = field(default_factory=list)
+    hook_failures: dict[str, int] = field(default_factory=dict)
+    """Hook name → how many calls of it raised or timed out."""
+
+    def as_json(self) -> dict[str, Any]:
+        """The JSON form printed by ``roleserve plugins --json``."""
+        return {
+            "name": self.name,
+            "distribution": self.distribution,
+            "version": self.version,
+            "state": str(self.state),
+            "error": self.error,
+            "hooks": list(self.hooks),
+            "workers": list(self.workers),
+            "values": list(self.values),
+            "reads": list(self.reads),
+            "builtin": self.builtin,
+            "module": self.module,
+            "description": self.description,
+            "reason": self.reason,
+            "warnings": list(self.warnings),
+            "hook_failures": dict(self.hook_failures),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class PluginSelection:
+    """Which installed plugins to load.
+
+    ``allow``: if not None, only these entry-point plugins load (built-ins always do).
+    ``block``: these plugins do not load; naming an essential built-in is an error.
+    """
+
+    allow: frozenset[str] | None = None
+    block: frozenset[str] = frozenset()
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> PluginSelection:
+        """Read ``ROLESERVE_PLUGINS`` and ``ROLESERVE_DISABLE_PLUGINS`` (comma-separated)."""
+        env = os.environ if environ is None else environ
+        allow = env.get("ROLESERVE_PLUGINS")
+        return cls(
+            allow=None if allow is None else _names(allow),
+            block=_names(env.get("ROLESERVE_DISABLE_PLUGINS", "")),
+        )
+
+    def why_blocked(self, name: str, *, builtin: bool) -> str | None:
+        """The reason ``name`` does not load, or None if it loads."""
+        if name in self.block:
+            return "named in ROLESERVE_DISABLE_PLUGINS"
+        if self.allow is not None and not builtin and name not in self.allow:
+            return "not named in ROLESERVE_PLUGINS"
+        return None
+
+
+def _names(text: str) -> frozenset[str]:
+    return frozenset(part.strip() for part in text.split(",") if part.strip())
+
+
+@dataclass(frozen=True, slots=True)
+class HookCall:
+    """One plugin's implementation of one hook, callable with the hook's keyword arguments."""
+
+    plugin: str
+    hook: str
+    function: Callable[..., Any]
+    argnames: tuple[str, ...]
+    trace: bool = False
+
+    def __call__(self, **kwargs: Any) -> Any:
+        """Call the implementation with the arguments it asks for (pluggy's rule)."""
+        args = {name: kwargs[name] for name in self.argnames}
+        if self.trace:
+            trace_log.info("%s → %s(%s)", self.plugin, self.hook, _short(args))
+        result = self.function(**args)
+        if self.trace:
+            trace_log.info("%s ← %s: %s", self.plugin, self.hook, _short(result))
+        return result
+
+
+def _short(obj: object, limit: int = 300) -> str:
+    text = repr(obj)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _describe(plugin: object) -> str:
+    doc = getattr(plugin, "__doc__", None) or ""
+    lines = doc.strip().splitlines()
+    return lines[0] if lines else ""
+
+
+class PluginSet:
+    """The plugins of one process: a pluggy manager, and what happened to every plugin."""
+
+    def __init__(self, *, strict: bool = False, selection: PluginSelection | None = None) -> None:
+        self.strict = strict
+        self.selection = selection or PluginSelection()
+        self.trace = os.environ.get("ROLESERVE_TRACE_HOOKS", "") not in ("", "0")
+        self.manager = pluggy.PluginManager(hookspecs.PROJECT)
+        self.manager.add_hookspecs(hookspecs)
+        self._infos: dict[str, PluginInfo] = {}
+        self._plugins: dict[str, object] = {}
+        self.warnings: list[str] = []
+        """Problems not tied to one plugin (e.g. an allow list naming a missing plugin)."""
+
+    @classmethod
+    def load(
+        cls,
+        *,
+        strict: bool = False,
+        selection: PluginSelection | None = None,
+        entry_points: Iterable[importlib.metadata.EntryPoint] | None = None,
+        builtins: Iterable[BuiltinPlugin] = BUILTIN_PLUGINS,
+    ) -> PluginSet:
+        """Load the built-in plugins, then every installed one, each on its own.
+
+        :param selection: defaults to ``PluginSelection.from_env()``.
+        :param entry_points: defaults to the installed ``roleserve.plugins`` entry points.
+        :raises EssentialPluginError: if the block list names an essential plugin.
+        :raises PluginLoadError: in strict mode, on the first plugin that fails.
+        """
+        plugins = cls(strict=strict, selection=selection or PluginSelection.from_env())
+        for builtin in builtins:
+            plugins._load_builtin(builtin)
+        if entry_points is None:
+            entry_points = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+        found = sorted(entry_points, key=lambda ep: ep.name)
+        for entry_point in found:
+            plugins._load_entry_point(entry_point)
+        plugins._check_selection({ep.name for ep in found})
+        plugins.check_unknown_hooks()
+        return plugins
+
+    # -- loading --------------------------------------------------------------------
+
+    def _load_builtin(self, builtin: BuiltinPlugin) -> None:
+        if builtin.essential and builtin.name in self.selection.block:
+            raise EssentialPluginError(
+                f"plugin {builtin.name!r} is essential and cannot be disabled; "
+                "remove it from ROLESERVE_DISABLE_PLUGINS"
+            )
+        info = self._new_info(builtin.name, CORE_DISTRIBUTION, core_version(), builtin.module, True)
+        if info is not None:
+            self._import_and_register(info, lambda: importlib.import_module(builtin.module))
+
+    def _load_entry_point(self, entry_point: importlib.metadata.EntryPoint) -> None:
+        dist = entry_point.dist
+        name = entry_point.name
+        if name in self._infos:
+            other = self._infos[name].distribution
+            self.warnings.append(
+                f"plugin name {name!r} of {dist.name if dist else '?'} is already used by "
+                f"{other}; the second one is ignored"
+            )
+            return
+        info = self._new_info(
+            name,
+            dist.name if dist else None,
+            dist.version if dist else None,
+            entry_point.value,
+            False,
+        )
+        if info is not None:
+            self._import_and_register(info, entry_point.load)
+
+    def _new_info(
+        self, name: str, dist: str | None, version: str | None, module: str, builtin: bool
+    ) -> PluginInfo | None:
+        """Record the plugin; None if the selection blocks it."""
+        reason = self.selection.why_blocked(name, builtin=builtin)
+        state = PluginState.BLOCKED if reason else PluginState.LOADED
+        info = PluginInfo(name, dist, version, module, builtin, state, reason=reason)
+        self._infos[name] = info
+        return None if reason else info
+
+    def _import_and_register(self, info: PluginInfo, load: Callable[[], Any]) -> None:
+        try:
+            plugin = load()
+        except Exception as exc:
+            self._failed(info, f"import failed: {type(exc).__name__}: {exc}", exc)
+            return
+        declared = getattr(plugin, API_ATTRIBUTE, None)
+        if declared != PLUGIN_API_VERSION:
+            error = PluginAPIVersionError(
+                f"plugin {info.name!r} ({info.distribution or info.module}) "
+                + (
+                    f"does not declare {API_ATTRIBUTE}"
+                    if declared is None
+                    else f"was written for plugin API {declared!r}"
+                )
+                + f"; this roleserve-core provides plugin API {PLUGIN_API_VERSION}. "
+                "Install a version of the plugin made for it."
+            )
+            self._failed(info, str(error), None, error)
+            return
+        self._register(info, plugin)
+
+    def register(
+        self,
+        plugin: object,
+        name: str,
+        *,
+        distribution: str | None = None,
+        version: str | None = None,
+    ) -> PluginInfo:
+        """Register a plugin object directly (tests, embedding); no API-version check.
+
+        The selection still applies. Returns the plugin's info, whose ``state`` says
+        whether it loaded.
+        """
+        if name in self._infos:
+            raise PluginError(f"a plugin named {name!r} is already registered")
+        module = getattr(plugin, "__name__", type(plugin).__qualname__)
+        info = self._new_info(name, distribution, version, module, False)
+        if info is None:
+            return self._infos[name]
+        self._register(info, plugin)
+        return info
+
+    def _register(self, info: PluginInfo, plugin: object) -> None:
+        info.description = _describe(plugin)
+        try:
+            self.manager.register(plugin, name=info.name)
+        except Exception as exc:
+            self._failed(info, f"invalid hook implementation: {exc}", exc)
+            return
+        self._plugins[info.name] = plugin
+        info.hooks = sorted(caller.name for caller in self.manager.get_hookcallers(plugin) or [])
+        for call in self.implementations("roleserve_add_hookspecs", only=info.name):
+            try:
+                call(plugin_manager=self.manager)
+            except Exception as exc:
+                self.fail(info.name, exc, during="roleserve_add_hookspecs")
+
+    def _failed(
+        self,
+        info: PluginInfo,
+        message: str,
+        exc: BaseException | None,
+        raise_as: PluginError | None = None,
+    ) -> None:
+        info.state = PluginState.FAILED
+        info.error = message
+        info.traceback = "".join(traceback.format_exception(exc)) if exc is not None else None
+        plugin = self._plugins.pop(info.name, None)
+        if plugin is not None and self.manager.is_registered(plugin):
+            self.manager.unregister(plugin)
+        log.error("plugin %r failed: %s", info.name, message)
+        if self.strict:
+            raise raise_as or PluginLoadError(f"plugin {info.name!r} failed: {message}") from exc
+
+    def fail(self, name: str, exc: BaseException | str, *, during: str) -> None:
+        """Mark a loaded plugin failed (it raised in ``during``) and unregister it.
+
+        :raises PluginLoadError: in strict mode.
+        """
+        if isinstance(exc, BaseException):
+            message = f"{during} raised {type(exc).__name__}: {exc}"
+            self._failed(self._infos[name], message, exc)
+        else:
+            self._failed(self._infos[name], f"{during}: {exc}", None)
+
+    def _check_selection(self, found: set[str]) -> None:
+        if self.selection.allow is None:
+            return
+        known = found | {b.name for b in BUILTIN_PLUGINS} | set(self._infos)
+        for missing in sorted(self.selection.allow - known):
+            self.warnings.append(f"ROLESERVE_PLUGINS names {missing!r}, which is not installed")
+
+    def check_unknown_hooks(self) -> None:
+        """Warn about implementations of hooks nobody specified (likely a typo)."""
+        for hook_name, caller in sorted(vars(self.manager.hook).items()):
+            if caller.spec is not None:
+                continue
+            for impl in caller.get_hookimpls():
+                if impl.optionalhook:
+                    continue
+                message = (
+                    f"implements {hook_name!r}, which no loaded plugin defines; misspelled? "
+                    "(mark it @hookimpl(optionalhook=True) if it belongs to an optional plugin)"
+                )
+                info = self._infos.get(impl.plugin_name)
+                if info is not None and message not in info.warnings:
+                    info.warnings.append(message)
+
+    # -- using ------------------------------------------------------------------------
+
+    def infos(self) -> list[PluginInfo]:
+        """Every plugin seen, loaded or not, in load order."""
+        return list(self._infos.values())
+
+    def info(self, name: str) -> PluginInfo:
+        """The info of plugin ``name``; KeyError if never seen."""
+        return self._infos[name]
+
+    def loaded(self) -> list[str]:
+        """Names of the plugins that are loaded now, in load order."""
+        return list(self._plugins)
+
+    def implementations(self, hook: str, *, only: str | None = None) -> list[HookCall]:
+        """The implementations of ``hook`` by loaded plugins, in load order.
+
+        :param only: just this plugin's implementation, if it has one.
+        """
+        caller = getattr(self.manager.hook, hook, None)
+        if caller is None:
+            return []
+        by_plugin = {impl.plugin_name: impl for impl in caller.get_hookimpls()}
+        names = [only] if only is not None else list(self._plugins)
+        return [
+            HookCall(name, hook, impl.function, tuple(impl.argnames), self.trace)
+            for name in names
+            if (impl := by_plugin.get(name)) is not None
+        ]
+
+    def record_hook_failure(self, plugin: str, hook: str) -> None:
+        """Count a failed call of ``hook`` against ``plugin``."""
+        failures = self._infos[plugin].hook_failures
+        failures[hook] = failures.get(hook, 0) + 1

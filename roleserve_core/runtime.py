@@ -1,0 +1,261 @@
+"""The node runtime: plugins, values and workers assembled into one supervision tree.
+
+::
+
+    PluginSet ──roleserve_values()──▶ ValueRegistry (one owner per key)
+        │     ──roleserve_workers(node)──▶ Worker(name, run, when)
+        ▼
+    root
+    ├── role                         one group per worker, so workers fail alone
+    │   ├── <worker>                 gated: runs while when(roles) holds
+    │   └── ...
+    └── hooks
+        ├── on_roles                 calls every on_roles implementation per change
+        └── on_curator_connection    the same for curator_connection
+
+A gated worker waits, in state NEW with a note saying so, until ``when(roles)`` holds; then
+its ``run`` starts in the same runnable, so its DN is ``root.role.<worker>`` and its
+children hang below it. When the predicate turns false, the runnable restarts itself
+(``RunContext.restart``): its subtree is cancelled and it is back to waiting, without the
+backoff a failure would cost.
+
+Building a ``NodeRuntime`` does no I/O, which is why ``roleserve plugins`` can build one
+just to list the workers and values of every plugin.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from roleserve_core.errors import DuplicateValueKeyError
+from roleserve_core.event import Watcher
+from roleserve_core.keys import CURATOR_CONNECTION, ROLES
+from roleserve_core.logtree import LogTree
+from roleserve_core.node import NodeContext, RolePredicate, Worker
+from roleserve_core.plugins import PluginSet
+from roleserve_core.roles import NodeRoles
+from roleserve_core.supervisor import RunContext, Runnable, Supervisor
+from roleserve_core.values import ValueKey, ValueRegistry
+
+__all__ = ["CORE_READER", "DEFAULT_HOOK_TIMEOUT", "NodeRuntime"]
+
+DEFAULT_HOOK_TIMEOUT = 60.0
+"""Seconds an ``on_*`` hook implementation may take before it counts as failed."""
+
+CORE_READER = "core"
+"""The name the runtime reads values under."""
+
+
+class NodeRuntime:
+    """One node's plugins, values and workers, and the root runnable that runs them."""
+
+    def __init__(
+        self,
+        plugins: PluginSet,
+        *,
+        data_dir: Path,
+        config: Mapping[str, Mapping[str, Any]] | None = None,
+        logtree: LogTree | None = None,
+        hook_timeout: float = DEFAULT_HOOK_TIMEOUT,
+    ) -> None:
+        self.plugins = plugins
+        self.data_dir = data_dir
+        self.config = config or {}
+        self.logtree = logtree or LogTree()
+        self.hook_timeout = hook_timeout
+        self.registry = ValueRegistry()
+        self.log = self.logtree.logger("runtime")
+        self.contexts: dict[str, NodeContext] = {}
+        self.workers: dict[str, tuple[str, Worker]] = {}
+        """Worker name → (plugin, worker), in start order."""
+        self._declare_values()
+        self._collect_workers()
+        self._report_unowned_reads()
+
+    # -- assembly ----------------------------------------------------------------------
+
+    def context(self, plugin: str) -> NodeContext:
+        """The ``NodeContext`` of ``plugin`` (created on first use)."""
+        context = self.contexts.get(plugin)
+        if context is None:
+            section = self.config.get(plugin, {})
+            context = NodeContext(
+                plugin=plugin,
+                values=self.registry.scoped(plugin),
+                data_dir=self.data_dir / "plugins" / plugin,
+                config=section,
+                log=self.logtree.logger(f"plugin.{plugin}"),
+            )
+            self.contexts[plugin] = context
+        return context
+
+    def _declare_values(self) -> None:
+        for call in self.plugins.implementations("roleserve_values"):
+            try:
+                keys = list(call())
+                self._check_keys(keys)
+            except Exception as exc:
+                self.plugins.fail(call.plugin, exc, during="roleserve_values")
+                continue
+            for key in keys:
+                self.registry.declare(key, call.plugin)
+            self.plugins.info(call.plugin).values = [key.name for key in keys]
+
+    def _check_keys(self, keys: list[Any]) -> None:
+        """Validate a whole declaration first, so a refused plugin declares nothing."""
+        names: set[str] = set()
+        for key in keys:
+            if not isinstance(key, ValueKey):
+                raise TypeError(f"roleserve_values must return ValueKey objects, got {key!r}")
+            if key.name in names:
+                raise DuplicateValueKeyError(f"value {key.name!r} is declared twice")
+            names.add(key.name)
+            if key in self.registry:
+                owner = self.registry.owner_of(key)
+                raise DuplicateValueKeyError(
+                    f"value {key.name!r} is already owned by {owner!r}; "
+                    "a value has exactly one owner"
+                )
+
+    def _collect_workers(self) -> None:
+        for call in self.plugins.implementations("roleserve_workers"):
+            try:
+                workers = list(call(node=self.context(call.plugin)))
+                self._check_workers(workers)
+            except Exception as exc:
+                self._forget_plugin_values(call.plugin)
+                self.plugins.fail(call.plugin, exc, during="roleserve_workers")
+                continue
+            info = self.plugins.info(call.plugin)
+            for worker in workers:
+                self.workers[worker.name] = (call.plugin, worker)
+                self.registry.declare_reads(call.plugin, worker.reads)
+            info.workers = [worker.name for worker in workers]
+            info.reads = sorted({key.name for worker in workers for key in worker.reads})
+
+    def _check_workers(self, workers: list[Any]) -> None:
+        names: set[str] = set()
+        for worker in workers:
+            if not isinstance(worker, Worker):
+                raise TypeError(f"roleserve_workers must return Worker objects, got {worker!r}")
+            if worker.name in names:
+                raise ValueError(f"two workers are named {worker.name!r}")
+            names.add(worker.name)
+            if worker.name in self.workers:
+                owner = self.workers[worker.name][0]
+                raise ValueError(f"worker name {worker.name!r} is already used by {owner!r}")
+
+    def _forget_plugin_values(self, plugin: str) -> None:
+        """Drop the keys of a plugin that failed after declaring them."""
+        self.registry.forget_owner(plugin)
+        self.plugins.info(plugin).values = []
+
+    def _report_unowned_reads(self) -> None:
+        for reader, name in self.registry.unowned_reads():
+            message = (
+                f"its workers read value {name!r}, which no loaded plugin owns; "
+                "they will fail when they read it"
+            )
+            self.plugins.info(reader).warnings.append(message)
+            self.log.warning("plugin %r: %s", reader, message)
+
+    # -- running ---------------------------------------------------------------------
+
+    def supervisor(self, **options: Any) -> Supervisor:
+        """A ``Supervisor`` running this node, sharing this runtime's log tree."""
+        return Supervisor(self.root, logtree=self.logtree, **options)
+
+    async def root(self, ctx: RunContext) -> None:
+        """The root runnable: the role runtime and the hook dispatchers."""
+        ctx.run("role", self._run_role)
+        ctx.run("hooks", self._run_hooks)
+        ctx.signal_healthy()
+        await anyio.sleep_forever()
+
+    async def _run_role(self, ctx: RunContext) -> None:
+        for name, (_plugin, worker) in self.workers.items():
+            ctx.run(name, self._gated(worker))
+        ctx.signal_healthy()
+        await anyio.sleep_forever()
+
+    def _gated(self, worker: Worker) -> Runnable:
+        if worker.when is None:
+            return worker.run
+        when = worker.when
+        roles = self.registry.read(ROLES, CORE_READER)
+
+        async def gated(ctx: RunContext) -> None:
+            with roles.watch() as watcher:
+                ctx.set_note("waiting for its roles")
+                await watcher.get(filter=when)
+                ctx.set_note("")
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(_restart_when_false, ctx, watcher, when)
+                    await worker.run(ctx)
+                    if not ctx.done:
+                        tasks.cancel_scope.cancel()
+
+        gated.__doc__ = worker.run.__doc__
+        return gated
+
+    async def _run_hooks(self, ctx: RunContext) -> None:
+        ctx.run("on_roles", self._dispatcher("on_roles", ROLES, "roles"))
+        ctx.run(
+            "on_curator_connection",
+            self._dispatcher("on_curator_connection", CURATOR_CONNECTION, "connection"),
+        )
+        ctx.signal_healthy()
+        await anyio.sleep_forever()
+
+    def _dispatcher(self, hook: str, key: ValueKey[Any], argument: str) -> Runnable:
+        source = self.registry.read(key, CORE_READER)
+
+        async def dispatch(ctx: RunContext) -> None:
+            with source.watch() as watcher:
+                ctx.signal_healthy()
+                async for value in watcher:
+                    await self.call_each(hook, ctx.log, **{argument: value})
+
+        return dispatch
+
+    async def call_each(self, hook: str, log: logging.Logger, **kwargs: Any) -> None:
+        """Call every implementation of ``hook``, one at a time, each in isolation.
+
+        Each gets its own plugin's ``NodeContext`` as ``node``. One that raises or takes
+        longer than ``hook_timeout`` is logged and counted; the others still run.
+        """
+        for call in self.plugins.implementations(hook):
+            try:
+                with anyio.fail_after(self.hook_timeout):
+                    result = call(node=self.context(call.plugin), **kwargs)
+                    if inspect.isawaitable(result):
+                        await result
+            except Exception as exc:
+                self.plugins.record_hook_failure(call.plugin, hook)
+                log.error(
+                    "plugin %r: %s raised %s: %s",
+                    call.plugin,
+                    hook,
+                    type(exc).__name__,
+                    exc,
+                    exc_info=exc,
+                )
+
+
+async def _restart_when_false(
+    ctx: RunContext, roles: Watcher[NodeRoles], when: RolePredicate
+) -> None:
+    """Restart the gated runnable once its predicate no longer holds."""
+    await roles.get(filter=_negate(when))
+    ctx.log.info("its roles no longer hold; stopping until they do again")
+    ctx.restart()
+
+
+def _negate(predicate: Callable[[NodeRoles], bool]) -> Callable[[NodeRoles], bool]:
+    return lambda roles: not predicate(roles)

@@ -1,0 +1,68 @@
+"""A supervision tree of runnables, after Monogon's supervisor.
+
+A *runnable* is ``async def run(ctx: RunContext) -> None``. The supervisor runs a tree of
+them, each named by its DN (``root.role.kubernetes.worker``), and keeps the tree running::
+
+    root ──────────────────────────── runs, may start children before healthy
+    ├── role                          run_group({...}) starts a *group*:
+    │   ├── kubernetes ┐ group A      when one member dies, the others are cancelled
+    │   └── hostsfile  ┘              (siblings in other groups are not affected)
+    └── hooks
+
+    NEW ──signal_healthy()──▶ HEALTHY ──signal_done(), return──▶ DONE
+     │                          │
+     └────── raise / return without done ──▶ DEAD ──(backoff)──▶ NEW
+                 cancelled by ancestor or sibling ──▶ CANCELED ──(at once)──▶ NEW
+
+Rules (reference §2.2–2.3):
+
+- A runnable that raises, or returns without having signalled done, is DEAD: its subtree
+  and its group siblings are cancelled. The parent is not affected.
+- Each cancelled node restarts on its own once its whole subtree has finished and its
+  parent is still running: the dead one after an exponential backoff (0.5 s, ×1.5, up to
+  60 s, ±50 % jitter; reset by healthy or done), the others at once.
+- Children are started only before the runnable signals healthy; a DONE runnable's children
+  keep running.
+- Cancellation is never swallowed: a runnable is cancelled by cancelling its scope, and the
+  supervisor lets every cancellation it did not cause pass through.
+
+Beyond Monogon: restart and failure counters, the last error with its traceback, time in
+state, a crash-looping flag, notes a runnable sets about itself, ``restart(dn)``, and an
+injectable clock so that tests drive backoff without waiting.
+
+Modules: ``_api`` (what runnables see), ``_node`` (the tree node), ``_supervisor`` (the
+state-owning logic), ``_backoff`` (restart delays).
+"""
+
+from roleserve_core.supervisor._api import (
+    RunContext,
+    Runnable,
+    RunnableError,
+    RunnableStatus,
+    State,
+)
+from roleserve_core.supervisor._backoff import Backoff, BackoffPolicy
+from roleserve_core.supervisor._supervisor import (
+    NAME_PATTERN,
+    SUPERVISOR_DN,
+    CrashLoopPolicy,
+    StateObserver,
+    Supervisor,
+    SupervisorStatistics,
+)
+
+__all__ = [
+    "NAME_PATTERN",
+    "SUPERVISOR_DN",
+    "Backoff",
+    "BackoffPolicy",
+    "CrashLoopPolicy",
+    "RunContext",
+    "Runnable",
+    "RunnableError",
+    "RunnableStatus",
+    "State",
+    "StateObserver",
+    "Supervisor",
+    "SupervisorStatistics",
+]

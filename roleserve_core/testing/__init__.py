@@ -1,0 +1,33 @@
+"""Test kit for roleserve and its plugins: fake clock, harnesses, and waits on conditions.
+
+The fixtures live in ``roleserve_core.testing.plugin``, registered with pytest through the
+``pytest11`` entry point. The rule behind all of it: tests wait on conditions (a value
+satisfying a predicate, a runnable reaching a state, a task falling asleep on the fake
+clock), each under a timeout, and never on ``sleep``.
+"""
+
+from roleserve_core.testing._clock import FakeClock
+from roleserve_core.testing._harness import (
+    NodeHarness,
+    PluginHarness,
+    SupervisorRunner,
+    load_installed_plugin,
+)
+from roleserve_core.testing._wait import (
+    DEFAULT_TIMEOUT,
+    wait_for_state,
+    wait_for_status,
+    wait_for_value,
+)
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "FakeClock",
+    "NodeHarness",
+    "PluginHarness",
+    "SupervisorRunner",
+    "load_installed_plugin",
+    "wait_for_state",
+    "wait_for_status",
+    "wait_for_value",
+]

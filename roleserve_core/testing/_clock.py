@@ -1,0 +1,82 @@
+"""A clock that moves only when the test says so."""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+
+import anyio
+
+from roleserve_core.event import Value
+
+__all__ = ["FakeClock"]
+
+
+class FakeClock:
+    """A ``Clock`` for tests: ``sleep`` waits until ``advance`` moves time past its deadline.
+
+    A 60 s backoff costs no real time, and a test can wait until a task is asleep
+    (``wait_sleepers``) before it advances, instead of guessing with a real sleep::
+
+        await clock.wait_sleepers(1)   # the restart is now waiting out its backoff
+        clock.advance(clock.next_deadline() - clock.now())
+    """
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self._now = start
+        self._sleepers: list[tuple[float, int, anyio.Event]] = []
+        self._order = itertools.count()
+        self._count: Value[int] = Value()
+        self._count.set(0)
+
+    def now(self) -> float:
+        """The fake time."""
+        return self._now
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait until the clock is advanced by at least ``seconds``."""
+        if seconds <= 0:
+            await anyio.lowlevel.checkpoint()
+            return
+        entry = (self._now + seconds, next(self._order), anyio.Event())
+        heapq.heappush(self._sleepers, entry)
+        self._count.set(len(self._sleepers))
+        try:
+            await entry[2].wait()
+        finally:
+            if entry in self._sleepers:
+                self._sleepers.remove(entry)
+                heapq.heapify(self._sleepers)
+            self._count.set(len(self._sleepers))
+
+    def advance(self, seconds: float) -> None:
+        """Move time forward and wake every sleeper whose deadline has passed."""
+        if seconds < 0:
+            raise ValueError("time only moves forward")
+        self._now += seconds
+        while self._sleepers and self._sleepers[0][0] <= self._now:
+            _, _, event = heapq.heappop(self._sleepers)
+            event.set()
+        self._count.set(len(self._sleepers))
+
+    def next_deadline(self) -> float | None:
+        """The earliest deadline of a sleeper, or None if nobody sleeps."""
+        return self._sleepers[0][0] if self._sleepers else None
+
+    def sleepers(self) -> int:
+        """How many tasks are asleep on this clock."""
+        return len(self._sleepers)
+
+    async def wait_sleepers(self, count: int) -> None:
+        """Wait until at least ``count`` tasks are asleep. Bound it with a timeout."""
+        with self._count.watch() as watcher:
+            await watcher.get(filter=lambda n: n >= count)
+
+    async def advance_to_next(self) -> float:
+        """Wait for a sleeper, then advance exactly to its deadline; returns the step."""
+        await self.wait_sleepers(1)
+        deadline = self.next_deadline()
+        assert deadline is not None
+        step = max(0.0, deadline - self._now)
+        self.advance(step)
+        return step

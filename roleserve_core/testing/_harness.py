@@ -1,0 +1,132 @@
+"""Harnesses that assemble plugins, a node runtime and a supervisor for one test."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+from roleserve_core.keys import ROLES
+from roleserve_core.plugins import PluginInfo, PluginSelection, PluginSet
+from roleserve_core.roles import NodeRoles
+from roleserve_core.runtime import CORE_READER, NodeRuntime
+from roleserve_core.supervisor import BackoffPolicy, Runnable, RunnableStatus, State, Supervisor
+from roleserve_core.testing._clock import FakeClock
+from roleserve_core.testing._wait import DEFAULT_TIMEOUT, wait_for_state, wait_for_status
+from roleserve_core.values import ValueKey
+
+__all__ = ["NodeHarness", "PluginHarness", "SupervisorRunner", "load_installed_plugin"]
+
+T = TypeVar("T")
+
+
+class PluginHarness:
+    """The built-in plugins plus exactly the plugins a test registers.
+
+    Installed entry-point plugins stay out, so a test sees the same plugins on every
+    machine.
+    """
+
+    def __init__(self, *, strict: bool = False) -> None:
+        self.plugins = PluginSet.load(strict=strict, selection=PluginSelection(), entry_points=[])
+
+    def register(self, plugin: object, name: str = "test_plugin") -> PluginInfo:
+        """Register ``plugin`` (a module, class or object with ``@hookimpl`` functions)."""
+        return self.plugins.register(plugin, name)
+
+    def runtime(self, data_dir: Path, **options: Any) -> NodeRuntime:
+        """Assemble a ``NodeRuntime`` from the registered plugins (starts nothing)."""
+        return NodeRuntime(self.plugins, data_dir=data_dir, **options)
+
+
+class SupervisorRunner:
+    """Starts supervisors on a fake clock and stops them all when the test ends."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.clock = clock
+        self._stack = AsyncExitStack()
+
+    async def start(self, root: Runnable, **options: Any) -> Supervisor:
+        """A running ``Supervisor`` of ``root`` on the fake clock; stopped at teardown.
+
+        Backoff has no jitter unless ``backoff=`` says otherwise, so delays are exact.
+        """
+        options.setdefault("clock", self.clock)
+        options.setdefault("backoff", BackoffPolicy(jitter=0.0))
+        return await self._stack.enter_async_context(Supervisor(root, **options))
+
+    async def __aenter__(self) -> SupervisorRunner:
+        await self._stack.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        return await self._stack.__aexit__(exc_type, exc, tb)
+
+
+class NodeHarness:
+    """A node runtime running under a supervisor, with helpers to drive and observe it."""
+
+    def __init__(self, runtime: NodeRuntime, supervisor: Supervisor) -> None:
+        self.runtime = runtime
+        self.supervisor = supervisor
+
+    def set_roles(self, roles: NodeRoles) -> None:
+        """Set the node's roles, as rolefetch would."""
+        self.set(ROLES, roles)
+
+    def set(self, key: ValueKey[T], value: T, *, by: str = CORE_READER) -> None:
+        """Set a value on behalf of its owner (the core unless ``by`` says otherwise)."""
+        self.runtime.registry.set(key, value, by=by)
+
+    async def wait_state(
+        self, dn: str, *states: State, timeout: float = DEFAULT_TIMEOUT
+    ) -> RunnableStatus:
+        """Wait until ``dn`` is in one of ``states`` (default HEALTHY)."""
+        return await wait_for_state(self.supervisor, dn, *states, timeout=timeout)
+
+    async def wait_status(
+        self,
+        dn: str,
+        predicate: Callable[[RunnableStatus], bool],
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> RunnableStatus:
+        """Wait until the status of ``dn`` satisfies ``predicate``."""
+        return await wait_for_status(self.supervisor, dn, predicate, timeout=timeout)
+
+    def status(self, dn: str) -> RunnableStatus:
+        """The status of one runnable."""
+        return self.supervisor.status_of(dn)
+
+    @classmethod
+    async def start(
+        cls, runner: SupervisorRunner, runtime: NodeRuntime, **options: Any
+    ) -> NodeHarness:
+        """Run ``runtime`` under a supervisor from ``runner``."""
+        options.setdefault("logtree", runtime.logtree)
+        supervisor = await runner.start(runtime.root, **options)
+        return cls(runtime, supervisor)
+
+
+def load_installed_plugin(name: str) -> PluginInfo:
+    """Load the installed plugin ``name`` through its entry point, alone, strictly.
+
+    For a plugin's own tests: proves the distribution declares the entry point, the module
+    imports, and it declares the plugin API this core provides.
+
+    :raises PluginLoadError: if it fails to load; ``LookupError`` if it is not installed.
+    """
+    plugins = PluginSet.load(strict=True, selection=PluginSelection(allow=frozenset({name})))
+    try:
+        return plugins.info(name)
+    except KeyError:
+        raise LookupError(
+            f"no installed plugin {name!r} (entry point group roleserve.plugins)"
+        ) from None

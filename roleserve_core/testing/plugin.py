@@ -1,0 +1,74 @@
+"""The roleserve pytest plugin: fixtures for testing roleserve plugins and the core.
+
+Registered through the ``pytest11`` entry point of roleserve-core, so every plugin's own
+test suite has these fixtures without a conftest:
+
+``anyio_backend``
+    ``"asyncio"``: roleserve needs asyncio (grpc.aio runs on it).
+``fake_clock``
+    A ``FakeClock``; supervisors started by ``supervisor_runner`` use it.
+``value_registry``
+    An empty ``ValueRegistry``.
+``plugin_manager``
+    A ``PluginHarness``: the built-in plugins plus what the test registers.
+``supervisor_runner``
+    Starts supervisors (``await supervisor_runner.start(root)``) and stops them after the
+    test.
+``node``
+    A factory: ``await node(runtime)`` runs a ``NodeRuntime`` and returns a ``NodeHarness``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from roleserve_core.runtime import NodeRuntime
+from roleserve_core.testing._clock import FakeClock
+from roleserve_core.testing._harness import NodeHarness, PluginHarness, SupervisorRunner
+from roleserve_core.values import ValueRegistry
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """roleserve runs on anyio's asyncio backend."""
+    return "asyncio"
+
+
+@pytest.fixture
+def fake_clock() -> FakeClock:
+    """A clock that moves only when the test advances it."""
+    return FakeClock()
+
+
+@pytest.fixture
+def value_registry() -> ValueRegistry:
+    """An empty value registry."""
+    return ValueRegistry()
+
+
+@pytest.fixture
+def plugin_manager() -> PluginHarness:
+    """The built-in plugins plus the plugins this test registers."""
+    return PluginHarness()
+
+
+@pytest.fixture
+async def supervisor_runner(fake_clock: FakeClock) -> AsyncIterator[SupervisorRunner]:
+    """Starts supervisors on ``fake_clock``; stops them when the test ends."""
+    async with SupervisorRunner(fake_clock) as runner:
+        yield runner
+
+
+@pytest.fixture
+def node(
+    supervisor_runner: SupervisorRunner,
+) -> Callable[..., Awaitable[NodeHarness]]:
+    """``await node(runtime, **supervisor_options)`` runs a node runtime for this test."""
+
+    async def start(runtime: NodeRuntime, **options: Any) -> NodeHarness:
+        return await NodeHarness.start(supervisor_runner, runtime, **options)
+
+    return start

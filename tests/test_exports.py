@@ -1,0 +1,31 @@
+"""The public surface: what plugin authors import from ``roleserve_core``."""
+
+from __future__ import annotations
+
+import roleserve_core
+
+
+def test_all_names_exist_once() -> None:
+    """(Its order is ruff's RUF022 to keep.)"""
+    assert len(set(roleserve_core.__all__)) == len(roleserve_core.__all__)
+    for name in roleserve_core.__all__:
+        assert hasattr(roleserve_core, name), name
+
+
+def test_plugin_author_api_is_at_the_top() -> None:
+    from roleserve_core import (  # noqa: F401 - the import itself is the test
+        NodeContext,
+        RunContext,
+        Value,
+        ValueKey,
+        Worker,
+        hookimpl,
+    )
+
+
+def test_public_objects_say_where_they_live() -> None:
+    """Every exported class or function is defined in a roleserve_core module and documented."""
+    for name in roleserve_core.__all__:
+        obj = getattr(roleserve_core, name)
+        if isinstance(obj, type) or callable(obj):
+            assert (obj.__doc__ or "").strip(), f"{name} has no docstring"
