@@ -20,7 +20,7 @@ generated from them (``python -m roleserve_core.docgen``).
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from roleserve_core.roles import NodeRoles
     from roleserve_core.values import ValueKey
 
-__all__ = ["PROJECT", "hookimpl", "hookspec"]
+__all__ = ["HOOK_PHASES", "PROJECT", "hookimpl", "hookspec"]
 
 PROJECT = "roleserve"
 """The pluggy project name; markers of other projects are ignored."""
@@ -67,7 +67,7 @@ def roleserve_add_hookspecs(plugin_manager: pluggy.PluginManager) -> None:
 
 
 @hookspec
-def roleserve_values() -> list[ValueKey[object]]:
+def roleserve_values() -> list[ValueKey[Any]]:
     """Declare the node values this plugin owns.
 
     Called once per node start, for every plugin, before any worker is collected.
@@ -75,8 +75,8 @@ def roleserve_values() -> list[ValueKey[object]]:
     :returns: the ``ValueKey`` constants this plugin owns; it alone may ``set`` them, and
         anyone may read them. Return ``[]`` if it owns none.
 
-    Synchronous only. Declaring a key that another plugin already declared, or raising,
-    marks this plugin failed and unloads it; the node starts without it.
+    Synchronous only. If it raises, or declares a key that another plugin already
+    declared, this plugin is marked failed and unloaded; the node starts without it.
 
     Implement it by returning module constants: ``return [POD_NETWORK]``. Define keys where
     their type lives, so readers import the key, not the owner.
@@ -142,8 +142,18 @@ def on_curator_connection(
     :param node: this plugin's ``NodeContext``.
     :returns: nothing, or an awaitable, which the core awaits.
 
-    May be ``async``. Same isolation and ordering rules as ``on_roles``.
+    May be ``async``. Implementations run one at a time, in plugin order, each in
+    isolation: one that raises or exceeds the hook timeout is logged at that DN and counted
+    against its plugin, and the others still run.
 
     Implement it to refresh something that depends on who leads the cluster; workers that
     talk to the curator should rather watch ``curator_connection`` themselves.
     """
+
+
+HOOK_PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("load", ("roleserve_add_hookspecs",)),
+    ("start", ("roleserve_values", "roleserve_workers")),
+    ("run", ("on_roles", "on_curator_connection")),
+)
+"""Every hook, grouped by the phase it is called in; the order of the reference manual."""

@@ -13,6 +13,7 @@ from roleserve_core.testing._harness import (
     SupervisorRunner,
     load_installed_plugin,
 )
+from roleserve_core.testing._real import REQUIRE_REAL_ENV, require_real
 from roleserve_core.testing._wait import (
     DEFAULT_TIMEOUT,
     wait_for_state,
@@ -25,8 +26,10 @@ __all__ = [
     "FakeClock",
     "NodeHarness",
     "PluginHarness",
+    "REQUIRE_REAL_ENV",
     "SupervisorRunner",
     "load_installed_plugin",
+    "require_real",
     "wait_for_state",
     "wait_for_status",
     "wait_for_value",

@@ -116,17 +116,20 @@ class NodeHarness:
 
 
 def load_installed_plugin(name: str) -> PluginInfo:
-    """Load the installed plugin ``name`` through its entry point, alone, strictly.
+    """Load the installed plugin ``name`` through its entry point, alone and strictly, and
+    assemble a node runtime from it, so the info lists its values and workers.
 
     For a plugin's own tests: proves the distribution declares the entry point, the module
-    imports, and it declares the plugin API this core provides.
+    imports and declares the plugin API this core provides, and its start-up hooks work.
 
-    :raises PluginLoadError: if it fails to load; ``LookupError`` if it is not installed.
+    :raises PluginLoadError: if it fails; ``LookupError`` if it is not installed.
     """
     plugins = PluginSet.load(strict=True, selection=PluginSelection(allow=frozenset({name})))
     try:
-        return plugins.info(name)
+        info = plugins.info(name)
     except KeyError:
         raise LookupError(
             f"no installed plugin {name!r} (entry point group roleserve.plugins)"
         ) from None
+    NodeRuntime(plugins, data_dir=Path("/nonexistent/roleserve-test"))
+    return info

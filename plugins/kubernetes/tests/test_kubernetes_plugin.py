@@ -2,26 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from roleserve_kubernetes import hooks
-
-from roleserve_core.testing import PluginHarness, load_installed_plugin
+from roleserve_core.testing import load_installed_plugin
 
 
-def test_installed_entry_point_loads() -> None:
+def test_loads_owns_its_values_and_runs_no_workers_yet() -> None:
     info = load_installed_plugin("kubernetes")
     assert (info.distribution, info.module) == (
         "roleserve-kubernetes",
         "roleserve_kubernetes.hooks",
     )
-
-
-def test_owns_its_values_and_runs_no_workers_yet(
-    plugin_manager: PluginHarness, tmp_path: Path
-) -> None:
-    plugin_manager.register(hooks, "kubernetes")
-    plugin_manager.runtime(tmp_path)
-    info = plugin_manager.plugins.info("kubernetes")
     assert (info.values, info.workers) == (["kubernetes_status", "pod_network"], [])
     assert "no workers yet" in info.description

@@ -1,0 +1,93 @@
+"""The test kit plugin authors rely on: waits that explain themselves, real-component gates."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from roleserve_core import RunContext, State, Value
+from roleserve_core.plugins import PluginState
+from roleserve_core.testing import (
+    REQUIRE_REAL_ENV,
+    PluginHarness,
+    SupervisorRunner,
+    load_installed_plugin,
+    require_real,
+    wait_for_state,
+    wait_for_value,
+)
+
+
+def test_require_real_passes_when_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(REQUIRE_REAL_ENV, "1")
+    require_real("etcd", "/usr/bin/etcd", "apt-get install etcd-server")
+
+
+def test_require_real_skips_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(REQUIRE_REAL_ENV, raising=False)
+    with pytest.raises(pytest.skip.Exception, match=r"etcd is not available \(apt-get"):
+        require_real("etcd", None, "apt-get install etcd-server")
+
+
+def test_require_real_fails_when_ci_requires_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(REQUIRE_REAL_ENV, "1")
+    with pytest.raises(pytest.fail.Exception, match=f"etcd is not available.*{REQUIRE_REAL_ENV}"):
+        require_real("etcd", "", "apt-get install etcd-server")
+
+
+def test_plugin_harness_leaves_installed_plugins_out(plugin_manager: PluginHarness) -> None:
+    assert plugin_manager.plugins.loaded() == ["core"]
+
+
+def test_load_installed_plugin_names_what_is_missing() -> None:
+    with pytest.raises(LookupError, match="no installed plugin 'nonexistent'"):
+        load_installed_plugin("nonexistent")
+
+
+@pytest.mark.anyio
+async def test_wait_for_value_returns_the_first_accepted_value() -> None:
+    value: Value[int] = Value()
+    value.set(1)
+
+    async def producer() -> None:
+        for number in (2, 3, 4):
+            await anyio.wait_all_tasks_blocked()
+            value.set(number)
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(producer)
+        assert await wait_for_value(value, lambda n: n % 3 == 0) == 3
+
+
+@pytest.mark.anyio
+async def test_wait_for_value_times_out() -> None:
+    value: Value[int] = Value()
+    with pytest.raises(TimeoutError):
+        await wait_for_value(value, timeout=0.01)
+
+
+@pytest.mark.anyio
+async def test_wait_for_state_timeout_names_the_dn_and_its_last_status(
+    supervisor_runner: SupervisorRunner,
+) -> None:
+    async def never_healthy(ctx: RunContext) -> None:
+        ctx.set_note("stuck on purpose")
+        await anyio.sleep_forever()
+
+    supervisor = await supervisor_runner.start(never_healthy)
+    await supervisor.wait_status("root", lambda status: status.note != "")
+    with pytest.raises(TimeoutError, match=r"root did not reach.*stuck on purpose"):
+        await wait_for_state(supervisor, "root", State.HEALTHY, timeout=0.01)
+    with pytest.raises(TimeoutError, match=r"root\.missing.*does not exist"):
+        await wait_for_state(supervisor, "root.missing", timeout=0.01)
+
+
+def test_installed_example_plugin_lists_its_worker(tmp_path: Path) -> None:
+    info = load_installed_plugin("hello")
+    assert (info.state, info.workers, info.values) == (
+        PluginState.LOADED,
+        ["hello"],
+        ["hello_greeting"],
+    )
