@@ -199,6 +199,8 @@ class Watcher(Generic[T]):
 
         :param filter: if given, values for which it returns False are consumed and
             discarded, and ``get`` keeps waiting.
+        :raises anyio.get_cancelled_exc_class(): if the enclosing scope is cancelled, even
+            when a value is waiting; the value then stays for the next ``get``.
         :raises ConcurrentGetError: if another ``get`` on this watcher is pending.
         :raises WatcherClosedError: if the watcher is closed, or is closed while waiting.
         """
@@ -206,6 +208,11 @@ class Watcher(Generic[T]):
             raise ConcurrentGetError(
                 "get() called concurrently on one watcher; use one watcher per consumer"
             )
+        # A cancellation point even when a value is waiting: without it, a get() in an
+        # already-cancelled scope would consume the slot and return, and its caller, being
+        # cancelled, would lose that value at its next await. Cancelled here, the slot is
+        # untouched and the next get() returns it. (Does not yield unless cancelled.)
+        await anyio.lowlevel.checkpoint_if_cancelled()
         self._getting = True
         try:
             while True:

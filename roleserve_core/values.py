@@ -202,11 +202,18 @@ class ValueRegistry:
         )
 
     def owner_of(self, key: ValueKey[Any]) -> str:
-        """The owner of ``key``.
+        """The owner of ``key``'s name, whatever type it was declared with.
 
-        :raises UnknownValueKeyError: if nobody declared it.
+        By name, like ``key in registry``: the node asks it to name the owner of a key a
+        second plugin tries to declare, possibly with another type, and that is a duplicate
+        of the owned key, not an unknown key.
+
+        :raises UnknownValueKeyError: if nobody declared a key of that name.
         """
-        return self._entry(key, "owner_of").owner
+        entry = self._entries.get(key.name)
+        if entry is None:
+            raise UnknownValueKeyError(f"no loaded plugin owns value {key.name!r}")
+        return entry.owner
 
     def __contains__(self, key: ValueKey[Any]) -> bool:
         """Whether a key of that name is declared."""
