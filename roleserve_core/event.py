@@ -35,6 +35,7 @@ Values are not thread-safe: call ``set()`` and ``watch()`` from the event loop t
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -185,14 +186,18 @@ class Watcher(Generic[T]):
     def __init__(self, source: Value[T]) -> None:
         self._source: Value[T] | None = source
         self._slot: T | _Unset = _UNSET
-        self._wakeup: anyio.Event | None = None
+        # A bare asyncio future, not an anyio.Event: a get() waits on exactly one waker,
+        # and a future costs about half of an Event to create, set and await
+        # (benchmarks/event_values.py). roleserve runs on anyio's asyncio backend only.
+        self._wakeup: asyncio.Future[None] | None = None
         self._getting = False
         self._closed = False
 
     def _deliver(self, value: T) -> None:
         self._slot = value
-        if self._wakeup is not None:
-            self._wakeup.set()
+        wakeup = self._wakeup
+        if wakeup is not None and not wakeup.done():
+            wakeup.set_result(None)
 
     async def get(self, filter: Callable[[T], bool] | None = None) -> T:
         """Wait for a value newer than the last one returned, and return it.
@@ -219,8 +224,8 @@ class Watcher(Generic[T]):
                 if self._closed:
                     raise WatcherClosedError("get() on a closed watcher")
                 if isinstance(self._slot, _Unset):
-                    self._wakeup = anyio.Event()
-                    await self._wakeup.wait()
+                    self._wakeup = asyncio.get_running_loop().create_future()
+                    await self._wakeup
                     continue
                 value: T = self._slot
                 self._slot = _UNSET
@@ -239,8 +244,9 @@ class Watcher(Generic[T]):
             self._source._forget(self)
             self._source = None
         self._slot = _UNSET
-        if self._wakeup is not None:
-            self._wakeup.set()
+        wakeup = self._wakeup
+        if wakeup is not None and not wakeup.done():
+            wakeup.set_result(None)
 
     @property
     def closed(self) -> bool:
