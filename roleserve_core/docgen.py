@@ -17,7 +17,6 @@ import argparse
 import inspect
 import re
 import sys
-import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any

@@ -55,8 +55,10 @@ class Worker:
             raise InvalidRunnableNameError(
                 f"invalid worker name {self.name!r}; names must match ^[a-z0-9_]{{1,64}}$"
             )
-        if not self.doc and self.run.__doc__:
-            object.__setattr__(self, "doc", self.run.__doc__.strip().splitlines()[0])
+        # A blank docstring has no first line: (run.__doc__ or "").strip() may be empty.
+        lines = (self.run.__doc__ or "").strip().splitlines()
+        if not self.doc and lines:
+            object.__setattr__(self, "doc", lines[0])
         object.__setattr__(self, "reads", tuple(self.reads))
 
 

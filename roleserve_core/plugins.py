@@ -28,10 +28,11 @@ from __future__ import annotations
 import enum
 import importlib
 import importlib.metadata
+import inspect
 import logging
 import os
 import traceback
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -194,8 +195,17 @@ class HookCall:
         if self.trace:
             trace_log.info("%s → %s(%s)", self.plugin, self.hook, _short(args))
         result = self.function(**args)
-        if self.trace:
-            trace_log.info("%s ← %s: %s", self.plugin, self.hook, _short(result))
+        if not self.trace:
+            return result
+        if inspect.isawaitable(result):
+            return self._traced(result)
+        trace_log.info("%s ← %s: %s", self.plugin, self.hook, _short(result))
+        return result
+
+    async def _traced(self, awaitable: Awaitable[Any]) -> Any:
+        """Await an async implementation's result, then trace what it returned."""
+        result = await awaitable
+        trace_log.info("%s ← %s: %s", self.plugin, self.hook, _short(result))
         return result
 
 
@@ -268,10 +278,10 @@ class PluginSet:
         dist = entry_point.dist
         name = entry_point.name
         if name in self._infos:
-            other = self._infos[name].distribution
+            first = self._infos[name]
             self.warnings.append(
-                f"plugin name {name!r} of {dist.name if dist else '?'} is already used by "
-                f"{other}; the second one is ignored"
+                f"plugin name {name!r} of {dist.name if dist else entry_point.value} is already "
+                f"used by {first.distribution or first.module}; the second one is ignored"
             )
             return
         info = self._new_info(
@@ -361,6 +371,9 @@ class PluginSet:
         raise_as: PluginError | None = None,
     ) -> None:
         info.state = PluginState.FAILED
+        # One line, as PluginInfo.error promises and the table shows it (pluggy's validation
+        # errors span several lines); the traceback keeps the full text.
+        message = "; ".join(line.strip() for line in message.splitlines() if line.strip())
         info.error = message
         info.traceback = "".join(traceback.format_exception(exc)) if exc is not None else None
         plugin = self._plugins.pop(info.name, None)
@@ -382,11 +395,16 @@ class PluginSet:
             self._failed(self._infos[name], f"{during}: {exc}", None)
 
     def _check_selection(self, found: set[str]) -> None:
-        if self.selection.allow is None:
-            return
+        """Warn about selected names that match no plugin: a typo in the block list would
+        otherwise load the plugin it meant to block without a word."""
         known = found | {b.name for b in BUILTIN_PLUGINS} | set(self._infos)
-        for missing in sorted(self.selection.allow - known):
-            self.warnings.append(f"ROLESERVE_PLUGINS names {missing!r}, which is not installed")
+        selected = {
+            "ROLESERVE_PLUGINS": self.selection.allow or frozenset(),
+            "ROLESERVE_DISABLE_PLUGINS": self.selection.block,
+        }
+        for variable, names in selected.items():
+            for missing in sorted(names - known):
+                self.warnings.append(f"{variable} names {missing!r}, which is not installed")
 
     def check_unknown_hooks(self) -> None:
         """Warn about implementations of hooks nobody specified (likely a typo)."""

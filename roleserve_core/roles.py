@@ -94,6 +94,16 @@ class NodeRoles:
     def __post_init__(self) -> None:
         object.__setattr__(self, "custom", _frozen_custom(self.custom))
 
+    def __hash__(self) -> int:
+        """Hash by value, like the other role types: the generated hash would hash the
+        ``custom`` mapping proxies, which are not hashable."""
+        custom = frozenset(
+            (name, frozenset(params.items())) for name, params in self.custom.items()
+        )
+        return hash(
+            (self.consensus_member, self.kubernetes_controller, self.kubernetes_worker, custom)
+        )
+
     def has(self, role: str) -> bool:
         """Whether the role named ``role`` is assigned.
 

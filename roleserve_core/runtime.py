@@ -17,7 +17,9 @@ A gated worker waits, in state NEW with a note saying so, until ``when(roles)`` 
 its ``run`` starts in the same runnable, so its DN is ``root.role.<worker>`` and its
 children hang below it. When the predicate turns false, the runnable restarts itself
 (``RunContext.restart``): its subtree is cancelled and it is back to waiting, without the
-backoff a failure would cost.
+backoff a failure would cost. A gated worker that signals done and returns stays HEALTHY,
+not DONE: the gate keeps watching the roles, so that it can still stop the children the
+worker left running when the roles change.
 
 Building a ``NodeRuntime`` does no I/O, which is why ``roleserve plugins`` can build one
 just to list the workers and values of every plugin.
@@ -162,7 +164,9 @@ class NodeRuntime:
                 f"its workers read value {name!r}, which no loaded plugin owns; "
                 "they will fail when they read it"
             )
-            self.plugins.info(reader).warnings.append(message)
+            warnings = self.plugins.info(reader).warnings
+            if message not in warnings:  # a second runtime of the same plugins
+                warnings.append(message)
             self.log.warning("plugin %r: %s", reader, message)
 
     # -- running ---------------------------------------------------------------------
@@ -232,12 +236,22 @@ class NodeRuntime:
         """
         for call in self.plugins.implementations(hook):
             try:
-                with anyio.fail_after(self.hook_timeout):
+                with anyio.fail_after(self.hook_timeout) as scope:
                     result = call(node=self.context(call.plugin), **kwargs)
                     if inspect.isawaitable(result):
                         await result
             except Exception as exc:
                 self.plugins.record_hook_failure(call.plugin, hook)
+                if isinstance(exc, TimeoutError) and scope.cancelled_caught:
+                    # Our deadline, not an error of the plugin's: its TimeoutError says
+                    # nothing, so name the limit instead.
+                    log.error(
+                        "plugin %r: %s did not finish within %ss",
+                        call.plugin,
+                        hook,
+                        self.hook_timeout,
+                    )
+                    continue
                 log.error(
                     "plugin %r: %s raised %s: %s",
                     call.plugin,

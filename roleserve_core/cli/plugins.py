@@ -60,6 +60,10 @@ def run(args: argparse.Namespace) -> int:
     infos = plugins.infos()
     if args.json:
         print(json.dumps([info.as_json() for info in infos], indent=2))
+        # Warnings that belong to no plugin have no place in the list; stdout stays the
+        # JSON a script parses, and they still reach the person who ran it.
+        for warning in plugins.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
     else:
         print(_format(infos, plugins.warnings))
     return 0

@@ -23,10 +23,10 @@ from roleserve_core.testing._wait import (
 
 __all__ = [
     "DEFAULT_TIMEOUT",
+    "REQUIRE_REAL_ENV",
     "FakeClock",
     "NodeHarness",
     "PluginHarness",
-    "REQUIRE_REAL_ENV",
     "SupervisorRunner",
     "load_installed_plugin",
     "require_real",

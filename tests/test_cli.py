@@ -1,0 +1,288 @@
+"""The ``roleserve`` command, and ``roleserve plugins`` [--json] [--strict].
+
+Most tests call ``main()`` with the test plugins of ``tests/plugins/`` as the installed
+entry points; one runs the installed command in a subprocess and checks the listing of the
+workspace's real plugins, with and without the allow list.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from roleserve_core.cli import main
+from roleserve_core.plugins import ENTRY_POINT_GROUP
+from roleserve_core.version import core_version
+
+PLUGINS_DIR = Path(__file__).parent / "plugins"
+ENVIRONMENT = ("ROLESERVE_PLUGINS", "ROLESERVE_DISABLE_PLUGINS", "ROLESERVE_TRACE_HOOKS")
+JSON_KEYS = {"name", "distribution", "version", "state", "error", "hooks", "workers", "values"}
+
+Install = Callable[..., None]
+
+
+@pytest.fixture
+def install(monkeypatch: pytest.MonkeyPatch) -> Install:
+    """``install("good", ...)``: these test plugins are the installed entry points."""
+    monkeypatch.syspath_prepend(str(PLUGINS_DIR))
+    for variable in ENVIRONMENT:
+        monkeypatch.delenv(variable, raising=False)
+    real = importlib.metadata.entry_points
+
+    def install_plugins(*modules: str) -> None:
+        found = [importlib.metadata.EntryPoint(m, m, ENTRY_POINT_GROUP) for m in modules]
+
+        def entry_points(**selection: Any) -> Any:
+            return found if selection.get("group") == ENTRY_POINT_GROUP else real(**selection)
+
+        monkeypatch.setattr(importlib.metadata, "entry_points", entry_points)
+
+    return install_plugins
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """``roleserve ARGV``: exit code, stdout, stderr."""
+    try:
+        code = main(list(argv))
+    except SystemExit as exit:  # argparse exits for --help
+        code = exit.code if isinstance(exit.code, int) else 1
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def listing(capsys: pytest.CaptureFixture[str], *options: str) -> dict[str, dict[str, Any]]:
+    """``roleserve plugins --json``, by plugin name, in the order printed."""
+    code, out, _ = run(capsys, "plugins", "--json", *options)
+    assert code == 0
+    entries = json.loads(out)
+    assert isinstance(entries, list)
+    assert all(set(entry) >= JSON_KEYS for entry in entries)
+    return {entry["name"]: entry for entry in entries}
+
+
+def test_plugins_json(install: Install, capsys: pytest.CaptureFixture[str]) -> None:
+    install("good", "broken_import")
+    plugins = listing(capsys)
+    assert list(plugins) == ["core", "broken_import", "good"]
+    core, broken, good = plugins.values()
+    assert {key: core[key] for key in JSON_KEYS} == {
+        "name": "core",
+        "distribution": "roleserve-core",
+        "version": core_version(),
+        "state": "loaded",
+        "error": None,
+        "hooks": ["roleserve_values"],
+        "workers": [],
+        "values": ["node_id", "roles", "curator_connection", "network"],
+    }
+    assert (good["state"], good["workers"], good["values"], good["reads"]) == (
+        "loaded",
+        ["good_worker"],
+        ["good_roles", "good_connection"],
+        ["roles"],
+    )
+    assert good["hooks"] == [
+        "on_curator_connection",
+        "on_roles",
+        "roleserve_values",
+        "roleserve_workers",
+    ]
+    assert (broken["state"], broken["hooks"]) == ("failed", [])
+    assert broken["error"] == (
+        "import failed: ModuleNotFoundError: No module named 'roleserve_test_missing_dependency'"
+    )
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "reason"),
+    [
+        ("ROLESERVE_PLUGINS", "good", "not named in ROLESERVE_PLUGINS"),
+        ("ROLESERVE_DISABLE_PLUGINS", "broken_import", "named in ROLESERVE_DISABLE_PLUGINS"),
+    ],
+)
+def test_plugins_json_honours_the_selection(
+    install: Install,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    variable: str,
+    value: str,
+    reason: str,
+) -> None:
+    install("good", "broken_import")
+    monkeypatch.setenv(variable, value)
+    plugins = listing(capsys)
+    assert {name: (entry["state"], entry["reason"]) for name, entry in plugins.items()} == {
+        "core": ("loaded", None),
+        "broken_import": ("blocked", reason),
+        "good": ("loaded", None),
+    }
+
+
+def test_plugins_json_keeps_warnings_off_stdout(
+    install: Install, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    install("good")
+    monkeypatch.setenv("ROLESERVE_PLUGINS", "good,gone")
+    code, out, err = run(capsys, "plugins", "--json")
+    assert code == 0
+    assert [entry["name"] for entry in json.loads(out)] == ["core", "good"]
+    assert err == "warning: ROLESERVE_PLUGINS names 'gone', which is not installed\n"
+
+
+def table(text: str) -> list[list[str]]:
+    """The cells of a table whose columns start where its header's words do."""
+    header, *rows = text.splitlines()
+    starts = [
+        index
+        for index, char in enumerate(header)
+        if char != " " and header[index - 1 : index] in ("", " ")
+    ]
+    bounds = list(zip(starts, [*starts[1:], None], strict=True))
+    return [[line[start:end].strip() for start, end in bounds] for line in [header, *rows]]
+
+
+def test_plugins_table(install: Install, capsys: pytest.CaptureFixture[str]) -> None:
+    install("good", "broken_import", "typo_hook")
+    code, out, _ = run(capsys, "plugins")
+    assert code == 0
+    listed, details = out.split("\n\n", 1)
+    assert table(listed) == [
+        ["NAME", "DISTRIBUTION", "VERSION", "STATE", "WORKERS", "VALUES", "HOOKS"],
+        [
+            "core",
+            "roleserve-core",
+            core_version(),
+            "loaded",
+            "-",
+            "node_id, roles, curator_connection, network",
+            "roleserve_values",
+        ],
+        ["broken_import", "-", "-", "failed", "-", "-", "-"],
+        [
+            "good",
+            "-",
+            "-",
+            "loaded",
+            "good_worker",
+            "good_roles, good_connection",
+            "on_curator_connection, on_roles, roleserve_values, roleserve_workers",
+        ],
+        ["typo_hook", "-", "-", "loaded", "-", "-", "on_role, roleserve_metrics_exporters"],
+    ]
+    assert details.splitlines() == [
+        "core: The node's shared state: every core ``ValueKey``, its type and its invariants.",
+        "broken_import: (no description)",
+        "  error: import failed: ModuleNotFoundError: "
+        "No module named 'roleserve_test_missing_dependency'",
+        "good: A well-behaved test plugin: one value of its own per hook, and a gated worker.",
+        "typo_hook: A test plugin with a misspelled hook, and an optional hook of a plugin "
+        "that is absent.",
+        "  warning: implements 'on_role', which no loaded plugin defines; misspelled? "
+        "(mark it @hookimpl(optionalhook=True) if it belongs to an optional plugin)",
+    ]
+
+
+def test_blocking_core_exits_2(
+    install: Install, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    install("good")
+    monkeypatch.setenv("ROLESERVE_DISABLE_PLUGINS", "core")
+    assert run(capsys, "plugins") == (
+        2,
+        "",
+        "roleserve plugins: plugin 'core' is essential and cannot be disabled; "
+        "remove it from ROLESERVE_DISABLE_PLUGINS\n",
+    )
+
+
+@pytest.mark.parametrize(
+    ("broken", "message"),
+    [
+        ("broken_import", "plugin 'broken_import' failed: import failed: ModuleNotFoundError"),
+        ("wrong_api", "plugin 'wrong_api' (wrong_api) was written for plugin API 2"),
+        ("raising_values", "plugin 'raising_values' failed: roleserve_values raised"),
+    ],
+)
+def test_strict_exits_1_when_a_plugin_fails(
+    install: Install, capsys: pytest.CaptureFixture[str], broken: str, message: str
+) -> None:
+    install("good", broken)
+    code, out, err = run(capsys, "plugins", "--strict")
+    assert (code, out) == (1, "")
+    assert err.startswith(f"roleserve plugins: {message}")
+    install("good")
+    assert run(capsys, "plugins", "--strict", "--json")[0] == 0
+
+
+@pytest.mark.parametrize("allow", [None, "hostsfile"])
+def test_the_installed_command_lists_the_workspace_plugins(allow: str | None) -> None:
+    """The real entry points: the workspace's five plugins and the example plugin."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("ROLESERVE_")}
+    if allow is not None:
+        environ["ROLESERVE_PLUGINS"] = allow
+    done = subprocess.run(
+        [sys.executable, "-m", "roleserve_core", "plugins", "--json"],
+        env=environ,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    plugins = {entry["name"]: entry for entry in json.loads(done.stdout)}
+    names = ["clusternet", "controlplane", "hello", "hostsfile", "kubernetes", "metrics"]
+    assert list(plugins) == ["core", *names]
+    loaded = {"core", "hostsfile"} if allow else {"core", *names}
+    assert {name: entry["state"] for name, entry in plugins.items()} == {
+        name: "loaded" if name in loaded else "blocked" for name in plugins
+    }
+    assert {name: entry["distribution"] for name, entry in plugins.items()} == {
+        "core": "roleserve-core",
+        **{name: f"roleserve-{name}" for name in names},
+        "hello": "roleserve-example-hello",
+    }
+    assert plugins["hostsfile"]["values"] == ["cluster_directory_saved"]
+    assert plugins["hostsfile"]["version"] == importlib.metadata.version("roleserve-hostsfile")
+    if allow is None:
+        assert (plugins["hello"]["workers"], plugins["hello"]["values"]) == (
+            ["hello"],
+            ["hello_greeting"],
+        )
+    else:
+        assert plugins["hello"]["reason"] == "not named in ROLESERVE_PLUGINS"
+
+
+def test_help(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--help")
+    assert code == 0
+    assert out.startswith("usage: roleserve")
+    assert "roleserve: a node agent." in out
+    assert "plugins" in out
+    assert "list installed plugins and what each contributes" in out
+
+
+def test_plugins_help(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "plugins", "--help")
+    assert code == 0
+    assert out.startswith("usage: roleserve plugins [-h] [--json] [--strict]")
+    assert "ROLESERVE_PLUGINS (allow list) and ROLESERVE_DISABLE_PLUGINS (block list)" in " ".join(
+        out.split()
+    )
+
+
+def test_no_command_prints_help_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys)
+    assert (code, out) == (2, "")
+    assert err.startswith("usage: roleserve")
+    assert "commands:" in err
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(capsys, "--version") == (0, f"roleserve {core_version()}\n", "")
