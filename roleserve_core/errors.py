@@ -16,10 +16,13 @@
     │   ├── ChildrenAfterHealthyError run()/run_group() after signal_healthy()
     │   ├── RunnableReturnedError     a runnable returned without signalling done
     │   └── RunnableNotFoundError     no runnable with that DN
-    └── PluginError
-        ├── PluginLoadError           a plugin failed to load (raised in strict mode)
-        ├── PluginAPIVersionError     a plugin built for another plugin API version
-        └── EssentialPluginError      an essential built-in plugin was blocked
+    ├── PluginError
+    │   ├── PluginLoadError           a plugin failed to load (raised in strict mode)
+    │   ├── PluginAPIVersionError     a plugin built for another plugin API version
+    │   └── EssentialPluginError      an essential built-in plugin was blocked
+    └── IdentityError                 a key or certificate that is not what it must be
+        ├── CertificateVerificationError  a certificate fails verification (reason given)
+        └── CredentialsError          saved credentials missing, corrupt or mismatched
 
 Errors that describe a misuse of an API by a runnable (``InvalidSignalError`` and friends)
 are raised inside that runnable, so they fail that runnable alone, with the DN in the status
@@ -29,11 +32,14 @@ and the log; nothing else stops.
 from __future__ import annotations
 
 __all__ = [
+    "CertificateVerificationError",
     "ChildrenAfterHealthyError",
     "ConcurrentGetError",
+    "CredentialsError",
     "DuplicateValueKeyError",
     "EssentialPluginError",
     "EventError",
+    "IdentityError",
     "InvalidRunnableNameError",
     "InvalidSignalError",
     "NotValueOwnerError",
@@ -120,3 +126,15 @@ class PluginAPIVersionError(PluginError):
 
 class EssentialPluginError(PluginError):
     """An essential built-in plugin was named in the block list."""
+
+
+class IdentityError(RoleserveError):
+    """A key, certificate or credential that is not what it must be."""
+
+
+class CertificateVerificationError(IdentityError):
+    """A certificate failed verification; the message says which check."""
+
+
+class CredentialsError(IdentityError):
+    """Saved credentials are missing, corrupt, or do not belong together."""

@@ -1,0 +1,249 @@
+"""Issuing certificates: the cluster CA, node and user certificates, ephemeral ones.
+
+::
+
+    cluster CA (self-signed, CA:TRUE, path length 0)
+    ├── node certificate   CN = SAN = node ID (+ SAN ANY_NODE_NAME); ServerAuth + ClientAuth
+    └── user certificate   CN = identity (e.g. "owner");             ClientAuth only
+
+    enrolment CA (derived from a published seed: anyone can issue with it)
+    └── ephemeral certificate   CN = node ID of its key;             ClientAuth only
+
+ServerAuth tells a node certificate from a user certificate: servers are always nodes.
+Every key is ECDSA P-256, since gRPC's TLS stack refuses Ed25519 leaf certificates.
+
+Why an enrolment CA instead of self-signed ephemeral certificates (as Monogon has): a node
+that enrols has no certificate of the cluster yet, and proves only that it holds a key. Go's
+TLS server can *request* a client certificate without verifying it; gRPC Python cannot: it
+either verifies client certificates against its roots or does not ask for one at all. So
+every roleserve server requires and verifies client certificates, and trusts, next to the
+cluster CA, a CA whose private key is derived from a published seed. A certificate from it
+proves exactly what a self-signed one would (the TLS handshake proves the key), the server
+classifies it as unauthenticated, and only methods marked ``allow_unauthenticated`` accept
+it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import hashlib
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from roleserve_core.identity._keys import PrivateKey, PublicKey, node_id
+
+__all__ = [
+    "ANY_NODE_NAME",
+    "CA_NAME",
+    "DEFAULT_VALIDITY",
+    "ENROLMENT_CA_NAME",
+    "create_ca",
+    "enrolment_ca",
+    "issue_ephemeral_certificate",
+    "issue_node_certificate",
+    "issue_user_certificate",
+]
+
+DEFAULT_VALIDITY = datetime.timedelta(days=3650)
+"""Ten years: roleserve does not rotate certificates yet, so they must outlive the cluster."""
+
+CLOCK_SKEW = datetime.timedelta(minutes=5)
+"""Certificates start this much in the past, so a peer whose clock lags accepts them."""
+
+CA_NAME = "roleserve cluster CA"
+
+ANY_NODE_NAME = "any-node.roleserve.invalid"
+"""A second DNS name of every node certificate. A client that must reach *some* node of the
+cluster but does not know which (a seed address) verifies the server against this name;
+gRPC always checks a name, and only node certificates carry this one. ``.invalid`` is
+reserved (RFC 2606), so it can never be a real host's name."""
+
+ENROLMENT_CA_NAME = "roleserve enrolment CA (its key is public, not a secret)"
+ENROLMENT_SEED = b"roleserve enrolment CA, version 1"
+ENROLMENT_NOT_BEFORE = datetime.datetime(2020, 1, 1, tzinfo=datetime.UTC)
+ENROLMENT_NOT_AFTER = datetime.datetime(2120, 1, 1, tzinfo=datetime.UTC)
+
+
+def _name(common_name: str) -> x509.Name:
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+
+
+def _validity(
+    not_before: datetime.datetime | None, not_after: datetime.datetime | None
+) -> tuple[datetime.datetime, datetime.datetime]:
+    start = not_before or datetime.datetime.now(datetime.UTC) - CLOCK_SKEW
+    return start, not_after or start + DEFAULT_VALIDITY
+
+
+def _builder(
+    subject: x509.Name,
+    public_key: PublicKey,
+    issuer: x509.Name,
+    issuer_key: PublicKey,
+    not_before: datetime.datetime,
+    not_after: datetime.datetime,
+    serial: int | None = None,
+) -> x509.CertificateBuilder:
+    return (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(public_key)
+        .serial_number(serial or x509.random_serial_number())
+        .not_valid_before(not_before)
+        .not_valid_after(not_after)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(public_key), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer_key), critical=False
+        )
+    )
+
+
+def _leaf(
+    builder: x509.CertificateBuilder, usages: list[x509.ObjectIdentifier]
+) -> x509.CertificateBuilder:
+    return (
+        builder.add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=False,
+                crl_sign=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
+    )
+
+
+def _ca_builder(builder: x509.CertificateBuilder) -> x509.CertificateBuilder:
+    return builder.add_extension(
+        x509.BasicConstraints(ca=True, path_length=0), critical=True
+    ).add_extension(
+        x509.KeyUsage(
+            digital_signature=True,
+            content_commitment=False,
+            key_encipherment=False,
+            data_encipherment=False,
+            key_agreement=False,
+            key_cert_sign=True,
+            crl_sign=True,
+            encipher_only=False,
+            decipher_only=False,
+        ),
+        critical=True,
+    )
+
+
+def create_ca(
+    key: PrivateKey,
+    *,
+    not_before: datetime.datetime | None = None,
+    not_after: datetime.datetime | None = None,
+) -> x509.Certificate:
+    """The self-signed cluster CA certificate for ``key``; it signs leaves only."""
+    start, end = _validity(not_before, not_after)
+    name = _name(CA_NAME)
+    builder = _builder(name, key.public_key(), name, key.public_key(), start, end)
+    return _ca_builder(builder).sign(key, hashes.SHA256())
+
+
+def issue_node_certificate(
+    ca_key: PrivateKey,
+    ca_certificate: x509.Certificate,
+    public_key: PublicKey,
+    *,
+    not_before: datetime.datetime | None = None,
+    not_after: datetime.datetime | None = None,
+) -> x509.Certificate:
+    """A node certificate for ``public_key``: CN and DNS name = its node ID."""
+    start, end = _validity(not_before, not_after)
+    identity = node_id(public_key)
+    builder = _builder(
+        _name(identity),
+        public_key,
+        ca_certificate.subject,
+        ca_key.public_key(),
+        start,
+        end,
+    ).add_extension(
+        x509.SubjectAlternativeName([x509.DNSName(identity), x509.DNSName(ANY_NODE_NAME)]),
+        critical=False,
+    )
+    usages = [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
+    return _leaf(builder, usages).sign(ca_key, hashes.SHA256())
+
+
+def issue_user_certificate(
+    ca_key: PrivateKey,
+    ca_certificate: x509.Certificate,
+    public_key: PublicKey,
+    identity: str,
+    *,
+    not_before: datetime.datetime | None = None,
+    not_after: datetime.datetime | None = None,
+) -> x509.Certificate:
+    """A user certificate for ``public_key``: CN = ``identity``, client use only."""
+    if not identity:
+        raise ValueError("a user certificate needs an identity")
+    start, end = _validity(not_before, not_after)
+    builder = _builder(
+        _name(identity), public_key, ca_certificate.subject, ca_key.public_key(), start, end
+    )
+    return _leaf(builder, [ExtendedKeyUsageOID.CLIENT_AUTH]).sign(ca_key, hashes.SHA256())
+
+
+@functools.cache
+def enrolment_ca() -> tuple[PrivateKey, x509.Certificate]:
+    """The enrolment CA: its key derives from a published seed, so anyone can issue
+    ephemeral certificates, and every process computes the same key.
+
+    The certificate's bytes differ between processes (ECDSA signatures are randomised),
+    but name and key are the same, which is all chain verification looks at.
+    """
+    secret = int.from_bytes(hashlib.sha256(ENROLMENT_SEED).digest(), "big")
+    key = ec.derive_private_key(secret, ec.SECP256R1())
+    name = _name(ENROLMENT_CA_NAME)
+    builder = _builder(
+        name,
+        key.public_key(),
+        name,
+        key.public_key(),
+        ENROLMENT_NOT_BEFORE,
+        ENROLMENT_NOT_AFTER,
+        serial=1,
+    )
+    return key, _ca_builder(builder).sign(key, hashes.SHA256())
+
+
+def issue_ephemeral_certificate(
+    key: PrivateKey,
+    *,
+    not_before: datetime.datetime | None = None,
+    not_after: datetime.datetime | None = None,
+) -> x509.Certificate:
+    """A certificate that proves only the holding of ``key``, for enrolment calls.
+
+    Issued by the enrolment CA; CN = the node ID of ``key``.
+    """
+    ca_key, ca_certificate = enrolment_ca()
+    start, end = _validity(not_before, not_after)
+    builder = _builder(
+        _name(node_id(key.public_key())),
+        key.public_key(),
+        ca_certificate.subject,
+        ca_key.public_key(),
+        start,
+        end,
+    )
+    return _leaf(builder, [ExtendedKeyUsageOID.CLIENT_AUTH]).sign(ca_key, hashes.SHA256())
