@@ -1,0 +1,64 @@
+"""gRPC with mutual TLS for roleserve: server credentials and authorization, client
+channels that verify nodes by ID, peer identity for handlers, cancellation-safe calls.
+
+::
+
+    server: create_server(node credentials) + bind(address)
+            └─ AuthorizationInterceptor: each method's authorization option vs. the peer
+               └─ handler: current_peer() → NodePeer | UserPeer | UnauthenticatedPeer
+    client: secure_channel(target, credentials, node_id=...)  (verifies: a node of the
+            cluster, or exactly that node; never by host name)
+            └─ unary calls awaited through unary(): anyio cancellation stays anyio's
+
+Modules: ``_authorization`` (method options, permissions), ``_peer`` (classifying callers),
+``_server``, ``_client``, ``_unary``.
+"""
+
+from roleserve_core.rpc._authorization import (
+    NODE_PERMISSIONS,
+    USER_PERMISSIONS,
+    MethodAuthorization,
+    Permission,
+    method_authorization,
+    permission_name,
+)
+from roleserve_core.rpc._client import CancellationSafeChannel, channel_credentials, secure_channel
+from roleserve_core.rpc._peer import (
+    NodePeer,
+    Peer,
+    PeerClassifier,
+    UnauthenticatedPeer,
+    UserPeer,
+    current_peer,
+)
+from roleserve_core.rpc._server import (
+    AuthorizationInterceptor,
+    bind,
+    create_server,
+    server_credentials,
+)
+from roleserve_core.rpc._unary import CancellationSafeCall, unary
+
+__all__ = [
+    "NODE_PERMISSIONS",
+    "USER_PERMISSIONS",
+    "AuthorizationInterceptor",
+    "CancellationSafeCall",
+    "CancellationSafeChannel",
+    "MethodAuthorization",
+    "NodePeer",
+    "Peer",
+    "PeerClassifier",
+    "Permission",
+    "UnauthenticatedPeer",
+    "UserPeer",
+    "bind",
+    "channel_credentials",
+    "create_server",
+    "current_peer",
+    "method_authorization",
+    "permission_name",
+    "secure_channel",
+    "server_credentials",
+    "unary",
+]

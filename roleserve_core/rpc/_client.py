@@ -1,0 +1,149 @@
+"""The client side: channels that verify the server is a node of the cluster.
+
+A client trusts only the cluster CA, and checks the server's certificate against a node ID
+(``node_id=``) or, when it does not know which node answers (a seed address), against the
+name every node certificate carries, ``ANY_NODE_NAME``. Never against the host name: nodes
+are found by address, and their certificates name their IDs.
+
+The channel is a thin wrapper of grpc.aio's, and generated stubs built on it inherit two
+fixes: unary responses are awaited through ``unary`` (safe to cancel from anyio), and
+request streams are written only once the server admitted the call, so that a refusal
+arrives as the server's status, not as INTERNAL (see ``ADMITTED_METADATA`` in ``_server``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterable, Sequence
+from typing import Any, cast
+
+import grpc
+
+from roleserve_core.identity import ANY_NODE_NAME, Credentials
+from roleserve_core.rpc._server import ADMITTED_METADATA_KEY
+from roleserve_core.rpc._unary import CancellationSafeCall
+
+__all__ = ["CancellationSafeChannel", "channel_credentials", "secure_channel"]
+
+_log = logging.getLogger("roleserve.rpc")
+
+
+def channel_credentials(credentials: Credentials) -> grpc.ChannelCredentials:
+    """TLS for a client presenting ``credentials`` and trusting only their cluster CA.
+
+    :raises ValueError: if the credentials carry no cluster CA to verify servers with.
+    """
+    if credentials.ca_pem is None:
+        raise ValueError("a client needs the cluster CA certificate to verify servers")
+    return grpc.ssl_channel_credentials(
+        root_certificates=credentials.ca_pem,
+        private_key=credentials.key_pem,
+        certificate_chain=credentials.certificate_pem,
+    )
+
+
+def secure_channel(
+    target: str,
+    credentials: Credentials,
+    *,
+    node_id: str | None = None,
+    options: Sequence[tuple[str, Any]] = (),
+) -> CancellationSafeChannel:
+    """A channel to ``target`` (``host:port``) that accepts only a node of the cluster.
+
+    :param node_id: accept only this node; otherwise any node of the cluster.
+    """
+    name = node_id or ANY_NODE_NAME
+    channel = grpc.aio.secure_channel(
+        target,
+        channel_credentials(credentials),
+        options=[("grpc.ssl_target_name_override", name), *options],
+    )
+    return CancellationSafeChannel(channel)
+
+
+class _SafeStreamRequestMultiCallable:
+    """Writes the request stream only once the server admitted the call (see
+    ``ADMITTED_METADATA``); wraps unary responses like ``_SafeUnaryMultiCallable``."""
+
+    __slots__ = ("_multicallable", "_unary_response")
+
+    def __init__(self, multicallable: Any, *, unary_response: bool) -> None:
+        self._multicallable = multicallable
+        self._unary_response = unary_response
+
+    def __call__(self, request_iterator: Any = None, **kwargs: Any) -> Any:
+        call = self._multicallable(None, **kwargs)  # writer style: we feed the requests
+        if request_iterator is not None:
+            feeder = asyncio.ensure_future(_feed_when_admitted(call, request_iterator))
+            call.add_done_callback(lambda _: feeder.cancel())
+        return CancellationSafeCall(call) if self._unary_response else call
+
+
+async def _feed_when_admitted(call: Any, requests: Any) -> None:
+    metadata = await call.initial_metadata()
+    if metadata is None or metadata.get(ADMITTED_METADATA_KEY) is None:
+        return  # refused (or ended): the call's status says why
+    try:
+        if isinstance(requests, AsyncIterable):
+            async for request in requests:
+                await call.write(request)
+        else:
+            for request in requests:
+                await call.write(request)
+        await call.done_writing()
+    except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
+        return  # the call ended while we wrote; its status says why
+    except Exception:
+        _log.exception("the request iterator of %s raised; cancelling the call", call)
+        call.cancel()
+
+
+class _SafeUnaryMultiCallable:
+    __slots__ = ("_multicallable",)
+
+    def __init__(self, multicallable: Any) -> None:
+        self._multicallable = multicallable
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return CancellationSafeCall(self._multicallable(*args, **kwargs))
+
+
+class CancellationSafeChannel(grpc.aio.Channel):
+    """A grpc.aio channel whose unary-response calls are safe to cancel from anyio."""
+
+    def __init__(self, channel: grpc.aio.Channel) -> None:
+        self.channel = channel
+
+    async def __aenter__(self) -> CancellationSafeChannel:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.channel.close()
+
+    async def close(self, grace: float | None = None) -> None:
+        await self.channel.close(grace)
+
+    def get_state(self, try_to_connect: bool = False) -> grpc.ChannelConnectivity:
+        return self.channel.get_state(try_to_connect)
+
+    async def wait_for_state_change(self, last_observed_state: grpc.ChannelConnectivity) -> None:
+        await self.channel.wait_for_state_change(last_observed_state)
+
+    async def channel_ready(self) -> None:
+        await self.channel.channel_ready()
+
+    def unary_unary(self, *args: Any, **kwargs: Any) -> Any:
+        return cast(Any, _SafeUnaryMultiCallable(self.channel.unary_unary(*args, **kwargs)))
+
+    def stream_unary(self, *args: Any, **kwargs: Any) -> Any:
+        multicallable = self.channel.stream_unary(*args, **kwargs)
+        return cast(Any, _SafeStreamRequestMultiCallable(multicallable, unary_response=True))
+
+    def unary_stream(self, *args: Any, **kwargs: Any) -> Any:
+        return self.channel.unary_stream(*args, **kwargs)
+
+    def stream_stream(self, *args: Any, **kwargs: Any) -> Any:
+        multicallable = self.channel.stream_stream(*args, **kwargs)
+        return cast(Any, _SafeStreamRequestMultiCallable(multicallable, unary_response=False))
