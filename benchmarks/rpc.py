@@ -1,0 +1,133 @@
+"""RPC: unary latency and bidi ping-pong over mutual TLS through the authorization
+interceptor, against plain insecure grpc.aio, in the same run.
+
+Run: ``./dev sync && .venv/bin/python benchmarks/rpc.py``. Both servers run the same
+servicer in this process, on loopback; the client calls them one call at a time:
+
+(r1) sequential unary calls (``Curator.UpdateNodeStatus``, which needs a node certificate
+     and the UPDATE_NODE_SELF permission); baseline: the same call, insecure, no interceptor.
+(r2) bidi ping-pong on one ``Curator.Heartbeat`` stream: send one request, wait for its
+     response; baseline: the same, insecure, no interceptor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import grpc
+from _report import print_comparison, summarise
+from typing_extensions import override
+
+from roleserve_core.identity import NodeCredentials, create_ca, generate_key, issue_node_certificate
+from roleserve_core.proto import curator_pb2, curator_pb2_grpc
+from roleserve_core.rpc import bind, create_server, secure_channel
+
+
+class Curator(curator_pb2_grpc.CuratorServicer):
+    """Answers at once: the benchmark measures the transport and the interceptor."""
+
+    @override
+    async def UpdateNodeStatus(
+        self, request: curator_pb2.UpdateNodeStatusRequest, context: Any
+    ) -> curator_pb2.UpdateNodeStatusResponse:
+        return curator_pb2.UpdateNodeStatusResponse()
+
+    @override
+    async def Heartbeat(
+        self, request_iterator: AsyncIterator[curator_pb2.HeartbeatRequest], context: Any
+    ) -> AsyncIterator[curator_pb2.HeartbeatResponse]:
+        async for _ in request_iterator:
+            yield curator_pb2.HeartbeatResponse()
+
+
+def node_credentials() -> tuple[NodeCredentials, NodeCredentials]:
+    """A server's and a client's node credentials of one throwaway cluster."""
+    ca_key = generate_key()
+    ca = create_ca(ca_key)
+    pair = []
+    for _ in range(2):
+        key = generate_key()
+        pair.append(NodeCredentials(key, issue_node_certificate(ca_key, ca, key.public_key()), ca))
+    return pair[0], pair[1]
+
+
+async def unary_latencies(channel: grpc.aio.Channel, calls: int) -> list[float]:
+    stub = curator_pb2_grpc.CuratorStub(channel)
+    request = curator_pb2.UpdateNodeStatusRequest(node_id="node-x")
+    for _ in range(100):  # warm up: connection, caches
+        await stub.UpdateNodeStatus(request)
+    samples = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        await stub.UpdateNodeStatus(request)
+        samples.append(time.perf_counter() - start)
+    return samples
+
+
+async def ping_pong_latencies(channel: grpc.aio.Channel, rounds: int) -> list[float]:
+    stub = curator_pb2_grpc.CuratorStub(channel)
+    send, receive = anyio.create_memory_object_stream[curator_pb2.HeartbeatRequest](1)
+
+    async def requests() -> AsyncIterator[curator_pb2.HeartbeatRequest]:
+        async with receive:
+            async for request in receive:
+                yield request
+
+    stream = stub.Heartbeat(requests())
+    responses = stream.__aiter__()
+    samples = []
+    async with send:
+        for round_number in range(rounds + 100):
+            start = time.perf_counter()
+            await send.send(curator_pb2.HeartbeatRequest())
+            await responses.__anext__()
+            if round_number >= 100:  # the first hundred warm up
+                samples.append(time.perf_counter() - start)
+    stream.cancel()
+    return samples
+
+
+async def main(calls: int) -> None:
+    """Run both benchmarks and print the figures."""
+    server_credentials, client_credentials = node_credentials()
+    secure = create_server(server_credentials)
+    insecure = grpc.aio.server()
+    for server in (secure, insecure):
+        curator_pb2_grpc.add_CuratorServicer_to_server(Curator(), server)  # type: ignore[abstract]
+    secure_port = bind(secure, "127.0.0.1:0", server_credentials)
+    insecure_port = insecure.add_insecure_port("127.0.0.1:0")
+    await secure.start()
+    await insecure.start()
+    try:
+        async with (
+            secure_channel(
+                f"127.0.0.1:{secure_port}", client_credentials, node_id=server_credentials.node_id
+            ) as mtls,
+            grpc.aio.insecure_channel(f"127.0.0.1:{insecure_port}") as plain,
+        ):
+            print_comparison(
+                f"(r1) sequential unary calls over mTLS + authorization ({calls} calls)",
+                summarise(await unary_latencies(mtls, calls)),
+                summarise(await unary_latencies(plain, calls)),
+                "insecure grpc.aio, no interceptor",
+            )
+            print_comparison(
+                f"(r2) bidi ping-pong over mTLS + authorization ({calls} round trips)",
+                summarise(await ping_pong_latencies(mtls, calls)),
+                summarise(await ping_pong_latencies(plain, calls)),
+                "insecure grpc.aio, no interceptor",
+            )
+    finally:
+        await secure.stop(None)
+        await insecure.stop(None)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=2000, help="calls / round trips each")
+    options = parser.parse_args()
+    anyio.run(main, options.calls, backend="asyncio")
