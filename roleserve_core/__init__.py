@@ -21,6 +21,9 @@ The pieces, each a module of its own::
     plugins     finding and loading plugins
     node        NodeContext and Worker, the plugin-facing objects
     runtime     plugins + values + workers assembled into one tree
+    proto       the gRPC API (generated code committed)
+    identity    keys, node IDs, the cluster CA, certificates, credentials
+    rpc         gRPC with mutual TLS: authorization, peers, safe channels
     testing     fixtures and helpers for tests (a pytest plugin)
 """
 
