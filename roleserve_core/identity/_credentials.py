@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Self, TypeVar
 
 from cryptography import x509
+from cryptography.exceptions import UnsupportedAlgorithm
 
 from roleserve_core.errors import CertificateVerificationError, CredentialsError, IdentityError
 from roleserve_core.identity._certificates import issue_ephemeral_certificate
@@ -66,7 +67,11 @@ class Credentials:
     that does not know its cluster's CA yet."""
 
     def __post_init__(self) -> None:
-        if public_key_der(self.key.public_key()) != public_key_der(self.certificate.public_key()):
+        try:
+            certificate_key = self.certificate.public_key()
+        except UnsupportedAlgorithm:  # e.g. a sect163k1 key: a bad file, not a crash
+            raise CredentialsError("the certificate holds a key of an unsupported type") from None
+        if public_key_der(self.key.public_key()) != public_key_der(certificate_key):
             raise CredentialsError("the private key does not belong to the certificate")
 
     @property

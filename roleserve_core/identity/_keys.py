@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 
 from cryptography import x509
+from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.types import CertificatePublicKeyTypes
@@ -49,9 +50,11 @@ def public_key_from_der(data: bytes) -> PublicKey:
 
     :raises IdentityError: if it is not one.
     """
+    # UnsupportedAlgorithm (not a ValueError): a well-formed key of a type or curve that
+    # cryptography cannot load, e.g. sect163k1; it is refused like any other bad input.
     try:
         key = serialization.load_der_public_key(data)
-    except ValueError as exc:
+    except (ValueError, UnsupportedAlgorithm) as exc:
         raise IdentityError(f"not a DER public key: {exc}") from None
     return _p256_public(key, "public key")
 
@@ -86,9 +89,10 @@ def private_key_from_pem(data: bytes, what: str = "private key") -> PrivateKey:
     :param what: names the source in the error, e.g. the file path.
     :raises IdentityError: if it is not one.
     """
+    # TypeError: an encrypted key; UnsupportedAlgorithm: a curve cryptography cannot load.
     try:
         key = serialization.load_pem_private_key(data, password=None)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, UnsupportedAlgorithm) as exc:
         raise IdentityError(f"{what} is not a PEM private key: {exc}") from None
     if not isinstance(key, ec.EllipticCurvePrivateKey) or not isinstance(key.curve, ec.SECP256R1):
         raise IdentityError(f"{what} is not an ECDSA P-256 private key")

@@ -19,7 +19,7 @@ from __future__ import annotations
 import datetime
 
 from cryptography import x509
-from cryptography.exceptions import InvalidSignature
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
@@ -46,7 +46,10 @@ def _common_name(certificate: x509.Certificate) -> str:
 
 
 def _p256(certificate: x509.Certificate, what: str) -> PublicKey:
-    key = certificate.public_key()
+    try:
+        key = certificate.public_key()
+    except UnsupportedAlgorithm:  # e.g. a sect163k1 key: refused, not an unexpected error
+        raise _fail(f"{what} does not hold an ECDSA P-256 key") from None
     if not isinstance(key, ec.EllipticCurvePublicKey) or not isinstance(key.curve, ec.SECP256R1):
         raise _fail(f"{what} does not hold an ECDSA P-256 key")
     return key
@@ -70,7 +73,10 @@ def _usages(certificate: x509.Certificate) -> set[x509.ObjectIdentifier]:
 
 
 def _signed_by(certificate: x509.Certificate, issuer_key: PublicKey) -> bool:
-    algorithm = certificate.signature_hash_algorithm
+    try:
+        algorithm = certificate.signature_hash_algorithm
+    except UnsupportedAlgorithm:  # a signature algorithm cryptography does not know
+        return False
     if algorithm is None:
         return False
     try:
@@ -102,9 +108,10 @@ def _verify_issued(
     ca: x509.Certificate,
     what: str,
     now: datetime.datetime | None,
+    issuer: str = "this cluster's CA",
 ) -> PublicKey:
     if certificate.issuer != ca.subject or not _signed_by(certificate, _p256(ca, "the CA")):
-        raise _fail(f"{what} was not issued by this cluster's CA")
+        raise _fail(f"{what} was not issued by {issuer}")
     moment = now or datetime.datetime.now(datetime.UTC)
     if moment < certificate.not_valid_before_utc:
         start = certificate.not_valid_before_utc.isoformat()
@@ -185,7 +192,9 @@ def verify_ephemeral_certificate(
     :raises CertificateVerificationError: naming the failed check.
     """
     _, enrolment = enrolment_ca()
-    key = _verify_issued(certificate, enrolment, "the ephemeral certificate", now)
+    key = _verify_issued(
+        certificate, enrolment, "the ephemeral certificate", now, issuer="the enrolment CA"
+    )
     if _common_name(certificate) != node_id(key):
         raise _fail("the ephemeral certificate's CN is not the ID of its key")
     return key
