@@ -87,7 +87,14 @@ class _TreeHandler(logging.Handler):
         self._tree = tree
 
     def emit(self, record: logging.LogRecord) -> None:
-        self._tree._store(record)
+        # As every standard handler: a record that cannot be handled (bad format arguments,
+        # say) is reported by handleError, never raised into the code that logged it, so a
+        # mistake in a log call cannot kill a runnable.
+        try:
+            self._tree._store(record)
+        except Exception:
+            self.handleError(record)
+            return
         process = logging.getLogger(PROCESS_LOGGER)
         if process.isEnabledFor(record.levelno):
             process.handle(record)
@@ -227,7 +234,10 @@ class LogTree:
 
         :param limit: return only the newest ``limit`` records.
         :returns: records in the order they were logged.
+        :raises ValueError: if ``limit`` is negative.
         """
+        if limit is not None and limit < 0:
+            raise ValueError(f"limit must not be negative, not {limit}")
         with self._lock:
             if subtree:
                 chosen: Iterable[deque[LogEntry]] = [
@@ -237,7 +247,10 @@ class LogTree:
                 chosen = [self._buffers[dn]] if dn in self._buffers else []
             merged: Iterator[LogEntry] = heapq.merge(*(list(b) for b in chosen), key=_seq_of)
             result = list(merged)
-        return result[-limit:] if limit is not None and limit >= 0 else result
+        if limit is not None:
+            # Not result[-limit:]: for limit 0 that is the whole list.
+            del result[: max(len(result) - limit, 0)]
+        return result
 
     def follow(self, dn: str, *, subtree: bool = True, buffer: int = 10_000) -> LogFollower:
         """Follow new records of ``dn`` (and its subtree) from now on.

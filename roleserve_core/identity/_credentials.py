@@ -94,6 +94,7 @@ class Credentials:
         if self.ca_certificate is None:
             raise CredentialsError("credentials without a cluster CA are not saved")
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        directory.chmod(0o700)  # an existing directory keeps its mode otherwise
         _write(directory / CA_FILE, certificate_to_pem(self.ca_certificate), 0o644)
         _write(directory / CERTIFICATE_FILE, self.certificate_pem, 0o644)
         _write(directory / KEY_FILE, self.key_pem, 0o600)

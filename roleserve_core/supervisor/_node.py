@@ -93,7 +93,14 @@ class Node:
         self.restart_at: float | None = None
 
     def reset(self) -> None:
-        """Prepare a new run: new cancel scope, no children, state NEW."""
+        """Prepare a new run: new cancel scope, no children, state NEW.
+
+        The old children are discarded, so their contexts must go stale as well: a
+        ``RunContext`` kept from one of their runs could otherwise restart a node that is no
+        longer in the tree, which nothing would ever cancel (shutdown would hang on it).
+        """
+        for discarded in self.walk()[1:]:
+            discarded.generation += 1
         self.generation += 1
         self.restarts += 1
         self._fresh_run()

@@ -169,6 +169,12 @@ class Supervisor:
         group = [self._new_node(name, parent, fn) for name, fn in runnables.items()]
         for node in group:
             node.group = group
+            if parent.cancelled:
+                # As a Go context derived from a cancelled one: a child started by a runnable
+                # that is being cancelled (e.g. from a ``finally``) starts cancelled. Else it
+                # would outlive its parent's cancellation, and its parent's restart or the
+                # supervisor's shutdown would wait for it forever.
+                node.scope.cancel()
             parent.children[node.name] = node
             self._notify(node, None)
             self._schedule(node, delay=0.0)
@@ -193,8 +199,10 @@ class Supervisor:
         node.backoff.reset()
 
     def _set_note(self, node: Node, note: str) -> None:
+        # A note is not a state change: wake the waiters, but do not call the observers
+        # (a metrics observer would count a HEALTHY → HEALTHY transition per note).
         node.note = note
-        self._notify(node, node.state)
+        self._changed()
 
     def _restart(self, node: Node) -> None:
         self._cancel_subtree(node)
@@ -216,7 +224,11 @@ class Supervisor:
         try:
             with node.scope:
                 if delay > 0:
-                    await self.clock.sleep(delay)
+                    # Until the deadline set when the restart was scheduled (the one status
+                    # shows as restart_in), not ``delay`` from whenever this task first runs:
+                    # on a fake clock advanced in between, that would never come.
+                    assert node.restart_at is not None
+                    await self.clock.sleep(node.restart_at - self.clock.now())
                 node.restart_at = None
                 try:
                     await node.runnable(ctx)
@@ -311,17 +323,21 @@ class Supervisor:
     def _notify(self, node: Node, old: State | None) -> None:
         for observer in self._observers:
             observer(node.dn, old, node.state)
+        self._changed()
+
+    def _changed(self) -> None:
+        """Wake ``wait_until`` waiters: something they may be waiting for changed."""
         self._change_count += 1
         self._changes.set(self._change_count)
 
     def _find(self, dn: str) -> Node:
         if self._root is None:
             raise RunnableNotFoundError(f"no runnable {dn!r}: the supervisor is not running")
-        first, _, rest = dn.partition(".")
+        first, *names = dn.split(".")
         node = self._root
         if first != node.name:
             raise RunnableNotFoundError(f"no runnable {dn!r}")
-        for name in rest.split(".") if rest else []:
+        for name in names:
             child = node.children.get(name)
             if child is None:
                 raise RunnableNotFoundError(f"no runnable {dn!r} (no {name!r} under {node.dn})")
