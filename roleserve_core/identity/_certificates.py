@@ -28,6 +28,8 @@ from __future__ import annotations
 import datetime
 import functools
 import hashlib
+import ipaddress
+from collections.abc import Sequence
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes
@@ -36,6 +38,8 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from roleserve_core.identity._keys import PrivateKey, PublicKey, node_id
 
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
 __all__ = [
     "ANY_NODE_NAME",
     "CA_NAME",
@@ -43,6 +47,7 @@ __all__ = [
     "ENROLMENT_CA_NAME",
     "create_ca",
     "enrolment_ca",
+    "issue_certificate",
     "issue_ephemeral_certificate",
     "issue_node_certificate",
     "issue_user_certificate",
@@ -158,6 +163,42 @@ def create_ca(
     return _ca_builder(builder).sign(key, hashes.SHA256())
 
 
+def issue_certificate(
+    ca_key: PrivateKey,
+    ca_certificate: x509.Certificate,
+    public_key: PublicKey,
+    common_name: str,
+    *,
+    server: bool = False,
+    client: bool = True,
+    dns_names: Sequence[str] = (),
+    ip_addresses: Sequence[IPAddress] = (),
+    not_before: datetime.datetime | None = None,
+    not_after: datetime.datetime | None = None,
+) -> x509.Certificate:
+    """A leaf certificate issued by ``ca_certificate``: the one builder of every leaf.
+
+    :param server: allow TLS server use (ServerAuth).
+    :param client: allow TLS client use (ClientAuth).
+    :param dns_names: DNS names of the subject alternative name.
+    :param ip_addresses: IP addresses of the subject alternative name (etcd peers check
+        them against the addresses they dial).
+    """
+    if not common_name:
+        raise ValueError("a certificate needs a common name")
+    start, end = _validity(not_before, not_after)
+    builder = _builder(
+        _name(common_name), public_key, ca_certificate.subject, ca_key.public_key(), start, end
+    )
+    names: list[x509.GeneralName] = [x509.DNSName(name) for name in dns_names]
+    names += [x509.IPAddress(address) for address in ip_addresses]
+    if names:
+        builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
+    usages = [ExtendedKeyUsageOID.SERVER_AUTH] if server else []
+    usages += [ExtendedKeyUsageOID.CLIENT_AUTH] if client else []
+    return _leaf(builder, usages).sign(ca_key, hashes.SHA256())
+
+
 def issue_node_certificate(
     ca_key: PrivateKey,
     ca_certificate: x509.Certificate,
@@ -167,21 +208,17 @@ def issue_node_certificate(
     not_after: datetime.datetime | None = None,
 ) -> x509.Certificate:
     """A node certificate for ``public_key``: CN and DNS name = its node ID."""
-    start, end = _validity(not_before, not_after)
     identity = node_id(public_key)
-    builder = _builder(
-        _name(identity),
+    return issue_certificate(
+        ca_key,
+        ca_certificate,
         public_key,
-        ca_certificate.subject,
-        ca_key.public_key(),
-        start,
-        end,
-    ).add_extension(
-        x509.SubjectAlternativeName([x509.DNSName(identity), x509.DNSName(ANY_NODE_NAME)]),
-        critical=False,
+        identity,
+        server=True,
+        dns_names=(identity, ANY_NODE_NAME),
+        not_before=not_before,
+        not_after=not_after,
     )
-    usages = [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
-    return _leaf(builder, usages).sign(ca_key, hashes.SHA256())
 
 
 def issue_user_certificate(
@@ -196,11 +233,9 @@ def issue_user_certificate(
     """A user certificate for ``public_key``: CN = ``identity``, client use only."""
     if not identity:
         raise ValueError("a user certificate needs an identity")
-    start, end = _validity(not_before, not_after)
-    builder = _builder(
-        _name(identity), public_key, ca_certificate.subject, ca_key.public_key(), start, end
+    return issue_certificate(
+        ca_key, ca_certificate, public_key, identity, not_before=not_before, not_after=not_after
     )
-    return _leaf(builder, [ExtendedKeyUsageOID.CLIENT_AUTH]).sign(ca_key, hashes.SHA256())
 
 
 @functools.cache
@@ -237,13 +272,11 @@ def issue_ephemeral_certificate(
     Issued by the enrolment CA; CN = the node ID of ``key``.
     """
     ca_key, ca_certificate = enrolment_ca()
-    start, end = _validity(not_before, not_after)
-    builder = _builder(
-        _name(node_id(key.public_key())),
+    return issue_certificate(
+        ca_key,
+        ca_certificate,
         key.public_key(),
-        ca_certificate.subject,
-        ca_key.public_key(),
-        start,
-        end,
+        node_id(key.public_key()),
+        not_before=not_before,
+        not_after=not_after,
     )
-    return _leaf(builder, [ExtendedKeyUsageOID.CLIENT_AUTH]).sign(ca_key, hashes.SHA256())

@@ -13,7 +13,6 @@ wrong when they do not.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,7 @@ from cryptography import x509
 from cryptography.exceptions import UnsupportedAlgorithm
 
 from roleserve_core.errors import CertificateVerificationError, CredentialsError, IdentityError
+from roleserve_core.files import write_atomically
 from roleserve_core.identity._certificates import issue_ephemeral_certificate
 from roleserve_core.identity._keys import (
     PrivateKey,
@@ -95,9 +95,9 @@ class Credentials:
             raise CredentialsError("credentials without a cluster CA are not saved")
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         directory.chmod(0o700)  # an existing directory keeps its mode otherwise
-        _write(directory / CA_FILE, certificate_to_pem(self.ca_certificate), 0o644)
-        _write(directory / CERTIFICATE_FILE, self.certificate_pem, 0o644)
-        _write(directory / KEY_FILE, self.key_pem, 0o600)
+        write_atomically(directory / CA_FILE, certificate_to_pem(self.ca_certificate), 0o644)
+        write_atomically(directory / CERTIFICATE_FILE, self.certificate_pem, 0o644)
+        write_atomically(directory / KEY_FILE, self.key_pem, 0o600)
 
     @classmethod
     def load(cls, directory: Path) -> Self:
@@ -181,14 +181,3 @@ def _parsed(path: Path, parse: Callable[[bytes, str], T]) -> T:
         return parse(data, str(path))
     except IdentityError as exc:
         raise CredentialsError(str(exc)) from None
-
-
-def _write(path: Path, data: bytes, mode: int) -> None:
-    temporary = path.with_name(f".{path.name}.tmp")
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with open(descriptor, "wb") as file:
-        os.fchmod(file.fileno(), mode)  # an existing temporary file keeps its old mode
-        file.write(data)
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(temporary, path)

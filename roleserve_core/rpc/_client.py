@@ -111,10 +111,16 @@ class _SafeUnaryMultiCallable:
 
 
 class CancellationSafeChannel(grpc.aio.Channel):
-    """A grpc.aio channel whose unary-response calls are safe to cancel from anyio."""
+    """A grpc.aio channel whose unary-response calls are safe to cancel from anyio.
 
-    def __init__(self, channel: grpc.aio.Channel) -> None:
+    :param wait_for_admission: write request streams only once the server admitted the
+        call (see ``ADMITTED_METADATA``). Only roleserve servers announce admission: for
+        any other server (etcd), pass False, and request streams are written at once.
+    """
+
+    def __init__(self, channel: grpc.aio.Channel, *, wait_for_admission: bool = True) -> None:
         self.channel = channel
+        self.wait_for_admission = wait_for_admission
 
     async def __aenter__(self) -> CancellationSafeChannel:
         return self
@@ -139,6 +145,8 @@ class CancellationSafeChannel(grpc.aio.Channel):
 
     def stream_unary(self, *args: Any, **kwargs: Any) -> Any:
         multicallable = self.channel.stream_unary(*args, **kwargs)
+        if not self.wait_for_admission:
+            return cast(Any, _SafeUnaryMultiCallable(multicallable))
         return cast(Any, _SafeStreamRequestMultiCallable(multicallable, unary_response=True))
 
     def unary_stream(self, *args: Any, **kwargs: Any) -> Any:
@@ -146,4 +154,6 @@ class CancellationSafeChannel(grpc.aio.Channel):
 
     def stream_stream(self, *args: Any, **kwargs: Any) -> Any:
         multicallable = self.channel.stream_stream(*args, **kwargs)
+        if not self.wait_for_admission:
+            return multicallable
         return cast(Any, _SafeStreamRequestMultiCallable(multicallable, unary_response=False))
