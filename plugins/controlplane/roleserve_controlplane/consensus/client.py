@@ -1,0 +1,459 @@
+"""Our small adapter over an etcd v3 client: the only module that knows etcd3aio.
+
+::
+
+    curator, membership, election
+              │ EtcdClient: get / get_prefix / put / delete / transaction / watch_prefix,
+              │             leases, members, status — plain values, our errors, timeouts
+              ▼
+    etcd3aio services (KV, Lease, Watch, Cluster, Maintenance), on
+    our channel: mutual TLS with the consensus CA, round robin over the endpoints, unary
+    calls safe to cancel from anyio (roleserve_core.rpc.CancellationSafeChannel)
+
+Keeping etcd3aio behind this adapter means callers see plain dataclasses and
+``EtcdRequestError`` rather than protobufs and a third party's exceptions, and the client
+library can be replaced without touching them. Every call has a timeout (the client's
+default unless given), so no caller waits forever on an unreachable cluster.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import AsyncIterator, Awaitable, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, TypeVar
+
+import anyio
+import grpc
+from etcd3aio import EtcdError, prefix_range_end
+from etcd3aio._protobuf import LeaseKeepAliveRequest
+from etcd3aio.cluster import ClusterService
+from etcd3aio.kv import KVService
+from etcd3aio.lease import LeaseService
+from etcd3aio.maintenance import MaintenanceService
+from etcd3aio.watch import WatchService
+
+from roleserve_controlplane.consensus.certificates import ETCD_SERVER_NAME
+from roleserve_controlplane.consensus.errors import EtcdRequestError, WatchCompactedError
+from roleserve_core.identity import Credentials
+from roleserve_core.rpc import CancellationSafeChannel, channel_credentials
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "Comparison",
+    "EtcdClient",
+    "EventKind",
+    "KeyValue",
+    "Member",
+    "MemberStatus",
+    "Operation",
+    "TransactionResult",
+    "WatchEvent",
+    "compare_create_revision",
+    "compare_mod_revision",
+    "compare_value",
+    "compare_version",
+    "delete_operation",
+    "get_operation",
+    "put_operation",
+]
+
+T = TypeVar("T")
+
+DEFAULT_TIMEOUT = 5.0
+"""Seconds a request may take, retries included, unless the caller says otherwise."""
+
+Comparison = Any
+"""An etcd ``Compare`` message; build one with the ``compare_*`` functions."""
+Operation = Any
+"""An etcd ``RequestOp`` message; build one with the ``*_operation`` functions."""
+
+_OPERATORS = {"=": 0, ">": 1, "<": 2, "!=": 3}  # etcd's Compare.CompareResult
+
+
+@dataclass(frozen=True, slots=True)
+class KeyValue:
+    """One key as etcd stores it."""
+
+    key: bytes
+    value: bytes
+    create_revision: int
+    mod_revision: int
+    version: int
+    lease: int
+
+    @classmethod
+    def _of(cls, kv: Any) -> KeyValue:
+        return cls(
+            bytes(kv.key),
+            bytes(kv.value),
+            int(kv.create_revision),
+            int(kv.mod_revision),
+            int(kv.version),
+            int(kv.lease),
+        )
+
+
+class EventKind(enum.Enum):
+    """What happened to a key."""
+
+    PUT = "put"
+    DELETE = "delete"
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent:
+    """One change seen by a watch."""
+
+    kind: EventKind
+    key: bytes
+    value: bytes
+    """The new value; empty for a delete."""
+    revision: int
+    """The revision of the change (the key's mod revision)."""
+    create_revision: int
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionResult:
+    """The outcome of ``transaction``."""
+
+    succeeded: bool
+    """Whether every comparison held (so the success operations ran)."""
+    revision: int
+    """The store's revision after the transaction."""
+    responses: tuple[Any, ...]
+    """etcd's responses to the operations that ran."""
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    """One etcd member as the cluster lists it."""
+
+    id: int
+    name: str
+    """Empty for a member added but not started yet."""
+    peer_urls: tuple[str, ...]
+    client_urls: tuple[str, ...]
+    is_learner: bool
+
+    @classmethod
+    def _of(cls, member: Any) -> Member:
+        return cls(
+            int(member.ID),
+            str(member.name),
+            tuple(member.peerURLs),
+            tuple(member.clientURLs),
+            bool(member.isLearner),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class MemberStatus:
+    """What one member says about itself."""
+
+    member_id: int
+    leader: int
+    """The member ID of the raft leader it knows; 0 if none."""
+    raft_index: int
+    raft_applied_index: int
+    raft_term: int
+    version: str
+    is_learner: bool
+    errors: tuple[str, ...]
+
+
+def compare_value(key: bytes | str, operator: str, value: bytes | str) -> Comparison:
+    """A comparison of ``key``'s value: ``compare_value(k, "=", b"x")``."""
+    return KVService.txn_compare_value(key, value, result=_OPERATORS[operator])
+
+
+def compare_version(key: bytes | str, operator: str, version: int) -> Comparison:
+    """A comparison of ``key``'s version (0: the key does not exist)."""
+    return KVService.txn_compare_version(key, version, result=_OPERATORS[operator])
+
+
+def compare_create_revision(key: bytes | str, operator: str, revision: int) -> Comparison:
+    """A comparison of ``key``'s create revision (0: the key does not exist)."""
+    return KVService.txn_compare_create_revision(key, revision, result=_OPERATORS[operator])
+
+
+def compare_mod_revision(key: bytes | str, operator: str, revision: int) -> Comparison:
+    """A comparison of ``key``'s last modification revision."""
+    comparison = KVService.txn_compare_create_revision(key, 0, result=_OPERATORS[operator])
+    comparison.target = comparison.MOD
+    comparison.mod_revision = revision
+    return comparison
+
+
+def put_operation(key: bytes | str, value: bytes | str, *, lease: int = 0) -> Operation:
+    """A put, for ``transaction``."""
+    return KVService.txn_op_put(key, value, lease=lease)
+
+
+def get_operation(key: bytes | str) -> Operation:
+    """A get, for ``transaction``."""
+    return KVService.txn_op_get(key)
+
+
+def delete_operation(key: bytes | str) -> Operation:
+    """A delete, for ``transaction``."""
+    return KVService.txn_op_delete(key)
+
+
+def _bytes(data: bytes | str) -> bytes:
+    return data.encode() if isinstance(data, str) else data
+
+
+class EtcdClient:
+    """A client of one etcd cluster, over mutual TLS.
+
+    :param endpoints: ``host:port`` of the members' client URLs; requests are spread over
+        them, and an unreachable one is skipped.
+    :param credentials: a key and certificate of the consensus CA, and that CA.
+    :param timeout: the default deadline of each request, retries included.
+    """
+
+    def __init__(
+        self,
+        endpoints: Sequence[str],
+        credentials: Credentials,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        attempts: int = 3,
+    ) -> None:
+        if not endpoints:
+            raise ValueError("an etcd client needs at least one endpoint")
+        self.endpoints = tuple(endpoints)
+        self.timeout = timeout
+        channel = grpc.aio.secure_channel(
+            "ipv4:" + ",".join(endpoints),
+            channel_credentials(credentials),
+            options=[
+                ("grpc.lb_policy_name", "round_robin"),
+                ("grpc.ssl_target_name_override", ETCD_SERVER_NAME),
+                ("grpc.keepalive_time_ms", 10_000),
+                ("grpc.keepalive_timeout_ms", 5_000),
+                ("grpc.keepalive_permit_without_calls", 1),
+                # Members go down and come back; grpc's default reconnect backoff (1 s,
+                # growing to 120 s) would keep a client away long after one is back.
+                ("grpc.initial_reconnect_backoff_ms", 100),
+                ("grpc.min_reconnect_backoff_ms", 100),
+                ("grpc.max_reconnect_backoff_ms", 2000),
+            ],
+        )
+        self.channel = CancellationSafeChannel(channel, wait_for_admission=False)
+        self._kv = KVService(self.channel, max_attempts=attempts)
+        self._lease = LeaseService(self.channel, max_attempts=attempts)
+        self._cluster = ClusterService(self.channel, max_attempts=attempts)
+        self._maintenance = MaintenanceService(self.channel, max_attempts=attempts)
+        self._watch = WatchService(
+            self.channel,
+            max_attempts=attempts,
+            reconnect_backoff_seconds=0.1,
+            max_reconnect_backoff_seconds=2.0,
+        )
+        self.lease_stub = self._lease._stub
+
+    async def __aenter__(self) -> EtcdClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the channel; outstanding requests fail."""
+        await self.channel.close()
+
+    async def _request(self, what: str, call: Awaitable[T]) -> T:
+        """Await one request, turning every failure into ``EtcdRequestError``."""
+        try:
+            return await call
+        except (EtcdError, grpc.aio.AioRpcError) as exc:
+            raise EtcdRequestError(f"etcd {what}: {exc}") from exc
+        except TimeoutError:
+            raise EtcdRequestError(f"etcd {what}: no answer within {self.timeout}s") from None
+
+    # -- keys ------------------------------------------------------------------------
+
+    async def get(self, key: bytes | str, *, timeout: float | None = None) -> KeyValue | None:
+        """The key, or None if it does not exist."""
+        response = await self._request(
+            f"get {key!r}", self._kv.get(_bytes(key), timeout=timeout or self.timeout)
+        )
+        return KeyValue._of(response.kvs[0]) if response.kvs else None
+
+    async def get_prefix(
+        self, prefix: bytes | str, *, timeout: float | None = None
+    ) -> tuple[list[KeyValue], int]:
+        """Every key under ``prefix``, sorted by key, and the revision they were read at."""
+        start = _bytes(prefix)
+        response = await self._request(
+            f"get prefix {prefix!r}",
+            self._kv.get(start, prefix_range_end(start), timeout=timeout or self.timeout),
+        )
+        return [KeyValue._of(kv) for kv in response.kvs], int(response.header.revision)
+
+    async def put(
+        self,
+        key: bytes | str,
+        value: bytes | str,
+        *,
+        lease: int = 0,
+        timeout: float | None = None,
+    ) -> int:
+        """Store ``value`` at ``key``; returns the new revision."""
+        response = await self._request(
+            f"put {key!r}",
+            self._kv.put(_bytes(key), _bytes(value), lease, timeout=timeout or self.timeout),
+        )
+        return int(response.header.revision)
+
+    async def delete(self, key: bytes | str, *, timeout: float | None = None) -> bool:
+        """Delete ``key``; returns whether it existed."""
+        response = await self._request(
+            f"delete {key!r}", self._kv.delete(_bytes(key), timeout=timeout or self.timeout)
+        )
+        return int(response.deleted) > 0
+
+    async def transaction(
+        self,
+        compare: Sequence[Comparison],
+        success: Sequence[Operation],
+        failure: Sequence[Operation] = (),
+        *,
+        timeout: float | None = None,
+    ) -> TransactionResult:
+        """If every comparison holds, run ``success``, else ``failure``, atomically."""
+        response = await self._request(
+            "transaction",
+            self._kv.txn(
+                list(compare), list(success), list(failure), timeout=timeout or self.timeout
+            ),
+        )
+        return TransactionResult(
+            bool(response.succeeded), int(response.header.revision), tuple(response.responses)
+        )
+
+    async def watch_prefix(
+        self, prefix: bytes | str, *, start_revision: int
+    ) -> AsyncIterator[list[WatchEvent]]:
+        """Every change under ``prefix`` from ``start_revision`` on, a batch per response.
+
+        Typically: ``get_prefix`` for the current keys and revision, then watch from that
+        revision + 1. Reconnects by itself after transient errors, resuming where it was.
+
+        :raises WatchCompactedError: if ``start_revision`` was compacted away; read the
+            keys again and watch from the new revision.
+        """
+        start = _bytes(prefix)
+        stream = self._watch.watch(start, prefix_range_end(start), start_revision)
+        try:
+            async for response in stream:
+                if response.compact_revision > 0:
+                    raise WatchCompactedError(
+                        f"etcd watch of {prefix!r} from revision {start_revision}: "
+                        f"compacted up to {response.compact_revision}",
+                        int(response.compact_revision),
+                    )
+                if response.events:
+                    yield [_event(event) for event in response.events]
+        except (EtcdError, grpc.aio.AioRpcError) as exc:
+            raise EtcdRequestError(f"etcd watch of {prefix!r}: {exc}") from exc
+        finally:
+            await stream.aclose()  # type: ignore[attr-defined]  # an async generator
+
+    # -- leases ----------------------------------------------------------------------
+
+    async def grant_lease(self, ttl: int, *, timeout: float | None = None) -> int:
+        """A new lease of ``ttl`` seconds; returns its ID."""
+        response = await self._request(
+            f"grant lease of {ttl}s", self._lease.grant(ttl, timeout=timeout or self.timeout)
+        )
+        return int(response.ID)
+
+    async def keep_alive(self, lease: int, *, timeout: float | None = None) -> int:
+        """Renew ``lease`` once; returns the seconds it has left (0 or less: expired)."""
+
+        async def renew() -> int:
+            stream = self.lease_stub.LeaseKeepAlive(iter([LeaseKeepAliveRequest(ID=lease)]))
+            try:
+                async for response in stream:
+                    return int(response.TTL)
+            finally:
+                stream.cancel()
+            raise EtcdRequestError(f"etcd keepalive of lease {lease:x}: no response")
+
+        with anyio.fail_after(timeout or self.timeout):
+            return await self._request(f"keepalive of lease {lease:x}", renew())
+
+    async def revoke_lease(self, lease: int, *, timeout: float | None = None) -> None:
+        """Revoke ``lease``, deleting the keys attached to it."""
+        await self._request(
+            f"revoke lease {lease:x}", self._lease.revoke(lease, timeout=timeout or self.timeout)
+        )
+
+    # -- members ---------------------------------------------------------------------
+
+    async def members(self, *, timeout: float | None = None) -> list[Member]:
+        """Every member of the cluster, learners included."""
+        response = await self._request(
+            "member list", self._cluster.member_list(timeout=timeout or self.timeout)
+        )
+        return [Member._of(member) for member in response.members]
+
+    async def add_learner(self, peer_url: str, *, timeout: float | None = None) -> Member:
+        """Add a member that will join as a non-voting learner at ``peer_url``."""
+        response = await self._request(
+            f"add learner {peer_url}",
+            self._cluster.member_add([peer_url], is_learner=True, timeout=timeout or self.timeout),
+        )
+        return Member._of(response.member)
+
+    async def promote(self, member_id: int, *, timeout: float | None = None) -> None:
+        """Make the learner ``member_id`` a voting member (it must have caught up)."""
+        await self._request(
+            f"promote member {member_id:x}",
+            self._cluster.member_promote(member_id, timeout=timeout or self.timeout),
+        )
+
+    async def remove(self, member_id: int, *, timeout: float | None = None) -> None:
+        """Remove member ``member_id``."""
+        await self._request(
+            f"remove member {member_id:x}",
+            self._cluster.member_remove(member_id, timeout=timeout or self.timeout),
+        )
+
+    async def status(self, *, timeout: float | None = None) -> MemberStatus:
+        """The status of whichever member answers (use a one-endpoint client to choose)."""
+        response = await self._request(
+            "status", self._maintenance.status(timeout=timeout or self.timeout, max_attempts=1)
+        )
+        return MemberStatus(
+            member_id=int(response.header.member_id),
+            leader=int(response.leader),
+            raft_index=int(response.raftIndex),
+            raft_applied_index=int(response.raftAppliedIndex),
+            raft_term=int(response.raftTerm),
+            version=str(response.version),
+            is_learner=bool(response.isLearner),
+            errors=tuple(response.errors),
+        )
+
+
+def _event(event: Any) -> WatchEvent:
+    kind = EventKind.DELETE if int(event.type) == 1 else EventKind.PUT
+    kv = event.kv
+    return WatchEvent(
+        kind,
+        bytes(kv.key),
+        bytes(kv.value),
+        int(kv.mod_revision),
+        int(kv.create_revision),
+    )

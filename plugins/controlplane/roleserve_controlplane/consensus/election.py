@@ -1,0 +1,236 @@
+"""Leader election on an etcd lease, after etcd's concurrency package (and Monogon's).
+
+::
+
+    campaign(value):  grant lease (TTL) ─▶ put <prefix>/<lease> (value) ─▶ wait until this
+                      key has the lowest create revision under <prefix> ─▶ Leadership
+    while leading:    renew the lease every TTL/3; if no renewal is confirmed before the
+                      lease could have expired, leadership is LOST (leadership.lost is set)
+    on exit:          revoke the lease: the next candidate takes over at once
+
+A leader that cannot reach etcd cannot know whether its lease still holds, so it must
+assume the worst once ``TTL`` has passed since the last confirmed renewal: ``lost`` is set
+then, and the holder must stop acting as leader. Writes that only a leader may make should
+also be fenced: ``Leadership.guard()`` is a comparison that holds only while its key
+exists, for ``EtcdClient.transaction``.
+
+On start, a candidate deletes keys left by an earlier run of itself (same value, another
+lease), so a restarted node does not wait out its own stale lease.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from types import TracebackType
+
+import anyio
+from anyio.abc import TaskGroup
+
+from roleserve_controlplane.consensus.client import (
+    Comparison,
+    EtcdClient,
+    EventKind,
+    KeyValue,
+    compare_create_revision,
+    compare_mod_revision,
+    delete_operation,
+    put_operation,
+)
+from roleserve_controlplane.consensus.errors import EtcdRequestError, LeadershipLostError
+
+__all__ = ["DEFAULT_TTL", "Campaign", "Election", "Leader", "Leadership"]
+
+DEFAULT_TTL = 10
+"""Seconds a leader's lease lasts without renewal."""
+
+log = logging.getLogger("roleserve.consensus")
+
+
+@dataclass(frozen=True, slots=True)
+class Leader:
+    """Who leads: the key of its campaign and the value it campaigned with."""
+
+    key: bytes
+    value: bytes
+    create_revision: int
+
+
+@dataclass(eq=False)
+class Leadership:
+    """Held by the winner of a campaign while the ``Campaign`` block lasts."""
+
+    key: bytes
+    value: bytes
+    lease: int
+    create_revision: int
+    lost: anyio.Event = field(default_factory=anyio.Event)
+    """Set once the lease may have expired: stop acting as leader."""
+
+    def guard(self) -> Comparison:
+        """A transaction comparison that holds only while this leadership's key exists."""
+        return compare_create_revision(self.key, "=", self.create_revision)
+
+    def check(self) -> None:
+        """:raises LeadershipLostError: if leadership was lost."""
+        if self.lost.is_set():
+            raise LeadershipLostError(f"leadership of {self.key.decode()} was lost")
+
+
+class Election:
+    """An election among the candidates campaigning under ``prefix``."""
+
+    def __init__(self, client: EtcdClient, prefix: str, *, ttl: int = DEFAULT_TTL) -> None:
+        self.client = client
+        self.prefix = prefix.rstrip("/") + "/"
+        self.ttl = ttl
+
+    async def candidates(self) -> tuple[list[KeyValue], int]:
+        """Every campaign key, leader first, and the revision they were read at."""
+        keys, revision = await self.client.get_prefix(self.prefix)
+        return sorted(keys, key=lambda kv: kv.create_revision), revision
+
+    async def leader(self) -> Leader | None:
+        """The current leader, or None."""
+        keys, _ = await self.candidates()
+        return Leader(keys[0].key, keys[0].value, keys[0].create_revision) if keys else None
+
+    async def observe(self) -> AsyncIterator[Leader | None]:
+        """The current leader, then every change of leader, as it happens."""
+        keys, revision = await self.candidates()
+        candidates = {kv.key: (kv.create_revision, kv.value) for kv in keys}
+        current = _first(candidates)
+        yield current
+        async for events in self.client.watch_prefix(self.prefix, start_revision=revision + 1):
+            for event in events:
+                if event.kind is EventKind.DELETE:
+                    candidates.pop(event.key, None)
+                else:
+                    candidates.setdefault(event.key, (event.create_revision, event.value))
+            leader = _first(candidates)
+            if leader != current:
+                current = leader
+                yield current
+
+    def campaign(self, value: bytes) -> Campaign:
+        """``async with election.campaign(value) as leadership:`` waits to lead, then leads
+        until the block ends (or ``leadership.lost`` is set)."""
+        return Campaign(self, value)
+
+
+def _first(candidates: dict[bytes, tuple[int, bytes]]) -> Leader | None:
+    if not candidates:
+        return None
+    key, (revision, value) = min(candidates.items(), key=lambda item: item[1][0])
+    return Leader(key, value, revision)
+
+
+class Campaign:
+    """The async context manager of ``Election.campaign``."""
+
+    def __init__(self, election: Election, value: bytes) -> None:
+        self.election = election
+        self.value = value
+        self._tasks: TaskGroup | None = None
+        self._leadership: Leadership | None = None
+
+    async def __aenter__(self) -> Leadership:
+        election, client = self.election, self.election.client
+        confirmed = anyio.current_time()
+        lease = await client.grant_lease(election.ttl)
+        key = f"{election.prefix}{lease:016x}".encode()
+        self._tasks = anyio.create_task_group()
+        await self._tasks.__aenter__()
+        try:
+            await self._delete_stale_keys(lease)
+            result = await client.transaction(
+                [compare_create_revision(key, "=", 0)],
+                [put_operation(key, self.value, lease=lease)],
+            )
+            leadership = Leadership(key, self.value, lease, result.revision)
+            self._leadership = leadership
+            self._tasks.start_soon(self._keep_alive, leadership, confirmed)
+            await self._wait_to_lead(leadership)
+        except BaseException:
+            await self.__aexit__(None, None, None)
+            raise
+        log.info("leading %s as %s", election.prefix, self.value.decode(errors="replace"))
+        return leadership
+
+    async def _delete_stale_keys(self, lease: int) -> None:
+        keys, _ = await self.election.candidates()
+        for stale in keys:
+            if stale.value == self.value and stale.lease != lease:
+                await self.election.client.transaction(
+                    [compare_mod_revision(stale.key, "=", stale.mod_revision)],
+                    [delete_operation(stale.key)],
+                )
+                log.info("deleted a stale campaign key of ours, %s", stale.key.decode())
+
+    async def _wait_to_lead(self, leadership: Leadership) -> None:
+        """Wait until our key is the oldest; fail if our lease is lost meanwhile."""
+        client = self.election.client
+        while True:
+            keys, revision = await self.election.candidates()
+            ours = [kv.key for kv in keys].index(leadership.key)
+            if ours == 0:
+                return
+            predecessor = keys[ours - 1].key
+            async with anyio.create_task_group() as waiting:
+
+                async def give_up_when_lost() -> None:
+                    await leadership.lost.wait()
+                    waiting.cancel_scope.cancel()
+
+                waiting.start_soon(give_up_when_lost)
+                async for events in client.watch_prefix(predecessor, start_revision=revision + 1):
+                    if any(e.kind is EventKind.DELETE and e.key == predecessor for e in events):
+                        break
+                waiting.cancel_scope.cancel()
+            leadership.check()
+
+    async def _keep_alive(self, leadership: Leadership, confirmed: float) -> None:
+        """Renew the lease every TTL/3; set ``lost`` once a renewal cannot be confirmed
+        before the lease could have expired."""
+        ttl = self.election.ttl
+        client = self.election.client
+        while True:
+            await anyio.sleep(max(0.0, confirmed + ttl / 3 - anyio.current_time()))
+            deadline = confirmed + ttl
+            renewed = False
+            while not renewed and anyio.current_time() < deadline:
+                sent = anyio.current_time()
+                try:
+                    left = await client.keep_alive(leadership.lease, timeout=deadline - sent)
+                except EtcdRequestError:
+                    await anyio.sleep(min(0.1, max(0.0, deadline - anyio.current_time())))
+                    continue
+                if left <= 0:
+                    break
+                confirmed, renewed = sent, True
+            if not renewed:
+                log.error(
+                    "lease of %s could not be renewed in time: leadership lost",
+                    leadership.key.decode(),
+                )
+                leadership.lost.set()
+                return
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        tasks, self._tasks = self._tasks, None
+        if tasks is None:
+            return
+        tasks.cancel_scope.cancel()
+        await tasks.__aexit__(None, None, None)
+        leadership, self._leadership = self._leadership, None
+        if leadership is not None and not leadership.lost.is_set():
+            # Resign at once; if etcd cannot be reached, the lease expires by itself.
+            with anyio.move_on_after(2.0, shield=True), contextlib.suppress(EtcdRequestError):
+                await self.election.client.revoke_lease(leadership.lease)
