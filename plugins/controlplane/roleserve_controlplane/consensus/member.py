@@ -165,7 +165,7 @@ def parse_log_line(line: str) -> tuple[int, str]:
         return level, line
     level = _LEVELS.get(str(entry.pop("level", "info")), logging.INFO)
     message = str(entry.pop("msg", ""))
-    for noise in ("ts", "caller", "logger"):
+    for noise in ("ts", "caller", "logger", "stacktrace"):
         entry.pop(noise, None)
     details = " ".join(f"{key}={value}" for key, value in entry.items())
     return level, f"{message} {details}".strip()

@@ -1,0 +1,152 @@
+"""An etcd member as a supervised child process: modes, TLS, health, failure, restart."""
+
+from __future__ import annotations
+
+import logging
+import socket
+from collections.abc import Iterator
+
+import anyio
+import grpc
+import pytest
+
+from roleserve_controlplane.consensus import ETCD_SERVER_NAME, ConsensusCA, MemberMode
+from roleserve_controlplane.consensus.member import parse_log_line
+from roleserve_controlplane.testing import EtcdCluster
+from roleserve_core.identity import certificate_to_pem
+from roleserve_core.supervisor import State
+from roleserve_core.testing import FakeClock, wait_for_state, wait_for_status
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_one_member_bootstraps_and_serves_over_tls(cluster: EtcdCluster) -> None:
+    config = cluster.config(0)
+    assert config.mode() is MemberMode.BOOTSTRAP
+    member = await cluster.start(config)
+    async with cluster.client() as client:
+        revision = await client.put("/greeting", "hello")
+        value = await client.get("/greeting")
+        [listed] = await client.members()
+        status = await client.status()
+    assert value is not None
+    assert (value.value, value.mod_revision) == (b"hello", revision)
+    assert (listed.name, listed.peer_urls, listed.is_learner) == ("m0", (config.peer_url,), False)
+    assert status.version == cluster.binary.version
+    assert status.leader == status.member_id == listed.id
+    logged = [entry.message for entry in member.supervisor.logtree.entries("root")]
+    assert any(message.startswith(f"starting {cluster.binary}") for message in logged)
+    assert any(message.startswith("serving: etcd") for message in logged)
+
+
+async def range_request(endpoint: str, tls: grpc.ChannelCredentials) -> grpc.StatusCode:
+    """The status of a raw KV.Range call (of the key "x") to ``endpoint``."""
+    options = [("grpc.ssl_target_name_override", ETCD_SERVER_NAME)]
+    async with grpc.aio.secure_channel(endpoint, tls, options) as channel:
+        try:
+            await channel.unary_unary("/etcdserverpb.KV/Range")(b"\n\x01x", timeout=10)
+        except grpc.aio.AioRpcError as error:
+            return error.code()
+    return grpc.StatusCode.OK
+
+
+async def test_clients_without_a_certificate_of_the_consensus_ca_are_refused(
+    cluster: EtcdCluster,
+) -> None:
+    member = await cluster.bootstrap()
+    endpoint = member.config.endpoint
+    ca_pem = certificate_to_pem(cluster.ca.certificate)
+    admin = cluster.admin_credentials()
+    stranger = ConsensusCA.create().client_credentials("stranger")
+    assert (
+        await range_request(
+            endpoint, grpc.ssl_channel_credentials(ca_pem, admin.key_pem, admin.certificate_pem)
+        )
+        is grpc.StatusCode.OK
+    )
+    no_certificate = grpc.ssl_channel_credentials(ca_pem)
+    foreign = grpc.ssl_channel_credentials(ca_pem, stranger.key_pem, stranger.certificate_pem)
+    assert await range_request(endpoint, no_certificate) is grpc.StatusCode.UNAVAILABLE
+    assert await range_request(endpoint, foreign) is grpc.StatusCode.UNAVAILABLE
+
+
+async def test_a_restarted_member_keeps_its_data(cluster: EtcdCluster) -> None:
+    first = await cluster.bootstrap()
+    async with cluster.client() as client:
+        await client.put("/kept", "across restarts")
+    first.supervisor.restart("root")  # the same config, again: now from the data directory
+    assert first.config.mode() is MemberMode.RESTART
+    await wait_for_status(
+        first.supervisor, "root", lambda s: s.state is State.HEALTHY and s.restarts == 1
+    )
+    async with cluster.client() as client:
+        kept = await client.get("/kept")
+    assert kept is not None
+    assert kept.value == b"across restarts"
+    logged = [entry.message for entry in first.supervisor.logtree.entries("root")]
+    assert any(MemberMode.RESTART.value in message for message in logged)
+
+
+@pytest.fixture
+def occupied_port(cluster: EtcdCluster) -> Iterator[int]:
+    """Member 0's client port, taken by another socket."""
+    config = cluster.config(0)
+    with socket.socket() as blocker:
+        blocker.bind((str(config.address), config.client_port))
+        blocker.listen()
+        yield config.client_port
+
+
+async def test_a_port_in_use_fails_with_etcds_reason_and_backs_off(
+    cluster: EtcdCluster, occupied_port: int, fake_clock: FakeClock
+) -> None:
+    member = await cluster.start(cluster.config(0), wait=False)
+    failed = await wait_for_status(member.supervisor, "root", lambda s: s.failures == 1)
+    assert failed.last_error is not None
+    assert failed.last_error.type.endswith("EtcdExitedError")
+    assert "address already in use" in failed.last_error.message
+    assert failed.restart_in == 0.5  # the supervisor's backoff (no jitter under the test kit)
+    fake_clock.advance(0.5)
+    again = await wait_for_status(member.supervisor, "root", lambda s: s.failures == 2)
+    assert again.restart_in == 0.75
+
+
+async def test_a_corrupt_data_directory_fails_with_etcds_reason(
+    cluster: EtcdCluster, fake_clock: FakeClock
+) -> None:
+    member = await cluster.bootstrap()
+    member.kill()  # dies; its restart waits for the (fake) backoff
+    await wait_for_status(member.supervisor, "root", lambda s: s.failures == 1)
+    database = member.config.data_dir / "member" / "snap" / "db"
+    database.write_bytes(b"not a bolt database" * 100)
+    fake_clock.advance(0.5)
+    failed = await wait_for_status(member.supervisor, "root", lambda s: s.failures == 2)
+    assert failed.last_error is not None
+    assert "failed to open database" in failed.last_error.message
+    assert failed.restart_in == 0.75
+
+
+async def test_cancelling_the_member_stops_etcd(cluster: EtcdCluster) -> None:
+    member = await cluster.bootstrap()
+    process = member.runnable.process
+    assert process is not None
+    member.supervisor.restart("root")
+    with anyio.fail_after(30):
+        await process.wait()
+    await wait_for_state(member.supervisor, "root", State.HEALTHY, timeout=30)
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        (
+            '{"level":"warn","ts":"2026-12-02T13:00:00Z","caller":"x.go:1","msg":"slow","took":"2s"}',
+            (logging.WARNING, "slow took=2s"),
+        ),
+        ('{"level":"fatal","msg":"listener failed"}', (logging.CRITICAL, "listener failed")),
+        ("panic: runtime error", (logging.CRITICAL, "panic: runtime error")),
+        ("goroutine 1 [running]:", (logging.INFO, "goroutine 1 [running]:")),
+    ],
+)
+def test_etcd_log_lines_become_records(line: str, expected: tuple[int, str]) -> None:
+    assert parse_log_line(line) == expected
