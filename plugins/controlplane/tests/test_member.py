@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import socket
 from collections.abc import Iterator
+from typing import Any
 
 import anyio
 import grpc
@@ -15,7 +16,7 @@ from roleserve_controlplane.consensus.member import parse_log_line
 from roleserve_controlplane.testing import EtcdCluster
 from roleserve_core.identity import certificate_to_pem
 from roleserve_core.supervisor import State
-from roleserve_core.testing import FakeClock, wait_for_state, wait_for_status
+from roleserve_core.testing import FakeClock, wait_for_status
 
 pytestmark = pytest.mark.anyio
 
@@ -44,7 +45,8 @@ async def range_request(endpoint: str, tls: grpc.ChannelCredentials) -> grpc.Sta
     options = [("grpc.ssl_target_name_override", ETCD_SERVER_NAME)]
     async with grpc.aio.secure_channel(endpoint, tls, options) as channel:
         try:
-            await channel.unary_unary("/etcdserverpb.KV/Range")(b"\n\x01x", timeout=10)
+            method: Any = channel.unary_unary("/etcdserverpb.KV/Range")
+            await method(b"\n\x01x", timeout=10)
         except grpc.aio.AioRpcError as error:
             return error.code()
     return grpc.StatusCode.OK
@@ -133,7 +135,12 @@ async def test_cancelling_the_member_stops_etcd(cluster: EtcdCluster) -> None:
     member.supervisor.restart("root")
     with anyio.fail_after(30):
         await process.wait()
-    await wait_for_state(member.supervisor, "root", State.HEALTHY, timeout=30)
+    restarted = await wait_for_status(
+        member.supervisor, "root", lambda s: s.state is State.HEALTHY and s.restarts == 1
+    )
+    assert restarted.failures == 0
+    assert member.runnable.process is not None
+    assert member.runnable.process is not process
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,7 @@ default unless given), so no caller waits forever on an unreachable cluster.
 from __future__ import annotations
 
 import enum
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, TypeVar
@@ -271,14 +271,20 @@ class EtcdClient:
         """Close the channel; outstanding requests fail."""
         await self.channel.close()
 
-    async def _request(self, what: str, call: Awaitable[T]) -> T:
-        """Await one request, turning every failure into ``EtcdRequestError``."""
+    async def _request(self, what: str, call: Awaitable[T], *, deadline: float | None = None) -> T:
+        """Await one request, turning every failure into ``EtcdRequestError``.
+
+        :param deadline: seconds after which to give up on ``call`` here too (for calls
+            that carry no deadline of their own, such as streams).
+        """
         try:
-            return await call
+            with anyio.fail_after(deadline):
+                return await call
         except (EtcdError, grpc.aio.AioRpcError) as exc:
             raise EtcdRequestError(f"etcd {what}: {exc}") from exc
         except TimeoutError:
-            raise EtcdRequestError(f"etcd {what}: no answer within {self.timeout}s") from None
+            limit = deadline or self.timeout
+            raise EtcdRequestError(f"etcd {what}: no answer within {limit:.2g}s") from None
 
     # -- keys ------------------------------------------------------------------------
 
@@ -343,8 +349,11 @@ class EtcdClient:
 
     async def watch_prefix(
         self, prefix: bytes | str, *, start_revision: int
-    ) -> AsyncIterator[list[WatchEvent]]:
+    ) -> AsyncGenerator[list[WatchEvent], None]:
         """Every change under ``prefix`` from ``start_revision`` on, a batch per response.
+
+        Close it when done (``contextlib.aclosing``), or its stream stays open until the
+        generator is collected.
 
         Typically: ``get_prefix`` for the current keys and revision, then watch from that
         revision + 1. Reconnects by itself after transient errors, resuming where it was.
@@ -390,8 +399,9 @@ class EtcdClient:
                 stream.cancel()
             raise EtcdRequestError(f"etcd keepalive of lease {lease:x}: no response")
 
-        with anyio.fail_after(timeout or self.timeout):
-            return await self._request(f"keepalive of lease {lease:x}", renew())
+        return await self._request(
+            f"keepalive of lease {lease:x}", renew(), deadline=timeout or self.timeout
+        )
 
     async def revoke_lease(self, lease: int, *, timeout: float | None = None) -> None:
         """Revoke ``lease``, deleting the keys attached to it."""

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from types import TracebackType
 
@@ -97,22 +97,27 @@ class Election:
         keys, _ = await self.candidates()
         return Leader(keys[0].key, keys[0].value, keys[0].create_revision) if keys else None
 
-    async def observe(self) -> AsyncIterator[Leader | None]:
-        """The current leader, then every change of leader, as it happens."""
+    async def observe(self) -> AsyncGenerator[Leader | None, None]:
+        """The current leader, then every change of leader, as it happens.
+
+        Close it when done (``contextlib.aclosing``).
+        """
         keys, revision = await self.candidates()
         candidates = {kv.key: (kv.create_revision, kv.value) for kv in keys}
         current = _first(candidates)
         yield current
-        async for events in self.client.watch_prefix(self.prefix, start_revision=revision + 1):
-            for event in events:
-                if event.kind is EventKind.DELETE:
-                    candidates.pop(event.key, None)
-                else:
-                    candidates.setdefault(event.key, (event.create_revision, event.value))
-            leader = _first(candidates)
-            if leader != current:
-                current = leader
-                yield current
+        watch = self.client.watch_prefix(self.prefix, start_revision=revision + 1)
+        async with contextlib.aclosing(watch):
+            async for events in watch:
+                for event in events:
+                    if event.kind is EventKind.DELETE:
+                        candidates.pop(event.key, None)
+                    else:
+                        candidates.setdefault(event.key, (event.create_revision, event.value))
+                leader = _first(candidates)
+                if leader != current:
+                    current = leader
+                    yield current
 
     def campaign(self, value: bytes) -> Campaign:
         """``async with election.campaign(value) as leadership:`` waits to lead, then leads
@@ -153,8 +158,8 @@ class Campaign:
             self._leadership = leadership
             self._tasks.start_soon(self._keep_alive, leadership, confirmed)
             await self._wait_to_lead(leadership)
-        except BaseException:
-            await self.__aexit__(None, None, None)
+        except BaseException as exc:
+            await self.__aexit__(type(exc), exc, exc.__traceback__)
             raise
         log.info("leading %s as %s", election.prefix, self.value.decode(errors="replace"))
         return leadership
@@ -185,9 +190,11 @@ class Campaign:
                     waiting.cancel_scope.cancel()
 
                 waiting.start_soon(give_up_when_lost)
-                async for events in client.watch_prefix(predecessor, start_revision=revision + 1):
-                    if any(e.kind is EventKind.DELETE and e.key == predecessor for e in events):
-                        break
+                watch = client.watch_prefix(predecessor, start_revision=revision + 1)
+                async with contextlib.aclosing(watch):
+                    async for events in watch:
+                        if any(e.kind is EventKind.DELETE and e.key == predecessor for e in events):
+                            break
                 waiting.cancel_scope.cancel()
             leadership.check()
 
@@ -204,7 +211,8 @@ class Campaign:
                 sent = anyio.current_time()
                 try:
                     left = await client.keep_alive(leadership.lease, timeout=deadline - sent)
-                except EtcdRequestError:
+                except EtcdRequestError as exc:
+                    log.warning("renewing the lease of %s: %s", leadership.key.decode(), exc)
                     await anyio.sleep(min(0.1, max(0.0, deadline - anyio.current_time())))
                     continue
                 if left <= 0:
@@ -223,14 +231,21 @@ class Campaign:
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> None:
+    ) -> bool | None:
         tasks, self._tasks = self._tasks, None
         if tasks is None:
-            return
+            return None
         tasks.cancel_scope.cancel()
-        await tasks.__aexit__(None, None, None)
-        leadership, self._leadership = self._leadership, None
-        if leadership is not None and not leadership.lost.is_set():
-            # Resign at once; if etcd cannot be reached, the lease expires by itself.
-            with anyio.move_on_after(2.0, shield=True), contextlib.suppress(EtcdRequestError):
-                await self.election.client.revoke_lease(leadership.lease)
+        try:
+            # The block ran inside this task group's cancel scope: its exception must pass
+            # through the group's exit, or a cancellation of that scope would escape it.
+            return await tasks.__aexit__(exc_type, exc, tb)
+        finally:
+            leadership, self._leadership = self._leadership, None
+            if leadership is not None and not leadership.lost.is_set():
+                # Resign at once; if etcd cannot be reached, the lease expires by itself.
+                with (
+                    anyio.move_on_after(2.0, shield=True),
+                    contextlib.suppress(EtcdRequestError),
+                ):
+                    await self.election.client.revoke_lease(leadership.lease)

@@ -186,9 +186,12 @@ class EtcdMember:
         ctx.log.info("starting %s as member %s: %s", config.binary, config.name, mode.value)
         tls = write_tls_files(config.directory / "tls", config.credentials)
         config.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        process = await anyio.open_process(
-            config.arguments(tls), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL
-        )
+        # Shielded: cancelled halfway, the spawn could leave an etcd running that nothing
+        # stops. Once it returns, the finally below owns the process.
+        with anyio.CancelScope(shield=True):
+            process = await anyio.open_process(
+                config.arguments(tls), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL
+            )
         self.process = process
         errors: deque[str] = deque(maxlen=3)
         try:

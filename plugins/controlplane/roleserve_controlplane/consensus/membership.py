@@ -138,7 +138,13 @@ class Membership:
         :raises QuorumError: if the cluster has no quorum now, or would have none after.
         :raises MembershipError: if there is no such member.
         """
-        members = await self.list()
+        try:
+            members = await self.list()
+        except EtcdRequestError as exc:
+            raise QuorumError(
+                f"cannot remove member {member_id:x}: the cluster does not answer for its "
+                f"members ({exc}); it may have lost its quorum"
+            ) from exc
         target = next((m for m in members if m.member.id == member_id), None)
         if target is None:
             raise MembershipError(f"no etcd member {member_id:x}")

@@ -1,0 +1,139 @@
+"""Leader election on a real etcd lease: one leader at a time, failover, loss noticed."""
+
+from __future__ import annotations
+
+import contextlib
+
+import anyio
+import pytest
+from anyio.streams.memory import MemoryObjectReceiveStream
+
+from roleserve_controlplane.consensus import (
+    Election,
+    EtcdClient,
+    Leader,
+    Leadership,
+    LeadershipLostError,
+    put_operation,
+)
+from roleserve_controlplane.testing import EtcdCluster
+
+pytestmark = pytest.mark.anyio
+
+TTL = 2
+"""Seconds: short, so failover tests are quick; the waits below allow several TTLs."""
+
+
+async def test_one_contender_leads_the_other_waits_then_takes_over(cluster: EtcdCluster) -> None:
+    await cluster.bootstrap()
+    async with cluster.client() as client:
+        election = Election(client, "/election/test", ttl=TTL)
+        send, leaders = anyio.create_memory_object_stream[Leader | None](10)
+        b_leads = anyio.Event()
+
+        async def observe() -> None:
+            async with send, contextlib.aclosing(election.observe()) as observed:
+                async for leader in observed:
+                    await send.send(leader)
+
+        async def contend_b() -> None:
+            async with election.campaign(b"b"):
+                b_leads.set()
+                await anyio.sleep_forever()
+
+        async with anyio.create_task_group() as tasks, leaders:
+            async with election.campaign(b"a") as a:
+                tasks.start_soon(observe)
+                assert await _next(leaders) == Leader(a.key, b"a", a.create_revision)
+                tasks.start_soon(contend_b)
+                await _wait_for_candidates(election, [b"a", b"b"])  # b waits in line
+                assert not b_leads.is_set()
+                assert (await election.leader()) == Leader(a.key, b"a", a.create_revision)
+            with anyio.fail_after(10):
+                await b_leads.wait()  # a resigned by leaving the block: b leads at once
+            b_leader = await _next(leaders)
+            assert b_leader is not None
+            assert b_leader.value == b"b"
+            tasks.cancel_scope.cancel()
+
+
+async def test_killing_the_winners_member_hands_over_within_the_ttl(cluster: EtcdCluster) -> None:
+    m0 = await cluster.bootstrap()
+    m1 = await cluster.join(1)
+    m2 = await cluster.join(2)
+    credentials = cluster.admin_credentials()
+    a_client = EtcdClient([m0.config.endpoint], credentials, timeout=1.0)
+    b_client = EtcdClient([m1.config.endpoint, m2.config.endpoint], credentials, timeout=1.0)
+    async with a_client, b_client:
+        a_election = Election(a_client, "/election/failover", ttl=TTL)
+        b_election = Election(b_client, "/election/failover", ttl=TTL)
+        b_leads = anyio.Event()
+
+        async def contend_b() -> None:
+            async with b_election.campaign(b"b"):
+                b_leads.set()
+                await anyio.sleep_forever()
+
+        async with a_election.campaign(b"a") as a, anyio.create_task_group() as tasks:
+            tasks.start_soon(contend_b)
+            await _wait_for_candidates(b_election, [b"a", b"b"])
+            m0.kill()  # a's only etcd member: a can no longer renew its lease
+            with anyio.fail_after(3 * TTL):
+                await a.lost.wait()
+            with pytest.raises(LeadershipLostError, match="was lost"):
+                a.check()
+            with anyio.fail_after(3 * TTL):
+                await b_leads.wait()
+            assert (await b_election.leader()) is not None
+            tasks.cancel_scope.cancel()
+
+
+async def test_a_restarted_candidate_does_not_wait_for_its_own_stale_key(
+    cluster: EtcdCluster,
+) -> None:
+    await cluster.bootstrap()
+    async with cluster.client() as client:
+        election = Election(client, "/election/stale", ttl=60)
+        # What a crashed earlier run of this node left: its key, on a lease that lives on.
+        lease = await client.grant_lease(60)
+        await client.put(f"/election/stale/{lease:016x}", "node-a", lease=lease)
+        with anyio.fail_after(10):  # far less than the stale lease's 60 s
+            async with election.campaign(b"node-a") as leadership:
+                candidates, _ = await election.candidates()
+                assert [kv.key for kv in candidates] == [leadership.key]
+
+
+async def test_the_guard_fences_writes_to_the_current_leadership(cluster: EtcdCluster) -> None:
+    await cluster.bootstrap()
+    async with cluster.client() as client:
+        election = Election(client, "/election/guard", ttl=TTL)
+        async with election.campaign(b"a") as leadership:
+            assert await _guarded_put(client, leadership, "while leading")
+        assert not await _guarded_put(client, leadership, "after resigning")
+        value = await client.get("/guarded")
+    assert value is not None
+    assert value.value == b"while leading"
+
+
+async def _guarded_put(client: EtcdClient, leadership: Leadership, value: str) -> bool:
+    result = await client.transaction([leadership.guard()], [put_operation("/guarded", value)])
+    return result.succeeded
+
+
+async def _next(leaders: MemoryObjectReceiveStream[Leader | None]) -> Leader | None:
+    with anyio.fail_after(10):
+        return await leaders.receive()
+
+
+async def _wait_for_candidates(election: Election, expected: list[bytes]) -> None:
+    """Wait (up to 10 s) until the campaign keys hold exactly ``expected``, in order."""
+    with anyio.fail_after(10):
+        candidates, revision = await election.candidates()
+        if [kv.value for kv in candidates] == expected:
+            return
+        watch = election.client.watch_prefix(election.prefix, start_revision=revision + 1)
+        async with contextlib.aclosing(watch):
+            async for _ in watch:
+                candidates, _ = await election.candidates()
+                if [kv.value for kv in candidates] == expected:
+                    return
