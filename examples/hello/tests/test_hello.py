@@ -6,10 +6,10 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
-from roleserve_example_hello import hooks
 
 from roleserve_core import NodeRoles, State
 from roleserve_core.testing import NodeHarness, PluginHarness, load_installed_plugin, wait_for_value
+from roleserve_example_hello import hooks
 
 pytestmark = pytest.mark.anyio
 

