@@ -347,6 +347,13 @@ class EtcdClient:
             bool(response.succeeded), int(response.header.revision), tuple(response.responses)
         )
 
+    async def compact(self, revision: int, *, timeout: float | None = None) -> None:
+        """Discard the history of every key before ``revision``."""
+        await self._request(
+            f"compact to revision {revision}",
+            self._kv.compact(revision, timeout=timeout or self.timeout),
+        )
+
     async def watch_prefix(
         self, prefix: bytes | str, *, start_revision: int
     ) -> AsyncGenerator[list[WatchEvent], None]:

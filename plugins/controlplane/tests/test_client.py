@@ -1,0 +1,123 @@
+"""The etcd adapter against a real member: keys, revisions, transactions, watches,
+leases, and errors that name the request."""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+
+import anyio
+import pytest
+
+from roleserve_controlplane.consensus import (
+    EtcdClient,
+    EtcdRequestError,
+    EventKind,
+    WatchCompactedError,
+    WatchEvent,
+    compare_value,
+    compare_version,
+    get_operation,
+    put_operation,
+)
+from roleserve_controlplane.testing import EtcdCluster
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_keys_and_revisions(cluster: EtcdCluster) -> None:
+    await cluster.bootstrap()
+    async with cluster.client() as client:
+        first = await client.put("/nodes/a", "1")
+        second = await client.put("/nodes/b", "2")
+        await client.put("/other", "x")
+        keys, revision = await client.get_prefix("/nodes/")
+        assert [(kv.key, kv.value, kv.mod_revision) for kv in keys] == [
+            (b"/nodes/a", b"1", first),
+            (b"/nodes/b", b"2", second),
+        ]
+        assert revision == second + 1  # read after the put of /other
+        assert await client.delete("/nodes/a")
+        assert not await client.delete("/nodes/a")
+        assert await client.get("/nodes/a") is None
+
+
+async def test_transactions_run_one_branch_atomically(cluster: EtcdCluster) -> None:
+    await cluster.bootstrap()
+    async with cluster.client() as client:
+        created = await client.transaction(
+            [compare_version("/ticket", "=", 0)], [put_operation("/ticket", "first")]
+        )
+        again = await client.transaction(
+            [compare_version("/ticket", "=", 0)],
+            [put_operation("/ticket", "second")],
+            [get_operation("/ticket")],
+        )
+        matched = await client.transaction(
+            [compare_value("/ticket", "=", "first")], [put_operation("/ticket", "third")]
+        )
+        value = await client.get("/ticket")
+    assert (created.succeeded, again.succeeded, matched.succeeded) == (True, False, True)
+    assert again.responses[0].response_range.kvs[0].value == b"first"
+    assert value is not None
+    assert (value.value, value.version) == (b"third", 2)
+
+
+async def test_watch_prefix_sees_changes_from_a_revision(cluster: EtcdCluster) -> None:
+    await cluster.bootstrap()
+    async with cluster.client() as client:
+        before = await client.put("/watched/a", "old")
+        _, revision = await client.get_prefix("/watched/")
+        seen: list[WatchEvent] = []
+        watch = client.watch_prefix("/watched/", start_revision=revision + 1)
+        async with contextlib.aclosing(watch):
+            changed = await client.put("/watched/a", "new")
+            await client.put("/elsewhere", "ignored")
+            await client.delete("/watched/a")
+            with anyio.fail_after(10):
+                async for events in watch:
+                    seen.extend(events)
+                    if len(seen) == 2:
+                        break
+    assert [(e.kind, e.key, e.value) for e in seen] == [
+        (EventKind.PUT, b"/watched/a", b"new"),
+        (EventKind.DELETE, b"/watched/a", b""),
+    ]
+    assert seen[0].revision == changed
+    assert seen[0].create_revision == before
+
+
+async def test_a_watch_from_a_compacted_revision_says_so(cluster: EtcdCluster) -> None:
+    await cluster.bootstrap()
+    async with cluster.client() as client:
+        old = await client.put("/history", "1")
+        latest = await client.put("/history", "2")
+        await client.compact(latest)
+        watch = client.watch_prefix("/history", start_revision=old)
+        async with contextlib.aclosing(watch):
+            with anyio.fail_after(10), pytest.raises(WatchCompactedError) as caught:
+                await anext(watch)
+    assert caught.value.compact_revision == latest
+
+
+async def test_leases_expire_their_keys_unless_kept_alive(cluster: EtcdCluster) -> None:
+    await cluster.bootstrap()
+    async with cluster.client() as client:
+        lease = await client.grant_lease(30)
+        await client.put("/leased", "x", lease=lease)
+        assert await client.keep_alive(lease) > 0
+        stored = await client.get("/leased")
+        assert stored is not None
+        assert stored.lease == lease
+        await client.revoke_lease(lease)
+        assert await client.get("/leased") is None
+        assert await client.keep_alive(lease) <= 0  # revoked: nothing left to renew
+
+
+async def test_an_unreachable_cluster_gives_an_error_naming_the_request(
+    cluster: EtcdCluster,
+) -> None:
+    nobody = ipaddress.IPv4Address("127.0.0.1") + 200  # nothing listens on 127.0.0.201:1
+    async with EtcdClient([f"{nobody}:1"], cluster.admin_credentials(), timeout=0.5) as client:
+        with pytest.raises(EtcdRequestError, match="etcd get '/x'"):
+            await client.get("/x")
