@@ -8,12 +8,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
+from roleserve_core.clock import Clock
 from roleserve_core.keys import ROLES
 from roleserve_core.plugins import PluginInfo, PluginSelection, PluginSet
 from roleserve_core.roles import NodeRoles
 from roleserve_core.runtime import CORE_READER, NodeRuntime
 from roleserve_core.supervisor import BackoffPolicy, Runnable, RunnableStatus, State, Supervisor
-from roleserve_core.testing._clock import FakeClock
 from roleserve_core.testing._wait import DEFAULT_TIMEOUT, wait_for_state, wait_for_status
 from roleserve_core.values import ValueKey
 
@@ -42,14 +42,17 @@ class PluginHarness:
 
 
 class SupervisorRunner:
-    """Starts supervisors on a fake clock and stops them all when the test ends."""
+    """Starts supervisors and stops them all when its block ends.
 
-    def __init__(self, clock: FakeClock) -> None:
+    The test kit's fixture runs them on a fake clock; benchmarks pass a real one.
+    """
+
+    def __init__(self, clock: Clock) -> None:
         self.clock = clock
         self._stack = AsyncExitStack()
 
     async def start(self, root: Runnable, **options: Any) -> Supervisor:
-        """A running ``Supervisor`` of ``root`` on the fake clock; stopped at teardown.
+        """A running ``Supervisor`` of ``root`` on this runner's clock; stopped at the end.
 
         Backoff has no jitter unless ``backoff=`` says otherwise, so delays are exact.
         """

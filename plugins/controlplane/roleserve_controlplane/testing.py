@@ -12,7 +12,6 @@ import ipaddress
 import random
 import shutil
 from collections.abc import Callable, Mapping
-from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -28,8 +27,9 @@ from roleserve_controlplane.consensus import (
     find_etcd,
     wheel_etcd,
 )
+from roleserve_core.clock import MonotonicClock
 from roleserve_core.supervisor import State, Supervisor
-from roleserve_core.testing import require_real, wait_for_state
+from roleserve_core.testing import SupervisorRunner, require_real, wait_for_state
 
 __all__ = ["ETCD_SOURCES", "EtcdCluster", "EtcdClusterRunner", "RunningMember", "etcd_binary"]
 
@@ -143,17 +143,16 @@ class EtcdCluster:
 
 
 class EtcdClusterRunner:
-    """``async with EtcdClusterRunner(...) as cluster``: stops every member at the end."""
+    """``async with EtcdClusterRunner(binary, directory) as cluster``: members under
+    supervisors on the real clock, all stopped when the block ends (for benchmarks and
+    tools; tests use the ``cluster`` fixture, on the fake clock)."""
 
     def __init__(self, binary: EtcdBinary, directory: Path) -> None:
-        self._stack = AsyncExitStack()
-        self.cluster = EtcdCluster(binary, directory, self._start)
-
-    async def _start(self, runnable: EtcdMember) -> Supervisor:
-        return await self._stack.enter_async_context(Supervisor(runnable))
+        self._runner = SupervisorRunner(MonotonicClock())
+        self.cluster = EtcdCluster(binary, directory, self._runner.start)
 
     async def __aenter__(self) -> EtcdCluster:
-        await self._stack.__aenter__()
+        await self._runner.__aenter__()
         return self.cluster
 
     async def __aexit__(
@@ -162,4 +161,4 @@ class EtcdClusterRunner:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool | None:
-        return await self._stack.__aexit__(exc_type, exc, tb)
+        return await self._runner.__aexit__(exc_type, exc, tb)
