@@ -1,6 +1,7 @@
 """Generate the Python code of the protobuf API: ``python -m roleserve_core.proto.generate``.
 
-For each ``roleserve_core/proto/<name>.proto`` it writes, next to it:
+For each ``roleserve_core/proto/<name>.proto``, and each plugin's
+``plugins/<plugin>/roleserve_<plugin>/proto/<name>.proto``, it writes, next to it:
 
 - ``<name>_pb2.py`` and ``<name>_pb2.pyi``: the messages (protoc, with mypy-protobuf's
   stubs, which type every field);
@@ -23,18 +24,38 @@ import os
 import shutil
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["PROTO_DIR", "REPOSITORY", "generate", "main", "proto_files"]
+__all__ = ["PROTO_DIR", "REPOSITORY", "ProtoRoot", "generate", "main", "proto_files", "roots"]
 
 PROTO_DIR = Path(__file__).resolve().parent
 REPOSITORY = PROTO_DIR.parent.parent
-"""The import root: ``import "roleserve_core/proto/common.proto"`` resolves from here."""
+"""The import root of the core's protos: ``import "roleserve_core/proto/common.proto"``."""
+
+
+@dataclass(frozen=True)
+class ProtoRoot:
+    """A directory protos are imported relative to, and the protos under it."""
+
+    root: Path
+    """E.g. the repository for ``roleserve_core/proto``, ``plugins/controlplane`` for a
+    plugin's ``roleserve_controlplane/proto``."""
+    protos: tuple[Path, ...]
+
+
+def roots() -> list[ProtoRoot]:
+    """The core's protos, then each plugin's (``plugins/*/roleserve_*/proto/*.proto``)."""
+    found = [ProtoRoot(REPOSITORY, tuple(sorted(PROTO_DIR.glob("*.proto"))))]
+    for directory in sorted(REPOSITORY.glob("plugins/*/roleserve_*/proto")):
+        plugin_root = directory.parent.parent
+        found.append(ProtoRoot(plugin_root, tuple(sorted(directory.glob("*.proto")))))
+    return [root for root in found if root.protos]
 
 
 def proto_files() -> list[Path]:
-    """Every ``.proto`` file of the API, sorted."""
-    return sorted(PROTO_DIR.glob("*.proto"))
+    """Every ``.proto`` file the generator covers, core first."""
+    return [proto for root in roots() for proto in root.protos]
 
 
 def _plugin(name: str) -> str:
@@ -47,34 +68,37 @@ def _plugin(name: str) -> str:
 
 
 def generate(output: Path) -> list[Path]:
-    """Run protoc over every ``.proto`` file, writing the generated tree under ``output``.
+    """Run protoc over every ``.proto`` file, writing the generated tree under ``output``
+    as it lies in the repository (a plugin's code under ``plugins/<name>/...``).
 
     :returns: the generated files, relative to ``output``.
     """
     from grpc_tools import protoc  # type: ignore[import-untyped]  # dev dependency, no stubs
 
-    includes = importlib.resources.files("grpc_tools") / "_proto"
-    sources = [str(path.relative_to(REPOSITORY)) for path in proto_files()]
-    arguments = [
-        "grpc_tools.protoc",
-        f"--proto_path={REPOSITORY}",
-        f"--proto_path={includes}",
-        f"--plugin=protoc-gen-mypy={_plugin('protoc-gen-mypy')}",
-        f"--plugin=protoc-gen-mypy_grpc={_plugin('protoc-gen-mypy_grpc')}",
-        f"--python_out={output}",
-        f"--grpc_python_out={output}",
-        f"--mypy_out=quiet:{output}",
-        f"--mypy_grpc_out=quiet:{output}",
-        *sources,
-    ]
-    cwd = os.getcwd()
-    try:
-        os.chdir(REPOSITORY)  # protoc records paths relative to where it runs
-        status = protoc.main(arguments)
-    finally:
-        os.chdir(cwd)
-    if status != 0:
-        raise SystemExit(f"protoc failed with status {status}")
+    includes = [str(importlib.resources.files("grpc_tools") / "_proto")]
+    includes += [str(root.root) for root in roots()]
+    for root in roots():
+        destination = output / root.root.relative_to(REPOSITORY)
+        destination.mkdir(parents=True, exist_ok=True)
+        arguments = [
+            "grpc_tools.protoc",
+            *(f"--proto_path={include}" for include in [str(root.root), *includes]),
+            f"--plugin=protoc-gen-mypy={_plugin('protoc-gen-mypy')}",
+            f"--plugin=protoc-gen-mypy_grpc={_plugin('protoc-gen-mypy_grpc')}",
+            f"--python_out={destination}",
+            f"--grpc_python_out={destination}",
+            f"--mypy_out=quiet:{destination}",
+            f"--mypy_grpc_out=quiet:{destination}",
+            *(str(proto.relative_to(root.root)) for proto in root.protos),
+        ]
+        cwd = os.getcwd()
+        try:
+            os.chdir(root.root)  # protoc records paths relative to where it runs
+            status = protoc.main(arguments)
+        finally:
+            os.chdir(cwd)
+        if status != 0:
+            raise SystemExit(f"protoc failed with status {status} on {root.root}")
     return sorted(path.relative_to(output) for path in output.rglob("*") if path.is_file())
 
 
