@@ -1,0 +1,147 @@
+"""The leader's view of every node: one etcd watch, fanned out to every Watch stream.
+
+::
+
+    etcd /nodes/ ──one watch──▶ NodeCache {id → NodeRecord}
+                                    │ on each change, for each subscription that wants it:
+                                    │ pending[id] = newest record (or a tombstone)
+                                    ▼
+                 Subscription ──next_batch()──▶ one WatchEvent to one client stream
+
+Monogon backs every client Watch stream with an etcd watch of its own; with thousands of
+nodes each holding several streams, that is thousands of etcd watches carrying the same
+changes. Here the leader keeps one, and serves every stream from memory.
+
+A subscription holds at most one pending entry per node: a slow reader that misses ten
+changes of a node receives only the newest, so its buffer is bounded by the number of nodes,
+not by the number of changes, and the cache never waits for it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
+
+import anyio
+
+from roleserve_controlplane.consensus import EtcdClient, EventKind, WatchCompactedError
+from roleserve_controlplane.curator.state import NODES_PREFIX
+from roleserve_controlplane.proto import state_pb2
+
+__all__ = ["NodeCache", "Subscription"]
+
+log = logging.getLogger("roleserve.curator")
+
+Batch = dict[str, state_pb2.NodeRecord | None]
+"""Node ID → its newest record, or None if it was deleted."""
+
+
+class Subscription:
+    """One stream's pending changes, coalesced per node."""
+
+    def __init__(self, node_id: str | None) -> None:
+        self.node_id = node_id
+        """Only this node's changes; None for every node."""
+        self._pending: Batch = {}
+        self._wakeup = anyio.Event()
+
+    def _offer(self, node_id: str, record: state_pb2.NodeRecord | None) -> None:
+        if self.node_id is None or self.node_id == node_id:
+            self._pending[node_id] = record
+            self._wakeup.set()
+
+    async def next_batch(self) -> Batch:
+        """Wait for changes; returns each changed node's newest state, at most one each."""
+        while not self._pending:
+            await self._wakeup.wait()
+            self._wakeup = anyio.Event()
+        batch, self._pending = self._pending, {}
+        return batch
+
+    @property
+    def pending(self) -> int:
+        """Nodes with a change not yet taken."""
+        return len(self._pending)
+
+
+class NodeCache:
+    """Every node record, kept current by one etcd watch of ``/nodes/``."""
+
+    def __init__(self, client: EtcdClient) -> None:
+        self.client = client
+        self.nodes: dict[str, state_pb2.NodeRecord] = {}
+        self.revision = 0
+        self.ready = anyio.Event()
+        """Set once the first snapshot is loaded."""
+        self._subscriptions: set[Subscription] = set()
+
+    def get(self, node_id: str) -> state_pb2.NodeRecord | None:
+        """A node's current record, or None."""
+        return self.nodes.get(node_id)
+
+    @contextlib.contextmanager
+    def subscribe(self, node_id: str | None = None) -> Iterator[Subscription]:
+        """Changes from now on, of one node or of all. Take the snapshot (``nodes``) in the
+        same step, before awaiting anything, and no change falls between the two."""
+        subscription = Subscription(node_id)
+        self._subscriptions.add(subscription)
+        try:
+            yield subscription
+        finally:
+            self._subscriptions.discard(subscription)
+
+    async def run(self) -> None:
+        """Load the nodes, then follow every change until cancelled."""
+        while True:
+            await self._load()
+            try:
+                await self._follow()
+            except WatchCompactedError as exc:
+                log.warning("node watch fell behind a compaction (%s); reloading", exc)
+
+    async def _load(self) -> None:
+        stored, revision = await self.client.get_prefix(NODES_PREFIX)
+        fresh = {}
+        for kv in stored:
+            record = state_pb2.NodeRecord()
+            record.ParseFromString(kv.value)
+            fresh[record.id] = record
+        for gone in set(self.nodes) - set(fresh):
+            self._apply(gone, None)
+        for node_id, record in fresh.items():
+            if self.nodes.get(node_id) != record:
+                self._apply(node_id, record)
+        self.revision = revision
+        self.ready.set()
+
+    async def _follow(self) -> None:
+        watch = self.client.watch_prefix(NODES_PREFIX, start_revision=self.revision + 1)
+        async with contextlib.aclosing(watch):
+            async for events in watch:
+                for event in events:
+                    node_id = event.key.decode().removeprefix(NODES_PREFIX)
+                    if event.kind is EventKind.DELETE:
+                        self._apply(node_id, None)
+                    else:
+                        record = state_pb2.NodeRecord()
+                        record.ParseFromString(event.value)
+                        self._apply(node_id, record)
+                    self.revision = max(self.revision, event.revision)
+
+    def _apply(self, node_id: str, record: state_pb2.NodeRecord | None) -> None:
+        if record is None:
+            self.nodes.pop(node_id, None)
+        else:
+            self.nodes[node_id] = record
+        for subscription in self._subscriptions:
+            subscription._offer(node_id, record)
+
+    def statistics(self) -> dict[str, int]:
+        """Nodes cached, open subscriptions, and changes waiting in the slowest."""
+        slowest = max((s.pending for s in self._subscriptions), default=0)
+        return {
+            "nodes": len(self.nodes),
+            "subscriptions": len(self._subscriptions),
+            "slowest_pending": slowest,
+        }

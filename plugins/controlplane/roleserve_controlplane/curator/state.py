@@ -1,0 +1,213 @@
+"""The cluster's state in etcd: typed records, and writes that only a leader can make.
+
+::
+
+    /cluster/secrets        ClusterSecrets (cluster CA, consensus CA)   written at bootstrap
+    /cluster/configuration  ClusterConfiguration (heartbeat interval)
+    /cluster/ticket         the register ticket
+    /cluster/owner          OwnerRecord
+    /nodes/<node ID>        NodeRecord
+    /join-keys/<sha256>     node ID
+
+Every write is a transaction guarded twice: by the writer's leadership (its campaign key
+must still exist, so a deposed leader cannot write) and by the record's modification
+revision (optimistic concurrency: two writers of one node never lose an update; the loser
+re-reads and retries). No in-process mutex is needed, and none would survive a failover.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+from google.protobuf.message import Message
+
+from roleserve_controlplane.consensus import (
+    EtcdClient,
+    Leadership,
+    LeadershipLostError,
+    compare_mod_revision,
+    compare_version,
+    get_operation,
+    put_operation,
+)
+from roleserve_controlplane.consensus.client import Comparison, Operation
+from roleserve_controlplane.proto import state_pb2
+from roleserve_core.errors import RoleserveError
+
+__all__ = [
+    "CONFIGURATION_KEY",
+    "JOIN_KEYS_PREFIX",
+    "LEADER_PREFIX",
+    "NODES_PREFIX",
+    "OWNER_KEY",
+    "SECRETS_KEY",
+    "TICKET_KEY",
+    "ClusterState",
+    "NodeNotFoundError",
+    "StoredNode",
+    "join_key_index",
+    "node_key",
+]
+
+M = TypeVar("M", bound=Message)
+
+SECRETS_KEY = "/cluster/secrets"
+CONFIGURATION_KEY = "/cluster/configuration"
+TICKET_KEY = "/cluster/ticket"
+OWNER_KEY = "/cluster/owner"
+NODES_PREFIX = "/nodes/"
+JOIN_KEYS_PREFIX = "/join-keys/"
+LEADER_PREFIX = "/leader/"
+
+MAX_CONFLICT_RETRIES = 20
+"""Concurrent updates of one node record before ``update_node`` gives up."""
+
+
+class NodeNotFoundError(RoleserveError, LookupError):
+    """No node record has the requested ID."""
+
+
+def node_key(node_id: str) -> str:
+    """The etcd key of a node's record."""
+    return NODES_PREFIX + node_id
+
+
+def join_key_index(join_key: bytes) -> str:
+    """The etcd key that maps a join key (DER SPKI) to its node."""
+    return JOIN_KEYS_PREFIX + hashlib.sha256(join_key).hexdigest()
+
+
+def _parse(message: type[M], data: bytes) -> M:
+    parsed = message()
+    parsed.ParseFromString(data)
+    return parsed
+
+
+@dataclass(frozen=True, slots=True)
+class StoredNode:
+    """A node record and the revision it was read at (for compare-and-swap)."""
+
+    record: state_pb2.NodeRecord
+    mod_revision: int
+
+
+class ClusterState:
+    """Typed reads and leader-guarded writes of the curator's records."""
+
+    def __init__(self, client: EtcdClient, leadership: Leadership | None = None) -> None:
+        self.client = client
+        self.leadership = leadership
+        """Writes require it; reads do not."""
+
+    # -- reads ---------------------------------------------------------------------
+
+    async def _get(self, key: str, message: type[M]) -> M | None:
+        stored = await self.client.get(key)
+        return _parse(message, stored.value) if stored is not None else None
+
+    async def secrets(self) -> state_pb2.ClusterSecrets | None:
+        """The cluster's keys, or None before bootstrap."""
+        return await self._get(SECRETS_KEY, state_pb2.ClusterSecrets)
+
+    async def configuration(self) -> state_pb2.ClusterConfiguration:
+        """The cluster configuration (defaults if none is stored)."""
+        stored = await self._get(CONFIGURATION_KEY, state_pb2.ClusterConfiguration)
+        return stored or state_pb2.ClusterConfiguration()
+
+    async def owner(self) -> state_pb2.OwnerRecord | None:
+        """The owner's record, or None before bootstrap."""
+        return await self._get(OWNER_KEY, state_pb2.OwnerRecord)
+
+    async def ticket(self) -> bytes:
+        """The register ticket (empty before bootstrap)."""
+        stored = await self.client.get(TICKET_KEY)
+        return stored.value if stored is not None else b""
+
+    async def node(self, node_id: str) -> StoredNode | None:
+        """One node's record, or None."""
+        stored = await self.client.get(node_key(node_id))
+        if stored is None:
+            return None
+        return StoredNode(_parse(state_pb2.NodeRecord, stored.value), stored.mod_revision)
+
+    async def nodes(self) -> tuple[list[state_pb2.NodeRecord], int]:
+        """Every node record, and the revision they were read at."""
+        stored, revision = await self.client.get_prefix(NODES_PREFIX)
+        return [_parse(state_pb2.NodeRecord, kv.value) for kv in stored], revision
+
+    async def node_of_join_key(self, join_key: bytes) -> str | None:
+        """The ID of the node that registered ``join_key``, or None."""
+        stored = await self.client.get(join_key_index(join_key))
+        return stored.value.decode() if stored is not None else None
+
+    # -- writes --------------------------------------------------------------------
+
+    def _guard(self) -> list[Comparison]:
+        if self.leadership is None:
+            raise LeadershipLostError("writing cluster state needs a leadership")
+        self.leadership.check()
+        return [self.leadership.guard()]
+
+    async def _commit(self, compare: Sequence[Comparison], success: Sequence[Operation]) -> bool:
+        """Run a guarded transaction; False if ``compare`` failed (not the guard).
+
+        :raises LeadershipLostError: if the leadership's key is gone.
+        """
+        assert self.leadership is not None
+        result = await self.client.transaction(
+            [*self._guard(), *compare], success, [get_operation(self.leadership.key)]
+        )
+        if result.succeeded:
+            return True
+        if not result.responses[0].response_range.kvs:
+            self.leadership.lost.set()
+            raise LeadershipLostError("this curator is no longer the leader")
+        return False
+
+    async def create_node(self, record: state_pb2.NodeRecord) -> bool:
+        """Write a new node record, and its join key's index; False if it exists."""
+        operations = [put_operation(node_key(record.id), record.SerializeToString())]
+        if record.join_key:
+            operations.append(put_operation(join_key_index(record.join_key), record.id))
+        return await self._commit([compare_version(node_key(record.id), "=", 0)], operations)
+
+    async def update_node(
+        self, node_id: str, change: Callable[[state_pb2.NodeRecord], None]
+    ) -> state_pb2.NodeRecord:
+        """Read a node record, ``change`` it, and write it back unless someone else wrote it
+        meanwhile; then start over. ``change`` may raise to refuse the update.
+
+        :raises NodeNotFoundError: if there is no such node.
+        """
+        for _ in range(MAX_CONFLICT_RETRIES):
+            stored = await self.node(node_id)
+            if stored is None:
+                raise NodeNotFoundError(f"no node {node_id}")
+            record = state_pb2.NodeRecord()
+            record.CopyFrom(stored.record)
+            change(record)
+            if record == stored.record:
+                return record
+            written = await self._commit(
+                [compare_mod_revision(node_key(node_id), "=", stored.mod_revision)],
+                [put_operation(node_key(node_id), record.SerializeToString())],
+            )
+            if written:
+                return record
+        raise RoleserveError(f"node {node_id} changed {MAX_CONFLICT_RETRIES} times while updated")
+
+    async def put(self, key: str, value: bytes | Message) -> None:
+        """Write one record under the leadership's guard."""
+        data = value if isinstance(value, bytes) else value.SerializeToString()
+        await self._commit([], [put_operation(key, data)])
+
+    async def initialise(self, writes: Sequence[tuple[str, bytes]]) -> bool:
+        """Write ``writes`` at once if the cluster has no secrets yet (bootstrap); False if
+        it has (a repeated bootstrap: nothing is written)."""
+        return await self._commit(
+            [compare_version(SECRETS_KEY, "=", 0)],
+            [put_operation(key, data) for key, data in writes],
+        )
