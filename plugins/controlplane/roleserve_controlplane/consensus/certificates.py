@@ -31,6 +31,7 @@ from roleserve_core.files import write_atomically
 from roleserve_core.identity import (
     Credentials,
     PrivateKey,
+    PublicKey,
     certificate_to_pem,
     create_ca,
     generate_key,
@@ -58,22 +59,27 @@ class ConsensusCA:
         key = generate_key()
         return cls(key, create_ca(key))
 
-    def member_credentials(
-        self, node_id: str, addresses: Sequence[IPAddress], key: PrivateKey | None = None
-    ) -> Credentials:
-        """A member's key and certificate, for serving clients and peers and for dialing
-        peers. ``key`` defaults to a new one."""
-        key = key or generate_key()
-        addresses = _with_loopback_source(addresses)
-        certificate = issue_certificate(
+    def member_certificate(
+        self, public_key: PublicKey, node_id: str, addresses: Sequence[IPAddress]
+    ) -> x509.Certificate:
+        """A member certificate for ``public_key``: for serving clients and peers, and for
+        dialing peers."""
+        return issue_certificate(
             self.key,
             self.certificate,
-            key.public_key(),
+            public_key,
             node_id,
             server=True,
             dns_names=(node_id, ETCD_SERVER_NAME),
-            ip_addresses=addresses,
+            ip_addresses=_with_loopback_source(addresses),
         )
+
+    def member_credentials(
+        self, node_id: str, addresses: Sequence[IPAddress], key: PrivateKey | None = None
+    ) -> Credentials:
+        """A member's key (``key``, or a new one) with its member certificate."""
+        key = key or generate_key()
+        certificate = self.member_certificate(key.public_key(), node_id, addresses)
         return Credentials(key, certificate, self.certificate)
 
     def client_credentials(self, name: str, key: PrivateKey | None = None) -> Credentials:

@@ -51,7 +51,9 @@ class Heartbeats:
         last = self._last.get(node_id)
         return None if last is None else self.clock.now() - last
 
-    def health(self, node_id: str, state: int) -> int:
+    def health(
+        self, node_id: str, state: common_pb2.NodeState.ValueType
+    ) -> management_pb2.Node.Health.ValueType:
         """The ``management.Node.Health`` of a node in ``state``."""
         if state != common_pb2.NODE_STATE_UP:
             return Health.HEALTH_UNKNOWN

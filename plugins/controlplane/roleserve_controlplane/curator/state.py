@@ -206,8 +206,13 @@ class ClusterState:
 
     async def initialise(self, writes: Sequence[tuple[str, bytes]]) -> bool:
         """Write ``writes`` at once if the cluster has no secrets yet (bootstrap); False if
-        it has (a repeated bootstrap: nothing is written)."""
-        return await self._commit(
+        it has (a repeated bootstrap: nothing is written).
+
+        The one write without a leadership: at bootstrap no curator runs yet, and the
+        comparison makes it happen at most once.
+        """
+        result = await self.client.transaction(
             [compare_version(SECRETS_KEY, "=", 0)],
             [put_operation(key, data) for key, data in writes],
         )
+        return result.succeeded

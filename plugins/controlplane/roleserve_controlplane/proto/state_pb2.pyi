@@ -11,6 +11,8 @@ cluster through the curator's API (roleserve_core/proto/curator.proto), never fr
   /nodes/<node ID>        NodeRecord
   /join-keys/<hex>        the node ID whose join key hashes to <hex>
   /leader/<lease>         LeaderValue            the election
+
+and, on the disk of a bootstrapping node only, BootstrapMaterial.
 """
 
 from google.protobuf import descriptor as _descriptor
@@ -181,3 +183,45 @@ class LeaderValue(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___LeaderValue: _TypeAlias = LeaderValue  # noqa: Y015
+
+@_typing.final
+class BootstrapMaterial(_message.Message):
+    """What a bootstrapping node prepares before it starts etcd, kept on its disk so that a
+    bootstrap interrupted at any point resumes with the same keys and certificates.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SECRETS_FIELD_NUMBER: _builtins.int
+    NODE_KEY_FIELD_NUMBER: _builtins.int
+    NODE_CERTIFICATE_FIELD_NUMBER: _builtins.int
+    MEMBER_CERTIFICATE_FIELD_NUMBER: _builtins.int
+    OWNER_KEY_FIELD_NUMBER: _builtins.int
+    OWNER_CERTIFICATE_FIELD_NUMBER: _builtins.int
+    OWNER_IDENTITY_FIELD_NUMBER: _builtins.int
+    node_key: _builtins.bytes
+    node_certificate: _builtins.bytes
+    member_certificate: _builtins.bytes
+    owner_key: _builtins.bytes
+    owner_certificate: _builtins.bytes
+    owner_identity: _builtins.str
+    @_builtins.property
+    def secrets(self) -> Global___ClusterSecrets: ...
+    def __init__(
+        self,
+        *,
+        secrets: Global___ClusterSecrets | None = ...,
+        node_key: _builtins.bytes = ...,
+        node_certificate: _builtins.bytes = ...,
+        member_certificate: _builtins.bytes = ...,
+        owner_key: _builtins.bytes = ...,
+        owner_certificate: _builtins.bytes = ...,
+        owner_identity: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["secrets", b"secrets"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["member_certificate", b"member_certificate", "node_certificate", b"node_certificate", "node_key", b"node_key", "owner_certificate", b"owner_certificate", "owner_identity", b"owner_identity", "owner_key", b"owner_key", "secrets", b"secrets"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BootstrapMaterial: _TypeAlias = BootstrapMaterial  # noqa: Y015

@@ -11,6 +11,8 @@ cluster through the curator's API (roleserve_core/proto/curator.proto), never fr
   /nodes/<node ID>        NodeRecord
   /join-keys/<hex>        the node ID whose join key hashes to <hex>
   /leader/<lease>         LeaderValue            the election
+
+and, on the disk of a bootstrapping node only, BootstrapMaterial.
 """
 
 from collections import abc as _abc

@@ -28,6 +28,7 @@ from roleserve_controlplane.consensus import (
     wheel_etcd,
 )
 from roleserve_core.clock import MonotonicClock
+from roleserve_core.identity import Credentials
 from roleserve_core.supervisor import State, Supervisor
 from roleserve_core.testing import SupervisorRunner, require_real, wait_for_state
 
@@ -89,15 +90,23 @@ class EtcdCluster:
         """The loopback address of member ``index``."""
         return ipaddress.IPv4Address(f"127.{self._subnet[0]}.{self._subnet[1]}.{index + 1}")
 
-    def config(self, index: int, peers: Mapping[str, str] | None = None) -> MemberConfig:
-        """The configuration of member ``index`` (``m<index>``)."""
-        name = f"m{index}"
+    def config(
+        self,
+        index: int,
+        peers: Mapping[str, str] | None = None,
+        *,
+        name: str | None = None,
+        credentials: Credentials | None = None,
+    ) -> MemberConfig:
+        """The configuration of member ``index`` (named ``m<index>`` and with a certificate
+        of this cluster's CA, unless ``name`` and ``credentials`` say otherwise)."""
+        name = name or f"m{index}"
         address = self.address(index)
         return MemberConfig(
             name=name,
             directory=self.directory / name,
             address=address,
-            credentials=self.ca.member_credentials(name, [address]),
+            credentials=credentials or self.ca.member_credentials(name, [address]),
             binary=self.binary,
             peers=dict(peers or {}),
             stop_grace=0.5,

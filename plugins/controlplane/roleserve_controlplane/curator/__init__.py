@@ -1,0 +1,52 @@
+"""The curator: the cluster's control plane service, next to every etcd member.
+
+::
+
+    ┌─────────────── leader (won the etcd election) ───────────────┐
+    │ Curator      Watch ◀── NodeCache ◀── one etcd watch /nodes/  │
+    │              UpdateNodeStatus, Heartbeat, Register/Commit/   │
+    │              JoinNode, UpdateNodeClusterNetworking           │
+    │ Management   GetNodes (health), roles, approve, tickets, ... │
+    │ CuratorLocal GetCurrentLeader (itself), GetCACertificate     │
+    └──────────────────────────────┬───────────────────────────────┘
+                                   │ writes: ClusterState, guarded by the leadership
+    followers: CuratorLocal only ──┴─▶ etcd (every node record, secrets, ticket)
+
+Modules: ``curator`` (the runnable), ``service_*`` (the three services), ``state`` (etcd
+records), ``cache`` (the leader's watch fan-out), ``health`` (heartbeats), ``roles`` (role
+changes), ``bootstrap``, ``authority`` (the CAs), ``validation``, ``errors``.
+"""
+
+from roleserve_controlplane.curator.authority import ClusterAuthority
+from roleserve_controlplane.curator.bootstrap import (
+    OWNER_IDENTITY,
+    BootstrapMaterial,
+    write_bootstrap,
+)
+from roleserve_controlplane.curator.cache import NodeCache, Subscription
+from roleserve_controlplane.curator.curator import Curator, CuratorConfig
+from roleserve_controlplane.curator.health import (
+    DEFAULT_HEARTBEAT_INTERVAL,
+    MISSED_BEATS,
+    Heartbeats,
+)
+from roleserve_controlplane.curator.leader import CURATOR_PORT, LeaderState
+from roleserve_controlplane.curator.state import ClusterState, NodeNotFoundError
+
+__all__ = [
+    "CURATOR_PORT",
+    "DEFAULT_HEARTBEAT_INTERVAL",
+    "MISSED_BEATS",
+    "OWNER_IDENTITY",
+    "BootstrapMaterial",
+    "ClusterAuthority",
+    "ClusterState",
+    "Curator",
+    "CuratorConfig",
+    "Heartbeats",
+    "LeaderState",
+    "NodeCache",
+    "NodeNotFoundError",
+    "Subscription",
+    "write_bootstrap",
+]

@@ -1,0 +1,206 @@
+"""Bootstrapping a cluster: its first node, its CAs, its owner, in one etcd transaction.
+
+::
+
+    BootstrapMaterial.load_or_create(path)   CAs, node and member certificates, the owner's
+          │                                  key and certificate; saved (0600) before etcd
+          ▼                                  starts, so an interrupted bootstrap resumes
+    etcd member bootstraps (member certificate from the material)
+          ▼
+    write_bootstrap(client, material)        one transaction, if no secrets exist yet:
+                                             secrets, configuration, ticket, owner, and the
+                                             first node: UP, consensus_member (its own member
+                                             only) + kubernetes_controller, its address
+
+Repeating it is harmless: the transaction writes nothing once the secrets exist, and the
+material on disk is reused, so a retry after a crash finds the same CA in etcd that its
+certificates chain to.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from roleserve_controlplane.consensus import DEFAULT_PEER_PORT, EtcdClient
+from roleserve_controlplane.curator.authority import ClusterAuthority
+from roleserve_controlplane.curator.health import DEFAULT_HEARTBEAT_INTERVAL
+from roleserve_controlplane.curator.leader import CURATOR_PORT, peer_url
+from roleserve_controlplane.curator.state import (
+    CONFIGURATION_KEY,
+    OWNER_KEY,
+    SECRETS_KEY,
+    TICKET_KEY,
+    ClusterState,
+    node_key,
+)
+from roleserve_controlplane.proto import state_pb2
+from roleserve_core.errors import CredentialsError
+from roleserve_core.files import write_atomically
+from roleserve_core.identity import (
+    Credentials,
+    NodeCredentials,
+    PrivateKey,
+    UserCredentials,
+    certificate_from_pem,
+    certificate_to_pem,
+    generate_key,
+    private_key_from_pem,
+    private_key_to_pem,
+    public_key_der,
+)
+from roleserve_core.proto import common_pb2
+
+__all__ = ["OWNER_IDENTITY", "BootstrapMaterial", "write_bootstrap"]
+
+OWNER_IDENTITY = "owner"
+"""The identity of the cluster owner's user certificate."""
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+@dataclass(frozen=True)
+class BootstrapMaterial:
+    """Everything the first node makes before its etcd starts."""
+
+    authority: ClusterAuthority
+    node: NodeCredentials
+    """The first node's key and node certificate."""
+    member: Credentials
+    """The same key with its etcd member certificate (consensus CA)."""
+    owner: UserCredentials
+
+    @classmethod
+    def create(
+        cls, node_key: PrivateKey, address: IPAddress, owner_identity: str = OWNER_IDENTITY
+    ) -> BootstrapMaterial:
+        """New CAs and certificates for the node with ``node_key`` at ``address``."""
+        authority = ClusterAuthority.create()
+        node = NodeCredentials(
+            node_key, authority.node_certificate(node_key.public_key()), authority.ca_certificate
+        )
+        member = Credentials(
+            node_key,
+            authority.member_certificate(node_key.public_key(), node.node_id, [address]),
+            authority.consensus.certificate,
+        )
+        owner_key = generate_key()
+        owner = UserCredentials(
+            owner_key,
+            authority.user_certificate(owner_key.public_key(), owner_identity),
+            authority.ca_certificate,
+        )
+        return cls(authority, node, member, owner)
+
+    @classmethod
+    def load_or_create(
+        cls, path: Path, node_key: PrivateKey, address: IPAddress
+    ) -> BootstrapMaterial:
+        """The material saved at ``path``, or new material saved there (0600).
+
+        :raises CredentialsError: if the saved material is corrupt or of another node key.
+        """
+        if not path.exists():
+            material = cls.create(node_key, address)
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            write_atomically(path, material.to_proto().SerializeToString(), 0o600)
+            return material
+        stored = state_pb2.BootstrapMaterial()
+        try:
+            stored.ParseFromString(path.read_bytes())
+            material = cls.from_proto(stored)
+        except Exception as exc:
+            raise CredentialsError(f"{path}: corrupt bootstrap material ({exc})") from None
+        if public_key_der(material.node.key.public_key()) != public_key_der(node_key.public_key()):
+            raise CredentialsError(f"{path}: bootstrap material of another node key")
+        return material
+
+    def to_proto(self) -> state_pb2.BootstrapMaterial:
+        """The record saved on disk."""
+        return state_pb2.BootstrapMaterial(
+            secrets=self.authority.secrets(),
+            node_key=private_key_to_pem(self.node.key),
+            node_certificate=self.node.certificate_pem,
+            member_certificate=self.member.certificate_pem,
+            owner_key=private_key_to_pem(self.owner.key),
+            owner_certificate=self.owner.certificate_pem,
+            owner_identity=self.owner.identity,
+        )
+
+    @classmethod
+    def from_proto(cls, stored: state_pb2.BootstrapMaterial) -> BootstrapMaterial:
+        """The material a record holds (checked: keys and certificates must match)."""
+        authority = ClusterAuthority.from_secrets(stored.secrets)
+        key = private_key_from_pem(stored.node_key, "the node key")
+        owner_key = private_key_from_pem(stored.owner_key, "the owner key")
+        return cls(
+            authority,
+            NodeCredentials(
+                key, certificate_from_pem(stored.node_certificate), authority.ca_certificate
+            ),
+            Credentials(
+                key,
+                certificate_from_pem(stored.member_certificate),
+                authority.consensus.certificate,
+            ),
+            UserCredentials(
+                owner_key,
+                certificate_from_pem(stored.owner_certificate),
+                authority.ca_certificate,
+            ),
+        )
+
+    def first_node(self, address: IPAddress) -> state_pb2.NodeRecord:
+        """The first node's record: UP, consensus member and Kubernetes controller."""
+        record = state_pb2.NodeRecord(
+            id=self.node.node_id,
+            public_key=public_key_der(self.node.key.public_key()),
+            state=common_pb2.NODE_STATE_UP,
+            certificate=self.node.certificate_pem,
+        )
+        member = record.roles.consensus_member
+        member.ca_certificate = self.authority.consensus_ca_pem
+        member.peer_certificate = self.member.certificate_pem
+        member.peers.add(name=self.node.node_id, url=peer_url(str(address), DEFAULT_PEER_PORT))
+        record.roles.kubernetes_controller.SetInParent()
+        record.status.external_address = str(address)
+        record.status.running_curator.port = CURATOR_PORT
+        return record
+
+
+async def write_bootstrap(
+    client: EtcdClient,
+    material: BootstrapMaterial,
+    address: IPAddress,
+    *,
+    heartbeat_interval: float = DEFAULT_HEARTBEAT_INTERVAL,
+) -> bool:
+    """Write the new cluster's records in one transaction; False if it already has them.
+
+    :raises CredentialsError: if the cluster in etcd has another CA than ``material``.
+    """
+    configuration = state_pb2.ClusterConfiguration()
+    configuration.heartbeat_interval.FromNanoseconds(int(heartbeat_interval * 1e9))
+    owner = state_pb2.OwnerRecord(
+        identity=material.owner.identity, certificate=material.owner.certificate_pem
+    )
+    first = material.first_node(address)
+    state = ClusterState(client)
+    written = await state.initialise(
+        [
+            (SECRETS_KEY, material.authority.secrets().SerializeToString()),
+            (CONFIGURATION_KEY, configuration.SerializeToString()),
+            (TICKET_KEY, secrets.token_bytes(32)),
+            (OWNER_KEY, owner.SerializeToString()),
+            (node_key(first.id), first.SerializeToString()),
+        ]
+    )
+    if not written:
+        stored = await state.secrets()
+        if stored is None or stored.ca_certificate != certificate_to_pem(
+            material.authority.ca_certificate
+        ):
+            raise CredentialsError("etcd holds another cluster than this bootstrap material")
+    return written

@@ -1,0 +1,210 @@
+"""The curator: a runnable next to each etcd member; one of them leads.
+
+::
+
+    wait until the local etcd member votes (a learner cannot serve the election)
+    loop:
+      serve CuratorLocal (follower) ─── campaign in the election (value: ID, host, port)
+      won: stop the follower server ─── start the leader's state: node cache (one etcd
+           watch), heartbeats, learner promotion ─── serve Curator, Management and
+           CuratorLocal
+      lost (lease unconfirmed): stop the leader's server at once (clients see their streams
+           end and look for the new leader), drop the leader's state, follow again
+
+Each change of role restarts the gRPC server on the same port without grace, so no stream
+outlives the role it was opened under.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import logging
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+
+import anyio
+import grpc
+
+from roleserve_controlplane.consensus import (
+    DEFAULT_TTL,
+    Election,
+    EtcdClient,
+    EtcdRequestError,
+    Leadership,
+)
+from roleserve_controlplane.curator.authority import ClusterAuthority
+from roleserve_controlplane.curator.cache import NodeCache
+from roleserve_controlplane.curator.health import DEFAULT_HEARTBEAT_INTERVAL, Heartbeats
+from roleserve_controlplane.curator.leader import CURATOR_PORT, LeaderState
+from roleserve_controlplane.curator.service_curator import CuratorService
+from roleserve_controlplane.curator.service_local import CuratorLocalService
+from roleserve_controlplane.curator.service_management import ManagementService
+from roleserve_controlplane.curator.state import LEADER_PREFIX, ClusterState
+from roleserve_controlplane.proto import state_pb2
+from roleserve_core import RunContext, Value
+from roleserve_core.clock import Clock, MonotonicClock
+from roleserve_core.errors import RoleserveError
+from roleserve_core.identity import Credentials, NodeCredentials
+from roleserve_core.proto import curator_pb2_grpc, management_pb2_grpc
+from roleserve_core.rpc import bind, create_server
+
+__all__ = ["Curator", "CuratorConfig", "CuratorRole"]
+
+log = logging.getLogger("roleserve.curator")
+
+CuratorRole = str
+"""``waiting``, ``following`` or ``leading``."""
+
+
+@dataclass(frozen=True)
+class CuratorConfig:
+    """Everything one curator needs."""
+
+    node: NodeCredentials
+    """The node's credentials: the identity its gRPC server presents."""
+    etcd: Credentials
+    """Credentials for etcd (the member's, which may act as a client too)."""
+    etcd_endpoints: Sequence[str]
+    """The local member's client endpoint first; the curator talks to etcd through them."""
+    address: ipaddress.IPv4Address | ipaddress.IPv6Address
+    port: int = CURATOR_PORT
+    lease_ttl: int = DEFAULT_TTL
+    promote_every: float = 2.0
+    """Seconds between looks for learners that have caught up."""
+    clock: Clock = field(default_factory=MonotonicClock)
+    """The clock heartbeats are measured with."""
+
+
+class Curator:
+    """A runnable: the curator of one node (see the module docstring)."""
+
+    def __init__(self, config: CuratorConfig) -> None:
+        self.config = config
+        self.role: Value[CuratorRole] = Value()
+        """What this curator does now, for tests and status."""
+        self.role.set("waiting")
+
+    @property
+    def leader_value(self) -> state_pb2.LeaderValue:
+        """What this curator campaigns with."""
+        return state_pb2.LeaderValue(
+            node_id=self.config.node.node_id, host=str(self.config.address), port=self.config.port
+        )
+
+    async def __call__(self, ctx: RunContext) -> None:
+        config = self.config
+        async with EtcdClient(config.etcd_endpoints, config.etcd) as client:
+            ctx.set_note("waiting for the local etcd member to vote")
+            await _wait_until_voting(client)
+            election = Election(client, LEADER_PREFIX, ttl=config.lease_ttl)
+            while True:
+                await self._one_term(ctx, client, election)
+                ctx.log.warning("lost leadership: its lease could not be renewed; following")
+
+    async def _one_term(self, ctx: RunContext, client: EtcdClient, election: Election) -> None:
+        """Follow until elected, then lead until leadership is lost."""
+        node_id = self.config.node.node_id
+        state = ClusterState(client)
+        async with AsyncExitStack() as stack:
+            follower = await stack.enter_async_context(
+                self._serving(CuratorLocalService(node_id, state, election, None))
+            )
+            self._announce(ctx, "following")
+            leadership = await stack.enter_async_context(
+                election.campaign(self.leader_value.SerializeToString())
+            )
+            await follower.stop(None)
+            leader = await self._leader_state(client, leadership)
+            tasks = await stack.enter_async_context(anyio.create_task_group())
+            tasks.start_soon(leader.cache.run)
+            tasks.start_soon(self._promote_learners, leader)
+            await stack.enter_async_context(
+                self._serving(
+                    CuratorLocalService(node_id, leader.state, election, self.leader_value),
+                    CuratorService(leader),
+                    ManagementService(leader),
+                )
+            )
+            self._announce(ctx, "leading")
+            await leadership.lost.wait()
+            tasks.cancel_scope.cancel()
+
+    def _announce(self, ctx: RunContext, role: CuratorRole) -> None:
+        if self.role.get_nowait() == "waiting":
+            ctx.signal_healthy()
+        ctx.set_note(role)
+        ctx.log.info("%s, serving at %s:%d", role, self.config.address, self.config.port)
+        self.role.set(role)
+
+    @contextlib.asynccontextmanager
+    async def _serving(self, *services: object) -> AsyncIterator[grpc.aio.Server]:
+        """A started server of ``services``; stopped without grace on exit."""
+        server = create_server(self.config.node)
+        for service in services:
+            _add(server, service)
+        bind(server, f"{self.config.address}:{self.config.port}", self.config.node)
+        await server.start()
+        try:
+            yield server
+        finally:
+            with anyio.CancelScope(shield=True):
+                await server.stop(None)
+
+    async def _leader_state(self, client: EtcdClient, leadership: Leadership) -> LeaderState:
+        state = ClusterState(client, leadership)
+        secrets = await state.secrets()
+        if secrets is None:
+            raise RoleserveError("elected, but the cluster was never bootstrapped")
+        configuration = await state.configuration()
+        interval = configuration.heartbeat_interval.ToNanoseconds() / 1e9
+        return LeaderState(
+            node_id=self.config.node.node_id,
+            client=client,
+            etcd_credentials=self.config.etcd,
+            leadership=leadership,
+            state=state,
+            authority=ClusterAuthority.from_secrets(secrets),
+            cache=NodeCache(client),
+            heartbeats=Heartbeats(self.config.clock, interval or DEFAULT_HEARTBEAT_INTERVAL),
+        )
+
+    async def _promote_learners(self, leader: LeaderState) -> None:
+        """Promote every started learner that has caught up, every ``promote_every`` s."""
+        while True:
+            await anyio.sleep(self.config.promote_every)
+            try:
+                members = await leader.client.members()
+            except EtcdRequestError:
+                continue
+            for member in members:
+                if member.is_learner and member.name:
+                    with contextlib.suppress(EtcdRequestError):  # not caught up yet
+                        await leader.client.promote(member.id)
+                        log.info("promoted learner %s", member.name)
+
+
+def _add(server: grpc.aio.Server, service: object) -> None:
+    if isinstance(service, CuratorService):
+        curator_pb2_grpc.add_CuratorServicer_to_server(service, server)
+    elif isinstance(service, CuratorLocalService):
+        curator_pb2_grpc.add_CuratorLocalServicer_to_server(service, server)
+    elif isinstance(service, ManagementService):
+        management_pb2_grpc.add_ManagementServicer_to_server(service, server)
+    else:
+        raise TypeError(f"not a curator service: {service!r}")
+
+
+async def _wait_until_voting(client: EtcdClient) -> None:
+    """Wait until the member the client reaches is a voter with a leader."""
+    delay = 0.05
+    while True:
+        try:
+            status = await client.status(timeout=2.0)
+        except EtcdRequestError:
+            status = None
+        if status is not None and not status.is_learner and status.leader:
+            return
+        await anyio.sleep(delay)
+        delay = min(delay * 2, 1.0)

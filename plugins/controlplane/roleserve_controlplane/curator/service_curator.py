@@ -1,0 +1,270 @@
+"""The node-facing ``Curator`` service, served by the leader.
+
+::
+
+    Watch                    from the node cache: snapshot, marker, then coalesced changes
+    UpdateNodeStatus         the caller's own node only; replaces the status, stamps the time
+    Heartbeat                the caller's own node; answers with the interval to keep
+    RegisterNode             ticket (constant time) + ephemeral key → node NEW
+    CommitNode               approved (STANDBY) → node certificate, UP; repeatable when UP
+    JoinNode                 join key (ephemeral key) → the node, which must be UP
+    UpdateNodeClusterNetworking  the caller's own WireGuard key and prefixes
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+from typing_extensions import override
+
+from roleserve_controlplane.curator.errors import RefusedError, handled
+from roleserve_controlplane.curator.leader import LeaderState, api_node, now_timestamp
+from roleserve_controlplane.curator.state import NodeNotFoundError
+from roleserve_controlplane.curator.validation import (
+    check_address,
+    check_clusternet,
+    check_labels,
+)
+from roleserve_controlplane.proto import state_pb2
+from roleserve_core.errors import IdentityError
+from roleserve_core.identity import (
+    PublicKey,
+    certificate_to_pem,
+    node_id,
+    public_key_der,
+    public_key_from_der,
+)
+from roleserve_core.proto import common_pb2, curator_pb2, curator_pb2_grpc
+from roleserve_core.rpc import NodePeer, UnauthenticatedPeer, current_peer
+
+__all__ = ["CHUNK_BYTES", "CuratorService"]
+
+CHUNK_BYTES = 2 * 1024 * 1024
+"""A snapshot event is sent once it passes this size: half of gRPC's 4 MiB message limit."""
+
+Context = Any
+
+
+def _calling_node() -> str:
+    """The node ID of the caller, which must be a node."""
+    peer = current_peer()
+    if not isinstance(peer, NodePeer):
+        raise RefusedError(grpc.StatusCode.PERMISSION_DENIED, "only nodes may call this")
+    return peer.node_id
+
+
+def _ephemeral_key() -> PublicKey:
+    """The key the caller's ephemeral certificate proves it holds."""
+    peer = current_peer()
+    if not isinstance(peer, UnauthenticatedPeer) or peer.public_key is None:
+        raise RefusedError(
+            grpc.StatusCode.UNAUTHENTICATED,
+            "call this with the ephemeral certificate of the key to enrol",
+        )
+    return peer.public_key
+
+
+class CuratorService(curator_pb2_grpc.CuratorServicer):
+    """The leader's ``Curator`` service."""
+
+    def __init__(self, leader: LeaderState) -> None:
+        self.leader = leader
+
+    # -- watching -------------------------------------------------------------------
+
+    @override
+    @handled
+    async def Watch(
+        self, request: curator_pb2.WatchRequest, context: Context
+    ) -> AsyncIterator[curator_pb2.WatchEvent]:
+        cache = self.leader.cache
+        await cache.ready.wait()
+        kind = request.WhichOneof("kind")
+        if kind == "node_in_cluster":
+            wanted: str | None = request.node_in_cluster.node_id
+            if not wanted:
+                raise RefusedError(grpc.StatusCode.INVALID_ARGUMENT, "node_id is empty")
+        elif kind == "nodes_in_cluster":
+            wanted = None
+        else:
+            raise RefusedError(grpc.StatusCode.INVALID_ARGUMENT, "say which nodes to watch")
+        with cache.subscribe(wanted) as subscription:
+            snapshot = [cache.nodes[wanted]] if wanted in cache.nodes else []
+            if wanted is None:
+                snapshot = sorted(cache.nodes.values(), key=lambda record: record.id)
+            for event in _snapshot_events(snapshot):
+                yield event
+            while True:
+                yield _change_event(await subscription.next_batch())
+
+    # -- reports from nodes ---------------------------------------------------------
+
+    @override
+    @handled
+    async def UpdateNodeStatus(
+        self, request: curator_pb2.UpdateNodeStatusRequest, context: Context
+    ) -> curator_pb2.UpdateNodeStatusResponse:
+        caller = _calling_node()
+        if request.node_id != caller:
+            raise RefusedError(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"node {caller} may update only its own status, not {request.node_id}'s",
+            )
+        if not request.HasField("status"):
+            raise RefusedError(grpc.StatusCode.INVALID_ARGUMENT, "the status is missing")
+        check_address(request.status.external_address)
+
+        def replace(record: state_pb2.NodeRecord) -> None:
+            record.status.CopyFrom(request.status)
+            record.status.timestamp.CopyFrom(now_timestamp())
+
+        await self.leader.state.update_node(caller, replace)
+        return curator_pb2.UpdateNodeStatusResponse()
+
+    @override
+    @handled
+    async def Heartbeat(
+        self, request_iterator: AsyncIterator[curator_pb2.HeartbeatRequest], context: Context
+    ) -> AsyncIterator[curator_pb2.HeartbeatResponse]:
+        caller = _calling_node()
+        if self.leader.cache.get(caller) is None:
+            raise NodeNotFoundError(f"no node {caller}")
+        heartbeats = self.leader.heartbeats
+        async for _ in request_iterator:
+            heartbeats.beat(caller)
+            response = curator_pb2.HeartbeatResponse()
+            response.interval.FromNanoseconds(int(heartbeats.interval * 1e9))
+            yield response
+
+    @override
+    @handled
+    async def UpdateNodeClusterNetworking(
+        self, request: curator_pb2.UpdateNodeClusterNetworkingRequest, context: Context
+    ) -> curator_pb2.UpdateNodeClusterNetworkingResponse:
+        caller = _calling_node()
+        own = self.leader.cache.get(caller)
+        if own is None:
+            raise NodeNotFoundError(f"no node {caller}")
+        if not own.status.external_address:
+            raise RefusedError(
+                grpc.StatusCode.FAILED_PRECONDITION, "report a status before cluster networking"
+            )
+        others = {
+            record.clusternet.wireguard_pubkey
+            for record in self.leader.cache.nodes.values()
+            if record.id != caller and record.clusternet.wireguard_pubkey
+        }
+        check_clusternet(request.clusternet, own.status.external_address, others)
+
+        def replace(record: state_pb2.NodeRecord) -> None:
+            record.clusternet.CopyFrom(request.clusternet)
+
+        await self.leader.state.update_node(caller, replace)
+        return curator_pb2.UpdateNodeClusterNetworkingResponse()
+
+    # -- enrolment ------------------------------------------------------------------
+
+    @override
+    @handled
+    async def RegisterNode(
+        self, request: curator_pb2.RegisterNodeRequest, context: Context
+    ) -> curator_pb2.RegisterNodeResponse:
+        key = _ephemeral_key()
+        ticket = await self.leader.state.ticket()
+        if not ticket or not hmac.compare_digest(request.register_ticket, ticket):
+            raise RefusedError(grpc.StatusCode.PERMISSION_DENIED, "wrong register ticket")
+        try:
+            join_key = public_key_der(public_key_from_der(request.join_key))
+        except IdentityError as exc:
+            raise RefusedError(grpc.StatusCode.INVALID_ARGUMENT, f"join_key: {exc}") from None
+        check_labels(request.labels)
+        record = state_pb2.NodeRecord(
+            id=node_id(key),
+            public_key=public_key_der(key),
+            state=common_pb2.NODE_STATE_NEW,
+            labels=request.labels,
+            join_key=join_key,
+        )
+        if not await self.leader.state.create_node(record):
+            stored = await self.leader.state.node(record.id)
+            if stored is None or stored.record.state != common_pb2.NODE_STATE_NEW:
+                raise RefusedError(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    f"node {record.id} is already registered and past NEW",
+                )
+        return curator_pb2.RegisterNodeResponse(node_id=record.id)
+
+    @override
+    @handled
+    async def CommitNode(
+        self, request: curator_pb2.CommitNodeRequest, context: Context
+    ) -> curator_pb2.CommitNodeResponse:
+        key = _ephemeral_key()
+        identity = node_id(key)
+        authority = self.leader.authority
+
+        def commit(record: state_pb2.NodeRecord) -> None:
+            if record.state == common_pb2.NODE_STATE_NEW:
+                raise RefusedError(
+                    grpc.StatusCode.PERMISSION_DENIED,
+                    f"node {identity} is not approved yet; wait for an operator to approve it",
+                )
+            if record.state == common_pb2.NODE_STATE_DECOMMISSIONED:
+                raise RefusedError(
+                    grpc.StatusCode.FAILED_PRECONDITION, f"node {identity} is decommissioned"
+                )
+            if record.state == common_pb2.NODE_STATE_STANDBY or not record.certificate:
+                record.certificate = certificate_to_pem(authority.node_certificate(key))
+                record.state = common_pb2.NODE_STATE_UP
+
+        # An UP node gets its certificate again: a commit whose answer was lost can be
+        # repeated, where Monogon's node would need an operator to reset it.
+        record = await self.leader.state.update_node(identity, commit)
+        return curator_pb2.CommitNodeResponse(
+            ca_certificate=authority.ca_pem, node_certificate=record.certificate
+        )
+
+    @override
+    @handled
+    async def JoinNode(
+        self, request: curator_pb2.JoinNodeRequest, context: Context
+    ) -> curator_pb2.JoinNodeResponse:
+        join_key = public_key_der(_ephemeral_key())
+        identity = await self.leader.state.node_of_join_key(join_key)
+        stored = await self.leader.state.node(identity) if identity else None
+        if stored is None:
+            raise RefusedError(grpc.StatusCode.PERMISSION_DENIED, "unknown join key")
+        if stored.record.state != common_pb2.NODE_STATE_UP:
+            raise RefusedError(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"node {stored.record.id} is {common_pb2.NodeState.Name(stored.record.state)}",
+            )
+        return curator_pb2.JoinNodeResponse(node_id=stored.record.id, state=stored.record.state)
+
+
+def _snapshot_events(records: list[state_pb2.NodeRecord]) -> list[curator_pb2.WatchEvent]:
+    """The snapshot in events of at most ``CHUNK_BYTES``; the last one carries the marker."""
+    events = [curator_pb2.WatchEvent()]
+    size = 0
+    for record in records:
+        node = api_node(record)
+        if size > CHUNK_BYTES:
+            events.append(curator_pb2.WatchEvent())
+            size = 0
+        events[-1].nodes.append(node)
+        size += node.ByteSize()
+    events[-1].progress = curator_pb2.WatchEvent.PROGRESS_LAST_BACKLOGGED
+    return events
+
+
+def _change_event(batch: dict[str, state_pb2.NodeRecord | None]) -> curator_pb2.WatchEvent:
+    event = curator_pb2.WatchEvent()
+    for identity, record in sorted(batch.items()):
+        if record is None:
+            event.node_tombstones.add(node_id=identity)
+        else:
+            event.nodes.append(api_node(record))
+    return event

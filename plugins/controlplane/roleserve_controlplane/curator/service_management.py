@@ -1,0 +1,126 @@
+"""The operator-facing ``Management`` service, served by the leader."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+from typing_extensions import override
+
+from roleserve_controlplane.curator.errors import RefusedError, handled
+from roleserve_controlplane.curator.leader import (
+    LeaderState,
+    cluster_directory,
+    management_node,
+)
+from roleserve_controlplane.curator.roles import RoleChanges, has_role
+from roleserve_controlplane.proto import state_pb2
+from roleserve_core.proto import common_pb2, management_pb2, management_pb2_grpc
+
+__all__ = ["ManagementService"]
+
+Context = Any
+Member = management_pb2.GetConsensusStatusResponse.Member
+
+
+class ManagementService(management_pb2_grpc.ManagementServicer):
+    """The leader's ``Management`` service."""
+
+    def __init__(self, leader: LeaderState) -> None:
+        self.leader = leader
+        self.roles = RoleChanges(leader)
+
+    @override
+    @handled
+    async def GetClusterInfo(
+        self, request: management_pb2.GetClusterInfoRequest, context: Context
+    ) -> management_pb2.GetClusterInfoResponse:
+        await self.leader.cache.ready.wait()
+        return management_pb2.GetClusterInfoResponse(
+            cluster_directory=cluster_directory(self.leader.cache.nodes.values()),
+            ca_certificate=self.leader.authority.ca_pem,
+        )
+
+    @override
+    @handled
+    async def GetNodes(
+        self, request: management_pb2.GetNodesRequest, context: Context
+    ) -> AsyncIterator[management_pb2.Node]:
+        await self.leader.cache.ready.wait()
+        for record in sorted(self.leader.cache.nodes.values(), key=lambda r: r.id):
+            if request.node_ids and record.id not in request.node_ids:
+                continue
+            if request.states and record.state not in request.states:
+                continue
+            if request.role and not has_role(record.roles, request.role):
+                continue
+            yield management_node(record, self.leader.heartbeats, self.leader.node_id)
+
+    @override
+    @handled
+    async def ApproveNode(
+        self, request: management_pb2.ApproveNodeRequest, context: Context
+    ) -> management_pb2.ApproveNodeResponse:
+        def approve(record: state_pb2.NodeRecord) -> None:
+            if record.state == common_pb2.NODE_STATE_DECOMMISSIONED:
+                raise RefusedError(
+                    grpc.StatusCode.FAILED_PRECONDITION, f"node {record.id} is decommissioned"
+                )
+            if record.state == common_pb2.NODE_STATE_NEW:
+                record.state = common_pb2.NODE_STATE_STANDBY
+
+        await self.leader.state.update_node(request.node_id, approve)
+        return management_pb2.ApproveNodeResponse()
+
+    @override
+    @handled
+    async def UpdateNodeRoles(
+        self, request: management_pb2.UpdateNodeRolesRequest, context: Context
+    ) -> management_pb2.UpdateNodeRolesResponse:
+        await self.leader.cache.ready.wait()
+        roles = await self.roles.apply(request.node_id, request.changes)
+        return management_pb2.UpdateNodeRolesResponse(roles=roles)
+
+    @override
+    @handled
+    async def GetRegisterTicket(
+        self, request: management_pb2.GetRegisterTicketRequest, context: Context
+    ) -> management_pb2.GetRegisterTicketResponse:
+        return management_pb2.GetRegisterTicketResponse(ticket=await self.leader.state.ticket())
+
+    @override
+    @handled
+    async def DecommissionNode(
+        self, request: management_pb2.DecommissionNodeRequest, context: Context
+    ) -> management_pb2.DecommissionNodeResponse:
+        def decommission(record: state_pb2.NodeRecord) -> None:
+            if record.roles.HasField("consensus_member"):
+                raise RefusedError(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    f"node {record.id} is a consensus member; remove that role first",
+                )
+            record.state = common_pb2.NODE_STATE_DECOMMISSIONED
+
+        await self.leader.state.update_node(request.node_id, decommission)
+        return management_pb2.DecommissionNodeResponse()
+
+    @override
+    @handled
+    async def GetConsensusStatus(
+        self, request: management_pb2.GetConsensusStatusRequest, context: Context
+    ) -> management_pb2.GetConsensusStatusResponse:
+        members = await self.leader.membership.list()
+        leaders = {health.status.leader for health in members if health.status is not None}
+        response = management_pb2.GetConsensusStatusResponse()
+        for health in members:
+            status = Member.LEARNER if health.member.is_learner else Member.FULL
+            if health.status is None:
+                status = Member.STATUS_UNKNOWN
+            response.members.add(
+                node_id=health.member.name,
+                status=status,
+                peer_url=health.member.peer_urls[0] if health.member.peer_urls else "",
+                leader=health.member.id in leaders,
+            )
+        return response

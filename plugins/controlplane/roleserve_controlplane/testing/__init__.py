@@ -1,0 +1,24 @@
+"""Test helpers of the controlplane plugin: real etcd clusters, and curators on them.
+
+``etcd``: members on loopback under supervisors; ``curator``: a bootstrapped cluster whose
+nodes enrol through the curator's API, as real nodes do.
+"""
+
+from roleserve_controlplane.testing.curator import CuratorCluster, CuratorNode
+from roleserve_controlplane.testing.etcd import (
+    ETCD_SOURCES,
+    EtcdCluster,
+    EtcdClusterRunner,
+    RunningMember,
+    etcd_binary,
+)
+
+__all__ = [
+    "ETCD_SOURCES",
+    "CuratorCluster",
+    "CuratorNode",
+    "EtcdCluster",
+    "EtcdClusterRunner",
+    "RunningMember",
+    "etcd_binary",
+]

@@ -1,0 +1,227 @@
+"""A cluster of curators on real etcd, whose nodes enrol the way real nodes do.
+
+::
+
+    bootstrap()           node 0: bootstrap material → etcd bootstraps → records written →
+                          its curator campaigns and leads
+    enrol(i)              node i: RegisterNode (ticket, ephemeral certificate) → owner
+                          approves → CommitNode → UpdateNodeStatus (its address)
+    add_consensus(i)      owner assigns consensus_member → the curator adds a learner and
+                          fills the role → node i's etcd joins with the role's certificate
+                          and peers → the leader promotes it → node i's curator starts
+
+Until the controlplane worker exists, this harness plays its part (starting etcd and the
+curator from the role); everything else goes through the curator's API over mutual TLS.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from roleserve_controlplane.consensus import Membership
+from roleserve_controlplane.curator import (
+    BootstrapMaterial,
+    Curator,
+    CuratorConfig,
+    write_bootstrap,
+)
+from roleserve_controlplane.testing.etcd import EtcdCluster, RunningMember
+from roleserve_core.identity import (
+    Credentials,
+    EphemeralCredentials,
+    NodeCredentials,
+    PrivateKey,
+    UserCredentials,
+    certificate_from_pem,
+    generate_key,
+    node_id,
+    public_key_der,
+)
+from roleserve_core.proto import (
+    common_pb2,
+    curator_pb2,
+    curator_pb2_grpc,
+    management_pb2,
+    management_pb2_grpc,
+)
+from roleserve_core.rpc import CancellationSafeChannel, secure_channel
+from roleserve_core.supervisor import Supervisor
+from roleserve_core.testing import wait_for_value
+
+__all__ = ["CuratorCluster", "CuratorNode"]
+
+TEST_TTL = 2
+"""Seconds of the election lease in tests: failover within a few seconds."""
+
+
+@dataclass
+class CuratorNode:
+    """One node of a ``CuratorCluster``."""
+
+    index: int
+    key: PrivateKey
+    address: ipaddress.IPv4Address
+    credentials: NodeCredentials | None = None
+    member: RunningMember | None = None
+    curator: Curator | None = None
+    supervisor: Supervisor | None = None
+
+    @property
+    def node_id(self) -> str:
+        """The node's ID."""
+        assert self.credentials is not None
+        return self.credentials.node_id
+
+    @property
+    def endpoint(self) -> str:
+        """Its curator's ``host:port``."""
+        return f"{self.address}:7835"
+
+
+@dataclass
+class CuratorCluster:
+    """Curators on an ``EtcdCluster``; stopped with it."""
+
+    etcd: EtcdCluster
+    start_supervisor: Callable[..., Any]
+    heartbeat_interval: float = 5.0
+    nodes: list[CuratorNode] = field(default_factory=list)
+    owner: UserCredentials | None = None
+    consensus_ca: bytes = b""
+
+    # -- channels -----------------------------------------------------------------
+
+    def channel(self, node: CuratorNode, credentials: Credentials) -> CancellationSafeChannel:
+        """A channel to ``node``'s curator, verifying it is that node."""
+        return secure_channel(node.endpoint, credentials, node_id=node.node_id)
+
+    def management(self, node: CuratorNode) -> tuple[CancellationSafeChannel, Any]:
+        """An owner's channel to ``node`` and a ``Management`` stub on it."""
+        assert self.owner is not None
+        channel = self.channel(node, self.owner)
+        return channel, management_pb2_grpc.ManagementStub(channel)
+
+    async def leader(self) -> CuratorNode:
+        """The node whose curator leads now (waits up to 30 s for one)."""
+        with anyio.fail_after(30):
+            while True:
+                for node in self.nodes:
+                    if node.curator is not None and node.curator.role.get_nowait() == "leading":
+                        return node
+                await anyio.sleep(0.05)
+
+    # -- building -----------------------------------------------------------------
+
+    async def bootstrap(self) -> CuratorNode:
+        """Node 0 bootstraps the cluster; returns it once its curator leads."""
+        node = CuratorNode(0, generate_key(), self.etcd.address(0))
+        material = BootstrapMaterial.create(node.key, node.address)
+        node.credentials = material.node
+        self.owner = material.owner
+        self.consensus_ca = material.authority.consensus_ca_pem
+        config = self.etcd.config(0, name=node.node_id, credentials=material.member)
+        node.member = await self.etcd.start(config)
+        async with node.member.client(material.member) as client:
+            await write_bootstrap(
+                client, material, node.address, heartbeat_interval=self.heartbeat_interval
+            )
+        self.nodes.append(node)
+        await self._start_curator(node, material.member)
+        await wait_for_value(node.curator.role, lambda role: role == "leading", timeout=30)  # type: ignore[union-attr]
+        return node
+
+    async def enrol(self, index: int) -> CuratorNode:
+        """Node ``index`` registers, is approved, commits and reports its address."""
+        leader = await self.leader()
+        node = CuratorNode(index, generate_key(), self.etcd.address(index))
+        join_key = generate_key()
+        channel, management = self.management(leader)
+        async with channel:
+            ticket = (
+                await management.GetRegisterTicket(management_pb2.GetRegisterTicketRequest())
+            ).ticket
+            ca_pem = (
+                await management.GetClusterInfo(management_pb2.GetClusterInfoRequest())
+            ).ca_certificate
+            ca = certificate_from_pem(ca_pem)
+            ephemeral = EphemeralCredentials.for_key(node.key, ca)
+            async with self.channel(leader, ephemeral) as enrolling:
+                curator = curator_pb2_grpc.CuratorStub(enrolling)
+                await curator.RegisterNode(
+                    curator_pb2.RegisterNodeRequest(
+                        register_ticket=ticket,
+                        join_key=public_key_der(join_key.public_key()),
+                    )
+                )
+                await management.ApproveNode(
+                    management_pb2.ApproveNodeRequest(node_id=node_id(node.key.public_key()))
+                )
+                committed = await curator.CommitNode(curator_pb2.CommitNodeRequest())
+        node.credentials = NodeCredentials(
+            node.key, certificate_from_pem(committed.node_certificate), ca
+        )
+        async with self.channel(leader, node.credentials) as own:
+            status = common_pb2.NodeStatus(external_address=str(node.address))
+            await curator_pb2_grpc.CuratorStub(own).UpdateNodeStatus(
+                curator_pb2.UpdateNodeStatusRequest(node_id=node.node_id, status=status)
+            )
+        self.nodes.append(node)
+        return node
+
+    async def add_consensus(self, index: int) -> CuratorNode:
+        """Enrol node ``index`` and make it a consensus member with a curator."""
+        node = await self.enrol(index)
+        leader = await self.leader()
+        channel, management = self.management(leader)
+        async with channel:
+            change = management_pb2.UpdateNodeRolesRequest.Change(
+                role="consensus_member", assign=True
+            )
+            response = await management.UpdateNodeRoles(
+                management_pb2.UpdateNodeRolesRequest(node_id=node.node_id, changes=[change])
+            )
+        role = response.roles.consensus_member
+        member_credentials = Credentials(
+            node.key,
+            certificate_from_pem(role.peer_certificate),
+            certificate_from_pem(role.ca_certificate),
+        )
+        peers = {peer.name: peer.url for peer in role.peers}
+        config = self.etcd.config(index, peers, name=node.node_id, credentials=member_credentials)
+        node.member = await self.etcd.start(config)
+        await self._wait_until_voting(node, member_credentials)
+        await self._start_curator(node, member_credentials)
+        await wait_for_value(node.curator.role, lambda role: role != "waiting", timeout=30)  # type: ignore[union-attr]
+        return node
+
+    async def _wait_until_voting(self, node: CuratorNode, credentials: Credentials) -> None:
+        assert node.member is not None
+        with anyio.fail_after(60):
+            async with node.member.client(credentials) as client:
+                membership = Membership(client, credentials)
+                while True:
+                    members = {m.member.name: m for m in await membership.list()}
+                    mine = members.get(node.node_id)
+                    if mine is not None and not mine.member.is_learner and mine.healthy:
+                        return
+                    await anyio.sleep(0.1)
+
+    async def _start_curator(self, node: CuratorNode, member: Credentials) -> None:
+        assert node.credentials is not None
+        assert node.member is not None
+        node.curator = Curator(
+            CuratorConfig(
+                node=node.credentials,
+                etcd=member,
+                etcd_endpoints=[node.member.config.endpoint],
+                address=node.address,
+                lease_ttl=TEST_TTL,
+                promote_every=0.2,
+            )
+        )
+        node.supervisor = await self.start_supervisor(node.curator)
