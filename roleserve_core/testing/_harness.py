@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import AsyncExitStack
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
+
+import anyio
+from anyio.abc import TaskGroup, TaskStatus
 
 from roleserve_core.clock import Clock
 from roleserve_core.keys import ROLES
@@ -44,24 +46,50 @@ class PluginHarness:
 class SupervisorRunner:
     """Starts supervisors and stops them all when its block ends.
 
-    The test kit's fixture runs them on a fake clock; benchmarks pass a real one.
+    Each supervisor lives in a task of the runner's own, so supervisors started from
+    different places can be stopped in any order (``stop``), and none of them nests inside
+    the caller's cancel scopes. The test kit's fixture runs them on a fake clock;
+    benchmarks pass a real one.
     """
 
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
-        self._stack = AsyncExitStack()
+        self._tasks: TaskGroup | None = None
+        self._stops: dict[Supervisor, tuple[anyio.Event, anyio.Event]] = {}
 
     async def start(self, root: Runnable, **options: Any) -> Supervisor:
         """A running ``Supervisor`` of ``root`` on this runner's clock; stopped at the end.
 
         Backoff has no jitter unless ``backoff=`` says otherwise, so delays are exact.
         """
+        if self._tasks is None:
+            raise RuntimeError("start supervisors inside the runner's async with block")
         options.setdefault("clock", self.clock)
         options.setdefault("backoff", BackoffPolicy(jitter=0.0))
-        return await self._stack.enter_async_context(Supervisor(root, **options))
+        supervisor: Supervisor = await self._tasks.start(self._host, root, options)
+        return supervisor
+
+    async def _host(
+        self, root: Runnable, options: dict[str, Any], *, task_status: TaskStatus[Supervisor]
+    ) -> None:
+        stop, stopped = anyio.Event(), anyio.Event()
+        try:
+            async with Supervisor(root, **options) as supervisor:
+                self._stops[supervisor] = (stop, stopped)
+                task_status.started(supervisor)
+                await stop.wait()
+        finally:
+            stopped.set()
+
+    async def stop(self, supervisor: Supervisor) -> None:
+        """Stop ``supervisor`` now (every runnable cancelled), before the block ends."""
+        stop, stopped = self._stops[supervisor]
+        stop.set()
+        await stopped.wait()
 
     async def __aenter__(self) -> SupervisorRunner:
-        await self._stack.__aenter__()
+        self._tasks = anyio.create_task_group()
+        await self._tasks.__aenter__()
         return self
 
     async def __aexit__(
@@ -70,7 +98,11 @@ class SupervisorRunner:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool | None:
-        return await self._stack.__aexit__(exc_type, exc, tb)
+        assert self._tasks is not None
+        for stop, _ in self._stops.values():
+            stop.set()
+        tasks, self._tasks = self._tasks, None
+        return await tasks.__aexit__(exc_type, exc, tb)
 
 
 class NodeHarness:

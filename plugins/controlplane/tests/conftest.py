@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from roleserve_controlplane.consensus import EtcdBinary
-from roleserve_controlplane.testing import ETCD_SOURCES, EtcdCluster, etcd_binary
+from roleserve_controlplane.testing import ETCD_SOURCES, CuratorCluster, EtcdCluster, etcd_binary
 from roleserve_core.testing import SupervisorRunner
 
 
@@ -22,3 +23,12 @@ def cluster(binary: EtcdBinary, tmp_path: Path, supervisor_runner: SupervisorRun
     """Members started on demand, each under a supervisor on the fake clock; all stopped
     when the test ends."""
     return EtcdCluster(binary, tmp_path, supervisor_runner.start)
+
+
+@pytest.fixture
+async def curators(cluster: EtcdCluster) -> AsyncIterator[CuratorCluster]:
+    """A bootstrapped cluster: node 0 runs etcd and the leading curator; the test enrols
+    more nodes (``enrol``, ``add_consensus``) through the curator's API."""
+    async with CuratorCluster(cluster) as curators:
+        await curators.bootstrap()
+        yield curators

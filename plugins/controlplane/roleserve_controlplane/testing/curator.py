@@ -17,8 +17,8 @@ curator from the role); everything else goes through the curator's API over mutu
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import TracebackType
 from typing import Any
 
 import anyio
@@ -31,6 +31,7 @@ from roleserve_controlplane.curator import (
     write_bootstrap,
 )
 from roleserve_controlplane.testing.etcd import EtcdCluster, RunningMember
+from roleserve_core.clock import MonotonicClock
 from roleserve_core.identity import (
     Credentials,
     EphemeralCredentials,
@@ -51,7 +52,7 @@ from roleserve_core.proto import (
 )
 from roleserve_core.rpc import CancellationSafeChannel, secure_channel
 from roleserve_core.supervisor import Supervisor
-from roleserve_core.testing import wait_for_value
+from roleserve_core.testing import SupervisorRunner, wait_for_value
 
 __all__ = ["CuratorCluster", "CuratorNode"]
 
@@ -85,14 +86,40 @@ class CuratorNode:
 
 @dataclass
 class CuratorCluster:
-    """Curators on an ``EtcdCluster``; stopped with it."""
+    """Curators on an ``EtcdCluster``. Use as ``async with``: the curators stop at its end
+    (the etcd members with the ``EtcdCluster``'s own end); ``crash`` stops one earlier."""
 
     etcd: EtcdCluster
-    start_supervisor: Callable[..., Any]
     heartbeat_interval: float = 5.0
     nodes: list[CuratorNode] = field(default_factory=list)
     owner: UserCredentials | None = None
     consensus_ca: bytes = b""
+    _runner: SupervisorRunner = field(default_factory=lambda: SupervisorRunner(MonotonicClock()))
+
+    async def __aenter__(self) -> CuratorCluster:
+        await self._runner.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        return await self._runner.__aexit__(exc_type, exc, tb)
+
+    async def crash(self, node: CuratorNode) -> None:
+        """What a crash of ``node`` does to the cluster: its etcd member is killed
+        (SIGKILL), then its curator stops without reaching etcd, so its lease is left to
+        expire rather than revoked."""
+        assert node.member is not None
+        node.member.kill()
+        await self._stop_curator(node)
+
+    async def _stop_curator(self, node: CuratorNode) -> None:
+        supervisor, node.supervisor = node.supervisor, None
+        if supervisor is not None:
+            await self._runner.stop(supervisor)
 
     # -- channels -----------------------------------------------------------------
 
@@ -224,4 +251,4 @@ class CuratorCluster:
                 promote_every=0.2,
             )
         )
-        node.supervisor = await self.start_supervisor(node.curator)
+        node.supervisor = await self._runner.start(node.curator)
