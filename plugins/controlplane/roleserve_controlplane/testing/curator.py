@@ -23,7 +23,6 @@ from typing import Any
 
 import anyio
 
-from roleserve_controlplane.consensus import Membership
 from roleserve_controlplane.curator import (
     BootstrapMaterial,
     Curator,
@@ -32,6 +31,7 @@ from roleserve_controlplane.curator import (
 )
 from roleserve_controlplane.testing.etcd import EtcdCluster, RunningMember
 from roleserve_core.clock import MonotonicClock
+from roleserve_core.event import Value
 from roleserve_core.identity import (
     Credentials,
     EphemeralCredentials,
@@ -133,14 +133,21 @@ class CuratorCluster:
         channel = self.channel(node, self.owner)
         return channel, management_pb2_grpc.ManagementStub(channel)
 
-    async def leader(self) -> CuratorNode:
-        """The node whose curator leads now (waits up to 30 s for one)."""
-        with anyio.fail_after(30):
-            while True:
+    async def leader(self, *, timeout: float = 30) -> CuratorNode:
+        """The node whose curator leads (waits for one, on the curators' role values)."""
+        leading: list[CuratorNode] = []
+        with anyio.fail_after(timeout):
+            async with anyio.create_task_group() as tasks:
+
+                async def watch(node: CuratorNode, role: Value[str]) -> None:
+                    await wait_for_value(role, lambda now: now == "leading", timeout=timeout)
+                    leading.append(node)
+                    tasks.cancel_scope.cancel()
+
                 for node in self.nodes:
-                    if node.curator is not None and node.curator.role.get_nowait() == "leading":
-                        return node
-                await anyio.sleep(0.05)
+                    if node.curator is not None and node.supervisor is not None:
+                        tasks.start_soon(watch, node, node.curator.role)
+        return leading[0]
 
     # -- building -----------------------------------------------------------------
 
@@ -221,22 +228,9 @@ class CuratorCluster:
         peers = {peer.name: peer.url for peer in role.peers}
         config = self.etcd.config(index, peers, name=node.node_id, credentials=member_credentials)
         node.member = await self.etcd.start(config)
-        await self._wait_until_voting(node, member_credentials)
-        await self._start_curator(node, member_credentials)
+        await self._start_curator(node, member_credentials)  # it waits until its member votes
         await wait_for_value(node.curator.role, lambda role: role != "waiting", timeout=30)  # type: ignore[union-attr]
         return node
-
-    async def _wait_until_voting(self, node: CuratorNode, credentials: Credentials) -> None:
-        assert node.member is not None
-        with anyio.fail_after(60):
-            async with node.member.client(credentials) as client:
-                membership = Membership(client, credentials)
-                while True:
-                    members = {m.member.name: m for m in await membership.list()}
-                    mine = members.get(node.node_id)
-                    if mine is not None and not mine.member.is_learner and mine.healthy:
-                        return
-                    await anyio.sleep(0.1)
 
     async def _start_curator(self, node: CuratorNode, member: Credentials) -> None:
         assert node.credentials is not None

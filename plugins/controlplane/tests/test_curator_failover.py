@@ -1,0 +1,108 @@
+"""Three curators; the leader's node crashes; a follower takes over and nothing is lost."""
+
+from __future__ import annotations
+
+import contextlib
+
+import anyio
+import grpc
+import pytest
+
+from roleserve_controlplane.testing import CuratorCluster, CuratorNode
+from roleserve_controlplane.testing.curator import TEST_TTL
+from roleserve_core.identity import Credentials
+from roleserve_core.proto import (
+    common_pb2,
+    curator_pb2,
+    curator_pb2_grpc,
+    management_pb2,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+async def node_ids_watched(
+    curators: CuratorCluster, node: CuratorNode, via: CuratorNode
+) -> set[str]:
+    """The nodes in the snapshot of a Watch of every node, from ``via``'s curator."""
+    assert node.credentials is not None
+    request = curator_pb2.WatchRequest(nodes_in_cluster=curator_pb2.WatchRequest.NodesInCluster())
+    seen: set[str] = set()
+    async with curators.channel(via, node.credentials) as channel:
+        stream = curator_pb2_grpc.CuratorStub(channel).Watch(request)
+        with anyio.fail_after(10):
+            async for event in stream:
+                seen.update(n.id for n in event.nodes)
+                if event.progress == curator_pb2.WatchEvent.PROGRESS_LAST_BACKLOGGED:
+                    break
+        stream.cancel()
+    return seen
+
+
+async def heartbeat_interval(credentials: Credentials, channel_of: object) -> float:
+    """One heartbeat round trip; returns the interval the curator asks for."""
+    assert callable(channel_of)
+    async with channel_of(credentials) as channel:
+        stream = curator_pb2_grpc.CuratorStub(channel).Heartbeat(
+            iter([curator_pb2.HeartbeatRequest()])
+        )
+        with anyio.fail_after(10):
+            response = await anext(aiter(stream))
+        stream.cancel()
+    return float(response.interval.seconds)
+
+
+async def test_a_follower_takes_over_from_a_crashed_leader(curators: CuratorCluster) -> None:
+    first = curators.nodes[0]
+    second = await curators.add_consensus(1)
+    third = await curators.add_consensus(2)
+    plain = await curators.enrol(3)
+    assert await curators.leader() is first
+    before = await node_ids_watched(curators, plain, via=first)
+    assert before == {n.node_id for n in (first, second, third, plain)}
+
+    # A follower tells clients who leads, and keeps telling them.
+    assert second.credentials is not None
+    send, leaders = anyio.create_memory_object_stream[str](10)
+    async with (
+        curators.channel(second, second.credentials) as channel,
+        anyio.create_task_group() as tasks,
+        leaders,
+    ):
+
+        async def follow_leader() -> None:
+            """As a client does: if the curator asked changes role, its server restarts
+            and the stream ends; ask again."""
+            local = curator_pb2_grpc.CuratorLocalStub(channel)
+            async with send:
+                while True:
+                    request = curator_pb2.GetCurrentLeaderRequest()
+                    stream = local.GetCurrentLeader(request, wait_for_ready=True)
+                    with contextlib.suppress(grpc.aio.AioRpcError):
+                        async for answer in stream:
+                            await send.send(answer.leader_node_id)
+
+        tasks.start_soon(follow_leader)
+        with anyio.fail_after(10):
+            assert await leaders.receive() == first.node_id
+        await curators.crash(first)
+        with anyio.fail_after(3 * TEST_TTL + 10):
+            new = await curators.leader()
+            assert new in (second, third)
+            while await leaders.receive() != new.node_id:
+                pass
+        tasks.cancel_scope.cancel()
+
+    # Watches and heartbeats resume against the new leader; no node record is lost.
+    assert await node_ids_watched(curators, plain, via=new) == before
+    assert plain.credentials is not None
+    interval = await heartbeat_interval(plain.credentials, lambda c: curators.channel(new, c))
+    assert interval == curators.heartbeat_interval
+    channel, management = curators.management(new)
+    async with channel:
+        nodes = {n.id: n async for n in management.GetNodes(management_pb2.GetNodesRequest())}
+    assert set(nodes) == before
+    assert nodes[plain.node_id].health == management_pb2.Node.HEALTHY
+    assert nodes[plain.node_id].status.external_address == str(plain.address)
+    assert nodes[new.node_id].leader
+    assert all(n.state == common_pb2.NODE_STATE_UP for n in nodes.values())
