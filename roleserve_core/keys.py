@@ -5,6 +5,8 @@ core, never on the plugin that owns the key::
 
     key                      type                owner          read by (typically)
     node_id                  str                 core           every plugin
+    node_credentials         NodeCredentials     core           controlplane, workers with RPCs
+    bootstrap                BootstrapRequest    core           controlplane
     roles                    NodeRoles           core           the role runtime, plugins
     curator_connection       CuratorConnection   core           workers talking to the curator
     network                  NetworkStatus       core           clusternet, hostsfile
@@ -21,21 +23,25 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from roleserve_core.hookspecs import hookimpl
+from roleserve_core.identity import NodeCredentials, PrivateKey
 from roleserve_core.roles import NodeRoles
 from roleserve_core.values import ValueKey
 
 __all__ = [
+    "BOOTSTRAP",
     "CLUSTER_DIRECTORY_SAVED",
     "CURATOR_CONNECTION",
     "KUBERNETES_STATUS",
     "LOCAL_CONTROL_PLANE",
     "NETWORK",
+    "NODE_CREDENTIALS",
     "NODE_ID",
     "POD_NETWORK",
     "ROLES",
+    "BootstrapRequest",
     "CuratorConnection",
     "KubernetesStatus",
     "LocalControlPlane",
@@ -73,13 +79,37 @@ class NetworkStatus:
 
 @dataclass(frozen=True, slots=True)
 class LocalControlPlane:
-    """The control plane services running on this node. Set while both run; a node without
-    the consensus role never sets it."""
+    """The control plane services running on this node.
 
-    curator_endpoint: str
+    Invariant: both endpoints are set while etcd and the curator both run here, and both
+    are None otherwise (``LocalControlPlane.NONE``): values cannot be unset, so "no local
+    control plane" is a value of its own, as Monogon's nil is.
+    """
+
+    curator_endpoint: str | None
     """``host:port`` of the local curator."""
-    etcd_client_endpoint: str
-    """``https://host:port`` of the local etcd member."""
+    etcd_endpoint: str | None
+    """``host:port`` of the local etcd member's client URL."""
+
+    @property
+    def running(self) -> bool:
+        """Whether etcd and the curator run on this node."""
+        return self.curator_endpoint is not None and self.etcd_endpoint is not None
+
+    NONE: ClassVar[LocalControlPlane]
+
+
+LocalControlPlane.NONE = LocalControlPlane(None, None)
+
+
+@dataclass(frozen=True, slots=True)
+class BootstrapRequest:
+    """This node is to bootstrap a new cluster (``roleserve node run --bootstrap``)."""
+
+    node_key: PrivateKey
+    """The node's key: its ID, and the key of its first certificates."""
+    owner_identity: str = "owner"
+    """The identity of the owner's user certificate the bootstrap issues."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +127,16 @@ class PodNetwork:
     prefixes: tuple[IPNetwork, ...]
 
 
+NODE_CREDENTIALS: ValueKey[NodeCredentials] = ValueKey(
+    "node_credentials",
+    NodeCredentials,
+    "The node's key and node certificate, and the cluster CA; set once the node is enrolled.",
+)
+BOOTSTRAP: ValueKey[BootstrapRequest] = ValueKey(
+    "bootstrap",
+    BootstrapRequest,
+    "Set on the node that bootstraps a new cluster, before it has credentials.",
+)
 NODE_ID: ValueKey[str] = ValueKey(
     "node_id", str, "This node's ID (node- + 32 hex characters); set once, at enrolment."
 )
@@ -116,7 +156,7 @@ NETWORK: ValueKey[NetworkStatus] = ValueKey(
 LOCAL_CONTROL_PLANE: ValueKey[LocalControlPlane] = ValueKey(
     "local_control_plane",
     LocalControlPlane,
-    "etcd and curator endpoints on this node, while both run (owned by controlplane).",
+    "etcd and curator endpoints on this node while both run, else NONE (owned by controlplane).",
 )
 KUBERNETES_STATUS: ValueKey[KubernetesStatus] = ValueKey(
     "kubernetes_status",
@@ -135,5 +175,6 @@ CLUSTER_DIRECTORY_SAVED: ValueKey[bool] = ValueKey(
 
 @hookimpl
 def roleserve_values() -> list[ValueKey[Any]]:
-    """The core owns the node's identity, roles, curator connection and network."""
-    return [NODE_ID, ROLES, CURATOR_CONNECTION, NETWORK]
+    """The core owns the node's identity and credentials, its bootstrap request, its roles,
+    curator connection and network."""
+    return [NODE_ID, NODE_CREDENTIALS, BOOTSTRAP, ROLES, CURATOR_CONNECTION, NETWORK]

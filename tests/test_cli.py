@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from roleserve_core import keys as core_keys
 from roleserve_core.cli import main
 from roleserve_core.plugins import ENTRY_POINT_GROUP
 from roleserve_core.version import core_version
@@ -27,6 +28,8 @@ ENVIRONMENT = ("ROLESERVE_PLUGINS", "ROLESERVE_DISABLE_PLUGINS", "ROLESERVE_TRAC
 JSON_KEYS = {"name", "distribution", "version", "state", "error", "hooks", "workers", "values"}
 
 Install = Callable[..., None]
+
+CORE_VALUES = [key.name for key in core_keys.roleserve_values()]
 
 
 @pytest.fixture
@@ -81,7 +84,7 @@ def test_plugins_json(install: Install, capsys: pytest.CaptureFixture[str]) -> N
         "error": None,
         "hooks": ["roleserve_values"],
         "workers": [],
-        "values": ["node_id", "roles", "curator_connection", "network"],
+        "values": CORE_VALUES,
     }
     assert (good["state"], good["workers"], good["values"], good["reads"]) == (
         "loaded",
@@ -162,7 +165,7 @@ def test_plugins_table(install: Install, capsys: pytest.CaptureFixture[str]) -> 
             core_version(),
             "loaded",
             "-",
-            "node_id, roles, curator_connection, network",
+            ", ".join(CORE_VALUES),
             "roleserve_values",
         ],
         ["broken_import", "-", "-", "failed", "-", "-", "-"],

@@ -21,6 +21,7 @@ import anyio
 import pytest
 
 from roleserve_core import NodeRoles, State, ValueKey, hookimpl
+from roleserve_core import keys as core_keys
 from roleserve_core.errors import (
     EssentialPluginError,
     NotValueOwnerError,
@@ -402,14 +403,10 @@ def test_hook_roleserve_values(load: Load, tmp_path: Path) -> None:
     runtime = NodeRuntime(plugins, data_dir=tmp_path)
 
     assert plugins.info("good").values == ["good_roles", "good_connection"]
-    assert [info.name for info in runtime.registry.entries()] == [
-        "curator_connection",
-        "good_connection",
-        "good_roles",
-        "network",
-        "node_id",
-        "roles",
-    ]
+    core = [key.name for key in core_keys.roleserve_values()]
+    assert [info.name for info in runtime.registry.entries()] == sorted(
+        [*core, "good_connection", "good_roles"]
+    )
     assert runtime.registry.owner_of(GOOD_ROLES) == "good"
     runtime.context("good").values.set(GOOD_ROLES, NodeRoles())
     assert runtime.context("core").values.get_nowait(GOOD_ROLES) == NodeRoles()
