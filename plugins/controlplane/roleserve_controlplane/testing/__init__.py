@@ -4,7 +4,7 @@
 nodes enrol through the curator's API, as real nodes do.
 """
 
-from roleserve_controlplane.testing.curator import CuratorCluster, CuratorNode
+from roleserve_controlplane.testing.curator import CuratorCluster, CuratorNode, enrol_node
 from roleserve_controlplane.testing.etcd import (
     ETCD_SOURCES,
     EtcdCluster,
@@ -20,5 +20,6 @@ __all__ = [
     "EtcdCluster",
     "EtcdClusterRunner",
     "RunningMember",
+    "enrol_node",
     "etcd_binary",
 ]

