@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from roleserve_controlplane.consensus import EtcdBinary
+from roleserve_controlplane.consensus import EtcdBinary, EtcdClient
 from roleserve_controlplane.testing import ETCD_SOURCES, CuratorCluster, EtcdCluster, etcd_binary
 from roleserve_core.testing import SupervisorRunner
 
@@ -32,3 +32,11 @@ async def curators(cluster: EtcdCluster) -> AsyncIterator[CuratorCluster]:
     async with CuratorCluster(cluster) as curators:
         await curators.bootstrap()
         yield curators
+
+
+@pytest.fixture
+async def etcd_client(cluster: EtcdCluster) -> AsyncIterator[EtcdClient]:
+    """A client of a new one-member cluster."""
+    await cluster.bootstrap()
+    async with cluster.client() as client:
+        yield client

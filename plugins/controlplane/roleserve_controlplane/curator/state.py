@@ -156,9 +156,10 @@ class ClusterState:
 
         :raises LeadershipLostError: if the leadership's key is gone.
         """
+        guard = self._guard()  # first: without a leadership, LeadershipLostError
         assert self.leadership is not None
         result = await self.client.transaction(
-            [*self._guard(), *compare], success, [get_operation(self.leadership.key)]
+            [*guard, *compare], success, [get_operation(self.leadership.key)]
         )
         if result.succeeded:
             return True

@@ -34,9 +34,14 @@ def _invalid(message: str) -> RefusedError:
 def check_address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
     """An external address: it must be an IP address."""
     try:
-        return ipaddress.ip_address(text)
+        address = ipaddress.ip_address(text)
     except ValueError:
         raise _invalid(f"external address {text!r} is not an IP address") from None
+    # Python accepts an IPv6 zone ("fe80::1%eth0"), which means nothing to other nodes;
+    # Go's net.ParseIP, which Monogon uses, refuses it.
+    if isinstance(address, ipaddress.IPv6Address) and address.scope_id is not None:
+        raise _invalid(f"external address {text!r} has a zone; give a plain IP address")
+    return address
 
 
 def check_labels(labels: common_pb2.NodeLabels) -> None:
@@ -70,6 +75,10 @@ def check_clusternet(
         key = b""
     if len(key) != 32:
         raise _invalid("wireguard_pubkey must be the base64 of a 32-byte WireGuard key")
+    # The duplicate check below compares texts: refuse the other encodings of a key (base64
+    # of 32 bytes leaves 2 spare bits), or a node could reuse another node's key.
+    if base64.b64encode(key).decode() != clusternet.wireguard_pubkey:
+        raise _invalid("wireguard_pubkey is not in canonical base64 (the spare bits are set)")
     if clusternet.wireguard_pubkey in keys_of_others:
         raise RefusedError(
             grpc.StatusCode.ALREADY_EXISTS, "another node already uses this WireGuard key"

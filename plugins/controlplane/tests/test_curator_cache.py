@@ -1,0 +1,175 @@
+"""The leader's node cache on real etcd: snapshot, fan-out of changes, coalescing for slow
+readers, and recovery from a compacted watch."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+
+import anyio
+import pytest
+
+from roleserve_controlplane.consensus import EtcdClient
+from roleserve_controlplane.curator import NodeCache, Subscription
+from roleserve_controlplane.curator.state import node_key
+from roleserve_controlplane.proto import state_pb2
+from roleserve_core.proto import common_pb2
+
+pytestmark = pytest.mark.anyio
+
+Batch = dict[str, state_pb2.NodeRecord | None]
+
+
+def _record(node_id: str, generation: int = 0) -> state_pb2.NodeRecord:
+    """A node record; ``generation`` tells its versions apart."""
+    record = state_pb2.NodeRecord(id=node_id, state=common_pb2.NODE_STATE_UP)
+    record.status.external_address = f"192.0.2.{generation}"
+    return record
+
+
+async def _put(client: EtcdClient, record: state_pb2.NodeRecord) -> int:
+    return await client.put(node_key(record.id), record.SerializeToString())
+
+
+@contextlib.asynccontextmanager
+async def _running(cache: NodeCache) -> AsyncIterator[None]:
+    """``cache.run()`` in the background, once its snapshot is loaded."""
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(cache.run)
+        with anyio.fail_after(10):
+            await cache.ready.wait()
+        yield
+        tasks.cancel_scope.cancel()
+
+
+async def _read_until(
+    subscription: Subscription, expected: Mapping[str, state_pb2.NodeRecord | None]
+) -> None:
+    """Read batches until every node in ``expected`` reached its expected state."""
+    seen: Batch = {}
+    with anyio.fail_after(10):
+        while any(seen.get(node_id, ...) != record for node_id, record in expected.items()):
+            seen.update(await subscription.next_batch())
+
+
+async def _next_batch(subscription: Subscription) -> Batch:
+    with anyio.fail_after(10):
+        return await subscription.next_batch()
+
+
+async def test_the_snapshot_holds_every_node_and_its_revision(etcd_client: EtcdClient) -> None:
+    a, b = _record("node-a"), _record("node-b")
+    await _put(etcd_client, a)
+    await _put(etcd_client, b)
+    await etcd_client.put("/nodesx", "not a node")
+    last = await etcd_client.put("/join-keys/00", "node-a")
+    cache = NodeCache(etcd_client)
+    assert not cache.ready.is_set()
+    async with _running(cache):
+        assert cache.nodes == {"node-a": a, "node-b": b}
+        assert cache.revision == last
+        assert (cache.get("node-a"), cache.get("node-c")) == (a, None)
+        assert cache.statistics() == {"nodes": 2, "subscriptions": 0, "slowest_pending": 0}
+
+
+async def test_changes_reach_every_subscription(etcd_client: EtcdClient) -> None:
+    await _put(etcd_client, _record("node-a"))
+    cache = NodeCache(etcd_client)
+    async with _running(cache):
+        with cache.subscribe() as first, cache.subscribe() as second:
+            changed, added = _record("node-a", 1), _record("node-b", 1)
+            await _put(etcd_client, changed)
+            revision = await _put(etcd_client, added)
+            for subscription in (first, second):
+                await _read_until(subscription, {"node-a": changed, "node-b": added})
+            assert cache.nodes == {"node-a": changed, "node-b": added}
+            assert cache.revision == revision
+
+
+async def test_a_subscription_of_one_node_sees_only_that_node(etcd_client: EtcdClient) -> None:
+    cache = NodeCache(etcd_client)
+    async with _running(cache):
+        with cache.subscribe("node-a") as mine, cache.subscribe() as everything:
+            await _put(etcd_client, _record("node-b", 1))
+            await _put(etcd_client, _record("node-a", 1))
+            await _put(etcd_client, _record("node-b", 2))
+            await _read_until(
+                everything, {"node-a": _record("node-a", 1), "node-b": _record("node-b", 2)}
+            )
+            assert await _next_batch(mine) == {"node-a": _record("node-a", 1)}
+
+
+async def test_a_deleted_node_arrives_as_a_tombstone(etcd_client: EtcdClient) -> None:
+    await _put(etcd_client, _record("node-a"))
+    await _put(etcd_client, _record("node-b"))
+    cache = NodeCache(etcd_client)
+    async with _running(cache):
+        with cache.subscribe() as subscription:
+            assert await etcd_client.delete(node_key("node-a"))
+            assert await _next_batch(subscription) == {"node-a": None}
+            assert cache.get("node-a") is None
+            assert cache.statistics()["nodes"] == 1
+
+
+async def test_a_slow_reader_gets_only_the_newest_state_of_each_node(
+    etcd_client: EtcdClient,
+) -> None:
+    cache = NodeCache(etcd_client)
+    async with _running(cache):
+        with cache.subscribe() as slow, cache.subscribe() as fast:
+            for generation in range(1, 21):
+                await _put(etcd_client, _record("node-a", generation))
+                if generation % 5 == 0:
+                    await _put(etcd_client, _record("node-b", generation))
+            newest = {"node-a": _record("node-a", 20), "node-b": _record("node-b", 20)}
+            await _read_until(fast, newest)  # the cache has seen every change
+            assert (slow.pending, fast.pending) == (2, 0)
+            assert cache.statistics() == {"nodes": 2, "subscriptions": 2, "slowest_pending": 2}
+            assert await _next_batch(slow) == newest
+        assert cache.statistics()["subscriptions"] == 0
+
+
+class _WatchDownAfterFirstLoad(NodeCache):
+    """A cache that runs ``meanwhile`` once, between its first load and its watch: as if
+    the watch had been down while ``meanwhile`` changed etcd."""
+
+    def __init__(self, client: EtcdClient, meanwhile: Callable[[], Awaitable[None]]) -> None:
+        super().__init__(client)
+        self._meanwhile: Callable[[], Awaitable[None]] | None = meanwhile
+
+    async def _load(self) -> None:
+        await super()._load()
+        meanwhile, self._meanwhile = self._meanwhile, None
+        if meanwhile is not None:
+            await meanwhile()
+
+
+async def test_a_watch_behind_a_compaction_reloads_and_reports_the_difference(
+    etcd_client: EtcdClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    same, gone, changed = _record("node-same"), _record("node-gone"), _record("node-changed")
+    for record in (same, gone, changed):
+        await _put(etcd_client, record)
+    new_changed, added = _record("node-changed", 1), _record("node-added", 1)
+
+    async def change_and_compact() -> None:
+        assert set(await _next_batch(subscription)) == {same.id, gone.id, changed.id}
+        await etcd_client.delete(node_key(gone.id))
+        await _put(etcd_client, new_changed)
+        await etcd_client.compact(await _put(etcd_client, added))
+
+    cache = _WatchDownAfterFirstLoad(etcd_client, change_and_compact)
+    with caplog.at_level(logging.WARNING), cache.subscribe() as subscription:
+        async with _running(cache):
+            assert await _next_batch(subscription) == {
+                gone.id: None,
+                changed.id: new_changed,
+                added.id: added,
+            }
+            assert cache.nodes == {same.id: same, changed.id: new_changed, added.id: added}
+            assert "fell behind a compaction" in caplog.text
+            later = _record("node-same", 2)  # and the new watch follows changes again
+            revision = await _put(etcd_client, later)
+            assert await _next_batch(subscription) == {same.id: later}
+            assert cache.revision == revision

@@ -1,0 +1,203 @@
+"""What the curator refuses from nodes: addresses, labels, cluster networking."""
+
+from __future__ import annotations
+
+import base64
+import ipaddress
+from collections.abc import Callable
+
+import grpc
+import pytest
+
+from roleserve_controlplane.curator.errors import RefusedError
+from roleserve_controlplane.curator.validation import (
+    MAX_LABELS,
+    check_address,
+    check_clusternet,
+    check_labels,
+)
+from roleserve_core.proto import common_pb2
+
+INVALID = grpc.StatusCode.INVALID_ARGUMENT
+KEY = base64.b64encode(bytes(range(32))).decode()
+OTHER_KEY = base64.b64encode(bytes(range(1, 33))).decode()
+OWN_V4 = "192.0.2.7"
+OWN_V6 = "2001:db8::7"
+
+
+def _refused(check: Callable[[], object], code: grpc.StatusCode, *words: str) -> None:
+    """``check()`` refuses with ``code``, in a message containing each of ``words``."""
+    with pytest.raises(RefusedError) as caught:
+        check()
+    assert caught.value.code == code
+    for word in words:
+        assert word in str(caught.value)
+
+
+# -- addresses -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", ["192.0.2.7", "2001:db8::7", "::1"])
+def test_an_ip_address_is_a_valid_external_address(text: str) -> None:
+    assert check_address(text) == ipaddress.ip_address(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("", "not an IP address"),
+        ("node.example", "not an IP address"),
+        ("192.0.2.7/32", "not an IP address"),
+        ("192.0.2.256", "not an IP address"),
+        (" 192.0.2.7", "not an IP address"),
+        ("fe80::1%eth0", "has a zone"),
+    ],
+)
+def test_anything_but_a_plain_ip_address_is_refused(text: str, reason: str) -> None:
+    _refused(lambda: check_address(text), INVALID, repr(text), reason)
+
+
+# -- labels --------------------------------------------------------------------------
+
+
+def _labels(*pairs: tuple[str, str]) -> common_pb2.NodeLabels:
+    labels = common_pb2.NodeLabels()
+    for key, value in pairs:
+        labels.pairs.add(key=key, value=value)
+    return labels
+
+
+def _many(count: int) -> common_pb2.NodeLabels:
+    return _labels(*((f"key-{i}", f"value-{i}") for i in range(count)))
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [
+        _labels(),
+        _labels(("a", "b"), ("zone.x_y-z", "Z0-9_.")),
+        _labels(("9lives", "0"), ("k" * 63, "v" * 63)),
+        _many(MAX_LABELS),
+    ],
+    ids=["none", "characters", "lengths-1-and-63", "128-labels"],
+)
+def test_labels_within_the_limits_are_accepted(labels: common_pb2.NodeLabels) -> None:
+    check_labels(labels)
+
+
+@pytest.mark.parametrize(
+    ("labels", "words"),
+    [
+        (_many(MAX_LABELS + 1), ["129 labels", "at most 128"]),
+        (_labels(("k" * 64, "v")), ["label key", "k" * 64, "1–63"]),
+        (_labels(("k", "v" * 64)), ["label value", "v" * 64]),
+        (_labels(("", "v")), ["label key ''"]),
+        (_labels(("k", "")), ["label value ''"]),
+        (_labels(("-k", "v")), ["'-k'", "starting with a letter or digit"]),
+        (_labels(("k", ".v")), ["'.v'"]),
+        (_labels(("k/x", "v")), ["'k/x'"]),
+        (_labels(("k", "v w")), ["'v w'"]),
+        (_labels(("k", "é")), ["'é'"]),
+        (_labels(("k", "v\n")), ["'v\\n'"]),
+        (_labels(("k", "1"), ("other", "2"), ("k", "3")), ["'k' is given twice"]),
+    ],
+    ids=[
+        "129-labels",
+        "key-64",
+        "value-64",
+        "empty-key",
+        "empty-value",
+        "leading-dash",
+        "leading-dot",
+        "slash",
+        "space",
+        "non-ascii",
+        "trailing-newline",
+        "duplicate-key",
+    ],
+)
+def test_labels_beyond_the_limits_are_refused(
+    labels: common_pb2.NodeLabels, words: list[str]
+) -> None:
+    _refused(lambda: check_labels(labels), INVALID, *words)
+
+
+# -- cluster networking --------------------------------------------------------------
+
+
+def _clusternet(*prefixes: str, key: str = KEY) -> common_pb2.NodeClusterNetworking:
+    return common_pb2.NodeClusterNetworking(wireguard_pubkey=key, prefixes=prefixes)
+
+
+@pytest.mark.parametrize(
+    ("own", "prefixes"),
+    [
+        (OWN_V4, []),
+        (OWN_V4, ["10.192.0.0/11", "10.192.4.0/24", "10.223.255.255/32"]),
+        (OWN_V4, [f"{OWN_V4}/32", "10.200.0.0/16"]),
+        (OWN_V6, [f"{OWN_V6}/128"]),
+    ],
+    ids=["no-prefixes", "inside-the-cluster-network", "own-v4-address", "own-v6-address"],
+)
+def test_a_fresh_key_and_allowed_prefixes_are_accepted(own: str, prefixes: list[str]) -> None:
+    check_clusternet(_clusternet(*prefixes), own, {OTHER_KEY})
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "",
+        "not base64!",
+        base64.b64encode(bytes(31)).decode(),
+        base64.b64encode(bytes(33)).decode(),
+        KEY.rstrip("="),  # unpadded
+        KEY[:-2] + "B=",  # the same 32 bytes, with a spare bit set
+    ],
+    ids=["empty", "not-base64", "31-bytes", "33-bytes", "unpadded", "non-canonical"],
+)
+def test_a_wireguard_key_must_be_canonical_base64_of_32_bytes(key: str) -> None:
+    _refused(lambda: check_clusternet(_clusternet(key=key), OWN_V4, set()), INVALID, "base64")
+
+
+def test_another_nodes_wireguard_key_is_refused_as_existing() -> None:
+    _refused(
+        lambda: check_clusternet(_clusternet(), OWN_V4, {OTHER_KEY, KEY}),
+        grpc.StatusCode.ALREADY_EXISTS,
+        "another node already uses this WireGuard key",
+    )
+
+
+@pytest.mark.parametrize(
+    ("own", "prefix", "reason"),
+    [
+        (OWN_V4, "10.192.0.1/11", "not in canonical CIDR form"),
+        (OWN_V4, "10.192.0.1", "not in canonical form"),
+        (OWN_V4, "10.192.0.0/255.224.0.0", "not in canonical form"),
+        (OWN_V6, "2001:DB8::7/128", "not in canonical form"),
+        (OWN_V4, "", "not in canonical CIDR form"),
+        (OWN_V4, "10.128.0.0/10", "neither inside 10.192.0.0/11"),
+        (OWN_V4, "10.224.0.0/16", "neither inside"),
+        (OWN_V4, "192.0.2.8/32", "nor this node's own address"),
+        (OWN_V4, "192.0.2.0/24", "neither inside"),
+        (OWN_V6, "2001:db8::8/128", "neither inside"),
+        ("", "192.0.2.7/32", "neither inside"),
+    ],
+    ids=[
+        "host-bits",
+        "no-length",
+        "netmask",
+        "upper-case-v6",
+        "empty",
+        "wider-than-the-network",
+        "outside-the-network",
+        "another-nodes-32",
+        "own-address-network",
+        "another-nodes-128",
+        "no-own-address",
+    ],
+)
+def test_prefixes_outside_what_a_node_may_announce_are_refused(
+    own: str, prefix: str, reason: str
+) -> None:
+    clusternet = _clusternet("10.192.0.0/16", prefix)
+    _refused(lambda: check_clusternet(clusternet, own, set()), INVALID, prefix, reason)
