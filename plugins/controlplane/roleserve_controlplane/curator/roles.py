@@ -30,7 +30,7 @@ from roleserve_core.identity import certificate_to_pem, public_key_from_der
 from roleserve_core.proto import common_pb2, management_pb2
 from roleserve_core.roles import CUSTOM_ROLE_NAME
 
-__all__ = ["BUILTIN_ROLES", "RoleChanges", "has_role"]
+__all__ = ["BUILTIN_ROLES", "RoleChanges", "check_role", "has_role"]
 
 BUILTIN_ROLES = ("consensus_member", "kubernetes_controller", "kubernetes_worker")
 
@@ -48,7 +48,8 @@ def has_role(roles: common_pb2.NodeRoles, role: str) -> bool:
     return roles.HasField(role)  # type: ignore[arg-type]
 
 
-def _check_name(role: str) -> None:
+def check_role(role: str) -> None:
+    """Refuse (INVALID_ARGUMENT) a role that is neither built in nor ``custom:<name>``."""
     if role.startswith("custom:"):
         if not CUSTOM_ROLE_NAME.fullmatch(role.removeprefix("custom:")):
             raise _refuse(
@@ -62,6 +63,26 @@ def _check_name(role: str) -> None:
             f"unknown role {role!r}; built-in roles are {', '.join(BUILTIN_ROLES)}, "
             "third-party roles are written custom:<name>",
         )
+
+
+def _changed(
+    roles: common_pb2.NodeRoles, changes: Sequence[Change], consensus: bool
+) -> common_pb2.NodeRoles:
+    """``roles`` after every change but of consensus_member, which is kept only if
+    ``consensus`` (the caller fills it in when it is new)."""
+    target = common_pb2.NodeRoles()
+    target.CopyFrom(roles)
+    for change in changes:
+        if change.role != "consensus_member":
+            _apply(target, change)
+    if not consensus:
+        target.ClearField("consensus_member")
+    if target.HasField("kubernetes_controller") and not consensus:
+        raise _refuse(
+            grpc.StatusCode.FAILED_PRECONDITION,
+            "kubernetes_controller needs consensus_member; keep or assign both",
+        )
+    return target
 
 
 def _apply(roles: common_pb2.NodeRoles, change: Change) -> None:
@@ -88,35 +109,34 @@ class RoleChanges:
 
     async def apply(self, node_id: str, changes: Sequence[Change]) -> common_pb2.NodeRoles:
         """Check every change, then make them; returns the node's new roles."""
-        record = self.leader.cache.get(node_id)
-        if record is None:
+        # The record from etcd, not from the node cache, which may not show the last
+        # change yet (the node's address, its state, or roles a request just set).
+        stored = await self.leader.state.node(node_id)
+        if stored is None:
             raise _refuse(grpc.StatusCode.NOT_FOUND, f"no node {node_id}")
+        record = stored.record
         if record.state != common_pb2.NODE_STATE_UP:
             state = common_pb2.NodeState.Name(record.state)
             raise _refuse(grpc.StatusCode.FAILED_PRECONDITION, f"node {node_id} is {state}, not UP")
         for change in changes:
-            _check_name(change.role)
-        target = common_pb2.NodeRoles()
-        target.CopyFrom(record.roles)
+            check_role(change.role)
         consensus = [change for change in changes if change.role == "consensus_member"]
-        for change in changes:
-            if change.role != "consensus_member":
-                _apply(target, change)
-        wants_consensus = consensus[-1].assign if consensus else target.HasField("consensus_member")
-        if target.HasField("kubernetes_controller") and not wants_consensus:
-            raise _refuse(
-                grpc.StatusCode.FAILED_PRECONDITION,
-                "kubernetes_controller needs consensus_member; keep or assign both",
-            )
         had_consensus = record.roles.HasField("consensus_member")
+        wants_consensus = consensus[-1].assign if consensus else had_consensus
+        _changed(record.roles, changes, wants_consensus)  # refuses before etcd changes
+        joined: common_pb2.NodeRoles.ConsensusMember | None = None
         if wants_consensus and not had_consensus:
-            target.consensus_member.CopyFrom(await self._join_consensus(record))
+            joined = await self._join_consensus(record)
         elif had_consensus and not wants_consensus:
             await self._leave_consensus(record)
-            target.ClearField("consensus_member")
 
-        def replace(stored: state_pb2.NodeRecord) -> None:
-            stored.roles.CopyFrom(target)
+        def replace(current: state_pb2.NodeRecord) -> None:
+            # Applied to the record as it is at the write, not as read above: a concurrent
+            # change of another role survives (update_node retries when it lost a race).
+            roles = _changed(current.roles, changes, wants_consensus)
+            if joined is not None:
+                roles.consensus_member.CopyFrom(joined)
+            current.roles.CopyFrom(roles)
 
         return (await self.leader.state.update_node(node_id, replace)).roles
 

@@ -130,6 +130,9 @@ class CuratorService(curator_pb2_grpc.CuratorServicer):
         self, request_iterator: AsyncIterator[curator_pb2.HeartbeatRequest], context: Context
     ) -> AsyncIterator[curator_pb2.HeartbeatResponse]:
         caller = _calling_node()
+        # The cache loads just after the election: a node beating to a new leader at once
+        # must not be told that it does not exist.
+        await self.leader.cache.ready.wait()
         if self.leader.cache.get(caller) is None:
             raise NodeNotFoundError(f"no node {caller}")
         heartbeats = self.leader.heartbeats
@@ -145,9 +148,13 @@ class CuratorService(curator_pb2_grpc.CuratorServicer):
         self, request: curator_pb2.UpdateNodeClusterNetworkingRequest, context: Context
     ) -> curator_pb2.UpdateNodeClusterNetworkingResponse:
         caller = _calling_node()
-        own = self.leader.cache.get(caller)
-        if own is None:
+        await self.leader.cache.ready.wait()  # the other nodes' keys come from the cache
+        # The caller's own record from etcd, not from the cache: the status it has just
+        # reported may not have reached the cache yet.
+        stored = await self.leader.state.node(caller)
+        if stored is None:
             raise NodeNotFoundError(f"no node {caller}")
+        own = stored.record
         if not own.status.external_address:
             raise RefusedError(
                 grpc.StatusCode.FAILED_PRECONDITION, "report a status before cluster networking"
@@ -190,7 +197,11 @@ class CuratorService(curator_pb2_grpc.CuratorServicer):
         )
         if not await self.leader.state.create_node(record):
             stored = await self.leader.state.node(record.id)
-            if stored is None or stored.record.state != common_pb2.NODE_STATE_NEW:
+            if stored is None:  # the join key is taken: JoinNode would name the other node
+                raise RefusedError(
+                    grpc.StatusCode.ALREADY_EXISTS, "another node registered this join key"
+                )
+            if stored.record.state != common_pb2.NODE_STATE_NEW:
                 raise RefusedError(
                     grpc.StatusCode.FAILED_PRECONDITION,
                     f"node {record.id} is already registered and past NEW",

@@ -14,7 +14,7 @@ from roleserve_controlplane.curator.leader import (
     cluster_directory,
     management_node,
 )
-from roleserve_controlplane.curator.roles import RoleChanges, has_role
+from roleserve_controlplane.curator.roles import RoleChanges, check_role, has_role
 from roleserve_controlplane.proto import state_pb2
 from roleserve_core.proto import common_pb2, management_pb2, management_pb2_grpc
 
@@ -47,6 +47,8 @@ class ManagementService(management_pb2_grpc.ManagementServicer):
     async def GetNodes(
         self, request: management_pb2.GetNodesRequest, context: Context
     ) -> AsyncIterator[management_pb2.Node]:
+        if request.role:
+            check_role(request.role)  # else has_role fails on it: UNKNOWN, not INVALID_ARGUMENT
         await self.leader.cache.ready.wait()
         for record in sorted(self.leader.cache.nodes.values(), key=lambda r: r.id):
             if request.node_ids and record.id not in request.node_ids:

@@ -169,11 +169,14 @@ class ClusterState:
         return False
 
     async def create_node(self, record: state_pb2.NodeRecord) -> bool:
-        """Write a new node record, and its join key's index; False if it exists."""
+        """Write a new node record, and its join key's index; False if the node exists or
+        its join key is another's (an index once written is never pointed elsewhere)."""
+        compare = [compare_version(node_key(record.id), "=", 0)]
         operations = [put_operation(node_key(record.id), record.SerializeToString())]
         if record.join_key:
+            compare.append(compare_version(join_key_index(record.join_key), "=", 0))
             operations.append(put_operation(join_key_index(record.join_key), record.id))
-        return await self._commit([compare_version(node_key(record.id), "=", 0)], operations)
+        return await self._commit(compare, operations)
 
     async def update_node(
         self, node_id: str, change: Callable[[state_pb2.NodeRecord], None]
