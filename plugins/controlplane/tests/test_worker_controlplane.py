@@ -3,6 +3,7 @@ the consensus_member role, and leaves when the role goes."""
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import random
 from collections.abc import Awaitable, Callable
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import grpc
 import pytest
 
 from roleserve_controlplane import hooks
@@ -72,16 +74,19 @@ async def control_plane(harness: NodeHarness, running: bool) -> LocalControlPlan
 
 
 async def until_it_leads(endpoint: str, boot: Bootstrapped) -> None:
-    """Wait until the curator at ``endpoint`` says it leads (a curator follows first)."""
+    """Wait until the curator at ``endpoint`` says it leads. A curator follows first, and
+    restarts its server when elected, which ends the stream: ask again then."""
     async with secure_channel(endpoint, boot.owner, node_id=boot.node.node_id) as channel:
-        stream = curator_pb2_grpc.CuratorLocalStub(channel).GetCurrentLeader(
-            curator_pb2.GetCurrentLeaderRequest(), wait_for_ready=True
-        )
+        local = curator_pb2_grpc.CuratorLocalStub(channel)
         with anyio.fail_after(30):
-            async for answer in stream:
-                if answer.leader_node_id == answer.this_node_id:
-                    break
-        stream.cancel()
+            while True:
+                request = curator_pb2.GetCurrentLeaderRequest()
+                stream = local.GetCurrentLeader(request, wait_for_ready=True)
+                with contextlib.suppress(grpc.aio.AioRpcError):
+                    async for answer in stream:
+                        if answer.leader_node_id == answer.this_node_id:
+                            stream.cancel()
+                            return
 
 
 async def update_roles(

@@ -6,7 +6,7 @@
                              → member certificate for the node's key (consensus CA)
                              → etcd learner at https://<address>:7837 (reused if present)
                              → role filled: consensus CA, the certificate, every member
-    unset consensus_member   refused while kubernetes_controller is set
+    unset consensus_member   refused if kubernetes_controller stays (unset both at once)
                              → etcd member removed first (refused if quorum would go)
     kubernetes_controller    needs consensus_member (in the roles after the change)
     custom:<name>            any valid name, with string parameters
@@ -168,11 +168,7 @@ class RoleChanges:
         return role
 
     async def _leave_consensus(self, record: state_pb2.NodeRecord) -> None:
-        if record.roles.HasField("kubernetes_controller"):
-            raise _refuse(
-                grpc.StatusCode.FAILED_PRECONDITION,
-                "unset kubernetes_controller first: it needs consensus_member",
-            )
+        # The roles after the request were checked before: kubernetes_controller goes too.
         member = _member_of(await self.leader.client.members(), record)
         if member is not None:
             await self.leader.membership.remove(member.id)

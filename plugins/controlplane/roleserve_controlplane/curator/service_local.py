@@ -73,8 +73,12 @@ class CuratorLocalService(curator_pb2_grpc.CuratorLocalServicer):
         observed = self.election.observe()
         async with contextlib.aclosing(observed):
             async for leader in observed:
-                if leader is not None:
-                    yield self._response(leader_value(leader))
+                value = leader_value(leader) if leader is not None else None
+                # Its own key means this curator just won, and this follower server is
+                # about to make way for the leader's: clients ask again then, and get the
+                # answer from the server that can serve them.
+                if value is not None and value.node_id != self.node_id:
+                    yield self._response(value)
 
     def _response(self, leader: state_pb2.LeaderValue) -> curator_pb2.GetCurrentLeaderResponse:
         return curator_pb2.GetCurrentLeaderResponse(
