@@ -37,7 +37,7 @@ from typing import Any
 import anyio
 import grpc
 from _report import print_comparison, summarise
-from anyio.streams.text import TextReceiveStream
+from anyio.streams.buffered import BufferedByteReceiveStream
 
 # This file's directory leaves sys.path (see benchmarks/etcd.py): etcd3aio's namespace
 # package ``etcd`` must not meet benchmarks/etcd.py.
@@ -46,6 +46,7 @@ sys.path[:] = [entry for entry in sys.path if str(Path(entry or ".").resolve()) 
 
 from typing_extensions import override  # noqa: E402
 
+from roleserve_controlplane.consensus import DEFAULT_TTL  # noqa: E402
 from roleserve_controlplane.testing import (  # noqa: E402
     CuratorCluster,
     EtcdClusterRunner,
@@ -78,7 +79,7 @@ async def serve(directory: Path) -> None:
     logging.getLogger("roleserve").propagate = False
     async with (
         EtcdClusterRunner(etcd_binary("debian"), directory / "etcd") as etcd,
-        CuratorCluster(etcd, heartbeat_interval=INTERVAL) as curators,
+        CuratorCluster(etcd, heartbeat_interval=INTERVAL, lease_ttl=DEFAULT_TTL) as curators,
     ):
         leader = await curators.bootstrap()
         assert curators.owner is not None
@@ -225,8 +226,8 @@ async def main(sizes: list[int]) -> None:
         try:
             assert server.stdout is not None
             with anyio.fail_after(60):
-                line = await TextReceiveStream(server.stdout).receive()
-            endpoint, leader_id = line.split()
+                line = await BufferedByteReceiveStream(server.stdout).receive_until(b"\n", 4096)
+            endpoint, leader_id = line.decode().split()
             await measure(Path(scratch), server.pid, endpoint, leader_id, sizes)
         finally:
             server.send_signal(signal.SIGINT)
@@ -272,8 +273,10 @@ async def measure(
             load.latencies = []
             load.recording = True
             cpu_before, wall_before = cpu_seconds(pid), time.perf_counter()
+            own_before = cpu_seconds(os.getpid())
             await anyio.sleep(2 * INTERVAL)
             cpu = cpu_seconds(pid) - cpu_before
+            own = cpu_seconds(os.getpid()) - own_before
             wall = time.perf_counter() - wall_before
             load.recording = False
             fanned = await fan_out(load, management, size)
@@ -284,6 +287,10 @@ async def measure(
                 "insecure bidi ping-pong, one stream, no load",
             )
             print(f"  curator CPU   {100 * cpu / wall:.0f} % of one core")
+            print(
+                f"  load CPU      {100 * own / wall:.0f} % of one core (this process: the "
+                "simulated nodes; near 100 % means the latencies are the simulator's too)"
+            )
             print(f"  fan-out       one role change to all {size:,} watchers in {fanned:.3f} s")
         tasks.cancel_scope.cancel()
 

@@ -10,28 +10,35 @@ core, never on the plugin that owns the key::
     roles                    NodeRoles           core           the role runtime, plugins
     curator_connection       CuratorConnection   core           workers talking to the curator
     network                  NetworkStatus       core           clusternet, hostsfile
-    local_control_plane      LocalControlPlane   controlplane   kubernetes, metrics
+    local_control_plane      LocalControlPlane   controlplane   statuspush, kubernetes, metrics
+    bootstrapped             Bootstrapped        controlplane   the node's enrolment (it saves the
+                                                                credentials it carries)
     kubernetes_status        KubernetesStatus    kubernetes     status push, metrics
     pod_network              PodNetwork          kubernetes     clusternet
     cluster_directory_saved  bool                hostsfile      status push
 
-This module is also the built-in plugin ``core``, which owns the first four keys. It is
-essential: it cannot be disabled.
+The built-in plugin ``core`` (``roleserve_core.builtin``) owns the first six keys; this
+module's ``roleserve_values`` declares them, and test harnesses register this module alone
+when they want the core's values without its workers.
 """
 
 from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from roleserve_core.hookspecs import hookimpl
-from roleserve_core.identity import NodeCredentials, PrivateKey
+from roleserve_core.identity import NodeCredentials, PrivateKey, UserCredentials
 from roleserve_core.roles import NodeRoles
 from roleserve_core.values import ValueKey
 
+if TYPE_CHECKING:
+    import grpc
+
 __all__ = [
     "BOOTSTRAP",
+    "BOOTSTRAPPED",
     "CLUSTER_DIRECTORY_SAVED",
     "CURATOR_CONNECTION",
     "KUBERNETES_STATUS",
@@ -42,6 +49,7 @@ __all__ = [
     "POD_NETWORK",
     "ROLES",
     "BootstrapRequest",
+    "Bootstrapped",
     "CuratorConnection",
     "KubernetesStatus",
     "LocalControlPlane",
@@ -55,18 +63,28 @@ IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, eq=False)
 class CuratorConnection:
-    """How this node reaches the curator: set once the node is enrolled, replaced when the
-    leader changes. Invariant: ``leader_node_id`` and ``leader_endpoint`` are both set or
-    both None (None while no leader is known)."""
+    """This node's connection to the leading curator: one mutual TLS channel that every
+    worker shares, verified to reach exactly ``leader_node_id``.
+
+    Set once the node is enrolled and a leader is known; replaced by a new connection (with
+    a new channel) when the leader changes, and the old channel is closed then. A worker
+    that talks to the curator therefore starts its calls again on every new value (see
+    ``roleserve_core.connection.on_each_connection``).
+    """
 
     node_id: str
     """This node's ID."""
-    leader_node_id: str | None = None
-    """The node ID of the curator that leads, whose certificate the channel verifies."""
-    leader_endpoint: str | None = None
+    leader_node_id: str
+    """The node ID of the leading curator, the identity the channel verifies."""
+    leader_endpoint: str
     """``host:port`` of the leading curator."""
+    channel: grpc.aio.Channel
+    """The channel to the leader (a ``roleserve_core.rpc.CancellationSafeChannel``)."""
+
+    def __repr__(self) -> str:
+        return f"CuratorConnection(leader={self.leader_node_id} at {self.leader_endpoint})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +130,19 @@ class BootstrapRequest:
     """The identity of the owner's user certificate the bootstrap issues."""
 
 
+@dataclass(frozen=True)
+class Bootstrapped:
+    """What bootstrapping a cluster on this node produced (set by the controlplane plugin)."""
+
+    node: NodeCredentials
+    """The node's credentials in the new cluster."""
+    owner: UserCredentials
+    """The owner's credentials: the only way to manage the cluster; the node saves them."""
+    roles: NodeRoles
+    """The roles the bootstrap gave this node, saved so that a restart before the first
+    answer of the curator still starts the control plane."""
+
+
 @dataclass(frozen=True, slots=True)
 class KubernetesStatus:
     """What of Kubernetes runs on this node."""
@@ -136,6 +167,11 @@ BOOTSTRAP: ValueKey[BootstrapRequest] = ValueKey(
     "bootstrap",
     BootstrapRequest,
     "Set on the node that bootstraps a new cluster, before it has credentials.",
+)
+BOOTSTRAPPED: ValueKey[Bootstrapped] = ValueKey(
+    "bootstrapped",
+    Bootstrapped,
+    "Set once this node has bootstrapped a new cluster: its own and the owner's credentials.",
 )
 NODE_ID: ValueKey[str] = ValueKey(
     "node_id", str, "This node's ID (node- + 32 hex characters); set once, at enrolment."

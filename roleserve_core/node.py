@@ -20,11 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from roleserve_core.errors import InvalidRunnableNameError
+from roleserve_core.event import Value
+from roleserve_core.logtree import LogTree
 from roleserve_core.roles import NodeRoles
-from roleserve_core.supervisor import NAME_PATTERN, Runnable
-from roleserve_core.values import PluginValues, ValueKey
+from roleserve_core.supervisor import NAME_PATTERN, Runnable, Supervisor
+from roleserve_core.values import PluginValues, ValueKey, ValueRegistry
 
-__all__ = ["NodeContext", "RolePredicate", "Worker"]
+__all__ = ["NodeContext", "NodeIntrospection", "RolePredicate", "Worker"]
 
 RolePredicate = Callable[[NodeRoles], bool]
 """``when=``: a plain, fast, side-effect-free function of the node's roles."""
@@ -63,6 +65,18 @@ class Worker:
 
 
 @dataclass(frozen=True)
+class NodeIntrospection:
+    """The whole node, read-only but for restarts: every value, the log tree, and the
+    supervisor once the node runs. For the node management service and for metrics; other
+    plugins keep to their ``NodeContext.values``."""
+
+    registry: ValueRegistry
+    logtree: LogTree
+    supervisor: Value[Supervisor] = field(default_factory=Value)
+    """Set when the node's root runnable starts."""
+
+
+@dataclass(frozen=True)
 class NodeContext:
     """A plugin's handle on the node it runs in; one per plugin, passed to every hook."""
 
@@ -77,6 +91,8 @@ class NodeContext:
     """The plugin's section of ``roleserve.toml`` (``[plugins.<name>]``); empty if none."""
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("roleserve.plugin"))
     """A logger for messages outside any runnable (hooks); workers use ``ctx.log``."""
+    introspection: NodeIntrospection | None = None
+    """The whole node (see ``NodeIntrospection``); None outside a ``NodeRuntime``."""
 
     @property
     def node_id(self) -> str | None:

@@ -83,7 +83,7 @@ class BuiltinPlugin:
 
 
 BUILTIN_PLUGINS: tuple[BuiltinPlugin, ...] = (
-    BuiltinPlugin("core", "roleserve_core.keys", essential=True),
+    BuiltinPlugin("core", "roleserve_core.builtin", essential=True),
 )
 """The core's own plugins, registered first, in this order."""
 

@@ -6,6 +6,7 @@
         │     ──roleserve_workers(node)──▶ Worker(name, run, when)
         ▼
     root
+    ├── <service>                    the node process's own runnables (enrolment, connection)
     ├── role                         one group per worker, so workers fail alone
     │   ├── <worker>                 gated: runs while when(roles) holds
     │   └── ...
@@ -39,7 +40,7 @@ from roleserve_core.errors import DuplicateValueKeyError
 from roleserve_core.event import Watcher
 from roleserve_core.keys import CURATOR_CONNECTION, ROLES
 from roleserve_core.logtree import LogTree
-from roleserve_core.node import NodeContext, RolePredicate, Worker
+from roleserve_core.node import NodeContext, NodeIntrospection, RolePredicate, Worker
 from roleserve_core.plugins import PluginSet
 from roleserve_core.roles import NodeRoles
 from roleserve_core.supervisor import RunContext, Runnable, Supervisor
@@ -65,13 +66,17 @@ class NodeRuntime:
         config: Mapping[str, Mapping[str, Any]] | None = None,
         logtree: LogTree | None = None,
         hook_timeout: float = DEFAULT_HOOK_TIMEOUT,
+        services: Mapping[str, Runnable] | None = None,
     ) -> None:
         self.plugins = plugins
         self.data_dir = data_dir
         self.config = config or {}
         self.logtree = logtree or LogTree()
         self.hook_timeout = hook_timeout
+        self.services = dict(services or {})
+        """Runnables of the node process itself, at ``root.<name>``, beside the workers."""
         self.registry = ValueRegistry()
+        self.introspection = NodeIntrospection(self.registry, self.logtree)
         self.log = self.logtree.logger("runtime")
         self.contexts: dict[str, NodeContext] = {}
         self.workers: dict[str, tuple[str, Worker]] = {}
@@ -93,6 +98,7 @@ class NodeRuntime:
                 data_dir=self.data_dir / "plugins" / plugin,
                 config=section,
                 log=self.logtree.logger(f"plugin.{plugin}"),
+                introspection=self.introspection,
             )
             self.contexts[plugin] = context
         return context
@@ -177,6 +183,9 @@ class NodeRuntime:
 
     async def root(self, ctx: RunContext) -> None:
         """The root runnable: the role runtime and the hook dispatchers."""
+        self.introspection.supervisor.set(ctx.supervisor)
+        for name, service in self.services.items():
+            ctx.run(name, service)
         ctx.run("role", self._run_role)
         ctx.run("hooks", self._run_hooks)
         ctx.signal_healthy()

@@ -82,7 +82,7 @@ def test_plugins_json(install: Install, capsys: pytest.CaptureFixture[str]) -> N
         "version": core_version(),
         "state": "loaded",
         "error": None,
-        "hooks": ["roleserve_values"],
+        "hooks": ["roleserve_values", "roleserve_workers"],
         "workers": [],
         "values": CORE_VALUES,
     }
@@ -166,7 +166,7 @@ def test_plugins_table(install: Install, capsys: pytest.CaptureFixture[str]) -> 
             "loaded",
             "-",
             ", ".join(CORE_VALUES),
-            "roleserve_values",
+            "roleserve_values, roleserve_workers",
         ],
         ["broken_import", "-", "-", "failed", "-", "-", "-"],
         [

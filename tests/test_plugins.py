@@ -38,7 +38,7 @@ from roleserve_core.plugins import (
     PluginState,
 )
 from roleserve_core.runtime import NodeRuntime
-from roleserve_core.testing import NodeHarness, wait_for_value
+from roleserve_core.testing import NO_CHANNEL, NodeHarness, wait_for_value
 from roleserve_core.version import core_version
 
 T = TypeVar("T")
@@ -103,7 +103,7 @@ def test_builtins_load_first(load: Load) -> None:
         True,
         "roleserve-core",
         core_version(),
-        "roleserve_core.keys",
+        "roleserve_core.builtin",
     )
     good = plugins.info("alpha")
     assert (good.builtin, good.state, good.module, good.error) == (False, LOADED, "good", None)
@@ -281,7 +281,7 @@ def test_duplicate_entry_point_names_keep_the_first(load: Load) -> None:
 def test_an_entry_point_cannot_take_a_builtin_name(load: Load) -> None:
     plugins = load(entry_point("good", "core"))
     assert plugins.loaded() == ["core"]
-    assert plugins.info("core").module == "roleserve_core.keys"
+    assert plugins.info("core").module == "roleserve_core.builtin"
     assert plugins.warnings == [
         "plugin name 'core' of good is already used by roleserve-core; the second one is ignored"
     ]
@@ -489,9 +489,9 @@ async def test_hook_on_roles(load: Load, node: StartNode, tmp_path: Path) -> Non
 async def test_hook_on_curator_connection(load: Load, node: StartNode, tmp_path: Path) -> None:
     """Called with the new connection on each change (a leader change); good's is sync."""
     connections = [
-        CuratorConnection("node-1"),
-        CuratorConnection("node-1", "node-2", "127.0.0.12:7835"),
-        CuratorConnection("node-1", "node-3", "127.0.0.13:7835"),
+        CuratorConnection("node-1", "node-1", "127.0.0.11:7835", NO_CHANNEL),
+        CuratorConnection("node-1", "node-2", "127.0.0.12:7835", NO_CHANNEL),
+        CuratorConnection("node-1", "node-3", "127.0.0.13:7835", NO_CHANNEL),
     ]
     await check_value_hook(
         load,

@@ -29,7 +29,7 @@ from roleserve_core.hookspecs import hookimpl
 from roleserve_core.keys import CURATOR_CONNECTION, NODE_ID, ROLES, CuratorConnection
 from roleserve_core.plugins import PluginState
 from roleserve_core.supervisor import RunnableStatus
-from roleserve_core.testing import NodeHarness, PluginHarness, wait_for_value
+from roleserve_core.testing import NO_CHANNEL, NodeHarness, PluginHarness, wait_for_value
 from roleserve_core.values import ValueKey
 
 T = TypeVar("T")
@@ -426,7 +426,10 @@ HOOKS = [
         Hook(
             "on_curator_connection",
             CURATOR_CONNECTION,
-            tuple(CuratorConnection("node-1", f"node-{index}") for index in range(5)),
+            tuple(
+                CuratorConnection("node-1", f"node-{i}", f"127.0.0.{i}:7835", NO_CHANNEL)
+                for i in range(5)
+            ),
         ),
         id="on_curator_connection",
     ),

@@ -124,6 +124,12 @@ class RunContext:
         """Whether this run has called ``signal_done()``."""
         return self._node.signaled_done
 
+    @property
+    def supervisor(self) -> Supervisor:
+        """The supervisor running this runnable: for introspection (``status``) and for
+        restarting others (``restart``), as the node management service does."""
+        return self._supervisor
+
     def run(self, name: str, runnable: Runnable) -> None:
         """Start one child, in a group of its own. Only before ``signal_healthy()``.
 

@@ -8,6 +8,7 @@ clock), each under a timeout, and never on ``sleep``.
 
 from roleserve_core.testing._clock import FakeClock
 from roleserve_core.testing._harness import (
+    NO_CHANNEL,
     NodeHarness,
     PluginHarness,
     SupervisorRunner,
@@ -23,6 +24,7 @@ from roleserve_core.testing._wait import (
 
 __all__ = [
     "DEFAULT_TIMEOUT",
+    "NO_CHANNEL",
     "REQUIRE_REAL_ENV",
     "FakeClock",
     "NodeHarness",

@@ -12,27 +12,52 @@ from anyio.abc import TaskGroup, TaskStatus
 
 from roleserve_core.clock import Clock
 from roleserve_core.keys import ROLES
-from roleserve_core.plugins import PluginInfo, PluginSelection, PluginSet
+from roleserve_core.plugins import (
+    BUILTIN_PLUGINS,
+    BuiltinPlugin,
+    PluginInfo,
+    PluginSelection,
+    PluginSet,
+)
 from roleserve_core.roles import NodeRoles
 from roleserve_core.runtime import CORE_READER, NodeRuntime
 from roleserve_core.supervisor import BackoffPolicy, Runnable, RunnableStatus, State, Supervisor
 from roleserve_core.testing._wait import DEFAULT_TIMEOUT, wait_for_state, wait_for_status
 from roleserve_core.values import ValueKey
 
-__all__ = ["NodeHarness", "PluginHarness", "SupervisorRunner", "load_installed_plugin"]
+__all__ = [
+    "NO_CHANNEL",
+    "NodeHarness",
+    "PluginHarness",
+    "SupervisorRunner",
+    "load_installed_plugin",
+]
 
 T = TypeVar("T")
 
 
+NO_CHANNEL: Any = None
+"""The channel of a ``CuratorConnection`` built by a test that never calls through it
+(hook dispatch, value plumbing)."""
+
+CORE_VALUES_ONLY = BuiltinPlugin("core", "roleserve_core.keys", essential=True)
+"""The built-in plugin ``core`` with its values but without its workers."""
+
+
 class PluginHarness:
-    """The built-in plugins plus exactly the plugins a test registers.
+    """The built-in plugin ``core`` plus exactly the plugins a test registers.
 
     Installed entry-point plugins stay out, so a test sees the same plugins on every
-    machine.
+    machine. The core's own workers (rolefetch, statuspush, heartbeat, nodemgmt) stay out
+    too unless ``core_workers=True``: a test of one plugin's worker wants that worker's tree,
+    not the node's whole.
     """
 
-    def __init__(self, *, strict: bool = False) -> None:
-        self.plugins = PluginSet.load(strict=strict, selection=PluginSelection(), entry_points=[])
+    def __init__(self, *, strict: bool = False, core_workers: bool = False) -> None:
+        builtins = BUILTIN_PLUGINS if core_workers else (CORE_VALUES_ONLY,)
+        self.plugins = PluginSet.load(
+            strict=strict, selection=PluginSelection(), entry_points=[], builtins=builtins
+        )
 
     def register(self, plugin: object, name: str = "test_plugin") -> PluginInfo:
         """Register ``plugin`` (a module, class or object with ``@hookimpl`` functions)."""

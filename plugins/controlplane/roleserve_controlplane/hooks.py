@@ -13,10 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from roleserve_controlplane.values import BOOTSTRAPPED
 from roleserve_controlplane.worker_controlplane import controlplane_worker
 from roleserve_core import NodeContext, Worker, hookimpl
-from roleserve_core.keys import LOCAL_CONTROL_PLANE
+from roleserve_core.keys import BOOTSTRAPPED, LOCAL_CONTROL_PLANE
 from roleserve_core.values import ValueKey
 
 ROLESERVE_PLUGIN_API = 1

@@ -49,16 +49,18 @@ from roleserve_controlplane.curator import (
     CuratorConfig,
     write_bootstrap,
 )
-from roleserve_controlplane.values import BOOTSTRAPPED, Bootstrapped
 from roleserve_core import NodeContext, NodeRoles, RunContext, Worker
 from roleserve_core.event import Combined
 from roleserve_core.identity import Credentials, NodeCredentials, certificate_from_pem
+from roleserve_core.roles import roles_from_proto
 from roleserve_core.keys import (
     BOOTSTRAP,
+    BOOTSTRAPPED,
     LOCAL_CONTROL_PLANE,
     NETWORK,
     NODE_CREDENTIALS,
     ROLES,
+    Bootstrapped,
     BootstrapRequest,
     LocalControlPlane,
     NetworkStatus,
@@ -240,7 +242,8 @@ class ControlPlane:
         async with EtcdClient([config.endpoint], material.member) as client:
             written = await _retrying_until_written(client, material, startup.address)
         ctx.log.info("bootstrapped a new cluster" if written else "the cluster was bootstrapped")
-        self.node.values.set(BOOTSTRAPPED, Bootstrapped(material.node, material.owner))
+        roles = roles_from_proto(material.first_node(startup.address).roles)
+        self.node.values.set(BOOTSTRAPPED, Bootstrapped(material.node, material.owner, roles))
         await self._run_curator(ctx, config, material.node, member)
 
     async def _run_curator(

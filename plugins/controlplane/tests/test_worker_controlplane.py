@@ -17,14 +17,15 @@ import pytest
 from roleserve_controlplane import hooks
 from roleserve_controlplane.consensus import EtcdBinary
 from roleserve_controlplane.testing import enrol_node
-from roleserve_controlplane.values import BOOTSTRAPPED, Bootstrapped
 from roleserve_core import NodeRoles, State
 from roleserve_core.identity import NodeCredentials, generate_key
 from roleserve_core.keys import (
     BOOTSTRAP,
+    BOOTSTRAPPED,
     LOCAL_CONTROL_PLANE,
     NETWORK,
     NODE_CREDENTIALS,
+    Bootstrapped,
     BootstrapRequest,
     LocalControlPlane,
     NetworkStatus,

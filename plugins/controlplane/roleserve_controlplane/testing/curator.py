@@ -91,6 +91,8 @@ class CuratorCluster:
 
     etcd: EtcdCluster
     heartbeat_interval: float = 5.0
+    lease_ttl: int = TEST_TTL
+    """Seconds of the election lease: short in tests, for quick failovers."""
     nodes: list[CuratorNode] = field(default_factory=list)
     owner: UserCredentials | None = None
     consensus_ca: bytes = b""
@@ -214,7 +216,7 @@ class CuratorCluster:
                 etcd=member,
                 etcd_endpoints=[node.member.config.endpoint],
                 address=node.address,
-                lease_ttl=TEST_TTL,
+                lease_ttl=self.lease_ttl,
                 promote_every=0.2,
             )
         )

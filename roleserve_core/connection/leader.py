@@ -1,0 +1,152 @@
+"""Finding the leading curator, and following it as it changes.
+
+Any curator answers ``CuratorLocal.GetCurrentLeader``: the leader about itself, a follower
+about whoever leads. So a client needs only some curator endpoints (seeds, or every node
+that runs a curator), and asks them in turn::
+
+    pass over the candidates:
+        GetCurrentLeader on candidate ─▶ first answer within `answer_timeout`?
+            yes: yield the leader; keep reading the stream, yield each change
+                 (stream ends: the answering curator stopped, or stopped leading)
+            no / error / "no leader yet": next candidate
+    a pass without any answer: wait the backoff (0.25 s doubling to 5 s), pass again
+
+The channel to each candidate verifies only that it is *a* node of the cluster (its node
+certificate names ``ANY_NODE_NAME``); the caller then opens its channel to the leader
+verifying exactly the leader's node ID. Monogon's resolver does the same with its leader
+updater, with one difference: it uses a candidate's own address when the leader reports
+none; so does this one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+
+import anyio
+import grpc
+
+from roleserve_core.errors import RoleserveError
+from roleserve_core.identity import Credentials
+from roleserve_core.ports import CURATOR_PORT, endpoint, split_endpoint
+from roleserve_core.proto import curator_pb2, curator_pb2_grpc
+from roleserve_core.rpc import secure_channel
+
+__all__ = ["LeaderInfo", "NoLeaderError", "find_leader", "follow_leader"]
+
+log = logging.getLogger("roleserve.connection")
+
+FIRST_BACKOFF = 0.25
+MAX_BACKOFF = 5.0
+ANSWER_TIMEOUT = 5.0
+"""Seconds a candidate has to give its first answer."""
+
+
+class NoLeaderError(RoleserveError):
+    """No curator could name a leader in time."""
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderInfo:
+    """The leading curator."""
+
+    node_id: str
+    endpoint: str
+    """``host:port`` of its curator."""
+    answered_by: str
+    """The candidate endpoint that named it."""
+
+
+Candidates = Callable[[], Sequence[str]]
+"""Returns the endpoints to ask, each pass anew (the set may grow while following)."""
+
+
+async def follow_leader(
+    candidates: Candidates,
+    credentials: Credentials,
+    *,
+    answer_timeout: float = ANSWER_TIMEOUT,
+) -> AsyncIterator[LeaderInfo]:
+    """Yield the leader, then every change of leader, forever.
+
+    Consecutive duplicates are not repeated. Runs until the caller stops iterating.
+    """
+    last: LeaderInfo | None = None
+    delay = FIRST_BACKOFF
+    while True:
+        answered = False
+        for candidate in list(candidates()):
+            async with contextlib.aclosing(_ask(candidate, credentials, answer_timeout)) as asked:
+                async for leader in asked:
+                    answered = True
+                    if last is None or (leader.node_id, leader.endpoint) != (
+                        last.node_id,
+                        last.endpoint,
+                    ):
+                        last = leader
+                        yield leader
+        if answered:
+            delay = FIRST_BACKOFF
+            continue
+        await anyio.sleep(delay)
+        delay = min(delay * 2, MAX_BACKOFF)
+
+
+async def find_leader(
+    endpoints: Sequence[str], credentials: Credentials, *, timeout: float = 30.0
+) -> LeaderInfo:
+    """The leader, asking ``endpoints`` in turn.
+
+    :raises NoLeaderError: if none named a leader within ``timeout`` seconds.
+    """
+    with anyio.move_on_after(timeout):
+        following = follow_leader(lambda: endpoints, credentials)
+        async with contextlib.aclosing(following):
+            async for leader in following:
+                return leader
+    raise NoLeaderError(
+        f"no curator at {', '.join(endpoints)} named a leader within {timeout:g} s; "
+        "is the cluster running, and are these its addresses?"
+    )
+
+
+async def _ask(
+    candidate: str, credentials: Credentials, answer_timeout: float
+) -> AsyncIterator[LeaderInfo]:
+    """The leaders one candidate names, until its stream ends or fails."""
+    async with secure_channel(candidate, credentials) as channel:
+        stub = curator_pb2_grpc.CuratorLocalStub(channel)
+        stream = stub.GetCurrentLeader(curator_pb2.GetCurrentLeaderRequest())
+        try:
+            answers = aiter(stream)
+            with anyio.fail_after(answer_timeout):
+                first = await anext(answers)
+            leader = _leader(candidate, first)
+            if leader is not None:
+                yield leader
+            async for answer in answers:
+                leader = _leader(candidate, answer)
+                if leader is not None:
+                    yield leader
+        except (grpc.aio.AioRpcError, TimeoutError, StopAsyncIteration) as exc:
+            log.debug("curator %s: %s", candidate, _describe(exc))
+        finally:
+            stream.cancel()
+
+
+def _leader(candidate: str, answer: curator_pb2.GetCurrentLeaderResponse) -> LeaderInfo | None:
+    if not answer.leader_node_id:
+        return None  # an election in progress
+    host = answer.leader_host or split_endpoint(candidate, CURATOR_PORT)[0]
+    port = answer.leader_port or CURATOR_PORT
+    return LeaderInfo(answer.leader_node_id, endpoint(host, port), candidate)
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, grpc.aio.AioRpcError):
+        return f"{exc.code().name}: {exc.details()}"
+    if isinstance(exc, TimeoutError):
+        return "no answer in time"
+    return "stream ended"

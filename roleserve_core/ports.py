@@ -1,0 +1,65 @@
+"""The standard ports, the same on every node's own address.
+
+::
+
+    7835  curator (gRPC: Curator, CuratorLocal, Management)     TCP
+    7836  etcd clients                                           TCP
+    7837  etcd peers                                             TCP
+    7838  clusternet (WireGuard)                                 UDP
+    7839  node management (gRPC: NodeManagement)                 TCP
+    7840  metrics (Prometheus, HTTPS)                            TCP
+
+Every node listens on its own address, never on a wildcard, so several nodes on one
+machine each take a loopback address of their own (127.0.0.11, 127.0.0.12, ...) and keep
+the standard ports, just as real nodes have their own IPs.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+
+__all__ = [
+    "CLUSTERNET_PORT",
+    "CURATOR_PORT",
+    "ETCD_CLIENT_PORT",
+    "ETCD_PEER_PORT",
+    "METRICS_PORT",
+    "NODE_MANAGEMENT_PORT",
+    "endpoint",
+    "split_endpoint",
+]
+
+CURATOR_PORT = 7835
+ETCD_CLIENT_PORT = 7836
+ETCD_PEER_PORT = 7837
+CLUSTERNET_PORT = 7838
+NODE_MANAGEMENT_PORT = 7839
+METRICS_PORT = 7840
+
+
+def endpoint(host: str | ipaddress.IPv4Address | ipaddress.IPv6Address, port: int) -> str:
+    """``host:port``, with an IPv6 address in brackets."""
+    text = str(host)
+    if ":" in text and not text.startswith("["):
+        text = f"[{text}]"
+    return f"{text}:{port}"
+
+
+def split_endpoint(text: str, default_port: int) -> tuple[str, int]:
+    """``(host, port)`` of ``HOST``, ``HOST:PORT``, ``[V6]`` or ``[V6]:PORT``.
+
+    :raises ValueError: with a message naming ``text`` if it is not one of those.
+    """
+    text = text.strip()
+    host, port = text, str(default_port)
+    if text.startswith("["):
+        close = text.find("]")
+        if close < 0 or (close + 1 < len(text) and text[close + 1] != ":"):
+            raise ValueError(f"{text!r} is not HOST[:PORT]")
+        host, rest = text[1:close], text[close + 2 :]
+        port = rest or port
+    elif text.count(":") == 1:
+        host, port = text.split(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{text!r} is not HOST[:PORT] with a port from 1 to 65535")
+    return host, int(port)

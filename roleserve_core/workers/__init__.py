@@ -1,0 +1,24 @@
+"""The node's own workers, one module each, run by the built-in plugin ``core``.
+
+::
+
+    worker      DN                      reads                         does
+    rolefetch   root.role.rolefetch     curator_connection            watches this node; sets
+                                                                      and persists roles
+    statuspush  root.role.statuspush    curator_connection, network,  reports address, version,
+                                        local_control_plane           running curator
+    heartbeat   root.role.heartbeat     curator_connection            beats at the curator's
+                                                                      interval
+    nodemgmt    root.role.nodemgmt      node_credentials, network     serves NodeManagement
+"""
+
+from __future__ import annotations
+
+from roleserve_core.node import NodeContext, Worker
+
+__all__ = ["core_workers"]
+
+
+def core_workers(node: NodeContext) -> list[Worker]:
+    """Every worker of the core, for the built-in plugin's ``roleserve_workers``."""
+    return []
