@@ -1,4 +1,4 @@
-"""The built-in plugin ``core``: the core's values and the node's own workers.
+"""The built-in plugin core: the node's shared values and its own workers.
 
 It is registered like any plugin, through the same hooks, so ``roleserve plugins`` lists
 its workers and values, and a worker of the core fails, restarts and reports exactly as a

@@ -181,7 +181,7 @@ def test_plugins_table(install: Install, capsys: pytest.CaptureFixture[str]) -> 
         ["typo_hook", "-", "-", "loaded", "-", "-", "on_role, roleserve_metrics_exporters"],
     ]
     assert details.splitlines() == [
-        "core: The node's shared state: every core ``ValueKey``, its type and its invariants.",
+        "core: The built-in plugin core: the node's shared values and its own workers.",
         "broken_import: (no description)",
         "  error: import failed: ModuleNotFoundError: "
         "No module named 'roleserve_test_missing_dependency'",
