@@ -20,9 +20,13 @@
     │   ├── PluginLoadError           a plugin failed to load (raised in strict mode)
     │   ├── PluginAPIVersionError     a plugin built for another plugin API version
     │   └── EssentialPluginError      an essential built-in plugin was blocked
-    └── IdentityError                 a key or certificate that is not what it must be
-        ├── CertificateVerificationError  a certificate fails verification (reason given)
-        └── CredentialsError          saved credentials missing, corrupt or mismatched
+    ├── IdentityError                 a key or certificate that is not what it must be
+    │   ├── CertificateVerificationError  a certificate fails verification (reason given)
+    │   └── CredentialsError          saved credentials missing, corrupt or mismatched
+    └── NodeSetupError                the node process cannot start as it was asked to
+        ├── ConfigError               roleserve.toml or a command-line option is invalid
+        ├── DataDirectoryError        the data directory is in use, unreadable or corrupt
+        └── EnrolmentError            the enrolment asked for does not fit the data directory
 
 Errors that describe a misuse of an API by a runnable (``InvalidSignalError`` and friends)
 are raised inside that runnable, so they fail that runnable alone, with the DN in the status
@@ -35,13 +39,17 @@ __all__ = [
     "CertificateVerificationError",
     "ChildrenAfterHealthyError",
     "ConcurrentGetError",
+    "ConfigError",
     "CredentialsError",
+    "DataDirectoryError",
     "DuplicateValueKeyError",
+    "EnrolmentError",
     "EssentialPluginError",
     "EventError",
     "IdentityError",
     "InvalidRunnableNameError",
     "InvalidSignalError",
+    "NodeSetupError",
     "NotValueOwnerError",
     "PluginAPIVersionError",
     "PluginError",
@@ -138,3 +146,19 @@ class CertificateVerificationError(IdentityError):
 
 class CredentialsError(IdentityError):
     """Saved credentials are missing, corrupt, or do not belong together."""
+
+
+class NodeSetupError(RoleserveError):
+    """The node process cannot start as it was asked to; the message says what to change."""
+
+
+class ConfigError(NodeSetupError):
+    """roleserve.toml or a command-line option is invalid."""
+
+
+class DataDirectoryError(NodeSetupError):
+    """The data directory is in use by another process, unreadable or corrupt."""
+
+
+class EnrolmentError(NodeSetupError):
+    """The enrolment asked for does not fit the data directory (or the plugins)."""

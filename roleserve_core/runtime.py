@@ -66,15 +66,15 @@ class NodeRuntime:
         config: Mapping[str, Mapping[str, Any]] | None = None,
         logtree: LogTree | None = None,
         hook_timeout: float = DEFAULT_HOOK_TIMEOUT,
-        services: Mapping[str, Runnable] | None = None,
     ) -> None:
         self.plugins = plugins
         self.data_dir = data_dir
         self.config = config or {}
         self.logtree = logtree or LogTree()
         self.hook_timeout = hook_timeout
-        self.services = dict(services or {})
-        """Runnables of the node process itself, at ``root.<name>``, beside the workers."""
+        self.services: dict[str, Runnable] = {}
+        """Runnables of the node process itself, at ``root.<name>``, beside the workers
+        (``add_service``)."""
         self.registry = ValueRegistry()
         self.introspection = NodeIntrospection(self.registry, self.logtree)
         self.log = self.logtree.logger("runtime")
@@ -174,6 +174,13 @@ class NodeRuntime:
             if message not in warnings:  # a second runtime of the same plugins
                 warnings.append(message)
             self.log.warning("plugin %r: %s", reader, message)
+
+    def add_service(self, name: str, runnable: Runnable) -> None:
+        """Run ``runnable`` at ``root.<name>``, started before the workers; the node
+        process adds its enrolment and curator connection this way, before it starts."""
+        if name in ("role", "hooks") or name in self.services:
+            raise ValueError(f"root.{name} is taken")
+        self.services[name] = runnable
 
     # -- running ---------------------------------------------------------------------
 

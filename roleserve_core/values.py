@@ -264,6 +264,11 @@ class PluginValues:
         self._registry = registry
         self._plugin = plugin
 
+    def __contains__(self, key: ValueKey[Any]) -> bool:
+        """Whether some loaded plugin declares ``key``: for reading values of optional
+        plugins (``LOCAL_CONTROL_PLANE in node.values``)."""
+        return key in self._registry
+
     def watch(self, key: ValueKey[T]) -> Watcher[T]:
         """A new watcher of ``key`` (see ``Value.watch``); use it as a ``with`` block."""
         return self._registry.read(key, self._plugin).watch()

@@ -1,7 +1,7 @@
 """The ``roleserve`` command.
 
-One sub-command per module: ``plugins`` lists the installed plugins. Later issues add
-``node`` (run a node), ``ctl`` (operate a cluster) and ``cluster`` (a local cluster).
+One sub-command per module: ``plugins`` lists the installed plugins, ``ctl`` (a package)
+operates a cluster. Later issues add ``node`` (run a node) and ``cluster`` (a local cluster).
 Each module exposes ``add_parser(subparsers)``, which registers its sub-command with a
 ``handler(args) -> int`` default.
 """
@@ -12,6 +12,9 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from roleserve_core.cli import cluster as cluster_command
+from roleserve_core.cli import ctl as ctl_command
+from roleserve_core.cli import node as node_command
 from roleserve_core.cli import plugins as plugins_command
 from roleserve_core.version import core_version
 
@@ -29,7 +32,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"roleserve {core_version()}")
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
+    node_command.add_parser(commands)
+    cluster_command.add_parser(commands)
     plugins_command.add_parser(commands)
+    ctl_command.add_parser(commands)
     return parser
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass
 
 import anyio
@@ -57,6 +57,8 @@ class LeaderInfo:
     """``host:port`` of its curator."""
     answered_by: str
     """The candidate endpoint that named it."""
+    answered_by_leader: bool = False
+    """Whether the leader itself answered (not a follower about it)."""
 
 
 Candidates = Callable[[], Sequence[str]]
@@ -68,10 +70,12 @@ async def follow_leader(
     credentials: Credentials,
     *,
     answer_timeout: float = ANSWER_TIMEOUT,
-) -> AsyncIterator[LeaderInfo]:
+) -> AsyncGenerator[LeaderInfo, None]:
     """Yield the leader, then every change of leader, forever.
 
-    Consecutive duplicates are not repeated. Runs until the caller stops iterating.
+    The same leader is not repeated, except after the leader's own stream ended: its server
+    restarted (it stopped leading and was elected again), and channels to it must start
+    over. Runs until the caller stops iterating.
     """
     last: LeaderInfo | None = None
     delay = FIRST_BACKOFF
@@ -87,6 +91,8 @@ async def follow_leader(
                     ):
                         last = leader
                         yield leader
+            if last is not None and last.answered_by_leader and last.answered_by == candidate:
+                last = None  # the leader's own stream ended: see the docstring
         if answered:
             delay = FIRST_BACKOFF
             continue
@@ -95,7 +101,10 @@ async def follow_leader(
 
 
 async def find_leader(
-    endpoints: Sequence[str], credentials: Credentials, *, timeout: float = 30.0
+    endpoints: Sequence[str],
+    credentials: Credentials,
+    *,
+    timeout: float = 30.0,  # noqa: ASYNC109 -- named in the error it raises
 ) -> LeaderInfo:
     """The leader, asking ``endpoints`` in turn.
 
@@ -114,7 +123,7 @@ async def find_leader(
 
 async def _ask(
     candidate: str, credentials: Credentials, answer_timeout: float
-) -> AsyncIterator[LeaderInfo]:
+) -> AsyncGenerator[LeaderInfo, None]:
     """The leaders one candidate names, until its stream ends or fails."""
     async with secure_channel(candidate, credentials) as channel:
         stub = curator_pb2_grpc.CuratorLocalStub(channel)
@@ -141,7 +150,8 @@ def _leader(candidate: str, answer: curator_pb2.GetCurrentLeaderResponse) -> Lea
         return None  # an election in progress
     host = answer.leader_host or split_endpoint(candidate, CURATOR_PORT)[0]
     port = answer.leader_port or CURATOR_PORT
-    return LeaderInfo(answer.leader_node_id, endpoint(host, port), candidate)
+    itself = answer.this_node_id == answer.leader_node_id
+    return LeaderInfo(answer.leader_node_id, endpoint(host, port), candidate, itself)
 
 
 def _describe(exc: BaseException) -> str:

@@ -86,4 +86,3 @@ class RegisterTicket:
                 "the register ticket is damaged (not base64url of a ticket); copy it again"
             ) from None
         return cls.from_proto(message)
-

@@ -66,6 +66,11 @@ class Credentials:
     """The cluster CA: verifies servers. None only for ephemeral credentials of a node
     that does not know its cluster's CA yet."""
 
+    def __repr__(self) -> str:
+        # Never the key; the subject says whose credentials these are.
+        subject = self.certificate.subject.rfc4514_string()
+        return f"{type(self).__name__}({subject})"
+
     def __post_init__(self) -> None:
         try:
             certificate_key = self.certificate.public_key()

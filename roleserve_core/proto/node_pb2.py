@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1froleserve_core/proto/node.proto\x12\x0eroleserve.node\"8\n\x0eRegisterTicket\x12\x0e\n\x06ticket\x18\x01 \x01(\x0c\x12\x16\n\x0e\x63\x61_certificate\x18\x02 \x01(\x0c\"q\n\x13PendingRegistration\x12.\n\x06ticket\x18\x01 \x01(\x0b\x32\x1e.roleserve.node.RegisterTicket\x12\x16\n\x0ejoin_addresses\x18\x02 \x03(\t\x12\x12\n\nregistered\x18\x03 \x01(\x08\"\"\n\rKnownCurators\x12\x11\n\tendpoints\x18\x01 \x03(\tb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1froleserve_core/proto/node.proto\x12\x0eroleserve.node\"8\n\x0eRegisterTicket\x12\x0e\n\x06ticket\x18\x01 \x01(\x0c\x12\x16\n\x0e\x63\x61_certificate\x18\x02 \x01(\x0c\"q\n\x13PendingRegistration\x12.\n\x06ticket\x18\x01 \x01(\x0b\x32\x1e.roleserve.node.RegisterTicket\x12\x16\n\x0ejoin_addresses\x18\x02 \x03(\t\x12\x12\n\nregistered\x18\x03 \x01(\x08\"0\n\rKnownCurators\x12\r\n\x05seeds\x18\x01 \x03(\t\x12\x10\n\x08\x63urators\x18\x02 \x03(\tb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,5 +36,5 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PENDINGREGISTRATION']._serialized_start=109
   _globals['_PENDINGREGISTRATION']._serialized_end=222
   _globals['_KNOWNCURATORS']._serialized_start=224
-  _globals['_KNOWNCURATORS']._serialized_end=258
+  _globals['_KNOWNCURATORS']._serialized_end=272
 # @@protoc_insertion_point(module_scope)

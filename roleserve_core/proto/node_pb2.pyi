@@ -83,23 +83,31 @@ Global___PendingRegistration: _TypeAlias = PendingRegistration  # noqa: Y015
 
 @_typing.final
 class KnownCurators(_message.Message):
-    """The curators this node knows, for finding the cluster again after a restart: the
-    seeds it enrolled through, then every node that ran a curator when last seen.
+    """The curators this node knows (host:port), for finding the cluster again after a
+    restart.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
 
-    ENDPOINTS_FIELD_NUMBER: _builtins.int
+    SEEDS_FIELD_NUMBER: _builtins.int
+    CURATORS_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def endpoints(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def seeds(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The endpoints it enrolled through; kept for good, as Monogon's seeds are."""
+
+    @_builtins.property
+    def curators(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Every node that ran a curator when the node last looked, replaced on each change."""
+
     def __init__(
         self,
         *,
-        endpoints: _abc.Iterable[_builtins.str] | None = ...,
+        seeds: _abc.Iterable[_builtins.str] | None = ...,
+        curators: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["endpoints", b"endpoints"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["curators", b"curators", "seeds", b"seeds"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -17,6 +17,8 @@ from roleserve_core.testing._harness import (
 from roleserve_core.testing._real import REQUIRE_REAL_ENV, require_real
 from roleserve_core.testing._wait import (
     DEFAULT_TIMEOUT,
+    POLL_INTERVAL,
+    poll_until,
     wait_for_state,
     wait_for_status,
     wait_for_value,
@@ -25,12 +27,14 @@ from roleserve_core.testing._wait import (
 __all__ = [
     "DEFAULT_TIMEOUT",
     "NO_CHANNEL",
+    "POLL_INTERVAL",
     "REQUIRE_REAL_ENV",
     "FakeClock",
     "NodeHarness",
     "PluginHarness",
     "SupervisorRunner",
     "load_installed_plugin",
+    "poll_until",
     "require_real",
     "wait_for_state",
     "wait_for_status",

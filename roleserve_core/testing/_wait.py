@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import anyio
@@ -10,12 +10,22 @@ import anyio
 from roleserve_core.event import Value, ValueWatch
 from roleserve_core.supervisor import RunnableStatus, State, Supervisor
 
-__all__ = ["DEFAULT_TIMEOUT", "wait_for_state", "wait_for_status", "wait_for_value"]
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "POLL_INTERVAL",
+    "poll_until",
+    "wait_for_state",
+    "wait_for_status",
+    "wait_for_value",
+]
 
 T = TypeVar("T")
 
 DEFAULT_TIMEOUT = 10.0
 """Seconds a wait may take before the test fails; generous, since CI machines are slow."""
+
+POLL_INTERVAL = 0.2
+"""Seconds between two looks at state in another process (``poll_until``)."""
 
 
 async def wait_for_value(
@@ -70,3 +80,32 @@ async def wait_for_state(
     return await wait_for_status(
         supervisor, dn, lambda status: status.state in wanted, timeout=timeout
     )
+
+
+async def poll_until(
+    what: str,
+    look: Callable[[], Awaitable[T]],
+    predicate: Callable[[T], bool] = bool,
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
+) -> T:
+    """Look at state that lives in another process (a node, over its API) until
+    ``predicate`` accepts it, and return what was seen.
+
+    Values in this process are waited on (``wait_for_value``); another process can only be
+    asked again, every ``POLL_INTERVAL``. A look that raises counts as not yet. Fails with
+    ``TimeoutError`` naming ``what`` and the last thing seen (or raised).
+    """
+    last: object = "nothing yet"
+    with anyio.move_on_after(timeout):
+        while True:
+            try:
+                seen = await look()
+            except Exception as exc:
+                last = f"{type(exc).__name__}: {exc}"
+            else:
+                if predicate(seen):
+                    return seen
+                last = seen
+            await anyio.sleep(POLL_INTERVAL)
+    raise TimeoutError(f"{what}: not within {timeout}s; last seen: {last!r}")

@@ -15,10 +15,19 @@
 from __future__ import annotations
 
 from roleserve_core.node import NodeContext, Worker
+from roleserve_core.workers.heartbeat import heartbeat_worker
+from roleserve_core.workers.nodemgmt import nodemgmt_worker
+from roleserve_core.workers.rolefetch import rolefetch_worker
+from roleserve_core.workers.statuspush import statuspush_worker
 
 __all__ = ["core_workers"]
 
 
 def core_workers(node: NodeContext) -> list[Worker]:
     """Every worker of the core, for the built-in plugin's ``roleserve_workers``."""
-    return []
+    return [
+        rolefetch_worker(node),
+        statuspush_worker(node),
+        heartbeat_worker(node),
+        nodemgmt_worker(node),
+    ]

@@ -52,7 +52,6 @@ from roleserve_controlplane.curator import (
 from roleserve_core import NodeContext, NodeRoles, RunContext, Worker
 from roleserve_core.event import Combined
 from roleserve_core.identity import Credentials, NodeCredentials, certificate_from_pem
-from roleserve_core.roles import roles_from_proto
 from roleserve_core.keys import (
     BOOTSTRAP,
     BOOTSTRAPPED,
@@ -65,6 +64,7 @@ from roleserve_core.keys import (
     LocalControlPlane,
     NetworkStatus,
 )
+from roleserve_core.roles import roles_from_proto
 
 __all__ = ["ControlPlaneSettings", "Startup", "controlplane_worker", "wants_control_plane"]
 

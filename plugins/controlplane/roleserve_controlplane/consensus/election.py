@@ -161,7 +161,7 @@ class Campaign:
         except BaseException as exc:
             await self.__aexit__(type(exc), exc, exc.__traceback__)
             raise
-        log.info("leading %s as %s", election.prefix, self.value.decode(errors="replace"))
+        log.info("leading %s with key %s", election.prefix, key)
         return leadership
 
     async def _delete_stale_keys(self, lease: int) -> None:

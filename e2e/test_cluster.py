@@ -1,0 +1,217 @@
+"""A three-node cluster of real processes: enrolment, roles, workers, restarts, failover.
+
+Every look at a node goes through its APIs (the leader's Management, the node's own
+NodeManagement) or the ``roleserve`` command, as an operator would look.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from roleserve_core.localcluster import LocalCluster, LocalNode
+from roleserve_core.proto import common_pb2, management_pb2, nodemanagement_pb2
+from roleserve_core.roles import roles_from_proto
+from roleserve_core.testing import poll_until
+
+pytestmark = pytest.mark.anyio
+
+TIMEOUT = 90.0
+"""Seconds for a change to show across the cluster (an etcd member joining takes ~6 s)."""
+HELLO = "root.role.hello"
+CORE_WORKERS = ("rolefetch", "statuspush", "heartbeat", "nodemgmt", "controlplane")
+
+
+async def nodes(cluster: LocalCluster) -> dict[str, management_pb2.Node]:
+    async with cluster.management() as management:
+        return await cluster.nodes_by_id(management)
+
+
+async def tree(cluster: LocalCluster, node: LocalNode) -> dict[str, Any]:
+    """The node's supervision tree: DN → Runnable."""
+    async with cluster.node_management(node) as stub:
+        request = nodemanagement_pb2.GetSupervisionTreeRequest()
+        response = await stub.GetSupervisionTree(request, timeout=10)
+    return {runnable.dn: runnable for runnable in response.runnables}
+
+
+async def values(cluster: LocalCluster, node: LocalNode) -> dict[str, Any]:
+    async with cluster.node_management(node) as stub:
+        response = await stub.GetValues(nodemanagement_pb2.GetValuesRequest(), timeout=10)
+    return {value.name: value for value in response.values}
+
+
+async def set_role(cluster: LocalCluster, node: LocalNode, role: str, assign: bool) -> None:
+    identity = cluster.node_id(node)
+    change = management_pb2.UpdateNodeRolesRequest.Change(role=role, assign=assign)
+    async with cluster.management() as management:
+        await management.UpdateNodeRoles(
+            management_pb2.UpdateNodeRolesRequest(node_id=identity, changes=[change])
+        )
+
+
+async def all_healthy(cluster: LocalCluster) -> None:
+    def healthy(found: dict[str, management_pb2.Node]) -> bool:
+        return all(
+            (node := found.get(cluster.node_id(local) or "")) is not None
+            and node.state == common_pb2.NODE_STATE_UP
+            and node.health == management_pb2.Node.HEALTHY
+            for local in cluster.nodes
+        )
+
+    await poll_until("every node UP and HEALTHY", lambda: nodes(cluster), healthy, timeout=TIMEOUT)
+
+
+def hello_state(found: dict[str, Any]) -> str:
+    return str(found[HELLO].state) if HELLO in found else "absent"
+
+
+def ctl(cluster: LocalCluster, *args: str) -> str:
+    """Run ``roleserve ctl`` as the owner; its standard output."""
+    command = [sys.executable, "-m", "roleserve_core", "ctl", "--credentials"]
+    result = subprocess.run(
+        [*command, str(cluster.owner_directory), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+async def test_every_node_is_up_healthy_and_runs_the_core_workers(cluster: LocalCluster) -> None:
+    found = await nodes(cluster)
+    assert len(found) == 3
+    assert sum(node.leader for node in found.values()) == 1
+    for node in found.values():
+        assert (node.state, node.health) == (common_pb2.NODE_STATE_UP, management_pb2.Node.HEALTHY)
+        assert roles_from_proto(node.roles).has("consensus_member")
+    async with cluster.management() as management:
+        consensus = await management.GetConsensusStatus(management_pb2.GetConsensusStatusRequest())
+    full = management_pb2.GetConsensusStatusResponse.Member.FULL
+    assert sorted(m.node_id for m in consensus.members if m.status == full) == sorted(found)
+    for local in cluster.nodes:
+        runnables = await tree(cluster, local)
+        for worker in CORE_WORKERS:
+            assert runnables[f"root.role.{worker}"].state == "HEALTHY", worker
+
+
+async def test_a_custom_role_runs_its_worker_on_that_node_only(cluster: LocalCluster) -> None:
+    chosen, *others = cluster.nodes[1], cluster.nodes[0], cluster.nodes[2]
+    await set_role(cluster, chosen, "custom:hello", True)
+    await poll_until(
+        "hello runs", lambda: tree(cluster, chosen), lambda t: hello_state(t) == "HEALTHY"
+    )
+    for other in others:
+        waiting = await tree(cluster, other)
+        assert (waiting[HELLO].state, waiting[HELLO].note) == ("NEW", "waiting for its roles")
+
+    await set_role(cluster, chosen, "custom:hello", False)
+    stopped = await poll_until(
+        "hello stops", lambda: tree(cluster, chosen), lambda t: hello_state(t) == "NEW"
+    )
+    assert stopped[HELLO].note == "waiting for its roles"
+
+
+async def test_ctl_tree_and_logs_show_a_workers_dn(cluster: LocalCluster) -> None:
+    chosen = cluster.nodes[2]
+    identity = cluster.node_id(chosen)
+    assert identity is not None
+    await set_role(cluster, chosen, "custom:hello", True)
+    try:
+        await poll_until(
+            "hello runs", lambda: tree(cluster, chosen), lambda t: hello_state(t) == "HEALTHY"
+        )
+        drawn = ctl(cluster, "tree", identity)
+        assert any(line.endswith("hello  HEALTHY") for line in drawn.splitlines()), drawn
+        logs = ctl(cluster, "logs", identity, HELLO)
+        assert f"{HELLO}: greeting: hello" in logs
+    finally:
+        await set_role(cluster, chosen, "custom:hello", False)
+
+
+async def test_a_restarted_node_rejoins_without_flags(cluster: LocalCluster) -> None:
+    node = cluster.nodes[2]
+    await node.stop()
+    assert node.pid is None
+    node.start()  # no --bootstrap, no --register: what it saved is enough
+    runnables = await poll_until(
+        "the restarted node's heartbeat runs",
+        lambda: tree(cluster, node),
+        lambda t: t["root.role.heartbeat"].state == "HEALTHY",
+        timeout=TIMEOUT,
+    )
+    assert runnables["root.enrolment"].state == "DONE"
+    await all_healthy(cluster)
+
+
+async def test_without_a_control_plane_a_node_runs_its_saved_roles(cluster: LocalCluster) -> None:
+    lonely = cluster.nodes[2]
+    await set_role(cluster, lonely, "custom:hello", True)
+    await poll_until(
+        "hello runs", lambda: tree(cluster, lonely), lambda t: hello_state(t) == "HEALTHY"
+    )
+    await cluster.down()
+    lonely.start()  # alone, its etcd has no quorum: no curator can lead
+    try:
+        runnables = await poll_until(
+            "hello runs from the saved roles",
+            lambda: tree(cluster, lonely),
+            lambda t: hello_state(t) == "HEALTHY",
+            timeout=TIMEOUT,
+        )
+        # Its saved consensus_member role started its etcd member too, which waits for a
+        # quorum that only the other members can give.
+        assert runnables["root.role.controlplane"].note == "waiting for etcd and the curator"
+        assert "root.role.controlplane.etcd" in runnables
+        assert runnables["root.role.rolefetch.watcher"].state != "HEALTHY"
+        assert runnables["root.connection"].state == "NEW"
+    finally:
+        for node in cluster.nodes:
+            if node.pid is None:
+                node.start()
+        await all_healthy(cluster)
+        await set_role(cluster, lonely, "custom:hello", False)
+
+
+async def test_killing_the_leader_moves_every_connection_and_heartbeats_go_on(
+    cluster: LocalCluster,
+) -> None:
+    found = await nodes(cluster)
+    old = next(identity for identity, node in found.items() if node.leader)
+    victim = next(local for local in cluster.nodes if cluster.node_id(local) == old)
+    survivors = [local for local in cluster.nodes if local is not victim]
+    victim.kill()  # the node and its etcd, at once, as a crash would
+    try:
+
+        def new_leader(found: dict[str, management_pb2.Node]) -> bool:
+            return any(node.leader and identity != old for identity, node in found.items())
+
+        await poll_until("another node leads", lambda: nodes(cluster), new_leader, timeout=TIMEOUT)
+        leader = next(i for i, node in (await nodes(cluster)).items() if node.leader)
+        for local in survivors:
+            connection = await poll_until(
+                "the node follows the new leader",
+                lambda local=local: values(cluster, local),  # type: ignore[misc]
+                lambda v: leader in v["curator_connection"].current,
+                timeout=TIMEOUT,
+            )
+            assert old not in connection["curator_connection"].current
+
+        def beating(found: dict[str, management_pb2.Node]) -> bool:
+            return all(
+                found[cluster.node_id(local) or ""].HasField("time_since_heartbeat")
+                and found[cluster.node_id(local) or ""].health == management_pb2.Node.HEALTHY
+                for local in survivors
+            )
+
+        await poll_until(
+            "the survivors beat to the new leader", lambda: nodes(cluster), beating, timeout=TIMEOUT
+        )
+    finally:
+        victim.start()
+        await all_healthy(cluster)

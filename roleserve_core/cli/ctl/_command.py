@@ -1,0 +1,188 @@
+"""What every ``roleserve ctl`` sub-command shares: its options, its session, its errors.
+
+A sub-command is an async function ``run(session, args)`` that prints its result. ``add``
+registers it with the connection options and a handler that does the rest, the same way
+for every sub-command::
+
+    handler(args)
+      ├─ access directory (CredentialsError ─▶ exit 2)
+      └─ anyio.run: open_session ─▶ run(session, args)
+           CtlError ─▶ its line and exit code; NoLeaderError, gRPC errors ─▶ exit 1
+           Ctrl-C ─▶ 130, or 0 where following is the point
+
+The connection options (``--credentials``, ``--endpoint``, ``--timeout``) are accepted
+before the sub-command (``ctl --timeout 5 nodes``) and after it (``ctl nodes --timeout
+5``). After it, their defaults are suppressed, so an option given only before the
+sub-command is not overwritten by the sub-command's default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+import grpc
+
+from roleserve_core.access import CREDENTIALS_ENV, resolve_access_directory
+from roleserve_core.cli.ctl._errors import (
+    EXIT_INTERRUPTED,
+    EXIT_REFUSED,
+    EXIT_USAGE,
+    CtlError,
+    rpc_failure,
+)
+from roleserve_core.cli.ctl._session import Session, load_access, open_session
+from roleserve_core.errors import CredentialsError, RoleserveError
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "PROG",
+    "Run",
+    "add",
+    "add_connection_options",
+    "add_json_option",
+    "add_node_argument",
+]
+
+PROG = "roleserve ctl"
+DEFAULT_TIMEOUT = 10.0
+"""Seconds to find the leader, and for each call: long enough for an election to end."""
+
+Run = Callable[[Session, argparse.Namespace], Awaitable[None]]
+"""A sub-command: prints its result, raises ``CtlError`` when it cannot."""
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return value
+
+
+def add_connection_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
+    """``--credentials``, ``--endpoint`` and ``--timeout``; with ``suppress``, without
+    defaults (for the copy after the sub-command, see the module docstring)."""
+
+    def default(value: Any) -> Any:
+        return argparse.SUPPRESS if suppress else value
+
+    group = parser.add_argument_group("connection")
+    group.add_argument(
+        "--credentials",
+        metavar="DIR",
+        default=default(None),
+        help=(
+            f"access directory (ca.pem, cert.pem, key.pem, endpoints); default: "
+            f"${CREDENTIALS_ENV}, else ~/.config/roleserve/owner"
+        ),
+    )
+    group.add_argument(
+        "--endpoint",
+        metavar="HOST[:PORT]",
+        action="append",
+        default=default([]),
+        help="a curator to ask for the leader (repeatable; default port 7835); replaces "
+        "the access directory's endpoints",
+    )
+    group.add_argument(
+        "--timeout",
+        metavar="SECONDS",
+        type=_positive_seconds,
+        default=default(DEFAULT_TIMEOUT),
+        help=f"to find the leader, and for each call (default {DEFAULT_TIMEOUT:g})",
+    )
+
+
+def add_json_option(parser: argparse.ArgumentParser) -> None:
+    """``--json``: scripts get JSON on stdout, people a table."""
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def add_node_argument(parser: argparse.ArgumentParser) -> None:
+    """The NODE argument, resolved by ``Session.resolve``."""
+    parser.add_argument(
+        "node", metavar="NODE", help="node ID, or a prefix of it that names one node"
+    )
+
+
+def add(
+    commands: Any,
+    name: str,
+    run: Run,
+    *,
+    help: str,
+    description: str,
+    interruptible: bool = False,
+) -> argparse.ArgumentParser:
+    """Register the sub-command ``name`` running ``run``; returns its parser for the
+    command's own arguments.
+
+    :param interruptible: Ctrl-C is how the command ends (``logs -f``): exit 0, not 130.
+    """
+    parser: argparse.ArgumentParser = commands.add_parser(name, help=help, description=description)
+    add_connection_options(parser, suppress=True)
+    parser.set_defaults(handler=_handler(run, interruptible))
+    return parser
+
+
+def _handler(run: Run, interruptible: bool) -> Callable[[argparse.Namespace], int]:
+    def handler(args: argparse.Namespace) -> int:
+        try:
+            _run(run, args)
+        except KeyboardInterrupt:
+            return 0 if interruptible else EXIT_INTERRUPTED
+        except BrokenPipeError:
+            # The reader went away (`ctl logs -f | head`): nothing left to say to it, and
+            # Python's own report of the closed pipe at exit would be a traceback.
+            _discard_stdout()
+            return EXIT_REFUSED
+        except CtlError as exc:
+            return _fail(exc.message, exc.exit_code)
+        return 0
+
+    return handler
+
+
+def _run(run: Run, args: argparse.Namespace) -> None:
+    """Load the access directory and run the command in a session.
+
+    :raises CtlError: for every failure this command reports.
+    """
+    directory = resolve_access_directory(args.credentials)
+    try:
+        access = load_access(directory, args.endpoint)
+    except CredentialsError as exc:
+        raise CtlError(str(exc), EXIT_USAGE) from None
+
+    async def in_session() -> None:
+        async with open_session(access, args.timeout) as session:
+            await run(session, args)
+
+    try:
+        anyio.run(in_session)
+    except grpc.aio.AioRpcError as exc:  # a call made outside Session.call/stream
+        raise rpc_failure("the cluster refused", exc) from None
+    except RoleserveError as exc:  # NoLeaderError, a corrupt CA from the cluster, ...
+        raise CtlError(str(exc), EXIT_REFUSED) from None
+
+
+def _fail(message: str, exit_code: int) -> int:
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+    return exit_code
+
+
+def _discard_stdout() -> None:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass  # stdout is no file (captured): nothing will flush into a closed pipe
+    finally:
+        os.close(devnull)

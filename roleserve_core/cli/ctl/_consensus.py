@@ -1,0 +1,96 @@
+"""``ctl leader`` and ``ctl consensus``: who leads the curators, and the etcd members.
+
+The two leaders differ: the curator leader holds an election lease in etcd and serves
+Management; etcd's raft leader is whichever member raft elected. They are often on
+different nodes, and neither depends on the other being there, so they are shown apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from roleserve_core.cli._table import render_table
+from roleserve_core.cli.ctl import _command
+from roleserve_core.cli.ctl._format import NONE, print_json
+from roleserve_core.cli.ctl._session import Session
+from roleserve_core.proto import management_pb2
+
+__all__ = ["add_parsers", "member_json", "member_row", "show_consensus", "show_leader"]
+
+Member = management_pb2.GetConsensusStatusResponse.Member
+HEADERS = ("", "NODE", "STATUS", "PEER URL")
+"""The first column holds ``*`` for the member that leads raft."""
+
+
+def add_parsers(commands: Any) -> None:
+    """Register ``leader`` and ``consensus``."""
+    parser = _command.add(
+        commands,
+        "leader",
+        show_leader,
+        help="show the leading curator",
+        description=(
+            "Show the node whose curator leads the cluster (and serves Management), and the "
+            "endpoint it answers at."
+        ),
+    )
+    _command.add_json_option(parser)
+    parser = _command.add(
+        commands,
+        "consensus",
+        show_consensus,
+        help="list the etcd members",
+        description=(
+            "List the etcd members: their node, whether each is a LEARNER (catching up, "
+            "not voting) or a FULL member, its peer URL; '*' marks etcd's raft leader."
+        ),
+    )
+    _command.add_json_option(parser)
+
+
+async def show_leader(session: Session, args: argparse.Namespace) -> None:
+    """``ctl leader``."""
+    leader = session.leader
+    if args.json:
+        print_json(
+            {
+                "node_id": leader.node_id,
+                "endpoint": leader.endpoint,
+                "answered_by": leader.answered_by,
+            }
+        )
+    else:
+        print(f"{leader.node_id}  {leader.endpoint}")
+
+
+def member_row(member: Member) -> list[str]:
+    """The table row of ``member``, in ``HEADERS`` order."""
+    return ["*" if member.leader else "", member.node_id, _status(member), member.peer_url or NONE]
+
+
+def member_json(member: Member) -> dict[str, Any]:
+    """``member`` for scripts."""
+    return {
+        "node_id": member.node_id,
+        "status": _status(member),
+        "peer_url": member.peer_url or None,
+        "leader": member.leader,
+    }
+
+
+def _status(member: Member) -> str:
+    return Member.Status.Name(member.status).removeprefix("STATUS_")
+
+
+async def show_consensus(session: Session, args: argparse.Namespace) -> None:
+    """``ctl consensus``."""
+    status = await session.call(
+        "reading the consensus status",
+        session.management.GetConsensusStatus,
+        management_pb2.GetConsensusStatusRequest(),
+    )
+    if args.json:
+        print_json([member_json(member) for member in status.members])
+    else:
+        print(render_table(HEADERS, [member_row(member) for member in status.members]))

@@ -1,0 +1,118 @@
+"""Turning wire messages into what people read (table cells) and what scripts read (JSON).
+
+Each sub-command prints either a table, through ``render_table``, or JSON, through
+``print_json``; the helpers here keep the cells of every command alike: enum names without
+their prefixes, ``-`` for nothing, ages as ``2.1s ago``, roles as ``has()`` spells them.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from google.protobuf.duration_pb2 import Duration
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from roleserve_core.proto import common_pb2, management_pb2
+from roleserve_core.roles import NodeRoles, roles_from_proto
+
+__all__ = [
+    "NONE",
+    "format_age",
+    "format_duration",
+    "format_roles",
+    "health_name",
+    "print_json",
+    "role_parameters",
+    "roles_json",
+    "seconds",
+    "shorten",
+    "state_name",
+    "timestamp_json",
+]
+
+NONE = "-"
+"""The cell of a field that has no value: a blank cell would shift the eye to the next."""
+
+
+def print_json(data: Any) -> None:
+    """``data`` as indented JSON on stdout: the ``--json`` output of every sub-command."""
+    print(json.dumps(data, indent=2))
+    sys.stdout.flush()
+
+
+def state_name(state: common_pb2.NodeState.ValueType) -> str:
+    """``UP`` for ``NODE_STATE_UP``; the prefix says nothing in a STATE column."""
+    return common_pb2.NodeState.Name(state).removeprefix("NODE_STATE_")
+
+
+def health_name(health: management_pb2.Node.Health.ValueType) -> str:
+    """``HEALTHY``, ``HEARTBEAT_TIMEOUT`` or ``UNKNOWN``."""
+    return management_pb2.Node.Health.Name(health).removeprefix("HEALTH_")
+
+
+def seconds(duration: Duration) -> float:
+    """A protobuf duration in seconds, exactly as far as a float goes."""
+    return duration.seconds + duration.nanos / 1e9
+
+
+def format_duration(value: float) -> str:
+    """``2.1s``, ``3m12s``, ``2h05m``: short enough for a column, precise where it matters
+    (a heartbeat a few seconds old), coarse where it does not."""
+    if value < 60:
+        return f"{value:.1f}s"
+    whole = int(value)
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
+
+
+def format_age(value: float | None) -> str:
+    """``2.1s ago``, or ``-`` if there is nothing to be old."""
+    return NONE if value is None else f"{format_duration(value)} ago"
+
+
+def role_parameters(roles: NodeRoles, name: str) -> Mapping[str, str]:
+    """The parameters of the role ``name`` (as ``names()`` spells it): a custom role's,
+    or none for a built-in role, whose parameters the curator fills in, not the operator."""
+    if name.startswith("custom:"):
+        return roles.custom[name.removeprefix("custom:")]
+    return {}
+
+
+def format_roles(roles: NodeRoles) -> str:
+    """``kubernetes_worker, custom:backup(schedule=daily)``, or ``-`` for no roles.
+
+    Custom roles show their parameters: two nodes with the same role but different
+    parameters do different things.
+    """
+    cells = []
+    for name in roles.names():
+        parameters = role_parameters(roles, name)
+        pairs = ",".join(f"{key}={value}" for key, value in sorted(parameters.items()))
+        cells.append(f"{name}({pairs})" if pairs else name)
+    return ", ".join(cells) if cells else NONE
+
+
+def roles_json(message: common_pb2.NodeRoles) -> dict[str, dict[str, str]]:
+    """Role name → parameters (empty for built-in roles), as ``names()`` spells the names."""
+    roles = roles_from_proto(message)
+    return {name: dict(role_parameters(roles, name)) for name in roles.names()}
+
+
+def shorten(text: str, width: int) -> str:
+    """``text`` on one line, at most ``width`` characters, ``…`` marking a cut."""
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def timestamp_json(stamp: Timestamp, present: bool) -> str | None:
+    """ISO 8601 in UTC, or None if the field is unset (``present`` is its ``HasField``)."""
+    if not present:
+        return None
+    moment = datetime.datetime.fromtimestamp(stamp.seconds, datetime.UTC)
+    moment += datetime.timedelta(microseconds=stamp.nanos // 1000)
+    return moment.isoformat()

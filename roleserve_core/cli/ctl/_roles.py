@@ -1,0 +1,111 @@
+"""``ctl roles set NODE ROLE [KEY=VALUE ...]`` and ``ctl roles unset NODE ROLE``.
+
+One change per command, sent as one ``UpdateNodeRoles`` change; the curator checks the role
+name, its dependencies (``kubernetes_controller`` needs ``consensus_member``) and what the
+consensus role takes, and answers with the node's roles after the change, which are printed:
+the operator sees at once what the node holds now, not only that the call returned.
+
+Parameters belong to custom roles only. The curator would silently ignore them on a
+built-in role; refusing them here (exit 2) tells the operator they had no effect.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from roleserve_core.cli.ctl import _command
+from roleserve_core.cli.ctl._errors import EXIT_USAGE, CtlError
+from roleserve_core.cli.ctl._format import format_roles
+from roleserve_core.cli.ctl._session import Session
+from roleserve_core.proto import management_pb2
+from roleserve_core.roles import roles_from_proto
+
+__all__ = ["add_parsers", "parameter"]
+
+ROLE_HELP = (
+    "consensus_member, kubernetes_controller, kubernetes_worker, or custom:<name> for a "
+    "role of a third-party plugin"
+)
+
+
+def add_parsers(commands: Any) -> None:
+    """Register ``roles set`` and ``roles unset``."""
+    roles = commands.add_parser(
+        "roles",
+        help="assign or remove a node's roles",
+        description="Assign a role to a node, or remove one; prints the node's roles after.",
+    )
+    actions = roles.add_subparsers(title="actions", metavar="ACTION", required=True)
+
+    parser = _command.add(
+        actions,
+        "set",
+        set_role,
+        help="assign a role",
+        description=(
+            "Assign ROLE to NODE. Custom roles (custom:<name>) take parameters as "
+            "KEY=VALUE; setting a custom role the node holds replaces its parameters."
+        ),
+    )
+    _command.add_node_argument(parser)
+    parser.add_argument("role", metavar="ROLE", help=ROLE_HELP)
+    parser.add_argument(
+        "parameters",
+        metavar="KEY=VALUE",
+        nargs="*",
+        type=parameter,
+        help="a parameter of a custom role",
+    )
+
+    parser = _command.add(
+        actions,
+        "unset",
+        unset_role,
+        help="remove a role",
+        description=(
+            "Remove ROLE from NODE. Removing consensus_member removes the node's etcd "
+            "member first; the curator refuses if the cluster would lose its quorum."
+        ),
+    )
+    _command.add_node_argument(parser)
+    parser.add_argument("role", metavar="ROLE", help=ROLE_HELP)
+
+
+def parameter(text: str) -> tuple[str, str]:
+    """``KEY=VALUE`` as a pair; the value may contain ``=``, the key may not be empty."""
+    key, equals, value = text.partition("=")
+    if not equals or not key:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    return key, value
+
+
+async def set_role(session: Session, args: argparse.Namespace) -> None:
+    """``ctl roles set``."""
+    parameters = dict(args.parameters)
+    if parameters and not args.role.startswith("custom:"):
+        raise CtlError(f"{args.role} takes no parameters; only custom:<name> roles do", EXIT_USAGE)
+    change = management_pb2.UpdateNodeRolesRequest.Change(
+        role=args.role, assign=True, parameters=parameters
+    )
+    await _change(session, args.node, change, f"assigning {args.role}")
+
+
+async def unset_role(session: Session, args: argparse.Namespace) -> None:
+    """``ctl roles unset``."""
+    change = management_pb2.UpdateNodeRolesRequest.Change(role=args.role, assign=False)
+    await _change(session, args.node, change, f"removing {args.role}")
+
+
+async def _change(
+    session: Session,
+    node_text: str,
+    change: management_pb2.UpdateNodeRolesRequest.Change,
+    action: str,
+) -> None:
+    node = await session.resolve(node_text)
+    request = management_pb2.UpdateNodeRolesRequest(node_id=node.id, changes=[change])
+    response = await session.call(
+        f"{action} on {node.id}", session.management.UpdateNodeRoles, request
+    )
+    print(f"{node.id}: {format_roles(roles_from_proto(response.roles))}")

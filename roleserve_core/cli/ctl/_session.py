@@ -1,0 +1,176 @@
+"""One ``roleserve ctl`` run's connection to the cluster, and the calls made through it.
+
+::
+
+    access directory (--credentials, $ROLESERVE_CREDENTIALS, ~/.config/roleserve/owner)
+      │ user credentials + curator endpoints (or --endpoint ...)
+      ▼
+    find_leader ──▶ Management channel to the leader, verified as exactly that node
+      │
+      ├─ session.call / session.stream: every RPC, with --timeout as its deadline, and
+      │  failures turned into one-line CtlErrors that say what was being done
+      ├─ session.resolve(NODE): GetNodes, then the one node the prefix names
+      └─ session.node_client(NODE): NodeManagement channel to that node's own address
+         (Node.status.external_address, port 7839), verified as exactly that node
+
+Channels live as long as the session: a command opens what it needs, and leaving the
+session closes everything, whichever way the command ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
+
+import grpc
+
+from roleserve_core.access import ClusterAccess
+from roleserve_core.cli.ctl._errors import CtlError, rpc_failure
+from roleserve_core.cli.ctl._resolve import match_node
+from roleserve_core.connection import LeaderInfo, find_leader
+from roleserve_core.identity import UserCredentials
+from roleserve_core.ports import NODE_MANAGEMENT_PORT, endpoint
+from roleserve_core.proto import management_pb2, management_pb2_grpc, nodemanagement_pb2_grpc
+from roleserve_core.rpc import secure_channel
+
+if TYPE_CHECKING:
+    from roleserve_core.proto.management_pb2_grpc import ManagementAsyncStub
+    from roleserve_core.proto.nodemanagement_pb2_grpc import NodeManagementAsyncStub
+
+__all__ = ["NodeClient", "Session", "load_access", "open_session"]
+
+Request = TypeVar("Request")
+Response = TypeVar("Response")
+
+
+def load_access(directory: Path, endpoints: Sequence[str]) -> ClusterAccess:
+    """The access directory's credentials, with ``endpoints`` (``--endpoint``) in place of
+    its endpoints file when given, so a directory without one still works with the flag.
+
+    :raises CredentialsError: naming the directory or file, and how to point at another.
+    """
+    if endpoints and directory.is_dir():
+        return ClusterAccess.of(UserCredentials.load(directory), endpoints)
+    # Without --endpoint, or without the directory: load's message names what is missing
+    # and how to point at another directory (--credentials, $ROLESERVE_CREDENTIALS).
+    return ClusterAccess.load(directory)
+
+
+@dataclass(frozen=True)
+class NodeClient:
+    """The NodeManagement service of one node, and where it answers."""
+
+    node: management_pb2.Node
+    target: str
+    """``host:port`` of its node management server."""
+    stub: NodeManagementAsyncStub
+
+    def about(self, action: str) -> str:
+        """``action`` with the node and address, for errors: a node that cannot be reached
+        is diagnosed by where the call went."""
+        return f"{action} of node {self.node.id} at {self.target}"
+
+
+@dataclass
+class Session:
+    """The leader, a Management stub to it, and the deadline for every call."""
+
+    access: ClusterAccess
+    leader: LeaderInfo
+    management: ManagementAsyncStub
+    timeout: float
+    """Seconds each call may take (``--timeout``); a followed stream has no deadline."""
+    channels: contextlib.AsyncExitStack
+    """Closes the channels the session opened."""
+
+    async def call(
+        self,
+        what: str,
+        method: grpc.aio.UnaryUnaryMultiCallable[Request, Response],
+        request: Request,
+    ) -> Response:
+        """``method(request)`` within the timeout.
+
+        :param what: what the call does, to start the error message with.
+        :raises CtlError: with the server's message if the call fails.
+        """
+        try:
+            return await method(request, timeout=self.timeout)
+        except grpc.aio.AioRpcError as exc:
+            raise rpc_failure(what, exc) from None
+
+    async def stream(
+        self,
+        what: str,
+        method: grpc.aio.UnaryStreamMultiCallable[Request, Response],
+        request: Request,
+        *,
+        follow: bool = False,
+    ) -> AsyncGenerator[Response, None]:
+        """The responses of ``method(request)``; the whole stream within the timeout unless
+        ``follow`` (then it runs until the server ends it or the caller stops).
+
+        :raises CtlError: with the server's message if the call fails.
+        """
+        call = method(request, timeout=None if follow else self.timeout)
+        try:
+            async for response in call:
+                yield response
+        except grpc.aio.AioRpcError as exc:
+            raise rpc_failure(what, exc) from None
+        finally:
+            call.cancel()
+
+    async def nodes(
+        self, request: management_pb2.GetNodesRequest | None = None
+    ) -> list[management_pb2.Node]:
+        """Every node matching ``request`` (all without one), as the leader lists them."""
+        listing = self.stream(
+            "listing the nodes",
+            self.management.GetNodes,
+            request or management_pb2.GetNodesRequest(),
+        )
+        async with contextlib.aclosing(listing):
+            return [node async for node in listing]
+
+    async def resolve(self, text: str) -> management_pb2.Node:
+        """The node ``text`` (an ID or a unique prefix of one) names.
+
+        :raises CtlError: if it names none or several, listing the candidates.
+        """
+        return match_node(await self.nodes(), text)
+
+    async def node_client(self, text: str) -> NodeClient:
+        """NodeManagement of the node ``text`` names, on its own address.
+
+        :raises CtlError: if it names no single node, or the node reported no address.
+        """
+        node = await self.resolve(text)
+        address = node.status.external_address
+        if not address:
+            raise CtlError(
+                f"node {node.id} has not reported its address yet, so its node management "
+                "cannot be reached; it reports one when it runs"
+            )
+        target = endpoint(address, NODE_MANAGEMENT_PORT)
+        channel = secure_channel(target, self.access.credentials, node_id=node.id)
+        await self.channels.enter_async_context(channel)
+        return NodeClient(node, target, nodemanagement_pb2_grpc.NodeManagementStub(channel))
+
+
+@contextlib.asynccontextmanager
+async def open_session(access: ClusterAccess, call_timeout: float) -> AsyncIterator[Session]:
+    """Find the leader and open the Management channel to it.
+
+    :param call_timeout: seconds to find the leader, and for each call of the session.
+    :raises NoLeaderError: if no curator named a leader in time.
+    """
+    leader = await find_leader(access.endpoints, access.credentials, timeout=call_timeout)
+    async with contextlib.AsyncExitStack() as channels:
+        channel = secure_channel(leader.endpoint, access.credentials, node_id=leader.node_id)
+        await channels.enter_async_context(channel)
+        management = management_pb2_grpc.ManagementStub(channel)
+        yield Session(access, leader, management, call_timeout, channels)

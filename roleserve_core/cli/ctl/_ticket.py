@@ -1,0 +1,69 @@
+"""``ctl ticket``: the string a new node registers with, and the command it runs.
+
+The ticket string carries the cluster's register ticket and the cluster CA (see
+``roleserve_core.enrolment.ticket``). The CA is the one the leader serves in
+``GetClusterInfo``, not the one in the operator's access directory: a node must trust the
+CA the cluster uses, and the two are the same unless the access directory is stale, in
+which case the leader's is right.
+
+Stdout gets the ticket alone, so ``TICKET=$(roleserve ctl ticket)`` works; the command a new
+node runs goes to stderr, for the person reading. Its join address is the leader's: the one
+address known to answer right now.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from roleserve_core.cli.ctl import _command
+from roleserve_core.cli.ctl._session import Session
+from roleserve_core.enrolment.ticket import RegisterTicket
+from roleserve_core.identity import certificate_from_pem
+from roleserve_core.ports import CURATOR_PORT, split_endpoint
+from roleserve_core.proto import management_pb2
+
+__all__ = ["add_parsers", "join_address", "show_ticket"]
+
+
+def add_parsers(commands: Any) -> None:
+    """Register ``ticket``."""
+    _command.add(
+        commands,
+        "ticket",
+        show_ticket,
+        help="print the ticket new nodes register with",
+        description=(
+            "Print the register ticket (rs1-...) on stdout, and on stderr the command a "
+            "new node runs with it. The node then waits for `ctl approve`."
+        ),
+    )
+
+
+def join_address(leader_endpoint: str) -> str:
+    """The leader's host, with its port only if it is not the standard curator port."""
+    host, port = split_endpoint(leader_endpoint, CURATOR_PORT)
+    return leader_endpoint if port != CURATOR_PORT else host
+
+
+async def show_ticket(session: Session, args: argparse.Namespace) -> None:
+    """``ctl ticket``."""
+    management = session.management
+    info = await session.call(
+        "reading the cluster CA", management.GetClusterInfo, management_pb2.GetClusterInfoRequest()
+    )
+    answer = await session.call(
+        "getting the register ticket",
+        management.GetRegisterTicket,
+        management_pb2.GetRegisterTicketRequest(),
+    )
+    ca = certificate_from_pem(info.ca_certificate, "the cluster CA the leader sent")
+    ticket = RegisterTicket(answer.ticket, ca).encode()
+    print(ticket, flush=True)
+    print(
+        "A new node registers with:\n"
+        f"  roleserve node run --data-dir DATA_DIR --register {ticket} "
+        f"--join-address {join_address(session.leader.endpoint)}",
+        file=sys.stderr,
+    )

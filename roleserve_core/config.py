@@ -1,0 +1,120 @@
+"""The node's configuration: ``roleserve.toml`` in its data directory.
+
+::
+
+    [node]
+    address = "10.0.0.5"        # the address other nodes reach it at; else detected
+    log_level = "info"          # debug, info, warning, error
+    strict_plugins = false      # a plugin that fails to load stops the node
+
+    [plugins.controlplane]      # one section per plugin, handed to it as NodeContext.config
+    etcd = "/usr/bin/etcd"
+
+A missing file means the defaults. Command-line options win over the file. An unknown key
+in ``[node]``, a wrong type, or TOML that does not parse is refused with the file, the key
+and what was expected, before the node starts anything.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from roleserve_core.errors import ConfigError
+
+__all__ = ["LOG_LEVELS", "NodeConfig", "load_config", "parse_address"]
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    """What ``roleserve.toml`` says (defaults for what it does not)."""
+
+    address: IPAddress | None = None
+    log_level: str = "info"
+    strict_plugins: bool = False
+    plugins: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """``[plugins.<name>]`` sections by plugin name."""
+
+
+def parse_address(text: str, what: str = "address") -> IPAddress:
+    """An IP address, refusing host names, wildcards and link-local zones.
+
+    :raises ConfigError: naming ``what``.
+    """
+    try:
+        address = ipaddress.ip_address(text)
+    except ValueError:
+        raise ConfigError(f"{what} {text!r} is not an IP address") from None
+    if address.is_unspecified:
+        raise ConfigError(f"{what} {text} is a wildcard; give the node's own address")
+    if address.is_multicast:
+        raise ConfigError(f"{what} {text} is a multicast address")
+    return address
+
+
+def load_config(path: Path) -> NodeConfig:
+    """Read ``path``; the defaults if it does not exist.
+
+    :raises ConfigError: saying which file and key is wrong.
+    """
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        return NodeConfig()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path} cannot be read: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path} is not valid TOML: {exc}") from None
+    try:
+        return _config(data)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+
+
+def _config(data: Mapping[str, Any]) -> NodeConfig:
+    unknown = set(data) - {"node", "plugins"}
+    if unknown:
+        raise ConfigError(
+            f"unknown sections {', '.join(sorted(unknown))}; expected [node], [plugins.NAME]"
+        )
+    node = _table(data, "node")
+    plugins = _table(data, "plugins")
+    for name, section in plugins.items():
+        if not isinstance(section, dict):
+            raise ConfigError(f"plugins.{name} must be a table ([plugins.{name}])")
+    unknown = set(node) - {"address", "log_level", "strict_plugins"}
+    if unknown:
+        raise ConfigError(
+            f"unknown [node] settings {', '.join(sorted(unknown))}; "
+            "known: address, log_level, strict_plugins"
+        )
+    address = node.get("address")
+    if address is not None and not isinstance(address, str):
+        raise ConfigError("[node] address must be a string")
+    level = node.get("log_level", "info")
+    if level not in LOG_LEVELS:
+        raise ConfigError(f"[node] log_level must be one of {', '.join(LOG_LEVELS)}")
+    strict = node.get("strict_plugins", False)
+    if not isinstance(strict, bool):
+        raise ConfigError("[node] strict_plugins must be true or false")
+    return NodeConfig(
+        address=parse_address(address, "[node] address") if address else None,
+        log_level=level,
+        strict_plugins=strict,
+        plugins=plugins,
+    )
+
+
+def _table(data: Mapping[str, Any], name: str) -> dict[str, Any]:
+    table = data.get(name, {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"{name} must be a table ([{name}])")
+    return table

@@ -1,0 +1,123 @@
+"""The runnable behind ``curator_connection``: one channel to the leader, swapped when the
+leader changes (``root.connection``).
+
+::
+
+    node_credentials ─▶ follow_leader(known curators) ──leader──▶ secure_channel(leader,
+                                                                    node_id=leader's ID)
+                                                                  └▶ curator_connection
+    child "curators": Watch(every node) on the current connection ─▶ nodes running a
+                      curator ─▶ KnownCurators (saved): the candidates of the next search
+
+Every worker shares the one channel in ``curator_connection``. A new leader gets a new
+channel and a new value; the previous channel is closed ``OLD_CHANNEL_GRACE`` seconds
+later, so a worker that read the old value just before the change sees its call fail (and
+starts over on the new value) rather than a closed channel.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import anyio
+
+from roleserve_core.connection.curators import KnownCurators, curator_endpoint
+from roleserve_core.connection.leader import LeaderInfo, follow_leader
+from roleserve_core.connection.session import on_each_connection
+from roleserve_core.identity import NodeCredentials
+from roleserve_core.keys import CURATOR_CONNECTION, NODE_CREDENTIALS, CuratorConnection
+from roleserve_core.proto import curator_pb2, curator_pb2_grpc
+from roleserve_core.rpc import CancellationSafeChannel, secure_channel
+from roleserve_core.supervisor import RunContext
+from roleserve_core.values import PluginValues
+
+__all__ = ["OLD_CHANNEL_GRACE", "CuratorConnector"]
+
+OLD_CHANNEL_GRACE = 10.0
+"""Seconds a replaced channel stays open."""
+
+
+class CuratorConnector:
+    """The node's connection to the leading curator (see the module docstring)."""
+
+    def __init__(self, known: KnownCurators, values: PluginValues) -> None:
+        self.known = known
+        self.values = values
+
+    async def __call__(self, ctx: RunContext) -> None:
+        ctx.set_note("waiting for the node's credentials")
+        with self.values.watch(NODE_CREDENTIALS) as watcher:
+            credentials = await watcher.get()
+        ctx.run("curators", self._learn_curators)
+        ctx.set_note(f"looking for the leader at {', '.join(self.known.candidates())}")
+        channel: CancellationSafeChannel | None = None
+        async with anyio.create_task_group() as closing:
+            try:
+                following = follow_leader(self.known.candidates, credentials)
+                async with contextlib.aclosing(following):
+                    async for leader in following:
+                        old, channel = channel, self._connect(ctx, credentials, leader)
+                        if old is None:
+                            ctx.set_note("")
+                            ctx.signal_healthy()
+                        else:
+                            closing.start_soon(_close_later, old)
+            finally:
+                if channel is not None:
+                    with anyio.CancelScope(shield=True):
+                        await channel.close(None)
+                closing.cancel_scope.cancel()
+
+    def _connect(
+        self, ctx: RunContext, credentials: NodeCredentials, leader: LeaderInfo
+    ) -> CancellationSafeChannel:
+        channel = secure_channel(leader.endpoint, credentials, node_id=leader.node_id)
+        connection = CuratorConnection(
+            credentials.node_id, leader.node_id, leader.endpoint, channel
+        )
+        ctx.log.info("the leading curator is %s at %s", leader.node_id, leader.endpoint)
+        self.values.set(CURATOR_CONNECTION, connection)
+        return channel
+
+    async def _learn_curators(self, ctx: RunContext) -> None:
+        """Child ``curators``: keep the known curators current from the cluster's nodes."""
+        await on_each_connection(ctx, self.values, _NodeWatch(ctx, self.known))
+
+
+class _NodeWatch:
+    """One Watch of every node on one connection, feeding ``KnownCurators``."""
+
+    def __init__(self, ctx: RunContext, known: KnownCurators) -> None:
+        self.ctx = ctx
+        self.known = known
+        self.curators: dict[str, str] = {}
+
+    async def __call__(self, connection: CuratorConnection) -> None:
+        stub = curator_pb2_grpc.CuratorStub(connection.channel)
+        request = curator_pb2.WatchRequest(
+            nodes_in_cluster=curator_pb2.WatchRequest.NodesInCluster()
+        )
+        healthy = False
+        async for event in stub.Watch(request):
+            for node in event.nodes:
+                found = curator_endpoint(node)
+                if found is None:
+                    self.curators.pop(node.id, None)
+                else:
+                    self.curators[node.id] = found
+            for tombstone in event.node_tombstones:
+                self.curators.pop(tombstone.node_id, None)
+            if event.progress == curator_pb2.WatchEvent.PROGRESS_LAST_BACKLOGGED or healthy:
+                if self.known.learn(self.curators.values()):
+                    self.ctx.log.info("curators: %s", ", ".join(sorted(self.curators.values())))
+                if not healthy:
+                    healthy = True
+                    self.ctx.signal_healthy()
+
+
+async def _close_later(channel: CancellationSafeChannel) -> None:
+    try:
+        await anyio.sleep(OLD_CHANNEL_GRACE)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await channel.close(None)

@@ -1,0 +1,134 @@
+"""The node process: ``roleserve node run``.
+
+::
+
+    lock the data directory ─▶ roleserve.toml ─▶ address (flag, file, or detected)
+    ─▶ plugins ─▶ NodeRuntime ─▶ enrolment plan (errors here: exit 2, nothing started)
+    ─▶ supervisor:  root.enrolment    join / bootstrap / register (enrolment)
+                    root.connection   the curator connection (connection)
+                    root.role.*       every plugin's workers, the core's among them
+                    root.hooks.*      on_roles, on_curator_connection
+    ─▶ until SIGTERM or SIGINT (exit 0), or an enrolment refusal (exit 1)
+
+Stopping cancels every runnable and waits for them: child processes (etcd) get SIGTERM
+from their runnables, servers stop, files are closed, and only then does the process exit.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+from dataclasses import dataclass
+from typing import TextIO
+
+import anyio
+
+from roleserve_core.address import detect_address
+from roleserve_core.config import IPAddress, NodeConfig, load_config, parse_address
+from roleserve_core.connection.connector import CuratorConnector
+from roleserve_core.connection.curators import KnownCurators
+from roleserve_core.datadir import NodeDataDirectory
+from roleserve_core.enrolment import Enrolment, EnrolmentRequest, plan_enrolment
+from roleserve_core.event import Value
+from roleserve_core.keys import BOOTSTRAPPED, NETWORK, NetworkStatus
+from roleserve_core.logtree import PROCESS_LOGGER, LogTree
+from roleserve_core.plugins import PluginSet
+from roleserve_core.runtime import CORE_READER, NodeRuntime
+
+__all__ = ["NodeOptions", "run_node", "serve_node"]
+
+log = logging.getLogger(f"{PROCESS_LOGGER}.node")
+
+
+@dataclass(frozen=True)
+class NodeOptions:
+    """What ``roleserve node run`` was given; None means "as roleserve.toml says"."""
+
+    datadir: NodeDataDirectory
+    enrolment: EnrolmentRequest
+    address: str | None = None
+    log_level: str | None = None
+    strict_plugins: bool | None = None
+
+
+def run_node(options: NodeOptions) -> int:
+    """Run the node until it is told to stop; the process's exit code."""
+    return anyio.run(serve_node, options)
+
+
+def configure_logging(level: str, stream: TextIO = sys.stderr) -> None:
+    """Records of every runnable, one line each, on ``stream``."""
+    process = logging.getLogger(PROCESS_LOGGER)
+    process.handlers.clear()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(
+        logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s", "%H:%M:%S")
+    )
+    process.addHandler(handler)
+    process.setLevel(level.upper())
+    process.propagate = False
+
+
+async def serve_node(options: NodeOptions) -> int:
+    """The node process's body (see the module docstring).
+
+    :raises NodeSetupError: before anything starts, for a problem the message explains.
+    """
+    datadir = options.datadir
+    with datadir.locked():
+        config = load_config(datadir.config)
+        configure_logging(options.log_level or config.log_level)
+        runtime, address = _assemble(options, config)
+        stopped: Value[str] = Value()
+        values = runtime.registry.scoped(CORE_READER)
+        plan = plan_enrolment(
+            datadir, options.enrolment, can_bootstrap=BOOTSTRAPPED in runtime.registry
+        )
+        known = KnownCurators(datadir)
+        runtime.add_service("enrolment", Enrolment(plan, datadir, values, known, stopped.set))
+        runtime.add_service("connection", CuratorConnector(known, values))
+        values.set(NETWORK, NetworkStatus(address))
+        log.info("node starting: data %s, address %s", datadir.root, address)
+        async with runtime.supervisor():
+            reason = await _until_stopped(stopped)
+        if reason is not None:
+            log.error("node stopped: %s", reason)
+            return 1
+        log.info("node stopped")
+        return 0
+
+
+def _assemble(options: NodeOptions, config: NodeConfig) -> tuple[NodeRuntime, IPAddress]:
+    text = options.address
+    address = parse_address(text, "--address") if text else config.address or detect_address()
+    strict = config.strict_plugins if options.strict_plugins is None else options.strict_plugins
+    plugins = PluginSet.load(strict=strict)
+    for warning in plugins.warnings:
+        log.warning("%s", warning)
+    runtime = NodeRuntime(
+        plugins, data_dir=options.datadir.root, config=config.plugins, logtree=LogTree()
+    )
+    return runtime, address
+
+
+async def _until_stopped(stopped: Value[str]) -> str | None:
+    """Wait for SIGTERM or SIGINT (None) or a reason to stop (the reason)."""
+    reason: str | None = None
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with anyio.create_task_group() as tasks:
+
+            async def on_signal() -> None:
+                async for number in signals:
+                    log.info("%s: stopping", signal.Signals(number).name)
+                    tasks.cancel_scope.cancel()
+
+            async def on_reason() -> None:
+                nonlocal reason
+                with stopped.watch() as watcher:
+                    reason = await watcher.get()
+                tasks.cancel_scope.cancel()
+
+            tasks.start_soon(on_signal)
+            tasks.start_soon(on_reason)
+    return reason

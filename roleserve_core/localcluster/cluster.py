@@ -1,0 +1,332 @@
+"""A cluster of node processes on this machine, for trying roleserve and testing plugins.
+
+::
+
+    D/
+    ├── owner/          the owner's access directory (written by node 1's bootstrap)
+    ├── n1/ … nN/       each node's data directory, log (node.log) and PID (node.pid)
+
+    up():   node 1: --bootstrap (or its saved state)           127.0.0.11
+            nodes 2…N: --register TICKET --join-address node 1  127.0.0.12, …
+            approve each new node, wait until it is UP
+            roles (layout.default_roles): consensus members one at a time (each joins etcd
+            as a learner and is promoted), then the rest
+            wait until every node is UP and HEALTHY
+    down(): SIGTERM every node, wait for each to stop (SIGKILL after a while)
+
+Every node listens on its own loopback address with the standard ports, as real nodes do
+on their own IPs. ``up`` on a directory that holds a cluster starts its nodes again (they
+rejoin without flags) and enrols any it lacks, so ``cluster down`` then ``cluster up``
+brings the same cluster back. Progress goes to a callback, one line per step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from roleserve_core.access import ClusterAccess
+from roleserve_core.connection import find_leader
+from roleserve_core.enrolment import RegisterTicket
+from roleserve_core.errors import RoleserveError
+from roleserve_core.identity import certificate_from_pem, node_id, private_key_from_pem
+from roleserve_core.localcluster.layout import default_roles
+from roleserve_core.localcluster.process import LocalNode
+from roleserve_core.ports import NODE_MANAGEMENT_PORT, endpoint
+from roleserve_core.proto import (
+    common_pb2,
+    management_pb2,
+    management_pb2_grpc,
+    nodemanagement_pb2_grpc,
+)
+from roleserve_core.roles import roles_from_proto
+from roleserve_core.rpc import secure_channel
+
+__all__ = ["FIRST_ADDRESS", "LocalCluster", "LocalClusterError"]
+
+FIRST_ADDRESS = ipaddress.IPv4Address("127.0.0.11")
+STEP_TIMEOUT = 120.0
+"""Seconds one step (a node enrolling, a member joining etcd) may take."""
+POLL = 0.25
+
+Progress = Callable[[str], None]
+Management = Any
+"""A ``ManagementStub`` on a channel to the leader."""
+
+
+class LocalClusterError(RoleserveError):
+    """A step of the local cluster failed; the message points at the node's log."""
+
+
+def _quiet(_: str) -> None:
+    """The default progress callback: says nothing."""
+
+
+class LocalCluster:
+    """``size`` node processes in ``directory`` (see the module docstring).
+
+    :param config: the ``roleserve.toml`` text of nodes created by this cluster.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        size: int,
+        *,
+        first_address: ipaddress.IPv4Address = FIRST_ADDRESS,
+        config: str = "",
+        progress: Progress = _quiet,
+    ) -> None:
+        if size < 1:
+            raise ValueError("a cluster has at least one node")
+        self.directory = directory.absolute()
+        self.config = config
+        self.progress = progress
+        self.nodes = [
+            LocalNode(index, first_address + index - 1, self.directory / f"n{index}")
+            for index in range(1, size + 1)
+        ]
+
+    @classmethod
+    def existing(cls, directory: Path, **options: Any) -> LocalCluster:
+        """The cluster in ``directory`` with as many nodes as it has directories.
+
+        :raises LocalClusterError: if it holds no cluster.
+        """
+        size = len(list(directory.glob("n[0-9]*")))
+        if size == 0:
+            raise LocalClusterError(f"{directory} holds no local cluster (no n1, n2, ...)")
+        return cls(directory, size, **options)
+
+    @property
+    def owner_directory(self) -> Path:
+        return self.directory / "owner"
+
+    def access(self) -> ClusterAccess:
+        """The owner's access to the cluster."""
+        return ClusterAccess.load(self.owner_directory)
+
+    def node_id(self, node: LocalNode) -> str | None:
+        """The ID of ``node``, once it has made its key."""
+        try:
+            return node_id(private_key_from_pem(node.datadir.key.read_bytes()).public_key())
+        except OSError:
+            return None
+
+    # -- up and down ---------------------------------------------------------------
+
+    async def up(self) -> None:
+        """Start (or resume) the cluster and wait until every node is UP and HEALTHY."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        await self._start_first()
+        async with self.management() as management:
+            ticket = await self._ticket(management)
+            for node in self.nodes[1:]:
+                self._start(node, ticket)
+            for node in self.nodes[1:]:
+                await self._approve(management, node)
+            for node in self.nodes:
+                await self._assign_roles(management, node)
+            self.progress("waiting until every node is UP and HEALTHY")
+            await self._until("every node is UP and HEALTHY", lambda: self._healthy(management))
+            await self._save_curators(management)
+        self.progress(f"the cluster is up: {len(self.nodes)} nodes")
+
+    async def down(self) -> None:
+        """Stop every node cleanly, in parallel."""
+        async with anyio.create_task_group() as tasks:
+            for node in self.nodes:
+                if node.pid is not None:
+                    self.progress(f"stopping node {node.index} (pid {node.pid})")
+                    tasks.start_soon(node.stop)
+
+    async def _start_first(self) -> None:
+        first = self.nodes[0]
+        if first.datadir.enrolled:
+            self.progress(f"starting node 1 at {first.address} (it rejoins)")
+            self._launch(first)
+        else:
+            self.progress(f"bootstrapping a new cluster on node 1 at {first.address}")
+            self._write_config(first)
+            self._launch(first, "--bootstrap", "--owner-credentials", str(self.owner_directory))
+        await self._until(
+            "node 1 wrote the owner's credentials",
+            self._owner_written,
+            node=first,
+        )
+
+    def _start(self, node: LocalNode, ticket: str) -> None:
+        if node.pid is not None:
+            return
+        if node.datadir.enrolled:
+            self.progress(f"starting node {node.index} at {node.address} (it rejoins)")
+            self._launch(node)
+            return
+        self.progress(f"registering node {node.index} at {node.address}")
+        self._write_config(node)
+        first = self.nodes[0]
+        self._launch(node, "--register", ticket, "--join-address", str(first.address))
+
+    def _launch(self, node: LocalNode, *flags: str) -> None:
+        if node.pid is None:
+            node.start(*flags)
+
+    def _write_config(self, node: LocalNode) -> None:
+        node.directory.mkdir(parents=True, exist_ok=True)
+        if self.config and not node.datadir.config.exists():
+            node.datadir.config.write_text(self.config)
+
+    async def _owner_written(self) -> bool:
+        try:
+            self.access()
+        except RoleserveError:
+            return False
+        return True
+
+    # -- through the leader's Management service -----------------------------------
+
+    @contextlib.asynccontextmanager
+    async def management(self) -> AsyncIterator[Management]:
+        """A Management stub on a channel to the leading curator."""
+        access = self.access()
+        leader = await find_leader(access.endpoints, access.credentials, timeout=STEP_TIMEOUT)
+        channel = secure_channel(leader.endpoint, access.credentials, node_id=leader.node_id)
+        async with channel:
+            yield management_pb2_grpc.ManagementStub(channel)
+
+    async def nodes_by_id(self, management: Management) -> dict[str, management_pb2.Node]:
+        """Every node of the cluster, by ID."""
+        nodes = management.GetNodes(management_pb2.GetNodesRequest())
+        return {node.id: node async for node in nodes}
+
+    async def _ticket(self, management: Management) -> str:
+        ticket = await management.GetRegisterTicket(management_pb2.GetRegisterTicketRequest())
+        info = await management.GetClusterInfo(management_pb2.GetClusterInfoRequest())
+        return RegisterTicket(ticket.ticket, certificate_from_pem(info.ca_certificate)).encode()
+
+    async def _approve(self, management: Management, node: LocalNode) -> None:
+        await self._until(f"node {node.index} made its key", self._has_key(node), node=node)
+        identity = self.node_id(node)
+        assert identity is not None
+
+        async def registered() -> bool:
+            return identity in await self.nodes_by_id(management)
+
+        await self._until(f"node {node.index} registered", registered, node=node)
+        known = (await self.nodes_by_id(management))[identity]
+        if known.state == common_pb2.NODE_STATE_NEW:
+            self.progress(f"approving node {node.index} ({identity})")
+            await management.ApproveNode(management_pb2.ApproveNodeRequest(node_id=identity))
+
+        async def up() -> bool:
+            state = (await self.nodes_by_id(management))[identity].state
+            return bool(state == common_pb2.NODE_STATE_UP)
+
+        await self._until(f"node {node.index} is UP", up, node=node)
+
+    def _has_key(self, node: LocalNode) -> Callable[[], Awaitable[bool]]:
+        async def check() -> bool:
+            return self.node_id(node) is not None
+
+        return check
+
+    async def _assign_roles(self, management: Management, node: LocalNode) -> None:
+        identity = self.node_id(node)
+        assert identity is not None
+        current = roles_from_proto((await self.nodes_by_id(management))[identity].roles)
+        wanted = [
+            role for role in default_roles(node.index, len(self.nodes)) if not current.has(role)
+        ]
+        if "consensus_member" in wanted:
+            self.progress(f"node {node.index} joins the consensus (etcd learner, then voter)")
+            await self._change_roles(management, identity, ["consensus_member"])
+            await self._until(
+                f"node {node.index} became a voting etcd member",
+                lambda: self._voting(management, identity),
+                node=node,
+            )
+            wanted.remove("consensus_member")
+        if wanted:
+            self.progress(f"node {node.index}: {', '.join(wanted)}")
+            await self._change_roles(management, identity, wanted)
+
+    async def _change_roles(self, management: Management, identity: str, roles: list[str]) -> None:
+        changes = [
+            management_pb2.UpdateNodeRolesRequest.Change(role=role, assign=True) for role in roles
+        ]
+        await management.UpdateNodeRoles(
+            management_pb2.UpdateNodeRolesRequest(node_id=identity, changes=changes)
+        )
+
+    async def _save_curators(self, management: Management) -> None:
+        """Put every curator in the owner's endpoints, so that ctl finds the leader even
+        when node 1 is down."""
+        nodes = await self.nodes_by_id(management)
+        curators = [
+            endpoint(node.status.external_address, node.status.running_curator.port)
+            for node in nodes.values()
+            if node.status.HasField("running_curator") and node.status.external_address
+        ]
+        access = self.access()
+        ClusterAccess.of(access.credentials, [*curators, *access.endpoints]).save(
+            self.owner_directory
+        )
+
+    @contextlib.asynccontextmanager
+    async def node_management(self, node: LocalNode) -> AsyncIterator[Any]:
+        """A NodeManagement stub for ``node``, as the owner."""
+        identity = self.node_id(node)
+        if identity is None:
+            raise LocalClusterError(f"node {node.index} has no key yet")
+        target = endpoint(node.address, NODE_MANAGEMENT_PORT)
+        async with secure_channel(target, self.access().credentials, node_id=identity) as channel:
+            yield nodemanagement_pb2_grpc.NodeManagementStub(channel)
+
+    async def _voting(self, management: Management, identity: str) -> bool:
+        status = await management.GetConsensusStatus(management_pb2.GetConsensusStatusRequest())
+        full = management_pb2.GetConsensusStatusResponse.Member.FULL
+        return any(m.node_id == identity and m.status == full for m in status.members)
+
+    async def _healthy(self, management: Management) -> bool:
+        """Every node UP and HEALTHY, and every consensus member running its curator."""
+        nodes = await self.nodes_by_id(management)
+        return all(
+            (node := nodes.get(self.node_id(local) or "")) is not None and _ready(node)
+            for local in self.nodes
+        )
+
+    async def _until(
+        self,
+        what: str,
+        check: Callable[[], Awaitable[bool]],
+        *,
+        node: LocalNode | None = None,
+    ) -> None:
+        """Poll ``check`` until it holds; fail naming ``what`` and the node's log."""
+        with anyio.move_on_after(STEP_TIMEOUT):
+            while not await check():
+                if node is not None and node.pid is None:
+                    raise LocalClusterError(self._failure(f"node {node.index} exited", node))
+                await anyio.sleep(POLL)
+            return
+        raise LocalClusterError(self._failure(f"timed out waiting until {what}", node))
+
+    def _failure(self, what: str, node: LocalNode | None) -> str:
+        if node is None:
+            return f"{what}; the nodes' logs are {self.directory}/n*/node.log"
+        tail = "\n    ".join(node.log_tail())
+        return f"{what}; the end of {node.log_file}:\n    {tail}"
+
+
+def _ready(node: management_pb2.Node) -> bool:
+    member = roles_from_proto(node.roles).has("consensus_member")
+    return (
+        node.state == common_pb2.NODE_STATE_UP
+        and node.health == management_pb2.Node.HEALTHY
+        and (not member or node.status.HasField("running_curator"))
+    )

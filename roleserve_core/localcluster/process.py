@@ -1,0 +1,151 @@
+"""One node process of a local cluster: started, watched and stopped by its PID.
+
+Each node runs in a session (process group) of its own, so that Ctrl-C in the terminal of
+``cluster up`` reaches only ``cluster up``, which then stops the nodes in order, and so
+that ``kill`` can end a node with everything it started (etcd), as a crash of its machine
+would. The PID is kept in the node's directory, so ``cluster down`` from another shell
+finds the nodes a detached ``cluster up`` left running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+
+from roleserve_core.datadir import NodeDataDirectory
+
+__all__ = ["LocalNode"]
+
+
+@dataclass
+class LocalNode:
+    """Node ``index`` (1-based) of a local cluster, in ``directory`` at ``address``."""
+
+    index: int
+    address: ipaddress.IPv4Address
+    directory: Path
+    _process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    """The process, when this process started it (its exit status is collected here)."""
+
+    @property
+    def datadir(self) -> NodeDataDirectory:
+        return NodeDataDirectory(self.directory)
+
+    @property
+    def log_file(self) -> Path:
+        return self.directory / "node.log"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.directory / "node.pid"
+
+    @property
+    def pid(self) -> int | None:
+        """The PID of the node's process if it runs, else None."""
+        if self._process is not None:
+            return self._process.pid if self._process.poll() is None else None
+        try:
+            pid = int(self.pid_file.read_text())
+        except (OSError, ValueError):
+            return None
+        return pid if _alive(pid) else None
+
+    def start(self, *flags: str) -> int:
+        """Start the node process (detached from this one); its PID."""
+        if self.pid is not None:
+            raise RuntimeError(f"node {self.index} already runs (pid {self.pid})")
+        self.directory.mkdir(parents=True, exist_ok=True)
+        command = [
+            sys.executable,
+            "-m",
+            "roleserve_core",
+            "node",
+            "run",
+            "--data-dir",
+            str(self.directory),
+            "--address",
+            str(self.address),
+            *flags,
+        ]
+        with self.log_file.open("ab") as log:
+            process = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+            )
+        self._process = process
+        self.pid_file.write_text(f"{process.pid}\n")
+        return process.pid
+
+    async def stop(self, *, patience: float = 30.0) -> None:
+        """SIGTERM, and wait for the node to stop cleanly; SIGKILL its group after
+        ``patience`` seconds."""
+        pid = self.pid
+        if pid is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        with anyio.move_on_after(patience):
+            await _exit_of(pid)
+            if self._process is not None:
+                self._process.wait()
+            return
+        self.kill()
+
+    def kill(self) -> None:
+        """End the node and everything it started at once (SIGKILL to its process group),
+        as a crash would."""
+        pid = self.pid
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+            if self._process is not None:
+                self._process.wait()
+
+    def log_tail(self, lines: int = 20) -> Sequence[str]:
+        """The last lines of the node's log, to show when it fails."""
+        try:
+            return self.log_file.read_text(errors="replace").splitlines()[-lines:]
+        except OSError:
+            return []
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` (not our child) runs."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return not _is_zombie(pid)
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
+
+
+async def _exit_of(pid: int) -> None:
+    """Wait until ``pid`` exits (a pidfd turns readable then; child or not)."""
+    try:
+        descriptor = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    try:
+        await anyio.wait_readable(descriptor)
+    finally:
+        os.close(descriptor)

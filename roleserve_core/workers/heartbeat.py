@@ -1,0 +1,96 @@
+"""Worker ``heartbeat``: keep the curator told that this node is alive.
+
+Reads ``curator_connection``; writes nothing.
+
+::
+
+    Heartbeat stream on the current connection:
+        send ─▶ reply (the interval to keep) ─▶ healthy after the first reply
+        sleep until one interval after the send ─▶ send ...
+
+The curator says the interval in every reply (5 s by default) and declares a node timed
+out after three missed intervals. Unlike Monogon's worker, which sends every 10 s against
+a 10 s timeout and never signals healthy, this one keeps the curator's interval and is
+healthy while replies come, so its backoff resets and its state says whether it works.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream
+
+from roleserve_core.connection.session import on_each_connection
+from roleserve_core.errors import RoleserveError
+from roleserve_core.event import Value
+from roleserve_core.keys import CURATOR_CONNECTION, CuratorConnection
+from roleserve_core.node import NodeContext, Worker
+from roleserve_core.proto import curator_pb2, curator_pb2_grpc
+from roleserve_core.supervisor import RunContext
+
+__all__ = ["DEFAULT_INTERVAL", "Heartbeat", "heartbeat_worker"]
+
+DEFAULT_INTERVAL = 5.0
+"""Seconds between heartbeats when the curator's reply names no interval."""
+
+
+class StreamClosedError(RoleserveError):
+    """The curator ended the heartbeat stream."""
+
+
+def heartbeat_worker(node: NodeContext) -> Worker:
+    """The worker, for the core's ``roleserve_workers``."""
+    return Worker("heartbeat", Heartbeat(node).run, reads=(CURATOR_CONNECTION,))
+
+
+class Heartbeat:
+    """The worker, and when it last heard back (for status and metrics)."""
+
+    def __init__(self, node: NodeContext) -> None:
+        self.node = node
+        self.last_reply: Value[float] = Value()
+        """``anyio.current_time()`` of the latest reply."""
+
+    async def run(self, ctx: RunContext) -> None:
+        """Sends heartbeats to the leading curator at the interval it asks for."""
+
+        async def session(connection: CuratorConnection) -> None:
+            await self._beat(ctx, connection)
+
+        await on_each_connection(ctx, self.node.values, session)
+
+    async def _beat(self, ctx: RunContext, connection: CuratorConnection) -> None:
+        stub = curator_pb2_grpc.CuratorStub(connection.channel)
+        send, receive = anyio.create_memory_object_stream[curator_pb2.HeartbeatRequest](1)
+        stream = stub.Heartbeat(_requests(receive))
+        first = True
+        try:
+            answers = aiter(stream)
+            async with send:
+                while True:
+                    sent = anyio.current_time()
+                    await send.send(curator_pb2.HeartbeatRequest())
+                    try:
+                        reply = await anext(answers)
+                    except StopAsyncIteration:
+                        raise StreamClosedError("the curator closed the heartbeat stream") from None
+                    interval = reply.interval.ToNanoseconds() / 1e9 or DEFAULT_INTERVAL
+                    self.last_reply.set(anyio.current_time())
+                    if first:
+                        first = False
+                        ctx.signal_healthy()
+                        ctx.log.info(
+                            "beating to %s every %g s", connection.leader_node_id, interval
+                        )
+                    await anyio.sleep_until(sent + interval)
+        finally:
+            stream.cancel()
+
+
+async def _requests(
+    receive: MemoryObjectReceiveStream[curator_pb2.HeartbeatRequest],
+) -> AsyncIterator[curator_pb2.HeartbeatRequest]:
+    async with receive:
+        async for request in receive:
+            yield request

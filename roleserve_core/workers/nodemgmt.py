@@ -1,0 +1,175 @@
+"""The worker ``nodemgmt``: serves ``NodeManagement`` on the node's own address, port 7839.
+
+::
+
+    node_credentials ──┐                                     (will be read)
+                       ├──▶ plan() ──▶ Listen(address, credentials)
+    network ───────────┘      │            │
+                              │            └──▶ gRPC server on <address>:7839, mutual TLS
+                              │                 with the node certificate, serving
+                              │                 NodeManagementService(introspection)
+                              └──▶ a note: what it still waits for
+
+What it does: waits, in state NEW with a note saying for what, until the node has its
+credentials (``node_credentials``) and knows its address (``network``,
+``NetworkStatus.external_address``); then serves the node management service (see
+``roleserve_core.nodemanagement``) over the node's TLS, on the node's own address and never
+on a wildcard, so several nodes on one machine each serve on their loopback address. It
+signals healthy once the server has started, and stops the server without grace when it
+is cancelled: a following ``GetLogs`` would otherwise hold a graceful stop forever.
+
+Reads ``node_credentials`` and ``network``; writes no value. It needs the node's
+introspection (``NodeContext.introspection``), which only a ``NodeRuntime`` provides.
+
+When it restarts:
+
+- when the address or the certificate it serves with changes (``ctx.restart``: at once,
+  no backoff); any other set of its inputs changes nothing (``restart_needed``);
+- when the server cannot listen (the address is not on this machine yet, or another process
+  holds the port): it dies, and the supervisor retries it with backoff. Port reuse is off,
+  so a second process on the same address fails loudly instead of sharing the port.
+- ``RestartRunnable`` of itself or of an ancestor restarts it once the answer is sent.
+
+Monogon's ``worker_nodemgmt`` (reference §3.8) waits for the curator connection and
+listens on ``:7839``. This one waits only for what the server needs, its certificate and
+address, so that an owner can read the logs of a node that cannot reach the control plane,
+which is when they are needed most.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import anyio
+import grpc
+
+from roleserve_core.errors import RoleserveError
+from roleserve_core.event import Combined
+from roleserve_core.identity import NodeCredentials
+from roleserve_core.keys import NETWORK, NODE_CREDENTIALS, IPAddress, NetworkStatus
+from roleserve_core.node import NodeContext, NodeIntrospection, Worker
+from roleserve_core.nodemanagement import NodeManagementService
+from roleserve_core.ports import NODE_MANAGEMENT_PORT, endpoint
+from roleserve_core.proto import nodemanagement_pb2_grpc
+from roleserve_core.rpc import bind, create_server
+from roleserve_core.supervisor import RunContext
+
+__all__ = ["SERVER_OPTIONS", "Listen", "nodemgmt_worker", "plan", "restart_needed"]
+
+SERVER_OPTIONS = (("grpc.so_reuseport", 0),)
+"""No port sharing: grpc turns SO_REUSEPORT on by default, which would let two processes
+on one address split the connections between them without a word."""
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class Listen:
+    """Where and as whom to serve: the startup value of one run of the worker.
+
+    No ``==``: whether two of them differ in a way that matters is ``restart_needed``'s
+    question, not equality of keys.
+    """
+
+    address: IPAddress
+    """The node's own address; never a wildcard."""
+    credentials: NodeCredentials
+    """The node's key and certificate the server presents, and the CA it verifies with."""
+
+    @property
+    def endpoint(self) -> str:
+        """``host:port`` to listen on."""
+        return endpoint(self.address, NODE_MANAGEMENT_PORT)
+
+    def __repr__(self) -> str:
+        return f"Listen({self.endpoint} as {self.credentials.node_id})"
+
+
+def plan(credentials: NodeCredentials | None, network: NetworkStatus | None) -> Listen | str:
+    """What to do with these inputs: serve (a ``Listen``) or wait (a note saying for what).
+
+    ``None`` stands for a value not set yet.
+    """
+    address = network.external_address if network is not None else None
+    if credentials is None and address is None:
+        return "waiting for node credentials and address"
+    if credentials is None:
+        return "waiting for node credentials"
+    if address is None:
+        return "waiting for the node's address"
+    return Listen(address, credentials)
+
+
+def restart_needed(serving: Listen, latest: Listen | str) -> bool:
+    """Whether a run serving ``serving`` must restart for the inputs planned as ``latest``.
+
+    Only what the server is made of matters: its address, its certificate (which fixes its
+    key) and the cluster CA it verifies clients with. A set of equal values, or of a network
+    status that keeps the address, changes nothing.
+    """
+    if isinstance(latest, str):
+        return True
+    return (
+        latest.address != serving.address
+        or latest.credentials.certificate != serving.credentials.certificate
+        or latest.credentials.ca_certificate != serving.credentials.ca_certificate
+    )
+
+
+def nodemgmt_worker(node: NodeContext) -> Worker:
+    """The worker ``nodemgmt`` of the built-in plugin ``core``; always runs."""
+
+    async def run(ctx: RunContext) -> None:
+        """Serves node management (tree, values, logs, restarts) on port 7839."""
+        introspection = _introspection(node)
+        sources = (node.values.read(NODE_CREDENTIALS), node.values.read(NETWORK))
+        async with Combined(*sources) as inputs:
+            while True:
+                listen = plan(*await inputs.get())
+                if isinstance(listen, Listen):
+                    break
+                ctx.set_note(listen)
+            service = NodeManagementService(introspection, log=ctx.log, serving_dn=ctx.dn)
+            async with _serving(service, listen):
+                ctx.set_note(f"serving at {listen.endpoint}")
+                ctx.log.info("serving node management at %s", listen.endpoint)
+                ctx.signal_healthy()
+                latest = plan(*await inputs.get())
+                while not restart_needed(listen, latest):
+                    latest = plan(*await inputs.get())
+                ctx.log.info("its address or certificate changed, restarting: %s", latest)
+                ctx.restart()
+                await anyio.sleep_forever()  # until the restart's cancellation arrives
+
+    return Worker("nodemgmt", run, reads=(NODE_CREDENTIALS, NETWORK))
+
+
+def _introspection(node: NodeContext) -> NodeIntrospection:
+    """The node's introspection, or a clear error.
+
+    Checked when the worker runs rather than when it is built, so that listing the core's
+    workers never fails; only a ``NodeRuntime`` runs workers, and it always provides it.
+    """
+    if node.introspection is None:
+        raise RoleserveError(
+            "nodemgmt needs the node's introspection (NodeContext.introspection), which "
+            "only a NodeRuntime provides"
+        )
+    return node.introspection
+
+
+@contextlib.asynccontextmanager
+async def _serving(service: NodeManagementService, listen: Listen) -> AsyncIterator[None]:
+    """A started server of ``service`` at ``listen``; stopped without grace on exit.
+
+    :raises OSError: naming the address, if it cannot listen there.
+    """
+    server: grpc.aio.Server = create_server(listen.credentials, options=SERVER_OPTIONS)
+    nodemanagement_pb2_grpc.add_NodeManagementServicer_to_server(service, server)
+    try:
+        bind(server, listen.endpoint, listen.credentials)
+        await server.start()
+        yield
+    finally:
+        with anyio.CancelScope(shield=True):
+            await server.stop(None)

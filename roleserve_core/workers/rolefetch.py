@@ -1,0 +1,122 @@
+"""Worker ``rolefetch``: this node's roles, from the curator, saved for restarts.
+
+Reads ``curator_connection``; writes ``roles``; keeps ``roles.pb`` in the core's plugin
+directory (``D/plugins/core/roles.pb``).
+
+::
+
+    start:    roles.pb ─▶ roles   (so a consensus node restarts its control plane even
+                                   when no curator answers: it may be the only one)
+              corrupt file: reported and ignored, the curator's answer replaces it
+    watcher:  Watch(this node) on each curator connection ─▶ roles, when they change
+                                                          └▶ roles.pb (0600)
+
+The watcher is a child of its own (as in Monogon), so that a broken stream restarts only
+it: the saved roles are not read again, and the roles do not flap.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+from google.protobuf.message import DecodeError
+
+from roleserve_core.connection.session import on_each_connection
+from roleserve_core.files import write_atomically
+from roleserve_core.keys import CURATOR_CONNECTION, ROLES, CuratorConnection
+from roleserve_core.node import NodeContext, Worker
+from roleserve_core.proto import common_pb2, curator_pb2, curator_pb2_grpc
+from roleserve_core.roles import NodeRoles, roles_from_proto, roles_to_proto
+from roleserve_core.supervisor import RunContext
+
+__all__ = ["ROLES_FILE", "load_saved_roles", "rolefetch_worker", "save_roles"]
+
+ROLES_FILE = "roles.pb"
+
+
+class SavedRolesError(ValueError):
+    """The saved roles cannot be read."""
+
+
+def save_roles(path: Path, roles: NodeRoles) -> None:
+    """Save ``roles`` at ``path`` (0600), creating its directory."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    write_atomically(path, roles_to_proto(roles).SerializeToString(), 0o600)
+
+
+def load_saved_roles(path: Path) -> NodeRoles | None:
+    """The roles saved at ``path``; None if there are none.
+
+    :raises SavedRolesError: if the file cannot be read or parsed.
+    """
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise SavedRolesError(f"{path} cannot be read: {exc.strerror}") from None
+    try:
+        return roles_from_proto(common_pb2.NodeRoles.FromString(data))
+    except (DecodeError, ValueError) as exc:
+        raise SavedRolesError(f"{path} is corrupt: {exc}") from None
+
+
+def rolefetch_worker(node: NodeContext) -> Worker:
+    """The worker, for the core's ``roleserve_workers``."""
+    return Worker("rolefetch", RoleFetch(node).run, reads=(CURATOR_CONNECTION,))
+
+
+class RoleFetch:
+    """The worker's state: where the roles are saved, and what was set last."""
+
+    def __init__(self, node: NodeContext) -> None:
+        self.node = node
+        self.path = node.data_dir / ROLES_FILE
+
+    async def run(self, ctx: RunContext) -> None:
+        """Sets the node's roles from the curator, and from disk until the curator answers."""
+        try:
+            saved = load_saved_roles(self.path)
+        except SavedRolesError as exc:
+            ctx.log.error("%s; ignoring it until the curator sends the roles", exc)
+            saved = None
+        if saved is not None:
+            ctx.log.info("starting from the saved roles: %s", _names(saved))
+            self.node.values.set(ROLES, saved)
+        ctx.run("watcher", self.watch)
+        ctx.signal_healthy()
+        await anyio.sleep_forever()
+
+    async def watch(self, ctx: RunContext) -> None:
+        """Child ``watcher``: the node's roles from the curator, on every connection."""
+
+        async def session(connection: CuratorConnection) -> None:
+            await self._watch(ctx, connection)
+
+        await on_each_connection(ctx, self.node.values, session)
+
+    async def _watch(self, ctx: RunContext, connection: CuratorConnection) -> None:
+        stub = curator_pb2_grpc.CuratorStub(connection.channel)
+        node = curator_pb2.WatchRequest.NodeInCluster(node_id=connection.node_id)
+        async for event in stub.Watch(curator_pb2.WatchRequest(node_in_cluster=node)):
+            for found in event.nodes:
+                if found.id == connection.node_id:
+                    self._received(ctx, roles_from_proto(found.roles))
+            if event.progress == curator_pb2.WatchEvent.PROGRESS_LAST_BACKLOGGED:
+                ctx.signal_healthy()
+
+    def _received(self, ctx: RunContext, roles: NodeRoles) -> None:
+        current = self.node.values.read(ROLES)
+        if current.statistics().is_set and current.get_nowait() == roles:
+            return
+        ctx.log.info("roles: %s", _names(roles))
+        self.node.values.set(ROLES, roles)
+        try:
+            save_roles(self.path, roles)
+        except OSError as exc:
+            ctx.log.error("cannot save the roles to %s: %s", self.path, exc.strerror)
+
+
+def _names(roles: NodeRoles) -> str:
+    return ", ".join(roles.names()) or "none"

@@ -1,0 +1,905 @@
+"""``roleserve ctl``, run through ``main()`` against a fake cluster on real gRPC with mTLS.
+
+The real curator lives in the controlplane plugin, which the core's tests cannot depend on,
+so a fake plays the leading curator: ``Management`` and ``CuratorLocal`` on port 7835 and
+``NodeManagement`` on port 7839 of a random loopback address ``127.X.Y.Z``, the standard
+ports, as a real node has them. The fakes record every request and answer from plain
+fields a test sets, so each test compares what was sent and what was printed.
+
+``main()`` runs its own event loop (``anyio.run``), so the fake servers run on another
+loop, in a thread of their own (``ServerThread``); a test starts and stops them through
+it and never sleeps: ``main()`` returns only once its calls were answered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import os
+import random
+import re
+import signal
+import threading
+import time
+from collections.abc import AsyncIterator, Coroutine, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import grpc
+import pytest
+from typing_extensions import override
+
+from roleserve_core.access import ClusterAccess
+from roleserve_core.cli import main
+from roleserve_core.cli.ctl._errors import CtlError
+from roleserve_core.cli.ctl._resolve import match_node
+from roleserve_core.enrolment.ticket import RegisterTicket
+from roleserve_core.identity import (
+    NodeCredentials,
+    PrivateKey,
+    UserCredentials,
+    certificate_to_pem,
+    create_ca,
+    generate_key,
+    issue_node_certificate,
+    issue_user_certificate,
+)
+from roleserve_core.ports import CURATOR_PORT, NODE_MANAGEMENT_PORT
+from roleserve_core.proto import (
+    common_pb2,
+    curator_pb2,
+    curator_pb2_grpc,
+    management_pb2,
+    management_pb2_grpc,
+    nodemanagement_pb2,
+    nodemanagement_pb2_grpc,
+)
+from roleserve_core.rpc import bind, create_server
+
+T = TypeVar("T")
+Context = Any
+Change = management_pb2.UpdateNodeRolesRequest.Change
+Member = management_pb2.GetConsensusStatusResponse.Member
+
+STEP_TIMEOUT = 10.0
+"""Seconds a start or stop of the fake servers may take; they take milliseconds."""
+
+LOG_TIME = 1_700_000_000
+"""Seconds of the fake log records; each adds its index and .123 s."""
+
+
+# -- the fake cluster --------------------------------------------------------------------
+
+
+class ServerThread:
+    """An asyncio loop in a thread of its own, for servers that outlive a ``main()`` call."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="fake-cluster")
+        self.thread.start()
+
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """Run ``coroutine`` on the thread's loop and wait for its result."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(STEP_TIMEOUT)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(STEP_TIMEOUT)
+        self.loop.close()
+
+
+@dataclass
+class FakeCluster:
+    """What the fake servers answer, and every request they received, in order."""
+
+    address: str
+    leader: NodeCredentials
+    nodes: list[management_pb2.Node] = field(default_factory=list)
+    consensus: list[Member] = field(default_factory=list)
+    ca_pem: bytes = b""
+    ticket: bytes = b"the-register-ticket"
+    runnables: list[nodemanagement_pb2.Runnable] = field(default_factory=list)
+    values: list[nodemanagement_pb2.Value] = field(default_factory=list)
+    stored_logs: list[nodemanagement_pb2.LogEntry] = field(default_factory=list)
+    new_logs: list[nodemanagement_pb2.LogEntry] = field(default_factory=list)
+    """Sent one per message to a following GetLogs, after which the stream ends."""
+    refusals: dict[str, tuple[grpc.StatusCode, str]] = field(default_factory=dict)
+    """Method name → the status it answers with instead."""
+    interrupt_in: str = ""
+    """A method that, once called, presses Ctrl-C in the main thread and never answers."""
+    requests: list[tuple[str, Any]] = field(default_factory=list)
+
+    def received(self, method: str) -> list[Any]:
+        """The requests of ``method``, in order."""
+        return [request for name, request in self.requests if name == method]
+
+    async def answer(self, method: str, request: Any, context: Context) -> None:
+        """Record the request; refuse it if the test said so."""
+        self.requests.append((method, request))
+        if method in self.refusals:
+            await context.abort(*self.refusals[method])
+        if method == self.interrupt_in:
+            # Ctrl-C, while main() waits for the answer: asyncio's handler cancels its run.
+            os.kill(os.getpid(), signal.SIGINT)
+            await asyncio.get_running_loop().create_future()
+
+    def node(self, node_id: str) -> management_pb2.Node:
+        [node] = [node for node in self.nodes if node.id == node_id]
+        return node
+
+
+class FakeCuratorLocal(curator_pb2_grpc.CuratorLocalServicer):
+    """Names the fake's leader, then holds the stream open, as a leading curator does."""
+
+    def __init__(self, cluster: FakeCluster) -> None:
+        self.cluster = cluster
+
+    @override
+    async def GetCurrentLeader(
+        self, request: curator_pb2.GetCurrentLeaderRequest, context: Context
+    ) -> AsyncIterator[curator_pb2.GetCurrentLeaderResponse]:
+        leader_id = self.cluster.leader.node_id
+        yield curator_pb2.GetCurrentLeaderResponse(
+            leader_node_id=leader_id,
+            leader_host=self.cluster.address,
+            leader_port=CURATOR_PORT,
+            this_node_id=leader_id,
+        )
+        await asyncio.get_running_loop().create_future()  # until the client cancels
+
+
+class FakeManagement(management_pb2_grpc.ManagementServicer):
+    def __init__(self, cluster: FakeCluster) -> None:
+        self.cluster = cluster
+
+    @override
+    async def GetClusterInfo(
+        self, request: management_pb2.GetClusterInfoRequest, context: Context
+    ) -> management_pb2.GetClusterInfoResponse:
+        await self.cluster.answer("GetClusterInfo", request, context)
+        return management_pb2.GetClusterInfoResponse(ca_certificate=self.cluster.ca_pem)
+
+    @override
+    async def GetNodes(
+        self, request: management_pb2.GetNodesRequest, context: Context
+    ) -> AsyncIterator[management_pb2.Node]:
+        await self.cluster.answer("GetNodes", request, context)
+        for node in self.cluster.nodes:  # filtering is the real curator's to test
+            yield node
+
+    @override
+    async def ApproveNode(
+        self, request: management_pb2.ApproveNodeRequest, context: Context
+    ) -> management_pb2.ApproveNodeResponse:
+        await self.cluster.answer("ApproveNode", request, context)
+        return management_pb2.ApproveNodeResponse()
+
+    @override
+    async def UpdateNodeRoles(
+        self, request: management_pb2.UpdateNodeRolesRequest, context: Context
+    ) -> management_pb2.UpdateNodeRolesResponse:
+        await self.cluster.answer("UpdateNodeRoles", request, context)
+        roles = self.cluster.node(request.node_id).roles
+        for change in request.changes:
+            if change.role.startswith("custom:"):
+                name = change.role.removeprefix("custom:")
+                roles.custom.pop(name, None)
+                if change.assign:
+                    roles.custom[name].parameters.update(change.parameters)
+            elif change.assign:
+                getattr(roles, change.role).SetInParent()
+            else:
+                roles.ClearField(change.role)  # type: ignore[arg-type]
+        return management_pb2.UpdateNodeRolesResponse(roles=roles)
+
+    @override
+    async def GetRegisterTicket(
+        self, request: management_pb2.GetRegisterTicketRequest, context: Context
+    ) -> management_pb2.GetRegisterTicketResponse:
+        await self.cluster.answer("GetRegisterTicket", request, context)
+        return management_pb2.GetRegisterTicketResponse(ticket=self.cluster.ticket)
+
+    @override
+    async def DecommissionNode(
+        self, request: management_pb2.DecommissionNodeRequest, context: Context
+    ) -> management_pb2.DecommissionNodeResponse:
+        await self.cluster.answer("DecommissionNode", request, context)
+        return management_pb2.DecommissionNodeResponse()
+
+    @override
+    async def GetConsensusStatus(
+        self, request: management_pb2.GetConsensusStatusRequest, context: Context
+    ) -> management_pb2.GetConsensusStatusResponse:
+        await self.cluster.answer("GetConsensusStatus", request, context)
+        return management_pb2.GetConsensusStatusResponse(members=self.cluster.consensus)
+
+
+class FakeNodeManagement(nodemanagement_pb2_grpc.NodeManagementServicer):
+    def __init__(self, cluster: FakeCluster) -> None:
+        self.cluster = cluster
+
+    @override
+    async def GetSupervisionTree(
+        self, request: nodemanagement_pb2.GetSupervisionTreeRequest, context: Context
+    ) -> nodemanagement_pb2.GetSupervisionTreeResponse:
+        await self.cluster.answer("GetSupervisionTree", request, context)
+        return nodemanagement_pb2.GetSupervisionTreeResponse(runnables=self.cluster.runnables)
+
+    @override
+    async def GetValues(
+        self, request: nodemanagement_pb2.GetValuesRequest, context: Context
+    ) -> nodemanagement_pb2.GetValuesResponse:
+        await self.cluster.answer("GetValues", request, context)
+        return nodemanagement_pb2.GetValuesResponse(values=self.cluster.values)
+
+    @override
+    async def GetLogs(
+        self, request: nodemanagement_pb2.GetLogsRequest, context: Context
+    ) -> AsyncIterator[nodemanagement_pb2.GetLogsResponse]:
+        await self.cluster.answer("GetLogs", request, context)
+        stored = self.cluster.stored_logs
+        if request.backlog >= 0:
+            stored = stored[len(stored) - request.backlog :]
+        yield nodemanagement_pb2.GetLogsResponse(entries=stored)
+        if request.follow:
+            for entry in self.cluster.new_logs:
+                yield nodemanagement_pb2.GetLogsResponse(entries=[entry])
+
+
+@dataclass
+class CA:
+    key: PrivateKey = field(default_factory=generate_key)
+
+    def __post_init__(self) -> None:
+        self.certificate = create_ca(self.key)
+
+    def node(self) -> NodeCredentials:
+        key = generate_key()
+        cert = issue_node_certificate(self.key, self.certificate, key.public_key())
+        return NodeCredentials(key, cert, self.certificate)
+
+    def user(self) -> UserCredentials:
+        key = generate_key()
+        cert = issue_user_certificate(self.key, self.certificate, key.public_key(), "owner")
+        return UserCredentials(key, cert, self.certificate)
+
+
+def random_loopback() -> str:
+    """127.X.Y.Z, new for each test: tests in parallel never share the standard ports."""
+    return f"127.{random.randint(1, 254)}.{random.randint(0, 255)}.{random.randint(1, 254)}"
+
+
+async def serve(cluster: FakeCluster) -> grpc.aio.Server:
+    """The fake's servers on ``cluster.address``: curator port and node management port."""
+    server = create_server(cluster.leader)
+    # The fakes implement what ctl calls (it never asks for the CA certificate alone nor
+    # restarts a runnable); the generated base classes answer UNIMPLEMENTED for the rest.
+    fake_local = FakeCuratorLocal(cluster)  # type: ignore[abstract]
+    fake_node = FakeNodeManagement(cluster)  # type: ignore[abstract]
+    curator_pb2_grpc.add_CuratorLocalServicer_to_server(fake_local, server)
+    management_pb2_grpc.add_ManagementServicer_to_server(FakeManagement(cluster), server)
+    nodemanagement_pb2_grpc.add_NodeManagementServicer_to_server(fake_node, server)
+    bind(server, f"{cluster.address}:{CURATOR_PORT}", cluster.leader)
+    bind(server, f"{cluster.address}:{NODE_MANAGEMENT_PORT}", cluster.leader)
+    await server.start()
+    return server
+
+
+def other_id(leader_id: str, *, avoid: str = "", fill: str = "1") -> str:
+    """A node ID whose first hex digit differs from the leader's (and ``avoid``): prefixes
+    of it never match the leader, whatever ID the leader's random key gave it."""
+    first = next(digit for digit in "abcdef" if digit not in (leader_id[5], avoid))
+    return f"node-{first}{fill * 31}"
+
+
+@dataclass
+class Setup:
+    cluster: FakeCluster
+    access_dir: Path
+    leader_id: str
+    new_id: str
+    """A NEW node without address or heartbeat."""
+    standby_id: str
+    """A STANDBY node sharing the first hex digit with ``new_id``."""
+
+
+@pytest.fixture
+def ca() -> CA:
+    return CA()
+
+
+@pytest.fixture
+def setup(ca: CA, tmp_path: Path) -> Iterator[Setup]:
+    """A fake cluster of three nodes, the leader serving, and the owner's access directory."""
+    leader = ca.node()
+    new_id = other_id(leader.node_id)
+    standby_id = other_id(leader.node_id, fill="2")
+    thread = ServerThread()
+    server = None
+    for _ in range(3):  # another process may hold a random address's ports
+        cluster = FakeCluster(random_loopback(), leader, ca_pem=certificate_to_pem(ca.certificate))
+        try:
+            server = thread.run(serve(cluster))
+            break
+        except OSError:
+            continue
+    assert server is not None, "no free loopback address found"
+    leader_node = management_pb2.Node(
+        id=leader.node_id,
+        state=common_pb2.NODE_STATE_UP,
+        health=management_pb2.Node.HEALTHY,
+        leader=True,
+    )
+    leader_node.status.external_address = cluster.address
+    leader_node.status.version = "0.1.0"
+    leader_node.roles.consensus_member.SetInParent()
+    leader_node.roles.custom["backup"].parameters["schedule"] = "daily"
+    leader_node.time_since_heartbeat.FromNanoseconds(2_140_000_000)
+    leader_node.labels.pairs.add(key="rack", value="r1")
+    standby = management_pb2.Node(
+        id=standby_id, state=common_pb2.NODE_STATE_STANDBY, health=management_pb2.Node.HEALTHY
+    )
+    standby.status.external_address = "127.0.0.99"
+    standby.roles.kubernetes_worker.SetInParent()
+    standby.time_since_heartbeat.FromSeconds(200)
+    cluster.nodes = [
+        leader_node,
+        management_pb2.Node(id=new_id, state=common_pb2.NODE_STATE_NEW),
+        standby,
+    ]
+    access_dir = tmp_path / "owner"
+    ClusterAccess.of(ca.user(), [cluster.address]).save(access_dir)
+    try:
+        yield Setup(cluster, access_dir, leader.node_id, new_id, standby_id)
+    finally:
+        thread.run(server.stop(None))
+        thread.close()
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]) -> Any:
+    """``cli("ctl", ...)``: ``roleserve ...`` through ``main()``."""
+
+    def run(*argv: str) -> Result:
+        try:
+            code = main(list(argv))
+        except SystemExit as exit:  # argparse: usage errors and --help
+            code = exit.code if isinstance(exit.code, int) else 1
+        out, err = capsys.readouterr()
+        return Result(code, out, err)
+
+    return run
+
+
+@pytest.fixture
+def ctl(setup: Setup, cli: Any) -> Any:
+    """``ctl("nodes", ...)``: ``roleserve ctl --credentials <owner> ...`` through ``main()``."""
+
+    def run(*argv: str) -> Result:
+        result: Result = cli("ctl", "--credentials", str(setup.access_dir), *argv)
+        return result
+
+    return run
+
+
+# -- nodes ---------------------------------------------------------------------------------
+
+
+def test_nodes_table(setup: Setup, ctl: Any) -> None:
+    result = ctl("nodes")
+    assert result.code == 0, result.err
+    assert result.err == ""
+    header, *rows = result.out.splitlines()
+    assert header.split() == ["ID", "ADDRESS", "STATE", "ROLES", "HEALTH", "HEARTBEAT"]
+    cells = [re.split(r" {2,}", row.strip()) for row in rows]
+    assert cells == [
+        [
+            "*",
+            setup.leader_id,
+            setup.cluster.address,
+            "UP",
+            "consensus_member, custom:backup(schedule=daily)",
+            "HEALTHY",
+            "2.1s ago",
+        ],
+        [setup.new_id, "-", "NEW", "-", "UNKNOWN", "-"],
+        [setup.standby_id, "127.0.0.99", "STANDBY", "kubernetes_worker", "HEALTHY", "3m20s ago"],
+    ]
+    # Columns line up: every ID starts where the header's does.
+    column = header.index("ID")
+    assert all(row[column:].startswith("node-") for row in rows)
+    assert setup.cluster.received("GetNodes") == [management_pb2.GetNodesRequest()]
+
+
+def test_nodes_filters_and_json(setup: Setup, ctl: Any) -> None:
+    result = ctl("nodes", "--state", "up", "--state", "NEW", "--role", "custom:backup", "--json")
+    assert result.code == 0, result.err
+    assert setup.cluster.received("GetNodes") == [
+        management_pb2.GetNodesRequest(
+            states=[common_pb2.NODE_STATE_UP, common_pb2.NODE_STATE_NEW], role="custom:backup"
+        )
+    ]
+    leader, new, standby = json.loads(result.out)
+    assert leader == {
+        "id": setup.leader_id,
+        "address": setup.cluster.address,
+        "state": "UP",
+        "roles": {"consensus_member": {}, "custom:backup": {"schedule": "daily"}},
+        "health": "HEALTHY",
+        "heartbeat_age": 2.14,
+        "leader": True,
+        "version": "0.1.0",
+        "labels": {"rack": "r1"},
+    }
+    assert new == {
+        "id": setup.new_id,
+        "address": None,
+        "state": "NEW",
+        "roles": {},
+        "health": "UNKNOWN",
+        "heartbeat_age": None,
+        "leader": False,
+        "version": None,
+        "labels": {},
+    }
+    assert standby["heartbeat_age"] == 200.0
+
+
+def test_nodes_refuses_an_unknown_state(ctl: Any) -> None:
+    result = ctl("nodes", "--state", "running")
+    assert result.code == 2
+    assert "invalid choice: 'RUNNING'" in result.err
+
+
+# -- roles ---------------------------------------------------------------------------------
+
+
+def test_roles_set_and_unset_send_one_change_each(setup: Setup, ctl: Any) -> None:
+    prefix = setup.standby_id[:8]
+    assert ctl("roles", "set", prefix, "custom:backup", "schedule=daily", "keep=a=b").code == 0
+    assert ctl("roles", "set", prefix, "consensus_member").code == 0
+    result = ctl("roles", "unset", prefix, "kubernetes_worker")
+    assert result.code == 0, result.err
+    assert setup.cluster.received("UpdateNodeRoles") == [
+        management_pb2.UpdateNodeRolesRequest(
+            node_id=setup.standby_id,
+            changes=[
+                Change(
+                    role="custom:backup",
+                    assign=True,
+                    parameters={"schedule": "daily", "keep": "a=b"},
+                )
+            ],
+        ),
+        management_pb2.UpdateNodeRolesRequest(
+            node_id=setup.standby_id, changes=[Change(role="consensus_member", assign=True)]
+        ),
+        management_pb2.UpdateNodeRolesRequest(
+            node_id=setup.standby_id, changes=[Change(role="kubernetes_worker", assign=False)]
+        ),
+    ]
+    # The roles the curator answered with, after the last change:
+    assert result.out == (
+        f"{setup.standby_id}: consensus_member, custom:backup(keep=a=b,schedule=daily)\n"
+    )
+    result = ctl("roles", "unset", prefix, "custom:backup")
+    assert result.out == f"{setup.standby_id}: consensus_member\n"
+    assert setup.cluster.received("UpdateNodeRoles")[-1].changes == [
+        Change(role="custom:backup", assign=False)
+    ]
+
+
+def test_roles_set_refuses_parameters_for_a_builtin_role(setup: Setup, ctl: Any) -> None:
+    result = ctl("roles", "set", setup.standby_id, "kubernetes_worker", "a=b")
+    assert result.code == 2
+    assert result.err == (
+        "roleserve ctl: error: kubernetes_worker takes no parameters; only custom:<name> roles do\n"
+    )
+    assert setup.cluster.received("UpdateNodeRoles") == []
+
+
+def test_roles_set_refuses_a_parameter_without_a_key(setup: Setup, ctl: Any) -> None:
+    result = ctl("roles", "set", setup.standby_id, "custom:backup", "=daily")
+    assert result.code == 2
+    assert "'=daily' is not KEY=VALUE" in result.err
+    assert setup.cluster.requests == []  # refused before connecting
+
+
+def test_roles_set_reports_the_curators_refusal(setup: Setup, ctl: Any) -> None:
+    message = "unknown role 'backup'; third-party roles are written custom:<name>"
+    setup.cluster.refusals["UpdateNodeRoles"] = (grpc.StatusCode.INVALID_ARGUMENT, message)
+    result = ctl("roles", "set", setup.standby_id, "backup")
+    assert result.code == 1
+    assert result.err == (
+        f"roleserve ctl: error: assigning backup on {setup.standby_id}: {message} "
+        "(INVALID_ARGUMENT)\n"
+    )
+
+
+# -- naming nodes by prefix ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["full", "prefix", "hex-only"])
+def test_approve_resolves_a_unique_prefix(setup: Setup, ctl: Any, how: str) -> None:
+    text = {
+        "full": setup.new_id,
+        "prefix": setup.new_id[:8],
+        "hex-only": setup.new_id[5:8],
+    }[how]
+    result = ctl("approve", text)
+    assert result.code == 0, result.err
+    assert result.out == f"approved {setup.new_id}\n"
+    assert setup.cluster.received("ApproveNode") == [
+        management_pb2.ApproveNodeRequest(node_id=setup.new_id)
+    ]
+
+
+def test_an_ambiguous_prefix_lists_the_candidates(setup: Setup, ctl: Any) -> None:
+    shared = setup.new_id[:6]
+    result = ctl("approve", shared)
+    assert result.code == 2
+    candidates = ", ".join(sorted([setup.new_id, setup.standby_id]))
+    assert result.err == (
+        f"roleserve ctl: error: {shared!r} matches 2 nodes, give more of the ID: {candidates}\n"
+    )
+    assert setup.cluster.received("ApproveNode") == []
+
+
+def test_an_unknown_node_lists_the_nodes(setup: Setup, ctl: Any) -> None:
+    unknown = other_id(setup.leader_id, avoid=setup.new_id[5])[:7]
+    result = ctl("approve", unknown)
+    assert result.code == 1
+    every = ", ".join(sorted([setup.leader_id, setup.new_id, setup.standby_id]))
+    assert result.err == (
+        f"roleserve ctl: error: no node matches {unknown!r}; the cluster's nodes: {every}\n"
+    )
+    assert setup.cluster.received("ApproveNode") == []
+
+
+def test_match_node_lists_at_most_ten_candidates() -> None:
+    nodes = [management_pb2.Node(id=f"node-{index:032x}") for index in range(12)]
+    with pytest.raises(CtlError, match=r"matches 12 nodes.*09 and 2 more$") as caught:
+        match_node(nodes, "node-0")
+    assert f"node-{10:032x}" not in caught.value.message
+    assert match_node(nodes, f"node-{11:032x}").id == f"node-{11:032x}"
+
+
+# -- decommission ---------------------------------------------------------------------------
+
+
+class Terminal(io.StringIO):
+    """Typed answers on a stdin that is a terminal."""
+
+    @override
+    def isatty(self) -> bool:
+        return True
+
+
+def test_decommission_refuses_without_a_terminal_or_yes(setup: Setup, ctl: Any) -> None:
+    result = ctl("decommission", setup.standby_id)
+    assert result.code == 2
+    assert result.err == (
+        f"roleserve ctl: error: decommissioning {setup.standby_id} needs confirmation, and "
+        "stdin is not a terminal to ask on; pass --yes to confirm\n"
+    )
+    assert setup.cluster.received("DecommissionNode") == []
+
+
+def test_decommission_with_yes(setup: Setup, ctl: Any) -> None:
+    result = ctl("decommission", "--yes", setup.standby_id)
+    assert (result.code, result.out) == (0, f"decommissioned {setup.standby_id}\n")
+    assert setup.cluster.received("DecommissionNode") == [
+        management_pb2.DecommissionNodeRequest(node_id=setup.standby_id)
+    ]
+
+
+@pytest.mark.parametrize(("answer", "done"), [("y\n", True), ("yes\n", True), ("\n", False)])
+def test_decommission_asks_on_a_terminal(
+    setup: Setup, ctl: Any, monkeypatch: pytest.MonkeyPatch, answer: str, done: bool
+) -> None:
+    monkeypatch.setattr("sys.stdin", Terminal(answer))
+    result = ctl("decommission", setup.standby_id)
+    assert result.err.startswith(f"Decommission {setup.standby_id} (127.0.0.99)? ")
+    assert "[y/N]" in result.err
+    sent = setup.cluster.received("DecommissionNode")
+    if done:
+        assert (result.code, len(sent)) == (0, 1)
+    else:
+        assert (result.code, sent) == (1, [])
+        assert result.err.endswith("error: not confirmed; nothing was changed\n")
+
+
+def test_a_refusal_prints_the_servers_message(setup: Setup, ctl: Any) -> None:
+    message = f"node {setup.leader_id} is a consensus member; remove that role first"
+    setup.cluster.refusals["DecommissionNode"] = (grpc.StatusCode.FAILED_PRECONDITION, message)
+    result = ctl("decommission", "-y", setup.leader_id)
+    assert result.code == 1
+    assert result.out == ""
+    assert result.err == (
+        f"roleserve ctl: error: decommissioning {setup.leader_id}: {message} "
+        "(FAILED_PRECONDITION)\n"
+    )
+
+
+# -- ticket, leader, consensus ---------------------------------------------------------------
+
+
+def test_ticket_round_trips(setup: Setup, ctl: Any, ca: CA) -> None:
+    result = ctl("ticket")
+    assert result.code == 0, result.err
+    [line] = result.out.splitlines()
+    ticket = RegisterTicket.decode(line)
+    assert ticket.ticket == setup.cluster.ticket
+    assert ticket.ca_certificate == ca.certificate
+    assert result.err == (
+        "A new node registers with:\n"
+        f"  roleserve node run --data-dir DATA_DIR --register {line} "
+        f"--join-address {setup.cluster.address}\n"
+    )
+
+
+def test_leader(setup: Setup, ctl: Any) -> None:
+    endpoint = f"{setup.cluster.address}:{CURATOR_PORT}"
+    result = ctl("leader")
+    assert (result.code, result.out) == (0, f"{setup.leader_id}  {endpoint}\n")
+    assert json.loads(ctl("leader", "--json").out) == {
+        "node_id": setup.leader_id,
+        "endpoint": endpoint,
+        "answered_by": endpoint,
+    }
+
+
+def test_consensus_table_and_json(setup: Setup, ctl: Any) -> None:
+    setup.cluster.consensus = [
+        Member(node_id=setup.leader_id, status=Member.FULL, peer_url="https://a:7837"),
+        Member(node_id=setup.standby_id, status=Member.LEARNER, peer_url="https://b:7837"),
+        Member(node_id=setup.new_id, leader=True),
+    ]
+    result = ctl("consensus")
+    assert result.code == 0, result.err
+    assert [line.split() for line in result.out.splitlines()] == [
+        ["NODE", "STATUS", "PEER", "URL"],
+        [setup.leader_id, "FULL", "https://a:7837"],
+        [setup.standby_id, "LEARNER", "https://b:7837"],
+        ["*", setup.new_id, "UNKNOWN", "-"],
+    ]
+    members = json.loads(ctl("consensus", "--json").out)
+    assert members[1] == {
+        "node_id": setup.standby_id,
+        "status": "LEARNER",
+        "peer_url": "https://b:7837",
+        "leader": False,
+    }
+    assert members[2]["leader"] is True
+
+
+# -- tree, values, logs --------------------------------------------------------------------
+
+
+def runnable(dn: str, state: str = "HEALTHY", **fields: Any) -> nodemanagement_pb2.Runnable:
+    return nodemanagement_pb2.Runnable(dn=dn, state=state, **fields)
+
+
+def test_tree_draws_the_supervision_tree(setup: Setup, ctl: Any) -> None:
+    failing = runnable(
+        "root.role.nodemgmt",
+        "DEAD",
+        restarts=3,
+        failures=3,
+        crash_looping=True,
+        last_error="OSError: cannot bind\nsecond line",
+    )
+    failing.restart_in.FromMilliseconds(1600)
+    setup.cluster.runnables = [
+        runnable("root"),
+        runnable("root.network", note="address 127.0.0.11"),
+        runnable("root.network.dhcp", "DONE"),
+        runnable("root.role"),
+        runnable("root.role.heartbeat"),
+        failing,
+    ]
+    result = ctl("tree", setup.leader_id[:9])
+    assert result.code == 0, result.err
+    assert result.out.splitlines() == [
+        "root  HEALTHY",
+        "├── network  HEALTHY  address 127.0.0.11",
+        "│   └── dhcp  DONE",
+        "└── role  HEALTHY",
+        "    ├── heartbeat  HEALTHY",
+        "    └── nodemgmt  DEAD  restarts=3 failures=3  crash-looping  "
+        "last error: OSError: cannot bind  restart in 1.6s",
+    ]
+    assert setup.cluster.received("GetSupervisionTree") == [
+        nodemanagement_pb2.GetSupervisionTreeRequest(dn="root")
+    ]
+
+
+def test_tree_of_a_subtree_and_json(setup: Setup, ctl: Any) -> None:
+    setup.cluster.runnables = [runnable("root.role"), runnable("root.role.heartbeat")]
+    assert ctl("tree", setup.leader_id, "root.role").out.splitlines() == [
+        "root.role  HEALTHY",
+        "└── heartbeat  HEALTHY",
+    ]
+    listing = json.loads(ctl("tree", setup.leader_id, "root.role", "--json").out)
+    assert [entry["dn"] for entry in listing] == ["root.role", "root.role.heartbeat"]
+    assert listing[0] == {
+        "dn": "root.role",
+        "state": "HEALTHY",
+        "restarts": 0,
+        "failures": 0,
+        "last_error": None,
+        "last_error_traceback": None,
+        "since": None,
+        "crash_looping": False,
+        "restart_in": None,
+        "note": None,
+    }
+    assert [request.dn for request in setup.cluster.received("GetSupervisionTree")] == [
+        "root.role",
+        "root.role",
+    ]
+
+
+def test_tree_reports_the_nodes_refusal(setup: Setup, ctl: Any) -> None:
+    setup.cluster.refusals["GetSupervisionTree"] = (
+        grpc.StatusCode.NOT_FOUND,
+        "no runnable root.nope",
+    )
+    result = ctl("tree", setup.leader_id, "root.nope")
+    assert result.code == 1
+    assert result.err == (
+        f"roleserve ctl: error: reading the supervision tree of node {setup.leader_id} at "
+        f"{setup.cluster.address}:{NODE_MANAGEMENT_PORT}: no runnable root.nope (NOT_FOUND)\n"
+    )
+
+
+def test_a_node_without_an_address_cannot_be_inspected(setup: Setup, ctl: Any) -> None:
+    result = ctl("values", setup.new_id)
+    assert result.code == 1
+    assert f"node {setup.new_id} has not reported its address yet" in result.err
+
+
+def test_values_table(setup: Setup, ctl: Any) -> None:
+    setup.cluster.values = [
+        nodemanagement_pb2.Value(
+            name="network", owner="core", is_set=True, sets=2, current="Network(" + "x" * 80 + ")"
+        ),
+        nodemanagement_pb2.Value(name="roles", owner="core"),
+    ]
+    result = ctl("values", setup.leader_id)
+    assert result.code == 0, result.err
+    header, network, roles = result.out.splitlines()
+    assert header.split() == ["NAME", "OWNER", "SET", "SETS", "CURRENT"]
+    assert network.split() == ["network", "core", "yes", "2", "Network(" + "x" * 51 + "…"]
+    assert roles.split() == ["roles", "core", "no", "0", "-"]
+    [value] = [v for v in json.loads(ctl("values", setup.leader_id, "--json").out) if v["is_set"]]
+    assert value["current"] == "Network(" + "x" * 80 + ")"
+
+
+def log_entry(index: int, dn: str, message: str, level: int = 20) -> nodemanagement_pb2.LogEntry:
+    entry = nodemanagement_pb2.LogEntry(seq=index, dn=dn, level=level, message=message)
+    entry.time.seconds = LOG_TIME + index
+    entry.time.nanos = 123_000_000
+    return entry
+
+
+def clock(index: int) -> str:
+    """The local time a test log entry is printed with."""
+    return time.strftime("%H:%M:%S", time.localtime(LOG_TIME + index)) + ".123"
+
+
+def test_logs_prints_stored_records(setup: Setup, ctl: Any) -> None:
+    failed = log_entry(2, "root.role.nodemgmt", "failed", level=40)
+    failed.exception = "Traceback (most recent call last):\nOSError: cannot bind"
+    setup.cluster.stored_logs = [
+        log_entry(1, "root.role.heartbeat", "beating every 5.0s"),
+        failed,
+    ]
+    result = ctl("logs", setup.leader_id)
+    assert result.code == 0, result.err
+    assert result.out.splitlines() == [
+        f"{clock(1)} I root.role.heartbeat: beating every 5.0s",
+        f"{clock(2)} E root.role.nodemgmt: failed",
+        "Traceback (most recent call last):",
+        "OSError: cannot bind",
+    ]
+    result = ctl("logs", setup.leader_id, "root.role", "--no-subtree", "-n", "1")
+    assert result.out.splitlines()[0] == f"{clock(2)} E root.role.nodemgmt: failed"
+    assert setup.cluster.received("GetLogs") == [
+        nodemanagement_pb2.GetLogsRequest(dn="root", subtree=True, backlog=-1, follow=False),
+        nodemanagement_pb2.GetLogsRequest(dn="root.role", subtree=False, backlog=1, follow=False),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("argv", "method", "code"),
+    [(["logs", "-f"], "GetLogs", 0), (["nodes"], "GetNodes", 130)],
+    ids=["logs-follow", "nodes"],
+)
+def test_ctrl_c(setup: Setup, ctl: Any, argv: list[str], method: str, code: int) -> None:
+    """Ctrl-C ends following as intended (exit 0); anything else it interrupts (130)."""
+    setup.cluster.interrupt_in = method
+    result = ctl(*argv) if method == "GetNodes" else ctl(argv[0], setup.leader_id, *argv[1:])
+    assert (result.code, result.err) == (code, "")
+
+
+def test_logs_follow_ends_when_the_node_ends_the_stream(setup: Setup, ctl: Any) -> None:
+    setup.cluster.stored_logs = [log_entry(1, "root.role.heartbeat", "stored")]
+    gap = log_entry(3, "", "2 log records of root lost here: this reader fell behind", 30)
+    setup.cluster.new_logs = [log_entry(2, "root.role.heartbeat", "new"), gap]
+    result = ctl("logs", setup.leader_id, "--follow", "-n", "5")
+    assert result.code == 0, result.err
+    assert result.out.splitlines() == [
+        f"{clock(1)} I root.role.heartbeat: stored",
+        f"{clock(2)} I root.role.heartbeat: new",
+        f"{clock(3)} W [gap] 2 log records of root lost here: this reader fell behind",
+    ]
+    assert result.err == f"roleserve ctl: {setup.leader_id} ended the log stream\n"
+    assert setup.cluster.received("GetLogs") == [
+        nodemanagement_pb2.GetLogsRequest(dn="root", subtree=True, backlog=5, follow=True)
+    ]
+
+
+# -- credentials and connection ----------------------------------------------------------------
+
+
+def test_missing_credentials_directory(
+    tmp_path: Path, cli: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    nowhere = tmp_path / "nowhere"
+    result = cli("ctl", "--credentials", str(nowhere), "nodes")
+    assert result.code == 2
+    assert result.err == (
+        f"roleserve ctl: error: no cluster credentials at {nowhere}; pass --credentials DIR "
+        "or set ROLESERVE_CREDENTIALS to the directory the bootstrap printed\n"
+    )
+    monkeypatch.setenv("ROLESERVE_CREDENTIALS", str(nowhere))
+    result = cli("ctl", "leader")
+    assert result.code == 2
+    assert f"no cluster credentials at {nowhere}; pass --credentials" in result.err
+
+
+def test_credentials_from_the_environment(
+    setup: Setup, cli: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ROLESERVE_CREDENTIALS", str(setup.access_dir))
+    result = cli("ctl", "leader")
+    assert (result.code, result.out.split()[0]) == (0, setup.leader_id)
+
+
+def test_endpoint_overrides_the_access_directory(setup: Setup, ctl: Any) -> None:
+    (setup.access_dir / "endpoints").write_text("192.0.2.1:7835\n")  # nobody answers there
+    result = ctl("leader", "--endpoint", setup.cluster.address, "--timeout", "5")
+    assert (result.code, result.out.split()[0]) == (0, setup.leader_id), result.err
+    (setup.access_dir / "endpoints").unlink()  # not needed with --endpoint
+    result = ctl("--endpoint", f"{setup.cluster.address}:{CURATOR_PORT}", "leader")
+    assert (result.code, result.out.split()[0]) == (0, setup.leader_id), result.err
+
+
+def test_no_leader(setup: Setup, ctl: Any) -> None:
+    silent = f"{random_loopback()}:{CURATOR_PORT}"  # no server there: refused at once
+    result = ctl("nodes", "--endpoint", silent, "--timeout", "0.3")
+    assert result.code == 1
+    assert result.err == (
+        f"roleserve ctl: error: no curator at {silent} named a leader within 0.3 s; is the "
+        "cluster running, and are these its addresses?\n"
+    )
+
+
+def test_help_describes_every_subcommand(cli: Any) -> None:
+    result = cli("ctl", "--help")
+    assert result.code == 0
+    for name in ("nodes", "approve", "decommission", "roles", "ticket", "leader", "consensus"):
+        assert f"    {name} " in result.out
+    for name in ("tree", "values", "logs"):
+        assert f"    {name} " in result.out
