@@ -136,8 +136,10 @@ async def test_ctl_tree_and_logs_show_a_workers_dn(cluster: LocalCluster) -> Non
 
 async def test_a_restarted_node_rejoins_without_flags(cluster: LocalCluster) -> None:
     node = cluster.nodes[2]
-    await node.stop()
-    assert node.pid is None
+    pid = node.pid
+    assert pid is not None
+    assert await node.stop() == 0  # SIGTERM: a clean stop
+    assert not node.group_alive(pid)  # its etcd stopped with it
     node.start()  # no --bootstrap, no --register: what it saved is enough
     runnables = await poll_until(
         "the restarted node's heartbeat runs",

@@ -74,10 +74,10 @@ class ClusterAccess:
         :raises CredentialsError: if an endpoint is not ``HOST[:PORT]``, or there is none.
         """
         try:
-            normalised = [endpoint(*split_endpoint(text, CURATOR_PORT)) for text in endpoints]
+            normalised = _normalised(endpoints)
         except ValueError as exc:
             raise CredentialsError(f"curator endpoint {exc}") from None
-        return cls(credentials, tuple(dict.fromkeys(normalised)))
+        return cls(credentials, normalised)
 
     def save(self, directory: Path) -> None:
         """Write the credentials and the endpoints file into ``directory`` (0700)."""
@@ -89,22 +89,49 @@ class ClusterAccess:
     def load(cls, directory: Path) -> ClusterAccess:
         """Read an access directory.
 
-        :raises CredentialsError: naming the file that is missing, corrupt or mismatched.
+        :raises CredentialsError: naming the file that is missing, corrupt or mismatched,
+            and how to point at another directory.
         """
         if not directory.is_dir():
             raise CredentialsError(
                 f"no cluster credentials at {directory}; pass --credentials DIR or set "
                 f"{CREDENTIALS_ENV} to the directory the bootstrap printed"
             )
-        credentials = UserCredentials.load(directory)
-        path = directory / ENDPOINTS_FILE
         try:
-            lines = path.read_text().split()
-        except FileNotFoundError:
-            raise CredentialsError(f"{path} is missing") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise CredentialsError(f"{path} cannot be read: {exc}") from None
-        try:
-            return cls.of(credentials, lines)
+            return cls(UserCredentials.load(directory), _read_endpoints(directory))
         except CredentialsError as exc:
-            raise CredentialsError(f"{path}: {exc}") from None
+            # The operator may have pointed at the wrong directory: say how to point elsewhere.
+            raise CredentialsError(
+                f"{exc}; pass --credentials DIR or set {CREDENTIALS_ENV} to another access "
+                "directory"
+            ) from None
+
+
+def _normalised(endpoints: Sequence[str]) -> tuple[str, ...]:
+    """``host:port`` of each endpoint, duplicates dropped.
+
+    :raises ValueError: naming an endpoint that is not ``HOST[:PORT]``.
+    """
+    normalised = [endpoint(*split_endpoint(text, CURATOR_PORT)) for text in endpoints]
+    return tuple(dict.fromkeys(normalised))
+
+
+def _read_endpoints(directory: Path) -> tuple[str, ...]:
+    """The endpoints file of an access directory, normalised.
+
+    :raises CredentialsError: naming the file, if it is missing, unreadable, empty or holds
+        something that is not ``HOST[:PORT]``.
+    """
+    path = directory / ENDPOINTS_FILE
+    try:
+        lines = path.read_text().split()
+    except FileNotFoundError:
+        raise CredentialsError(f"{path} is missing") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CredentialsError(f"{path} cannot be read: {exc}") from None
+    if not lines:
+        raise CredentialsError(f"{path} names no curator endpoint")
+    try:
+        return _normalised(lines)
+    except ValueError as exc:
+        raise CredentialsError(f"{path}: curator endpoint {exc}") from None

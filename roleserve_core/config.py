@@ -57,6 +57,11 @@ def parse_address(text: str, what: str = "address") -> IPAddress:
         raise ConfigError(f"{what} {text} is a wildcard; give the node's own address")
     if address.is_multicast:
         raise ConfigError(f"{what} {text} is a multicast address")
+    if isinstance(address, ipaddress.IPv6Address) and address.scope_id:
+        # ip_address accepts "fe80::1%eth0"; the zone means nothing on any other machine.
+        raise ConfigError(
+            f"{what} {text} names a network interface; give an address other nodes can reach"
+        )
     return address
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import signal
 import sys
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TextIO
 
@@ -35,6 +36,7 @@ from roleserve_core.keys import BOOTSTRAPPED, NETWORK, NetworkStatus
 from roleserve_core.logtree import PROCESS_LOGGER, LogTree
 from roleserve_core.plugins import PluginSet
 from roleserve_core.runtime import CORE_READER, NodeRuntime
+from roleserve_core.supervisor import State
 
 __all__ = ["NodeOptions", "run_node", "serve_node"]
 
@@ -90,8 +92,11 @@ async def serve_node(options: NodeOptions) -> int:
         runtime.add_service("connection", CuratorConnector(known, values))
         values.set(NETWORK, NetworkStatus(address))
         log.info("node starting: data %s, address %s", datadir.root, address)
-        async with runtime.supervisor():
-            reason = await _until_stopped(stopped)
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async with runtime.supervisor() as supervisor:
+                await supervisor.wait_state("root", State.HEALTHY)
+                log.info("node running: %d workers", len(runtime.workers))
+                reason = await _until_stopped(signals, stopped)
         if reason is not None:
             log.error("node stopped: %s", reason)
             return 1
@@ -112,23 +117,22 @@ def _assemble(options: NodeOptions, config: NodeConfig) -> tuple[NodeRuntime, IP
     return runtime, address
 
 
-async def _until_stopped(stopped: Value[str]) -> str | None:
+async def _until_stopped(signals: AsyncIterator[int], stopped: Value[str]) -> str | None:
     """Wait for SIGTERM or SIGINT (None) or a reason to stop (the reason)."""
     reason: str | None = None
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async with anyio.create_task_group() as tasks:
+    async with anyio.create_task_group() as tasks:
 
-            async def on_signal() -> None:
-                async for number in signals:
-                    log.info("%s: stopping", signal.Signals(number).name)
-                    tasks.cancel_scope.cancel()
-
-            async def on_reason() -> None:
-                nonlocal reason
-                with stopped.watch() as watcher:
-                    reason = await watcher.get()
+        async def on_signal() -> None:
+            async for number in signals:
+                log.info("%s: stopping", signal.Signals(number).name)
                 tasks.cancel_scope.cancel()
 
-            tasks.start_soon(on_signal)
-            tasks.start_soon(on_reason)
+        async def on_reason() -> None:
+            nonlocal reason
+            with stopped.watch() as watcher:
+                reason = await watcher.get()
+            tasks.cancel_scope.cancel()
+
+        tasks.start_soon(on_signal)
+        tasks.start_soon(on_reason)
     return reason

@@ -56,10 +56,22 @@ def split_endpoint(text: str, default_port: int) -> tuple[str, int]:
         close = text.find("]")
         if close < 0 or (close + 1 < len(text) and text[close + 1] != ":"):
             raise ValueError(f"{text!r} is not HOST[:PORT]")
-        host, rest = text[1:close], text[close + 2 :]
-        port = rest or port
+        host = text[1:close]
+        if close + 1 < len(text):
+            port = text[close + 2 :]  # "[V6]:" names no port: refused below, as "HOST:" is
     elif text.count(":") == 1:
         host, port = text.split(":")
-    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+    elif ":" in text and not _is_ipv6(text):
+        raise ValueError(f"{text!r} is not HOST[:PORT] (an IPv6 address with a port: [V6]:PORT)")
+    # ASCII digits only: str.isdigit() also accepts "²", which int() refuses.
+    if not host or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
         raise ValueError(f"{text!r} is not HOST[:PORT] with a port from 1 to 65535")
     return host, int(port)
+
+
+def _is_ipv6(text: str) -> bool:
+    try:
+        ipaddress.IPv6Address(text)
+    except ValueError:
+        return False
+    return True

@@ -30,6 +30,7 @@ JSON_KEYS = {"name", "distribution", "version", "state", "error", "hooks", "work
 Install = Callable[..., None]
 
 CORE_VALUES = [key.name for key in core_keys.roleserve_values()]
+CORE_WORKERS = ["rolefetch", "statuspush", "heartbeat", "nodemgmt"]
 
 
 @pytest.fixture
@@ -83,7 +84,7 @@ def test_plugins_json(install: Install, capsys: pytest.CaptureFixture[str]) -> N
         "state": "loaded",
         "error": None,
         "hooks": ["roleserve_values", "roleserve_workers"],
-        "workers": [],
+        "workers": list(CORE_WORKERS),
         "values": CORE_VALUES,
     }
     assert (good["state"], good["workers"], good["values"], good["reads"]) == (
@@ -164,7 +165,7 @@ def test_plugins_table(install: Install, capsys: pytest.CaptureFixture[str]) -> 
             "roleserve-core",
             core_version(),
             "loaded",
-            "-",
+            ", ".join(CORE_WORKERS),
             ", ".join(CORE_VALUES),
             "roleserve_values, roleserve_workers",
         ],

@@ -302,8 +302,8 @@ class Setup:
     leader_id: str
     new_id: str
     """A NEW node without address or heartbeat."""
-    standby_id: str
-    """A STANDBY node sharing the first hex digit with ``new_id``."""
+    worker_id: str
+    """An UP node whose heartbeats stopped, sharing the first hex digit with ``new_id``."""
 
 
 @pytest.fixture
@@ -316,7 +316,7 @@ def setup(ca: CA, tmp_path: Path) -> Iterator[Setup]:
     """A fake cluster of three nodes, the leader serving, and the owner's access directory."""
     leader = ca.node()
     new_id = other_id(leader.node_id)
-    standby_id = other_id(leader.node_id, fill="2")
+    worker_id = other_id(leader.node_id, fill="2")
     thread = ServerThread()
     server = None
     for _ in range(3):  # another process may hold a random address's ports
@@ -339,21 +339,21 @@ def setup(ca: CA, tmp_path: Path) -> Iterator[Setup]:
     leader_node.roles.custom["backup"].parameters["schedule"] = "daily"
     leader_node.time_since_heartbeat.FromNanoseconds(2_140_000_000)
     leader_node.labels.pairs.add(key="rack", value="r1")
-    standby = management_pb2.Node(
-        id=standby_id, state=common_pb2.NODE_STATE_STANDBY, health=management_pb2.Node.HEALTHY
+    worker = management_pb2.Node(
+        id=worker_id, state=common_pb2.NODE_STATE_UP, health=management_pb2.Node.HEARTBEAT_TIMEOUT
     )
-    standby.status.external_address = "127.0.0.99"
-    standby.roles.kubernetes_worker.SetInParent()
-    standby.time_since_heartbeat.FromSeconds(200)
+    worker.status.external_address = "127.0.0.99"
+    worker.roles.kubernetes_worker.SetInParent()
+    worker.time_since_heartbeat.FromSeconds(200)
     cluster.nodes = [
         leader_node,
         management_pb2.Node(id=new_id, state=common_pb2.NODE_STATE_NEW),
-        standby,
+        worker,
     ]
     access_dir = tmp_path / "owner"
     ClusterAccess.of(ca.user(), [cluster.address]).save(access_dir)
     try:
-        yield Setup(cluster, access_dir, leader.node_id, new_id, standby_id)
+        yield Setup(cluster, access_dir, leader.node_id, new_id, worker_id)
     finally:
         thread.run(server.stop(None))
         thread.close()
@@ -413,7 +413,14 @@ def test_nodes_table(setup: Setup, ctl: Any) -> None:
             "2.1s ago",
         ],
         [setup.new_id, "-", "NEW", "-", "UNKNOWN", "-"],
-        [setup.standby_id, "127.0.0.99", "STANDBY", "kubernetes_worker", "HEALTHY", "3m20s ago"],
+        [
+            setup.worker_id,
+            "127.0.0.99",
+            "UP",
+            "kubernetes_worker",
+            "HEARTBEAT_TIMEOUT",
+            "3m20s ago",
+        ],
     ]
     # Columns line up: every ID starts where the header's does.
     column = header.index("ID")
@@ -429,7 +436,7 @@ def test_nodes_filters_and_json(setup: Setup, ctl: Any) -> None:
             states=[common_pb2.NODE_STATE_UP, common_pb2.NODE_STATE_NEW], role="custom:backup"
         )
     ]
-    leader, new, standby = json.loads(result.out)
+    leader, new, worker = json.loads(result.out)
     assert leader == {
         "id": setup.leader_id,
         "address": setup.cluster.address,
@@ -452,7 +459,7 @@ def test_nodes_filters_and_json(setup: Setup, ctl: Any) -> None:
         "version": None,
         "labels": {},
     }
-    assert standby["heartbeat_age"] == 200.0
+    assert (worker["health"], worker["heartbeat_age"]) == ("HEARTBEAT_TIMEOUT", 200.0)
 
 
 def test_nodes_refuses_an_unknown_state(ctl: Any) -> None:
@@ -465,14 +472,14 @@ def test_nodes_refuses_an_unknown_state(ctl: Any) -> None:
 
 
 def test_roles_set_and_unset_send_one_change_each(setup: Setup, ctl: Any) -> None:
-    prefix = setup.standby_id[:8]
+    prefix = setup.worker_id[:8]
     assert ctl("roles", "set", prefix, "custom:backup", "schedule=daily", "keep=a=b").code == 0
     assert ctl("roles", "set", prefix, "consensus_member").code == 0
     result = ctl("roles", "unset", prefix, "kubernetes_worker")
     assert result.code == 0, result.err
     assert setup.cluster.received("UpdateNodeRoles") == [
         management_pb2.UpdateNodeRolesRequest(
-            node_id=setup.standby_id,
+            node_id=setup.worker_id,
             changes=[
                 Change(
                     role="custom:backup",
@@ -482,25 +489,25 @@ def test_roles_set_and_unset_send_one_change_each(setup: Setup, ctl: Any) -> Non
             ],
         ),
         management_pb2.UpdateNodeRolesRequest(
-            node_id=setup.standby_id, changes=[Change(role="consensus_member", assign=True)]
+            node_id=setup.worker_id, changes=[Change(role="consensus_member", assign=True)]
         ),
         management_pb2.UpdateNodeRolesRequest(
-            node_id=setup.standby_id, changes=[Change(role="kubernetes_worker", assign=False)]
+            node_id=setup.worker_id, changes=[Change(role="kubernetes_worker", assign=False)]
         ),
     ]
     # The roles the curator answered with, after the last change:
     assert result.out == (
-        f"{setup.standby_id}: consensus_member, custom:backup(keep=a=b,schedule=daily)\n"
+        f"{setup.worker_id}: consensus_member, custom:backup(keep=a=b,schedule=daily)\n"
     )
     result = ctl("roles", "unset", prefix, "custom:backup")
-    assert result.out == f"{setup.standby_id}: consensus_member\n"
+    assert result.out == f"{setup.worker_id}: consensus_member\n"
     assert setup.cluster.received("UpdateNodeRoles")[-1].changes == [
         Change(role="custom:backup", assign=False)
     ]
 
 
 def test_roles_set_refuses_parameters_for_a_builtin_role(setup: Setup, ctl: Any) -> None:
-    result = ctl("roles", "set", setup.standby_id, "kubernetes_worker", "a=b")
+    result = ctl("roles", "set", setup.worker_id, "kubernetes_worker", "a=b")
     assert result.code == 2
     assert result.err == (
         "roleserve ctl: error: kubernetes_worker takes no parameters; only custom:<name> roles do\n"
@@ -509,7 +516,7 @@ def test_roles_set_refuses_parameters_for_a_builtin_role(setup: Setup, ctl: Any)
 
 
 def test_roles_set_refuses_a_parameter_without_a_key(setup: Setup, ctl: Any) -> None:
-    result = ctl("roles", "set", setup.standby_id, "custom:backup", "=daily")
+    result = ctl("roles", "set", setup.worker_id, "custom:backup", "=daily")
     assert result.code == 2
     assert "'=daily' is not KEY=VALUE" in result.err
     assert setup.cluster.requests == []  # refused before connecting
@@ -518,10 +525,10 @@ def test_roles_set_refuses_a_parameter_without_a_key(setup: Setup, ctl: Any) -> 
 def test_roles_set_reports_the_curators_refusal(setup: Setup, ctl: Any) -> None:
     message = "unknown role 'backup'; third-party roles are written custom:<name>"
     setup.cluster.refusals["UpdateNodeRoles"] = (grpc.StatusCode.INVALID_ARGUMENT, message)
-    result = ctl("roles", "set", setup.standby_id, "backup")
+    result = ctl("roles", "set", setup.worker_id, "backup")
     assert result.code == 1
     assert result.err == (
-        f"roleserve ctl: error: assigning backup on {setup.standby_id}: {message} "
+        f"roleserve ctl: error: assigning backup on {setup.worker_id}: {message} "
         "(INVALID_ARGUMENT)\n"
     )
 
@@ -548,7 +555,7 @@ def test_an_ambiguous_prefix_lists_the_candidates(setup: Setup, ctl: Any) -> Non
     shared = setup.new_id[:6]
     result = ctl("approve", shared)
     assert result.code == 2
-    candidates = ", ".join(sorted([setup.new_id, setup.standby_id]))
+    candidates = ", ".join(sorted([setup.new_id, setup.worker_id]))
     assert result.err == (
         f"roleserve ctl: error: {shared!r} matches 2 nodes, give more of the ID: {candidates}\n"
     )
@@ -559,7 +566,7 @@ def test_an_unknown_node_lists_the_nodes(setup: Setup, ctl: Any) -> None:
     unknown = other_id(setup.leader_id, avoid=setup.new_id[5])[:7]
     result = ctl("approve", unknown)
     assert result.code == 1
-    every = ", ".join(sorted([setup.leader_id, setup.new_id, setup.standby_id]))
+    every = ", ".join(sorted([setup.leader_id, setup.new_id, setup.worker_id]))
     assert result.err == (
         f"roleserve ctl: error: no node matches {unknown!r}; the cluster's nodes: {every}\n"
     )
@@ -586,20 +593,20 @@ class Terminal(io.StringIO):
 
 
 def test_decommission_refuses_without_a_terminal_or_yes(setup: Setup, ctl: Any) -> None:
-    result = ctl("decommission", setup.standby_id)
+    result = ctl("decommission", setup.worker_id)
     assert result.code == 2
     assert result.err == (
-        f"roleserve ctl: error: decommissioning {setup.standby_id} needs confirmation, and "
+        f"roleserve ctl: error: decommissioning {setup.worker_id} needs confirmation, and "
         "stdin is not a terminal to ask on; pass --yes to confirm\n"
     )
     assert setup.cluster.received("DecommissionNode") == []
 
 
 def test_decommission_with_yes(setup: Setup, ctl: Any) -> None:
-    result = ctl("decommission", "--yes", setup.standby_id)
-    assert (result.code, result.out) == (0, f"decommissioned {setup.standby_id}\n")
+    result = ctl("decommission", "--yes", setup.worker_id)
+    assert (result.code, result.out) == (0, f"decommissioned {setup.worker_id}\n")
     assert setup.cluster.received("DecommissionNode") == [
-        management_pb2.DecommissionNodeRequest(node_id=setup.standby_id)
+        management_pb2.DecommissionNodeRequest(node_id=setup.worker_id)
     ]
 
 
@@ -608,8 +615,8 @@ def test_decommission_asks_on_a_terminal(
     setup: Setup, ctl: Any, monkeypatch: pytest.MonkeyPatch, answer: str, done: bool
 ) -> None:
     monkeypatch.setattr("sys.stdin", Terminal(answer))
-    result = ctl("decommission", setup.standby_id)
-    assert result.err.startswith(f"Decommission {setup.standby_id} (127.0.0.99)? ")
+    result = ctl("decommission", setup.worker_id)
+    assert result.err.startswith(f"Decommission {setup.worker_id} (127.0.0.99)? ")
     assert "[y/N]" in result.err
     sent = setup.cluster.received("DecommissionNode")
     if done:
@@ -662,7 +669,7 @@ def test_leader(setup: Setup, ctl: Any) -> None:
 def test_consensus_table_and_json(setup: Setup, ctl: Any) -> None:
     setup.cluster.consensus = [
         Member(node_id=setup.leader_id, status=Member.FULL, peer_url="https://a:7837"),
-        Member(node_id=setup.standby_id, status=Member.LEARNER, peer_url="https://b:7837"),
+        Member(node_id=setup.worker_id, status=Member.LEARNER, peer_url="https://b:7837"),
         Member(node_id=setup.new_id, leader=True),
     ]
     result = ctl("consensus")
@@ -670,12 +677,12 @@ def test_consensus_table_and_json(setup: Setup, ctl: Any) -> None:
     assert [line.split() for line in result.out.splitlines()] == [
         ["NODE", "STATUS", "PEER", "URL"],
         [setup.leader_id, "FULL", "https://a:7837"],
-        [setup.standby_id, "LEARNER", "https://b:7837"],
+        [setup.worker_id, "LEARNER", "https://b:7837"],
         ["*", setup.new_id, "UNKNOWN", "-"],
     ]
     members = json.loads(ctl("consensus", "--json").out)
     assert members[1] == {
-        "node_id": setup.standby_id,
+        "node_id": setup.worker_id,
         "status": "LEARNER",
         "peer_url": "https://b:7837",
         "leader": False,

@@ -41,6 +41,9 @@ from roleserve_core.runtime import NodeRuntime
 from roleserve_core.testing import NO_CHANNEL, NodeHarness, wait_for_value
 from roleserve_core.version import core_version
 
+CORE_WORKERS = ["rolefetch", "statuspush", "heartbeat", "nodemgmt"]
+"""The built-in plugin core's workers, in the order they start."""
+
 T = TypeVar("T")
 
 PLUGINS_DIR = Path(__file__).parent / "plugins"
@@ -436,7 +439,7 @@ async def test_hook_roleserve_workers(load: Load, node: StartNode, tmp_path: Pat
         [],
         [],
     )
-    assert list(harness.runtime.workers) == ["good_worker"]
+    assert list(harness.runtime.workers) == [*CORE_WORKERS, "good_worker"]
     assert ValueKey("raising_workers_state", str, "") not in harness.runtime.registry
 
     dn = "root.role.good_worker"

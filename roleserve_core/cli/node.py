@@ -16,7 +16,7 @@ from roleserve_core.config import LOG_LEVELS
 from roleserve_core.daemon import NodeOptions, run_node
 from roleserve_core.datadir import NodeDataDirectory
 from roleserve_core.enrolment import EnrolmentRequest
-from roleserve_core.errors import NodeSetupError
+from roleserve_core.errors import NodeSetupError, PluginError
 
 __all__ = ["add_parser"]
 
@@ -101,6 +101,6 @@ def _run(args: argparse.Namespace) -> int:
     )
     try:
         return run_node(options)
-    except NodeSetupError as exc:
+    except (NodeSetupError, PluginError) as exc:
         print(f"roleserve node: error: {exc}", file=sys.stderr)
         return 2

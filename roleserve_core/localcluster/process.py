@@ -88,20 +88,28 @@ class LocalNode:
         self.pid_file.write_text(f"{process.pid}\n")
         return process.pid
 
-    async def stop(self, *, patience: float = 30.0) -> None:
+    async def stop(self, *, patience: float = 30.0) -> int | None:
         """SIGTERM, and wait for the node to stop cleanly; SIGKILL its group after
-        ``patience`` seconds."""
+        ``patience`` seconds. Its exit status, when this process started it."""
         pid = self.pid
         if pid is None:
-            return
+            return None
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
         with anyio.move_on_after(patience):
             await _exit_of(pid)
-            if self._process is not None:
-                self._process.wait()
-            return
+            return self._process.wait() if self._process is not None else None
         self.kill()
+        return self._process.wait() if self._process is not None else None
+
+    def group_alive(self, pid: int) -> bool:
+        """Whether any process of the node's group (led by ``pid``: the node and what it
+        started, such as etcd) still runs."""
+        try:
+            os.killpg(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
 
     def kill(self) -> None:
         """End the node and everything it started at once (SIGKILL to its process group),

@@ -1,0 +1,128 @@
+"""``roleserve node run``: what it refuses before starting anything, and a clean stop.
+
+The full life of a node (bootstrap, register, join, with etcd and a curator) is covered
+end to end in e2e/; here the node process runs without a cluster to reach: it waits,
+looking for a leader, which is all a stop needs.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from roleserve_core.cli import main
+from roleserve_core.datadir import NodeDataDirectory
+from roleserve_core.enrolment import RegisterTicket
+from roleserve_core.identity import create_ca, generate_key
+
+
+def ticket() -> str:
+    """A well-formed ticket of a cluster nobody runs."""
+    return RegisterTicket(b"ticket", create_ca(generate_key())).encode()
+
+
+def loopback() -> str:
+    return f"127.{random.randint(1, 254)}.{random.randint(0, 254)}.{random.randint(1, 254)}"
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    code = main(["node", "run", *args])
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((), "start with --bootstrap to create a cluster, or with --register TICKET"),
+        (("--bootstrap", "--register", "x", "--join-address", "h"), "either --bootstrap or"),
+        (("--register", "rs1-x"), "--register needs at least one --join-address"),
+        (("--join-address", "127.0.0.1"), "--join-address is for --register"),
+        (("--register", "nonsense", "--join-address", "h"), "a register ticket starts with"),
+        (("--bootstrap", "--address", "0.0.0.0"), "--address 0.0.0.0 is a wildcard"),
+    ],
+)
+def test_refusals_exit_2_and_write_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: tuple[str, ...], message: str
+) -> None:
+    data = tmp_path / "data"
+    code, err = run(capsys, "--data-dir", str(data), "--address", "127.0.0.1", *args)
+    assert code == 2
+    assert err.startswith("roleserve node: error: ")
+    assert message in err
+    leftovers = {p.name for p in (data / "node").iterdir()} if (data / "node").exists() else set()
+    assert leftovers <= {"lock"}
+
+
+def test_a_data_directory_runs_one_node_process(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    datadir = NodeDataDirectory(tmp_path)
+    with datadir.locked():
+        code, err = run(
+            capsys, "--data-dir", str(tmp_path), "--bootstrap", "--address", "127.0.0.1"
+        )
+    assert code == 2
+    assert "in use by another roleserve node process" in err
+    assert not datadir.bootstrapping.exists()
+
+
+def test_bootstrap_without_the_controlplane_plugin_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ROLESERVE_DISABLE_PLUGINS", "controlplane")
+    code, err = run(capsys, "--data-dir", str(tmp_path), "--bootstrap", "--address", "127.0.0.1")
+    assert code == 2
+    assert "needs the controlplane plugin" in err
+
+
+def test_a_bad_configuration_is_refused_naming_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "roleserve.toml").write_text("[node]\nadress = '127.0.0.1'\n")
+    code, err = run(capsys, "--data-dir", str(tmp_path), "--bootstrap")
+    assert code == 2
+    assert f"{tmp_path / 'roleserve.toml'}: unknown [node] settings adress" in err
+
+
+def start(data: Path, address: str, *flags: str) -> subprocess.Popen[str]:
+    command = [sys.executable, "-m", "roleserve_core", "node", "run", "--data-dir", str(data)]
+    return subprocess.Popen(
+        [*command, "--address", address, *flags], stderr=subprocess.PIPE, text=True
+    )
+
+
+def until_running(process: subprocess.Popen[str]) -> list[str]:
+    """The node's log lines up to ``node running`` (reading blocks until it is printed)."""
+    assert process.stderr is not None
+    lines = []
+    for line in process.stderr:
+        lines.append(line)
+        if "node running" in line:
+            return lines
+    raise AssertionError(f"the node exited ({process.wait()}) before it ran: {''.join(lines)}")
+
+
+@pytest.mark.timeout(60)
+def test_sigterm_stops_the_node_with_exit_0_and_a_restart_resumes_registering(
+    tmp_path: Path,
+) -> None:
+    address = loopback()
+    registering = start(tmp_path, address, "--register", ticket(), "--join-address", address)
+    until_running(registering)
+    registering.send_signal(signal.SIGTERM)
+    _, rest = registering.communicate(timeout=30)
+    assert registering.returncode == 0
+    assert "SIGTERM: stopping" in rest
+    assert rest.rstrip().endswith("node stopped")
+
+    resumed = start(tmp_path, address)  # no flags: the pending registration resumes
+    until_running(resumed)
+    resumed.send_signal(signal.SIGINT)
+    _, rest = resumed.communicate(timeout=30)
+    assert resumed.returncode == 0
+    assert "SIGINT: stopping" in rest
