@@ -1,4 +1,5 @@
-"""Test kit for roleserve and its plugins: fake clock, harnesses, and waits on conditions.
+"""Test kit for roleserve and its plugins: fake clock, fake curator, harnesses, and waits
+on conditions.
 
 The fixtures live in ``roleserve_core.testing.plugin``, registered with pytest through the
 ``pytest11`` entry point. The rule behind all of it: tests wait on conditions (a value
@@ -7,6 +8,7 @@ clock), each under a timeout, and never on ``sleep``.
 """
 
 from roleserve_core.testing._clock import FakeClock
+from roleserve_core.testing._curator import FakeCall, FakeCurator, random_loopback
 from roleserve_core.testing._harness import (
     NO_CHANNEL,
     NodeHarness,
@@ -29,12 +31,15 @@ __all__ = [
     "NO_CHANNEL",
     "POLL_INTERVAL",
     "REQUIRE_REAL_ENV",
+    "FakeCall",
     "FakeClock",
+    "FakeCurator",
     "NodeHarness",
     "PluginHarness",
     "SupervisorRunner",
     "load_installed_plugin",
     "poll_until",
+    "random_loopback",
     "require_real",
     "wait_for_state",
     "wait_for_status",

@@ -1,0 +1,484 @@
+"""The core's curator workers, statuspush, heartbeat and rolefetch, in a node runtime.
+
+Each test runs a node with the core's workers (and a small plugin that owns
+``local_control_plane``, as controlplane does) against fake curators of the test kit: real
+gRPC servers with mutual TLS on loopback addresses of the test's own, which record every
+call. The test sets the node's values as enrolment and the connector would, then waits for
+the calls it expects and compares the whole sequence, as Monogon's TestWorkerStatusPush
+does. Nothing waits on a sleep.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import logging
+import stat
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import anyio
+import pytest
+from cryptography import x509
+
+from roleserve_core import hookimpl
+from roleserve_core.identity import (
+    NodeCredentials,
+    PrivateKey,
+    create_ca,
+    generate_key,
+    issue_node_certificate,
+)
+from roleserve_core.keys import (
+    CURATOR_CONNECTION,
+    LOCAL_CONTROL_PLANE,
+    NETWORK,
+    NODE_CREDENTIALS,
+    ROLES,
+    CuratorConnection,
+    LocalControlPlane,
+    NetworkStatus,
+)
+from roleserve_core.ports import CURATOR_PORT, ETCD_CLIENT_PORT, endpoint
+from roleserve_core.proto import common_pb2, curator_pb2
+from roleserve_core.roles import (
+    ConsensusMember,
+    KubernetesWorker,
+    NodeRoles,
+    roles_to_proto,
+)
+from roleserve_core.rpc import secure_channel
+from roleserve_core.runtime import CORE_READER
+from roleserve_core.supervisor import State
+from roleserve_core.testing import (
+    FakeClock,
+    FakeCurator,
+    NodeHarness,
+    PluginHarness,
+    random_loopback,
+    wait_for_value,
+)
+from roleserve_core.version import core_version
+from roleserve_core.workers.heartbeat import DEFAULT_INTERVAL, Heartbeat
+from roleserve_core.workers.rolefetch import ROLES_FILE, save_roles
+from roleserve_core.workers.statuspush import boot_id, node_status
+
+pytestmark = pytest.mark.anyio
+
+STATUSPUSH = "root.role.statuspush"
+HEARTBEAT = "root.role.heartbeat"
+ROLEFETCH = "root.role.rolefetch"
+WATCHER = "root.role.rolefetch.watcher"
+
+CONTROL_PLANE_PLUGIN = "fake_controlplane"
+"""A test plugin that owns ``local_control_plane``, as the controlplane plugin does."""
+
+WORKER = NodeRoles(kubernetes_worker=KubernetesWorker())
+MEMBER = NodeRoles(
+    consensus_member=ConsensusMember(ca_certificate=b"ca", peer_certificate=b"peer"),
+    kubernetes_worker=KubernetesWorker(),
+)
+
+
+class CA:
+    """A throwaway cluster CA."""
+
+    def __init__(self) -> None:
+        self.key: PrivateKey = generate_key()
+        self.certificate: x509.Certificate = create_ca(self.key)
+
+    def node(self) -> NodeCredentials:
+        key = generate_key()
+        cert = issue_node_certificate(self.key, self.certificate, key.public_key())
+        return NodeCredentials(key, cert, self.certificate)
+
+
+def control_plane_plugin() -> SimpleNamespace:
+    def values() -> list[Any]:
+        return [LOCAL_CONTROL_PLANE]
+
+    return SimpleNamespace(roleserve_values=hookimpl(values))
+
+
+@dataclass
+class Cluster:
+    """The cluster of one test: its CA, the node under test, and fake curators."""
+
+    ca: CA
+    credentials: NodeCredentials
+    stack: contextlib.AsyncExitStack
+
+    async def curator(self, **options: Any) -> FakeCurator:
+        """A fake curator, serving until the test ends."""
+        return await self.stack.enter_async_context(FakeCurator(self.ca.node(), **options))
+
+    def connect(self, curator: FakeCurator) -> CuratorConnection:
+        """The node's connection to ``curator``, as the connector makes it."""
+        channel = secure_channel(curator.endpoint, self.credentials, node_id=curator.node_id)
+        self.stack.push_async_callback(channel.close, None)
+        return CuratorConnection(
+            self.credentials.node_id, curator.node_id, curator.endpoint, channel
+        )
+
+
+@pytest.fixture
+async def cluster() -> AsyncIterator[Cluster]:
+    """Requested before the node, so it is torn down after the node stopped."""
+    ca = CA()
+    async with contextlib.AsyncExitStack() as stack:
+        yield Cluster(ca, ca.node(), stack)
+
+
+Start = Callable[[], Awaitable[NodeHarness]]
+
+
+@pytest.fixture
+def start(cluster: Cluster, node: Callable[..., Awaitable[NodeHarness]], tmp_path: Path) -> Start:
+    """Start the node (the core's workers and the control plane stand-in), with its
+    credentials set, as enrolment leaves it."""
+
+    async def started() -> NodeHarness:
+        plugins = PluginHarness(core_workers=True)
+        plugins.register(control_plane_plugin(), CONTROL_PLANE_PLUGIN)
+        harness = await node(plugins.runtime(tmp_path))
+        harness.set(NODE_CREDENTIALS, cluster.credentials)
+        return harness
+
+    return started
+
+
+def roles_file(tmp_path: Path) -> Path:
+    """Where rolefetch keeps the roles: the core plugin's directory."""
+    return tmp_path / "plugins" / "core" / ROLES_FILE
+
+
+def roles_value(harness: NodeHarness) -> Any:
+    return harness.runtime.registry.read(ROLES, CORE_READER)
+
+
+def status(
+    address: ipaddress.IPv4Address, *, curator_port: int | None = None
+) -> common_pb2.NodeStatus:
+    """The status the node should report."""
+    reported = common_pb2.NodeStatus(
+        external_address=str(address), version=core_version(), boot_id=boot_id() or b""
+    )
+    if curator_port is not None:
+        reported.running_curator.port = curator_port
+    return reported
+
+
+# -- statuspush: the decision, as plain functions --------------------------------------
+
+
+def test_node_status_needs_the_address() -> None:
+    assert node_status(None, None, "1.0", None) is None
+    assert node_status(NetworkStatus(None), LocalControlPlane.NONE, "1.0", b"x" * 16) is None
+
+
+def test_node_status_reports_address_version_and_boot() -> None:
+    reported = node_status(
+        NetworkStatus(ipaddress.IPv4Address("10.0.0.5")), None, "1.2.3", b"\x01" * 16
+    )
+    assert reported == common_pb2.NodeStatus(
+        external_address="10.0.0.5", version="1.2.3", boot_id=b"\x01" * 16
+    )
+    assert not reported.HasField("running_curator")
+
+    without_boot = node_status(
+        NetworkStatus(ipaddress.IPv6Address("2001:db8::5")), LocalControlPlane.NONE, "1.0", None
+    )
+    assert without_boot == common_pb2.NodeStatus(external_address="2001:db8::5", version="1.0")
+
+
+@pytest.mark.parametrize(
+    ("curator", "port"),
+    [("10.0.0.5:7835", 7835), ("[2001:db8::5]:7900", 7900), ("10.0.0.5", CURATOR_PORT)],
+)
+def test_node_status_reports_the_running_curator(curator: str, port: int) -> None:
+    control_plane = LocalControlPlane(curator_endpoint=curator, etcd_endpoint="10.0.0.5:7836")
+    reported = node_status(
+        NetworkStatus(ipaddress.IPv4Address("10.0.0.5")), control_plane, "1.0", None
+    )
+    assert reported is not None
+    assert reported.HasField("running_curator")
+    assert reported.running_curator.port == port
+
+
+def test_boot_id(tmp_path: Path) -> None:
+    path = tmp_path / "boot_id"
+    identity = uuid.uuid4()
+    path.write_text(f"{identity}\n")
+    assert boot_id(path) == identity.bytes
+
+    path.write_text("not a uuid\n")
+    assert boot_id(path) is None
+    assert boot_id(tmp_path / "missing") is None
+
+
+def test_the_kernels_boot_id() -> None:
+    """As Monogon's TestGetBootID: 16 bytes, not all zero."""
+    real = Path("/proc/sys/kernel/random/boot_id")
+    if not real.exists():
+        pytest.skip("no /proc/sys/kernel/random/boot_id (not Linux)")
+    found = boot_id()
+    assert found is not None
+    assert len(found) == 16
+    assert found != bytes(16)
+
+
+# -- statuspush in a node ----------------------------------------------------------------
+
+
+async def test_statuspush_reports_what_changes_and_nothing_else(
+    cluster: Cluster, start: Start
+) -> None:
+    """Monogon's TestWorkerStatusPush, step by step, then a new leader."""
+    harness = await start()
+    leader = await cluster.curator()
+    harness.set(CURATOR_CONNECTION, cluster.connect(leader))
+    node_id = cluster.credentials.node_id
+
+    def update(reported: common_pb2.NodeStatus) -> curator_pb2.UpdateNodeStatusRequest:
+        return curator_pb2.UpdateNodeStatusRequest(node_id=node_id, status=reported)
+
+    # 1. A connection alone: nothing to report, and it says what it waits for.
+    await harness.wait_status(STATUSPUSH, lambda s: s.note == "waiting for the node's address")
+    assert leader.requests("UpdateNodeStatus") == []
+
+    # 2. The first address: one report of address, version and boot ID.
+    first, second = random_loopback(), random_loopback()
+    harness.set(NETWORK, NetworkStatus(first))
+    await leader.wait_calls("UpdateNodeStatus", 1)
+    assert leader.requests("UpdateNodeStatus") == [update(status(first))]
+
+    # 3. The same address again: nothing (it is looked at before the next change comes).
+    harness.set(NETWORK, NetworkStatus(first))
+    await anyio.wait_all_tasks_blocked()
+    #    A new address: a second report.
+    harness.set(NETWORK, NetworkStatus(second))
+    await leader.wait_calls("UpdateNodeStatus", 2)
+
+    # 4. A local control plane appears, then goes: two more reports.
+    running = LocalControlPlane(
+        curator_endpoint=endpoint(second, CURATOR_PORT),
+        etcd_endpoint=endpoint(second, ETCD_CLIENT_PORT),
+    )
+    harness.set(LOCAL_CONTROL_PLANE, running, by=CONTROL_PLANE_PLUGIN)
+    await leader.wait_calls("UpdateNodeStatus", 3)
+    harness.set(LOCAL_CONTROL_PLANE, LocalControlPlane.NONE, by=CONTROL_PLANE_PLUGIN)
+    calls = await leader.wait_calls("UpdateNodeStatus", 4)
+
+    assert [call.request for call in calls] == [
+        update(status(first)),
+        update(status(second)),
+        update(status(second, curator_port=CURATOR_PORT)),
+        update(status(second)),
+    ]
+    assert {call.caller for call in calls} == {node_id}  # over the node's own credentials
+
+    # 5. A new connection (a new leader): the full status again, to the new leader only.
+    successor = await cluster.curator()
+    harness.set(CURATOR_CONNECTION, cluster.connect(successor))
+    await successor.wait_calls("UpdateNodeStatus", 1)
+    assert successor.requests("UpdateNodeStatus") == [update(status(second))]
+    assert len(leader.requests("UpdateNodeStatus")) == 4
+    assert harness.status(STATUSPUSH).failures == 0
+
+
+async def test_statuspush_reports_a_running_curator_known_at_the_start(
+    cluster: Cluster, start: Start
+) -> None:
+    harness = await start()
+    address = random_loopback()
+    harness.set(NETWORK, NetworkStatus(address))
+    running = LocalControlPlane(f"{address}:7900", f"{address}:7836")
+    harness.set(LOCAL_CONTROL_PLANE, running, by=CONTROL_PLANE_PLUGIN)
+    leader = await cluster.curator()
+    harness.set(CURATOR_CONNECTION, cluster.connect(leader))
+    await leader.wait_calls("UpdateNodeStatus", 1)
+    [request] = leader.requests("UpdateNodeStatus")
+    assert request.status == status(address, curator_port=7900)
+
+
+# -- heartbeat ----------------------------------------------------------------------------
+
+
+def heartbeat_of(harness: NodeHarness) -> Heartbeat:
+    """The core's heartbeat worker object, to read when it last heard back."""
+    _, worker = harness.runtime.workers["heartbeat"]
+    beating = getattr(worker.run, "__self__", None)
+    assert isinstance(beating, Heartbeat)
+    return beating
+
+
+async def test_heartbeat_is_healthy_once_answered_and_keeps_the_curators_interval(
+    cluster: Cluster, start: Start
+) -> None:
+    interval = 0.05
+    leader = await cluster.curator(heartbeat_interval=interval)
+    leader.hold_heartbeats()
+    harness = await start()
+    beating = heartbeat_of(harness)
+    harness.set(CURATOR_CONNECTION, cluster.connect(leader))
+
+    # Sent, not answered: not healthy yet.
+    [first] = await leader.wait_calls("Heartbeat", 1)
+    assert first.caller == cluster.credentials.node_id
+    assert harness.status(HEARTBEAT).state is State.NEW
+    assert not beating.last_reply.statistics().is_set
+
+    leader.answer_heartbeats()
+    await harness.wait_state(HEARTBEAT)
+
+    # At the curator's interval, not the default: six beats long before one default
+    # interval has passed, none of them closer together than about one interval.
+    beats = await leader.wait_calls("Heartbeat", 6, timeout=DEFAULT_INTERVAL * 0.8)
+    gaps = [later.at - earlier.at for earlier, later in zip(beats[1:], beats[2:], strict=False)]
+    assert min(gaps) >= interval * 0.6, gaps
+
+    # Every reply counts once: with the next beat held, the worker heard exactly the
+    # replies the curator sent, and it waits for the held one rather than beating on.
+    leader.hold_heartbeats()
+    answered = len(leader.requests("Heartbeat"))
+    await leader.wait_calls("Heartbeat", answered + 1)
+    assert leader.heartbeat_replies.get_nowait() == answered
+    assert beating.last_reply.statistics().sets == answered
+    assert harness.status(HEARTBEAT).state is State.HEALTHY
+
+
+async def test_heartbeat_fails_when_the_curator_ends_the_stream(
+    cluster: Cluster, start: Start, fake_clock: FakeClock
+) -> None:
+    leader = await cluster.curator(heartbeat_interval=0.05)
+    harness = await start()
+    harness.set(CURATOR_CONNECTION, cluster.connect(leader))
+    await harness.wait_state(HEARTBEAT)
+
+    leader.end_streams("Heartbeat")
+    failed = await harness.wait_status(HEARTBEAT, lambda s: s.failures == 1)
+    assert failed.restart_in is not None  # waiting out its backoff (on the fake clock)
+    assert failed.last_error is not None
+    assert failed.last_error.summary() == (
+        "roleserve_core.workers.heartbeat.StreamClosedError: "
+        "the curator closed the heartbeat stream"
+    )
+
+    # After its backoff it beats again on a new stream.
+    beats = len(leader.requests("Heartbeat"))
+    await fake_clock.advance_to_next()
+    await harness.wait_state(HEARTBEAT)
+    await leader.wait_calls("Heartbeat", beats + 1)
+    assert harness.status(HEARTBEAT).failures == 1
+
+
+# -- rolefetch ----------------------------------------------------------------------------
+
+
+async def test_rolefetch_starts_from_the_saved_roles_before_any_connection(
+    start: Start, tmp_path: Path
+) -> None:
+    save_roles(roles_file(tmp_path), MEMBER)
+    harness = await start()
+    await wait_for_value(roles_value(harness), lambda roles: roles == MEMBER)
+    watcher = await harness.wait_status(
+        WATCHER, lambda s: s.note == "waiting for the connection to the curator"
+    )
+    assert watcher.state is State.NEW
+    assert harness.status(ROLEFETCH).state is State.HEALTHY
+
+
+async def test_rolefetch_reports_and_ignores_corrupt_saved_roles(
+    cluster: Cluster, start: Start, tmp_path: Path
+) -> None:
+    path = roles_file(tmp_path)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"\x0a\x05ab")  # consensus_member, 5 bytes announced, 2 there
+    harness = await start()
+    await harness.wait_state(ROLEFETCH)
+
+    assert not roles_value(harness).statistics().is_set
+    [entry] = [
+        entry
+        for entry in harness.runtime.logtree.entries(ROLEFETCH)
+        if entry.level == logging.ERROR
+    ]
+    assert entry.message.startswith(f"{path} is corrupt: ")
+    assert entry.message.endswith("; ignoring it until the curator sends the roles")
+
+    # The curator's roles replace it.
+    leader = await cluster.curator()
+    leader.set_node(curator_pb2.Node(id=cluster.credentials.node_id, roles=roles_to_proto(WORKER)))
+    harness.set(CURATOR_CONNECTION, cluster.connect(leader))
+    await wait_for_value(roles_value(harness), lambda roles: roles == WORKER)
+    assert path.read_bytes() == roles_to_proto(WORKER).SerializeToString()
+
+
+async def test_rolefetch_sets_and_saves_the_roles_the_curator_sends(
+    cluster: Cluster, start: Start, tmp_path: Path
+) -> None:
+    leader = await cluster.curator()
+    harness = await start()
+    harness.set(CURATOR_CONNECTION, cluster.connect(leader))
+    await harness.wait_state(WATCHER)  # the snapshot came: this node has no record yet
+    assert not roles_value(harness).statistics().is_set
+
+    node_id = cluster.credentials.node_id
+    [watch] = leader.requests("Watch")
+    assert watch == curator_pb2.WatchRequest(
+        node_in_cluster=curator_pb2.WatchRequest.NodeInCluster(node_id=node_id)
+    )
+
+    # Another node's record is none of its business.
+    leader.set_node(curator_pb2.Node(id="node-other", roles=roles_to_proto(MEMBER)))
+    leader.set_node(curator_pb2.Node(id=node_id, roles=roles_to_proto(MEMBER)))
+    await wait_for_value(roles_value(harness), lambda roles: roles == MEMBER)
+    assert roles_value(harness).statistics().sets == 1
+
+    path = roles_file(tmp_path)
+    assert path.read_bytes() == roles_to_proto(MEMBER).SerializeToString()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+async def test_rolefetch_sets_unchanged_roles_only_once(
+    cluster: Cluster, start: Start, tmp_path: Path
+) -> None:
+    save_roles(roles_file(tmp_path), WORKER)
+    node_id = cluster.credentials.node_id
+    leader = await cluster.curator()
+    leader.set_node(curator_pb2.Node(id=node_id, roles=roles_to_proto(WORKER)))
+    harness = await start()
+    harness.set(CURATOR_CONNECTION, cluster.connect(leader))
+    await harness.wait_state(WATCHER)  # the snapshot, with the roles it started from
+    assert roles_value(harness).statistics().sets == 1
+
+    # A change of something else (its status) sends the node again, with the same roles...
+    changed = curator_pb2.Node(id=node_id, roles=roles_to_proto(WORKER))
+    changed.status.external_address = "10.0.0.5"
+    leader.set_node(changed)
+    # ...then a change of roles: only that one is set.
+    leader.set_node(curator_pb2.Node(id=node_id, roles=roles_to_proto(MEMBER)))
+    await wait_for_value(roles_value(harness), lambda roles: roles == MEMBER)
+    assert roles_value(harness).statistics().sets == 2
+
+
+async def test_rolefetch_watches_again_on_a_new_connection(
+    cluster: Cluster, start: Start
+) -> None:
+    node_id = cluster.credentials.node_id
+    leader = await cluster.curator()
+    leader.set_node(curator_pb2.Node(id=node_id, roles=roles_to_proto(WORKER)))
+    harness = await start()
+    harness.set(CURATOR_CONNECTION, cluster.connect(leader))
+    await wait_for_value(roles_value(harness), lambda roles: roles == WORKER)
+
+    successor = await cluster.curator()
+    successor.set_node(curator_pb2.Node(id=node_id, roles=roles_to_proto(MEMBER)))
+    harness.set(CURATOR_CONNECTION, cluster.connect(successor))
+    await wait_for_value(roles_value(harness), lambda roles: roles == MEMBER)
+    assert harness.status(WATCHER).failures == 0
+    assert harness.status(ROLEFETCH).restarts == 0  # the saved roles are not read again
