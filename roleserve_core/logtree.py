@@ -69,8 +69,9 @@ class LogEntry:
         """One human-readable line (plus the exception, if any)."""
         import time as _time
 
-        stamp = _time.strftime("%H:%M:%S", _time.localtime(self.time))
-        millis = int((self.time % 1) * 1000)
+        milliseconds = round(self.time * 1000)  # not (time % 1) * 1000: .123 would print .122
+        stamp = _time.strftime("%H:%M:%S", _time.localtime(milliseconds // 1000))
+        millis = milliseconds % 1000
         line = f"{stamp}.{millis:03d} {self.level_name[0]} {self.dn}: {self.message}"
         return f"{line}\n{self.exc_text}" if self.exc_text else line
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import itertools
 import logging
 import stat
 import uuid
@@ -338,7 +339,7 @@ async def test_heartbeat_is_healthy_once_answered_and_keeps_the_curators_interva
     # At the curator's interval, not the default: six beats long before one default
     # interval has passed, none of them closer together than about one interval.
     beats = await leader.wait_calls("Heartbeat", 6, timeout=DEFAULT_INTERVAL * 0.8)
-    gaps = [later.at - earlier.at for earlier, later in zip(beats[1:], beats[2:], strict=False)]
+    gaps = [later.at - earlier.at for earlier, later in itertools.pairwise(beats[1:])]
     assert min(gaps) >= interval * 0.6, gaps
 
     # Every reply counts once: with the next beat held, the worker heard exactly the
@@ -466,9 +467,7 @@ async def test_rolefetch_sets_unchanged_roles_only_once(
     assert roles_value(harness).statistics().sets == 2
 
 
-async def test_rolefetch_watches_again_on_a_new_connection(
-    cluster: Cluster, start: Start
-) -> None:
+async def test_rolefetch_watches_again_on_a_new_connection(cluster: Cluster, start: Start) -> None:
     node_id = cluster.credentials.node_id
     leader = await cluster.curator()
     leader.set_node(curator_pb2.Node(id=node_id, roles=roles_to_proto(WORKER)))

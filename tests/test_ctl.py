@@ -8,7 +8,8 @@ fields a test sets, so each test compares what was sent and what was printed.
 
 ``main()`` runs its own event loop (``anyio.run``), so the fake servers run on another
 loop, in a thread of their own (``ServerThread``); a test starts and stops them through
-it and never sleeps: ``main()`` returns only once its calls were answered.
+it and never sleeps: ``main()`` returns only once its calls were answered. Ctrl-C is a
+real SIGINT, sent by a fake once it holds the call, as a terminal would send it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import asyncio
 import io
 import json
 import os
-import random
 import re
 import signal
 import threading
@@ -34,6 +34,7 @@ from typing_extensions import override
 from roleserve_core.access import ClusterAccess
 from roleserve_core.cli import main
 from roleserve_core.cli.ctl._errors import CtlError
+from roleserve_core.cli.ctl._format import format_age, state_name
 from roleserve_core.cli.ctl._resolve import match_node
 from roleserve_core.enrolment.ticket import RegisterTicket
 from roleserve_core.identity import (
@@ -57,6 +58,7 @@ from roleserve_core.proto import (
     nodemanagement_pb2_grpc,
 )
 from roleserve_core.rpc import bind, create_server
+from roleserve_core.testing import random_loopback
 
 T = TypeVar("T")
 Context = Any
@@ -78,7 +80,10 @@ class ServerThread:
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="fake-cluster")
+        # A daemon: should a test fail to close it, the test run still ends.
+        self.thread = threading.Thread(
+            target=self.loop.run_forever, name="fake-cluster", daemon=True
+        )
         self.thread.start()
 
     def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
@@ -101,6 +106,7 @@ class FakeCluster:
     consensus: list[Member] = field(default_factory=list)
     ca_pem: bytes = b""
     ticket: bytes = b"the-register-ticket"
+    directory: common_pb2.ClusterDirectory = field(default_factory=common_pb2.ClusterDirectory)
     runnables: list[nodemanagement_pb2.Runnable] = field(default_factory=list)
     values: list[nodemanagement_pb2.Value] = field(default_factory=list)
     stored_logs: list[nodemanagement_pb2.LogEntry] = field(default_factory=list)
@@ -111,6 +117,7 @@ class FakeCluster:
     interrupt_in: str = ""
     """A method that, once called, presses Ctrl-C in the main thread and never answers."""
     requests: list[tuple[str, Any]] = field(default_factory=list)
+    server: grpc.aio.Server | None = None
 
     def received(self, method: str) -> list[Any]:
         """The requests of ``method``, in order."""
@@ -160,7 +167,9 @@ class FakeManagement(management_pb2_grpc.ManagementServicer):
         self, request: management_pb2.GetClusterInfoRequest, context: Context
     ) -> management_pb2.GetClusterInfoResponse:
         await self.cluster.answer("GetClusterInfo", request, context)
-        return management_pb2.GetClusterInfoResponse(ca_certificate=self.cluster.ca_pem)
+        return management_pb2.GetClusterInfoResponse(
+            cluster_directory=self.cluster.directory, ca_certificate=self.cluster.ca_pem
+        )
 
     @override
     async def GetNodes(
@@ -267,11 +276,6 @@ class CA:
         return UserCredentials(key, cert, self.certificate)
 
 
-def random_loopback() -> str:
-    """127.X.Y.Z, new for each test: tests in parallel never share the standard ports."""
-    return f"127.{random.randint(1, 254)}.{random.randint(0, 255)}.{random.randint(1, 254)}"
-
-
 async def serve(cluster: FakeCluster) -> grpc.aio.Server:
     """The fake's servers on ``cluster.address``: curator port and node management port."""
     server = create_server(cluster.leader)
@@ -306,57 +310,73 @@ class Setup:
     """An UP node whose heartbeats stopped, sharing the first hex digit with ``new_id``."""
 
 
-@pytest.fixture
-def ca() -> CA:
-    return CA()
-
-
-@pytest.fixture
-def setup(ca: CA, tmp_path: Path) -> Iterator[Setup]:
-    """A fake cluster of three nodes, the leader serving, and the owner's access directory."""
-    leader = ca.node()
-    new_id = other_id(leader.node_id)
-    worker_id = other_id(leader.node_id, fill="2")
-    thread = ServerThread()
-    server = None
-    for _ in range(3):  # another process may hold a random address's ports
-        cluster = FakeCluster(random_loopback(), leader, ca_pem=certificate_to_pem(ca.certificate))
+def start_fake(thread: ServerThread, leader: NodeCredentials, ca: CA) -> FakeCluster:
+    """A fake cluster serving on a random loopback address; ``.server`` to stop it."""
+    for attempt in range(3):
+        address = str(random_loopback())
+        cluster = FakeCluster(address, leader, ca_pem=certificate_to_pem(ca.certificate))
         try:
-            server = thread.run(serve(cluster))
-            break
-        except OSError:
+            cluster.server = thread.run(serve(cluster))
+        except OSError:  # another process holds that address's ports: take another
+            if attempt == 2:
+                raise
             continue
-    assert server is not None, "no free loopback address found"
-    leader_node = management_pb2.Node(
-        id=leader.node_id,
+        return cluster
+    raise AssertionError("unreachable")
+
+
+def three_nodes(cluster: FakeCluster, new_id: str, worker_id: str) -> list[management_pb2.Node]:
+    """The leader (UP, serving), a NEW node, and an UP worker whose heartbeats stopped."""
+    leader = management_pb2.Node(
+        id=cluster.leader.node_id,
         state=common_pb2.NODE_STATE_UP,
         health=management_pb2.Node.HEALTHY,
         leader=True,
     )
-    leader_node.status.external_address = cluster.address
-    leader_node.status.version = "0.1.0"
-    leader_node.roles.consensus_member.SetInParent()
-    leader_node.roles.custom["backup"].parameters["schedule"] = "daily"
-    leader_node.time_since_heartbeat.FromNanoseconds(2_140_000_000)
-    leader_node.labels.pairs.add(key="rack", value="r1")
+    leader.status.external_address = cluster.address
+    leader.status.version = "0.1.0"
+    leader.roles.consensus_member.SetInParent()
+    leader.roles.custom["backup"].parameters["schedule"] = "daily"
+    leader.time_since_heartbeat.FromNanoseconds(2_140_000_000)
+    leader.labels.pairs.add(key="rack", value="r1")
     worker = management_pb2.Node(
         id=worker_id, state=common_pb2.NODE_STATE_UP, health=management_pb2.Node.HEARTBEAT_TIMEOUT
     )
     worker.status.external_address = "127.0.0.99"
     worker.roles.kubernetes_worker.SetInParent()
     worker.time_since_heartbeat.FromSeconds(200)
-    cluster.nodes = [
-        leader_node,
-        management_pb2.Node(id=new_id, state=common_pb2.NODE_STATE_NEW),
-        worker,
-    ]
-    access_dir = tmp_path / "owner"
-    ClusterAccess.of(ca.user(), [cluster.address]).save(access_dir)
+    return [leader, management_pb2.Node(id=new_id, state=common_pb2.NODE_STATE_NEW), worker]
+
+
+@pytest.fixture
+def ca() -> CA:
+    return CA()
+
+
+@pytest.fixture
+def server_thread() -> Iterator[ServerThread]:
+    thread = ServerThread()
     try:
+        yield thread
+    finally:
+        thread.close()
+
+
+@pytest.fixture
+def setup(ca: CA, tmp_path: Path, server_thread: ServerThread) -> Iterator[Setup]:
+    """A fake cluster of three nodes, the leader serving, and the owner's access directory."""
+    leader = ca.node()
+    new_id = other_id(leader.node_id)
+    worker_id = other_id(leader.node_id, fill="2")
+    cluster = start_fake(server_thread, leader, ca)
+    try:
+        cluster.nodes = three_nodes(cluster, new_id, worker_id)
+        access_dir = tmp_path / "owner"
+        ClusterAccess.of(ca.user(), [cluster.address]).save(access_dir)
         yield Setup(cluster, access_dir, leader.node_id, new_id, worker_id)
     finally:
-        thread.run(server.stop(None))
-        thread.close()
+        assert cluster.server is not None
+        server_thread.run(cluster.server.stop(None))
 
 
 @dataclass
@@ -579,6 +599,19 @@ def test_match_node_lists_at_most_ten_candidates() -> None:
         match_node(nodes, "node-0")
     assert f"node-{10:032x}" not in caught.value.message
     assert match_node(nodes, f"node-{11:032x}").id == f"node-{11:032x}"
+
+
+@pytest.mark.parametrize(
+    ("age", "cell"),
+    [(None, "-"), (0.04, "0.0s ago"), (59.94, "59.9s ago"), (60, "1m00s ago"), (3725, "1h02m ago")],
+)
+def test_heartbeat_ages(age: float | None, cell: str) -> None:
+    assert format_age(age) == cell
+
+
+def test_enum_values_newer_than_the_client_show_as_numbers() -> None:
+    """A newer server's node state must not make ``ctl nodes`` fail."""
+    assert (state_name(common_pb2.NODE_STATE_UP), state_name(42)) == ("UP", "42")  # type: ignore[arg-type]
 
 
 # -- decommission ---------------------------------------------------------------------------
@@ -830,14 +863,15 @@ def test_logs_prints_stored_records(setup: Setup, ctl: Any) -> None:
 
 @pytest.mark.parametrize(
     ("argv", "method", "code"),
-    [(["logs", "-f"], "GetLogs", 0), (["nodes"], "GetNodes", 130)],
+    [(["logs", "LEADER", "-f"], "GetLogs", 0), (["nodes"], "GetNodes", 130)],
     ids=["logs-follow", "nodes"],
 )
 def test_ctrl_c(setup: Setup, ctl: Any, argv: list[str], method: str, code: int) -> None:
     """Ctrl-C ends following as intended (exit 0); anything else it interrupts (130)."""
     setup.cluster.interrupt_in = method
-    result = ctl(*argv) if method == "GetNodes" else ctl(argv[0], setup.leader_id, *argv[1:])
+    result = ctl(*(setup.leader_id if arg == "LEADER" else arg for arg in argv))
     assert (result.code, result.err) == (code, "")
+    assert [name for name, _ in setup.cluster.requests][-1] == method
 
 
 def test_logs_follow_ends_when_the_node_ends_the_stream(setup: Setup, ctl: Any) -> None:
@@ -885,7 +919,8 @@ def test_credentials_from_the_environment(
 
 
 def test_endpoint_overrides_the_access_directory(setup: Setup, ctl: Any) -> None:
-    (setup.access_dir / "endpoints").write_text("192.0.2.1:7835\n")  # nobody answers there
+    nobody = f"{random_loopback()}:{CURATOR_PORT}"
+    (setup.access_dir / "endpoints").write_text(f"{nobody}\n")  # never asked: --endpoint wins
     result = ctl("leader", "--endpoint", setup.cluster.address, "--timeout", "5")
     assert (result.code, result.out.split()[0]) == (0, setup.leader_id), result.err
     (setup.access_dir / "endpoints").unlink()  # not needed with --endpoint
@@ -893,8 +928,23 @@ def test_endpoint_overrides_the_access_directory(setup: Setup, ctl: Any) -> None
     assert (result.code, result.out.split()[0]) == (0, setup.leader_id), result.err
 
 
+def test_the_access_directory_learns_the_clusters_curators(setup: Setup, ctl: Any) -> None:
+    """So that ctl still finds the leader when the node it first knew is down."""
+    other = str(random_loopback())
+    setup.cluster.directory.nodes.add(id=setup.leader_id, addresses=[setup.cluster.address])
+    setup.cluster.directory.nodes.add(id=setup.worker_id, addresses=[other])
+    endpoints = setup.access_dir / "endpoints"
+    assert ctl("leader", "--endpoint", setup.cluster.address).code == 0
+    assert endpoints.read_text().split() == [f"{setup.cluster.address}:{CURATOR_PORT}"]
+    assert ctl("leader").code == 0
+    assert sorted(endpoints.read_text().split()) == sorted(
+        [f"{setup.cluster.address}:{CURATOR_PORT}", f"{other}:{CURATOR_PORT}"]
+    )
+    assert ClusterAccess.load(setup.access_dir).credentials.identity == "owner"
+
+
 def test_no_leader(setup: Setup, ctl: Any) -> None:
-    silent = f"{random_loopback()}:{CURATOR_PORT}"  # no server there: refused at once
+    silent = f"{random_loopback()}:{CURATOR_PORT}"  # nobody listens there: refused at once
     result = ctl("nodes", "--endpoint", silent, "--timeout", "0.3")
     assert result.code == 1
     assert result.err == (

@@ -173,7 +173,7 @@ def test_enrolled_is_whether_the_credentials_directory_exists(
     datadir: NodeDataDirectory,
 ) -> None:
     datadir.create()
-    assert not datadir.enrolled
+    before = datadir.enrolled
     datadir.credentials.mkdir()
-    assert datadir.enrolled
+    assert (before, datadir.enrolled) == (False, True)
     assert datadir.plugin("core") == datadir.root / "plugins" / "core"

@@ -9,6 +9,7 @@ from pathlib import Path
 import pluggy
 
 from roleserve_core import docgen, hookspecs
+from roleserve_core.cli import build_parser
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC_MARKER = f"{hookspecs.PROJECT}_spec"
@@ -87,7 +88,10 @@ def test_readme_gives_two_commands_that_the_dev_script_has() -> None:
     readme = (ROOT / "README.md").read_text()
     block = readme.split("```sh\n", 1)[1].split("```", 1)[0]
     commands = [line.split("#")[0].strip() for line in block.splitlines() if line.strip()]
-    assert commands == ["./dev roleserve plugins", "./dev test"]
+    assert commands == ["./dev roleserve cluster up --nodes 3", "./dev test"]
     script = (ROOT / "dev").read_text()
     for command in commands:
         assert f"    {command.split()[1]})" in script, command
+    # The run command is a real command line of the CLI, not a sketch of one.
+    arguments = build_parser().parse_args(commands[0].split()[2:])
+    assert (arguments.nodes, arguments.detach) == (3, False)

@@ -16,10 +16,12 @@ resumes from, and a refused plan writes nothing at all.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cryptography import x509
 
+from roleserve_core.datadir import NodeDataDirectory
 from roleserve_core.enrolment.plan import (
     BootstrapPlan,
     EnrolmentRequest,
@@ -36,7 +38,6 @@ from roleserve_core.identity import (
     generate_key,
     issue_user_certificate,
 )
-from roleserve_core.datadir import NodeDataDirectory
 from roleserve_core.proto import node_pb2
 
 
@@ -74,9 +75,9 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def plan(
-    datadir: NodeDataDirectory, *, can_bootstrap: bool = True, **request: object
+    datadir: NodeDataDirectory, *, can_bootstrap: bool = True, **request: Any
 ) -> JoinPlan | BootstrapPlan | RegisterPlan:
-    return plan_enrolment(datadir, EnrolmentRequest(**request), can_bootstrap=can_bootstrap)  # type: ignore[arg-type]
+    return plan_enrolment(datadir, EnrolmentRequest(**request), can_bootstrap=can_bootstrap)
 
 
 def snapshot(root: Path) -> dict[str, bytes | None]:
@@ -87,7 +88,7 @@ def snapshot(root: Path) -> dict[str, bytes | None]:
     }
 
 
-def refusal(kind: type[Exception], datadir: NodeDataDirectory, **request: object) -> str:
+def refusal(kind: type[Exception], datadir: NodeDataDirectory, **request: Any) -> str:
     """Plan, expect ``kind``, check that nothing on disk changed; the message."""
     root = datadir.root.parent
     before = snapshot(root)
@@ -333,7 +334,8 @@ def test_a_new_register_replaces_a_pending_registration(datadir: NodeDataDirecto
         join_addresses=["10.0.0.1:7835"],
     )
     assert made == RegisterPlan(expected)
-    assert made.pending.registered is False  # type: ignore[union-attr]
+    assert isinstance(made, RegisterPlan)
+    assert made.pending.registered is False
     assert plan(datadir) == RegisterPlan(expected)
 
 

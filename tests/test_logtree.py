@@ -113,6 +113,12 @@ def test_entry_formats_as_one_line_plus_exception() -> None:
     assert plain.format() == "12:34:56.250 W root.x: disk low"
     assert failed.format() == "12:34:56.250 E root.x: gave up\nTrace"
     assert (plain.level_name, failed.level_name) == ("WARNING", "ERROR")
+    # .123 is not exactly representable: the milliseconds must not be truncated to .122,
+    # nor a time just below a second roll over into the wrong second.
+    odd = LogEntry(seq=2, dn="root.x", time=at - 0.25 + 0.123, level=logging.INFO, message="m")
+    assert odd.format().startswith("12:34:56.123 ")
+    late = LogEntry(seq=3, dn="root.x", time=at - 0.25 + 0.9996, level=logging.INFO, message="m")
+    assert late.format().startswith("12:34:57.000 ")
 
 
 def test_bad_format_arguments_are_reported_not_raised(capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,7 +1,8 @@
 """The ``roleserve`` command.
 
-One sub-command per module: ``plugins`` lists the installed plugins, ``ctl`` (a package)
-operates a cluster. Later issues add ``node`` (run a node) and ``cluster`` (a local cluster).
+One sub-command per module: ``node`` runs a node, ``cluster`` a local cluster, ``plugins``
+lists the installed plugins, and ``ctl`` (a package, one module per concern) operates a
+cluster with an operator's credentials.
 Each module exposes ``add_parser(subparsers)``, which registers its sub-command with a
 ``handler(args) -> int`` default.
 """

@@ -86,6 +86,9 @@ class Heartbeat:
                     await anyio.sleep_until(sent + interval)
         finally:
             stream.cancel()
+            # The request generator closes it once it runs; a call that ends before it is
+            # admitted never runs it, and the stream would be left to the collector.
+            receive.close()
 
 
 async def _requests(

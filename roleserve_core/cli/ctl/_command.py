@@ -35,7 +35,12 @@ from roleserve_core.cli.ctl._errors import (
     CtlError,
     rpc_failure,
 )
-from roleserve_core.cli.ctl._session import Session, load_access, open_session
+from roleserve_core.cli.ctl._session import (
+    Session,
+    load_access,
+    open_session,
+    remember_curators,
+)
 from roleserve_core.errors import CredentialsError, RoleserveError
 
 __all__ = [
@@ -163,6 +168,8 @@ def _run(run: Run, args: argparse.Namespace) -> None:
 
     async def in_session() -> None:
         async with open_session(access, args.timeout) as session:
+            if not args.endpoint:
+                await remember_curators(session, directory)
             await run(session, args)
 
     try:

@@ -12,7 +12,7 @@ from typing import Any
 
 from roleserve_core.cli._table import render_table
 from roleserve_core.cli.ctl import _command
-from roleserve_core.cli.ctl._format import NONE, print_json
+from roleserve_core.cli.ctl._format import NONE, enum_name, print_json
 from roleserve_core.cli.ctl._session import Session
 from roleserve_core.proto import management_pb2
 
@@ -80,7 +80,7 @@ def member_json(member: Member) -> dict[str, Any]:
 
 
 def _status(member: Member) -> str:
-    return Member.Status.Name(member.status).removeprefix("STATUS_")
+    return enum_name(Member.Status.Name, member.status, "STATUS_")
 
 
 async def show_consensus(session: Session, args: argparse.Namespace) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from google.protobuf.duration_pb2 import Duration
@@ -21,6 +21,7 @@ from roleserve_core.roles import NodeRoles, roles_from_proto
 
 __all__ = [
     "NONE",
+    "enum_name",
     "format_age",
     "format_duration",
     "format_roles",
@@ -44,14 +45,23 @@ def print_json(data: Any) -> None:
     sys.stdout.flush()
 
 
+def enum_name(name_of: Callable[[Any], str], value: int, prefix: str) -> str:
+    """The name of an enum ``value`` without ``prefix``, or the number for a value newer
+    than this client's protos: a newer server must not make the listing fail."""
+    try:
+        return name_of(value).removeprefix(prefix)
+    except ValueError:
+        return str(value)
+
+
 def state_name(state: common_pb2.NodeState.ValueType) -> str:
     """``UP`` for ``NODE_STATE_UP``; the prefix says nothing in a STATE column."""
-    return common_pb2.NodeState.Name(state).removeprefix("NODE_STATE_")
+    return enum_name(common_pb2.NodeState.Name, state, "NODE_STATE_")
 
 
 def health_name(health: management_pb2.Node.Health.ValueType) -> str:
     """``HEALTHY``, ``HEARTBEAT_TIMEOUT`` or ``UNKNOWN``."""
-    return management_pb2.Node.Health.Name(health).removeprefix("HEALTH_")
+    return enum_name(management_pb2.Node.Health.Name, health, "HEALTH_")
 
 
 def seconds(duration: Duration) -> float:

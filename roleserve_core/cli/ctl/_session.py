@@ -32,7 +32,7 @@ from roleserve_core.cli.ctl._errors import CtlError, rpc_failure
 from roleserve_core.cli.ctl._resolve import match_node
 from roleserve_core.connection import LeaderInfo, find_leader
 from roleserve_core.identity import UserCredentials
-from roleserve_core.ports import NODE_MANAGEMENT_PORT, endpoint
+from roleserve_core.ports import CURATOR_PORT, NODE_MANAGEMENT_PORT, endpoint
 from roleserve_core.proto import management_pb2, management_pb2_grpc, nodemanagement_pb2_grpc
 from roleserve_core.rpc import secure_channel
 
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from roleserve_core.proto.management_pb2_grpc import ManagementAsyncStub
     from roleserve_core.proto.nodemanagement_pb2_grpc import NodeManagementAsyncStub
 
-__all__ = ["NodeClient", "Session", "load_access", "open_session"]
+__all__ = ["NodeClient", "Session", "load_access", "open_session", "remember_curators"]
 
 Request = TypeVar("Request")
 Response = TypeVar("Response")
@@ -174,3 +174,28 @@ async def open_session(access: ClusterAccess, call_timeout: float) -> AsyncItera
         await channels.enter_async_context(channel)
         management = management_pb2_grpc.ManagementStub(channel)
         yield Session(access, leader, management, call_timeout, channels)
+
+
+async def remember_curators(session: Session, directory: Path) -> None:
+    """Add the cluster's current curators to the access directory's endpoints.
+
+    The endpoints are only where the search for the leader starts; kept current, they still
+    find it when the node that bootstrapped the cluster (often the only one written there)
+    is down. Best effort: a directory that cannot be written, or a leader that does not
+    answer in time, changes nothing.
+    """
+    request = management_pb2.GetClusterInfoRequest()
+    try:
+        info = await session.management.GetClusterInfo(request, timeout=session.timeout)
+    except grpc.aio.AioRpcError:
+        return
+    curators = [
+        endpoint(address, CURATOR_PORT)
+        for node in info.cluster_directory.nodes
+        for address in node.addresses[:1]
+    ]
+    known = session.access.endpoints
+    if set(curators) <= set(known):
+        return
+    with contextlib.suppress(OSError):
+        ClusterAccess.of(session.access.credentials, [*curators, *known]).save(directory)
