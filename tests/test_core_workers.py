@@ -17,30 +17,20 @@ import logging
 import stat
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import anyio
 import pytest
-from cryptography import x509
 
 from roleserve_core import hookimpl
-from roleserve_core.identity import (
-    NodeCredentials,
-    PrivateKey,
-    create_ca,
-    generate_key,
-    issue_node_certificate,
-)
 from roleserve_core.keys import (
     CURATOR_CONNECTION,
     LOCAL_CONTROL_PLANE,
     NETWORK,
     NODE_CREDENTIALS,
     ROLES,
-    CuratorConnection,
     LocalControlPlane,
     NetworkStatus,
 )
@@ -52,14 +42,14 @@ from roleserve_core.roles import (
     NodeRoles,
     roles_to_proto,
 )
-from roleserve_core.rpc import secure_channel
 from roleserve_core.runtime import CORE_READER
 from roleserve_core.supervisor import State
 from roleserve_core.testing import (
     FakeClock,
-    FakeCurator,
+    FakeCluster,
     NodeHarness,
     PluginHarness,
+    ThrowawayCA,
     random_loopback,
     wait_for_value,
 )
@@ -85,19 +75,6 @@ MEMBER = NodeRoles(
 )
 
 
-class CA:
-    """A throwaway cluster CA."""
-
-    def __init__(self) -> None:
-        self.key: PrivateKey = generate_key()
-        self.certificate: x509.Certificate = create_ca(self.key)
-
-    def node(self) -> NodeCredentials:
-        key = generate_key()
-        cert = issue_node_certificate(self.key, self.certificate, key.public_key())
-        return NodeCredentials(key, cert, self.certificate)
-
-
 def control_plane_plugin() -> SimpleNamespace:
     def values() -> list[Any]:
         return [LOCAL_CONTROL_PLANE]
@@ -105,40 +82,21 @@ def control_plane_plugin() -> SimpleNamespace:
     return SimpleNamespace(roleserve_values=hookimpl(values))
 
 
-@dataclass
-class Cluster:
-    """The cluster of one test: its CA, the node under test, and fake curators."""
-
-    ca: CA
-    credentials: NodeCredentials
-    stack: contextlib.AsyncExitStack
-
-    async def curator(self, **options: Any) -> FakeCurator:
-        """A fake curator, serving until the test ends."""
-        return await self.stack.enter_async_context(FakeCurator(self.ca.node(), **options))
-
-    def connect(self, curator: FakeCurator) -> CuratorConnection:
-        """The node's connection to ``curator``, as the connector makes it."""
-        channel = secure_channel(curator.endpoint, self.credentials, node_id=curator.node_id)
-        self.stack.push_async_callback(channel.close, None)
-        return CuratorConnection(
-            self.credentials.node_id, curator.node_id, curator.endpoint, channel
-        )
-
-
 @pytest.fixture
-async def cluster() -> AsyncIterator[Cluster]:
+async def cluster() -> AsyncIterator[FakeCluster]:
     """Requested before the node, so it is torn down after the node stopped."""
-    ca = CA()
+    ca = ThrowawayCA()
     async with contextlib.AsyncExitStack() as stack:
-        yield Cluster(ca, ca.node(), stack)
+        yield FakeCluster(ca, ca.node(), stack)
 
 
 Start = Callable[[], Awaitable[NodeHarness]]
 
 
 @pytest.fixture
-def start(cluster: Cluster, node: Callable[..., Awaitable[NodeHarness]], tmp_path: Path) -> Start:
+def start(
+    cluster: FakeCluster, node: Callable[..., Awaitable[NodeHarness]], tmp_path: Path
+) -> Start:
     """Start the node (the core's workers and the control plane stand-in), with its
     credentials set, as enrolment leaves it."""
 
@@ -236,7 +194,7 @@ def test_the_kernels_boot_id() -> None:
 
 
 async def test_statuspush_reports_what_changes_and_nothing_else(
-    cluster: Cluster, start: Start
+    cluster: FakeCluster, start: Start
 ) -> None:
     """Monogon's TestWorkerStatusPush, step by step, then a new leader."""
     harness = await start()
@@ -292,7 +250,7 @@ async def test_statuspush_reports_what_changes_and_nothing_else(
 
 
 async def test_statuspush_reports_a_running_curator_known_at_the_start(
-    cluster: Cluster, start: Start
+    cluster: FakeCluster, start: Start
 ) -> None:
     harness = await start()
     address = random_loopback()
@@ -318,7 +276,7 @@ def heartbeat_of(harness: NodeHarness) -> Heartbeat:
 
 
 async def test_heartbeat_is_healthy_once_answered_and_keeps_the_curators_interval(
-    cluster: Cluster, start: Start
+    cluster: FakeCluster, start: Start
 ) -> None:
     interval = 0.05
     leader = await cluster.curator(heartbeat_interval=interval)
@@ -353,7 +311,7 @@ async def test_heartbeat_is_healthy_once_answered_and_keeps_the_curators_interva
 
 
 async def test_heartbeat_fails_when_the_curator_ends_the_stream(
-    cluster: Cluster, start: Start, fake_clock: FakeClock
+    cluster: FakeCluster, start: Start, fake_clock: FakeClock
 ) -> None:
     leader = await cluster.curator(heartbeat_interval=0.05)
     harness = await start()
@@ -394,7 +352,7 @@ async def test_rolefetch_starts_from_the_saved_roles_before_any_connection(
 
 
 async def test_rolefetch_reports_and_ignores_corrupt_saved_roles(
-    cluster: Cluster, start: Start, tmp_path: Path
+    cluster: FakeCluster, start: Start, tmp_path: Path
 ) -> None:
     path = roles_file(tmp_path)
     path.parent.mkdir(parents=True)
@@ -420,7 +378,7 @@ async def test_rolefetch_reports_and_ignores_corrupt_saved_roles(
 
 
 async def test_rolefetch_sets_and_saves_the_roles_the_curator_sends(
-    cluster: Cluster, start: Start, tmp_path: Path
+    cluster: FakeCluster, start: Start, tmp_path: Path
 ) -> None:
     leader = await cluster.curator()
     harness = await start()
@@ -446,7 +404,7 @@ async def test_rolefetch_sets_and_saves_the_roles_the_curator_sends(
 
 
 async def test_rolefetch_sets_unchanged_roles_only_once(
-    cluster: Cluster, start: Start, tmp_path: Path
+    cluster: FakeCluster, start: Start, tmp_path: Path
 ) -> None:
     save_roles(roles_file(tmp_path), WORKER)
     node_id = cluster.credentials.node_id
@@ -467,7 +425,9 @@ async def test_rolefetch_sets_unchanged_roles_only_once(
     assert roles_value(harness).statistics().sets == 2
 
 
-async def test_rolefetch_watches_again_on_a_new_connection(cluster: Cluster, start: Start) -> None:
+async def test_rolefetch_watches_again_on_a_new_connection(
+    cluster: FakeCluster, start: Start
+) -> None:
     node_id = cluster.credentials.node_id
     leader = await cluster.curator()
     leader.set_node(curator_pb2.Node(id=node_id, roles=roles_to_proto(WORKER)))

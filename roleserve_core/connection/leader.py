@@ -85,11 +85,14 @@ async def follow_leader(
             async with contextlib.aclosing(_ask(candidate, credentials, answer_timeout)) as asked:
                 async for leader in asked:
                     answered = True
-                    if last is None or (leader.node_id, leader.endpoint) != (
+                    changed = last is None or (leader.node_id, leader.endpoint) != (
                         last.node_id,
                         last.endpoint,
-                    ):
-                        last = leader
+                    )
+                    # Who answered last, even when not repeated: the leader naming itself
+                    # after a follower named it still has its own stream, whose end counts.
+                    last = leader
+                    if changed:
                         yield leader
             if last is not None and last.answered_by_leader and last.answered_by == candidate:
                 last = None  # the leader's own stream ended: see the docstring
@@ -133,8 +136,12 @@ async def _ask(
             with anyio.fail_after(answer_timeout):
                 first = await anext(answers)
             leader = _leader(candidate, first)
-            if leader is not None:
-                yield leader
+            if leader is None:
+                # "No leader yet" first: the next candidate (see the module docstring), not a
+                # wait on this one, which may last while another candidate knows the leader.
+                log.debug("curator %s: no leader yet", candidate)
+                return
+            yield leader
             async for answer in answers:
                 leader = _leader(candidate, answer)
                 if leader is not None:

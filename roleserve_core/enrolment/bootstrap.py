@@ -24,8 +24,13 @@ from roleserve_core.access import ClusterAccess
 from roleserve_core.connection.curators import KnownCurators
 from roleserve_core.datadir import NodeDataDirectory
 from roleserve_core.enrolment._enrolled import announce, save_credentials
-from roleserve_core.errors import CredentialsError, EnrolmentError
-from roleserve_core.identity import CERTIFICATE_FILE, UserCredentials, certificate_to_pem
+from roleserve_core.errors import EnrolmentError, IdentityError
+from roleserve_core.identity import (
+    CA_FILE,
+    CERTIFICATE_FILE,
+    certificate_from_pem,
+    certificate_to_pem,
+)
 from roleserve_core.keys import BOOTSTRAP, BOOTSTRAPPED, NETWORK, Bootstrapped, BootstrapRequest
 from roleserve_core.ports import CURATOR_PORT, endpoint
 from roleserve_core.supervisor import RunContext
@@ -69,14 +74,21 @@ async def bootstrap(
 
 
 def _save_owner(directory: Path, done: Bootstrapped, curator: str) -> None:
-    """Write the owner's access directory, unless it holds another cluster's credentials."""
+    """Write the owner's access directory, unless it holds another cluster's credentials.
+
+    Only the CA file decides whose they are. The directory is written file by file, the CA
+    first, so a crash during an earlier attempt of this bootstrap leaves this cluster's CA
+    beside a certificate without its key: incomplete, but ours to overwrite. (Loading the
+    whole credentials, as this did before, called that "other cluster credentials" and
+    stopped the node for good.)
+    """
     if (directory / CERTIFICATE_FILE).exists():
         try:
-            existing = UserCredentials.load(directory)
-        except CredentialsError:
+            existing = certificate_from_pem((directory / CA_FILE).read_bytes())
+        except (OSError, IdentityError):
             existing = None
         ours = certificate_to_pem(done.owner.ca_certificate)
-        if existing is None or certificate_to_pem(existing.ca_certificate) != ours:
+        if existing is None or certificate_to_pem(existing) != ours:
             raise EnrolmentError(
                 f"{directory} now holds other cluster credentials; the new cluster's owner "
                 "credentials were not written there. Move them away and restart the node"

@@ -90,6 +90,14 @@ async def register(
     announce(values, credentials)
 
 
+_REFUSED = (
+    grpc.StatusCode.PERMISSION_DENIED,  # a wrong or replaced ticket
+    grpc.StatusCode.ALREADY_EXISTS,  # the join key is registered already
+    grpc.StatusCode.INVALID_ARGUMENT,  # a request the curator will never accept
+)
+"""RegisterNode's answers that waiting cannot change: the node stops instead of retrying."""
+
+
 async def _register(curator: Any, ticket: RegisterTicket, join_key: bytes) -> None:
     request = curator_pb2.RegisterNodeRequest(register_ticket=ticket.ticket, join_key=join_key)
     try:
@@ -98,7 +106,7 @@ async def _register(curator: Any, ticket: RegisterTicket, join_key: bytes) -> No
         code = exc.code()
         if code == grpc.StatusCode.FAILED_PRECONDITION:
             return  # registered before (an answer lost to a crash), and past NEW already
-        if code in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.ALREADY_EXISTS):
+        if code in _REFUSED:
             raise EnrolmentError(
                 f"the cluster refused the registration: {exc.details()}. Get a new ticket "
                 "with `roleserve ctl ticket` and start the node again with --register"

@@ -1,5 +1,5 @@
-"""Test kit for roleserve and its plugins: fake clock, fake curator, harnesses, and waits
-on conditions.
+"""Test kit for roleserve and its plugins: fake clock, fake curator and throwaway cluster,
+harnesses, and waits on conditions.
 
 The fixtures live in ``roleserve_core.testing.plugin``, registered with pytest through the
 ``pytest11`` entry point. The rule behind all of it: tests wait on conditions (a value
@@ -8,6 +8,7 @@ clock), each under a timeout, and never on ``sleep``.
 """
 
 from roleserve_core.testing._clock import FakeClock
+from roleserve_core.testing._cluster import FakeCluster, ThrowawayCA
 from roleserve_core.testing._curator import FakeCall, FakeCurator, random_loopback
 from roleserve_core.testing._harness import (
     NO_CHANNEL,
@@ -33,10 +34,12 @@ __all__ = [
     "REQUIRE_REAL_ENV",
     "FakeCall",
     "FakeClock",
+    "FakeCluster",
     "FakeCurator",
     "NodeHarness",
     "PluginHarness",
     "SupervisorRunner",
+    "ThrowawayCA",
     "load_installed_plugin",
     "poll_until",
     "random_loopback",

@@ -94,6 +94,10 @@ class FakeCurator(curator_pb2_grpc.CuratorServicer, curator_pb2_grpc.CuratorLoca
         self.heartbeat_replies: Value[int] = Value()
         """How many heartbeat replies it has sent (counted as each is sent)."""
         self.heartbeat_replies.set(0)
+        self.leader_answers: Value[int] = Value()
+        """How many GetCurrentLeader answers it has sent, over all its streams (counted as
+        each is sent; the answers of one stream reach the caller in order)."""
+        self.leader_answers.set(0)
         self._leader: curator_pb2.GetCurrentLeaderResponse | None = None
         self._nodes: dict[str, tuple[int, curator_pb2.Node]] = {}
         self._version = 0
@@ -327,6 +331,7 @@ class FakeCurator(curator_pb2_grpc.CuratorServicer, curator_pb2_grpc.CuratorLoca
                     return
                 if self._leader is not None and self._leader != sent:
                     sent = self._leader
+                    self.leader_answers.set(self.leader_answers.get_nowait() + 1)
                     yield sent
 
     @override
