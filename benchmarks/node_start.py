@@ -25,6 +25,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -63,6 +64,15 @@ def baseline(code: str, runs: int) -> tuple[list[float], list[int]]:
     return times, sizes
 
 
+def watch_log(process: subprocess.Popen[str], running: threading.Event) -> None:
+    """Read the node's log until it ends (a full pipe would stall the node); set ``running``
+    at the line that says the root runnable is healthy."""
+    assert process.stderr is not None
+    for line in process.stderr:
+        if "node running" in line:
+            running.set()
+
+
 def start_once(node_dir: Path, address: str) -> tuple[float, int, int]:
     """One start of the node: seconds to ``node running``, RSS then, RSS after SETTLE."""
     command = [
@@ -80,22 +90,21 @@ def start_once(node_dir: Path, address: str) -> tuple[float, int, int]:
     process = subprocess.Popen(
         command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
     )
-    assert process.stderr is not None
+    running = threading.Event()
+    drain = threading.Thread(target=watch_log, args=(process, running), daemon=True)
+    drain.start()
     try:
-        for line in process.stderr:
-            if "node running" in line:
-                elapsed = time.perf_counter() - start
-                break
-        else:
-            raise RuntimeError(f"the node exited with {process.wait()} before it ran")
+        while not running.wait(0.001):
+            if process.poll() is not None:
+                raise RuntimeError(f"the node exited with {process.returncode} before it ran")
+        elapsed = time.perf_counter() - start
         first = rss_kib(process.pid)
-        deadline = time.monotonic() + SETTLE
-        while time.monotonic() < deadline:  # keep its stderr drained while it settles
-            process.stderr.readline()
+        time.sleep(SETTLE)  # the measurement itself: memory once the workers are busy
         settled = rss_kib(process.pid)
     finally:
         process.send_signal(signal.SIGTERM)
-        process.communicate(timeout=60)
+        process.wait(timeout=60)
+        drain.join()
     return elapsed, first, settled
 
 
