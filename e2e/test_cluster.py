@@ -117,7 +117,7 @@ async def test_a_custom_role_runs_its_worker_on_that_node_only(cluster: LocalClu
     assert stopped[HELLO].note == "waiting for its roles"
 
 
-async def test_ctl_tree_and_logs_show_a_workers_dn(cluster: LocalCluster) -> None:
+async def test_ctl_tree_logs_and_restart_name_a_workers_dn(cluster: LocalCluster) -> None:
     chosen = cluster.nodes[2]
     identity = cluster.node_id(chosen)
     assert identity is not None
@@ -130,6 +130,15 @@ async def test_ctl_tree_and_logs_show_a_workers_dn(cluster: LocalCluster) -> Non
         assert any(line.endswith("hello  HEALTHY") for line in drawn.splitlines()), drawn
         logs = ctl(cluster, "logs", identity, HELLO)
         assert f"{HELLO}: greeting: hello" in logs
+        before = (await tree(cluster, chosen))[HELLO].restarts
+        ctl(cluster, "restart", identity, HELLO)
+        await poll_until(
+            "hello restarted",
+            lambda: tree(cluster, chosen),
+            lambda t: t[HELLO].restarts == before + 1 and hello_state(t) == "HEALTHY",
+        )
+        logs = ctl(cluster, "logs", identity, HELLO)
+        assert logs.count(f"{HELLO}: greeting: hello") == 2, logs
     finally:
         await set_role(cluster, chosen, "custom:hello", False)
 

@@ -257,6 +257,13 @@ class FakeNodeManagement(nodemanagement_pb2_grpc.NodeManagementServicer):
             for entry in self.cluster.new_logs:
                 yield nodemanagement_pb2.GetLogsResponse(entries=[entry])
 
+    @override
+    async def RestartRunnable(
+        self, request: nodemanagement_pb2.RestartRunnableRequest, context: Context
+    ) -> nodemanagement_pb2.RestartRunnableResponse:
+        await self.cluster.answer("RestartRunnable", request, context)
+        return nodemanagement_pb2.RestartRunnableResponse()
+
 
 @dataclass
 class CA:
@@ -279,10 +286,10 @@ class CA:
 async def serve(cluster: FakeCluster) -> grpc.aio.Server:
     """The fake's servers on ``cluster.address``: curator port and node management port."""
     server = create_server(cluster.leader)
-    # The fakes implement what ctl calls (it never asks for the CA certificate alone nor
-    # restarts a runnable); the generated base classes answer UNIMPLEMENTED for the rest.
+    # The fakes implement what ctl calls (it never asks for the CA certificate alone); the
+    # generated base classes answer UNIMPLEMENTED for the rest.
     fake_local = FakeCuratorLocal(cluster)  # type: ignore[abstract]
-    fake_node = FakeNodeManagement(cluster)  # type: ignore[abstract]
+    fake_node = FakeNodeManagement(cluster)
     curator_pb2_grpc.add_CuratorLocalServicer_to_server(fake_local, server)
     management_pb2_grpc.add_ManagementServicer_to_server(FakeManagement(cluster), server)
     nodemanagement_pb2_grpc.add_NodeManagementServicer_to_server(fake_node, server)
@@ -800,6 +807,28 @@ def test_tree_reports_the_nodes_refusal(setup: Setup, ctl: Any) -> None:
     assert result.err == (
         f"roleserve ctl: error: reading the supervision tree of node {setup.leader_id} at "
         f"{setup.cluster.address}:{NODE_MANAGEMENT_PORT}: no runnable root.nope (NOT_FOUND)\n"
+    )
+
+
+def test_restart_asks_the_node_to_restart_the_runnable(setup: Setup, ctl: Any) -> None:
+    result = ctl("restart", setup.leader_id[:9], "root.role.heartbeat")
+    assert (result.code, result.err) == (0, "")
+    assert result.out == f"restarted root.role.heartbeat on node {setup.leader_id}\n"
+    [request] = setup.cluster.received("RestartRunnable")
+    assert request.dn == "root.role.heartbeat"
+
+
+def test_restart_reports_the_nodes_refusal(setup: Setup, ctl: Any) -> None:
+    setup.cluster.refusals["RestartRunnable"] = (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "root cannot be restarted; stop the node instead",
+    )
+    result = ctl("restart", setup.leader_id, "root")
+    assert result.code == 1
+    assert result.err == (
+        f"roleserve ctl: error: restarting root of node {setup.leader_id} at "
+        f"{setup.cluster.address}:{NODE_MANAGEMENT_PORT}: root cannot be restarted; stop the "
+        "node instead (INVALID_ARGUMENT)\n"
     )
 
 

@@ -8,7 +8,7 @@
         │     nodes  approve  decommission  roles set|unset  ticket  leader  consensus
         │
         └─ GetNodes: NODE (ID or unique prefix) ─▶ its address ─▶ NodeManagement (7839)
-              tree  values  logs
+              tree  restart  values  logs
 
 Modules, one concern each: ``_command`` (options, the handler every sub-command shares),
 ``_session`` (channels and calls), ``_errors`` (exit codes, one-line failures), ``_resolve``

@@ -1,4 +1,5 @@
-"""``ctl tree NODE [DN]``: a node's supervision tree, drawn as a tree.
+"""``ctl tree NODE [DN]``: a node's supervision tree, drawn as a tree; ``ctl restart NODE
+DN``: restart one runnable of it.
 
 The node sends its runnables as a flat list, parents before children; each one's parent is
 its DN without the last part (``root.role.heartbeat`` under ``root.role``). The drawing puts
@@ -27,7 +28,14 @@ from roleserve_core.cli.ctl._format import format_duration, print_json, seconds,
 from roleserve_core.cli.ctl._session import Session
 from roleserve_core.proto import nodemanagement_pb2
 
-__all__ = ["add_parsers", "describe", "draw_tree", "runnable_json", "show_tree"]
+__all__ = [
+    "add_parsers",
+    "describe",
+    "draw_tree",
+    "restart_runnable",
+    "runnable_json",
+    "show_tree",
+]
 
 Runnable = nodemanagement_pb2.Runnable
 
@@ -36,7 +44,7 @@ PIPE, SPACE = "│   ", "    "
 
 
 def add_parsers(commands: Any) -> None:
-    """Register ``tree``."""
+    """Register ``tree`` and ``restart``."""
     parser = _command.add(
         commands,
         "tree",
@@ -50,6 +58,19 @@ def add_parsers(commands: Any) -> None:
     _command.add_node_argument(parser)
     parser.add_argument("dn", metavar="DN", nargs="?", default="root", help="default: root")
     _command.add_json_option(parser)
+    parser = _command.add(
+        commands,
+        "restart",
+        restart_runnable,
+        help="restart a runnable on a node",
+        description=(
+            "Restart the runnable DN of NODE and everything under it, at once (no backoff), "
+            "as its supervisor would after a failure. Not root: stop the node for that. The "
+            "node logs who asked."
+        ),
+    )
+    _command.add_node_argument(parser)
+    parser.add_argument("dn", metavar="DN", help="the runnable, e.g. root.role.heartbeat")
 
 
 def describe(runnable: Runnable, name: str) -> str:
@@ -125,3 +146,11 @@ async def show_tree(session: Session, args: argparse.Namespace) -> None:
         print_json([runnable_json(runnable) for runnable in tree.runnables])
     else:
         print("\n".join(draw_tree(tree.runnables)))
+
+
+async def restart_runnable(session: Session, args: argparse.Namespace) -> None:
+    """``ctl restart``."""
+    node = await session.node_client(args.node)
+    request = nodemanagement_pb2.RestartRunnableRequest(dn=args.dn)
+    await session.call(node.about(f"restarting {args.dn}"), node.stub.RestartRunnable, request)
+    print(f"restarted {args.dn} on node {node.node.id}")
