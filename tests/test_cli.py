@@ -20,6 +20,7 @@ import pytest
 
 from roleserve_core import keys as core_keys
 from roleserve_core.cli import main
+from roleserve_core.cli._invocation import COMMAND_ENV, roleserve_command
 from roleserve_core.plugins import ENTRY_POINT_GROUP
 from roleserve_core.version import core_version
 
@@ -290,3 +291,10 @@ def test_no_command_prints_help_and_exits_2(capsys: pytest.CaptureFixture[str]) 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert run(capsys, "--version") == (0, f"roleserve {core_version()}\n", "")
+
+
+def test_hints_name_the_command_as_it_was_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(COMMAND_ENV, raising=False)
+    assert roleserve_command() == "roleserve"
+    monkeypatch.setenv(COMMAND_ENV, "./dev roleserve")
+    assert roleserve_command() == "./dev roleserve"

@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 
 from roleserve_core.access import CREDENTIALS_ENV
+from roleserve_core.cli._invocation import roleserve_command
 from roleserve_core.cli._table import render_table
 from roleserve_core.cli.ctl._format import NONE, print_json
 from roleserve_core.cli.ctl._nodes import HEADERS, node_json, node_row
@@ -150,12 +151,13 @@ async def _up(args: argparse.Namespace) -> int:
             _progress("every node stopped")
     if args.detach:
         _hint(args.dir)
-        print(f"stop it with: roleserve cluster down --dir {args.dir}")
+        print(f"stop it with: {roleserve_command()} cluster down --dir {args.dir}")
     return 130 if stopped and args.detach else 0
 
 
 def _hint(directory: Path) -> None:
-    print(f"operate it with: export {CREDENTIALS_ENV}={directory / 'owner'}; roleserve ctl nodes")
+    owner = directory / "owner"
+    print(f"operate it with: export {CREDENTIALS_ENV}={owner}; {roleserve_command()} ctl nodes")
 
 
 async def _live_status(cluster: LocalCluster, directory: Path) -> None:
