@@ -12,7 +12,6 @@ import stat
 from pathlib import Path
 
 import pytest
-from cryptography import x509
 
 from roleserve_core.access import (
     CREDENTIALS_ENV,
@@ -26,31 +25,17 @@ from roleserve_core.identity import (
     CA_FILE,
     CERTIFICATE_FILE,
     KEY_FILE,
-    PrivateKey,
     UserCredentials,
     certificate_to_pem,
-    create_ca,
-    generate_key,
-    issue_user_certificate,
 )
+from roleserve_core.testing import ThrowawayCA
 
 POINT_ELSEWHERE = f"pass --credentials DIR or set {CREDENTIALS_ENV} to another access directory"
 
 
-class CA:
-    def __init__(self) -> None:
-        self.key: PrivateKey = generate_key()
-        self.certificate: x509.Certificate = create_ca(self.key)
-
-    def user(self, identity: str = "owner") -> UserCredentials:
-        key = generate_key()
-        cert = issue_user_certificate(self.key, self.certificate, key.public_key(), identity)
-        return UserCredentials(key, cert, self.certificate)
-
-
 @pytest.fixture(scope="module")
 def owner() -> UserCredentials:
-    return CA().user()
+    return ThrowawayCA().user()
 
 
 def mode(path: Path) -> int:
@@ -185,7 +170,7 @@ def test_missing_credentials(tmp_path: Path, owner: UserCredentials) -> None:
 
 def test_credentials_of_two_users(tmp_path: Path, owner: UserCredentials) -> None:
     ClusterAccess.of(owner, ["127.0.0.11"]).save(tmp_path)
-    other = CA().user("other")
+    other = ThrowawayCA().user("other")
     (tmp_path / KEY_FILE).write_bytes(other.key_pem)
     message = refused(tmp_path)
     assert re.fullmatch(

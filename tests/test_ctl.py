@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import os
 import re
 import signal
 import threading
@@ -37,16 +36,7 @@ from roleserve_core.cli.ctl._errors import CtlError
 from roleserve_core.cli.ctl._format import format_age, state_name
 from roleserve_core.cli.ctl._resolve import match_node
 from roleserve_core.enrolment.ticket import RegisterTicket
-from roleserve_core.identity import (
-    NodeCredentials,
-    PrivateKey,
-    UserCredentials,
-    certificate_to_pem,
-    create_ca,
-    generate_key,
-    issue_node_certificate,
-    issue_user_certificate,
-)
+from roleserve_core.identity import NodeCredentials, certificate_to_pem
 from roleserve_core.ports import CURATOR_PORT, NODE_MANAGEMENT_PORT
 from roleserve_core.proto import (
     common_pb2,
@@ -58,7 +48,7 @@ from roleserve_core.proto import (
     nodemanagement_pb2_grpc,
 )
 from roleserve_core.rpc import bind, create_server
-from roleserve_core.testing import random_loopback
+from roleserve_core.testing import ThrowawayCA, random_loopback
 
 T = TypeVar("T")
 Context = Any
@@ -130,7 +120,10 @@ class FakeCluster:
             await context.abort(*self.refusals[method])
         if method == self.interrupt_in:
             # Ctrl-C, while main() waits for the answer: asyncio's handler cancels its run.
-            os.kill(os.getpid(), signal.SIGINT)
+            # Sent to the main thread itself: a signal to the process may land on another
+            # thread, and then nothing wakes the main thread's idle event loop to run the
+            # handler.
+            signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
             await asyncio.get_running_loop().create_future()
 
     def node(self, node_id: str) -> management_pb2.Node:
@@ -265,24 +258,6 @@ class FakeNodeManagement(nodemanagement_pb2_grpc.NodeManagementServicer):
         return nodemanagement_pb2.RestartRunnableResponse()
 
 
-@dataclass
-class CA:
-    key: PrivateKey = field(default_factory=generate_key)
-
-    def __post_init__(self) -> None:
-        self.certificate = create_ca(self.key)
-
-    def node(self) -> NodeCredentials:
-        key = generate_key()
-        cert = issue_node_certificate(self.key, self.certificate, key.public_key())
-        return NodeCredentials(key, cert, self.certificate)
-
-    def user(self) -> UserCredentials:
-        key = generate_key()
-        cert = issue_user_certificate(self.key, self.certificate, key.public_key(), "owner")
-        return UserCredentials(key, cert, self.certificate)
-
-
 async def serve(cluster: FakeCluster) -> grpc.aio.Server:
     """The fake's servers on ``cluster.address``: curator port and node management port."""
     server = create_server(cluster.leader)
@@ -317,7 +292,7 @@ class Setup:
     """An UP node whose heartbeats stopped, sharing the first hex digit with ``new_id``."""
 
 
-def start_fake(thread: ServerThread, leader: NodeCredentials, ca: CA) -> FakeCluster:
+def start_fake(thread: ServerThread, leader: NodeCredentials, ca: ThrowawayCA) -> FakeCluster:
     """A fake cluster serving on a random loopback address; ``.server`` to stop it."""
     for attempt in range(3):
         address = str(random_loopback())
@@ -356,8 +331,8 @@ def three_nodes(cluster: FakeCluster, new_id: str, worker_id: str) -> list[manag
 
 
 @pytest.fixture
-def ca() -> CA:
-    return CA()
+def ca() -> ThrowawayCA:
+    return ThrowawayCA()
 
 
 @pytest.fixture
@@ -370,7 +345,7 @@ def server_thread() -> Iterator[ServerThread]:
 
 
 @pytest.fixture
-def setup(ca: CA, tmp_path: Path, server_thread: ServerThread) -> Iterator[Setup]:
+def setup(ca: ThrowawayCA, tmp_path: Path, server_thread: ServerThread) -> Iterator[Setup]:
     """A fake cluster of three nodes, the leader serving, and the owner's access directory."""
     leader = ca.node()
     new_id = other_id(leader.node_id)
@@ -681,7 +656,7 @@ def test_a_refusal_prints_the_servers_message(setup: Setup, ctl: Any) -> None:
 # -- ticket, leader, consensus ---------------------------------------------------------------
 
 
-def test_ticket_round_trips(setup: Setup, ctl: Any, ca: CA) -> None:
+def test_ticket_round_trips(setup: Setup, ctl: Any, ca: ThrowawayCA) -> None:
     result = ctl("ticket")
     assert result.code == 0, result.err
     [line] = result.out.splitlines()

@@ -42,7 +42,6 @@ from roleserve_core.cli import main
 from roleserve_core.connection.curators import KnownCurators
 from roleserve_core.datadir import NodeDataDirectory
 from roleserve_core.enrolment import Enrolment, EnrolmentRequest, plan_enrolment
-from roleserve_core.enrolment.ticket import RegisterTicket
 from roleserve_core.event import ValueWatch
 from roleserve_core.identity import (
     CA_FILE,
@@ -56,7 +55,6 @@ from roleserve_core.identity import (
     certificate_to_pem,
     generate_key,
     issue_node_certificate,
-    issue_user_certificate,
     node_id,
     private_key_from_pem,
     private_key_to_pem,
@@ -121,25 +119,6 @@ def commit_often(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(register_module, "COMMIT_EVERY", COMMIT_EVERY)
 
 
-class CA(ThrowawayCA):
-    """The test cluster's CA, with what enrolment needs of it besides new nodes."""
-
-    def node_certificate_pem(self, key: PublicKey) -> bytes:
-        return certificate_to_pem(issue_node_certificate(self.key, self.certificate, key))
-
-    def node_for(self, key: PrivateKey) -> NodeCredentials:
-        certificate = issue_node_certificate(self.key, self.certificate, key.public_key())
-        return NodeCredentials(key, certificate, self.certificate)
-
-    def owner(self) -> UserCredentials:
-        key = generate_key()
-        cert = issue_user_certificate(self.key, self.certificate, key.public_key(), "owner")
-        return UserCredentials(key, cert, self.certificate)
-
-    def ticket(self, secret: bytes = SECRET) -> str:
-        return RegisterTicket(secret, self.certificate).encode()
-
-
 class Registrar(FakeCurator):
     """A fake leader that enrols nodes as the real curator does.
 
@@ -149,7 +128,7 @@ class Registrar(FakeCurator):
     first, as for every method of the fake.
     """
 
-    def __init__(self, ca: CA) -> None:
+    def __init__(self, ca: ThrowawayCA) -> None:
         super().__init__(ca.node())
         self.ca = ca
         self.approved = False
@@ -194,7 +173,9 @@ class Registrar(FakeCurator):
             )
         return curator_pb2.CommitNodeResponse(
             ca_certificate=certificate_to_pem(self.ca.certificate),
-            node_certificate=self.ca.node_certificate_pem(key),
+            node_certificate=certificate_to_pem(
+                issue_node_certificate(self.ca.key, self.ca.certificate, key)
+            ),
         )
 
 
@@ -236,8 +217,8 @@ Enrol = Callable[..., Awaitable[Enrolling]]
 
 
 @pytest.fixture
-def ca() -> CA:
-    return CA()
+def ca() -> ThrowawayCA:
+    return ThrowawayCA()
 
 
 @pytest.fixture
@@ -255,7 +236,7 @@ async def curators() -> AsyncIterator[contextlib.AsyncExitStack]:
 
 @dataclass
 class Cluster:
-    ca: CA
+    ca: ThrowawayCA
     leader: Registrar
     follower: FakeCurator
     """The node's join address: it names the leader."""
@@ -266,7 +247,7 @@ class Cluster:
 
 
 @pytest.fixture
-async def cluster(ca: CA, curators: contextlib.AsyncExitStack) -> Cluster:
+async def cluster(ca: ThrowawayCA, curators: contextlib.AsyncExitStack) -> Cluster:
     leader = Registrar(ca)
     await curators.enter_async_context(leader)
     follower = await curators.enter_async_context(FakeCurator(ca.node()))
@@ -539,7 +520,7 @@ async def test_join_announces_the_saved_credentials_without_asking_the_cluster(
 
 
 async def test_join_with_mismatched_credentials_stops_the_node(
-    ca: CA, enrol: Enrol, datadir: NodeDataDirectory
+    ca: ThrowawayCA, enrol: Enrol, datadir: NodeDataDirectory
 ) -> None:
     datadir.create()
     ca.node().save(datadir.credentials)
@@ -580,7 +561,10 @@ def node_log() -> Iterator[list[str]]:
 
 @pytest.mark.timeout(15)  # a node that does not stop would run until the global timeout
 def test_a_refusal_stops_the_node_process_with_exit_code_1(
-    ca: CA, datadir: NodeDataDirectory, node_log: list[str], monkeypatch: pytest.MonkeyPatch
+    ca: ThrowawayCA,
+    datadir: NodeDataDirectory,
+    node_log: list[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """``roleserve node run`` in this process: the stop callback ends it with exit 1."""
     monkeypatch.setenv("ROLESERVE_PLUGINS", "")  # the built-in plugins only
@@ -599,7 +583,7 @@ def test_a_refusal_stops_the_node_process_with_exit_code_1(
 
 
 async def test_bootstrap_waits_for_the_cluster_then_saves_owner_roles_and_credentials(
-    ca: CA, enrol: Enrol, datadir: NodeDataDirectory, tmp_path: Path
+    ca: ThrowawayCA, enrol: Enrol, datadir: NodeDataDirectory, tmp_path: Path
 ) -> None:
     owner_directory = tmp_path / "owner"
     node = await enrol(
@@ -622,7 +606,7 @@ async def test_bootstrap_waits_for_the_cluster_then_saves_owner_roles_and_creden
     assert names(datadir.node) == ["bootstrapping", "key.pem"]
     assert not owner_directory.exists()
 
-    done = Bootstrapped(node=ca.node_for(request.node_key), owner=ca.owner(), roles=MEMBER)
+    done = Bootstrapped(node=ca.node(request.node_key), owner=ca.user(), roles=MEMBER)
     node.harness.set(BOOTSTRAPPED, done, by=CONTROLPLANE)
     credentials = await node.credentials()
     await node.wait(lambda status: status.state is State.DONE)
@@ -651,10 +635,10 @@ def bootstrapping(datadir: NodeDataDirectory, owner_directory: Path) -> None:
     datadir.bootstrapping.write_text(f"{owner_directory}\n")
 
 
-async def bootstrapped(node: Enrolling, ca: CA, owner: UserCredentials) -> Bootstrapped:
+async def bootstrapped(node: Enrolling, ca: ThrowawayCA, owner: UserCredentials) -> Bootstrapped:
     """Answer the node's bootstrap request, as the controlplane plugin does."""
     request = await wait_for_value(node.value(BOOTSTRAP), timeout=WAIT)
-    done = Bootstrapped(node=ca.node_for(request.node_key), owner=owner, roles=MEMBER)
+    done = Bootstrapped(node=ca.node(request.node_key), owner=owner, roles=MEMBER)
     node.harness.set(BOOTSTRAPPED, done, by=CONTROLPLANE)
     return done
 
@@ -668,7 +652,7 @@ async def bootstrapped(node: Enrolling, ca: CA, owner: UserCredentials) -> Boots
     ],
 )
 async def test_a_resumed_bootstrap_overwrites_what_a_crash_left_of_its_owner_directory(
-    ca: CA,
+    ca: ThrowawayCA,
     enrol: Enrol,
     datadir: NodeDataDirectory,
     tmp_path: Path,
@@ -678,13 +662,13 @@ async def test_a_resumed_bootstrap_overwrites_what_a_crash_left_of_its_owner_dir
     leaves this cluster's files, which the resumed bootstrap may overwrite."""
     owner_directory = tmp_path / "owner"
     bootstrapping(datadir, owner_directory)
-    ca.owner().save(owner_directory)
+    ca.user().save(owner_directory)
     for path in owner_directory.iterdir():
         if path.name not in written:
             path.unlink()
 
     node = await enrol()
-    done = await bootstrapped(node, ca, ca.owner())
+    done = await bootstrapped(node, ca, ca.user())
     await node.credentials()
     assert same(ClusterAccess.load(owner_directory).credentials, done.owner)
     assert node.stops == []
@@ -692,21 +676,21 @@ async def test_a_resumed_bootstrap_overwrites_what_a_crash_left_of_its_owner_dir
 
 @pytest.mark.parametrize("other", ["another-cluster", "garbage"])
 async def test_bootstrap_refuses_an_owner_directory_that_now_holds_other_credentials(
-    ca: CA, enrol: Enrol, datadir: NodeDataDirectory, tmp_path: Path, other: str
+    ca: ThrowawayCA, enrol: Enrol, datadir: NodeDataDirectory, tmp_path: Path, other: str
 ) -> None:
     """The plan checked the directory, but something wrote there since: the owner's
     credentials would be lost (another cluster's with them), so the node stops."""
     owner_directory = tmp_path / "owner"
     bootstrapping(datadir, owner_directory)
     if other == "another-cluster":
-        CA().owner().save(owner_directory)
+        ThrowawayCA().user().save(owner_directory)
     else:
         owner_directory.mkdir()
         (owner_directory / CERTIFICATE_FILE).write_bytes(b"not a certificate")
     before = {path.name: path.read_bytes() for path in owner_directory.iterdir()}
 
     node = await enrol()
-    await bootstrapped(node, ca, ca.owner())
+    await bootstrapped(node, ca, ca.user())
     failed = await node.wait(lambda status: status.failures == 1)
     assert node.stops == [
         f"{owner_directory} now holds other cluster credentials; the new cluster's owner "
@@ -720,7 +704,7 @@ async def test_bootstrap_refuses_an_owner_directory_that_now_holds_other_credent
 
 
 async def test_a_crash_while_saving_the_credentials_leaves_none_and_the_bootstrap_resumes(
-    ca: CA,
+    ca: ThrowawayCA,
     enrol: Enrol,
     datadir: NodeDataDirectory,
     tmp_path: Path,
@@ -742,7 +726,7 @@ async def test_a_crash_while_saving_the_credentials_leaves_none_and_the_bootstra
     monkeypatch.setattr(credentials_module, "write_atomically", write_unless_disk_full)
     owner_directory = tmp_path / "owner"
     node = await enrol(bootstrap=True, owner_credentials=owner_directory)
-    done = await bootstrapped(node, ca, ca.owner())
+    done = await bootstrapped(node, ca, ca.user())
 
     failed = await node.wait(lambda status: status.failures == 1)
     assert failed.restart_in is not None  # waiting out its backoff

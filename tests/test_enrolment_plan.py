@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cryptography import x509
 
 from roleserve_core.datadir import NodeDataDirectory
 from roleserve_core.enrolment.plan import (
@@ -31,33 +30,13 @@ from roleserve_core.enrolment.plan import (
 )
 from roleserve_core.enrolment.ticket import RegisterTicket
 from roleserve_core.errors import ConfigError, DataDirectoryError, EnrolmentError
-from roleserve_core.identity import (
-    PrivateKey,
-    UserCredentials,
-    create_ca,
-    generate_key,
-    issue_user_certificate,
-)
 from roleserve_core.proto import node_pb2
-
-
-class CA:
-    def __init__(self) -> None:
-        self.key: PrivateKey = generate_key()
-        self.certificate: x509.Certificate = create_ca(self.key)
-
-    def ticket(self, secret: bytes = b"secret") -> str:
-        return RegisterTicket(secret, self.certificate).encode()
-
-    def owner(self) -> UserCredentials:
-        key = generate_key()
-        cert = issue_user_certificate(self.key, self.certificate, key.public_key(), "owner")
-        return UserCredentials(key, cert, self.certificate)
+from roleserve_core.testing import ThrowawayCA
 
 
 @pytest.fixture
-def ca() -> CA:
-    return CA()
+def ca() -> ThrowawayCA:
+    return ThrowawayCA()
 
 
 @pytest.fixture
@@ -109,7 +88,7 @@ def bootstrapping(datadir: NodeDataDirectory, owner: Path) -> None:
 
 
 def registering(
-    datadir: NodeDataDirectory, ca: CA, *addresses: str
+    datadir: NodeDataDirectory, ca: ThrowawayCA, *addresses: str
 ) -> node_pb2.PendingRegistration:
     pending = node_pb2.PendingRegistration(
         ticket=RegisterTicket.decode(ca.ticket()).to_proto(),
@@ -176,7 +155,7 @@ def test_an_enrolled_node_joins(datadir: NodeDataDirectory) -> None:
 
 
 def test_an_enrolled_node_that_crashed_before_cleaning_up_joins(
-    datadir: NodeDataDirectory, ca: CA, tmp_path: Path
+    datadir: NodeDataDirectory, ca: ThrowawayCA, tmp_path: Path
 ) -> None:
     """The credentials are written last: once they exist, leftovers do not matter."""
     bootstrapping(datadir, tmp_path / "owner")
@@ -258,11 +237,11 @@ def test_resuming_a_bootstrap_needs_the_controlplane_plugin(
 
 
 def test_bootstrap_refuses_an_owner_directory_that_holds_credentials(
-    datadir: NodeDataDirectory, ca: CA, tmp_path: Path
+    datadir: NodeDataDirectory, ca: ThrowawayCA, tmp_path: Path
 ) -> None:
     """Another cluster's owner credentials would be lost: the only way to manage it."""
     owner = tmp_path / "owner"
-    ca.owner().save(owner)
+    ca.user().save(owner)
     message = refusal(EnrolmentError, datadir, bootstrap=True, owner_credentials=owner)
     assert message == (
         f"{owner} already holds cluster credentials; move them away, or pass "
@@ -272,14 +251,14 @@ def test_bootstrap_refuses_an_owner_directory_that_holds_credentials(
 
 
 def test_bootstrap_refuses_a_default_owner_directory_that_holds_credentials(
-    datadir: NodeDataDirectory, ca: CA, home: Path
+    datadir: NodeDataDirectory, ca: ThrowawayCA, home: Path
 ) -> None:
-    ca.owner().save(home / ".config/roleserve/owner")
+    ca.user().save(home / ".config/roleserve/owner")
     assert "--owner-credentials DIR" in refusal(EnrolmentError, datadir, bootstrap=True)
 
 
 def test_a_bootstrapping_directory_refuses_register(
-    datadir: NodeDataDirectory, ca: CA, tmp_path: Path
+    datadir: NodeDataDirectory, ca: ThrowawayCA, tmp_path: Path
 ) -> None:
     bootstrapping(datadir, tmp_path / "owner")
     message = refusal(EnrolmentError, datadir, ticket=ca.ticket(), join_addresses=("10.0.0.1",))
@@ -293,7 +272,7 @@ def test_a_bootstrapping_directory_refuses_register(
 
 
 def test_register_writes_the_registration_first_and_a_later_start_resumes_it(
-    datadir: NodeDataDirectory, ca: CA
+    datadir: NodeDataDirectory, ca: ThrowawayCA
 ) -> None:
     ticket = ca.ticket()
     made = plan(
@@ -319,15 +298,19 @@ def test_register_writes_the_registration_first_and_a_later_start_resumes_it(
     assert plan(datadir) == RegisterPlan(expected)
 
 
-def test_a_resumed_registration_keeps_its_progress(datadir: NodeDataDirectory, ca: CA) -> None:
+def test_a_resumed_registration_keeps_its_progress(
+    datadir: NodeDataDirectory, ca: ThrowawayCA
+) -> None:
     pending = registering(datadir, ca, "10.0.0.9:7835")
     assert plan(datadir) == RegisterPlan(pending)
     assert plan(datadir).pending.registered is True  # type: ignore[union-attr]
 
 
-def test_a_new_register_replaces_a_pending_registration(datadir: NodeDataDirectory, ca: CA) -> None:
+def test_a_new_register_replaces_a_pending_registration(
+    datadir: NodeDataDirectory, ca: ThrowawayCA
+) -> None:
     registering(datadir, ca, "10.0.0.9:7835")
-    other = CA()
+    other = ThrowawayCA()
     made = plan(datadir, ticket=other.ticket(b"new"), join_addresses=("10.0.0.1",))
     expected = node_pb2.PendingRegistration(
         ticket=RegisterTicket.decode(other.ticket(b"new")).to_proto(),
@@ -339,20 +322,22 @@ def test_a_new_register_replaces_a_pending_registration(datadir: NodeDataDirecto
     assert plan(datadir) == RegisterPlan(expected)
 
 
-def test_a_registering_directory_refuses_bootstrap(datadir: NodeDataDirectory, ca: CA) -> None:
+def test_a_registering_directory_refuses_bootstrap(
+    datadir: NodeDataDirectory, ca: ThrowawayCA
+) -> None:
     registering(datadir, ca)
     assert refusal(EnrolmentError, datadir, bootstrap=True) == (
         f"{datadir.root} is registering with a cluster; it cannot bootstrap one"
     )
 
 
-def test_a_damaged_ticket_is_refused(datadir: NodeDataDirectory, ca: CA) -> None:
+def test_a_damaged_ticket_is_refused(datadir: NodeDataDirectory, ca: ThrowawayCA) -> None:
     message = refusal(ConfigError, datadir, ticket=ca.ticket()[:-2], join_addresses=("10.0.0.1",))
     assert message.startswith("--register: the register ticket is damaged")
 
 
 def test_a_damaged_ticket_leaves_a_pending_registration_alone(
-    datadir: NodeDataDirectory, ca: CA
+    datadir: NodeDataDirectory, ca: ThrowawayCA
 ) -> None:
     registering(datadir, ca)
     message = refusal(ConfigError, datadir, ticket="nonsense", join_addresses=("10.0.0.1",))
@@ -360,7 +345,9 @@ def test_a_damaged_ticket_leaves_a_pending_registration_alone(
 
 
 @pytest.mark.parametrize("address", ["10.0.0.1:0", "10.0.0.1:http", "[2001:db8::1", ":7835"])
-def test_a_bad_join_address_is_refused(datadir: NodeDataDirectory, ca: CA, address: str) -> None:
+def test_a_bad_join_address_is_refused(
+    datadir: NodeDataDirectory, ca: ThrowawayCA, address: str
+) -> None:
     message = refusal(
         ConfigError, datadir, ticket=ca.ticket(), join_addresses=("10.0.0.1", address)
     )

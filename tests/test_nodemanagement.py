@@ -25,19 +25,9 @@ from typing import Any, NoReturn, cast
 import anyio
 import grpc
 import pytest
-from cryptography import x509
 
 from roleserve_core import NodeContext, RunContext, State, Worker, hookimpl
-from roleserve_core.identity import (
-    Credentials,
-    NodeCredentials,
-    PrivateKey,
-    UserCredentials,
-    create_ca,
-    generate_key,
-    issue_node_certificate,
-    issue_user_certificate,
-)
+from roleserve_core.identity import Credentials, NodeCredentials
 from roleserve_core.keys import NETWORK, NODE_CREDENTIALS, NetworkStatus
 from roleserve_core.logtree import LogTree
 from roleserve_core.node import NodeIntrospection
@@ -46,7 +36,7 @@ from roleserve_core.ports import NODE_MANAGEMENT_PORT, endpoint
 from roleserve_core.proto import nodemanagement_pb2 as pb
 from roleserve_core.proto import nodemanagement_pb2_grpc as pb_grpc
 from roleserve_core.rpc import secure_channel
-from roleserve_core.testing import NodeHarness, PluginHarness, wait_for_value
+from roleserve_core.testing import NodeHarness, PluginHarness, ThrowawayCA, wait_for_value
 from roleserve_core.values import ValueKey, ValueRegistry
 from roleserve_core.workers.nodemgmt import Listen, plan, restart_needed
 
@@ -63,25 +53,7 @@ CHILD = "root.role.chatty.child"
 BROKEN = "root.role.broken"
 
 
-# -- a cluster CA and a test plugin -------------------------------------------------------
-
-
-class CA:
-    """A throwaway cluster CA."""
-
-    def __init__(self) -> None:
-        self.key: PrivateKey = generate_key()
-        self.certificate: x509.Certificate = create_ca(self.key)
-
-    def node(self) -> NodeCredentials:
-        key = generate_key()
-        cert = issue_node_certificate(self.key, self.certificate, key.public_key())
-        return NodeCredentials(key, cert, self.certificate)
-
-    def user(self, identity: str = "owner") -> UserCredentials:
-        key = generate_key()
-        cert = issue_user_certificate(self.key, self.certificate, key.public_key(), identity)
-        return UserCredentials(key, cert, self.certificate)
+# -- a test plugin ------------------------------------------------------------------------
 
 
 SAY: ValueKey[str] = ValueKey("chatty_say", str, "What chatty logs next ('burst N': N lines).")
@@ -141,7 +113,7 @@ class Served:
     """A node whose nodemgmt serves, and what a test needs to call it."""
 
     node: NodeHarness
-    ca: CA
+    ca: ThrowawayCA
     credentials: NodeCredentials
     address: ipaddress.IPv4Address
     said: int = 0
@@ -168,8 +140,8 @@ class Served:
 
 
 @pytest.fixture
-def ca() -> CA:
-    return CA()
+def ca() -> ThrowawayCA:
+    return ThrowawayCA()
 
 
 @pytest.fixture
@@ -183,7 +155,7 @@ async def started(node: StartNode, tmp_path: Path) -> NodeHarness:
 
 
 @pytest.fixture
-async def served(started: NodeHarness, ca: CA) -> Served:
+async def served(started: NodeHarness, ca: ThrowawayCA) -> Served:
     credentials, address = ca.node(), random_loopback()
     started.set(NODE_CREDENTIALS, credentials)
     started.set(NETWORK, NetworkStatus(address))
@@ -235,7 +207,7 @@ def direct_service(**options: Any) -> tuple[NodeManagementService, LogTree]:
 
 
 async def test_nodemgmt_waits_for_credentials_and_address_then_serves(
-    started: NodeHarness, ca: CA
+    started: NodeHarness, ca: ThrowawayCA
 ) -> None:
     assert "nodemgmt" in started.runtime.plugins.info("core").workers
     status = await started.wait_status(
@@ -269,7 +241,7 @@ async def test_nodemgmt_serves_again_on_a_new_address(served: Served) -> None:
         await stub.GetValues(pb.GetValuesRequest(), timeout=CALL_TIMEOUT)
 
 
-async def test_nodemgmt_does_not_share_its_port(started: NodeHarness, ca: CA) -> None:
+async def test_nodemgmt_does_not_share_its_port(started: NodeHarness, ca: ThrowawayCA) -> None:
     """Another process on the node's address and port (one that allows sharing, even) makes
     it fail, with the address in its error, instead of splitting the connections."""
     address = random_loopback()
@@ -285,7 +257,7 @@ async def test_nodemgmt_does_not_share_its_port(started: NodeHarness, ca: CA) ->
     assert f"cannot listen on {address}:7839" in status.last_error.message
 
 
-def test_plan_says_what_it_waits_for_until_it_can_listen(ca: CA) -> None:
+def test_plan_says_what_it_waits_for_until_it_can_listen(ca: ThrowawayCA) -> None:
     credentials, address = ca.node(), random_loopback()
     assert plan(None, None) == "waiting for node credentials and address"
     assert plan(None, NetworkStatus(None)) == "waiting for node credentials and address"
@@ -300,7 +272,7 @@ def test_plan_says_what_it_waits_for_until_it_can_listen(ca: CA) -> None:
     assert v6.endpoint == "[fd00::1]:7839"
 
 
-def test_only_a_new_address_or_certificate_restarts_the_server(ca: CA) -> None:
+def test_only_a_new_address_or_certificate_restarts_the_server(ca: ThrowawayCA) -> None:
     credentials, address = ca.node(), random_loopback()
     serving = Listen(address, credentials)
     same_key = NodeCredentials(credentials.key, credentials.certificate, ca.certificate)

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, cast
 
 import anyio
 import grpc
 import pytest
-from cryptography import x509
 from google.protobuf import descriptor_pb2, descriptor_pool, empty_pb2
 from typing_extensions import override
 
@@ -23,9 +22,6 @@ from roleserve_core.identity import (
     Credentials,
     EphemeralCredentials,
     NodeCredentials,
-    PrivateKey,
-    UserCredentials,
-    create_ca,
     generate_key,
     issue_node_certificate,
     issue_user_certificate,
@@ -51,6 +47,7 @@ from roleserve_core.rpc import (
     method_authorization,
     secure_channel,
 )
+from roleserve_core.testing import ThrowawayCA
 
 pytestmark = pytest.mark.anyio
 
@@ -60,25 +57,8 @@ CALL_TIMEOUT = 10.0
 UNANNOTATED_SERVICE = "roleserve.test.Unannotated"
 
 
-@dataclass
-class CA:
-    """A throwaway cluster CA that issues what a test asks for."""
-
-    key: PrivateKey = field(default_factory=generate_key)
-    certificate: x509.Certificate = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.certificate = create_ca(self.key)
-
-    def node(self) -> NodeCredentials:
-        key = generate_key()
-        cert = issue_node_certificate(self.key, self.certificate, key.public_key())
-        return NodeCredentials(key, cert, self.certificate)
-
-    def user(self, identity: str = "owner") -> UserCredentials:
-        key = generate_key()
-        cert = issue_user_certificate(self.key, self.certificate, key.public_key(), identity)
-        return UserCredentials(key, cert, self.certificate)
+class CA(ThrowawayCA):
+    """The kit's throwaway cluster CA, issuing credentials outside their validity too."""
 
     def unchecked(self, node: bool, **validity: datetime.datetime) -> NodeCredentials:
         """Credentials outside their validity, which the checked classes refuse to hold."""

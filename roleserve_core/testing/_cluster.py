@@ -3,7 +3,9 @@ curators that serve until the test ends.
 
 ::
 
-    ThrowawayCA ──node()──▶ NodeCredentials (the node under test, each FakeCurator)
+    ThrowawayCA ─┬─ node(key) ──────▶ NodeCredentials (the node under test, each FakeCurator)
+                 ├─ user(identity) ──▶ UserCredentials ("owner" by default)
+                 └─ ticket(secret) ──▶ register ticket "rs1-...", carrying the CA
     FakeCluster.curator() ──▶ FakeCurator, serving until the cluster's exit stack closes
     FakeCluster.connect(curator) ──▶ CuratorConnection, as the connector makes it
 
@@ -19,12 +21,15 @@ from typing import Any
 
 from cryptography import x509
 
+from roleserve_core.enrolment.ticket import RegisterTicket
 from roleserve_core.identity import (
     NodeCredentials,
     PrivateKey,
+    UserCredentials,
     create_ca,
     generate_key,
     issue_node_certificate,
+    issue_user_certificate,
 )
 from roleserve_core.keys import CuratorConnection
 from roleserve_core.rpc import secure_channel
@@ -34,17 +39,32 @@ __all__ = ["FakeCluster", "ThrowawayCA"]
 
 
 class ThrowawayCA:
-    """A cluster CA made for one test."""
+    """A cluster CA made for one test: a new key and self-signed certificate each time,
+    issuing node and user credentials and register tickets of its cluster.
+
+    Two instances are two clusters, neither trusting the other's credentials.
+    """
 
     def __init__(self) -> None:
         self.key: PrivateKey = generate_key()
         self.certificate: x509.Certificate = create_ca(self.key)
 
-    def node(self) -> NodeCredentials:
-        """Credentials of a new node of this cluster."""
-        key = generate_key()
+    def node(self, key: PrivateKey | None = None) -> NodeCredentials:
+        """Credentials of a node of this cluster, for ``key`` (a new key when ``None``)."""
+        if key is None:
+            key = generate_key()
         cert = issue_node_certificate(self.key, self.certificate, key.public_key())
         return NodeCredentials(key, cert, self.certificate)
+
+    def user(self, identity: str = "owner") -> UserCredentials:
+        """Credentials of a user of this cluster with a new key, ``owner`` by default."""
+        key = generate_key()
+        cert = issue_user_certificate(self.key, self.certificate, key.public_key(), identity)
+        return UserCredentials(key, cert, self.certificate)
+
+    def ticket(self, secret: bytes = b"secret") -> str:
+        """A register ticket (``rs1-...``) of this cluster: ``secret`` and this CA."""
+        return RegisterTicket(secret, self.certificate).encode()
 
 
 @dataclass
