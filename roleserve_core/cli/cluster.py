@@ -1,6 +1,7 @@
 """``roleserve cluster up|down|status``: a cluster of node processes on this machine.
 
-``up`` starts N nodes on 127.0.0.11, 127.0.0.12, ... (see ``localcluster``), prints each
+``up`` starts N nodes on 127.0.0.11, 127.0.0.12, ... (``--first-address`` moves them; see
+``localcluster``), prints each
 step, then a live status table until Ctrl-C, which stops every node cleanly. ``--detach``
 leaves the nodes running instead; ``down`` stops them and ``status`` shows them.
 """
@@ -8,6 +9,7 @@ leaves the nodes running instead; ``down`` stops them and ``status`` shows them.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 import signal
 import sys
@@ -24,7 +26,7 @@ from roleserve_core.cli._table import render_table
 from roleserve_core.cli.ctl._format import NONE, print_json
 from roleserve_core.cli.ctl._nodes import HEADERS, node_json, node_row
 from roleserve_core.errors import RoleserveError
-from roleserve_core.localcluster import LocalCluster
+from roleserve_core.localcluster import FIRST_ADDRESS, LocalCluster, saved_first_address
 from roleserve_core.proto import management_pb2
 
 __all__ = ["add_parser", "default_cluster_directory"]
@@ -64,6 +66,17 @@ def add_parser(commands: Any) -> None:
     )
     up.add_argument("--nodes", type=_node_count, default=3, help="how many nodes (default 3)")
     up.add_argument(
+        "--first-address",
+        type=_loopback_address,
+        default=None,
+        metavar="ADDRESS",
+        help=(
+            f"node 1's address; node i gets the i-th from it (default {FIRST_ADDRESS}, or "
+            "what the cluster in --dir was created with). Another one runs a second cluster "
+            "beside the first: e.g. 127.0.1.11"
+        ),
+    )
+    up.add_argument(
         "--detach",
         action="store_true",
         help="leave the nodes running and exit (stop them with `roleserve cluster down`)",
@@ -90,6 +103,18 @@ def _node_count(text: str) -> int:
     if not text.isdigit() or not 1 <= int(text) <= 50:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of nodes from 1 to 50")
     return int(text)
+
+
+def _loopback_address(text: str) -> ipaddress.IPv4Address:
+    try:
+        address = ipaddress.IPv4Address(text)
+    except ValueError:
+        address = None
+    if address is None or not address.is_loopback:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a loopback IPv4 address (127.0.0.0/8), where local nodes live"
+        )
+    return address
 
 
 def _directory_option(parser: argparse.ArgumentParser) -> None:
@@ -120,7 +145,8 @@ def _progress(message: str) -> None:
 
 
 async def _up(args: argparse.Namespace) -> int:
-    cluster = LocalCluster(args.dir, args.nodes, progress=_progress)
+    first = args.first_address or saved_first_address(args.dir) or FIRST_ADDRESS
+    cluster = LocalCluster(args.dir, args.nodes, first_address=first, progress=_progress)
     _progress(f"cluster directory {cluster.directory}")
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         stopped = False

@@ -3,6 +3,7 @@
 ::
 
     D/
+    ├── first-address   node 1's address (127.0.0.11 unless chosen); node i has the i-th
     ├── owner/          the owner's access directory (written by node 1's bootstrap)
     ├── n1/ … nN/       each node's data directory, log (node.log) and PID (node.pid)
 
@@ -47,9 +48,11 @@ from roleserve_core.proto import (
 from roleserve_core.roles import roles_from_proto
 from roleserve_core.rpc import secure_channel
 
-__all__ = ["FIRST_ADDRESS", "LocalCluster", "LocalClusterError"]
+__all__ = ["FIRST_ADDRESS", "LocalCluster", "LocalClusterError", "saved_first_address"]
 
 FIRST_ADDRESS = ipaddress.IPv4Address("127.0.0.11")
+FIRST_ADDRESS_FILE = "first-address"
+"""In the cluster's directory: node 1's address, so later commands find the nodes again."""
 STEP_TIMEOUT = 120.0
 """Seconds one step (a node enrolling, a member joining etcd) may take."""
 POLL = 0.25
@@ -61,6 +64,23 @@ Management = Any
 
 class LocalClusterError(RoleserveError):
     """A step of the local cluster failed; the message points at the node's log."""
+
+
+def saved_first_address(directory: Path) -> ipaddress.IPv4Address | None:
+    """Node 1's address as the cluster in ``directory`` recorded it; None before its first
+    ``up`` (and for clusters made before the file existed, which used ``FIRST_ADDRESS``).
+
+    :raises LocalClusterError: if the file does not hold an IPv4 address.
+    """
+    path = directory / FIRST_ADDRESS_FILE
+    try:
+        text = path.read_text().strip()
+    except FileNotFoundError:
+        return None
+    try:
+        return ipaddress.IPv4Address(text)
+    except ValueError:
+        raise LocalClusterError(f"{path} holds {text!r}, not an IPv4 address") from None
 
 
 def _quiet(_: str) -> None:
@@ -84,9 +104,20 @@ class LocalCluster:
     ) -> None:
         if size < 1:
             raise ValueError("a cluster has at least one node")
+        last = ipaddress.IPv4Address(int(first_address) + size - 1)  # int: may pass the end
+        if not (first_address.is_loopback and last.is_loopback):
+            raise LocalClusterError(
+                f"{size} nodes from {first_address} do not all fit in 127.0.0.0/8"
+            )
         self.directory = directory.absolute()
         self.config = config
         self.progress = progress
+        saved = saved_first_address(self.directory)
+        if saved not in (None, first_address):
+            raise LocalClusterError(
+                f"the cluster in {self.directory} runs from {saved}, not {first_address}; "
+                f"give --first-address {saved} (or none), or another --dir"
+            )
         self.nodes = [
             LocalNode(index, first_address + index - 1, self.directory / f"n{index}")
             for index in range(1, size + 1)
@@ -94,13 +125,15 @@ class LocalCluster:
 
     @classmethod
     def existing(cls, directory: Path, **options: Any) -> LocalCluster:
-        """The cluster in ``directory`` with as many nodes as it has directories.
+        """The cluster in ``directory`` with as many nodes as it has directories, at the
+        addresses it was created with.
 
         :raises LocalClusterError: if it holds no cluster.
         """
         size = len(list(directory.glob("n[0-9]*")))
         if size == 0:
             raise LocalClusterError(f"{directory} holds no local cluster (no n1, n2, ...)")
+        options.setdefault("first_address", saved_first_address(directory) or FIRST_ADDRESS)
         return cls(directory, size, **options)
 
     @property
@@ -123,6 +156,7 @@ class LocalCluster:
     async def up(self) -> None:
         """Start (or resume) the cluster and wait until every node is UP and HEALTHY."""
         self.directory.mkdir(parents=True, exist_ok=True)
+        self._save_first_address()
         await self._start_first()
         async with self.management() as management:
             ticket = await self._ticket(management)
@@ -135,7 +169,8 @@ class LocalCluster:
             self.progress("waiting until every node is UP and HEALTHY")
             await self._until("every node is UP and HEALTHY", lambda: self._healthy(management))
             await self._save_curators(management)
-        self.progress(f"the cluster is up: {len(self.nodes)} nodes")
+        count = len(self.nodes)
+        self.progress(f"the cluster is up: {count} node{'' if count == 1 else 's'}")
 
     async def down(self) -> None:
         """Stop every node cleanly, in parallel."""
@@ -144,6 +179,11 @@ class LocalCluster:
                 if node.pid is not None:
                     self.progress(f"stopping node {node.index} (pid {node.pid})")
                     tasks.start_soon(node.stop)
+
+    def _save_first_address(self) -> None:
+        """Record node 1's address (the constructor refused any other than a saved one:
+        the nodes' etcd members and statuses name their addresses)."""
+        (self.directory / FIRST_ADDRESS_FILE).write_text(f"{self.nodes[0].address}\n")
 
     async def _start_first(self) -> None:
         first = self.nodes[0]
