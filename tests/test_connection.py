@@ -50,7 +50,6 @@ from roleserve_core.testing import (
     FakeCurator,
     NodeHarness,
     PluginHarness,
-    ThrowawayCA,
     random_loopback,
     wait_for_value,
 )
@@ -69,11 +68,9 @@ SLACK = 0.01
 
 
 @pytest.fixture
-async def cluster() -> AsyncIterator[FakeCluster]:
-    """Requested before the node, so it is torn down after the node stopped."""
-    ca = ThrowawayCA()
-    async with contextlib.AsyncExitStack() as stack:
-        yield FakeCluster(ca, ca.node(), stack)
+def cluster(fake_cluster: FakeCluster) -> FakeCluster:
+    """The test kit's, by a shorter name; requested before the node (see ``fake_cluster``)."""
+    return fake_cluster
 
 
 def nobody() -> str:

@@ -10,13 +10,12 @@ does. Nothing waits on a sleep.
 
 from __future__ import annotations
 
-import contextlib
 import ipaddress
 import itertools
 import logging
 import stat
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -49,7 +48,6 @@ from roleserve_core.testing import (
     FakeCluster,
     NodeHarness,
     PluginHarness,
-    ThrowawayCA,
     random_loopback,
     wait_for_value,
 )
@@ -83,11 +81,9 @@ def control_plane_plugin() -> SimpleNamespace:
 
 
 @pytest.fixture
-async def cluster() -> AsyncIterator[FakeCluster]:
-    """Requested before the node, so it is torn down after the node stopped."""
-    ca = ThrowawayCA()
-    async with contextlib.AsyncExitStack() as stack:
-        yield FakeCluster(ca, ca.node(), stack)
+def cluster(fake_cluster: FakeCluster) -> FakeCluster:
+    """The test kit's, by a shorter name; requested before the node (see ``fake_cluster``)."""
+    return fake_cluster
 
 
 Start = Callable[[], Awaitable[NodeHarness]]

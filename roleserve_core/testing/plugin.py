@@ -16,10 +16,16 @@ test suite has these fixtures without a conftest:
     test.
 ``node``
     A factory: ``await node(runtime)`` runs a ``NodeRuntime`` and returns a ``NodeHarness``.
+``fake_cluster``
+    A ``FakeCluster``: a throwaway CA, the node under test's credentials, and
+    ``await fake_cluster.curator()`` for fake curators (real gRPC with mutual TLS on a
+    loopback address of their own). Request it before ``node``, so the curators stop after
+    the node did.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -27,6 +33,7 @@ import pytest
 
 from roleserve_core.runtime import NodeRuntime
 from roleserve_core.testing._clock import FakeClock
+from roleserve_core.testing._cluster import FakeCluster, ThrowawayCA
 from roleserve_core.testing._harness import NodeHarness, PluginHarness, SupervisorRunner
 from roleserve_core.values import ValueRegistry
 
@@ -72,3 +79,11 @@ def node(
         return await NodeHarness.start(supervisor_runner, runtime, **options)
 
     return start
+
+
+@pytest.fixture
+async def fake_cluster() -> AsyncIterator[FakeCluster]:
+    """A throwaway cluster whose fake curators serve until the test ends."""
+    ca = ThrowawayCA()
+    async with contextlib.AsyncExitStack() as stack:
+        yield FakeCluster(ca, ca.node(), stack)
