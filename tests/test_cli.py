@@ -257,8 +257,8 @@ def test_the_installed_command_lists_the_workspace_plugins(allow: str | None) ->
     assert plugins["hostsfile"]["version"] == importlib.metadata.version("roleserve-hostsfile")
     if allow is None:
         assert (plugins["hello"]["workers"], plugins["hello"]["values"]) == (
-            ["hello"],
-            ["hello_greeting"],
+            ["hello", "hello_neighbours"],
+            ["hello_greeting", "hello_neighbours"],
         )
     else:
         assert plugins["hello"]["reason"] == "not named in ROLESERVE_PLUGINS"

@@ -84,10 +84,10 @@ async def test_wait_for_state_timeout_names_the_dn_and_its_last_status(
         await wait_for_state(supervisor, "root.missing", timeout=0.01)
 
 
-def test_installed_example_plugin_lists_its_worker(tmp_path: Path) -> None:
+def test_installed_example_plugin_lists_its_workers(tmp_path: Path) -> None:
     info = load_installed_plugin("hello")
     assert (info.state, info.workers, info.values) == (
         PluginState.LOADED,
-        ["hello"],
-        ["hello_greeting"],
+        ["hello", "hello_neighbours"],
+        ["hello_greeting", "hello_neighbours"],
     )
