@@ -399,6 +399,30 @@ async def test_rolefetch_sets_and_saves_the_roles_the_curator_sends(
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
 
 
+async def test_rolefetch_says_when_the_node_is_decommissioned(
+    cluster: FakeCluster, start: Start, caplog: pytest.LogCaptureFixture
+) -> None:
+    leader = await cluster.curator()
+    node_id = cluster.credentials.node_id
+    leader.set_node(curator_pb2.Node(id=node_id, roles=roles_to_proto(WORKER)))
+    harness = await start()
+    harness.set(CURATOR_CONNECTION, cluster.connect(leader))
+    await wait_for_value(roles_value(harness), lambda roles: roles == WORKER)
+    assert harness.status(WATCHER).note == ""
+
+    # As the curator decommissions a node: its roles go too.
+    decommissioned = common_pb2.NODE_STATE_DECOMMISSIONED
+    leader.set_node(curator_pb2.Node(id=node_id, state=decommissioned))
+    await wait_for_value(roles_value(harness), lambda roles: roles == NodeRoles())
+    watcher = await harness.wait_status(WATCHER, lambda s: s.note != "")
+    assert watcher.note == "this node is decommissioned"
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert [w for w in warnings if "decommissioned" in w] == [
+        "this node is decommissioned: it holds no roles any more. Stop it and remove its "
+        "data directory; to use the machine again, register it anew"
+    ]
+
+
 async def test_rolefetch_sets_unchanged_roles_only_once(
     cluster: FakeCluster, start: Start, tmp_path: Path
 ) -> None:

@@ -73,6 +73,8 @@ class RoleFetch:
     def __init__(self, node: NodeContext) -> None:
         self.node = node
         self.path = node.data_dir / ROLES_FILE
+        self.decommissioned = False
+        """Whether the operator was told (once a process) that the node is decommissioned."""
 
     async def run(self, ctx: RunContext) -> None:
         """Sets the node's roles from the curator, and from disk until the curator answers."""
@@ -103,6 +105,8 @@ class RoleFetch:
             for found in event.nodes:
                 if found.id == connection.node_id:
                     self._received(ctx, roles_from_proto(found.roles))
+                    if found.state == common_pb2.NODE_STATE_DECOMMISSIONED:
+                        self._decommissioned(ctx)
             if event.progress == curator_pb2.WatchEvent.PROGRESS_LAST_BACKLOGGED:
                 ctx.signal_healthy()
 
@@ -116,6 +120,17 @@ class RoleFetch:
             save_roles(self.path, roles)
         except OSError as exc:
             ctx.log.error("cannot save the roles to %s: %s", self.path, exc.strerror)
+
+    def _decommissioned(self, ctx: RunContext) -> None:
+        """Say so: the node runs on (it has no roles, so no role workers), but nothing it
+        does matters to the cluster any more."""
+        ctx.set_note("this node is decommissioned")
+        if not self.decommissioned:
+            self.decommissioned = True
+            ctx.log.warning(
+                "this node is decommissioned: it holds no roles any more. Stop it and "
+                "remove its data directory; to use the machine again, register it anew"
+            )
 
 
 def _names(roles: NodeRoles) -> str:

@@ -318,12 +318,17 @@ async def test_a_consensus_member_cannot_be_decommissioned(api: CuratorApi, cura
         await api.decommission(node.node_id)
 
 
-async def test_a_plain_node_is_decommissioned(api: CuratorApi, curators) -> None:
+async def test_a_plain_node_is_decommissioned_without_its_roles(api: CuratorApi, curators) -> None:
     node = await curators.enrol(1)
-    await update_roles(api, node.node_id, assign("kubernetes_worker"))
+    await update_roles(api, node.node_id, assign("kubernetes_worker"), assign("custom:backup"))
     await api.decommission(node.node_id)
     await api.settled(lambda nodes: nodes[node.node_id].state == DECOMMISSIONED)
     assert set(await api.nodes(states=[DECOMMISSIONED])) == {node.node_id}
+    shown = (await api.nodes(node_ids=[node.node_id]))[node.node_id]
+    assert shown.roles == common_pb2.NodeRoles()
+    # Nor can it be given any again.
+    with refused(Code.FAILED_PRECONDITION, f"node {node.node_id} is NODE_STATE_DECOMMISSIONED"):
+        await update_roles(api, node.node_id, assign("kubernetes_worker"))
 
 
 async def test_consensus_status_of_a_new_cluster_is_its_first_node(

@@ -103,6 +103,9 @@ class ManagementService(management_pb2_grpc.ManagementServicer):
                     f"node {record.id} is a consensus member; remove that role first",
                 )
             record.state = common_pb2.NODE_STATE_DECOMMISSIONED
+            # Its roles go with it: role changes need an UP node, so roles kept now could
+            # never be taken away, and the node would go on running their workers.
+            record.roles.Clear()
 
         await self.leader.state.update_node(request.node_id, decommission)
         return management_pb2.DecommissionNodeResponse()
