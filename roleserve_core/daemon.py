@@ -92,6 +92,8 @@ async def serve_node(options: NodeOptions) -> int:
         runtime.add_service("connection", CuratorConnector(known, values))
         values.set(NETWORK, NetworkStatus(address))
         log.info("node starting: data %s, address %s", datadir.root, address)
+        # Replaced by what stops the node; stays if the supervision tree ends by itself.
+        reason: str | None = "the supervision tree ended by itself"
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             async with runtime.supervisor() as supervisor:
                 await supervisor.wait_state("root", State.HEALTHY)

@@ -15,6 +15,7 @@
     │   ├── InvalidSignalError        healthy twice, done before healthy, ...
     │   ├── ChildrenAfterHealthyError run()/run_group() after signal_healthy()
     │   ├── RunnableReturnedError     a runnable returned without signalling done
+    │   ├── RunnableCancelledError    a runnable raised a cancellation nobody asked for
     │   └── RunnableNotFoundError     no runnable with that DN
     ├── PluginError
     │   ├── PluginLoadError           a plugin failed to load (raised in strict mode)
@@ -55,6 +56,7 @@ __all__ = [
     "PluginError",
     "PluginLoadError",
     "RoleserveError",
+    "RunnableCancelledError",
     "RunnableNotFoundError",
     "RunnableReturnedError",
     "SupervisorError",
@@ -114,6 +116,16 @@ class ChildrenAfterHealthyError(SupervisorError):
 
 class RunnableReturnedError(SupervisorError):
     """A runnable returned without having signalled done; recorded as its failure."""
+
+
+class RunnableCancelledError(SupervisorError):
+    """A runnable raised a cancellation nobody asked for; recorded as its failure.
+
+    The usual source is a gRPC call cancelled underneath its caller (grpc.aio raises
+    ``asyncio.CancelledError`` for a call cancelled by its channel's close). Let through,
+    it would look to the supervisor's task group like the cancellation of everything, and
+    silently stop the whole tree.
+    """
 
 
 class RunnableNotFoundError(SupervisorError, LookupError):

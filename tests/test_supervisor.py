@@ -13,6 +13,7 @@ records (``Transitions``), while its status shows the failure and the pending re
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -860,6 +861,36 @@ async def test_task_group_failure_is_summarised_by_its_sole_cause(start: Start) 
     assert (error.type, error.message) == ("OSError", "disk full")
     assert "ExceptionGroup" in error.traceback  # the traceback keeps the whole group
     assert "disk_full" in error.traceback
+
+
+async def cancelled_by_a_grpc_call(ctx: RunContext) -> None:
+    """As a call cancelled under its caller raises (grpc.aio: asyncio.CancelledError)."""
+    raise asyncio.CancelledError
+
+
+async def cancelled_in_a_task_group(ctx: RunContext) -> None:
+    raise BaseExceptionGroup("unhandled", [asyncio.CancelledError()])
+
+
+@pytest.mark.parametrize("runnable", [cancelled_by_a_grpc_call, cancelled_in_a_task_group])
+async def test_a_cancellation_nobody_asked_for_fails_that_runnable_alone(
+    start: Start, transitions: Transitions, runnable: Runnable
+) -> None:
+    """Let through, it would cancel the supervisor's task group: the whole tree would end
+    with no error at all, as a node once did when a gRPC call was cancelled under it."""
+    one = Switch()
+    supervisor = await start(Switch({"one": one, "stray": runnable}))
+
+    error = await wait_failed(supervisor, "root.stray")
+
+    assert error.type == "roleserve_core.errors.RunnableCancelledError"
+    assert error.message == (
+        "root.stray: raised a cancellation nobody asked for (a gRPC call cancelled under it?)"
+    )
+    assert runnable.__name__ in error.traceback
+    assert died(transitions, "root.stray")
+    await wait_restarted(supervisor, "root.one")
+    assert supervisor.status_of("root").state is HEALTHY
 
 
 async def test_returning_when_cancelled_by_sibling_is_canceled_not_dead(

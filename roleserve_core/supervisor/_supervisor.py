@@ -14,6 +14,7 @@ cancels their scopes too, which is the explicit form of Go's derived contexts.
 
 from __future__ import annotations
 
+import math
 import re
 import time
 import traceback
@@ -29,6 +30,7 @@ from roleserve_core.errors import (
     ChildrenAfterHealthyError,
     InvalidRunnableNameError,
     InvalidSignalError,
+    RunnableCancelledError,
     RunnableNotFoundError,
     RunnableReturnedError,
     SupervisorError,
@@ -237,11 +239,23 @@ class Supervisor:
                     error = exc
                 except BaseExceptionGroup as group:
                     failures, _ = group.split(Exception)
-                    if failures is None:
+                    if failures is None and self._cancel_was_asked():
                         raise
-                    error = failures
+                    error = failures or _unasked_cancellation(node, group)
+                except anyio.get_cancelled_exc_class() as cancelled:
+                    if self._cancel_was_asked():
+                        raise
+                    error = _unasked_cancellation(node, cancelled)
         finally:
             self._finished(node, error, returned)
+
+    @staticmethod
+    def _cancel_was_asked() -> bool:
+        """Whether a cancellation that ended a runnable was asked for: its own scope, or an
+        enclosing one (the supervisor stopping, its host cancelled), is cancelled; anyio
+        then says the effective deadline has passed. A runnable's inner scopes absorb
+        their own cancellations, so anything else is a stray one."""
+        return anyio.current_effective_deadline() == -math.inf
 
     def _finished(self, node: Node, error: BaseException | None, returned: bool) -> None:
         """The runnable's code ended: settle its state, then restart what can be restarted."""
@@ -434,6 +448,14 @@ class Supervisor:
         Bound it with ``anyio.fail_after``.
         """
         return await self.wait_status(dn, lambda status: status.state in states)
+
+
+def _unasked_cancellation(node: Node, cancelled: BaseException) -> RunnableCancelledError:
+    error = RunnableCancelledError(
+        f"{node.dn}: raised a cancellation nobody asked for (a gRPC call cancelled under it?)"
+    )
+    error.__cause__ = cancelled
+    return error
 
 
 def _sole_cause(error: BaseException) -> BaseException:
