@@ -18,6 +18,7 @@ from roleserve_core.testing import (
     wait_for_state,
     wait_for_value,
 )
+from roleserve_core.testing._loop import LINGER, LingeringEventLoop, close_lingering_loops
 
 
 def test_require_real_passes_when_found(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -91,3 +92,23 @@ def test_installed_example_plugin_lists_its_workers(tmp_path: Path) -> None:
         ["hello", "hello_neighbours"],
         ["hello_greeting", "hello_neighbours"],
     )
+
+
+def test_an_event_loop_lingers_after_its_close(monkeypatch: pytest.MonkeyPatch) -> None:
+    """grpc.aio may hand a test's loop an event just after the test: a closed loop would
+    raise "Event loop is closed" in the next test, a lingering one queues it harmlessly."""
+    monkeypatch.setattr(LingeringEventLoop, "closing", [])  # the session's own stay put
+    loops = [LingeringEventLoop() for _ in range(LINGER + 1)]
+    try:
+        first = loops[0]
+        first.close()
+        first.call_soon_threadsafe(lambda: None)  # a late event from grpc's poller thread
+        for newer in loops[1:LINGER]:
+            newer.close()
+        assert not first.is_closed()
+        loops[LINGER].close()
+        assert first.is_closed()
+        assert [loop.is_closed() for loop in loops[1:]] == [False] * LINGER
+    finally:
+        close_lingering_loops()
+    assert all(loop.is_closed() for loop in loops)

@@ -14,6 +14,7 @@ cancels their scopes too, which is the explicit form of Go's derived contexts.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import re
 import time
@@ -252,10 +253,14 @@ class Supervisor:
     @staticmethod
     def _cancel_was_asked() -> bool:
         """Whether a cancellation that ended a runnable was asked for: its own scope, or an
-        enclosing one (the supervisor stopping, its host cancelled), is cancelled; anyio
-        then says the effective deadline has passed. A runnable's inner scopes absorb
-        their own cancellations, so anything else is a stray one."""
-        return anyio.current_effective_deadline() == -math.inf
+        enclosing one (the supervisor stopping, its host cancelled), is cancelled, which
+        anyio shows as an effective deadline in the past; or the task itself was cancelled
+        (the event loop shutting down cancels every task left). A runnable's inner scopes
+        absorb their own cancellations, so anything else is a stray one, raised rather
+        than delivered."""
+        task = asyncio.current_task()
+        cancelled = task is not None and task.cancelling() > 0
+        return cancelled or anyio.current_effective_deadline() == -math.inf
 
     def _finished(self, node: Node, error: BaseException | None, returned: bool) -> None:
         """The runnable's code ended: settle its state, then restart what can be restarted."""

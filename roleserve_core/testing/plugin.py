@@ -4,7 +4,8 @@ Registered through the ``pytest11`` entry point of roleserve-core, so every plug
 test suite has these fixtures without a conftest:
 
 ``anyio_backend``
-    ``"asyncio"``: roleserve needs asyncio (grpc.aio runs on it).
+    ``"asyncio"``: roleserve needs asyncio (grpc.aio runs on it). Every event loop of the
+    session is a ``LingeringEventLoop`` (set in ``pytest_configure``).
 ``fake_clock``
     A ``FakeClock``; supervisors started by ``supervisor_runner`` use it.
 ``value_registry``
@@ -25,6 +26,7 @@ test suite has these fixtures without a conftest:
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -35,7 +37,20 @@ from roleserve_core.runtime import NodeRuntime
 from roleserve_core.testing._clock import FakeClock
 from roleserve_core.testing._cluster import FakeCluster, ThrowawayCA
 from roleserve_core.testing._harness import NodeHarness, PluginHarness, SupervisorRunner
+from roleserve_core.testing._loop import LingeringEventLoopPolicy, close_lingering_loops
 from roleserve_core.values import ValueRegistry
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Event loops that close late (see ``LingeringEventLoop``): grpc.aio can still hand
+    a test's loop an event after the test ended, and must not fail the next test."""
+    asyncio.set_event_loop_policy(LingeringEventLoopPolicy())
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Close the loops still lingering, and give asyncio its default policy back."""
+    close_lingering_loops()
+    asyncio.set_event_loop_policy(None)
 
 
 @pytest.fixture
