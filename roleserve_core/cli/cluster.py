@@ -26,7 +26,7 @@ from roleserve_core.cli._table import render_table
 from roleserve_core.cli.ctl._format import NONE, print_json
 from roleserve_core.cli.ctl._nodes import HEADERS, node_json, node_row
 from roleserve_core.errors import RoleserveError
-from roleserve_core.localcluster import FIRST_ADDRESS, LocalCluster, saved_first_address
+from roleserve_core.localcluster import FIRST_ADDRESS, LocalCluster
 from roleserve_core.proto import management_pb2
 
 __all__ = ["add_parser", "default_cluster_directory"]
@@ -145,8 +145,9 @@ def _progress(message: str) -> None:
 
 
 async def _up(args: argparse.Namespace) -> int:
-    first = args.first_address or saved_first_address(args.dir) or FIRST_ADDRESS
-    cluster = LocalCluster(args.dir, args.nodes, first_address=first, progress=_progress)
+    cluster = LocalCluster(
+        args.dir, args.nodes, first_address=args.first_address, progress=_progress
+    )
     _progress(f"cluster directory {cluster.directory}")
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         stopped = False

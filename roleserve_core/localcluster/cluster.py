@@ -90,6 +90,8 @@ def _quiet(_: str) -> None:
 class LocalCluster:
     """``size`` node processes in ``directory`` (see the module docstring).
 
+    :param first_address: node 1's address; by default the one ``directory`` recorded,
+        else ``FIRST_ADDRESS``. A different one than recorded is refused.
     :param config: the ``roleserve.toml`` text of nodes created by this cluster.
     """
 
@@ -98,28 +100,27 @@ class LocalCluster:
         directory: Path,
         size: int,
         *,
-        first_address: ipaddress.IPv4Address = FIRST_ADDRESS,
+        first_address: ipaddress.IPv4Address | None = None,
         config: str = "",
         progress: Progress = _quiet,
     ) -> None:
         if size < 1:
             raise ValueError("a cluster has at least one node")
-        last = ipaddress.IPv4Address(int(first_address) + size - 1)  # int: may pass the end
-        if not (first_address.is_loopback and last.is_loopback):
-            raise LocalClusterError(
-                f"{size} nodes from {first_address} do not all fit in 127.0.0.0/8"
-            )
         self.directory = directory.absolute()
         self.config = config
         self.progress = progress
         saved = saved_first_address(self.directory)
-        if saved not in (None, first_address):
+        first = first_address or saved or FIRST_ADDRESS
+        if saved not in (None, first):
             raise LocalClusterError(
-                f"the cluster in {self.directory} runs from {saved}, not {first_address}; "
+                f"the cluster in {self.directory} runs from {saved}, not {first}; "
                 f"give --first-address {saved} (or none), or another --dir"
             )
+        last = ipaddress.IPv4Address(int(first) + size - 1)  # int: may pass the end
+        if not (first.is_loopback and last.is_loopback):
+            raise LocalClusterError(f"{size} nodes from {first} do not all fit in 127.0.0.0/8")
         self.nodes = [
-            LocalNode(index, first_address + index - 1, self.directory / f"n{index}")
+            LocalNode(index, first + index - 1, self.directory / f"n{index}")
             for index in range(1, size + 1)
         ]
 
@@ -133,7 +134,6 @@ class LocalCluster:
         size = len(list(directory.glob("n[0-9]*")))
         if size == 0:
             raise LocalClusterError(f"{directory} holds no local cluster (no n1, n2, ...)")
-        options.setdefault("first_address", saved_first_address(directory) or FIRST_ADDRESS)
         return cls(directory, size, **options)
 
     @property
