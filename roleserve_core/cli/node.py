@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from roleserve_core.cli._failure import report, sole_error
 from roleserve_core.config import LOG_LEVELS
 from roleserve_core.daemon import NodeOptions, run_node
 from roleserve_core.datadir import NodeDataDirectory
@@ -100,7 +101,8 @@ def _run(args: argparse.Namespace) -> int:
         strict_plugins=args.strict_plugins,
     )
     try:
-        return run_node(options)
+        with sole_error():
+            return run_node(options)
     except (NodeSetupError, PluginError) as exc:
-        print(f"roleserve node: error: {exc}", file=sys.stderr)
+        report("roleserve node", exc)
         return 2

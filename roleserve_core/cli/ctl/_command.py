@@ -28,6 +28,7 @@ import anyio
 import grpc
 
 from roleserve_core.access import CREDENTIALS_ENV, resolve_access_directory
+from roleserve_core.cli._failure import report, sole_error
 from roleserve_core.cli.ctl._errors import (
     EXIT_INTERRUPTED,
     EXIT_REFUSED,
@@ -149,7 +150,8 @@ def _handler(run: Run, interruptible: bool) -> Callable[[argparse.Namespace], in
             _discard_stdout()
             return EXIT_REFUSED
         except CtlError as exc:
-            return _fail(exc.message, exc.exit_code)
+            report(PROG, exc)
+            return exc.exit_code
         return 0
 
     return handler
@@ -173,16 +175,12 @@ def _run(run: Run, args: argparse.Namespace) -> None:
             await run(session, args)
 
     try:
-        anyio.run(in_session)
+        with sole_error():
+            anyio.run(in_session)
     except grpc.aio.AioRpcError as exc:  # a call made outside Session.call/stream
         raise rpc_failure("the cluster refused", exc) from None
     except RoleserveError as exc:  # NoLeaderError, a corrupt CA from the cluster, ...
         raise CtlError(str(exc), EXIT_REFUSED) from None
-
-
-def _fail(message: str, exit_code: int) -> int:
-    print(f"{PROG}: error: {message}", file=sys.stderr)
-    return exit_code
 
 
 def _discard_stdout() -> None:
