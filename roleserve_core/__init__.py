@@ -26,91 +26,32 @@ The pieces, each a module of its own::
     rpc         gRPC with mutual TLS: authorization, peers, safe channels
     testing     fixtures and helpers for tests (a pytest plugin)
 
-Everything is imported on first use (PEP 562), so that ``import roleserve_core`` (which
-every ``roleserve`` command does, ``--version`` and ``--help`` among them) costs almost
-nothing: grpc, protobuf, cryptography and pluggy load only when something needs them.
+Everything is imported on first use (PEP 562, through ``lazy_loader``; the names and their
+modules are listed once, in ``__init__.pyi``, which type checkers read too), so that
+``import roleserve_core`` (which every ``roleserve`` command does, ``--version`` and
+``--help`` among them) costs almost nothing: grpc, protobuf, cryptography and pluggy load
+only when something needs them.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from roleserve_core.errors import RoleserveError
-    from roleserve_core.event import Value, ValueWatch, Watcher
-    from roleserve_core.hookspecs import hookimpl, hookspec
-    from roleserve_core.node import NodeContext, Worker
-    from roleserve_core.plugins import PLUGIN_API_VERSION
-    from roleserve_core.roles import (
-        ConsensusMember,
-        ConsensusPeer,
-        KubernetesController,
-        KubernetesWorker,
-        NodeRoles,
-    )
-    from roleserve_core.supervisor import RunContext, State, Supervisor
-    from roleserve_core.values import ValueKey
+import lazy_loader
 
-    __version__: str
+_export, _dir, _exports = lazy_loader.attach_stub(__name__, __file__)
 
-_HOMES = {
-    "PLUGIN_API_VERSION": "roleserve_core.plugins",
-    "ConsensusMember": "roleserve_core.roles",
-    "ConsensusPeer": "roleserve_core.roles",
-    "KubernetesController": "roleserve_core.roles",
-    "KubernetesWorker": "roleserve_core.roles",
-    "NodeContext": "roleserve_core.node",
-    "NodeRoles": "roleserve_core.roles",
-    "RoleserveError": "roleserve_core.errors",
-    "RunContext": "roleserve_core.supervisor",
-    "State": "roleserve_core.supervisor",
-    "Supervisor": "roleserve_core.supervisor",
-    "Value": "roleserve_core.event",
-    "ValueKey": "roleserve_core.values",
-    "ValueWatch": "roleserve_core.event",
-    "Watcher": "roleserve_core.event",
-    "Worker": "roleserve_core.node",
-    "hookimpl": "roleserve_core.hookspecs",
-    "hookspec": "roleserve_core.hookspecs",
-}
-"""Each exported name and the module it lives in."""
-
-__all__ = [
-    "PLUGIN_API_VERSION",
-    "ConsensusMember",
-    "ConsensusPeer",
-    "KubernetesController",
-    "KubernetesWorker",
-    "NodeContext",
-    "NodeRoles",
-    "RoleserveError",
-    "RunContext",
-    "State",
-    "Supervisor",
-    "Value",
-    "ValueKey",
-    "ValueWatch",
-    "Watcher",
-    "Worker",
-    "__version__",
-    "hookimpl",
-    "hookspec",
-]
+__all__ = sorted([*_exports, "__version__"])
 
 
 def __getattr__(name: str) -> Any:
-    """Import an exported name's module on first use, and keep the name here after."""
-    if name == "__version__":
-        from roleserve_core.version import core_version
+    """An exported name, imported on first use (and kept here after)."""
+    if name != "__version__":
+        return _export(name)
+    from roleserve_core.version import core_version
 
-        value: Any = core_version()
-    elif name in _HOMES:
-        value = getattr(importlib.import_module(_HOMES[name]), name)
-    else:
-        raise AttributeError(f"module 'roleserve_core' has no attribute {name!r}")
-    globals()[name] = value
-    return value
+    globals()[name] = version = core_version()
+    return version
 
 
 def __dir__() -> list[str]:
