@@ -18,6 +18,7 @@ The pieces, each a module of its own::
     supervisor  the supervision tree runnables live in
     logtree     per-DN ring buffers of log records
     hookspecs   the hooks plugins implement
+    settings    Setting: what a plugin accepts in roleserve.toml, checked at start
     plugins     finding and loading plugins
     node        NodeContext and Worker, the plugin-facing objects
     runtime     plugins + values + workers assembled into one tree
@@ -39,6 +40,7 @@ from roleserve_core.roles import (
     KubernetesWorker,
     NodeRoles,
 )
+from roleserve_core.settings import Setting
 from roleserve_core.supervisor import RunContext, State, Supervisor
 from roleserve_core.values import ValueKey
 from roleserve_core.version import core_version
@@ -55,6 +57,7 @@ __all__ = [
     "NodeRoles",
     "RoleserveError",
     "RunContext",
+    "Setting",
     "State",
     "Supervisor",
     "Value",
