@@ -227,6 +227,45 @@ def test_strict_exits_1_when_a_plugin_fails(
     assert run(capsys, "plugins", "--strict", "--json")[0] == 0
 
 
+def test_plugins_lists_every_setting_with_type_default_and_doc(
+    install: Install, capsys: pytest.CaptureFixture[str]
+) -> None:
+    install("configurable", "good")
+    code, out, _ = run(capsys, "plugins")
+    assert code == 0
+    details = out.split("\n\n", 1)[1].splitlines()
+    start = details.index("  settings ([plugins.configurable] in roleserve.toml):")
+    assert table("\n".join(line[4:] for line in details[start + 1 : start + 8])) == [
+        ["SETTING", "TYPE", "DEFAULT", "DESCRIPTION"],
+        ["greeting", "str", '"hello"', "What the worker says."],
+        ["times", "int", "1", "How often it says it."],
+        ["pause", "float", "0.5", "Seconds between greetings."],
+        ["loud", "bool", "false", "Whether it shouts."],
+        ["names", "list[str]", "[]", "Whom it greets."],
+        ["log_file", "str | None", "(not set)", "Where it logs; unset: nowhere."],
+    ]
+    assert details[start + 8].startswith("good: ")  # good declares none: no settings table
+
+    plugins = listing(capsys)
+    assert plugins["good"]["settings"] == []
+    assert plugins["configurable"]["settings"][::5] == [
+        {
+            "name": "greeting",
+            "type": "str",
+            "default": "hello",
+            "optional": False,
+            "doc": "What the worker says.",
+        },
+        {
+            "name": "log_file",
+            "type": "str | None",
+            "default": None,
+            "optional": True,
+            "doc": "Where it logs; unset: nowhere.",
+        },
+    ]
+
+
 @pytest.mark.parametrize("allow", [None, "hostsfile"])
 def test_the_installed_command_lists_the_workspace_plugins(allow: str | None) -> None:
     """The real entry points: the workspace's five plugins and the example plugin."""
@@ -260,6 +299,8 @@ def test_the_installed_command_lists_the_workspace_plugins(allow: str | None) ->
             ["hello", "hello_neighbours"],
             ["hello_greeting", "hello_neighbours"],
         )
+        settings = [setting["name"] for setting in plugins["controlplane"]["settings"]]
+        assert settings == ["etcd", "lease_ttl", "heartbeat_ms", "election_ms"]
     else:
         assert plugins["hello"]["reason"] == "not named in ROLESERVE_PLUGINS"
 
