@@ -36,6 +36,7 @@ value in ``roleserve_workers`` with a clear error).
 from __future__ import annotations
 
 import difflib
+import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -159,7 +160,7 @@ def toml_literal(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        return json.dumps(value, ensure_ascii=False)  # its escapes are TOML's too
     if isinstance(value, list):
         return "[" + ", ".join(toml_literal(item) for item in value) + "]"
     return repr(value)
