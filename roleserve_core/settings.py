@@ -95,10 +95,13 @@ class Setting(Generic[T]):
                 f"setting {self.name!r} has type {self.type!r}; "
                 "a setting is a str, int, float, bool or list[str]"
             )
-        if self.default is not None and _converted(self.type, self.default) is None:
-            raise ValueError(
-                f"setting {self.name!r}: default {self.default!r} is not {self.expected}"
-            )
+        if self.default is not None:
+            default = _converted(self.type, self.default)
+            if default is None:
+                raise ValueError(
+                    f"setting {self.name!r}: default {self.default!r} is not {self.expected}"
+                )
+            object.__setattr__(self, "default", default)  # 1 → 1.0 for a float
         if not isinstance(self.doc, str) or not self.doc.strip():
             raise ValueError(f"setting {self.name!r} has no doc; say what it changes")
 
@@ -245,7 +248,7 @@ def _section(
     values: dict[str, Any] = {}
     for setting in settings:
         if setting.name not in section:
-            values[setting.name] = setting.default
+            values[setting.name] = _fresh(setting.default)
             continue
         value = section[setting.name]
         try:
@@ -257,6 +260,12 @@ def _section(
                 f"remove it {_without(setting)}"
             ) from None
     return values
+
+
+def _fresh(default: object) -> object:
+    """A default of one node's config: a list is copied, so a plugin that changes its
+    value does not change the declaration every later runtime reads."""
+    return list(default) if isinstance(default, list) else default
 
 
 def _without(setting: Setting[Any]) -> str:

@@ -152,6 +152,11 @@ def test_check_refuses_another_type(kind: Any, value: object) -> None:
         setting.check(value)
 
 
+def test_a_float_default_given_as_an_integer_is_a_float() -> None:
+    default = Setting("pause", float, 1, "d").default
+    assert (default, type(default)) == (1.0, float)
+
+
 def test_read_falls_back_to_the_default() -> None:
     """A context built by hand (a unit test's) has no defaults filled in."""
     lease: Setting[int] = Setting("lease_ttl", int, 10, "d")
@@ -201,6 +206,16 @@ def test_the_checked_sections_are_read_only(load: Load) -> None:
     config = resolved(load("configurable"), {})
     with pytest.raises(TypeError):
         config.sections["configurable"]["times"] = 2
+
+
+def test_a_list_default_is_each_configs_own(load: Load) -> None:
+    """A plugin that appends to its list changes neither the declaration nor another
+    runtime's config."""
+    plugins = load("configurable")
+    first = resolved(plugins, {}).sections["configurable"]["names"]
+    first.append("mine")
+    assert resolved(plugins, {}).sections["configurable"]["names"] == []
+    assert plugins.info("configurable").settings[4].default == []
 
 
 # -- what a node refuses ------------------------------------------------------------------
