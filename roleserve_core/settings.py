@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 from roleserve_core.errors import ConfigError
 
 if TYPE_CHECKING:
-    from roleserve_core.plugins import PluginSet
+    from roleserve_core.plugins import PluginInfo, PluginSet
 
 __all__ = ["SETTING_TYPES", "PluginConfig", "Setting", "resolve_plugin_config", "toml_literal"]
 
@@ -208,33 +208,44 @@ def resolve_plugin_config(
     :param source: the file the sections came from, for messages.
     :raises ConfigError: one line naming ``source``, the section, the key and what to do.
     """
-    # plugins imports this module (PluginInfo.settings); the states are needed only here.
-    from roleserve_core.plugins import PluginState
-
     infos = {info.name: info for info in plugins.infos()}
-    warnings: list[str] = []
-    for name in sections:
-        info = infos.get(name)
-        if info is not None and info.state is PluginState.BLOCKED:
-            warnings.append(
-                f"{source}: [plugins.{name}] is ignored: plugin {name!r} is {info.reason}"
-            )
-        elif info is None and name in plugins.selection.block:
-            warnings.append(
-                f"{source}: [plugins.{name}] is ignored: plugin {name!r} is named in "
-                "ROLESERVE_DISABLE_PLUGINS (and not installed)"
-            )
-        elif info is not None and info.state is PluginState.FAILED:
-            warnings.append(
-                f"{source}: [plugins.{name}] is not checked: plugin {name!r} failed to load"
-            )
-        elif info is None:
-            raise ConfigError(_unknown_section(source, name, sorted(infos)))
+    warnings = [
+        warning
+        for name in sections
+        if (warning := _why_unchecked(plugins, infos, name, source)) is not None
+    ]
     checked = {
         name: MappingProxyType(_section(source, name, sections.get(name, {}), settings))
         for name, settings in plugins.settings().items()
     }
     return PluginConfig(checked, tuple(warnings))
+
+
+def _why_unchecked(
+    plugins: PluginSet, infos: Mapping[str, PluginInfo], name: str, source: str
+) -> str | None:
+    """None for the section of a loaded plugin (to be checked); a warning for one of a
+    plugin absent on purpose or broken.
+
+    :raises ConfigError: for a section of no plugin this node knows of.
+    """
+    # plugins imports this module (PluginInfo.settings); the states are needed only here.
+    from roleserve_core.plugins import PluginState
+
+    info = infos.get(name)
+    where = f"{source}: [plugins.{name}]"
+    if info is None and name in plugins.selection.block:
+        return (
+            f"{where} is ignored: plugin {name!r} is named in ROLESERVE_DISABLE_PLUGINS "
+            "(and not installed)"
+        )
+    if info is None:
+        raise ConfigError(_unknown_section(source, name, sorted(infos)))
+    if info.state is PluginState.BLOCKED:
+        return f"{where} is ignored: plugin {name!r} is {info.reason}"
+    if info.state is PluginState.FAILED:
+        return f"{where} is not checked: plugin {name!r} failed to load"
+    return None
 
 
 def _section(
