@@ -14,6 +14,7 @@ from .roles import ConsensusPeer as ConsensusPeer
 from .roles import KubernetesController as KubernetesController
 from .roles import KubernetesWorker as KubernetesWorker
 from .roles import NodeRoles as NodeRoles
+from .settings import Setting as Setting
 from .supervisor import RunContext as RunContext
 from .supervisor import State as State
 from .supervisor import Supervisor as Supervisor

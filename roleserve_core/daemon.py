@@ -3,7 +3,8 @@
 ::
 
     lock the data directory ─▶ roleserve.toml ─▶ address (flag, file, or detected)
-    ─▶ plugins ─▶ NodeRuntime ─▶ enrolment plan (errors here: exit 2, nothing started)
+    ─▶ plugins ─▶ NodeRuntime (checks each [plugins.NAME] section against its plugin's
+    declared settings) ─▶ enrolment plan (errors here: exit 2, nothing started)
     ─▶ supervisor:  root.enrolment    join / bootstrap / register (enrolment)
                     root.connection   the curator connection (connection)
                     root.role.*       every plugin's workers, the core's among them
@@ -114,7 +115,11 @@ def _assemble(options: NodeOptions, config: NodeConfig) -> tuple[NodeRuntime, IP
     for warning in plugins.warnings:
         log.warning("%s", warning)
     runtime = NodeRuntime(
-        plugins, data_dir=options.datadir.root, config=config.plugins, logtree=LogTree()
+        plugins,
+        data_dir=options.datadir.root,
+        config=config.plugins,
+        config_source=str(options.datadir.config),
+        logtree=LogTree(),
     )
     return runtime, address
 
