@@ -22,10 +22,7 @@ import argparse
 import os
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any
-
-import anyio
-import grpc
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from roleserve_core.access import CREDENTIALS_ENV, resolve_access_directory
 from roleserve_core.cli._failure import report, sole_error
@@ -36,13 +33,10 @@ from roleserve_core.cli.ctl._errors import (
     CtlError,
     rpc_failure,
 )
-from roleserve_core.cli.ctl._session import (
-    Session,
-    load_access,
-    open_session,
-    remember_curators,
-)
 from roleserve_core.errors import CredentialsError, RoleserveError
+
+if TYPE_CHECKING:
+    from roleserve_core.cli.ctl._session import Session
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -58,7 +52,7 @@ PROG = "roleserve ctl"
 DEFAULT_TIMEOUT = 10.0
 """Seconds to find the leader, and for each call: long enough for an election to end."""
 
-Run = Callable[[Session, argparse.Namespace], Awaitable[None]]
+Run: TypeAlias = "Callable[[Session, argparse.Namespace], Awaitable[None]]"
 """A sub-command: prints its result, raises ``CtlError`` when it cannot."""
 
 
@@ -162,6 +156,13 @@ def _run(run: Run, args: argparse.Namespace) -> None:
 
     :raises CtlError: for every failure this command reports.
     """
+    # Imported here, not at the top: ``ctl --help`` lists every sub-command without
+    # loading grpc, protobuf or cryptography, which only a call to the cluster needs.
+    import anyio
+    import grpc
+
+    from roleserve_core.cli.ctl._session import load_access, open_session, remember_curators
+
     directory = resolve_access_directory(args.credentials)
     try:
         access = load_access(directory, args.endpoint)
