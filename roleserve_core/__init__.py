@@ -27,7 +27,7 @@ The pieces, each a module of its own::
     testing     fixtures and helpers for tests (a pytest plugin)
 """
 
-from roleserve_core.errors import RoleserveError
+from roleserve_core.errors import ExpectedError, FinalError, RoleserveError
 from roleserve_core.event import Value, ValueWatch, Watcher
 from roleserve_core.hookspecs import hookimpl, hookspec
 from roleserve_core.node import NodeContext, Worker
@@ -49,6 +49,8 @@ __all__ = [
     "PLUGIN_API_VERSION",
     "ConsensusMember",
     "ConsensusPeer",
+    "ExpectedError",
+    "FinalError",
     "KubernetesController",
     "KubernetesWorker",
     "NodeContext",
