@@ -198,6 +198,10 @@ async def test_the_etcd_of_the_data_is_recorded_an_upgrade_runs_a_downgrade_is_r
             '{"level":"warn","ts":"2026-12-02T13:00:00Z","caller":"x.go:1","msg":"slow","took":"2s"}',
             (logging.WARNING, "slow took=2s"),
         ),
+        (
+            '{"level":"info","msg":"raft.node: elected leader","term":2}',
+            (logging.DEBUG, "raft.node: elected leader term=2"),
+        ),
         ('{"level":"fatal","msg":"listener failed"}', (logging.CRITICAL, "listener failed")),
         ("panic: runtime error", (logging.CRITICAL, "panic: runtime error")),
         ("goroutine 1 [running]:", (logging.INFO, "goroutine 1 [running]:")),

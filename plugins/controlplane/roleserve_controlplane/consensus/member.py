@@ -10,6 +10,7 @@
     ├── refuses (final) an etcd older than the one recorded with the data; records the
     │   binary it runs in etcd-binary.json when it creates the data, or upgrades it
     ├── starts etcd; its log lines (zap JSON) go to the log tree at the runnable's DN
+    │   (etcd's info at DEBUG, its warn and worse as they are)
     ├── signals healthy once etcd answers a status request and knows a leader
     └── fails (DEAD, so the supervisor backs off) when etcd exits, with etcd's last error
         in the message; on cancellation: SIGTERM, then SIGKILL after ``stop_grace``
@@ -168,7 +169,9 @@ class MemberConfig:
 
 _LEVELS = {
     "debug": logging.DEBUG,
-    "info": logging.INFO,
+    # etcd logs dozens of INFO lines per start and per election (raft state, each peer's
+    # stream); at INFO they would bury the node's own story. Its WARN and worse stay.
+    "info": logging.DEBUG,
     "warn": logging.WARNING,
     "error": logging.ERROR,
     "dpanic": logging.CRITICAL,
@@ -178,7 +181,11 @@ _LEVELS = {
 
 
 def parse_log_line(line: str) -> tuple[int, str]:
-    """etcd's zap JSON line → (logging level, readable message)."""
+    """etcd's zap JSON line → (logging level, readable message).
+
+    etcd's info becomes DEBUG (see ``_LEVELS``); a line that is not JSON (a panic's stack)
+    stays visible at INFO, a ``panic:`` line at CRITICAL.
+    """
     try:
         entry = json.loads(line)
     except ValueError:
