@@ -29,7 +29,7 @@
     └── NodeSetupError                the node process cannot start as it was asked to
         ├── ConfigError               roleserve.toml or a command-line option is invalid
         ├── DataDirectoryError        the data directory is in use, unreadable or corrupt
-        └── EnrolmentError            the enrolment asked for does not fit the data directory
+        └── EnrolmentError            the enrolment does not fit, or was refused (also final)
 
 Errors that describe a misuse of an API by a runnable (``InvalidSignalError`` and friends)
 are raised inside that runnable, so they fail that runnable alone, with the DN in the status
@@ -208,5 +208,6 @@ class DataDirectoryError(NodeSetupError):
     """The data directory is in use by another process, unreadable or corrupt."""
 
 
-class EnrolmentError(NodeSetupError):
-    """The enrolment asked for does not fit the data directory (or the plugins)."""
+class EnrolmentError(NodeSetupError, FinalError):
+    """The enrolment asked for does not fit the data directory (or the plugins), or the
+    cluster refused it for good; final: another attempt would be refused the same way."""
