@@ -125,9 +125,10 @@ class Supervisor:
         """Set to a runnable's status each time one fails with a ``FinalError``.
 
         This is how the node process learns of them: it watches this value and stops
-        while it is still bootstrapping (nothing else could fix the failure), and keeps
-        running once enrolled. Like every value it keeps the latest only; a watcher that
-        needs every final runnable reads ``status()`` for those marked ``final``.
+        while the node is not enrolled yet (bootstrapping or registering: nobody could see
+        or fix the failure), and keeps running once enrolled. Like every value it keeps
+        the latest only; a watcher that needs every final runnable reads ``status()`` for
+        those marked ``final``.
         """
 
     # -- lifecycle -----------------------------------------------------------------
