@@ -1,5 +1,7 @@
 # The package's exports, for type checkers and for lazy_loader (see __init__.py), which
 # imports each one from its module on first use. Add a name here to export it.
+from .errors import ExpectedError as ExpectedError
+from .errors import FinalError as FinalError
 from .errors import RoleserveError as RoleserveError
 from .event import Value as Value
 from .event import ValueWatch as ValueWatch

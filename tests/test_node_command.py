@@ -211,3 +211,21 @@ def test_sigterm_stops_the_node_with_exit_0_and_a_restart_resumes_registering(
     _, rest = resumed.communicate(timeout=30)
     assert resumed.returncode == 0
     assert "SIGINT: stopping" in rest
+
+
+@pytest.mark.timeout(60)
+def test_a_bootstrap_without_etcd_exits_1_at_once_with_one_clear_line(tmp_path: Path) -> None:
+    """A final failure (no etcd) while bootstrapping stops the node: nothing could fix it."""
+    (tmp_path / "roleserve.toml").write_text('[plugins.controlplane]\netcd = "/nonexistent/etcd"\n')
+    process = start(tmp_path, loopback(), "--bootstrap")
+    _, err = process.communicate(timeout=45)
+    assert process.returncode == 1, err
+    message = (
+        "root.role.controlplane: the configured etcd /nonexistent/etcd is not an executable "
+        'file; install etcd there, or change etcd = "/path/to/etcd" in the '
+        "[plugins.controlplane] section of roleserve.toml"
+    )
+    lines = err.splitlines()
+    assert lines[-1] == f"roleserve node: error: {message}"
+    assert sum("failed for good, not restarting" in line for line in lines) == 1
+    assert "Traceback" not in err

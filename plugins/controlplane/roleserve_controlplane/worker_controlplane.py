@@ -40,6 +40,7 @@ from roleserve_controlplane.consensus import (
     MemberConfig,
     MemberMode,
     find_etcd,
+    recorded_etcd,
 )
 from roleserve_controlplane.curator import (
     CURATOR_PORT,
@@ -180,7 +181,9 @@ class ControlPlane:
         ctx.signal_healthy()
 
     async def _start(self, ctx: RunContext, startup: Startup) -> None:
-        binary = find_etcd(self.settings.etcd)
+        # Final errors (no etcd, a downgrade the data refuses) end the worker here, before
+        # any etcd starts; the supervisor leaves it DEAD until the operator restarts it.
+        binary = find_etcd(self.settings.etcd, recorded_etcd(self.member_directory))
         if startup.bootstrap is not None:
             await self._bootstrap(ctx, startup, binary)
             return
