@@ -3,11 +3,11 @@
 This package is roleserve-core: the runtime every node runs, and the API plugin authors
 write against. Plugins import what they need from here::
 
-    from roleserve_core import NodeContext, RunContext, Worker, hookimpl
+    from roleserve_core import NodeContext, RunContext, Worker, custom_role, hookimpl
 
     @hookimpl
     def roleserve_workers(node: NodeContext) -> list[Worker]:
-        return [Worker("backup", run_backup, when=lambda roles: "backup" in roles.custom)]
+        return [Worker("backup", run_backup, when=custom_role("backup"))]
 
 The pieces, each a module of its own::
 
@@ -30,7 +30,7 @@ The pieces, each a module of its own::
 from roleserve_core.errors import RoleserveError
 from roleserve_core.event import Value, ValueWatch, Watcher
 from roleserve_core.hookspecs import hookimpl, hookspec
-from roleserve_core.node import NodeContext, Worker
+from roleserve_core.node import NodeContext, Worker, custom_role
 from roleserve_core.plugins import PLUGIN_API_VERSION
 from roleserve_core.roles import (
     ConsensusMember,
@@ -63,6 +63,7 @@ __all__ = [
     "Watcher",
     "Worker",
     "__version__",
+    "custom_role",
     "hookimpl",
     "hookspec",
 ]

@@ -23,7 +23,7 @@ from typing import Any
 import anyio
 import pytest
 
-from roleserve_core import hookimpl
+from roleserve_core import Worker, custom_role, hookimpl
 from roleserve_core.keys import (
     CURATOR_CONNECTION,
     LOCAL_CONTROL_PLANE,
@@ -258,6 +258,37 @@ async def test_statuspush_reports_a_running_curator_known_at_the_start(
     await leader.wait_calls("UpdateNodeStatus", 1)
     [request] = leader.requests("UpdateNodeStatus")
     assert request.status == status(address, curator_port=7900)
+
+
+async def test_statuspush_reports_the_custom_roles_its_plugins_gate_on(
+    cluster: FakeCluster, node: Callable[..., Awaitable[NodeHarness]], tmp_path: Path
+) -> None:
+    """Named with ``custom_role()``; an opaque predicate names no role, so none counts."""
+
+    async def idle(ctx: Any) -> None:
+        await anyio.sleep_forever()
+
+    def workers(node: Any) -> list[Worker]:
+        return [
+            Worker("zeta", idle, when=custom_role("zeta")),
+            Worker("backup", idle, when=custom_role("backup")),
+            Worker("backup_too", idle, when=custom_role("backup")),
+            Worker("opaque", idle, when=lambda roles: "opaque" in roles.custom),
+        ]
+
+    plugins = PluginHarness(core_workers=True)
+    plugins.register(SimpleNamespace(roleserve_workers=hookimpl(workers)), "gated")
+    harness = await node(plugins.runtime(tmp_path))
+    harness.set(NODE_CREDENTIALS, cluster.credentials)
+    address = random_loopback()
+    harness.set(NETWORK, NetworkStatus(address))
+    leader = await cluster.curator()
+    harness.set(CURATOR_CONNECTION, cluster.connect(leader))
+    await leader.wait_calls("UpdateNodeStatus", 1)
+    [request] = leader.requests("UpdateNodeStatus")
+    expected = status(address)
+    expected.handled_custom_roles[:] = ["backup", "zeta"]
+    assert request.status == expected
 
 
 # -- heartbeat ----------------------------------------------------------------------------

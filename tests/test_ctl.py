@@ -535,6 +535,52 @@ def test_roles_set_reports_the_curators_refusal(setup: Setup, ctl: Any) -> None:
     )
 
 
+def handling(setup: Setup, *roles: str) -> None:
+    """The leader reports that its plugins handle the custom ``roles``."""
+    setup.cluster.node(setup.leader_id).status.handled_custom_roles[:] = roles
+
+
+def test_roles_set_warns_about_a_custom_role_no_plugin_handles_and_sets_it(
+    setup: Setup, ctl: Any
+) -> None:
+    handling(setup, "backup", "hello")
+    result = ctl("roles", "set", setup.leader_id, "custom:helo")
+    assert result.code == 0, result.err
+    assert result.err == (
+        f"roleserve ctl: warning: no plugin on {setup.leader_id} handles custom:helo "
+        "(its plugins handle: backup, hello); setting it anyway, for a plugin installed later\n"
+    )
+    assert setup.cluster.received("UpdateNodeRoles")[-1].changes == [
+        Change(role="custom:helo", assign=True)
+    ]
+    assert "custom:helo" in result.out
+
+
+def test_roles_set_says_nothing_about_handled_builtin_or_unknown_cases(
+    setup: Setup, ctl: Any
+) -> None:
+    handling(setup, "hello")
+    handled = ctl("roles", "set", setup.leader_id, "custom:hello")
+    builtin = ctl("roles", "set", setup.leader_id, "kubernetes_worker")
+    unreported = ctl("roles", "set", setup.new_id, "custom:helo")  # no status: unknown
+    assert [r.err for r in (handled, builtin, unreported)] == ["", "", ""]
+    assert len(setup.cluster.received("UpdateNodeRoles")) == 3
+
+
+def test_roles_set_names_a_node_whose_plugins_handle_no_custom_role(setup: Setup, ctl: Any) -> None:
+    result = ctl("roles", "set", setup.worker_id, "custom:backup")
+    assert result.code == 0
+    assert "(its plugins handle: no custom roles)" in result.err
+
+
+def test_roles_unset_of_a_role_the_node_does_not_hold_says_so(setup: Setup, ctl: Any) -> None:
+    result = ctl("roles", "unset", setup.worker_id, "custom:x")
+    assert result.code == 0
+    assert result.err == f"{setup.worker_id} does not hold custom:x; nothing to unset\n"
+    assert result.out == f"{setup.worker_id}: kubernetes_worker\n"
+    assert setup.cluster.received("UpdateNodeRoles") == []
+
+
 # -- naming nodes by prefix ----------------------------------------------------------------
 
 

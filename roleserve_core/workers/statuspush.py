@@ -1,7 +1,7 @@
 """Worker ``statuspush``: tell the curator this node's address, version and curator.
 
-Reads ``curator_connection``, ``network`` and, when the controlplane plugin is loaded,
-``local_control_plane``; writes nothing.
+Reads ``curator_connection``, ``network``, ``handled_custom_roles`` and, when the
+controlplane plugin is loaded, ``local_control_plane``; writes nothing.
 
 ::
 
@@ -25,6 +25,7 @@ from roleserve_core.connection.session import on_each_connection
 from roleserve_core.event import Combined
 from roleserve_core.keys import (
     CURATOR_CONNECTION,
+    HANDLED_CUSTOM_ROLES,
     LOCAL_CONTROL_PLANE,
     NETWORK,
     CuratorConnection,
@@ -55,12 +56,16 @@ def node_status(
     control_plane: LocalControlPlane | None,
     version: str,
     boot: bytes | None,
+    custom_roles: tuple[str, ...] = (),
 ) -> common_pb2.NodeStatus | None:
     """The status to report, or None while the node's address is unknown."""
     if network is None or network.external_address is None:
         return None
     status = common_pb2.NodeStatus(
-        external_address=str(network.external_address), version=version, boot_id=boot or b""
+        external_address=str(network.external_address),
+        version=version,
+        boot_id=boot or b"",
+        handled_custom_roles=custom_roles,
     )
     if control_plane is not None and control_plane.curator_endpoint is not None:
         port = split_endpoint(control_plane.curator_endpoint, CURATOR_PORT)[1]
@@ -70,7 +75,8 @@ def node_status(
 
 def statuspush_worker(node: NodeContext) -> Worker:
     """The worker, for the core's ``roleserve_workers``."""
-    return Worker("statuspush", StatusPush(node).run, reads=(CURATOR_CONNECTION, NETWORK))
+    reads = (CURATOR_CONNECTION, NETWORK, HANDLED_CUSTOM_ROLES)
+    return Worker("statuspush", StatusPush(node).run, reads=reads)
 
 
 class StatusPush:
@@ -93,13 +99,18 @@ class StatusPush:
         sources: list[Any] = [values.read(NETWORK)]
         if LOCAL_CONTROL_PLANE in values:
             sources.append(values.read(LOCAL_CONTROL_PLANE))
+        handled = values.read(HANDLED_CUSTOM_ROLES)  # set once, before any worker runs
+        custom_roles = handled.get_nowait() if handled.statistics().is_set else ()
         stub = curator_pb2_grpc.CuratorStub(connection.channel)
         sent: common_pb2.NodeStatus | None = None
         ctx.signal_healthy()
         async with Combined(*sources) as inputs:
             while True:
                 network, *rest = await inputs.get()
-                status = node_status(network, rest[0] if rest else None, core_version(), self.boot)
+                control_plane = rest[0] if rest else None
+                status = node_status(
+                    network, control_plane, core_version(), self.boot, custom_roles
+                )
                 if status is None:
                     ctx.set_note("waiting for the node's address")
                     continue

@@ -14,7 +14,15 @@ from typing import Any
 
 import anyio
 
-from roleserve_core import NodeContext, NodeRoles, RunContext, ValueKey, Worker, hookimpl
+from roleserve_core import (
+    NodeContext,
+    NodeRoles,
+    RunContext,
+    ValueKey,
+    Worker,
+    custom_role,
+    hookimpl,
+)
 from roleserve_core.connection import on_each_connection
 from roleserve_core.keys import CURATOR_CONNECTION, ROLES, CuratorConnection
 from roleserve_core.proto import common_pb2, curator_pb2, curator_pb2_grpc
@@ -36,9 +44,10 @@ NEIGHBOURS: ValueKey[tuple[str, ...]] = ValueKey(
 )
 
 
-def has_hello_role(roles: NodeRoles) -> bool:
-    """The worker's gate: the node has the custom role ``hello``."""
-    return ROLE in roles.custom
+has_hello_role = custom_role(ROLE)
+"""The workers' gate: the node has the custom role ``hello``. Made with ``custom_role``
+rather than a lambda, so the node reports that it handles ``hello`` and ``roleserve ctl
+roles set`` warns about a typo such as ``custom:helo``."""
 
 
 @hookimpl
