@@ -449,6 +449,7 @@ def test_nodes_filters_and_json(setup: Setup, ctl: Any) -> None:
         "leader": True,
         "version": "0.1.0",
         "labels": {"rack": "r1"},
+        "conflict": None,
     }
     assert new == {
         "id": setup.new_id,
@@ -460,8 +461,24 @@ def test_nodes_filters_and_json(setup: Setup, ctl: Any) -> None:
         "leader": False,
         "version": None,
         "labels": {},
+        "conflict": None,
     }
     assert (worker["health"], worker["heartbeat_age"]) == ("HEARTBEAT_TIMEOUT", 200.0)
+
+
+def test_nodes_shows_a_node_that_two_processes_claim(setup: Setup, ctl: Any) -> None:
+    seen = (
+        "connected from 127.0.0.11:40000; a second process from 127.0.0.1:41000 was refused "
+        "3s ago: two processes share this node's identity"
+    )
+    setup.cluster.node(setup.leader_id).conflict = seen
+    table = ctl("nodes")
+    assert table.code == 0, table.err
+    _header, leader, _new, _worker, line = table.out.splitlines()
+    assert re.split(r" {2,}", leader.strip())[5] == "HEALTHY, CONFLICT"
+    assert line == f"{setup.leader_id}: CONFLICT: {seen}"
+    [shown, *_] = json.loads(ctl("nodes", "--json").out)
+    assert shown["conflict"] == seen
 
 
 def test_nodes_refuses_an_unknown_state(ctl: Any) -> None:

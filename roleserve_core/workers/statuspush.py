@@ -6,8 +6,14 @@ controlplane plugin is loaded, ``local_control_plane``; writes nothing.
 ::
 
     network ──────────────┐
-    local_control_plane ──┴─▶ node_status() ─ differs from the last one sent? ─▶
-                                              UpdateNodeStatus (replaces the whole status)
+    local_control_plane ──┴─▶ node_status() ─┐
+    Watch(this node) ──▶ the curator's record ┴─ needs_report()? ─▶ UpdateNodeStatus
+                                                                     (replaces the whole status)
+
+It reports when the status differs from the last one sent, and also when the curator's
+record of this node differs from it: another process with this node's identity may have
+written it (the curator refuses such a process once this one's heartbeat stream holds the
+node; see ``_identity``), and the node must not stay misreported until it restarts.
 
 On each new connection (a new leader) the worker starts over and sends the full status
 again, as Monogon's does after its restart. Nothing is sent while the address is unknown.
@@ -18,11 +24,16 @@ curator.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
+import grpc
+
 from roleserve_core.connection.session import on_each_connection
-from roleserve_core.event import Combined
+from roleserve_core.errors import RoleserveError
+from roleserve_core.event import Combined, Value
 from roleserve_core.keys import (
     CURATOR_CONNECTION,
     HANDLED_CUSTOM_ROLES,
@@ -37,8 +48,14 @@ from roleserve_core.ports import CURATOR_PORT, split_endpoint
 from roleserve_core.proto import common_pb2, curator_pb2, curator_pb2_grpc
 from roleserve_core.supervisor import RunContext
 from roleserve_core.version import core_version
+from roleserve_core.workers._identity import (
+    CONFLICT_RETRY,
+    PROCESS_INSTANCE,
+    retry_while_refused,
+    signal_healthy_once,
+)
 
-__all__ = ["boot_id", "node_status", "statuspush_worker"]
+__all__ = ["boot_id", "needs_report", "node_status", "statuspush_worker"]
 
 BOOT_ID_PATH = Path("/proc/sys/kernel/random/boot_id")
 
@@ -85,28 +102,66 @@ class StatusPush:
     def __init__(self, node: NodeContext) -> None:
         self.node = node
         self.boot = boot_id()
+        self.conflict_retry = CONFLICT_RETRY
+        """Seconds between attempts while another process holds this node."""
 
     async def run(self, ctx: RunContext) -> None:
         """Reports the node's address, version and running curator to the curator."""
+        healthy = signal_healthy_once(ctx)
 
         async def session(connection: CuratorConnection) -> None:
-            await self._push(ctx, connection)
+            await retry_while_refused(
+                ctx, lambda: self._push(ctx, connection, healthy), self.conflict_retry
+            )
 
         await on_each_connection(ctx, self.node.values, session)
 
-    async def _push(self, ctx: RunContext, connection: CuratorConnection) -> None:
+    async def _push(
+        self, ctx: RunContext, connection: CuratorConnection, healthy: Callable[[], None]
+    ) -> None:
+        """Report on ``connection`` while the node's record there is followed; the first
+        failure of either ends both."""
+        stub = curator_pb2_grpc.CuratorStub(connection.channel)
+        recorded: Value[common_pb2.NodeStatus] = Value()
+        failure: Exception | None = None
+        async with anyio.create_task_group() as tasks:
+
+            async def follow() -> None:
+                nonlocal failure
+                try:
+                    await _follow_record(stub, connection.node_id, recorded)
+                except grpc.aio.AioRpcError as exc:
+                    failure = exc
+                tasks.cancel_scope.cancel()
+
+            tasks.start_soon(follow)
+            healthy()
+            try:
+                await self._report(ctx, stub, connection.node_id, recorded)
+            except grpc.aio.AioRpcError as exc:  # raised here, it would come grouped
+                failure = exc
+            tasks.cancel_scope.cancel()
+        raise failure or RecordWatchEndedError(
+            f"the curator ended the watch of {connection.node_id}'s own record"
+        )
+
+    async def _report(
+        self,
+        ctx: RunContext,
+        stub: curator_pb2_grpc.CuratorAsyncStub,
+        node_id: str,
+        recorded: Value[common_pb2.NodeStatus],
+    ) -> None:
         values = self.node.values
-        sources: list[Any] = [values.read(NETWORK)]
+        sources: list[Any] = [recorded, values.read(NETWORK)]
         if LOCAL_CONTROL_PLANE in values:
             sources.append(values.read(LOCAL_CONTROL_PLANE))
         handled = values.read(HANDLED_CUSTOM_ROLES)  # set once, before any worker runs
         custom_roles = handled.get_nowait() if handled.statistics().is_set else ()
-        stub = curator_pb2_grpc.CuratorStub(connection.channel)
         sent: common_pb2.NodeStatus | None = None
-        ctx.signal_healthy()
         async with Combined(*sources) as inputs:
             while True:
-                network, *rest = await inputs.get()
+                record, network, *rest = await inputs.get()
                 control_plane = rest[0] if rest else None
                 status = node_status(
                     network, control_plane, core_version(), self.boot, custom_roles
@@ -114,10 +169,17 @@ class StatusPush:
                 if status is None:
                     ctx.set_note("waiting for the node's address")
                     continue
-                if status == sent:
+                if not needs_report(status, sent, record):
                     continue
+                if status == sent:
+                    ctx.log.warning(
+                        "the curator's record of this node says address %s, not %s; "
+                        "reporting again",
+                        record.external_address or "none",
+                        status.external_address,
+                    )
                 request = curator_pb2.UpdateNodeStatusRequest(
-                    node_id=connection.node_id, status=status
+                    node_id=node_id, status=status, instance=PROCESS_INSTANCE
                 )
                 await stub.UpdateNodeStatus(request)
                 sent = status
@@ -127,3 +189,42 @@ class StatusPush:
                     status.external_address,
                     ", running a curator" if status.HasField("running_curator") else "",
                 )
+
+
+def needs_report(
+    status: common_pb2.NodeStatus,
+    sent: common_pb2.NodeStatus | None,
+    recorded: common_pb2.NodeStatus | None,
+) -> bool:
+    """Whether to send ``status``: it is not what was sent last, or the curator's record
+    (``recorded``, its time stamp aside) no longer says what was sent.
+
+    A record that differs from what was sent means someone else wrote it (another process
+    with this identity, before the curator refused it) or it was lost; either way the node
+    knows better. A record from before the last report may still arrive and cost one
+    report more, never a loop: the record that follows says what was sent.
+    """
+    if status != sent:
+        return True
+    if recorded is None:
+        return False
+    unstamped = common_pb2.NodeStatus()
+    unstamped.CopyFrom(recorded)
+    unstamped.ClearField("timestamp")
+    return unstamped != sent
+
+
+class RecordWatchEndedError(RoleserveError):
+    """The curator ended the Watch of this node's own record."""
+
+
+async def _follow_record(
+    stub: curator_pb2_grpc.CuratorAsyncStub, node_id: str, recorded: Value[common_pb2.NodeStatus]
+) -> None:
+    """Keep ``recorded`` at the curator's record of this node's status, until the stream
+    ends."""
+    own = curator_pb2.WatchRequest.NodeInCluster(node_id=node_id)
+    async for event in stub.Watch(curator_pb2.WatchRequest(node_in_cluster=own)):
+        for node in event.nodes:
+            if node.id == node_id and node.HasField("status"):
+                recorded.set(node.status)
