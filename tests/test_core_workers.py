@@ -364,6 +364,32 @@ async def test_a_refused_second_process_says_so_once_and_takes_over_when_free(
     assert harness.status(HEARTBEAT).failures == 0
 
 
+async def test_a_refused_status_report_is_said_once_and_sent_when_accepted(
+    cluster: FakeCluster, start: Start, caplog: pytest.LogCaptureFixture
+) -> None:
+    leader = await cluster.curator()
+    conflict = "node X is already connected from 10.0.0.7:40000; two processes share it"
+    leader.refuse("UpdateNodeStatus", grpc.StatusCode.ALREADY_EXISTS, conflict)
+    harness = await start()
+    pusher = harness.runtime.workers["statuspush"][1].run.__self__  # type: ignore[attr-defined]
+    pusher.conflict_retry = 0.01
+    address = random_loopback()
+    harness.set(NETWORK, NetworkStatus(address))
+    harness.set(CURATOR_CONNECTION, cluster.connect(leader))
+
+    said = f"the curator refused this process: {conflict}"
+    refused = await harness.wait_status(STATUSPUSH, lambda s: s.note.startswith(said))
+    leader.allow("UpdateNodeStatus")
+    await harness.wait_status(STATUSPUSH, lambda s: s.note == "")
+    requests = await leader.wait_calls("UpdateNodeStatus", 2)
+    assert {call.request.SerializeToString() for call in requests} == {
+        leader.requests("UpdateNodeStatus")[0].SerializeToString()
+    }
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors == [refused.note]
+    assert harness.status(STATUSPUSH).failures == 0
+
+
 # -- heartbeat ----------------------------------------------------------------------------
 
 

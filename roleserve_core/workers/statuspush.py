@@ -159,8 +159,9 @@ class StatusPush:
         handled = values.read(HANDLED_CUSTOM_ROLES)  # set once, before any worker runs
         custom_roles = handled.get_nowait() if handled.statistics().is_set else ()
         sent: common_pb2.NodeStatus | None = None
+        failure: grpc.aio.AioRpcError | None = None
         async with Combined(*sources) as inputs:
-            while True:
+            while failure is None:
                 record, network, *rest = await inputs.get()
                 control_plane = rest[0] if rest else None
                 status = node_status(
@@ -171,24 +172,38 @@ class StatusPush:
                     continue
                 if not needs_report(status, sent, record):
                     continue
-                if status == sent:
-                    ctx.log.warning(
-                        "the curator's record of this node says address %s, not %s; "
-                        "reporting again",
-                        record.external_address or "none",
-                        status.external_address,
-                    )
-                request = curator_pb2.UpdateNodeStatusRequest(
-                    node_id=node_id, status=status, instance=PROCESS_INSTANCE
-                )
-                await stub.UpdateNodeStatus(request)
-                sent = status
-                ctx.set_note("")
-                ctx.log.info(
-                    "reported address %s%s",
-                    status.external_address,
-                    ", running a curator" if status.HasField("running_curator") else "",
-                )
+                try:
+                    await self._send(ctx, stub, node_id, status, sent, record)
+                    sent = status
+                except grpc.aio.AioRpcError as exc:  # raised in here, it would come grouped
+                    failure = exc
+        raise failure
+
+    async def _send(
+        self,
+        ctx: RunContext,
+        stub: curator_pb2_grpc.CuratorAsyncStub,
+        node_id: str,
+        status: common_pb2.NodeStatus,
+        sent: common_pb2.NodeStatus | None,
+        record: common_pb2.NodeStatus | None,
+    ) -> None:
+        if status == sent and record is not None:
+            ctx.log.warning(
+                "the curator's record of this node says address %s, not %s; reporting again",
+                record.external_address or "none",
+                status.external_address,
+            )
+        request = curator_pb2.UpdateNodeStatusRequest(
+            node_id=node_id, status=status, instance=PROCESS_INSTANCE
+        )
+        await stub.UpdateNodeStatus(request)
+        ctx.set_note("")
+        ctx.log.info(
+            "reported address %s%s",
+            status.external_address,
+            ", running a curator" if status.HasField("running_curator") else "",
+        )
 
 
 def needs_report(
