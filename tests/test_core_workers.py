@@ -335,7 +335,10 @@ async def test_statuspush_reports_again_when_the_curators_record_differs(
 
     reported = [request.status for request in leader.requests("UpdateNodeStatus")]
     assert reported == [status(first), status(first), status(second)]
-    assert f"the curator's record of this node says address {impostor}, not {first}" in caplog.text
+    assert (
+        f"the curator's record of this node differs from its last report (address {impostor} "
+        f"there, {first} here); reporting again"
+    ) in caplog.text
     assert harness.status(STATUSPUSH).failures == 0
 
 

@@ -190,7 +190,8 @@ class StatusPush:
     ) -> None:
         if status == sent and record is not None:
             ctx.log.warning(
-                "the curator's record of this node says address %s, not %s; reporting again",
+                "the curator's record of this node differs from its last report (address "
+                "%s there, %s here); reporting again",
                 record.external_address or "none",
                 status.external_address,
             )
