@@ -6,10 +6,14 @@ NodeManagement) or the ``roleserve`` command, as an operator would look.
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from roleserve_core.localcluster import LocalCluster, LocalNode
@@ -233,3 +237,49 @@ async def test_killing_the_leader_moves_every_connection_and_heartbeats_go_on(
     finally:
         victim.start()
         await all_healthy(cluster)
+
+
+async def test_a_copy_of_a_nodes_data_directory_is_refused_and_shown(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """A copied data directory started beside the node: the curator keeps the node's own
+    process, refuses the copy (which says so), and ``ctl nodes`` shows the conflict. The
+    copy runs without controlplane: a copied etcd member would harm the cluster itself."""
+    original = cluster.nodes[2]
+    identity = cluster.node_id(original)
+    assert identity is not None
+    log = tmp_path / "copy.log"
+    second = _start_copy(original.directory, tmp_path / "copy", log)
+    try:
+        found = await poll_until(
+            "the curator shows the conflict",
+            lambda: nodes(cluster),
+            lambda found: bool(found[identity].conflict),
+            timeout=TIMEOUT,
+        )
+        shown = found[identity]
+        assert shown.health == management_pb2.Node.HEALTHY
+        assert shown.status.external_address == str(original.address)
+        assert "two processes share this node's identity" in shown.conflict
+        assert f"{identity}: CONFLICT: connected from" in ctl(cluster, "nodes")
+        refused = f"the curator refused this process: node {identity} is already connected from"
+        await poll_until("the copy says so", lambda: _read(log), lambda text: refused in text)
+        assert (await tree(cluster, original))["root.role.heartbeat"].state == "HEALTHY"
+    finally:
+        second.terminate()
+        second.wait(timeout=30)
+
+
+def _start_copy(original: Path, copy: Path, log: Path) -> subprocess.Popen[bytes]:
+    """A node process on a copy of ``original`` (without its etcd member), logging to
+    ``log``."""
+    skip = shutil.ignore_patterns("controlplane", "lock", "node.pid", "node.log")
+    shutil.copytree(original, copy, ignore=skip)
+    environment = {**os.environ, "ROLESERVE_DISABLE_PLUGINS": "controlplane"}
+    command = [sys.executable, "-m", "roleserve_core", "node", "run", "--data-dir", str(copy)]
+    with log.open("w") as output:
+        return subprocess.Popen(command, stderr=output, env=environment)
+
+
+async def _read(path: Path) -> str:
+    return await anyio.Path(path).read_text()

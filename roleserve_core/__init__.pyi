@@ -10,6 +10,7 @@ from .hookspecs import hookimpl as hookimpl
 from .hookspecs import hookspec as hookspec
 from .node import NodeContext as NodeContext
 from .node import Worker as Worker
+from .node import custom_role as custom_role
 from .plugins import PLUGIN_API_VERSION as PLUGIN_API_VERSION
 from .roles import ConsensusMember as ConsensusMember
 from .roles import ConsensusPeer as ConsensusPeer

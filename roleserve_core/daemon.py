@@ -2,7 +2,7 @@
 
 ::
 
-    lock the data directory ─▶ roleserve.toml ─▶ address (flag, file, or detected)
+    lock the data directory ─▶ roleserve.toml ─▶ address (saved, flag, file, or detected)
     ─▶ plugins ─▶ NodeRuntime (checks each [plugins.NAME] section against its plugin's
     declared settings) ─▶ enrolment plan (errors here: exit 2, nothing started)
     ─▶ supervisor:  root.enrolment    join / bootstrap / register (enrolment)
@@ -19,6 +19,11 @@ nothing would ever come of waiting) it stops the node: exit 1, its line in the l
 stderr. Once enrolled, the node keeps running its other roles and the failure stays
 visible: the runnable's one ERROR line, and DEAD, final, in ``ctl tree`` until the operator
 restarts it.
+
+The address is the node's identity as much as its key: the first start saves it in the data
+directory once the enrolment plan is made, and every later start uses it. A later
+``--address`` (or ``[node] address``) that differs is refused: the node's etcd peer URL and
+its curator record name the saved one, and moving a node is not supported yet.
 
 Stopping cancels every runnable and waits for them: child processes (etcd) get SIGTERM
 from their runnables, servers stop, files are closed, and only then does the process exit.
@@ -41,6 +46,7 @@ from roleserve_core.connection.connector import CuratorConnector
 from roleserve_core.connection.curators import KnownCurators
 from roleserve_core.datadir import NodeDataDirectory
 from roleserve_core.enrolment import Enrolment, EnrolmentRequest, plan_enrolment
+from roleserve_core.errors import ConfigError
 from roleserve_core.event import Value
 from roleserve_core.keys import BOOTSTRAPPED, NETWORK, NetworkStatus
 from roleserve_core.logtree import PROCESS_LOGGER, LogTree
@@ -97,6 +103,7 @@ async def serve_node(options: NodeOptions) -> int:
         plan = plan_enrolment(
             datadir, options.enrolment, can_bootstrap=BOOTSTRAPPED in runtime.registry
         )
+        _keep_address(datadir, address)
         known = KnownCurators(datadir)
         runtime.add_service("enrolment", Enrolment(plan, datadir, values, known, stopped.set))
         runtime.add_service("connection", CuratorConnector(known, values))
@@ -120,8 +127,7 @@ async def serve_node(options: NodeOptions) -> int:
 
 
 def _assemble(options: NodeOptions, config: NodeConfig) -> tuple[NodeRuntime, IPAddress]:
-    text = options.address
-    address = parse_address(text, "--address") if text else config.address or detect_address()
+    address = _node_address(options, config)
     strict = config.strict_plugins if options.strict_plugins is None else options.strict_plugins
     plugins = PluginSet.load(strict=strict)
     for warning in plugins.warnings:
@@ -134,6 +140,35 @@ def _assemble(options: NodeOptions, config: NodeConfig) -> tuple[NodeRuntime, IP
         logtree=LogTree(),
     )
     return runtime, address
+
+
+def _node_address(options: NodeOptions, config: NodeConfig) -> IPAddress:
+    """The saved address; else the given one (flag, then roleserve.toml); else detected.
+
+    :raises ConfigError: if the given address is not the saved one.
+    """
+    datadir = options.datadir
+    given: IPAddress | None
+    if options.address:
+        given, source = parse_address(options.address, "--address"), "--address"
+    else:
+        given, source = config.address, f"[node] address in {datadir.config}"
+    saved = datadir.read_address()
+    if saved is None:
+        return given or detect_address()
+    if given is not None and given != saved:
+        raise ConfigError(
+            f"{datadir.root} is the node at {saved}, saved at its first start, and {source} "
+            f"gives {given}; start it with {saved} or without {source} (changing a node's "
+            "address is not supported yet)"
+        )
+    return saved
+
+
+def _keep_address(datadir: NodeDataDirectory, address: IPAddress) -> None:
+    """Save the address once the enrolment has a plan (earlier refusals write nothing)."""
+    if datadir.read_address() is None:
+        datadir.save_address(address)
 
 
 def _stop_if_not_enrolled(

@@ -7,12 +7,17 @@
     ├── node/                   the core's own state (0700)
     │   ├── lock                held while a node process runs on D
     │   ├── key.pem             the node's private key: its ID (0600)
+    │   ├── address             the address other nodes reach it at, kept from the first start
     │   ├── join-key.pem        the key a registered node proves itself with (0600)
     │   ├── credentials/        ca.pem cert.pem key.pem, once enrolled
     │   ├── bootstrapping       present while a bootstrap is unfinished (owner dir inside)
     │   ├── registration.pb     present while a registration is unfinished
     │   └── curators.pb         curator endpoints to find the cluster again
     └── plugins/<name>/         each plugin's own directory (the core's holds roles.pb)
+
+The address is saved once an enrolment starts: the node's etcd peer URL, its curator
+endpoint in other nodes' directories and its record in the curator all name it, so a later
+start without ``--address`` must not detect another one.
 
 Whether the node is enrolled is whether ``node/credentials`` exists: every enrolment path
 writes it last, so a crash before that point resumes the enrolment at the next start, and a
@@ -30,7 +35,8 @@ from pathlib import Path
 
 from google.protobuf.message import DecodeError, Message
 
-from roleserve_core.errors import CredentialsError, DataDirectoryError, IdentityError
+from roleserve_core.config import IPAddress, parse_address
+from roleserve_core.errors import ConfigError, CredentialsError, DataDirectoryError, IdentityError
 from roleserve_core.files import write_atomically
 from roleserve_core.identity import (
     PrivateKey,
@@ -81,6 +87,30 @@ class NodeDataDirectory:
     @property
     def curators(self) -> Path:
         return self.node / "curators.pb"
+
+    @property
+    def address(self) -> Path:
+        return self.node / "address"
+
+    def read_address(self) -> IPAddress | None:
+        """The address saved by the node's first start; None before it was saved.
+
+        :raises DataDirectoryError: naming the file if it is unreadable or not an address.
+        """
+        try:
+            text = self.address.read_text().strip()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise DataDirectoryError(f"{self.address} cannot be read: {exc.strerror}") from None
+        try:
+            return parse_address(text, str(self.address))
+        except ConfigError as exc:
+            raise DataDirectoryError(f"{exc}; the file is corrupt") from None
+
+    def save_address(self, address: IPAddress) -> None:
+        """Keep ``address`` as the node's own, for every later start."""
+        write_atomically(self.address, f"{address}\n".encode(), 0o600)
 
     def plugin(self, name: str) -> Path:
         """The directory of plugin ``name`` (its ``NodeContext.data_dir``)."""

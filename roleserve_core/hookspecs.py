@@ -135,7 +135,9 @@ def roleserve_workers(node: NodeContext) -> list[Worker]:
     both plugins.
 
     Implement it by building ``Worker(name, run, when=..., reads=(...))`` values; gate on
-    roles with a predicate such as ``lambda roles: roles.kubernetes_worker is not None``.
+    roles with a predicate such as ``lambda roles: roles.kubernetes_worker is not None``,
+    and on a custom role with ``custom_role("name")``, which names the role so the node
+    reports it as handled (``ctl roles set`` warns about custom roles no plugin handles).
     """
     raise NotImplementedError  # pragma: no cover - specification only
 

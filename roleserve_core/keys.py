@@ -10,6 +10,7 @@ core, never on the plugin that owns the key::
     roles                    NodeRoles           core           the role runtime, plugins
     curator_connection       CuratorConnection   core           workers talking to the curator
     network                  NetworkStatus       core           clusternet, hostsfile
+    handled_custom_roles     tuple[str, ...]     core           statuspush
     local_control_plane      LocalControlPlane   controlplane   statuspush, kubernetes, metrics
     bootstrapped             Bootstrapped        controlplane   the node's enrolment (it saves the
                                                                 credentials it carries)
@@ -17,7 +18,7 @@ core, never on the plugin that owns the key::
     pod_network              PodNetwork          kubernetes     clusternet
     cluster_directory_saved  bool                hostsfile      status push
 
-The built-in plugin ``core`` (``roleserve_core.builtin``) owns the first six keys; this
+The built-in plugin ``core`` (``roleserve_core.builtin``) owns the first seven keys; this
 module's ``roleserve_values`` declares them, and test harnesses register this module alone
 when they want the core's values without its workers.
 """
@@ -41,6 +42,7 @@ __all__ = [
     "BOOTSTRAPPED",
     "CLUSTER_DIRECTORY_SAVED",
     "CURATOR_CONNECTION",
+    "HANDLED_CUSTOM_ROLES",
     "KUBERNETES_STATUS",
     "LOCAL_CONTROL_PLANE",
     "NETWORK",
@@ -189,6 +191,12 @@ CURATOR_CONNECTION: ValueKey[CuratorConnection] = ValueKey(
 NETWORK: ValueKey[NetworkStatus] = ValueKey(
     "network", NetworkStatus, "The node's external address."
 )
+HANDLED_CUSTOM_ROLES: ValueKey[tuple[str, ...]] = ValueKey(
+    "handled_custom_roles",
+    tuple,
+    "The custom roles the workers of this node's plugins are gated on (custom_role()), "
+    "sorted; set when the node starts.",
+)
 LOCAL_CONTROL_PLANE: ValueKey[LocalControlPlane] = ValueKey(
     "local_control_plane",
     LocalControlPlane,
@@ -212,5 +220,13 @@ CLUSTER_DIRECTORY_SAVED: ValueKey[bool] = ValueKey(
 @hookimpl
 def roleserve_values() -> list[ValueKey[Any]]:
     """The core owns the node's identity and credentials, its bootstrap request, its roles,
-    curator connection and network."""
-    return [NODE_ID, NODE_CREDENTIALS, BOOTSTRAP, ROLES, CURATOR_CONNECTION, NETWORK]
+    curator connection and network, and which custom roles its plugins handle."""
+    return [
+        NODE_ID,
+        NODE_CREDENTIALS,
+        BOOTSTRAP,
+        ROLES,
+        CURATOR_CONNECTION,
+        NETWORK,
+        HANDLED_CUSTOM_ROLES,
+    ]

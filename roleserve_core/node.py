@@ -9,6 +9,11 @@
 A ``Worker`` is a runnable plus the condition under which it runs. The core, not each
 plugin, watches the roles and starts or cancels the worker as ``when(roles)`` changes:
 Monogon's on-demand spawning, written once.
+
+``when=custom_role("backup")`` is that condition for a third-party role, in a form the core
+can read: an opaque predicate says nothing about which role it looks at, while this one
+names it, so the node reports the custom roles its plugins handle and ``ctl roles set``
+warns about a role no plugin on the node handles (a typo, or a plugin not installed).
 """
 
 from __future__ import annotations
@@ -22,14 +27,49 @@ from typing import Any
 from roleserve_core.errors import InvalidRunnableNameError
 from roleserve_core.event import Value
 from roleserve_core.logtree import LogTree
-from roleserve_core.roles import NodeRoles
+from roleserve_core.roles import NodeRoles, check_custom_role_name
 from roleserve_core.supervisor import NAME_PATTERN, Runnable, Supervisor
 from roleserve_core.values import PluginValues, ValueKey, ValueRegistry
 
-__all__ = ["NodeContext", "NodeIntrospection", "RolePredicate", "Worker"]
+__all__ = [
+    "CustomRole",
+    "NodeContext",
+    "NodeIntrospection",
+    "RolePredicate",
+    "Worker",
+    "custom_role",
+]
 
 RolePredicate = Callable[[NodeRoles], bool]
 """``when=``: a plain, fast, side-effect-free function of the node's roles."""
+
+
+@dataclass(frozen=True, slots=True)
+class CustomRole:
+    """The predicate "the node holds the custom role ``name``", which also names the role.
+
+    Built by ``custom_role(name)``; pass it as ``Worker(..., when=custom_role("backup"))``.
+    """
+
+    name: str
+    """The role's name, without ``custom:``."""
+
+    def __post_init__(self) -> None:
+        check_custom_role_name(self.name)
+
+    def __call__(self, roles: NodeRoles) -> bool:
+        return self.name in roles.custom
+
+
+def custom_role(name: str) -> CustomRole:
+    """``when=`` for a worker that runs while the node holds the custom role ``name``.
+
+    Prefer it to a lambda: the node reports the roles named this way as the ones its
+    plugins handle, and ``roleserve ctl roles set`` warns about any other.
+
+    :raises ValueError: if ``name`` cannot name a custom role.
+    """
+    return CustomRole(name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +91,11 @@ class Worker:
     """Keys the worker reads; reported at start-up if nobody owns one."""
     doc: str = ""
     """One line for ``roleserve plugins``; defaults to the first line of ``run.__doc__``."""
+
+    @property
+    def custom_role(self) -> str | None:
+        """The custom role the worker is gated on, if ``when`` is a ``custom_role()``."""
+        return self.when.name if isinstance(self.when, CustomRole) else None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not NAME_PATTERN.fullmatch(self.name):

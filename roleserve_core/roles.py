@@ -33,6 +33,7 @@ __all__ = [
     "KubernetesController",
     "KubernetesWorker",
     "NodeRoles",
+    "check_custom_role_name",
     "roles_from_proto",
     "roles_to_proto",
 ]
@@ -73,13 +74,18 @@ class KubernetesWorker:
     """The node runs Kubernetes workloads."""
 
 
+def check_custom_role_name(name: object) -> None:
+    """:raises ValueError: if ``name`` cannot name a custom role, saying what can."""
+    if not isinstance(name, str) or not CUSTOM_ROLE_NAME.fullmatch(name):
+        raise ValueError(
+            f"invalid custom role name {name!r}: use lower case letters, digits and "
+            "'_.-' (not at either end), at most 63 characters"
+        )
+
+
 def _frozen_custom(custom: Mapping[str, Mapping[str, str]]) -> Mapping[str, Mapping[str, str]]:
     for name in custom:
-        if not isinstance(name, str) or not CUSTOM_ROLE_NAME.fullmatch(name):
-            raise ValueError(
-                f"invalid custom role name {name!r}: use lower case letters, digits and "
-                "'_.-' (not at either end), at most 63 characters"
-            )
+        check_custom_role_name(name)
     return MappingProxyType(
         {name: MappingProxyType(dict(params)) for name, params in sorted(custom.items())}
     )

@@ -41,7 +41,7 @@ import anyio
 
 from roleserve_core.errors import DuplicateValueKeyError
 from roleserve_core.event import Watcher
-from roleserve_core.keys import CURATOR_CONNECTION, ROLES
+from roleserve_core.keys import CURATOR_CONNECTION, HANDLED_CUSTOM_ROLES, ROLES
 from roleserve_core.logtree import LogTree
 from roleserve_core.node import NodeContext, NodeIntrospection, RolePredicate, Worker
 from roleserve_core.plugins import PluginSet
@@ -99,6 +99,7 @@ class NodeRuntime:
         self._declare_values()
         self._collect_workers()
         self._report_unowned_reads()
+        self._announce_custom_roles()
 
     # -- assembly ----------------------------------------------------------------------
 
@@ -189,6 +190,16 @@ class NodeRuntime:
             if message not in warnings:  # a second runtime of the same plugins
                 warnings.append(message)
             self.log.warning("plugin %r: %s", reader, message)
+
+    def _announce_custom_roles(self) -> None:
+        """Set ``handled_custom_roles`` from the workers gated with ``custom_role()``, for
+        statuspush to report (unless the core's keys are not loaded, as in some tests)."""
+        if HANDLED_CUSTOM_ROLES not in self.registry:
+            return
+        names = {worker.custom_role for _plugin, worker in self.workers.values()}
+        handled = tuple(sorted(name for name in names if name is not None))
+        owner = self.registry.owner_of(HANDLED_CUSTOM_ROLES)  # "core", or a test's name for it
+        self.registry.scoped(owner).set(HANDLED_CUSTOM_ROLES, handled)
 
     def add_service(self, name: str, runnable: Runnable) -> None:
         """Run ``runnable`` at ``root.<name>``, started before the workers; the node

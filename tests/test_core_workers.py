@@ -21,9 +21,10 @@ from types import SimpleNamespace
 from typing import Any
 
 import anyio
+import grpc
 import pytest
 
-from roleserve_core import hookimpl
+from roleserve_core import Worker, custom_role, hookimpl
 from roleserve_core.keys import (
     CURATOR_CONNECTION,
     LOCAL_CONTROL_PLANE,
@@ -52,9 +53,10 @@ from roleserve_core.testing import (
     wait_for_value,
 )
 from roleserve_core.version import core_version
+from roleserve_core.workers._identity import PROCESS_INSTANCE
 from roleserve_core.workers.heartbeat import DEFAULT_INTERVAL, Heartbeat
 from roleserve_core.workers.rolefetch import ROLES_FILE, save_roles
-from roleserve_core.workers.statuspush import boot_id, node_status
+from roleserve_core.workers.statuspush import boot_id, needs_report, node_status
 
 pytestmark = pytest.mark.anyio
 
@@ -199,7 +201,9 @@ async def test_statuspush_reports_what_changes_and_nothing_else(
     node_id = cluster.credentials.node_id
 
     def update(reported: common_pb2.NodeStatus) -> curator_pb2.UpdateNodeStatusRequest:
-        return curator_pb2.UpdateNodeStatusRequest(node_id=node_id, status=reported)
+        return curator_pb2.UpdateNodeStatusRequest(
+            node_id=node_id, status=reported, instance=PROCESS_INSTANCE
+        )
 
     # 1. A connection alone: nothing to report, and it says what it waits for.
     await harness.wait_status(STATUSPUSH, lambda s: s.note == "waiting for the node's address")
@@ -258,6 +262,135 @@ async def test_statuspush_reports_a_running_curator_known_at_the_start(
     await leader.wait_calls("UpdateNodeStatus", 1)
     [request] = leader.requests("UpdateNodeStatus")
     assert request.status == status(address, curator_port=7900)
+
+
+async def test_statuspush_reports_the_custom_roles_its_plugins_gate_on(
+    cluster: FakeCluster, node: Callable[..., Awaitable[NodeHarness]], tmp_path: Path
+) -> None:
+    """Named with ``custom_role()``; an opaque predicate names no role, so none counts."""
+
+    async def idle(ctx: Any) -> None:
+        await anyio.sleep_forever()
+
+    def workers(node: Any) -> list[Worker]:
+        return [
+            Worker("zeta", idle, when=custom_role("zeta")),
+            Worker("backup", idle, when=custom_role("backup")),
+            Worker("backup_too", idle, when=custom_role("backup")),
+            Worker("opaque", idle, when=lambda roles: "opaque" in roles.custom),
+        ]
+
+    plugins = PluginHarness(core_workers=True)
+    plugins.register(SimpleNamespace(roleserve_workers=hookimpl(workers)), "gated")
+    harness = await node(plugins.runtime(tmp_path))
+    harness.set(NODE_CREDENTIALS, cluster.credentials)
+    address = random_loopback()
+    harness.set(NETWORK, NetworkStatus(address))
+    leader = await cluster.curator()
+    harness.set(CURATOR_CONNECTION, cluster.connect(leader))
+    await leader.wait_calls("UpdateNodeStatus", 1)
+    [request] = leader.requests("UpdateNodeStatus")
+    expected = status(address)
+    expected.handled_custom_roles[:] = ["backup", "zeta"]
+    assert request.status == expected
+
+
+def stamped(reported: common_pb2.NodeStatus) -> common_pb2.NodeStatus:
+    """``reported`` as the curator keeps it: with a time stamp."""
+    kept = common_pb2.NodeStatus()
+    kept.CopyFrom(reported)
+    kept.timestamp.seconds = 1
+    return kept
+
+
+def test_needs_report_when_the_status_or_the_curators_record_differs() -> None:
+    mine, other = status(random_loopback()), status(random_loopback())
+    assert needs_report(mine, None, None)
+    assert needs_report(mine, other, stamped(mine))  # changed here
+    assert not needs_report(mine, mine, None)  # no record seen
+    assert not needs_report(mine, mine, stamped(mine))  # the record says what was sent
+    assert needs_report(mine, mine, stamped(other))  # someone else wrote it
+
+
+async def test_statuspush_reports_again_when_the_curators_record_differs(
+    cluster: FakeCluster, start: Start, caplog: pytest.LogCaptureFixture
+) -> None:
+    """As when a copied data directory's process overwrote the record before the curator
+    refused it: the node reports again, without restarting."""
+    leader = await cluster.curator()
+    node_id = cluster.credentials.node_id
+    leader.set_node(curator_pb2.Node(id=node_id, state=common_pb2.NODE_STATE_UP))
+    harness = await start()
+    first, second, impostor = random_loopback(), random_loopback(), random_loopback()
+    harness.set(NETWORK, NetworkStatus(first))
+    harness.set(CURATOR_CONNECTION, cluster.connect(leader))
+    await leader.wait_calls("UpdateNodeStatus", 1)
+
+    overwritten = curator_pb2.Node(id=node_id, state=common_pb2.NODE_STATE_UP)
+    overwritten.status.CopyFrom(stamped(status(impostor)))
+    leader.set_node(overwritten)
+    await leader.wait_calls("UpdateNodeStatus", 2)
+    harness.set(NETWORK, NetworkStatus(second))  # a change, to see that nothing came between
+    await leader.wait_calls("UpdateNodeStatus", 3)
+
+    reported = [request.status for request in leader.requests("UpdateNodeStatus")]
+    assert reported == [status(first), status(first), status(second)]
+    assert (
+        f"the curator's record of this node differs from its last report (address {impostor} "
+        f"there, {first} here); reporting again"
+    ) in caplog.text
+    assert harness.status(STATUSPUSH).failures == 0
+
+
+async def test_a_refused_second_process_says_so_once_and_takes_over_when_free(
+    cluster: FakeCluster, start: Start, caplog: pytest.LogCaptureFixture
+) -> None:
+    leader = await cluster.curator()
+    node_id = cluster.credentials.node_id
+    conflict = (
+        f"node {node_id} is already connected from 10.0.0.7:40000; two processes share its "
+        "identity (a copied data directory?)"
+    )
+    leader.refuse("Heartbeat", grpc.StatusCode.ALREADY_EXISTS, conflict)
+    harness = await start()
+    heartbeat_of(harness).conflict_retry = 0.01
+    harness.set(CURATOR_CONNECTION, cluster.connect(leader))
+
+    said = f"the curator refused this process: {conflict}; stop one of the two processes"
+    refused = await harness.wait_status(HEARTBEAT, lambda s: s.note.startswith(said))
+    assert refused.state is State.NEW
+
+    leader.allow("Heartbeat")  # the other process stopped
+    accepted = await harness.wait_state(HEARTBEAT)
+    assert accepted.note == ""
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == [refused.note]
+    assert harness.status(HEARTBEAT).failures == 0
+
+
+async def test_a_refused_status_report_is_said_once_and_sent_when_accepted(
+    cluster: FakeCluster, start: Start, caplog: pytest.LogCaptureFixture
+) -> None:
+    leader = await cluster.curator()
+    conflict = "node X is already connected from 10.0.0.7:40000; two processes share it"
+    leader.refuse("UpdateNodeStatus", grpc.StatusCode.ALREADY_EXISTS, conflict)
+    harness = await start()
+    pusher = harness.runtime.workers["statuspush"][1].run.__self__  # type: ignore[attr-defined]
+    pusher.conflict_retry = 0.01
+    address = random_loopback()
+    harness.set(NETWORK, NetworkStatus(address))
+    harness.set(CURATOR_CONNECTION, cluster.connect(leader))
+
+    said = f"the curator refused this process: {conflict}"
+    refused = await harness.wait_status(STATUSPUSH, lambda s: s.note.startswith(said))
+    leader.allow("UpdateNodeStatus")
+    await harness.wait_status(STATUSPUSH, lambda s: s.note == "")
+    requests = await leader.wait_calls("UpdateNodeStatus", 2)
+    assert {call.request.SerializeToString() for call in requests} == {
+        leader.requests("UpdateNodeStatus")[0].SerializeToString()
+    }
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors == [refused.note]
+    assert harness.status(STATUSPUSH).failures == 0
 
 
 # -- heartbeat ----------------------------------------------------------------------------
@@ -383,10 +516,12 @@ async def test_rolefetch_sets_and_saves_the_roles_the_curator_sends(
     assert not roles_value(harness).statistics().is_set
 
     node_id = cluster.credentials.node_id
-    [watch] = leader.requests("Watch")
-    assert watch == curator_pb2.WatchRequest(
+    own = curator_pb2.WatchRequest(
         node_in_cluster=curator_pb2.WatchRequest.NodeInCluster(node_id=node_id)
     )
+    watches = leader.requests("Watch")  # rolefetch's, and statuspush's once it started
+    assert watches
+    assert all(watch == own for watch in watches)
 
     # Another node's record is none of its business.
     leader.set_node(curator_pb2.Node(id="node-other", roles=roles_to_proto(MEMBER)))

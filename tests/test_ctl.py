@@ -449,6 +449,7 @@ def test_nodes_filters_and_json(setup: Setup, ctl: Any) -> None:
         "leader": True,
         "version": "0.1.0",
         "labels": {"rack": "r1"},
+        "conflict": None,
     }
     assert new == {
         "id": setup.new_id,
@@ -460,8 +461,24 @@ def test_nodes_filters_and_json(setup: Setup, ctl: Any) -> None:
         "leader": False,
         "version": None,
         "labels": {},
+        "conflict": None,
     }
     assert (worker["health"], worker["heartbeat_age"]) == ("HEARTBEAT_TIMEOUT", 200.0)
+
+
+def test_nodes_shows_a_node_that_two_processes_claim(setup: Setup, ctl: Any) -> None:
+    seen = (
+        "connected from 127.0.0.11:40000; a second process from 127.0.0.1:41000 was refused "
+        "3s ago: two processes share this node's identity"
+    )
+    setup.cluster.node(setup.leader_id).conflict = seen
+    table = ctl("nodes")
+    assert table.code == 0, table.err
+    _header, leader, _new, _worker, line = table.out.splitlines()
+    assert re.split(r" {2,}", leader.strip())[5] == "HEALTHY, CONFLICT"
+    assert line == f"{setup.leader_id}: CONFLICT: {seen}"
+    [shown, *_] = json.loads(ctl("nodes", "--json").out)
+    assert shown["conflict"] == seen
 
 
 def test_nodes_refuses_an_unknown_state(ctl: Any) -> None:
@@ -533,6 +550,52 @@ def test_roles_set_reports_the_curators_refusal(setup: Setup, ctl: Any) -> None:
         f"roleserve ctl: error: assigning backup on {setup.worker_id}: {message} "
         "(INVALID_ARGUMENT)\n"
     )
+
+
+def handling(setup: Setup, *roles: str) -> None:
+    """The leader reports that its plugins handle the custom ``roles``."""
+    setup.cluster.node(setup.leader_id).status.handled_custom_roles[:] = roles
+
+
+def test_roles_set_warns_about_a_custom_role_no_plugin_handles_and_sets_it(
+    setup: Setup, ctl: Any
+) -> None:
+    handling(setup, "backup", "hello")
+    result = ctl("roles", "set", setup.leader_id, "custom:helo")
+    assert result.code == 0, result.err
+    assert result.err == (
+        f"roleserve ctl: warning: no plugin on {setup.leader_id} handles custom:helo "
+        "(its plugins handle: backup, hello); setting it anyway, for a plugin installed later\n"
+    )
+    assert setup.cluster.received("UpdateNodeRoles")[-1].changes == [
+        Change(role="custom:helo", assign=True)
+    ]
+    assert "custom:helo" in result.out
+
+
+def test_roles_set_says_nothing_about_handled_builtin_or_unknown_cases(
+    setup: Setup, ctl: Any
+) -> None:
+    handling(setup, "hello")
+    handled = ctl("roles", "set", setup.leader_id, "custom:hello")
+    builtin = ctl("roles", "set", setup.leader_id, "kubernetes_worker")
+    unreported = ctl("roles", "set", setup.new_id, "custom:helo")  # no status: unknown
+    assert [r.err for r in (handled, builtin, unreported)] == ["", "", ""]
+    assert len(setup.cluster.received("UpdateNodeRoles")) == 3
+
+
+def test_roles_set_names_a_node_whose_plugins_handle_no_custom_role(setup: Setup, ctl: Any) -> None:
+    result = ctl("roles", "set", setup.worker_id, "custom:backup")
+    assert result.code == 0
+    assert "(its plugins handle: no custom roles)" in result.err
+
+
+def test_roles_unset_of_a_role_the_node_does_not_hold_says_so(setup: Setup, ctl: Any) -> None:
+    result = ctl("roles", "unset", setup.worker_id, "custom:x")
+    assert result.code == 0
+    assert result.err == f"{setup.worker_id} does not hold custom:x; nothing to unset\n"
+    assert result.out == f"{setup.worker_id}: kubernetes_worker\n"
+    assert setup.cluster.received("UpdateNodeRoles") == []
 
 
 # -- naming nodes by prefix ----------------------------------------------------------------

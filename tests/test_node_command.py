@@ -104,10 +104,13 @@ def environment(**variables: str) -> dict[str, str]:
 
 
 def start(
-    data: Path, address: str, *flags: str, env: dict[str, str] | None = None
+    data: Path, address: str | None, *flags: str, env: dict[str, str] | None = None
 ) -> subprocess.Popen[str]:
-    command = [*NODE, "--data-dir", str(data), "--address", address, *flags]
-    return subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
+    """A node process on ``data``; ``address`` None gives no ``--address``."""
+    command = [*NODE, "--data-dir", str(data)]
+    if address is not None:
+        command += ["--address", address]
+    return subprocess.Popen([*command, *flags], stderr=subprocess.PIPE, text=True, env=env)
 
 
 def files(root: Path) -> set[str]:
@@ -229,3 +232,66 @@ def test_a_bootstrap_without_etcd_exits_1_at_once_with_one_clear_line(tmp_path: 
     assert lines[-1] == f"roleserve node: error: {message}"
     assert sum("failed for good, not restarting" in line for line in lines) == 1
     assert "Traceback" not in err
+
+
+def stop(process: subprocess.Popen[str]) -> str:
+    """SIGTERM ``process``; the rest of its log, once it exited 0."""
+    process.send_signal(signal.SIGTERM)
+    _, rest = process.communicate(timeout=30)
+    assert process.returncode == 0, rest
+    return rest
+
+
+def other_loopback(address: str) -> str:
+    while (other := loopback()) == address:
+        pass
+    return other
+
+
+@pytest.mark.timeout(90)
+def test_the_first_address_is_saved_and_a_different_one_is_refused(tmp_path: Path) -> None:
+    address = loopback()
+    first = start(tmp_path, address, "--register", ticket(), "--join-address", address)
+    until_running(first)
+    stop(first)
+    assert NodeDataDirectory(tmp_path).address.read_text() == f"{address}\n"
+
+    later = start(tmp_path, None)  # no --address: the saved one, not a detected one
+    starting = [line for line in until_running(later) if "node starting" in line]
+    stop(later)
+    assert [line.rstrip().rsplit(" ", 1)[-1] for line in starting] == [address]
+
+    other = other_loopback(address)
+    moved = start(tmp_path, other)
+    _, err = moved.communicate(timeout=30)
+    assert moved.returncode == 2
+    assert err.count("\n") == 1
+    assert err.startswith("roleserve node: error: ")
+    assert f"is the node at {address}" in err
+    assert f"--address gives {other}" in err
+    assert "not supported yet" in err
+
+
+def test_a_different_address_in_roleserve_toml_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    datadir = NodeDataDirectory(tmp_path)
+    datadir.create()
+    datadir.registration.write_bytes(b"")  # a registration under way: the address was saved
+    datadir.address.write_text("127.0.0.5\n")
+    datadir.config.write_text("[node]\naddress = '127.0.0.6'\n")
+    code, err = run(capsys, "--data-dir", str(tmp_path))
+    assert code == 2
+    assert f"[node] address in {datadir.config} gives 127.0.0.6" in err
+    assert "start it with 127.0.0.5" in err
+
+
+def test_a_corrupt_saved_address_is_refused_naming_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    datadir = NodeDataDirectory(tmp_path)
+    datadir.create()
+    datadir.address.write_text("not an address\n")
+    code, err = run(capsys, "--data-dir", str(tmp_path), "--address", "127.0.0.5")
+    assert code == 2
+    assert f"{datadir.address} 'not an address' is not an IP address; the file is corrupt" in err

@@ -25,6 +25,7 @@ from roleserve_core import (
     Setting,
     State,
     Worker,
+    custom_role,
 )
 from roleserve_core import keys as core_keys
 from roleserve_core.errors import (
@@ -259,6 +260,21 @@ def test_worker_doc_defaults_to_the_first_docstring_line(
 
 def test_worker_reads_become_a_tuple() -> None:
     assert Worker("w", forever, reads=[ROLES]).reads == (ROLES,)  # type: ignore[arg-type]
+
+
+def test_a_custom_role_predicate_names_its_role_and_holds_while_the_node_has_it() -> None:
+    gated = Worker("w", forever, when=custom_role("backup"))
+    assert gated.custom_role == "backup"
+    assert gated.when is not None
+    assert gated.when(NodeRoles(custom={"backup": {}}))
+    assert not gated.when(NodeRoles(custom={"other": {}}))
+    assert Worker("w", forever, when=lambda roles: True).custom_role is None
+    assert Worker("w", forever).custom_role is None
+
+
+def test_a_custom_role_name_is_validated() -> None:
+    with pytest.raises(ValueError, match="invalid custom role name 'Back Up'"):
+        custom_role("Back Up")
 
 
 # -- assembly -----------------------------------------------------------------------------

@@ -261,6 +261,7 @@ class NodeStatus(_message.Message):
     TIMESTAMP_FIELD_NUMBER: _builtins.int
     VERSION_FIELD_NUMBER: _builtins.int
     BOOT_ID_FIELD_NUMBER: _builtins.int
+    HANDLED_CUSTOM_ROLES_FIELD_NUMBER: _builtins.int
     external_address: _builtins.str
     """The IP address other nodes reach this node at."""
     version: _builtins.str
@@ -273,6 +274,12 @@ class NodeStatus(_message.Message):
     def timestamp(self) -> _timestamp_pb2.Timestamp:
         """When the curator received the report; set by the curator, ignored from the node."""
 
+    @_builtins.property
+    def handled_custom_roles(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The custom roles (names without "custom:") that the workers of the node's loaded
+        plugins are gated on, sorted; `ctl roles set` warns about any other.
+        """
+
     def __init__(
         self,
         *,
@@ -281,10 +288,11 @@ class NodeStatus(_message.Message):
         timestamp: _timestamp_pb2.Timestamp | None = ...,
         version: _builtins.str = ...,
         boot_id: _builtins.bytes = ...,
+        handled_custom_roles: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["running_curator", b"running_curator", "timestamp", b"timestamp"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["boot_id", b"boot_id", "external_address", b"external_address", "running_curator", b"running_curator", "timestamp", b"timestamp", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["boot_id", b"boot_id", "external_address", b"external_address", "handled_custom_roles", b"handled_custom_roles", "running_curator", b"running_curator", "timestamp", b"timestamp", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

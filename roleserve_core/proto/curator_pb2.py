@@ -27,7 +27,7 @@ from roleserve_core.proto import authorization_pb2 as roleserve__core_dot_proto_
 from roleserve_core.proto import common_pb2 as roleserve__core_dot_proto_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"roleserve_core/proto/curator.proto\x12\x11roleserve.curator\x1a\x1egoogle/protobuf/duration.proto\x1a(roleserve_core/proto/authorization.proto\x1a!roleserve_core/proto/common.proto\"\x83\x02\n\x04Node\x12\n\n\x02id\x18\x01 \x01(\t\x12*\n\x05roles\x18\x02 \x01(\x0b\x32\x1b.roleserve.common.NodeRoles\x12,\n\x06status\x18\x03 \x01(\x0b\x32\x1c.roleserve.common.NodeStatus\x12;\n\nclusternet\x18\x04 \x01(\x0b\x32\'.roleserve.common.NodeClusterNetworking\x12*\n\x05state\x18\x05 \x01(\x0e\x32\x1b.roleserve.common.NodeState\x12,\n\x06labels\x18\x06 \x01(\x0b\x32\x1c.roleserve.common.NodeLabels\"\xe0\x01\n\x0cWatchRequest\x12H\n\x0fnode_in_cluster\x18\x01 \x01(\x0b\x32-.roleserve.curator.WatchRequest.NodeInClusterH\x00\x12J\n\x10nodes_in_cluster\x18\x02 \x01(\x0b\x32..roleserve.curator.WatchRequest.NodesInClusterH\x00\x1a \n\rNodeInCluster\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x1a\x10\n\x0eNodesInClusterB\x06\n\x04kind\"\x9a\x02\n\nWatchEvent\x12&\n\x05nodes\x18\x01 \x03(\x0b\x32\x17.roleserve.curator.Node\x12\x38\n\x08progress\x18\x02 \x01(\x0e\x32&.roleserve.curator.WatchEvent.Progress\x12\x44\n\x0fnode_tombstones\x18\x03 \x03(\x0b\x32+.roleserve.curator.WatchEvent.NodeTombstone\x1a \n\rNodeTombstone\x12\x0f\n\x07node_id\x18\x01 \x01(\t\"B\n\x08Progress\x12\x18\n\x14PROGRESS_UNSPECIFIED\x10\x00\x12\x1c\n\x18PROGRESS_LAST_BACKLOGGED\x10\x01\"X\n\x17UpdateNodeStatusRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12,\n\x06status\x18\x02 \x01(\x0b\x32\x1c.roleserve.common.NodeStatus\"\x1a\n\x18UpdateNodeStatusResponse\"\x12\n\x10HeartbeatRequest\"@\n\x11HeartbeatResponse\x12+\n\x08interval\x18\x01 \x01(\x0b\x32\x19.google.protobuf.Duration\"n\n\x13RegisterNodeRequest\x12\x17\n\x0fregister_ticket\x18\x01 \x01(\x0c\x12\x10\n\x08join_key\x18\x02 \x01(\x0c\x12,\n\x06labels\x18\x03 \x01(\x0b\x32\x1c.roleserve.common.NodeLabels\"\'\n\x14RegisterNodeResponse\x12\x0f\n\x07node_id\x18\x01 \x01(\t\"\x13\n\x11\x43ommitNodeRequest\"F\n\x12\x43ommitNodeResponse\x12\x16\n\x0e\x63\x61_certificate\x18\x01 \x01(\x0c\x12\x18\n\x10node_certificate\x18\x02 \x01(\x0c\"\x11\n\x0fJoinNodeRequest\"O\n\x10JoinNodeResponse\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12*\n\x05state\x18\x02 \x01(\x0e\x32\x1b.roleserve.common.NodeState\"a\n\"UpdateNodeClusterNetworkingRequest\x12;\n\nclusternet\x18\x01 \x01(\x0b\x32\'.roleserve.common.NodeClusterNetworking\"%\n#UpdateNodeClusterNetworkingResponse\"\x19\n\x17GetCurrentLeaderRequest\"r\n\x18GetCurrentLeaderResponse\x12\x16\n\x0eleader_node_id\x18\x01 \x01(\t\x12\x13\n\x0bleader_host\x18\x02 \x01(\t\x12\x13\n\x0bleader_port\x18\x03 \x01(\x05\x12\x14\n\x0cthis_node_id\x18\x04 \x01(\t\"\x19\n\x17GetCACertificateRequest\"2\n\x18GetCACertificateResponse\x12\x16\n\x0e\x63\x61_certificate\x18\x01 \x01(\x0c\x32\xf9\x05\n\x07\x43urator\x12R\n\x05Watch\x12\x1f.roleserve.curator.WatchRequest\x1a\x1d.roleserve.curator.WatchEvent\"\x07\xc2\xf3\x18\x03\n\x01\x01\x30\x01\x12t\n\x10UpdateNodeStatus\x12*.roleserve.curator.UpdateNodeStatusRequest\x1a+.roleserve.curator.UpdateNodeStatusResponse\"\x07\xc2\xf3\x18\x03\n\x01\x02\x12\x63\n\tHeartbeat\x12#.roleserve.curator.HeartbeatRequest\x1a$.roleserve.curator.HeartbeatResponse\"\x07\xc2\xf3\x18\x03\n\x01\x02(\x01\x30\x01\x12g\n\x0cRegisterNode\x12&.roleserve.curator.RegisterNodeRequest\x1a\'.roleserve.curator.RegisterNodeResponse\"\x06\xc2\xf3\x18\x02\x10\x01\x12\x61\n\nCommitNode\x12$.roleserve.curator.CommitNodeRequest\x1a%.roleserve.curator.CommitNodeResponse\"\x06\xc2\xf3\x18\x02\x10\x01\x12[\n\x08JoinNode\x12\".roleserve.curator.JoinNodeRequest\x1a#.roleserve.curator.JoinNodeResponse\"\x06\xc2\xf3\x18\x02\x10\x01\x12\x95\x01\n\x1bUpdateNodeClusterNetworking\x12\x35.roleserve.curator.UpdateNodeClusterNetworkingRequest\x1a\x36.roleserve.curator.UpdateNodeClusterNetworkingResponse\"\x07\xc2\xf3\x18\x03\n\x01\x02\x32\xfa\x01\n\x0c\x43uratorLocal\x12u\n\x10GetCurrentLeader\x12*.roleserve.curator.GetCurrentLeaderRequest\x1a+.roleserve.curator.GetCurrentLeaderResponse\"\x06\xc2\xf3\x18\x02\x10\x01\x30\x01\x12s\n\x10GetCACertificate\x12*.roleserve.curator.GetCACertificateRequest\x1a+.roleserve.curator.GetCACertificateResponse\"\x06\xc2\xf3\x18\x02\x10\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"roleserve_core/proto/curator.proto\x12\x11roleserve.curator\x1a\x1egoogle/protobuf/duration.proto\x1a(roleserve_core/proto/authorization.proto\x1a!roleserve_core/proto/common.proto\"\x83\x02\n\x04Node\x12\n\n\x02id\x18\x01 \x01(\t\x12*\n\x05roles\x18\x02 \x01(\x0b\x32\x1b.roleserve.common.NodeRoles\x12,\n\x06status\x18\x03 \x01(\x0b\x32\x1c.roleserve.common.NodeStatus\x12;\n\nclusternet\x18\x04 \x01(\x0b\x32\'.roleserve.common.NodeClusterNetworking\x12*\n\x05state\x18\x05 \x01(\x0e\x32\x1b.roleserve.common.NodeState\x12,\n\x06labels\x18\x06 \x01(\x0b\x32\x1c.roleserve.common.NodeLabels\"\xe0\x01\n\x0cWatchRequest\x12H\n\x0fnode_in_cluster\x18\x01 \x01(\x0b\x32-.roleserve.curator.WatchRequest.NodeInClusterH\x00\x12J\n\x10nodes_in_cluster\x18\x02 \x01(\x0b\x32..roleserve.curator.WatchRequest.NodesInClusterH\x00\x1a \n\rNodeInCluster\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x1a\x10\n\x0eNodesInClusterB\x06\n\x04kind\"\x9a\x02\n\nWatchEvent\x12&\n\x05nodes\x18\x01 \x03(\x0b\x32\x17.roleserve.curator.Node\x12\x38\n\x08progress\x18\x02 \x01(\x0e\x32&.roleserve.curator.WatchEvent.Progress\x12\x44\n\x0fnode_tombstones\x18\x03 \x03(\x0b\x32+.roleserve.curator.WatchEvent.NodeTombstone\x1a \n\rNodeTombstone\x12\x0f\n\x07node_id\x18\x01 \x01(\t\"B\n\x08Progress\x12\x18\n\x14PROGRESS_UNSPECIFIED\x10\x00\x12\x1c\n\x18PROGRESS_LAST_BACKLOGGED\x10\x01\"j\n\x17UpdateNodeStatusRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12,\n\x06status\x18\x02 \x01(\x0b\x32\x1c.roleserve.common.NodeStatus\x12\x10\n\x08instance\x18\x03 \x01(\t\"\x1a\n\x18UpdateNodeStatusResponse\"$\n\x10HeartbeatRequest\x12\x10\n\x08instance\x18\x01 \x01(\t\"@\n\x11HeartbeatResponse\x12+\n\x08interval\x18\x01 \x01(\x0b\x32\x19.google.protobuf.Duration\"n\n\x13RegisterNodeRequest\x12\x17\n\x0fregister_ticket\x18\x01 \x01(\x0c\x12\x10\n\x08join_key\x18\x02 \x01(\x0c\x12,\n\x06labels\x18\x03 \x01(\x0b\x32\x1c.roleserve.common.NodeLabels\"\'\n\x14RegisterNodeResponse\x12\x0f\n\x07node_id\x18\x01 \x01(\t\"\x13\n\x11\x43ommitNodeRequest\"F\n\x12\x43ommitNodeResponse\x12\x16\n\x0e\x63\x61_certificate\x18\x01 \x01(\x0c\x12\x18\n\x10node_certificate\x18\x02 \x01(\x0c\"\x11\n\x0fJoinNodeRequest\"O\n\x10JoinNodeResponse\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12*\n\x05state\x18\x02 \x01(\x0e\x32\x1b.roleserve.common.NodeState\"a\n\"UpdateNodeClusterNetworkingRequest\x12;\n\nclusternet\x18\x01 \x01(\x0b\x32\'.roleserve.common.NodeClusterNetworking\"%\n#UpdateNodeClusterNetworkingResponse\"\x19\n\x17GetCurrentLeaderRequest\"r\n\x18GetCurrentLeaderResponse\x12\x16\n\x0eleader_node_id\x18\x01 \x01(\t\x12\x13\n\x0bleader_host\x18\x02 \x01(\t\x12\x13\n\x0bleader_port\x18\x03 \x01(\x05\x12\x14\n\x0cthis_node_id\x18\x04 \x01(\t\"\x19\n\x17GetCACertificateRequest\"2\n\x18GetCACertificateResponse\x12\x16\n\x0e\x63\x61_certificate\x18\x01 \x01(\x0c\x32\xf9\x05\n\x07\x43urator\x12R\n\x05Watch\x12\x1f.roleserve.curator.WatchRequest\x1a\x1d.roleserve.curator.WatchEvent\"\x07\xc2\xf3\x18\x03\n\x01\x01\x30\x01\x12t\n\x10UpdateNodeStatus\x12*.roleserve.curator.UpdateNodeStatusRequest\x1a+.roleserve.curator.UpdateNodeStatusResponse\"\x07\xc2\xf3\x18\x03\n\x01\x02\x12\x63\n\tHeartbeat\x12#.roleserve.curator.HeartbeatRequest\x1a$.roleserve.curator.HeartbeatResponse\"\x07\xc2\xf3\x18\x03\n\x01\x02(\x01\x30\x01\x12g\n\x0cRegisterNode\x12&.roleserve.curator.RegisterNodeRequest\x1a\'.roleserve.curator.RegisterNodeResponse\"\x06\xc2\xf3\x18\x02\x10\x01\x12\x61\n\nCommitNode\x12$.roleserve.curator.CommitNodeRequest\x1a%.roleserve.curator.CommitNodeResponse\"\x06\xc2\xf3\x18\x02\x10\x01\x12[\n\x08JoinNode\x12\".roleserve.curator.JoinNodeRequest\x1a#.roleserve.curator.JoinNodeResponse\"\x06\xc2\xf3\x18\x02\x10\x01\x12\x95\x01\n\x1bUpdateNodeClusterNetworking\x12\x35.roleserve.curator.UpdateNodeClusterNetworkingRequest\x1a\x36.roleserve.curator.UpdateNodeClusterNetworkingResponse\"\x07\xc2\xf3\x18\x03\n\x01\x02\x32\xfa\x01\n\x0c\x43uratorLocal\x12u\n\x10GetCurrentLeader\x12*.roleserve.curator.GetCurrentLeaderRequest\x1a+.roleserve.curator.GetCurrentLeaderResponse\"\x06\xc2\xf3\x18\x02\x10\x01\x30\x01\x12s\n\x10GetCACertificate\x12*.roleserve.curator.GetCACertificateRequest\x1a+.roleserve.curator.GetCACertificateResponse\"\x06\xc2\xf3\x18\x02\x10\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -67,39 +67,39 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_WATCHEVENT_PROGRESS']._serialized_start=872
   _globals['_WATCHEVENT_PROGRESS']._serialized_end=938
   _globals['_UPDATENODESTATUSREQUEST']._serialized_start=940
-  _globals['_UPDATENODESTATUSREQUEST']._serialized_end=1028
-  _globals['_UPDATENODESTATUSRESPONSE']._serialized_start=1030
-  _globals['_UPDATENODESTATUSRESPONSE']._serialized_end=1056
-  _globals['_HEARTBEATREQUEST']._serialized_start=1058
-  _globals['_HEARTBEATREQUEST']._serialized_end=1076
-  _globals['_HEARTBEATRESPONSE']._serialized_start=1078
-  _globals['_HEARTBEATRESPONSE']._serialized_end=1142
-  _globals['_REGISTERNODEREQUEST']._serialized_start=1144
-  _globals['_REGISTERNODEREQUEST']._serialized_end=1254
-  _globals['_REGISTERNODERESPONSE']._serialized_start=1256
-  _globals['_REGISTERNODERESPONSE']._serialized_end=1295
-  _globals['_COMMITNODEREQUEST']._serialized_start=1297
-  _globals['_COMMITNODEREQUEST']._serialized_end=1316
-  _globals['_COMMITNODERESPONSE']._serialized_start=1318
-  _globals['_COMMITNODERESPONSE']._serialized_end=1388
-  _globals['_JOINNODEREQUEST']._serialized_start=1390
-  _globals['_JOINNODEREQUEST']._serialized_end=1407
-  _globals['_JOINNODERESPONSE']._serialized_start=1409
-  _globals['_JOINNODERESPONSE']._serialized_end=1488
-  _globals['_UPDATENODECLUSTERNETWORKINGREQUEST']._serialized_start=1490
-  _globals['_UPDATENODECLUSTERNETWORKINGREQUEST']._serialized_end=1587
-  _globals['_UPDATENODECLUSTERNETWORKINGRESPONSE']._serialized_start=1589
-  _globals['_UPDATENODECLUSTERNETWORKINGRESPONSE']._serialized_end=1626
-  _globals['_GETCURRENTLEADERREQUEST']._serialized_start=1628
-  _globals['_GETCURRENTLEADERREQUEST']._serialized_end=1653
-  _globals['_GETCURRENTLEADERRESPONSE']._serialized_start=1655
-  _globals['_GETCURRENTLEADERRESPONSE']._serialized_end=1769
-  _globals['_GETCACERTIFICATEREQUEST']._serialized_start=1771
-  _globals['_GETCACERTIFICATEREQUEST']._serialized_end=1796
-  _globals['_GETCACERTIFICATERESPONSE']._serialized_start=1798
-  _globals['_GETCACERTIFICATERESPONSE']._serialized_end=1848
-  _globals['_CURATOR']._serialized_start=1851
-  _globals['_CURATOR']._serialized_end=2612
-  _globals['_CURATORLOCAL']._serialized_start=2615
-  _globals['_CURATORLOCAL']._serialized_end=2865
+  _globals['_UPDATENODESTATUSREQUEST']._serialized_end=1046
+  _globals['_UPDATENODESTATUSRESPONSE']._serialized_start=1048
+  _globals['_UPDATENODESTATUSRESPONSE']._serialized_end=1074
+  _globals['_HEARTBEATREQUEST']._serialized_start=1076
+  _globals['_HEARTBEATREQUEST']._serialized_end=1112
+  _globals['_HEARTBEATRESPONSE']._serialized_start=1114
+  _globals['_HEARTBEATRESPONSE']._serialized_end=1178
+  _globals['_REGISTERNODEREQUEST']._serialized_start=1180
+  _globals['_REGISTERNODEREQUEST']._serialized_end=1290
+  _globals['_REGISTERNODERESPONSE']._serialized_start=1292
+  _globals['_REGISTERNODERESPONSE']._serialized_end=1331
+  _globals['_COMMITNODEREQUEST']._serialized_start=1333
+  _globals['_COMMITNODEREQUEST']._serialized_end=1352
+  _globals['_COMMITNODERESPONSE']._serialized_start=1354
+  _globals['_COMMITNODERESPONSE']._serialized_end=1424
+  _globals['_JOINNODEREQUEST']._serialized_start=1426
+  _globals['_JOINNODEREQUEST']._serialized_end=1443
+  _globals['_JOINNODERESPONSE']._serialized_start=1445
+  _globals['_JOINNODERESPONSE']._serialized_end=1524
+  _globals['_UPDATENODECLUSTERNETWORKINGREQUEST']._serialized_start=1526
+  _globals['_UPDATENODECLUSTERNETWORKINGREQUEST']._serialized_end=1623
+  _globals['_UPDATENODECLUSTERNETWORKINGRESPONSE']._serialized_start=1625
+  _globals['_UPDATENODECLUSTERNETWORKINGRESPONSE']._serialized_end=1662
+  _globals['_GETCURRENTLEADERREQUEST']._serialized_start=1664
+  _globals['_GETCURRENTLEADERREQUEST']._serialized_end=1689
+  _globals['_GETCURRENTLEADERRESPONSE']._serialized_start=1691
+  _globals['_GETCURRENTLEADERRESPONSE']._serialized_end=1805
+  _globals['_GETCACERTIFICATEREQUEST']._serialized_start=1807
+  _globals['_GETCACERTIFICATEREQUEST']._serialized_end=1832
+  _globals['_GETCACERTIFICATERESPONSE']._serialized_start=1834
+  _globals['_GETCACERTIFICATERESPONSE']._serialized_end=1884
+  _globals['_CURATOR']._serialized_start=1887
+  _globals['_CURATOR']._serialized_end=2648
+  _globals['_CURATORLOCAL']._serialized_start=2651
+  _globals['_CURATORLOCAL']._serialized_end=2901
 # @@protoc_insertion_point(module_scope)

@@ -186,8 +186,13 @@ class UpdateNodeStatusRequest(_message.Message):
 
     NODE_ID_FIELD_NUMBER: _builtins.int
     STATUS_FIELD_NUMBER: _builtins.int
+    INSTANCE_FIELD_NUMBER: _builtins.int
     node_id: _builtins.str
     """Must be the caller's own node ID."""
+    instance: _builtins.str
+    """The sending process's instance ID (see HeartbeatRequest.instance): a status from
+    another process than the one holding the node's heartbeat stream is refused.
+    """
     @_builtins.property
     def status(self) -> _common_pb2.NodeStatus: ...
     def __init__(
@@ -195,10 +200,11 @@ class UpdateNodeStatusRequest(_message.Message):
         *,
         node_id: _builtins.str = ...,
         status: _common_pb2.NodeStatus | None = ...,
+        instance: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["status", b"status"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["node_id", b"node_id", "status", b"status"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["instance", b"instance", "node_id", b"node_id", "status", b"status"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -223,12 +229,21 @@ Global___UpdateNodeStatusResponse: _TypeAlias = UpdateNodeStatusResponse  # noqa
 class HeartbeatRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
+    INSTANCE_FIELD_NUMBER: _builtins.int
+    instance: _builtins.str
+    """A random ID of the node process, the same on every stream and call it makes. It tells
+    a process that reconnects from a second process with the same identity (a copied data
+    directory), which peer addresses cannot: ports change on reconnect, and every process
+    on one machine may connect from the same address. Empty: the peer address decides.
+    """
     def __init__(
         self,
+        *,
+        instance: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["instance", b"instance"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -13,7 +13,8 @@ curator does). Each fake is a node of the cluster of its own, on a loopback addr
 own at the standard port, so tests run in parallel and again without meeting. Its
 answers follow the real curator's: a Watch sends a snapshot whose last event is marked
 ``PROGRESS_LAST_BACKLOGGED``, then one event per change; GetCurrentLeader names the leader
-and then every change of it; a heartbeat is answered with the interval to keep.
+and then every change of it; a heartbeat is answered with the interval to keep; a status
+report replaces the status of the node's record, if the test gave it one (``set_node``).
 
 What it records, ``calls``, is a ``Value`` of every call so far (a heartbeat counts once
 per message), so a test waits for the calls it expects and compares the whole sequence.
@@ -266,6 +267,12 @@ class FakeCurator(curator_pb2_grpc.CuratorServicer, curator_pb2_grpc.CuratorLoca
         self, request: curator_pb2.UpdateNodeStatusRequest, context: Context
     ) -> curator_pb2.UpdateNodeStatusResponse:
         await self._admit("UpdateNodeStatus", request, context)
+        known = self._nodes.get(request.node_id)
+        if known is not None:  # as the curator does: the record's status is replaced
+            node = curator_pb2.Node()
+            node.CopyFrom(known[1])
+            node.status.CopyFrom(request.status)
+            self.set_node(node)
         return curator_pb2.UpdateNodeStatusResponse()
 
     @override

@@ -6,10 +6,15 @@
     rolefetch   root.role.rolefetch     curator_connection            watches this node; sets
                                                                       and persists roles
     statuspush  root.role.statuspush    curator_connection, network,  reports address, version,
-                                        local_control_plane           running curator
+                                        local_control_plane,          running curator, handled
+                                        handled_custom_roles          custom roles; again when
+                                                                      its record differs
     heartbeat   root.role.heartbeat     curator_connection            beats at the curator's
                                                                       interval
     nodemgmt    root.role.nodemgmt      node_credentials, network     serves NodeManagement
+
+heartbeat and statuspush send the process's instance ID (``_identity``): the curator keeps
+one process per node identity, and the refused one says so and retries.
 """
 
 from __future__ import annotations

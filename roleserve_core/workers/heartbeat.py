@@ -12,11 +12,14 @@ The curator says the interval in every reply (5 s by default) and declares a nod
 out after three missed intervals. Unlike Monogon's worker, which sends every 10 s against
 a 10 s timeout and never signals healthy, this one keeps the curator's interval and is
 healthy while replies come, so its backoff resets and its state says whether it works.
+
+The curator keeps one process's stream per node: a second process with this node's
+identity is refused, says so once, and tries again (``_identity``).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
@@ -28,6 +31,12 @@ from roleserve_core.keys import CURATOR_CONNECTION, CuratorConnection
 from roleserve_core.node import NodeContext, Worker
 from roleserve_core.proto import curator_pb2, curator_pb2_grpc
 from roleserve_core.supervisor import RunContext
+from roleserve_core.workers._identity import (
+    CONFLICT_RETRY,
+    PROCESS_INSTANCE,
+    retry_while_refused,
+    signal_healthy_once,
+)
 
 __all__ = ["DEFAULT_INTERVAL", "Heartbeat", "heartbeat_worker"]
 
@@ -51,16 +60,24 @@ class Heartbeat:
         self.node = node
         self.last_reply: Value[float] = Value()
         """``anyio.current_time()`` of the latest reply."""
+        self.conflict_retry = CONFLICT_RETRY
+        """Seconds between attempts while another process holds this node."""
 
     async def run(self, ctx: RunContext) -> None:
         """Sends heartbeats to the leading curator at the interval it asks for."""
 
+        healthy = signal_healthy_once(ctx)
+
         async def session(connection: CuratorConnection) -> None:
-            await self._beat(ctx, connection)
+            await retry_while_refused(
+                ctx, lambda: self._beat(ctx, connection, healthy), self.conflict_retry
+            )
 
         await on_each_connection(ctx, self.node.values, session)
 
-    async def _beat(self, ctx: RunContext, connection: CuratorConnection) -> None:
+    async def _beat(
+        self, ctx: RunContext, connection: CuratorConnection, healthy: Callable[[], None]
+    ) -> None:
         stub = curator_pb2_grpc.CuratorStub(connection.channel)
         send, receive = anyio.create_memory_object_stream[curator_pb2.HeartbeatRequest](1)
         stream = stub.Heartbeat(_requests(receive))
@@ -70,7 +87,7 @@ class Heartbeat:
             async with send:
                 while True:
                     sent = anyio.current_time()
-                    await send.send(curator_pb2.HeartbeatRequest())
+                    await send.send(curator_pb2.HeartbeatRequest(instance=PROCESS_INSTANCE))
                     try:
                         reply = await anext(answers)
                     except StopAsyncIteration:
@@ -79,7 +96,7 @@ class Heartbeat:
                     self.last_reply.set(anyio.current_time())
                     if first:
                         first = False
-                        ctx.signal_healthy()
+                        healthy()
                         ctx.log.info(
                             "beating to %s every %g s", connection.leader_node_id, interval
                         )

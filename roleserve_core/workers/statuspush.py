@@ -1,13 +1,19 @@
 """Worker ``statuspush``: tell the curator this node's address, version and curator.
 
-Reads ``curator_connection``, ``network`` and, when the controlplane plugin is loaded,
-``local_control_plane``; writes nothing.
+Reads ``curator_connection``, ``network``, ``handled_custom_roles`` and, when the
+controlplane plugin is loaded, ``local_control_plane``; writes nothing.
 
 ::
 
     network ──────────────┐
-    local_control_plane ──┴─▶ node_status() ─ differs from the last one sent? ─▶
-                                              UpdateNodeStatus (replaces the whole status)
+    local_control_plane ──┴─▶ node_status() ─┐
+    Watch(this node) ──▶ the curator's record ┴─ needs_report()? ─▶ UpdateNodeStatus
+                                                                     (replaces the whole status)
+
+It reports when the status differs from the last one sent, and also when the curator's
+record of this node differs from it: another process with this node's identity may have
+written it (the curator refuses such a process once this one's heartbeat stream holds the
+node; see ``_identity``), and the node must not stay misreported until it restarts.
 
 On each new connection (a new leader) the worker starts over and sends the full status
 again, as Monogon's does after its restart. Nothing is sent while the address is unknown.
@@ -18,13 +24,19 @@ curator.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
+import grpc
+
 from roleserve_core.connection.session import on_each_connection
-from roleserve_core.event import Combined
+from roleserve_core.errors import RoleserveError
+from roleserve_core.event import Combined, Value
 from roleserve_core.keys import (
     CURATOR_CONNECTION,
+    HANDLED_CUSTOM_ROLES,
     LOCAL_CONTROL_PLANE,
     NETWORK,
     CuratorConnection,
@@ -36,8 +48,14 @@ from roleserve_core.ports import CURATOR_PORT, split_endpoint
 from roleserve_core.proto import common_pb2, curator_pb2, curator_pb2_grpc
 from roleserve_core.supervisor import RunContext
 from roleserve_core.version import core_version
+from roleserve_core.workers._identity import (
+    CONFLICT_RETRY,
+    PROCESS_INSTANCE,
+    retry_while_refused,
+    signal_healthy_once,
+)
 
-__all__ = ["boot_id", "node_status", "statuspush_worker"]
+__all__ = ["boot_id", "needs_report", "node_status", "statuspush_worker"]
 
 BOOT_ID_PATH = Path("/proc/sys/kernel/random/boot_id")
 
@@ -55,12 +73,16 @@ def node_status(
     control_plane: LocalControlPlane | None,
     version: str,
     boot: bytes | None,
+    custom_roles: tuple[str, ...] = (),
 ) -> common_pb2.NodeStatus | None:
     """The status to report, or None while the node's address is unknown."""
     if network is None or network.external_address is None:
         return None
     status = common_pb2.NodeStatus(
-        external_address=str(network.external_address), version=version, boot_id=boot or b""
+        external_address=str(network.external_address),
+        version=version,
+        boot_id=boot or b"",
+        handled_custom_roles=custom_roles,
     )
     if control_plane is not None and control_plane.curator_endpoint is not None:
         port = split_endpoint(control_plane.curator_endpoint, CURATOR_PORT)[1]
@@ -70,7 +92,8 @@ def node_status(
 
 def statuspush_worker(node: NodeContext) -> Worker:
     """The worker, for the core's ``roleserve_workers``."""
-    return Worker("statuspush", StatusPush(node).run, reads=(CURATOR_CONNECTION, NETWORK))
+    reads = (CURATOR_CONNECTION, NETWORK, HANDLED_CUSTOM_ROLES)
+    return Worker("statuspush", StatusPush(node).run, reads=reads)
 
 
 class StatusPush:
@@ -79,40 +102,145 @@ class StatusPush:
     def __init__(self, node: NodeContext) -> None:
         self.node = node
         self.boot = boot_id()
+        self.conflict_retry = CONFLICT_RETRY
+        """Seconds between attempts while another process holds this node."""
 
     async def run(self, ctx: RunContext) -> None:
         """Reports the node's address, version and running curator to the curator."""
+        healthy = signal_healthy_once(ctx)
 
         async def session(connection: CuratorConnection) -> None:
-            await self._push(ctx, connection)
+            await retry_while_refused(
+                ctx, lambda: self._push(ctx, connection, healthy), self.conflict_retry
+            )
 
         await on_each_connection(ctx, self.node.values, session)
 
-    async def _push(self, ctx: RunContext, connection: CuratorConnection) -> None:
+    async def _push(
+        self, ctx: RunContext, connection: CuratorConnection, healthy: Callable[[], None]
+    ) -> None:
+        """Report on ``connection`` while the node's record there is followed; the first
+        failure of either ends both."""
+        stub = curator_pb2_grpc.CuratorStub(connection.channel)
+        recorded: Value[common_pb2.NodeStatus] = Value()
+        failure: Exception | None = None
+        async with anyio.create_task_group() as tasks:
+
+            async def follow() -> None:
+                nonlocal failure
+                try:
+                    await _follow_record(stub, connection.node_id, recorded)
+                except grpc.aio.AioRpcError as exc:
+                    failure = exc
+                tasks.cancel_scope.cancel()
+
+            tasks.start_soon(follow)
+            healthy()
+            try:
+                await self._report(ctx, stub, connection.node_id, recorded)
+            except grpc.aio.AioRpcError as exc:  # raised here, it would come grouped
+                failure = exc
+            tasks.cancel_scope.cancel()
+        raise failure or RecordWatchEndedError(
+            f"the curator ended the watch of {connection.node_id}'s own record"
+        )
+
+    async def _report(
+        self,
+        ctx: RunContext,
+        stub: curator_pb2_grpc.CuratorAsyncStub,
+        node_id: str,
+        recorded: Value[common_pb2.NodeStatus],
+    ) -> None:
         values = self.node.values
-        sources: list[Any] = [values.read(NETWORK)]
+        sources: list[Any] = [recorded, values.read(NETWORK)]
         if LOCAL_CONTROL_PLANE in values:
             sources.append(values.read(LOCAL_CONTROL_PLANE))
-        stub = curator_pb2_grpc.CuratorStub(connection.channel)
+        handled = values.read(HANDLED_CUSTOM_ROLES)  # set once, before any worker runs
+        custom_roles = handled.get_nowait() if handled.statistics().is_set else ()
         sent: common_pb2.NodeStatus | None = None
-        ctx.signal_healthy()
+        failure: grpc.aio.AioRpcError | None = None
         async with Combined(*sources) as inputs:
-            while True:
-                network, *rest = await inputs.get()
-                status = node_status(network, rest[0] if rest else None, core_version(), self.boot)
+            while failure is None:
+                record, network, *rest = await inputs.get()
+                control_plane = rest[0] if rest else None
+                status = node_status(
+                    network, control_plane, core_version(), self.boot, custom_roles
+                )
                 if status is None:
                     ctx.set_note("waiting for the node's address")
                     continue
-                if status == sent:
+                if not needs_report(status, sent, record):
                     continue
-                request = curator_pb2.UpdateNodeStatusRequest(
-                    node_id=connection.node_id, status=status
-                )
-                await stub.UpdateNodeStatus(request)
-                sent = status
-                ctx.set_note("")
-                ctx.log.info(
-                    "reported address %s%s",
-                    status.external_address,
-                    ", running a curator" if status.HasField("running_curator") else "",
-                )
+                try:
+                    await self._send(ctx, stub, node_id, status, sent, record)
+                    sent = status
+                except grpc.aio.AioRpcError as exc:  # raised in here, it would come grouped
+                    failure = exc
+        raise failure
+
+    async def _send(
+        self,
+        ctx: RunContext,
+        stub: curator_pb2_grpc.CuratorAsyncStub,
+        node_id: str,
+        status: common_pb2.NodeStatus,
+        sent: common_pb2.NodeStatus | None,
+        record: common_pb2.NodeStatus | None,
+    ) -> None:
+        if status == sent and record is not None:
+            ctx.log.warning(
+                "the curator's record of this node differs from its last report (address "
+                "%s there, %s here); reporting again",
+                record.external_address or "none",
+                status.external_address,
+            )
+        request = curator_pb2.UpdateNodeStatusRequest(
+            node_id=node_id, status=status, instance=PROCESS_INSTANCE
+        )
+        await stub.UpdateNodeStatus(request)
+        ctx.set_note("")
+        ctx.log.info(
+            "reported address %s%s",
+            status.external_address,
+            ", running a curator" if status.HasField("running_curator") else "",
+        )
+
+
+def needs_report(
+    status: common_pb2.NodeStatus,
+    sent: common_pb2.NodeStatus | None,
+    recorded: common_pb2.NodeStatus | None,
+) -> bool:
+    """Whether to send ``status``: it is not what was sent last, or the curator's record
+    (``recorded``, its time stamp aside) no longer says what was sent.
+
+    A record that differs from what was sent means someone else wrote it (another process
+    with this identity, before the curator refused it) or it was lost; either way the node
+    knows better. A record from before the last report may still arrive and cost one
+    report more, never a loop: the record that follows says what was sent.
+    """
+    if status != sent:
+        return True
+    if recorded is None:
+        return False
+    unstamped = common_pb2.NodeStatus()
+    unstamped.CopyFrom(recorded)
+    unstamped.ClearField("timestamp")
+    return unstamped != sent
+
+
+class RecordWatchEndedError(RoleserveError):
+    """The curator ended the Watch of this node's own record."""
+
+
+async def _follow_record(
+    stub: curator_pb2_grpc.CuratorAsyncStub, node_id: str, recorded: Value[common_pb2.NodeStatus]
+) -> None:
+    """Keep ``recorded`` at the curator's record of this node's status, until the stream
+    ends."""
+    own = curator_pb2.WatchRequest.NodeInCluster(node_id=node_id)
+    async for event in stub.Watch(curator_pb2.WatchRequest(node_in_cluster=own)):
+        for node in event.nodes:
+            if node.id == node_id and node.HasField("status"):
+                recorded.set(node.status)

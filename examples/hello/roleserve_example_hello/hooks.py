@@ -22,6 +22,7 @@ from roleserve_core import (
     Setting,
     ValueKey,
     Worker,
+    custom_role,
     hookimpl,
 )
 from roleserve_core.connection import on_each_connection
@@ -57,9 +58,10 @@ def roleserve_settings() -> list[Setting[Any]]:
     return [DEFAULT_GREETING]
 
 
-def has_hello_role(roles: NodeRoles) -> bool:
-    """The worker's gate: the node has the custom role ``hello``."""
-    return ROLE in roles.custom
+has_hello_role = custom_role(ROLE)
+"""The workers' gate: the node has the custom role ``hello``. Made with ``custom_role``
+rather than a lambda, so the node reports that it handles ``hello`` and ``roleserve ctl
+roles set`` warns about a typo such as ``custom:helo``."""
 
 
 @hookimpl

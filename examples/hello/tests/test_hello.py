@@ -9,7 +9,7 @@ import pytest
 
 from roleserve_core import NodeRoles, State
 from roleserve_core.errors import ConfigError
-from roleserve_core.keys import CURATOR_CONNECTION
+from roleserve_core.keys import CURATOR_CONNECTION, HANDLED_CUSTOM_ROLES
 from roleserve_core.proto import common_pb2, curator_pb2
 from roleserve_core.testing import (
     FakeCluster,
@@ -32,6 +32,16 @@ def hello(greeting: str) -> NodeRoles:
 def test_installed_through_its_entry_point() -> None:
     info = load_installed_plugin("hello")
     assert info.distribution == "roleserve-example-hello"
+
+
+def test_the_node_reports_that_it_handles_the_hello_role(
+    plugin_manager: PluginHarness, tmp_path: Path
+) -> None:
+    """Its status names ``hello``, so ``ctl roles set NODE custom:helo`` warns of the typo."""
+    plugin_manager.register(hooks, "hello")
+    runtime = plugin_manager.runtime(tmp_path)
+    assert runtime.registry.read(HANDLED_CUSTOM_ROLES, "test").get_nowait() == ("hello",)
+    assert [worker.custom_role for _, worker in runtime.workers.values()] == ["hello", "hello"]
 
 
 async def test_worker_follows_the_custom_role(

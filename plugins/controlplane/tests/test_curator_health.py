@@ -7,6 +7,7 @@ from typing import TypeAlias
 import pytest
 
 from roleserve_controlplane.curator import DEFAULT_HEARTBEAT_INTERVAL, Heartbeats
+from roleserve_controlplane.curator.health import Connection
 from roleserve_core.proto import common_pb2, management_pb2
 from roleserve_core.testing import FakeClock
 
@@ -109,3 +110,66 @@ def test_since_last_counts_from_the_latest_beat_of_each_node() -> None:
     assert heartbeats.since_last("node") == 0.0
     clock.advance(heartbeats.timeout * 2)  # a timed-out node keeps its age
     assert heartbeats.since_last("node") == heartbeats.timeout * 2
+
+
+# -- one process per node identity ------------------------------------------------------------
+
+FIRST = Connection("192.0.2.1:40000", "first")
+SECOND = Connection("192.0.2.2:40000", "second")
+
+
+def test_a_second_process_is_refused_while_the_first_holds_the_node() -> None:
+    _, heartbeats = _leader()
+    assert heartbeats.connect("node", FIRST) is None
+    heartbeats.beat("node")
+    assert heartbeats.connect("node", SECOND) is FIRST
+    assert heartbeats.refuse_other("node", SECOND) is FIRST
+    assert heartbeats.refuse_other("node", FIRST) is None
+    assert heartbeats.conflict("node") == (
+        "connected from 192.0.2.1:40000; a second process from 192.0.2.2:40000 was refused "
+        "0s ago: two processes share this node's identity"
+    )
+    assert heartbeats.conflict("other") == ""
+
+
+def test_the_same_process_reconnecting_from_another_port_takes_its_node_back() -> None:
+    _, heartbeats = _leader()
+    heartbeats.connect("node", FIRST)
+    reconnected = Connection("192.0.2.1:40001", "first")
+    assert heartbeats.connect("node", reconnected) is None
+    heartbeats.disconnect("node", FIRST)  # the old stream's end, seen late
+    assert heartbeats.holder("node") is reconnected
+    assert heartbeats.conflict("node") == ""
+
+
+def test_without_instance_ids_the_peer_address_tells_processes_apart() -> None:
+    _, heartbeats = _leader()
+    old = Connection("192.0.2.1:40000", "")
+    assert heartbeats.connect("node", old) is None
+    assert heartbeats.connect("node", Connection("192.0.2.1:40000", "")) is None
+    assert heartbeats.connect("node", Connection("192.0.2.1:40001", "")) is not None
+
+
+def test_the_node_is_free_once_its_stream_ends_or_it_is_silent_for_a_timeout() -> None:
+    clock, heartbeats = _leader()
+    heartbeats.connect("node", FIRST)
+    heartbeats.disconnect("node", FIRST)
+    assert heartbeats.connect("node", SECOND) is None  # the stream ended: free
+
+    clock.advance(heartbeats.timeout)  # SECOND connected, never beat: held one timeout
+    assert heartbeats.connect("node", FIRST) is SECOND
+    clock.advance(0.25)  # silent for more: a machine that died without closing its stream
+    assert heartbeats.holder("node") is None
+    assert heartbeats.conflict("node") == ""
+    assert heartbeats.connect("node", FIRST) is None
+
+
+def test_a_conflict_is_shown_for_one_timeout_after_the_last_refusal() -> None:
+    clock, heartbeats = _leader()
+    heartbeats.connect("node", FIRST)
+    heartbeats.connect("node", SECOND)
+    clock.advance(heartbeats.timeout)
+    heartbeats.beat("node")
+    assert "refused 15s ago" in heartbeats.conflict("node")
+    clock.advance(0.25)
+    assert heartbeats.conflict("node") == ""  # the second process gave up

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import base64
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
 
 import anyio
@@ -255,6 +255,53 @@ async def test_a_node_that_is_not_up_is_of_unknown_health_even_when_it_beats(
     shown = (await api.nodes(node_ids=[node.node_id]))[node.node_id]
     assert shown.HasField("time_since_heartbeat")
     assert shown.health == Health.HEALTH_UNKNOWN
+
+
+async def test_a_second_process_with_a_nodes_identity_is_refused_and_shown(
+    api: CuratorApi, curators
+) -> None:
+    """Two channels with the node's credentials: its process, and a copy of its data
+    directory started elsewhere. The first keeps the node; the second is refused."""
+    node = await curators.enrol(1)
+    conflict = (
+        f"node {node.node_id} is already connected from 127.",
+        "two processes share its identity (a copied data directory?)",
+    )
+    send, receive = anyio.create_memory_object_stream[curator_pb2.HeartbeatRequest](1)
+
+    async def beats() -> AsyncIterator[curator_pb2.HeartbeatRequest]:
+        async with receive:
+            async for beat in receive:
+                yield beat
+
+    async with api.curator(node.credentials) as first, api.curator(node.credentials) as second:
+        held = first.Heartbeat(beats())
+        async with send:
+            await send.send(curator_pb2.HeartbeatRequest(instance="first"))
+            with anyio.fail_after(DEFAULT_TIMEOUT):
+                assert isinstance(await held.read(), curator_pb2.HeartbeatResponse)
+
+            for part in conflict:
+                with refused(Code.ALREADY_EXISTS, part):
+                    await second.Heartbeat(
+                        iter([curator_pb2.HeartbeatRequest(instance="second")])
+                    ).read()
+            impostor = status_request(node.node_id, status("192.0.2.9"))
+            impostor.instance = "second"
+            with refused(Code.ALREADY_EXISTS, conflict[1]):
+                await second.UpdateNodeStatus(impostor)
+            own = status_request(node.node_id, status(node.address, version="first"))
+            own.instance = "first"
+            await first.UpdateNodeStatus(own)
+
+            shown = (await api.nodes(node_ids=[node.node_id]))[node.node_id]
+            assert shown.health == Health.HEALTHY
+            assert shown.conflict.startswith("connected from 127.")
+            assert "; a second process from 127." in shown.conflict
+            assert shown.conflict.endswith("two processes share this node's identity")
+        held.cancel()
+    settled = await api.settled(lambda nodes: nodes[node.node_id].status.version == "first")
+    assert settled[node.node_id].status.external_address == str(node.address)
 
 
 # -- RegisterNode ---------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from roleserve_core.cli.ctl._session import Session
 from roleserve_core.proto import common_pb2, management_pb2
 from roleserve_core.roles import roles_from_proto
 
-__all__ = ["add_parsers", "confirm", "node_json", "node_row"]
+__all__ = ["add_parsers", "confirm", "conflict_lines", "node_json", "node_row"]
 
 STATES = ("NEW", "STANDBY", "UP", "DECOMMISSIONED")
 HEADERS = ("", "ID", "ADDRESS", "STATE", "ROLES", "HEALTH", "HEARTBEAT")
@@ -47,7 +47,9 @@ def add_parsers(commands: Any) -> None:
         description=(
             "List the nodes of the cluster as the leading curator sees them: address, "
             "life-cycle state, roles, heartbeat health and the age of the last heartbeat. "
-            "'*' marks the node whose curator leads."
+            "'*' marks the node whose curator leads. CONFLICT marks a node whose identity a "
+            "second process (a copied data directory?) tried to use; a line under the "
+            "table says where from."
         ),
     )
     parser.add_argument(
@@ -102,9 +104,15 @@ def node_row(node: management_pb2.Node) -> list[str]:
         node.status.external_address or NONE,
         state_name(node.state),
         format_roles(roles_from_proto(node.roles)),
-        health_name(node.health),
+        health_name(node.health) + (", CONFLICT" if node.conflict else ""),
         format_age(_heartbeat_age(node)),
     ]
+
+
+def conflict_lines(nodes: list[management_pb2.Node]) -> list[str]:
+    """One line under the table per node that two processes claim: the table's CONFLICT
+    says that something is wrong, the line says what the curator saw."""
+    return [f"{node.id}: CONFLICT: {node.conflict}" for node in nodes if node.conflict]
 
 
 def node_json(node: management_pb2.Node) -> dict[str, Any]:
@@ -119,6 +127,7 @@ def node_json(node: management_pb2.Node) -> dict[str, Any]:
         "leader": node.leader,
         "version": node.status.version or None,
         "labels": {pair.key: pair.value for pair in node.labels.pairs},
+        "conflict": node.conflict or None,
     }
 
 
@@ -139,6 +148,8 @@ async def list_nodes(session: Session, args: argparse.Namespace) -> None:
         print_json([node_json(node) for node in nodes])
     else:
         print(render_table(HEADERS, [node_row(node) for node in nodes]))
+        for line in conflict_lines(nodes):
+            print(line)
 
 
 async def approve(session: Session, args: argparse.Namespace) -> None:

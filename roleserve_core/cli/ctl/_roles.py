@@ -7,11 +7,17 @@ the operator sees at once what the node holds now, not only that the call return
 
 Parameters belong to custom roles only. The curator would silently ignore them on a
 built-in role; refusing them here (exit 2) tells the operator they had no effect.
+
+A custom role is only a name to the curator, so a typo (``custom:helo``) is accepted. Each
+node reports the custom roles its plugins handle (``NodeStatus.handled_custom_roles``);
+setting any other warns on stderr and still sets it, since a role may be given before its
+plugin is installed. Unsetting a role the node does not hold says so and sends nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from roleserve_core.cli.ctl import _command
@@ -21,7 +27,7 @@ from roleserve_core.cli.ctl._session import Session
 from roleserve_core.proto import management_pb2
 from roleserve_core.roles import roles_from_proto
 
-__all__ = ["add_parsers", "parameter"]
+__all__ = ["add_parsers", "parameter", "unhandled_role_warning"]
 
 ROLE_HELP = (
     "consensus_member, kubernetes_controller, kubernetes_worker, or custom:<name> for a "
@@ -88,22 +94,57 @@ async def set_role(session: Session, args: argparse.Namespace) -> None:
     change = management_pb2.UpdateNodeRolesRequest.Change(
         role=args.role, assign=True, parameters=parameters
     )
-    await _change(session, args.node, change, f"assigning {args.role}")
+    node = await session.resolve(args.node)
+    unhandled = unhandled_role_warning(node, args.role)
+    if unhandled is not None:
+        print(f"roleserve ctl: warning: {unhandled}", file=sys.stderr)
+    await _change(session, node, change, f"assigning {args.role}")
 
 
 async def unset_role(session: Session, args: argparse.Namespace) -> None:
     """``ctl roles unset``."""
+    node = await session.resolve(args.node)
+    if not _holds(node, args.role):
+        print(f"{node.id} does not hold {args.role}; nothing to unset", file=sys.stderr)
+        print(f"{node.id}: {format_roles(roles_from_proto(node.roles))}")
+        return
     change = management_pb2.UpdateNodeRolesRequest.Change(role=args.role, assign=False)
-    await _change(session, args.node, change, f"removing {args.role}")
+    await _change(session, node, change, f"removing {args.role}")
+
+
+def unhandled_role_warning(node: management_pb2.Node, role: str) -> str | None:
+    """Why setting ``role`` on ``node`` may do nothing: no plugin there handles it.
+
+    None for built-in roles, for a handled custom role, and for a node that has not
+    reported a status yet (what its plugins handle is unknown then).
+    """
+    name = role.removeprefix("custom:")
+    if name == role or not node.HasField("status"):
+        return None
+    handled = node.status.handled_custom_roles
+    if name in handled:
+        return None
+    return (
+        f"no plugin on {node.id} handles {role} (its plugins handle: "
+        f"{', '.join(handled) or 'no custom roles'}); setting it anyway, for a plugin "
+        "installed later"
+    )
+
+
+def _holds(node: management_pb2.Node, role: str) -> bool:
+    """Whether ``node`` holds ``role``; True for a name the curator should judge."""
+    try:
+        return roles_from_proto(node.roles).has(role)
+    except ValueError:  # not a role name: let the curator refuse it, as for set
+        return True
 
 
 async def _change(
     session: Session,
-    node_text: str,
+    node: management_pb2.Node,
     change: management_pb2.UpdateNodeRolesRequest.Change,
     action: str,
 ) -> None:
-    node = await session.resolve(node_text)
     request = management_pb2.UpdateNodeRolesRequest(node_id=node.id, changes=[change])
     response = await session.call(
         f"{action} on {node.id}", session.management.UpdateNodeRoles, request

@@ -81,6 +81,7 @@ def management_node(
         labels=record.labels,
         health=heartbeats.health(record.id, record.state),
         leader=record.id == leader_id,
+        conflict=heartbeats.conflict(record.id),
     )
     since = heartbeats.since_last(record.id)
     if since is not None:

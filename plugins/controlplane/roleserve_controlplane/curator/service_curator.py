@@ -3,8 +3,10 @@
 ::
 
     Watch                    from the node cache: snapshot, marker, then coalesced changes
-    UpdateNodeStatus         the caller's own node only; replaces the status, stamps the time
-    Heartbeat                the caller's own node; answers with the interval to keep
+    UpdateNodeStatus         the caller's own node only; replaces the status, stamps the time;
+                             refused from another process than the heartbeat stream's
+    Heartbeat                the caller's own node; answers with the interval to keep; one
+                             live stream per node: a second process's is refused
     RegisterNode             ticket (constant time) + ephemeral key → node NEW
     CommitNode               approved (STANDBY) → node certificate, UP; repeatable when UP
     JoinNode                 join key (ephemeral key) → the node, which must be UP
@@ -21,6 +23,7 @@ import grpc
 from typing_extensions import override
 
 from roleserve_controlplane.curator.errors import RefusedError, handled
+from roleserve_controlplane.curator.health import Connection
 from roleserve_controlplane.curator.leader import LeaderState, api_node, now_timestamp
 from roleserve_controlplane.curator.state import NodeNotFoundError
 from roleserve_controlplane.curator.validation import (
@@ -65,6 +68,21 @@ def _ephemeral_key() -> PublicKey:
             "call this with the ephemeral certificate of the key to enrol",
         )
     return peer.public_key
+
+
+def _connection(context: Context, instance: str) -> Connection:
+    """The calling process: its peer address (without ``ipv4:``) and its instance ID."""
+    peer = str(context.peer())
+    kind, _, address = peer.partition(":")
+    return Connection(address if kind in ("ipv4", "ipv6") else peer, instance)
+
+
+def _identity_conflict(node: str, holder: Connection) -> RefusedError:
+    return RefusedError(
+        grpc.StatusCode.ALREADY_EXISTS,
+        f"node {node} is already connected from {holder.peer}; two processes share its "
+        "identity (a copied data directory?)",
+    )
 
 
 class CuratorService(curator_pb2_grpc.CuratorServicer):
@@ -116,6 +134,9 @@ class CuratorService(curator_pb2_grpc.CuratorServicer):
         if not request.HasField("status"):
             raise RefusedError(grpc.StatusCode.INVALID_ARGUMENT, "the status is missing")
         check_address(request.status.external_address)
+        holder = self.leader.heartbeats.refuse_other(caller, _connection(context, request.instance))
+        if holder is not None:
+            raise _identity_conflict(caller, holder)
 
         def replace(record: state_pb2.NodeRecord) -> None:
             record.status.CopyFrom(request.status)
@@ -136,11 +157,22 @@ class CuratorService(curator_pb2_grpc.CuratorServicer):
         if self.leader.cache.get(caller) is None:
             raise NodeNotFoundError(f"no node {caller}")
         heartbeats = self.leader.heartbeats
-        async for _ in request_iterator:
-            heartbeats.beat(caller)
-            response = curator_pb2.HeartbeatResponse()
-            response.interval.FromNanoseconds(int(heartbeats.interval * 1e9))
-            yield response
+        connection: Connection | None = None
+        try:
+            async for request in request_iterator:
+                if connection is None:  # the first beat says which process this is
+                    connection = _connection(context, request.instance)
+                    holder = heartbeats.connect(caller, connection)
+                    if holder is not None:
+                        connection = None
+                        raise _identity_conflict(caller, holder)
+                heartbeats.beat(caller)
+                response = curator_pb2.HeartbeatResponse()
+                response.interval.FromNanoseconds(int(heartbeats.interval * 1e9))
+                yield response
+        finally:
+            if connection is not None:
+                heartbeats.disconnect(caller, connection)
 
     @override
     @handled
