@@ -11,13 +11,14 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roleserve_core.cli._table import render_table
 from roleserve_core.errors import EssentialPluginError, PluginError
-from roleserve_core.plugins import PluginInfo, PluginSet
-from roleserve_core.runtime import NodeRuntime
 from roleserve_core.settings import toml_literal
+
+if TYPE_CHECKING:
+    from roleserve_core.plugins import PluginInfo
 
 __all__ = ["add_parser", "run"]
 
@@ -51,6 +52,10 @@ def add_parser(commands: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """List the plugins. Exit 0 even if some failed (the listing shows why), unless
     ``--strict``: then 1. Exit 2 if the selection itself is invalid."""
+    # Imported here: `roleserve --help` registers this command without loading pluggy.
+    from roleserve_core.plugins import PluginSet
+    from roleserve_core.runtime import NodeRuntime
+
     try:
         plugins = PluginSet.load(strict=args.strict)
         NodeRuntime(plugins, data_dir=LISTING_DATA_DIR)

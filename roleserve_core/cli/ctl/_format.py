@@ -26,6 +26,7 @@ __all__ = [
     "format_age",
     "format_duration",
     "format_roles",
+    "format_roles_message",
     "health_name",
     "print_json",
     "role_parameters",
@@ -110,6 +111,13 @@ def format_roles(roles: NodeRoles) -> str:
         pairs = ",".join(f"{key}={value}" for key, value in sorted(parameters.items()))
         cells.append(f"{name}({pairs})" if pairs else name)
     return ", ".join(cells) if cells else NONE
+
+
+def format_roles_message(message: common_pb2.NodeRoles) -> str:
+    """``format_roles`` of the roles on the wire."""
+    from roleserve_core.roles import roles_from_proto
+
+    return format_roles(roles_from_proto(message))
 
 
 def roles_json(message: common_pb2.NodeRoles) -> dict[str, dict[str, str]]:

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
-
-import anyio.to_thread
+from typing import TYPE_CHECKING, Any
 
 from roleserve_core.cli._table import render_table
 from roleserve_core.cli.ctl import _command
@@ -19,16 +17,17 @@ from roleserve_core.cli.ctl._errors import EXIT_REFUSED, EXIT_USAGE, CtlError
 from roleserve_core.cli.ctl._format import (
     NONE,
     format_age,
-    format_roles,
+    format_roles_message,
     health_name,
     print_json,
     roles_json,
     seconds,
     state_name,
 )
-from roleserve_core.cli.ctl._session import Session
-from roleserve_core.proto import common_pb2, management_pb2
-from roleserve_core.roles import roles_from_proto
+
+if TYPE_CHECKING:
+    from roleserve_core.cli.ctl._session import Session
+    from roleserve_core.proto import management_pb2
 
 __all__ = ["add_parsers", "confirm", "conflict_lines", "node_json", "node_row"]
 
@@ -103,7 +102,7 @@ def node_row(node: management_pb2.Node) -> list[str]:
         node.id,
         node.status.external_address or NONE,
         state_name(node.state),
-        format_roles(roles_from_proto(node.roles)),
+        format_roles_message(node.roles),
         health_name(node.health) + (", CONFLICT" if node.conflict else ""),
         format_age(_heartbeat_age(node)),
     ]
@@ -139,6 +138,8 @@ def _heartbeat_age(node: management_pb2.Node) -> float | None:
 
 async def list_nodes(session: Session, args: argparse.Namespace) -> None:
     """``ctl nodes``."""
+    from roleserve_core.proto import common_pb2, management_pb2
+
     request = management_pb2.GetNodesRequest(
         states=[common_pb2.NodeState.Value(f"NODE_STATE_{state}") for state in args.state],
         role=args.role,
@@ -154,6 +155,8 @@ async def list_nodes(session: Session, args: argparse.Namespace) -> None:
 
 async def approve(session: Session, args: argparse.Namespace) -> None:
     """``ctl approve NODE``."""
+    from roleserve_core.proto import management_pb2
+
     node = await session.resolve(args.node)
     request = management_pb2.ApproveNodeRequest(node_id=node.id)
     await session.call(f"approving {node.id}", session.management.ApproveNode, request)
@@ -162,6 +165,8 @@ async def approve(session: Session, args: argparse.Namespace) -> None:
 
 async def decommission(session: Session, args: argparse.Namespace) -> None:
     """``ctl decommission NODE [--yes]``."""
+    from roleserve_core.proto import management_pb2
+
     node = await session.resolve(args.node)
     if not args.yes:
         address = node.status.external_address or "no address"
@@ -187,6 +192,8 @@ async def confirm(question: str, action: str) -> None:
             EXIT_USAGE,
         )
     print(f"{question} [y/N] ", end="", file=sys.stderr, flush=True)
+    import anyio.to_thread
+
     # Reading blocks: in a thread, abandoned on Ctrl-C, so the loop can still stop.
     answer = await anyio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
     if answer.strip().lower() not in ("y", "yes"):

@@ -18,14 +18,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from roleserve_core.cli.ctl import _command
 from roleserve_core.cli.ctl._errors import EXIT_USAGE, CtlError
-from roleserve_core.cli.ctl._format import format_roles
-from roleserve_core.cli.ctl._session import Session
-from roleserve_core.proto import management_pb2
-from roleserve_core.roles import roles_from_proto
+from roleserve_core.cli.ctl._format import format_roles_message
+
+if TYPE_CHECKING:
+    from roleserve_core.cli.ctl._session import Session
+    from roleserve_core.proto import management_pb2
 
 __all__ = ["add_parsers", "parameter", "unhandled_role_warning"]
 
@@ -91,14 +93,11 @@ async def set_role(session: Session, args: argparse.Namespace) -> None:
     parameters = dict(args.parameters)
     if parameters and not args.role.startswith("custom:"):
         raise CtlError(f"{args.role} takes no parameters; only custom:<name> roles do", EXIT_USAGE)
-    change = management_pb2.UpdateNodeRolesRequest.Change(
-        role=args.role, assign=True, parameters=parameters
-    )
     node = await session.resolve(args.node)
     unhandled = unhandled_role_warning(node, args.role)
     if unhandled is not None:
         print(f"roleserve ctl: warning: {unhandled}", file=sys.stderr)
-    await _change(session, node, change, f"assigning {args.role}")
+    await _change(session, node, args.role, assign=True, parameters=parameters)
 
 
 async def unset_role(session: Session, args: argparse.Namespace) -> None:
@@ -106,10 +105,9 @@ async def unset_role(session: Session, args: argparse.Namespace) -> None:
     node = await session.resolve(args.node)
     if not _holds(node, args.role):
         print(f"{node.id} does not hold {args.role}; nothing to unset", file=sys.stderr)
-        print(f"{node.id}: {format_roles(roles_from_proto(node.roles))}")
+        print(f"{node.id}: {format_roles_message(node.roles)}")
         return
-    change = management_pb2.UpdateNodeRolesRequest.Change(role=args.role, assign=False)
-    await _change(session, node, change, f"removing {args.role}")
+    await _change(session, node, args.role, assign=False)
 
 
 def unhandled_role_warning(node: management_pb2.Node, role: str) -> str | None:
@@ -133,6 +131,8 @@ def unhandled_role_warning(node: management_pb2.Node, role: str) -> str | None:
 
 def _holds(node: management_pb2.Node, role: str) -> bool:
     """Whether ``node`` holds ``role``; True for a name the curator should judge."""
+    from roleserve_core.roles import roles_from_proto
+
     try:
         return roles_from_proto(node.roles).has(role)
     except ValueError:  # not a role name: let the curator refuse it, as for set
@@ -142,11 +142,18 @@ def _holds(node: management_pb2.Node, role: str) -> bool:
 async def _change(
     session: Session,
     node: management_pb2.Node,
-    change: management_pb2.UpdateNodeRolesRequest.Change,
-    action: str,
+    role: str,
+    *,
+    assign: bool,
+    parameters: Mapping[str, str] | None = None,
 ) -> None:
-    request = management_pb2.UpdateNodeRolesRequest(node_id=node.id, changes=[change])
-    response = await session.call(
-        f"{action} on {node.id}", session.management.UpdateNodeRoles, request
+    """Assign or remove ``role``; print the node's roles after."""
+    from roleserve_core.proto import management_pb2
+
+    change = management_pb2.UpdateNodeRolesRequest.Change(
+        role=role, assign=assign, parameters=parameters
     )
-    print(f"{node.id}: {format_roles(roles_from_proto(response.roles))}")
+    request = management_pb2.UpdateNodeRolesRequest(node_id=node.id, changes=[change])
+    action = f"{'assigning' if assign else 'removing'} {role} on {node.id}"
+    response = await session.call(action, session.management.UpdateNodeRoles, request)
+    print(f"{node.id}: {format_roles_message(response.roles)}")

@@ -22,12 +22,14 @@ from __future__ import annotations
 import argparse
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roleserve_core.cli.ctl import _command
 from roleserve_core.cli.ctl._format import format_duration, print_json, seconds, timestamp_json
-from roleserve_core.cli.ctl._session import Session
-from roleserve_core.proto import nodemanagement_pb2
+
+if TYPE_CHECKING:
+    from roleserve_core.cli.ctl._session import Session
+    from roleserve_core.proto.nodemanagement_pb2 import Runnable
 
 __all__ = [
     "add_parsers",
@@ -37,8 +39,6 @@ __all__ = [
     "runnable_json",
     "show_tree",
 ]
-
-Runnable = nodemanagement_pb2.Runnable
 
 BRANCH, LAST_BRANCH = "├── ", "└── "
 PIPE, SPACE = "│   ", "    "
@@ -145,6 +145,8 @@ def runnable_json(runnable: Runnable) -> dict[str, Any]:
 
 async def show_tree(session: Session, args: argparse.Namespace) -> None:
     """``ctl tree``."""
+    from roleserve_core.proto import nodemanagement_pb2
+
     node = await session.node_client(args.node)
     request = nodemanagement_pb2.GetSupervisionTreeRequest(dn=args.dn)
     tree = await session.call(
@@ -158,6 +160,8 @@ async def show_tree(session: Session, args: argparse.Namespace) -> None:
 
 async def restart_runnable(session: Session, args: argparse.Namespace) -> None:
     """``ctl restart``."""
+    from roleserve_core.proto import nodemanagement_pb2
+
     node = await session.node_client(args.node)
     request = nodemanagement_pb2.RestartRunnableRequest(dn=args.dn)
     await session.call(node.about(f"restarting {args.dn}"), node.stub.RestartRunnable, request)
