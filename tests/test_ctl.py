@@ -19,6 +19,7 @@ import io
 import json
 import re
 import signal
+import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Coroutine, Iterator
@@ -947,13 +948,25 @@ def test_the_access_directory_learns_the_clusters_curators(setup: Setup, ctl: An
     assert ClusterAccess.load(setup.access_dir).credentials.identity == "owner"
 
 
-def test_no_leader(setup: Setup, ctl: Any) -> None:
-    silent = f"{random_loopback()}:{CURATOR_PORT}"  # nobody listens there: refused at once
-    result = ctl("nodes", "--endpoint", silent, "--timeout", "0.3")
+def test_a_closed_port_fails_at_once_saying_connection_refused(setup: Setup, ctl: Any) -> None:
+    closed = f"{random_loopback()}:9"  # nobody listens there: refused at once
+    other = f"{random_loopback()}:{CURATOR_PORT}"
+    result = ctl("nodes", "--endpoint", closed, "--endpoint", other)  # the default timeout
     assert result.code == 1
     assert result.err == (
-        f"roleserve ctl: error: no curator at {silent} named a leader within 0.3 s; is the "
-        "cluster running, and are these its addresses?\n"
+        f"roleserve ctl: error: connection refused at {closed}, {other}: no curator listens "
+        "there; is the cluster running, and are these its addresses?\n"
+    )
+
+
+def test_no_leader(setup: Setup, ctl: Any) -> None:
+    with socket.create_server((str(random_loopback()), 0)) as silent:  # accepts, never answers
+        host, port = silent.getsockname()
+        result = ctl("nodes", "--endpoint", f"{host}:{port}", "--timeout", "0.3")
+    assert result.code == 1
+    assert result.err == (
+        f"roleserve ctl: error: no curator at {host}:{port} named a leader within 0.3 s; is "
+        "the cluster running, and are these its addresses?\n"
     )
 
 
