@@ -7,18 +7,22 @@
     ├── owner/          the owner's access directory (written by node 1's bootstrap)
     ├── n1/ … nN/       each node's data directory, log (node.log) and PID (node.pid)
 
-    up():   node 1: --bootstrap (or its saved state)           127.0.0.11
-            nodes 2…N: --register TICKET --join-address node 1  127.0.0.12, …
-            approve each new node, wait until it is UP
+    up():   every enrolled node that is not running: started (it rejoins without flags);
+            node 1 of a new cluster: --bootstrap                        127.0.0.11
+            wait for the leader (only now: the members need each other for a quorum)
+            nodes not enrolled yet: registered ($ROLESERVE_REGISTER_TICKET, never in argv)
+            with --join-address node 1, approved, waited for until UP   127.0.0.12, …
             roles (layout.default_roles): consensus members one at a time (each joins etcd
             as a learner and is promoted), then the rest
             wait until every node is UP and HEALTHY
     down(): SIGTERM every node, wait for each to stop (SIGKILL after a while)
 
 Every node listens on its own loopback address with the standard ports, as real nodes do
-on their own IPs. ``up`` on a directory that holds a cluster starts its nodes again (they
-rejoin without flags) and enrols any it lacks, so ``cluster down`` then ``cluster up``
-brings the same cluster back. Progress goes to a callback, one line per step.
+on their own IPs. ``up`` on a directory that holds a cluster starts those of its nodes that
+are not running and enrols any it lacks, so ``cluster down`` then ``cluster up`` brings the
+same cluster back. The cluster's size is what the directory holds (``size_for_up``): ``up``
+grows a cluster, never shrinks one (a node leaves through ``ctl decommission``). Progress
+goes to a callback, one line per step.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ import anyio
 
 from roleserve_core.access import ClusterAccess
 from roleserve_core.connection import find_leader
-from roleserve_core.enrolment import RegisterTicket
+from roleserve_core.enrolment import REGISTER_TICKET_ENV, RegisterTicket
 from roleserve_core.errors import RoleserveError
 from roleserve_core.identity import certificate_from_pem, node_id, private_key_from_pem
 from roleserve_core.localcluster.layout import default_roles
@@ -48,8 +52,18 @@ from roleserve_core.proto import (
 from roleserve_core.roles import roles_from_proto
 from roleserve_core.rpc import secure_channel
 
-__all__ = ["FIRST_ADDRESS", "LocalCluster", "LocalClusterError", "saved_first_address"]
+__all__ = [
+    "DEFAULT_SIZE",
+    "FIRST_ADDRESS",
+    "LocalCluster",
+    "LocalClusterError",
+    "held_nodes",
+    "saved_first_address",
+    "size_for_up",
+]
 
+DEFAULT_SIZE = 3
+"""Nodes of a new cluster when ``--nodes`` is not given: the fewest that survive a loss."""
 FIRST_ADDRESS = ipaddress.IPv4Address("127.0.0.11")
 FIRST_ADDRESS_FILE = "first-address"
 """In the cluster's directory: node 1's address, so later commands find the nodes again."""
@@ -81,6 +95,37 @@ def saved_first_address(directory: Path) -> ipaddress.IPv4Address | None:
         return ipaddress.IPv4Address(text)
     except ValueError:
         raise LocalClusterError(f"{path} holds {text!r}, not an IPv4 address") from None
+
+
+def held_nodes(directory: Path) -> int:
+    """How many nodes the cluster in ``directory`` has: the highest ``i`` of its ``n<i>``
+    directories (a gap, such as a directory removed by hand, is a node to enrol again)."""
+    indexes = [
+        int(path.name[1:])
+        for path in directory.glob("n[0-9]*")
+        if path.name[1:].isdigit() and path.is_dir()
+    ]
+    return max(indexes, default=0)
+
+
+def size_for_up(directory: Path, asked: int | None) -> int:
+    """The size ``up`` brings the cluster in ``directory`` to: what it holds, ``asked``
+    (``--nodes``) if that is larger, and ``DEFAULT_SIZE`` for a new one.
+
+    :raises LocalClusterError: if ``asked`` is smaller than what it holds. Stopping the
+        extra nodes would not remove them from the cluster (its curator and etcd still
+        count them), so shrinking is ``ctl decommission``, not ``up``.
+    """
+    held = held_nodes(directory)
+    if asked is None:
+        return held or DEFAULT_SIZE
+    if asked < held:
+        raise LocalClusterError(
+            f"the cluster in {directory} has {held} nodes, and `cluster up` does not shrink "
+            f"it: run it without --nodes (or with --nodes {held} or more); a node leaves "
+            "through `ctl decommission`"
+        )
+    return asked
 
 
 def _quiet(_: str) -> None:
@@ -131,7 +176,7 @@ class LocalCluster:
 
         :raises LocalClusterError: if it holds no cluster.
         """
-        size = len(list(directory.glob("n[0-9]*")))
+        size = held_nodes(directory)
         if size == 0:
             raise LocalClusterError(f"{directory} holds no local cluster (no n1, n2, ...)")
         return cls(directory, size, **options)
@@ -154,16 +199,22 @@ class LocalCluster:
     # -- up and down ---------------------------------------------------------------
 
     async def up(self) -> None:
-        """Start (or resume) the cluster and wait until every node is UP and HEALTHY."""
+        """Start (or resume, or grow) the cluster and wait until every node is UP and
+        HEALTHY; see the module docstring for the order."""
         self.directory.mkdir(parents=True, exist_ok=True)
         self._save_first_address()
-        await self._start_first()
+        newcomers = [node for node in self.nodes[1:] if not node.datadir.enrolled]
+        self._start_enrolled()
+        first = self.nodes[0]
+        await self._until("node 1 wrote the owner's credentials", self._owner_written, node=first)
+        self.progress("waiting for the cluster's leader")
         async with self.management() as management:
-            ticket = await self._ticket(management)
-            for node in self.nodes[1:]:
-                self._start(node, ticket)
-            for node in self.nodes[1:]:
-                await self._approve(management, node)
+            if newcomers:
+                ticket = await self._ticket(management)
+                for node in newcomers:
+                    self._register(node, ticket)
+                for node in newcomers:
+                    await self._approve(management, node)
             for node in self.nodes:
                 await self._assign_roles(management, node)
             self.progress("waiting until every node is UP and HEALTHY")
@@ -185,36 +236,33 @@ class LocalCluster:
         the nodes' etcd members and statuses name their addresses)."""
         (self.directory / FIRST_ADDRESS_FILE).write_text(f"{self.nodes[0].address}\n")
 
-    async def _start_first(self) -> None:
+    def _start_enrolled(self) -> None:
+        """Start every enrolled node that is not running, all before asking for a leader:
+        the consensus members of a stopped cluster have no quorum until enough of them
+        run. Node 1 of a new cluster bootstraps it."""
         first = self.nodes[0]
-        if first.datadir.enrolled:
-            self.progress(f"starting node 1 at {first.address} (it rejoins)")
-            self._launch(first)
-        else:
+        if not first.datadir.enrolled and first.pid is None:
             self.progress(f"bootstrapping a new cluster on node 1 at {first.address}")
             self._write_config(first)
-            self._launch(first, "--bootstrap", "--owner-credentials", str(self.owner_directory))
-        await self._until(
-            "node 1 wrote the owner's credentials",
-            self._owner_written,
-            node=first,
-        )
+            first.start("--bootstrap", "--owner-credentials", str(self.owner_directory))
+        for node in self.nodes:
+            if not node.datadir.enrolled:
+                continue
+            if node.pid is not None:
+                self.progress(f"node {node.index} at {node.address} runs (pid {node.pid})")
+            else:
+                self.progress(f"starting node {node.index} at {node.address} (it rejoins)")
+                node.start()
 
-    def _start(self, node: LocalNode, ticket: str) -> None:
+    def _register(self, node: LocalNode, ticket: str) -> None:
+        """Start ``node`` registering with ``ticket``, which it reads from its environment:
+        an argument would show the ticket to every local user in ``ps``."""
         if node.pid is not None:
-            return
-        if node.datadir.enrolled:
-            self.progress(f"starting node {node.index} at {node.address} (it rejoins)")
-            self._launch(node)
+            self.progress(f"node {node.index} at {node.address} runs (pid {node.pid})")
             return
         self.progress(f"registering node {node.index} at {node.address}")
         self._write_config(node)
-        first = self.nodes[0]
-        self._launch(node, "--register", ticket, "--join-address", str(first.address))
-
-    def _launch(self, node: LocalNode, *flags: str) -> None:
-        if node.pid is None:
-            node.start(*flags)
+        node.start("--join-address", str(self.nodes[0].address), env={REGISTER_TICKET_ENV: ticket})
 
     def _write_config(self, node: LocalNode) -> None:
         node.directory.mkdir(parents=True, exist_ok=True)
