@@ -657,17 +657,23 @@ def test_a_refusal_prints_the_servers_message(setup: Setup, ctl: Any) -> None:
 # -- ticket, leader, consensus ---------------------------------------------------------------
 
 
-def test_ticket_round_trips(setup: Setup, ctl: Any, ca: ThrowawayCA) -> None:
+def test_ticket_round_trips(
+    setup: Setup, ctl: Any, ca: ThrowawayCA, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ROLESERVE_COMMAND", raising=False)  # the hint says `roleserve`
     result = ctl("ticket")
     assert result.code == 0, result.err
     [line] = result.out.splitlines()
     ticket = RegisterTicket.decode(line)
     assert ticket.ticket == setup.cluster.ticket
     assert ticket.ca_certificate == ca.certificate
+    assert line not in result.err  # the command reads it from a file, out of `ps`
     assert result.err == (
-        "A new node registers with:\n"
-        f"  roleserve node run --data-dir DATA_DIR --register {line} "
-        f"--join-address {setup.cluster.address}\n"
+        "A new node registers with the ticket saved in a file "
+        "(`roleserve ctl ticket > TICKET_FILE`):\n"
+        "  roleserve node run --data-dir DATA_DIR --address NODE_ADDRESS "
+        f"--register-file TICKET_FILE --join-address {setup.cluster.address}\n"
+        "(or with the ticket in $ROLESERVE_REGISTER_TICKET instead of --register-file)\n"
     )
 
 
