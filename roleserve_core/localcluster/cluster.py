@@ -215,13 +215,17 @@ class LocalCluster:
                     self._register(node, ticket)
                 for node in newcomers:
                     await self._approve(management, node)
-            for node in self.nodes:
+            members = await self._members(management)
+            for node in members:
                 await self._assign_roles(management, node)
             self.progress("waiting until every node is UP and HEALTHY")
-            await self._until("every node is UP and HEALTHY", lambda: self._healthy(management))
+            await self._until(
+                "every node is UP and HEALTHY", lambda: self._healthy(management, members)
+            )
             await self._save_curators(management)
-        count = len(self.nodes)
-        self.progress(f"the cluster is up: {count} node{'' if count == 1 else 's'}")
+        count, gone = len(members), len(self.nodes) - len(members)
+        left = f" ({gone} decommissioned)" if gone else ""
+        self.progress(f"the cluster is up: {count} node{'' if count == 1 else 's'}{left}")
 
     async def down(self) -> None:
         """Stop every node cleanly, in parallel."""
@@ -380,12 +384,27 @@ class LocalCluster:
         full = management_pb2.GetConsensusStatusResponse.Member.FULL
         return any(m.node_id == identity and m.status == full for m in status.members)
 
-    async def _healthy(self, management: Management) -> bool:
-        """Every node UP and HEALTHY, and every consensus member running its curator."""
+    async def _members(self, management: Management) -> list[LocalNode]:
+        """The nodes that have not left the cluster. A decommissioned node (``ctl
+        decommission``, how a cluster shrinks) can never be UP again: ``up`` says so and
+        leaves it out, instead of waiting for it."""
+        known = await self.nodes_by_id(management)
+        members = []
+        for node in self.nodes:
+            record = known.get(self.node_id(node) or "")
+            if record is not None and record.state == common_pb2.NODE_STATE_DECOMMISSIONED:
+                self.progress(f"node {node.index} is decommissioned; it is left out")
+            else:
+                members.append(node)
+        return members
+
+    async def _healthy(self, management: Management, members: list[LocalNode]) -> bool:
+        """Every one of ``members`` UP and HEALTHY, and every consensus member running its
+        curator."""
         nodes = await self.nodes_by_id(management)
         return all(
             (node := nodes.get(self.node_id(local) or "")) is not None and _ready(node)
-            for local in self.nodes
+            for local in members
         )
 
     async def _until(
