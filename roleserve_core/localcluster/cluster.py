@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -220,7 +220,9 @@ class LocalCluster:
                 await self._assign_roles(management, node)
             self.progress("waiting until every node is UP and HEALTHY")
             await self._until(
-                "every node is UP and HEALTHY", lambda: self._healthy(management, members)
+                "every node is UP and HEALTHY",
+                lambda: self._healthy(management, members),
+                running=members,
             )
             await self._save_curators(management)
         count, gone = len(members), len(self.nodes) - len(members)
@@ -413,12 +415,17 @@ class LocalCluster:
         check: Callable[[], Awaitable[bool]],
         *,
         node: LocalNode | None = None,
+        running: Sequence[LocalNode] = (),
     ) -> None:
-        """Poll ``check`` until it holds; fail naming ``what`` and the node's log."""
+        """Poll ``check`` until it holds; fail naming ``what`` and the node's log, or at
+        once when ``node`` or one of ``running`` exits (nothing it waits for can happen
+        then: a node that stopped is never UP and HEALTHY)."""
+        watched = [node] if node is not None else list(running)
         with anyio.move_on_after(STEP_TIMEOUT):
             while not await check():
-                if node is not None and node.pid is None:
-                    raise LocalClusterError(self._failure(f"node {node.index} exited", node))
+                for each in watched:
+                    if each.pid is None:
+                        raise LocalClusterError(self._failure(f"node {each.index} exited", each))
                 await anyio.sleep(POLL)
             return
         raise LocalClusterError(self._failure(f"timed out waiting until {what}", node))
