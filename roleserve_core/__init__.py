@@ -20,49 +20,40 @@ The pieces, each a module of its own::
     hookspecs   the hooks plugins implement
     plugins     finding and loading plugins
     node        NodeContext and Worker, the plugin-facing objects
+    settings    Setting: what a plugin accepts in roleserve.toml, checked at start
     runtime     plugins + values + workers assembled into one tree
     proto       the gRPC API (generated code committed)
     identity    keys, node IDs, the cluster CA, certificates, credentials
     rpc         gRPC with mutual TLS: authorization, peers, safe channels
     testing     fixtures and helpers for tests (a pytest plugin)
+
+Everything is imported on first use (PEP 562, through ``lazy_loader``; the names and their
+modules are listed once, in ``__init__.pyi``, which type checkers read too), so that
+``import roleserve_core`` (which every ``roleserve`` command does, ``--version`` and
+``--help`` among them) costs almost nothing: grpc, protobuf, cryptography and pluggy load
+only when something needs them.
 """
 
-from roleserve_core.errors import RoleserveError
-from roleserve_core.event import Value, ValueWatch, Watcher
-from roleserve_core.hookspecs import hookimpl, hookspec
-from roleserve_core.node import NodeContext, Worker
-from roleserve_core.plugins import PLUGIN_API_VERSION
-from roleserve_core.roles import (
-    ConsensusMember,
-    ConsensusPeer,
-    KubernetesController,
-    KubernetesWorker,
-    NodeRoles,
-)
-from roleserve_core.supervisor import RunContext, State, Supervisor
-from roleserve_core.values import ValueKey
-from roleserve_core.version import core_version
+from __future__ import annotations
 
-__version__ = core_version()
+from typing import Any
 
-__all__ = [
-    "PLUGIN_API_VERSION",
-    "ConsensusMember",
-    "ConsensusPeer",
-    "KubernetesController",
-    "KubernetesWorker",
-    "NodeContext",
-    "NodeRoles",
-    "RoleserveError",
-    "RunContext",
-    "State",
-    "Supervisor",
-    "Value",
-    "ValueKey",
-    "ValueWatch",
-    "Watcher",
-    "Worker",
-    "__version__",
-    "hookimpl",
-    "hookspec",
-]
+import lazy_loader
+
+_export, _dir, _exports = lazy_loader.attach_stub(__name__, __file__)
+
+__all__ = sorted([*_exports, "__version__"])
+
+
+def __getattr__(name: str) -> Any:
+    """An exported name, imported on first use (and kept here after)."""
+    if name != "__version__":
+        return _export(name)
+    from roleserve_core.version import core_version
+
+    globals()[name] = version = core_version()
+    return version
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

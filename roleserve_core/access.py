@@ -18,11 +18,16 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from roleserve_core.errors import CredentialsError
 from roleserve_core.files import write_atomically
-from roleserve_core.identity import UserCredentials
 from roleserve_core.ports import CURATOR_PORT, endpoint, split_endpoint
+
+if TYPE_CHECKING:
+    # Imported where credentials are loaded: the CLI names CREDENTIALS_ENV in its --help,
+    # which must not wait for cryptography.
+    from roleserve_core.identity import UserCredentials
 
 __all__ = [
     "CREDENTIALS_ENV",
@@ -98,6 +103,8 @@ class ClusterAccess:
                 f"{CREDENTIALS_ENV} to the directory the bootstrap printed"
             )
         try:
+            from roleserve_core.identity import UserCredentials
+
             return cls(UserCredentials.load(directory), _read_endpoints(directory))
         except CredentialsError as exc:
             # The operator may have pointed at the wrong directory: say how to point elsewhere.

@@ -3,12 +3,22 @@
 ::
 
     lock the data directory ─▶ roleserve.toml ─▶ address (flag, file, or detected)
-    ─▶ plugins ─▶ NodeRuntime ─▶ enrolment plan (errors here: exit 2, nothing started)
+    ─▶ plugins ─▶ NodeRuntime (checks each [plugins.NAME] section against its plugin's
+    declared settings) ─▶ enrolment plan (errors here: exit 2, nothing started)
     ─▶ supervisor:  root.enrolment    join / bootstrap / register (enrolment)
                     root.connection   the curator connection (connection)
                     root.role.*       every plugin's workers, the core's among them
                     root.hooks.*      on_roles, on_curator_connection
-    ─▶ until SIGTERM or SIGINT (exit 0), or an enrolment refusal (exit 1)
+    ─▶ until SIGTERM or SIGINT (exit 0), an enrolment refusal (exit 1), or a final
+       failure before the node is enrolled (exit 1)
+
+A final failure (a runnable raised a ``FinalError``: restarting cannot fix it) reaches the
+node through ``Supervisor.final_failures``. Before the node is enrolled (bootstrapping or
+registering: it has no cluster yet, so nobody could see the failure in ``ctl tree`` and
+nothing would ever come of waiting) it stops the node: exit 1, its line in the log and on
+stderr. Once enrolled, the node keeps running its other roles and the failure stays
+visible: the runnable's one ERROR line, and DEAD, final, in ``ctl tree`` until the operator
+restarts it.
 
 Stopping cancels every runnable and waits for them: child processes (etcd) get SIGTERM
 from their runnables, servers stop, files are closed, and only then does the process exit.
@@ -19,9 +29,9 @@ from __future__ import annotations
 import logging
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
-from typing import TextIO
+from typing import Any, TextIO
 
 import anyio
 
@@ -36,7 +46,7 @@ from roleserve_core.keys import BOOTSTRAPPED, NETWORK, NetworkStatus
 from roleserve_core.logtree import PROCESS_LOGGER, LogTree
 from roleserve_core.plugins import PluginSet
 from roleserve_core.runtime import CORE_READER, NodeRuntime
-from roleserve_core.supervisor import State
+from roleserve_core.supervisor import RunnableStatus, State
 
 __all__ = ["NodeOptions", "run_node", "serve_node"]
 
@@ -98,9 +108,12 @@ async def serve_node(options: NodeOptions) -> int:
             async with runtime.supervisor() as supervisor:
                 await supervisor.wait_state("root", State.HEALTHY)
                 log.info("node running: %d workers", len(runtime.workers))
-                reason = await _until_stopped(signals, stopped)
+                reason = await _until_stopped(
+                    signals, stopped, _stop_if_not_enrolled(datadir, supervisor.final_failures)
+                )
         if reason is not None:
             log.error("node stopped: %s", reason)
+            print(f"roleserve node: error: {reason}", file=sys.stderr)
             return 1
         log.info("node stopped")
         return 0
@@ -114,13 +127,37 @@ def _assemble(options: NodeOptions, config: NodeConfig) -> tuple[NodeRuntime, IP
     for warning in plugins.warnings:
         log.warning("%s", warning)
     runtime = NodeRuntime(
-        plugins, data_dir=options.datadir.root, config=config.plugins, logtree=LogTree()
+        plugins,
+        data_dir=options.datadir.root,
+        config=config.plugins,
+        config_source=str(options.datadir.config),
+        logtree=LogTree(),
     )
     return runtime, address
 
 
-async def _until_stopped(signals: AsyncIterator[int], stopped: Value[str]) -> str | None:
-    """Wait for SIGTERM or SIGINT (None) or a reason to stop (the reason)."""
+def _stop_if_not_enrolled(
+    datadir: NodeDataDirectory, finals: Value[RunnableStatus]
+) -> Callable[[Value[str]], Coroutine[Any, Any, None]]:
+    """What stops the node on a final failure before it is enrolled (module docstring)."""
+
+    async def watch(stopped: Value[str]) -> None:
+        with finals.watch() as watcher:
+            async for status in watcher:
+                # The first reason wins: the enrolment stops the node itself on a refusal.
+                if not datadir.enrolled and not stopped.statistics().is_set:
+                    stopped.set(f"{status.dn}: {status.note}")
+
+    return watch
+
+
+async def _until_stopped(
+    signals: AsyncIterator[int],
+    stopped: Value[str],
+    *watchers: Callable[[Value[str]], Coroutine[Any, Any, None]],
+) -> str | None:
+    """Wait for SIGTERM or SIGINT (None) or a reason to stop (the reason); ``watchers``
+    run meanwhile and may set ``stopped``."""
     reason: str | None = None
     async with anyio.create_task_group() as tasks:
 
@@ -137,4 +174,6 @@ async def _until_stopped(signals: AsyncIterator[int], stopped: Value[str]) -> st
 
         tasks.start_soon(on_signal)
         tasks.start_soon(on_reason)
+        for watcher in watchers:
+            tasks.start_soon(watcher, stopped)
     return reason

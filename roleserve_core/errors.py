@@ -3,6 +3,8 @@
 ::
 
     RoleserveError
+    ├── FinalError                    restarting cannot fix this; the operator must act
+    ├── ExpectedError                 a failure normal operation brings (a peer restarting)
     ├── EventError
     │   ├── ConcurrentGetError        a second get() on one watcher while one is pending
     │   └── WatcherClosedError        get() on a closed watcher
@@ -27,11 +29,23 @@
     └── NodeSetupError                the node process cannot start as it was asked to
         ├── ConfigError               roleserve.toml or a command-line option is invalid
         ├── DataDirectoryError        the data directory is in use, unreadable or corrupt
-        └── EnrolmentError            the enrolment asked for does not fit the data directory
+        └── EnrolmentError            the enrolment does not fit, or was refused (also final)
 
 Errors that describe a misuse of an API by a runnable (``InvalidSignalError`` and friends)
 are raised inside that runnable, so they fail that runnable alone, with the DN in the status
 and the log; nothing else stops.
+
+Two marker classes tell the supervisor how to treat a runnable that raises (see
+``roleserve_core.supervisor.classify_failure``, the one place that decides):
+
+- ``FinalError``: restarting would fail the same way (a missing program, a downgrade the data
+  refuses). The runnable stays DEAD, marked final, until the operator restarts it.
+- ``ExpectedError``: the failure is part of normal operation (the leader restarting, a stream
+  ended by a leader change); a restart after the backoff is the cure, and one WARNING line
+  says so, without a traceback.
+
+Plugins mark their own errors by inheriting from them (multiple inheritance is fine, e.g.
+``class EtcdNotFoundError(ConsensusError, FinalError)``).
 """
 
 from __future__ import annotations
@@ -47,6 +61,8 @@ __all__ = [
     "EnrolmentError",
     "EssentialPluginError",
     "EventError",
+    "ExpectedError",
+    "FinalError",
     "IdentityError",
     "InvalidRunnableNameError",
     "InvalidSignalError",
@@ -68,6 +84,26 @@ __all__ = [
 
 class RoleserveError(Exception):
     """Base of every error roleserve raises on purpose."""
+
+
+class FinalError(RoleserveError):
+    """Restarting cannot fix this; the operator must act.
+
+    A runnable that raises one is not restarted: it stays DEAD, marked final in the status,
+    with this message as its note, and one ERROR line (no traceback) in the log. The
+    operator fixes the cause (installs the missing program, corrects the setting) and
+    restarts it (``Supervisor.restart``, ``roleserve ctl restart NODE DN``). The message
+    must say what is wrong and what to do, in one line.
+    """
+
+
+class ExpectedError(RoleserveError):
+    """A failure that normal operation brings, which a restart after the backoff cures.
+
+    For example the curator's leader restarting, or a stream ended by a leader change. The
+    supervisor logs it as one WARNING line; the traceback is kept in the runnable's last
+    error only, not in the log, because nobody needs it to understand what happened.
+    """
 
 
 class EventError(RoleserveError):
@@ -172,5 +208,6 @@ class DataDirectoryError(NodeSetupError):
     """The data directory is in use by another process, unreadable or corrupt."""
 
 
-class EnrolmentError(NodeSetupError):
-    """The enrolment asked for does not fit the data directory (or the plugins)."""
+class EnrolmentError(NodeSetupError, FinalError):
+    """The enrolment asked for does not fit the data directory (or the plugins), or the
+    cluster refused it for good; final: another attempt would be refused the same way."""

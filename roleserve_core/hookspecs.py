@@ -5,6 +5,7 @@ entry-point group ``roleserve.plugins``. The core's own features are plugins on 
 hooks. Hooks are grouped by phase::
 
     load      roleserve_add_hookspecs   add hooks of your own for other plugins
+              roleserve_settings        what this plugin accepts in roleserve.toml
     start     roleserve_values          keys this plugin owns
               roleserve_workers         workers, each gated on roles
     run       on_roles                  the node's roles changed
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from roleserve_core.keys import CuratorConnection
     from roleserve_core.node import NodeContext, Worker
     from roleserve_core.roles import NodeRoles
+    from roleserve_core.settings import Setting
     from roleserve_core.values import ValueKey
 
 __all__ = ["HOOK_PHASES", "PROJECT", "hookimpl", "hookspec"]
@@ -61,6 +63,39 @@ def roleserve_add_hookspecs(plugin_manager: pluggy.PluginManager) -> None:
     plugin contribute exporters. Implementations of hooks that another plugin defines should
     be marked ``@hookimpl(optionalhook=True)``, so they stay quiet when that plugin is absent.
     """
+
+
+@hookspec
+def roleserve_settings() -> list[Setting[Any]]:
+    """Declare the settings this plugin accepts in its ``[plugins.<name>]`` section of
+    ``roleserve.toml``.
+
+    Called once, when the plugin is registered, right after ``roleserve_add_hookspecs``.
+    The node checks every section of the file against the declarations before it starts
+    anything: a key the plugin did not declare, or a value of the wrong type, stops it with
+    exit code 2 and one line naming the file, the section and the key. ``roleserve plugins``
+    lists the settings with their types, defaults and docs.
+
+    :returns: ``Setting(name, type, default, doc)`` records; ``type`` is ``str``, ``int``,
+        ``float``, ``bool`` or ``list[str]``, and a ``None`` default makes the setting
+        optional (unset unless the file gives it). Return ``[]``, or leave the hook out, if
+        the plugin takes no settings: its section, if any, must then be empty.
+
+    Synchronous only. If it raises, or returns something other than ``Setting`` objects or
+    two settings of one name, the plugin is marked failed and unloaded; the node starts
+    without it (with ``--strict-plugins``, not at all).
+
+    Implement it by returning module constants, and read each value in
+    ``roleserve_workers`` with ``SETTING.read(node.config)``, which is typed: the core has
+    checked the value and filled in the default::
+
+        LEASE_TTL: Setting[int] = Setting("lease_ttl", int, 10, "Seconds a lease lasts.")
+
+        @hookimpl
+        def roleserve_settings() -> list[Setting[Any]]:
+            return [LEASE_TTL]
+    """
+    raise NotImplementedError  # pragma: no cover - specification only
 
 
 # -- start --------------------------------------------------------------------------------
@@ -152,7 +187,7 @@ def on_curator_connection(
 
 
 HOOK_PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("load", ("roleserve_add_hookspecs",)),
+    ("load", ("roleserve_add_hookspecs", "roleserve_settings")),
     ("start", ("roleserve_values", "roleserve_workers")),
     ("run", ("on_roles", "on_curator_connection")),
 )

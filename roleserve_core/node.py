@@ -88,7 +88,9 @@ class NodeContext:
     """A directory of this plugin's own (``<node data dir>/plugins/<name>``); created on
     first use by the plugin, not by the core, so that listing plugins writes nothing."""
     config: Mapping[str, Any] = field(default_factory=dict)
-    """The plugin's section of ``roleserve.toml`` (``[plugins.<name>]``); empty if none."""
+    """The plugin's section of ``roleserve.toml`` (``[plugins.<name>]``), read-only: every
+    setting the plugin declares (``roleserve_settings``), checked, with the defaults filled
+    in; read one with ``SETTING.read(node.config)``."""
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("roleserve.plugin"))
     """A logger for messages outside any runnable (hooks); workers use ``ctx.log``."""
     introspection: NodeIntrospection | None = None

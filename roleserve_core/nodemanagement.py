@@ -367,6 +367,7 @@ def _runnable(status: RunnableStatus) -> pb.Runnable:
         since=_timestamp(status.since),
         crash_looping=status.crash_looping,
         note=status.note,
+        final=status.final,
     )
     if status.last_error is not None:
         message.last_error = status.last_error.summary()

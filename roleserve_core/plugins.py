@@ -45,6 +45,7 @@ from roleserve_core.errors import (
     PluginError,
     PluginLoadError,
 )
+from roleserve_core.settings import Setting, check_declaration
 from roleserve_core.version import CORE_DISTRIBUTION, core_version
 
 __all__ = [
@@ -120,6 +121,8 @@ class PluginInfo:
     """Keys this plugin owns."""
     reads: list[str] = field(default_factory=list)
     """Keys this plugin's workers declare they read."""
+    settings: list[Setting[Any]] = field(default_factory=list)
+    """What it accepts in its ``[plugins.<name>]`` section (``roleserve_settings``)."""
     warnings: list[str] = field(default_factory=list)
     hook_failures: dict[str, int] = field(default_factory=dict)
     """Hook name → how many calls of it raised or timed out."""
@@ -136,6 +139,7 @@ class PluginInfo:
             "workers": list(self.workers),
             "values": list(self.values),
             "reads": list(self.reads),
+            "settings": [_setting_json(setting) for setting in self.settings],
             "builtin": self.builtin,
             "module": self.module,
             "description": self.description,
@@ -143,6 +147,16 @@ class PluginInfo:
             "warnings": list(self.warnings),
             "hook_failures": dict(self.hook_failures),
         }
+
+
+def _setting_json(setting: Setting[Any]) -> dict[str, Any]:
+    return {
+        "name": setting.name,
+        "type": setting.type_name,
+        "default": setting.default,
+        "optional": setting.optional,
+        "doc": setting.doc,
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -362,6 +376,17 @@ class PluginSet:
                 call(plugin_manager=self.manager)
             except Exception as exc:
                 self.fail(info.name, exc, during="roleserve_add_hookspecs")
+                return
+        self._declare_settings(info)
+
+    def _declare_settings(self, info: PluginInfo) -> None:
+        """Record what the plugin accepts in roleserve.toml; a broken declaration fails the
+        plugin, as a broken ``roleserve_values`` does."""
+        for call in self.implementations("roleserve_settings", only=info.name):
+            try:
+                info.settings = check_declaration(call())
+            except Exception as exc:
+                self.fail(info.name, exc, during="roleserve_settings")
 
     def _failed(
         self,
@@ -435,6 +460,11 @@ class PluginSet:
     def loaded(self) -> list[str]:
         """Names of the plugins that are loaded now, in load order."""
         return list(self._plugins)
+
+    def settings(self) -> dict[str, list[Setting[Any]]]:
+        """Each loaded plugin's declared settings (``[]`` if it declares none), in load
+        order."""
+        return {name: list(self._infos[name].settings) for name in self._plugins}
 
     def implementations(self, hook: str, *, only: str | None = None) -> list[HookCall]:
         """The implementations of ``hook`` by loaded plugins, in load order.

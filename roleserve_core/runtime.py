@@ -23,7 +23,10 @@ not DONE: the gate keeps watching the roles, so that it can still stop the child
 worker left running when the roles change.
 
 Building a ``NodeRuntime`` does no I/O, which is why ``roleserve plugins`` can build one
-just to list the workers and values of every plugin.
+just to list the workers and values of every plugin. It checks the plugins' sections of
+``roleserve.toml`` first (``settings.resolve_plugin_config``), so a bad file is refused
+before any hook but the loading ones runs, and each ``NodeContext.config`` holds checked
+values with the defaults filled in.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from roleserve_core.logtree import LogTree
 from roleserve_core.node import NodeContext, NodeIntrospection, RolePredicate, Worker
 from roleserve_core.plugins import PluginSet
 from roleserve_core.roles import NodeRoles
+from roleserve_core.settings import resolve_plugin_config
 from roleserve_core.supervisor import RunContext, Runnable, Supervisor
 from roleserve_core.values import ValueKey, ValueRegistry
 
@@ -64,20 +68,31 @@ class NodeRuntime:
         *,
         data_dir: Path,
         config: Mapping[str, Mapping[str, Any]] | None = None,
+        config_source: str = "roleserve.toml",
         logtree: LogTree | None = None,
         hook_timeout: float = DEFAULT_HOOK_TIMEOUT,
     ) -> None:
+        """Assemble the node (see the module docstring); nothing starts.
+
+        :param config: the ``[plugins.NAME]`` sections of ``roleserve.toml``, unchecked.
+        :param config_source: the file they came from, named in errors and warnings.
+        :raises ConfigError: if a section does not match what its plugin declared.
+        """
         self.plugins = plugins
         self.data_dir = data_dir
-        self.config = config or {}
         self.logtree = logtree or LogTree()
+        self.log = self.logtree.logger("runtime")
+        resolved = resolve_plugin_config(plugins, config or {}, config_source)
+        self.config: Mapping[str, Mapping[str, Any]] = resolved.sections
+        """Each loaded plugin's checked settings, defaults filled in."""
+        for warning in resolved.warnings:
+            self.log.warning("%s", warning)
         self.hook_timeout = hook_timeout
         self.services: dict[str, Runnable] = {}
         """Runnables of the node process itself, at ``root.<name>``, beside the workers
         (``add_service``)."""
         self.registry = ValueRegistry()
         self.introspection = NodeIntrospection(self.registry, self.logtree)
-        self.log = self.logtree.logger("runtime")
         self.contexts: dict[str, NodeContext] = {}
         self.workers: dict[str, tuple[str, Worker]] = {}
         """Worker name → (plugin, worker), in start order."""

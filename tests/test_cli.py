@@ -1,4 +1,4 @@
-"""The ``roleserve`` command, and ``roleserve plugins`` [--json] [--strict].
+"""The ``roleserve`` command: ``roleserve plugins`` [--json] [--strict], ``node config``.
 
 Most tests call ``main()`` with the test plugins of ``tests/plugins/`` as the installed
 entry points; one runs the installed command in a subprocess and checks the listing of the
@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -228,6 +229,45 @@ def test_strict_exits_1_when_a_plugin_fails(
     assert run(capsys, "plugins", "--strict", "--json")[0] == 0
 
 
+def test_plugins_lists_every_setting_with_type_default_and_doc(
+    install: Install, capsys: pytest.CaptureFixture[str]
+) -> None:
+    install("configurable", "good")
+    code, out, _ = run(capsys, "plugins")
+    assert code == 0
+    details = out.split("\n\n", 1)[1].splitlines()
+    start = details.index("  settings ([plugins.configurable] in roleserve.toml):")
+    assert table("\n".join(line[4:] for line in details[start + 1 : start + 8])) == [
+        ["SETTING", "TYPE", "DEFAULT", "DESCRIPTION"],
+        ["greeting", "str", '"hello"', "What the worker says."],
+        ["times", "int", "1", "How often it says it."],
+        ["pause", "float", "0.5", "Seconds between greetings."],
+        ["loud", "bool", "false", "Whether it shouts."],
+        ["names", "list[str]", "[]", "Whom it greets."],
+        ["log_file", "str | None", "(not set)", "Where it logs; unset: nowhere."],
+    ]
+    assert details[start + 8].startswith("good: ")  # good declares none: no settings table
+
+    plugins = listing(capsys)
+    assert plugins["good"]["settings"] == []
+    assert plugins["configurable"]["settings"][::5] == [
+        {
+            "name": "greeting",
+            "type": "str",
+            "default": "hello",
+            "optional": False,
+            "doc": "What the worker says.",
+        },
+        {
+            "name": "log_file",
+            "type": "str | None",
+            "default": None,
+            "optional": True,
+            "doc": "Where it logs; unset: nowhere.",
+        },
+    ]
+
+
 @pytest.mark.parametrize("allow", [None, "hostsfile"])
 def test_the_installed_command_lists_the_workspace_plugins(allow: str | None) -> None:
     """The real entry points: the workspace's five plugins and the example plugin."""
@@ -261,6 +301,8 @@ def test_the_installed_command_lists_the_workspace_plugins(allow: str | None) ->
             ["hello", "hello_neighbours"],
             ["hello_greeting", "hello_neighbours"],
         )
+        settings = [setting["name"] for setting in plugins["controlplane"]["settings"]]
+        assert settings == ["etcd", "lease_ttl", "heartbeat_ms", "election_ms"]
     else:
         assert plugins["hello"]["reason"] == "not named in ROLESERVE_PLUGINS"
 
@@ -311,3 +353,93 @@ def test_hints_name_the_command_as_it_was_run(
     assert roleserve_command(str(installed)) == "roleserve"  # the one PATH finds
     monkeypatch.setenv(COMMAND_ENV, "./dev roleserve")
     assert roleserve_command(str(elsewhere)) == "./dev roleserve"
+
+
+# -- roleserve node config ----------------------------------------------------------------
+
+
+def node_config(
+    capsys: pytest.CaptureFixture[str], data: Path, text: str, *options: str
+) -> tuple[int, str, str]:
+    """``roleserve node config`` on ``data`` whose roleserve.toml is ``text``."""
+    data.mkdir(exist_ok=True)
+    (data / "roleserve.toml").write_text(text)
+    return run(capsys, "node", "config", "--data-dir", str(data), *options)
+
+
+def test_node_config_prints_toml_a_node_reads_the_same_way(
+    install: Install, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    install("configurable", "good")
+    text = '[node]\nlog_level = "debug"\n[plugins.configurable]\ntimes = 3\nnames = ["a"]\n'
+    code, out, err = node_config(capsys, tmp_path, text)
+    assert (code, err) == (0, "")
+    assert tomllib.loads(out) == {
+        "node": {"log_level": "debug", "strict_plugins": False},
+        "plugins": {
+            "configurable": {
+                "greeting": "hello",
+                "times": 3,
+                "pause": 0.5,
+                "loud": False,
+                "names": ["a"],
+            }
+        },
+    }
+    assert "# Where it logs; unset: nowhere.\n# log_file: not set\n" in out
+    assert "# address: not set\n" in out
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["roleserve.toml"]
+
+
+def test_node_config_json(
+    install: Install, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    install("configurable", "good")
+    code, out, _ = node_config(capsys, tmp_path, "[plugins.configurable]\npause = 2\n", "--json")
+    assert code == 0
+    assert json.loads(out) == {
+        "node": {"address": None, "log_level": "info", "strict_plugins": False},
+        "plugins": {
+            "core": {},
+            "configurable": {
+                "greeting": "hello",
+                "times": 1,
+                "pause": 2.0,
+                "loud": False,
+                "names": [],
+                "log_file": None,
+            },
+            "good": {},
+        },
+    }
+
+
+def test_node_config_refuses_what_the_node_refuses(
+    install: Install, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    install("configurable")
+    code, out, err = node_config(capsys, tmp_path, "[plugins.configurable]\nloud = 'yes'\n")
+    assert (code, out) == (2, "")
+    assert err == (
+        f"roleserve node: error: {tmp_path / 'roleserve.toml'}: [plugins.configurable] loud "
+        'must be true or false, not "yes" (Whether it shouts); correct it, or remove it '
+        "for the default, false\n"
+    )
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["roleserve.toml"]
+
+
+def test_node_config_warns_about_a_section_it_does_not_check(
+    install: Install,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    install("configurable", "good")
+    monkeypatch.setenv("ROLESERVE_DISABLE_PLUGINS", "configurable")
+    code, out, err = node_config(capsys, tmp_path, "[plugins.configurable]\nloud = 'yes'\n")
+    assert code == 0
+    assert "[plugins.configurable]" not in out
+    assert err == (
+        f"WARNING: {tmp_path / 'roleserve.toml'}: [plugins.configurable] is ignored: plugin "
+        "'configurable' is named in ROLESERVE_DISABLE_PLUGINS\n"
+    )

@@ -753,6 +753,27 @@ def test_tree_draws_the_supervision_tree(setup: Setup, ctl: Any) -> None:
     ]
 
 
+def test_tree_marks_a_final_failure_and_shows_its_message_once(setup: Setup, ctl: Any) -> None:
+    message = "no etcd binary found; install etcd"
+    setup.cluster.runnables = [
+        runnable(
+            "root.role.controlplane",
+            "DEAD",
+            failures=1,
+            final=True,
+            note=message,
+            last_error=f"roleserve_controlplane.consensus.errors.EtcdNotFoundError: {message}",
+        )
+    ]
+    result = ctl("tree", setup.leader_id, "root.role.controlplane")
+    assert result.out.splitlines() == [
+        "root.role.controlplane  DEAD  restarts=0 failures=1  "
+        f"final (not restarted until fixed and restarted with `ctl restart`)  {message}"
+    ]
+    listing = json.loads(ctl("tree", setup.leader_id, "root.role.controlplane", "--json").out)
+    assert listing[0]["final"] is True
+
+
 def test_tree_of_a_subtree_and_json(setup: Setup, ctl: Any) -> None:
     setup.cluster.runnables = [runnable("root.role"), runnable("root.role.heartbeat")]
     assert ctl("tree", setup.leader_id, "root.role").out.splitlines() == [
@@ -772,6 +793,7 @@ def test_tree_of_a_subtree_and_json(setup: Setup, ctl: Any) -> None:
         "crash_looping": False,
         "restart_in": None,
         "note": None,
+        "final": False,
     }
     assert [request.dn for request in setup.cluster.received("GetSupervisionTree")] == [
         "root.role",

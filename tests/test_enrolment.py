@@ -456,10 +456,11 @@ async def test_a_definitive_refusal_stops_the_node_and_leaves_no_credentials(
     failed = await node.wait(lambda status: status.failures == 1)
     expected = message.format(identity=node_id(the_key(datadir.key).public_key()))
     assert node.stops == [expected]
-    assert failed.restart_in is not None  # waiting out its backoff
+    assert failed.final  # not restarted: the node stops anyway, and another try is refused
+    assert failed.restart_in is None
     assert failed.last_error is not None
     assert failed.last_error.summary() == f"roleserve_core.errors.EnrolmentError: {expected}"
-    assert node.logged(logging.ERROR) == [expected]
+    assert node.logged(logging.ERROR) == [f"failed for good, not restarting: {expected}"]
     assert [call.method for call in cluster.leader.calls.get_nowait()] == methods
     # Nothing of credentials, not even a staging directory; the registration stays.
     assert not node.value(NODE_CREDENTIALS).statistics().is_set
@@ -696,7 +697,7 @@ async def test_bootstrap_refuses_an_owner_directory_that_now_holds_other_credent
         f"{owner_directory} now holds other cluster credentials; the new cluster's owner "
         "credentials were not written there. Move them away and restart the node"
     ]
-    assert failed.restart_in is not None  # waiting out its backoff
+    assert failed.final
     assert {path.name: path.read_bytes() for path in owner_directory.iterdir()} == before
     assert names(datadir.node) == ["bootstrapping", "key.pem"]
     assert not (datadir.plugin("core") / ROLES_FILE).exists()

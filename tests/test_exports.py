@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
+import pytest
+
 import roleserve_core
 
 
@@ -29,3 +34,20 @@ def test_public_objects_say_where_they_live() -> None:
         obj = getattr(roleserve_core, name)
         if isinstance(obj, type) or callable(obj):
             assert (obj.__doc__ or "").strip(), f"{name} has no docstring"
+
+
+def test_importing_the_package_loads_none_of_its_heavy_dependencies() -> None:
+    """Every ``roleserve`` command imports the package first, ``--version`` too; the
+    exports load on first use."""
+    probe = (
+        "import sys, roleserve_core\n"
+        "print(' '.join(m for m in ('grpc', 'google.protobuf', 'cryptography', 'pluggy', "
+        "'anyio') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == []
+
+
+def test_an_unknown_name_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="Nonesuch"):
+        getattr(roleserve_core, "Nonesuch")  # noqa: B009 - an unknown name, on purpose

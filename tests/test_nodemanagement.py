@@ -26,7 +26,7 @@ import anyio
 import grpc
 import pytest
 
-from roleserve_core import NodeContext, RunContext, State, Worker, hookimpl
+from roleserve_core import FinalError, NodeContext, RunContext, State, Worker, hookimpl
 from roleserve_core.identity import Credentials, NodeCredentials
 from roleserve_core.keys import NETWORK, NODE_CREDENTIALS, NetworkStatus
 from roleserve_core.logtree import LogTree
@@ -51,6 +51,7 @@ NODEMGMT = "root.role.nodemgmt"
 CHATTY = "root.role.chatty"
 CHILD = "root.role.chatty.child"
 BROKEN = "root.role.broken"
+STUCK = "root.role.stuck"
 
 
 # -- a test plugin ------------------------------------------------------------------------
@@ -61,7 +62,8 @@ SAID: ValueKey[int] = ValueKey("chatty_said", int, "How many SAY values chatty h
 
 
 def chatty_plugin() -> SimpleNamespace:
-    """Workers ``chatty`` (logs what ``SAY`` says, has a child) and ``broken`` (fails)."""
+    """Workers ``chatty`` (logs what ``SAY`` says, has a child), ``broken`` (fails) and
+    ``stuck`` (fails for good: a final error)."""
 
     def values() -> list[ValueKey[Any]]:
         return [SAY, SAID]
@@ -94,7 +96,10 @@ def chatty_plugin() -> SimpleNamespace:
         async def broken(ctx: RunContext) -> None:
             raise RuntimeError("disk full")
 
-        return [Worker("chatty", chatty), Worker("broken", broken)]
+        async def stuck(ctx: RunContext) -> None:
+            raise FinalError("no frobnicator found; install one")
+
+        return [Worker("chatty", chatty), Worker("broken", broken), Worker("stuck", stuck)]
 
     return SimpleNamespace(roleserve_values=hookimpl(values), roleserve_workers=hookimpl(workers))
 
@@ -316,6 +321,22 @@ async def test_tree_reports_failures_and_backoff(served: Served) -> None:
     assert 'raise RuntimeError("disk full")' in broken.last_error_traceback
     assert 0 < broken.restart_in.ToNanoseconds() <= 1_000_000_000
     assert not broken.crash_looping
+
+
+async def test_tree_shows_a_final_failure_and_restart_runs_it_again(served: Served) -> None:
+    await served.node.wait_status(STUCK, lambda s: s.final)
+    request = pb.GetSupervisionTreeRequest(dn=STUCK)
+    async with served.client() as stub:
+        [stuck] = (await stub.GetSupervisionTree(request, timeout=CALL_TIMEOUT)).runnables
+        assert (stuck.state, stuck.final, stuck.note) == (
+            "DEAD",
+            True,
+            "no frobnicator found; install one",
+        )
+        assert not stuck.HasField("restart_in")
+        await stub.RestartRunnable(pb.RestartRunnableRequest(dn=STUCK), timeout=CALL_TIMEOUT)
+    again = await served.node.wait_status(STUCK, lambda s: s.final and s.failures == 2)
+    assert again.restarts == 1
 
 
 # -- values -------------------------------------------------------------------------------

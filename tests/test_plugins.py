@@ -8,6 +8,7 @@ its documented behaviour from entry point to call.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import operator
 from collections.abc import Awaitable, Callable, Mapping
@@ -20,7 +21,7 @@ from typing import Any, TypeVar
 import anyio
 import pytest
 
-from roleserve_core import NodeRoles, State, ValueKey, hookimpl
+from roleserve_core import NodeRoles, Setting, State, ValueKey, hookimpl
 from roleserve_core import keys as core_keys
 from roleserve_core.errors import (
     EssentialPluginError,
@@ -54,6 +55,8 @@ GOOD_CONNECTION: ValueKey[CuratorConnection] = ValueKey(
     "good_connection", CuratorConnection, "tests/plugins/good.py"
 )
 """good.py's keys, by name and type (a registry finds a key by those two)."""
+
+TIMES: Setting[int] = Setting("times", int, 1, "How often.")
 
 Load = Callable[..., PluginSet]
 StartNode = Callable[..., Awaitable[NodeHarness]]
@@ -423,6 +426,58 @@ def test_hook_roleserve_values(load: Load, tmp_path: Path) -> None:
         [],
     )
     assert plugins.loaded() == ["core", "good"]
+
+
+@pytest.mark.anyio
+async def test_hook_roleserve_settings(load: Load, node: StartNode, tmp_path: Path) -> None:
+    """A plugin's settings are recorded at load; its worker gets the section of
+    roleserve.toml checked, converted and filled in with the defaults. One whose
+    roleserve_settings raises is failed and unloaded, and its section is not checked."""
+    plugins = load("configurable", "raising_settings")
+    configurable = importlib.import_module("configurable")  # loaded from tests/plugins
+    assert plugins.info("configurable").settings == configurable.SETTINGS
+    failed = plugins.info("raising_settings")
+    assert (failed.state, failed.error) == (
+        FAILED,
+        "roleserve_settings raised RuntimeError: settings are broken",
+    )
+    config = {"configurable": {"times": 3, "pause": 2, "names": ["a", "b"]}}
+    runtime = NodeRuntime(plugins, data_dir=tmp_path, config=config)
+    harness = await node(runtime)
+    seen = await wait_for_value(harness.runtime.registry.read(configurable.SEEN, "test"))
+    assert dict(seen) == {
+        "greeting": "hello",
+        "times": 3,
+        "pause": 2.0,
+        "loud": False,
+        "names": ["a", "b"],
+        "log_file": None,
+    }
+    assert isinstance(seen["pause"], float)
+    assert plugins.loaded() == ["core", "configurable"]
+
+
+@pytest.mark.parametrize(
+    ("declared", "error"),
+    [
+        (
+            lambda: ["lease_ttl"],
+            "roleserve_settings raised TypeError: roleserve_settings must "
+            "return Setting objects, got 'lease_ttl'",
+        ),
+        (
+            lambda: [TIMES, TIMES],
+            "roleserve_settings raised ValueError: setting 'times' is declared twice",
+        ),
+    ],
+)
+def test_a_broken_settings_declaration_fails_the_plugin(
+    load: Load, declared: Callable[[], list[Any]], error: str
+) -> None:
+    plugins = load()
+    info = plugins.register(SimpleNamespace(roleserve_settings=hookimpl(declared)), "broken")
+    assert (info.state, info.error, info.settings) == (FAILED, error, [])
+    assert plugins.loaded() == ["core"]
 
 
 @pytest.mark.anyio

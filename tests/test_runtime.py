@@ -17,7 +17,15 @@ from typing import Any, Generic, TypeVar
 import anyio
 import pytest
 
-from roleserve_core import KubernetesWorker, NodeContext, NodeRoles, RunContext, State, Worker
+from roleserve_core import (
+    KubernetesWorker,
+    NodeContext,
+    NodeRoles,
+    RunContext,
+    Setting,
+    State,
+    Worker,
+)
 from roleserve_core import keys as core_keys
 from roleserve_core.errors import (
     InvalidRunnableNameError,
@@ -364,27 +372,34 @@ def test_reading_a_key_nobody_owns_is_reported(
 
 
 def test_node_context(plugin_manager: PluginHarness, tmp_path: Path) -> None:
-    """Each plugin's own: its data directory (not created), its config section, the node ID
-    once the core sets it; roleserve_workers gets the same object."""
+    """Each plugin's own: its data directory (not created), its config section (checked,
+    defaults filled in, read-only), the node ID once the core sets it; roleserve_workers
+    gets the same object."""
     contexts: list[NodeContext] = []
 
     def roleserve_workers(node: NodeContext) -> list[Worker]:
         contexts.append(node)
         return []
 
-    plugin_manager.register(plugin(roleserve_workers=roleserve_workers), "p")
-    plugin_manager.register(plugin(on_roles=lambda: None), "q")
-    runtime = plugin_manager.runtime(
-        tmp_path / "node", config={"p": {"greeting": "hi"}, "other": {"x": 1}}
+    settings = [
+        Setting("greeting", str, "hello", "What to say."),
+        Setting("times", int, 1, "How often."),
+    ]
+    plugin_manager.register(
+        plugin(roleserve_workers=roleserve_workers, roleserve_settings=lambda: settings), "p"
     )
+    plugin_manager.register(plugin(on_roles=lambda: None), "q")
+    runtime = plugin_manager.runtime(tmp_path / "node", config={"p": {"greeting": "hi"}})
     p, q = runtime.context("p"), runtime.context("q")
     assert contexts == [p]
     assert (p.plugin, p.data_dir, dict(p.config)) == (
         "p",
         tmp_path / "node/plugins/p",
-        {"greeting": "hi"},
+        {"greeting": "hi", "times": 1},
     )
     assert (q.plugin, q.data_dir, dict(q.config)) == ("q", tmp_path / "node/plugins/q", {})
+    with pytest.raises(TypeError):
+        p.config["times"] = 2  # type: ignore[index]  # read-only: plugins share nothing
     assert list(tmp_path.iterdir()) == []
     assert runtime.context("p") is p
 

@@ -10,6 +10,7 @@ Each module exposes ``add_parser(subparsers)``, which registers its sub-command 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -17,6 +18,8 @@ from roleserve_core.cli import cluster as cluster_command
 from roleserve_core.cli import ctl as ctl_command
 from roleserve_core.cli import node as node_command
 from roleserve_core.cli import plugins as plugins_command
+from roleserve_core.cli._failure import DEBUG_ENV, report, sole_error
+from roleserve_core.errors import RoleserveError
 from roleserve_core.version import core_version
 
 __all__ = ["build_parser", "main"]
@@ -32,7 +35,12 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     parser.add_argument("--version", action="version", version=f"roleserve {core_version()}")
-    commands = parser.add_subparsers(title="commands", metavar="COMMAND")
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help=f"show the traceback of every error, not only of bugs (also ${DEBUG_ENV}=1)",
+    )
+    commands = parser.add_subparsers(title="commands", metavar="COMMAND", dest="command")
     node_command.add_parser(commands)
     cluster_command.add_parser(commands)
     plugins_command.add_parser(commands)
@@ -48,7 +56,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         parser.print_help(sys.stderr)
         return 2
-    code: int = handler(args)
+    if args.debug:
+        os.environ[DEBUG_ENV] = "1"  # for the node processes `cluster up` starts, too
+    try:
+        with sole_error():
+            code: int = handler(args)
+    except RoleserveError as error:  # a refusal the command did not report itself
+        report(f"roleserve {args.command}", error)
+        return 1
+    except KeyboardInterrupt:
+        return 130
     return code
 
 

@@ -21,6 +21,7 @@ from typing import Any
 import anyio
 
 from roleserve_core.access import CREDENTIALS_ENV
+from roleserve_core.cli._failure import report, sole_error
 from roleserve_core.cli._invocation import roleserve_command
 from roleserve_core.cli._table import render_table
 from roleserve_core.cli.ctl._format import NONE, print_json
@@ -144,9 +145,10 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 def _run(command: Callable[[argparse.Namespace], Awaitable[int]], args: argparse.Namespace) -> int:
     args.dir = (args.dir or default_cluster_directory()).expanduser()
     try:
-        return anyio.run(command, args)
+        with sole_error():
+            return anyio.run(command, args)
     except RoleserveError as exc:
-        print(f"roleserve cluster: error: {exc}", file=sys.stderr)
+        report("roleserve cluster", exc)
         return 1
 
 

@@ -19,6 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from roleserve_core.cli import node_config
+from roleserve_core.cli._failure import report, sole_error
 from roleserve_core.config import LOG_LEVELS
 from roleserve_core.daemon import NodeOptions, run_node
 from roleserve_core.datadir import NodeDataDirectory
@@ -98,6 +100,7 @@ def add_parser(commands: Any) -> None:
         help="stop if any plugin fails to load (default: report it and go on)",
     )
     run.set_defaults(handler=_run)
+    node_config.add_subparser(subcommands)
     parser.set_defaults(handler=lambda args: _usage(parser))
 
 
@@ -122,9 +125,10 @@ def _run(args: argparse.Namespace) -> int:
             log_level=args.log_level,
             strict_plugins=args.strict_plugins,
         )
-        return run_node(options)
+        with sole_error():
+            return run_node(options)
     except (NodeSetupError, PluginError) as exc:
-        print(f"roleserve node: error: {exc}", file=sys.stderr)
+        report("roleserve node", exc)
         return 2
 
 

@@ -17,6 +17,7 @@ from roleserve_core.cli._table import render_table
 from roleserve_core.errors import EssentialPluginError, PluginError
 from roleserve_core.plugins import PluginInfo, PluginSet
 from roleserve_core.runtime import NodeRuntime
+from roleserve_core.settings import toml_literal
 
 __all__ = ["add_parser", "run"]
 
@@ -32,7 +33,9 @@ def add_parser(commands: Any) -> None:
         description=(
             "List every plugin (built-in and installed through the 'roleserve.plugins' "
             "entry points): distribution, version, whether it loaded, the hooks it "
-            "implements, the workers it runs and the values it owns. Honours "
+            "implements, the workers it runs, the values it owns, and the settings it "
+            "accepts in roleserve.toml ([plugins.NAME]) with their types, defaults and "
+            "docs. Honours "
             "ROLESERVE_PLUGINS (allow list) and ROLESERVE_DISABLE_PLUGINS (block list)."
         ),
     )
@@ -73,6 +76,19 @@ def _cell(items: list[str]) -> str:
     return ", ".join(items) if items else "-"
 
 
+def _settings(info: PluginInfo) -> list[str]:
+    """The plugin's settings as an indented table; nothing if it declares none."""
+    if not info.settings:
+        return []
+    rows = [
+        [setting.name, setting.type_name, toml_literal(setting.default), setting.doc]
+        for setting in info.settings
+    ]
+    table = render_table(["SETTING", "TYPE", "DEFAULT", "DESCRIPTION"], rows)
+    heading = f"  settings ([plugins.{info.name}] in roleserve.toml):"
+    return [heading, *(f"    {line}" for line in table.splitlines())]
+
+
 def _format(infos: list[PluginInfo], warnings: list[str]) -> str:
     headers = ["NAME", "DISTRIBUTION", "VERSION", "STATE", "WORKERS", "VALUES", "HOOKS"]
     rows = [
@@ -94,6 +110,7 @@ def _format(infos: list[PluginInfo], warnings: list[str]) -> str:
             out.append(f"  blocked: {info.reason}")
         if info.error:
             out.append(f"  error: {info.error}")
+        out.extend(_settings(info))
         out.extend(f"  warning: {warning}" for warning in info.warnings)
         for hook, count in sorted(info.hook_failures.items()):
             out.append(f"  {hook} failed {count} time(s)")

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import anyio
 import grpc
 
-from roleserve_core.errors import RoleserveError
+from roleserve_core.errors import ExpectedError
 from roleserve_core.identity import Credentials
 from roleserve_core.ports import CURATOR_PORT, endpoint, split_endpoint
 from roleserve_core.proto import curator_pb2, curator_pb2_grpc
@@ -55,8 +55,8 @@ ANSWER_TIMEOUT = 5.0
 """Seconds a candidate has to give its first answer."""
 
 
-class NoLeaderError(RoleserveError):
-    """No curator could name a leader in time."""
+class NoLeaderError(ExpectedError):
+    """No curator could name a leader in time (expected while the curators elect one)."""
 
 
 class LeaderRefusedError(NoLeaderError):

@@ -78,7 +78,11 @@ class Enrolment:
     async def __call__(self, ctx: RunContext) -> None:
         try:
             await self._enrol(ctx)
-        except (EnrolmentError, CredentialsError) as exc:
+        except EnrolmentError as exc:
+            # A FinalError: the supervisor logs its one line and does not restart it.
+            self.stop(str(exc))
+            raise
+        except CredentialsError as exc:
             ctx.log.error("%s", exc)
             self.stop(str(exc))
             raise

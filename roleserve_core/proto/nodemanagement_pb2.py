@@ -27,7 +27,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from roleserve_core.proto import authorization_pb2 as roleserve__core_dot_proto_dot_authorization__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n)roleserve_core/proto/nodemanagement.proto\x12\x18roleserve.nodemanagement\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a(roleserve_core/proto/authorization.proto\"\x80\x01\n\x08LogEntry\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\n\n\x02\x64n\x18\x02 \x01(\t\x12(\n\x04time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05level\x18\x04 \x01(\x05\x12\x0f\n\x07message\x18\x05 \x01(\t\x12\x11\n\texception\x18\x06 \x01(\t\"N\n\x0eGetLogsRequest\x12\n\n\x02\x64n\x18\x01 \x01(\t\x12\x0f\n\x07subtree\x18\x02 \x01(\x08\x12\x0f\n\x07\x62\x61\x63klog\x18\x03 \x01(\x05\x12\x0e\n\x06\x66ollow\x18\x04 \x01(\x08\"F\n\x0fGetLogsResponse\x12\x33\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\".roleserve.nodemanagement.LogEntry\"\xfa\x01\n\x08Runnable\x12\n\n\x02\x64n\x18\x01 \x01(\t\x12\r\n\x05state\x18\x02 \x01(\t\x12\x10\n\x08restarts\x18\x03 \x01(\r\x12\x10\n\x08\x66\x61ilures\x18\x04 \x01(\r\x12\x12\n\nlast_error\x18\x05 \x01(\t\x12\x1c\n\x14last_error_traceback\x18\x06 \x01(\t\x12)\n\x05since\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x15\n\rcrash_looping\x18\x08 \x01(\x08\x12-\n\nrestart_in\x18\t \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x0c\n\x04note\x18\n \x01(\t\"\'\n\x19GetSupervisionTreeRequest\x12\n\n\x02\x64n\x18\x01 \x01(\t\"S\n\x1aGetSupervisionTreeResponse\x12\x35\n\trunnables\x18\x01 \x03(\x0b\x32\".roleserve.nodemanagement.Runnable\"\x12\n\x10GetValuesRequest\"\xc3\x01\n\x05Value\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\x12\x0b\n\x03\x64oc\x18\x03 \x01(\t\x12\r\n\x05owner\x18\x04 \x01(\t\x12\x0f\n\x07readers\x18\x05 \x03(\t\x12\x0e\n\x06is_set\x18\x06 \x01(\x08\x12\x0c\n\x04sets\x18\x07 \x01(\x04\x12\x10\n\x08watchers\x18\x08 \x01(\r\x12\x30\n\x0clast_changed\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0f\n\x07\x63urrent\x18\n \x01(\t\"D\n\x11GetValuesResponse\x12/\n\x06values\x18\x01 \x03(\x0b\x32\x1f.roleserve.nodemanagement.Value\"$\n\x16RestartRunnableRequest\x12\n\n\x02\x64n\x18\x01 \x01(\t\"\x19\n\x17RestartRunnableResponse2\xf6\x03\n\x0eNodeManagement\x12i\n\x07GetLogs\x12(.roleserve.nodemanagement.GetLogsRequest\x1a).roleserve.nodemanagement.GetLogsResponse\"\x07\xc2\xf3\x18\x03\n\x01\x04\x30\x01\x12\x88\x01\n\x12GetSupervisionTree\x12\x33.roleserve.nodemanagement.GetSupervisionTreeRequest\x1a\x34.roleserve.nodemanagement.GetSupervisionTreeResponse\"\x07\xc2\xf3\x18\x03\n\x01\x04\x12m\n\tGetValues\x12*.roleserve.nodemanagement.GetValuesRequest\x1a+.roleserve.nodemanagement.GetValuesResponse\"\x07\xc2\xf3\x18\x03\n\x01\x04\x12\x7f\n\x0fRestartRunnable\x12\x30.roleserve.nodemanagement.RestartRunnableRequest\x1a\x31.roleserve.nodemanagement.RestartRunnableResponse\"\x07\xc2\xf3\x18\x03\n\x01\x04\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n)roleserve_core/proto/nodemanagement.proto\x12\x18roleserve.nodemanagement\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a(roleserve_core/proto/authorization.proto\"\x80\x01\n\x08LogEntry\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\n\n\x02\x64n\x18\x02 \x01(\t\x12(\n\x04time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05level\x18\x04 \x01(\x05\x12\x0f\n\x07message\x18\x05 \x01(\t\x12\x11\n\texception\x18\x06 \x01(\t\"N\n\x0eGetLogsRequest\x12\n\n\x02\x64n\x18\x01 \x01(\t\x12\x0f\n\x07subtree\x18\x02 \x01(\x08\x12\x0f\n\x07\x62\x61\x63klog\x18\x03 \x01(\x05\x12\x0e\n\x06\x66ollow\x18\x04 \x01(\x08\"F\n\x0fGetLogsResponse\x12\x33\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\".roleserve.nodemanagement.LogEntry\"\x89\x02\n\x08Runnable\x12\n\n\x02\x64n\x18\x01 \x01(\t\x12\r\n\x05state\x18\x02 \x01(\t\x12\x10\n\x08restarts\x18\x03 \x01(\r\x12\x10\n\x08\x66\x61ilures\x18\x04 \x01(\r\x12\x12\n\nlast_error\x18\x05 \x01(\t\x12\x1c\n\x14last_error_traceback\x18\x06 \x01(\t\x12)\n\x05since\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x15\n\rcrash_looping\x18\x08 \x01(\x08\x12-\n\nrestart_in\x18\t \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x0c\n\x04note\x18\n \x01(\t\x12\r\n\x05\x66inal\x18\x0b \x01(\x08\"\'\n\x19GetSupervisionTreeRequest\x12\n\n\x02\x64n\x18\x01 \x01(\t\"S\n\x1aGetSupervisionTreeResponse\x12\x35\n\trunnables\x18\x01 \x03(\x0b\x32\".roleserve.nodemanagement.Runnable\"\x12\n\x10GetValuesRequest\"\xc3\x01\n\x05Value\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\x12\x0b\n\x03\x64oc\x18\x03 \x01(\t\x12\r\n\x05owner\x18\x04 \x01(\t\x12\x0f\n\x07readers\x18\x05 \x03(\t\x12\x0e\n\x06is_set\x18\x06 \x01(\x08\x12\x0c\n\x04sets\x18\x07 \x01(\x04\x12\x10\n\x08watchers\x18\x08 \x01(\r\x12\x30\n\x0clast_changed\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0f\n\x07\x63urrent\x18\n \x01(\t\"D\n\x11GetValuesResponse\x12/\n\x06values\x18\x01 \x03(\x0b\x32\x1f.roleserve.nodemanagement.Value\"$\n\x16RestartRunnableRequest\x12\n\n\x02\x64n\x18\x01 \x01(\t\"\x19\n\x17RestartRunnableResponse2\xf6\x03\n\x0eNodeManagement\x12i\n\x07GetLogs\x12(.roleserve.nodemanagement.GetLogsRequest\x1a).roleserve.nodemanagement.GetLogsResponse\"\x07\xc2\xf3\x18\x03\n\x01\x04\x30\x01\x12\x88\x01\n\x12GetSupervisionTree\x12\x33.roleserve.nodemanagement.GetSupervisionTreeRequest\x1a\x34.roleserve.nodemanagement.GetSupervisionTreeResponse\"\x07\xc2\xf3\x18\x03\n\x01\x04\x12m\n\tGetValues\x12*.roleserve.nodemanagement.GetValuesRequest\x1a+.roleserve.nodemanagement.GetValuesResponse\"\x07\xc2\xf3\x18\x03\n\x01\x04\x12\x7f\n\x0fRestartRunnable\x12\x30.roleserve.nodemanagement.RestartRunnableRequest\x1a\x31.roleserve.nodemanagement.RestartRunnableResponse\"\x07\xc2\xf3\x18\x03\n\x01\x04\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -49,21 +49,21 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETLOGSRESPONSE']._serialized_start=389
   _globals['_GETLOGSRESPONSE']._serialized_end=459
   _globals['_RUNNABLE']._serialized_start=462
-  _globals['_RUNNABLE']._serialized_end=712
-  _globals['_GETSUPERVISIONTREEREQUEST']._serialized_start=714
-  _globals['_GETSUPERVISIONTREEREQUEST']._serialized_end=753
-  _globals['_GETSUPERVISIONTREERESPONSE']._serialized_start=755
-  _globals['_GETSUPERVISIONTREERESPONSE']._serialized_end=838
-  _globals['_GETVALUESREQUEST']._serialized_start=840
-  _globals['_GETVALUESREQUEST']._serialized_end=858
-  _globals['_VALUE']._serialized_start=861
-  _globals['_VALUE']._serialized_end=1056
-  _globals['_GETVALUESRESPONSE']._serialized_start=1058
-  _globals['_GETVALUESRESPONSE']._serialized_end=1126
-  _globals['_RESTARTRUNNABLEREQUEST']._serialized_start=1128
-  _globals['_RESTARTRUNNABLEREQUEST']._serialized_end=1164
-  _globals['_RESTARTRUNNABLERESPONSE']._serialized_start=1166
-  _globals['_RESTARTRUNNABLERESPONSE']._serialized_end=1191
-  _globals['_NODEMANAGEMENT']._serialized_start=1194
-  _globals['_NODEMANAGEMENT']._serialized_end=1696
+  _globals['_RUNNABLE']._serialized_end=727
+  _globals['_GETSUPERVISIONTREEREQUEST']._serialized_start=729
+  _globals['_GETSUPERVISIONTREEREQUEST']._serialized_end=768
+  _globals['_GETSUPERVISIONTREERESPONSE']._serialized_start=770
+  _globals['_GETSUPERVISIONTREERESPONSE']._serialized_end=853
+  _globals['_GETVALUESREQUEST']._serialized_start=855
+  _globals['_GETVALUESREQUEST']._serialized_end=873
+  _globals['_VALUE']._serialized_start=876
+  _globals['_VALUE']._serialized_end=1071
+  _globals['_GETVALUESRESPONSE']._serialized_start=1073
+  _globals['_GETVALUESRESPONSE']._serialized_end=1141
+  _globals['_RESTARTRUNNABLEREQUEST']._serialized_start=1143
+  _globals['_RESTARTRUNNABLEREQUEST']._serialized_end=1179
+  _globals['_RESTARTRUNNABLERESPONSE']._serialized_start=1181
+  _globals['_RESTARTRUNNABLERESPONSE']._serialized_end=1206
+  _globals['_NODEMANAGEMENT']._serialized_start=1209
+  _globals['_NODEMANAGEMENT']._serialized_end=1711
 # @@protoc_insertion_point(module_scope)

@@ -123,6 +123,7 @@ class Runnable(_message.Message):
     CRASH_LOOPING_FIELD_NUMBER: _builtins.int
     RESTART_IN_FIELD_NUMBER: _builtins.int
     NOTE_FIELD_NUMBER: _builtins.int
+    FINAL_FIELD_NUMBER: _builtins.int
     dn: _builtins.str
     state: _builtins.str
     """NEW, HEALTHY, DONE, DEAD or CANCELED."""
@@ -133,6 +134,10 @@ class Runnable(_message.Message):
     last_error_traceback: _builtins.str
     crash_looping: _builtins.bool
     note: _builtins.str
+    final: _builtins.bool
+    """DEAD of a final error (restarting cannot fix it): not restarted until the operator
+    restarts it (Reboot); note says what is wrong and what to do.
+    """
     @_builtins.property
     def since(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
@@ -152,10 +157,11 @@ class Runnable(_message.Message):
         crash_looping: _builtins.bool = ...,
         restart_in: _duration_pb2.Duration | None = ...,
         note: _builtins.str = ...,
+        final: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["restart_in", b"restart_in", "since", b"since"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["crash_looping", b"crash_looping", "dn", b"dn", "failures", b"failures", "last_error", b"last_error", "last_error_traceback", b"last_error_traceback", "note", b"note", "restart_in", b"restart_in", "restarts", b"restarts", "since", b"since", "state", b"state"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["crash_looping", b"crash_looping", "dn", b"dn", "failures", b"failures", "final", b"final", "last_error", b"last_error", "last_error_traceback", b"last_error_traceback", "note", b"note", "restart_in", b"restart_in", "restarts", b"restarts", "since", b"since", "state", b"state"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -12,6 +12,7 @@ them, each named by its DN (``root.role.kubernetes.worker``), and keeps the tree
     NEW ──signal_healthy()──▶ HEALTHY ──signal_done(), return──▶ DONE
      │                          │
      └────── raise / return without done ──▶ DEAD ──(backoff)──▶ NEW
+                 raise FinalError ──▶ DEAD, final ──(restart(dn) by the operator)──▶ NEW
                  cancelled by ancestor or sibling ──▶ CANCELED ──(at once)──▶ NEW
 
 Rules (reference §2.2–2.3):
@@ -21,6 +22,12 @@ Rules (reference §2.2–2.3):
 - Each cancelled node restarts on its own once its whole subtree has finished and its
   parent is still running: the dead one after an exponential backoff (0.5 s, ×1.5, up to
   60 s, ±50 % jitter; reset by healthy or done), the others at once.
+- A runnable that raises a ``FinalError`` (restarting cannot fix it) is not restarted: it
+  stays DEAD, marked final, its note the error's message, until ``restart(dn)``. Its
+  siblings and parent are treated as for any death. ``Supervisor.final_failures`` tells
+  the node process.
+- Failures are logged by kind (``classify_failure``): final and expected ones as one line,
+  unexpected ones with the traceback; the traceback is always in the last error.
 - Children are started only before the runnable signals healthy; a DONE runnable's children
   keep running.
 - Cancellation is never swallowed: a runnable is cancelled by cancelling its scope, and the
@@ -31,7 +38,7 @@ state, a crash-looping flag, notes a runnable sets about itself, ``restart(dn)``
 injectable clock so that tests drive backoff without waiting.
 
 Modules: ``_api`` (what runnables see), ``_node`` (the tree node), ``_supervisor`` (the
-state-owning logic), ``_backoff`` (restart delays).
+state-owning logic), ``_backoff`` (restart delays), ``_failure`` (what kind a failure is).
 """
 
 from roleserve_core.supervisor._api import (
@@ -42,6 +49,7 @@ from roleserve_core.supervisor._api import (
     State,
 )
 from roleserve_core.supervisor._backoff import Backoff, BackoffPolicy
+from roleserve_core.supervisor._failure import FailureKind, classify_failure
 from roleserve_core.supervisor._supervisor import (
     NAME_PATTERN,
     SUPERVISOR_DN,
@@ -57,6 +65,7 @@ __all__ = [
     "Backoff",
     "BackoffPolicy",
     "CrashLoopPolicy",
+    "FailureKind",
     "RunContext",
     "Runnable",
     "RunnableError",
@@ -65,4 +74,5 @@ __all__ = [
     "StateObserver",
     "Supervisor",
     "SupervisorStatistics",
+    "classify_failure",
 ]

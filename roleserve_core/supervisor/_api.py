@@ -27,7 +27,8 @@ class State(enum.Enum):
     DONE = "DONE"
     """Signalled done and returned. Its children keep running."""
     DEAD = "DEAD"
-    """Raised, or returned without signalling done. Restarts after a backoff."""
+    """Raised, or returned without signalling done. Restarts after a backoff, unless it
+    raised a ``FinalError``: then it stays DEAD (``RunnableStatus.final``) until restarted."""
     CANCELED = "CANCELED"
     """Stopped because it, an ancestor or a group sibling was cancelled. Restarts at once."""
 
@@ -82,7 +83,11 @@ class RunnableStatus:
     restart_in: float | None
     """Seconds left of the backoff before it starts again, if it is waiting."""
     note: str
-    """What the runnable last said about itself with ``ctx.set_note``; empty if nothing."""
+    """What the runnable last said about itself with ``ctx.set_note``; empty if nothing.
+
+    For a final failure: the ``FinalError``'s message (what is wrong, what to do)."""
+    final: bool = False
+    """Whether it is DEAD of a ``FinalError`` and waits for the operator to restart it."""
 
     @property
     def name(self) -> str:

@@ -33,6 +33,7 @@ class Node:
         "dn",
         "failure_times",
         "failures",
+        "final",
         "generation",
         "group",
         "last_error",
@@ -40,6 +41,7 @@ class Node:
         "name",
         "note",
         "parent",
+        "pending_delay",
         "restart_at",
         "restarts",
         "runnable",
@@ -59,6 +61,10 @@ class Node:
     signaled_done: bool
     note: str
     restart_at: float | None
+    final: bool
+    """Whether its last run failed with a ``FinalError``: it waits for the operator."""
+    pending_delay: float
+    """The backoff its restart waits, drawn when it died (the failure's log line says it)."""
 
     def __init__(
         self,
@@ -91,6 +97,8 @@ class Node:
         self.signaled_done = False
         self.note = ""
         self.restart_at: float | None = None
+        self.final = False
+        self.pending_delay = 0.0
 
     def reset(self) -> None:
         """Prepare a new run: new cancel scope, no children, state NEW.

@@ -15,6 +15,7 @@ cancels their scopes too, which is the explicit form of Go's derived contexts.
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import re
 import time
@@ -46,6 +47,7 @@ from roleserve_core.supervisor._api import (
     State,
 )
 from roleserve_core.supervisor._backoff import BackoffPolicy
+from roleserve_core.supervisor._failure import FailureKind, classify_failure, final_cause
 from roleserve_core.supervisor._node import Node
 
 __all__ = ["CrashLoopPolicy", "StateObserver", "Supervisor", "SupervisorStatistics"]
@@ -119,6 +121,15 @@ class Supervisor:
         self._stopping = False
         self._changes: Value[int] = Value()
         self._change_count = 0
+        self.final_failures: Value[RunnableStatus] = Value()
+        """Set to a runnable's status each time one fails with a ``FinalError``.
+
+        This is how the node process learns of them: it watches this value and stops
+        while the node is not enrolled yet (bootstrapping or registering: nobody could see
+        or fix the failure), and keeps running once enrolled. Like every value it keeps
+        the latest only; a watcher that needs every final runnable reads ``status()`` for
+        those marked ``final``.
+        """
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -208,6 +219,10 @@ class Supervisor:
         self._changed()
 
     def _restart(self, node: Node) -> None:
+        if node.final:
+            # The operator fixed what the FinalError named: start it again at once.
+            node.final = False
+            node.pending_delay = 0.0
         self._cancel_subtree(node)
         self._restart_drained(node)
 
@@ -281,6 +296,8 @@ class Supervisor:
         if final is State.DEAD:
             assert error is not None
             self._record_failure(node, error)
+            if node.final:
+                self.final_failures.set(self._status_of(node))
             cancelled = [node, *(sibling for sibling in node.group if sibling is not node)]
             for root in cancelled:
                 self._cancel_subtree(root)
@@ -290,6 +307,12 @@ class Supervisor:
             self._restart_drained(node)
 
     def _record_failure(self, node: Node, error: BaseException) -> None:
+        """Keep the failure (with its traceback) in the status, and log it by its kind.
+
+        One line for a final or an expected failure, the traceback only for an unexpected
+        one (``_failure`` decides which is which). The backoff is drawn here, so that the
+        line can say when the restart comes.
+        """
         node.failures += 1
         node.failure_times.append(self.clock.now())
         cause = _sole_cause(error)
@@ -299,7 +322,19 @@ class Supervisor:
             traceback="".join(traceback.format_exception(error)),
             at=time.time(),
         )
-        node.log.critical("runnable failed: %s", node.last_error.summary(), exc_info=error)
+        kind = classify_failure(error)
+        if kind is FailureKind.FINAL:
+            node.final = True
+            node.note = str(final_cause(error))
+            node.log.error("failed for good, not restarting: %s", node.note)
+            return
+        node.pending_delay = node.backoff.next_delay()
+        summary = node.last_error.summary()
+        restart = f"restarting in {node.pending_delay:.2f}s"
+        if kind is FailureKind.EXPECTED:
+            node.log.warning("runnable failed: %s; %s", summary, restart)
+        else:
+            node.log.error("runnable failed: %s; %s", summary, restart, exc_info=error)
 
     def _cancel_subtree(self, top: Node) -> None:
         for node in top.walk():
@@ -311,23 +346,27 @@ class Supervisor:
         A node wants a restart when its run was cancelled and its code has finished; it may
         restart once its whole subtree has finished and its parent is still running. If the
         parent was cancelled too, the parent (or an ancestor) restarts instead, taking the
-        subtree with it.
+        subtree with it. A node that failed for good (``final``) never wants one by itself:
+        it waits for ``restart(dn)``; its parent's restart still replaces it.
         """
         if self._stopping:
             return
         node: Node | None = start
         while node is not None and node.busy == 0:
             parent = node.parent
-            if node.cancelled and node.state.terminal and (parent is None or not parent.cancelled):
+            wants = node.cancelled and node.state.terminal and not node.final
+            if wants and (parent is None or not parent.cancelled):
                 self._restart_node(node)
                 return
             node = parent
 
     def _restart_node(self, node: Node) -> None:
         old = node.state
-        delay = node.backoff.next_delay() if old is State.DEAD else 0.0
+        delay = node.pending_delay if old is State.DEAD else 0.0
         node.reset()
-        self.log.info("restarting %s%s", node.dn, f" in {delay:.2f}s" if delay > 0 else "")
+        # A death's own line already said "restarting in ..."; this one is for the record.
+        level = logging.DEBUG if old is State.DEAD else logging.INFO
+        self.log.log(level, "restarting %s%s", node.dn, f" in {delay:.2f}s" if delay > 0 else "")
         self._notify(node, old)
         self._schedule(node, delay)
 
@@ -380,6 +419,7 @@ class Supervisor:
             crash_looping=len(node.failure_times) >= self.crash_loop.threshold,
             restart_in=restart_in,
             note=node.note,
+            final=node.final,
         )
 
     def status(self, dn: str = "root") -> list[RunnableStatus]:
@@ -398,6 +438,9 @@ class Supervisor:
 
     def restart(self, dn: str) -> None:
         """Restart the runnable ``dn`` and its subtree (as ``RunContext.restart``).
+
+        A runnable that failed for good (``final``) starts again at once: this is how the
+        operator says the cause is fixed.
 
         :raises RunnableNotFoundError: if there is no runnable ``dn``.
         """

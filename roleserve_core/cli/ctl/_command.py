@@ -22,12 +22,10 @@ import argparse
 import os
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any
-
-import anyio
-import grpc
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from roleserve_core.access import CREDENTIALS_ENV, resolve_access_directory
+from roleserve_core.cli._failure import report, sole_error
 from roleserve_core.cli.ctl._errors import (
     EXIT_INTERRUPTED,
     EXIT_REFUSED,
@@ -35,13 +33,10 @@ from roleserve_core.cli.ctl._errors import (
     CtlError,
     rpc_failure,
 )
-from roleserve_core.cli.ctl._session import (
-    Session,
-    load_access,
-    open_session,
-    remember_curators,
-)
 from roleserve_core.errors import CredentialsError, RoleserveError
+
+if TYPE_CHECKING:
+    from roleserve_core.cli.ctl._session import Session
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -57,7 +52,7 @@ PROG = "roleserve ctl"
 DEFAULT_TIMEOUT = 10.0
 """Seconds to find the leader, and for each call: long enough for an election to end."""
 
-Run = Callable[[Session, argparse.Namespace], Awaitable[None]]
+Run: TypeAlias = "Callable[[Session, argparse.Namespace], Awaitable[None]]"
 """A sub-command: prints its result, raises ``CtlError`` when it cannot."""
 
 
@@ -149,7 +144,8 @@ def _handler(run: Run, interruptible: bool) -> Callable[[argparse.Namespace], in
             _discard_stdout()
             return EXIT_REFUSED
         except CtlError as exc:
-            return _fail(exc.message, exc.exit_code)
+            report(PROG, exc)
+            return exc.exit_code
         return 0
 
     return handler
@@ -160,6 +156,13 @@ def _run(run: Run, args: argparse.Namespace) -> None:
 
     :raises CtlError: for every failure this command reports.
     """
+    # Imported here, not at the top: ``ctl --help`` lists every sub-command without
+    # loading grpc, protobuf or cryptography, which only a call to the cluster needs.
+    import anyio
+    import grpc
+
+    from roleserve_core.cli.ctl._session import load_access, open_session, remember_curators
+
     directory = resolve_access_directory(args.credentials)
     try:
         access = load_access(directory, args.endpoint)
@@ -173,16 +176,12 @@ def _run(run: Run, args: argparse.Namespace) -> None:
             await run(session, args)
 
     try:
-        anyio.run(in_session)
+        with sole_error():
+            anyio.run(in_session)
     except grpc.aio.AioRpcError as exc:  # a call made outside Session.call/stream
         raise rpc_failure("the cluster refused", exc) from None
     except RoleserveError as exc:  # NoLeaderError, a corrupt CA from the cluster, ...
         raise CtlError(str(exc), EXIT_REFUSED) from None
-
-
-def _fail(message: str, exit_code: int) -> int:
-    print(f"{PROG}: error: {message}", file=sys.stderr)
-    return exit_code
 
 
 def _discard_stdout() -> None:

@@ -8,17 +8,20 @@ different nodes, and neither depends on the other being there, so they are shown
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roleserve_core.cli._table import render_table
 from roleserve_core.cli.ctl import _command
 from roleserve_core.cli.ctl._format import NONE, enum_name, print_json
-from roleserve_core.cli.ctl._session import Session
-from roleserve_core.proto import management_pb2
+
+if TYPE_CHECKING:
+    from roleserve_core.cli.ctl._session import Session
+    from roleserve_core.proto.management_pb2 import GetConsensusStatusResponse
+
+    Member = GetConsensusStatusResponse.Member
 
 __all__ = ["add_parsers", "member_json", "member_row", "show_consensus", "show_leader"]
 
-Member = management_pb2.GetConsensusStatusResponse.Member
 HEADERS = ("", "NODE", "STATUS", "PEER URL")
 """The first column holds ``*`` for the member that leads raft."""
 
@@ -80,11 +83,15 @@ def member_json(member: Member) -> dict[str, Any]:
 
 
 def _status(member: Member) -> str:
-    return enum_name(Member.Status.Name, member.status, "STATUS_")
+    from roleserve_core.proto.management_pb2 import GetConsensusStatusResponse
+
+    return enum_name(GetConsensusStatusResponse.Member.Status.Name, member.status, "STATUS_")
 
 
 async def show_consensus(session: Session, args: argparse.Namespace) -> None:
     """``ctl consensus``."""
+    from roleserve_core.proto import management_pb2
+
     status = await session.call(
         "reading the consensus status",
         session.management.GetConsensusStatus,

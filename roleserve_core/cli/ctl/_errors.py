@@ -16,7 +16,10 @@ word: it usually says what to do (the curator writes its refusals for operators)
 
 from __future__ import annotations
 
-import grpc
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import grpc
 
 __all__ = ["EXIT_INTERRUPTED", "EXIT_REFUSED", "EXIT_USAGE", "CtlError", "rpc_failure"]
 

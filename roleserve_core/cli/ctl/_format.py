@@ -11,13 +11,14 @@ import datetime
 import json
 import sys
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from google.protobuf.duration_pb2 import Duration
-from google.protobuf.timestamp_pb2 import Timestamp
+if TYPE_CHECKING:
+    from google.protobuf.duration_pb2 import Duration
+    from google.protobuf.timestamp_pb2 import Timestamp
 
-from roleserve_core.proto import common_pb2, management_pb2
-from roleserve_core.roles import NodeRoles, roles_from_proto
+    from roleserve_core.proto import common_pb2, management_pb2
+    from roleserve_core.roles import NodeRoles
 
 __all__ = [
     "NONE",
@@ -56,11 +57,15 @@ def enum_name(name_of: Callable[[Any], str], value: int, prefix: str) -> str:
 
 def state_name(state: common_pb2.NodeState.ValueType) -> str:
     """``UP`` for ``NODE_STATE_UP``; the prefix says nothing in a STATE column."""
+    from roleserve_core.proto import common_pb2
+
     return enum_name(common_pb2.NodeState.Name, state, "NODE_STATE_")
 
 
 def health_name(health: management_pb2.Node.Health.ValueType) -> str:
     """``HEALTHY``, ``HEARTBEAT_TIMEOUT`` or ``UNKNOWN``."""
+    from roleserve_core.proto import management_pb2
+
     return enum_name(management_pb2.Node.Health.Name, health, "HEALTH_")
 
 
@@ -109,6 +114,8 @@ def format_roles(roles: NodeRoles) -> str:
 
 def roles_json(message: common_pb2.NodeRoles) -> dict[str, dict[str, str]]:
     """Role name → parameters (empty for built-in roles), as ``names()`` spells the names."""
+    from roleserve_core.roles import roles_from_proto
+
     roles = roles_from_proto(message)
     return {name: dict(role_parameters(roles, name)) for name in roles.names()}
 

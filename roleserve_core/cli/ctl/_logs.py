@@ -24,11 +24,13 @@ import contextlib
 import logging
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roleserve_core.cli.ctl import _command
-from roleserve_core.cli.ctl._session import Session
-from roleserve_core.proto import nodemanagement_pb2
+
+if TYPE_CHECKING:
+    from roleserve_core.cli.ctl._session import Session
+    from roleserve_core.proto import nodemanagement_pb2
 
 __all__ = ["add_parsers", "format_entry", "show_logs"]
 
@@ -93,6 +95,8 @@ def format_entry(entry: nodemanagement_pb2.LogEntry) -> str:
 
 async def show_logs(session: Session, args: argparse.Namespace) -> None:
     """``ctl logs``."""
+    from roleserve_core.proto import nodemanagement_pb2
+
     node = await session.node_client(args.node)
     request = nodemanagement_pb2.GetLogsRequest(
         dn=args.dn, subtree=args.subtree, backlog=args.lines, follow=args.follow

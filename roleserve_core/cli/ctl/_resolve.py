@@ -14,10 +14,13 @@ to fix by typing more (exit 2). Both errors list the candidates, so the next att
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from roleserve_core.cli.ctl._errors import EXIT_REFUSED, EXIT_USAGE, CtlError
 from roleserve_core.identity import NODE_ID_PREFIX
-from roleserve_core.proto import management_pb2
+
+if TYPE_CHECKING:
+    from roleserve_core.proto import management_pb2
 
 __all__ = ["MAX_LISTED", "match_node"]
 

@@ -11,9 +11,10 @@ each under its parent::
         └── nodemgmt  DEAD  restarts=3 failures=3  crash-looping  last error: OSError: ...
 
 Each line: the name (the full DN for the top), the state, then only what is there:
-restarts and failures, crash-looping, the runnable's note, its last error (first line),
-and the time left of its restart backoff. ``--json`` gives the flat list with every field,
-tracebacks included, for scripts.
+restarts and failures, crash-looping, ``final`` (it failed in a way restarting cannot fix;
+it waits for the operator), the runnable's note, its last error (first line; for a final
+one the note already says it), and the time left of its restart backoff. ``--json`` gives
+the flat list with every field, tracebacks included, for scripts.
 """
 
 from __future__ import annotations
@@ -73,6 +74,10 @@ def add_parsers(commands: Any) -> None:
     parser.add_argument("dn", metavar="DN", help="the runnable, e.g. root.role.heartbeat")
 
 
+FINAL_MARK = "final (not restarted until fixed and restarted with `ctl restart`)"
+"""Shown after DEAD for a runnable that failed with a final error."""
+
+
 def describe(runnable: Runnable, name: str) -> str:
     """One line about ``runnable``, called ``name``: nothing is shown that is not there."""
     parts = [name, runnable.state]
@@ -80,9 +85,11 @@ def describe(runnable: Runnable, name: str) -> str:
         parts.append(f"restarts={runnable.restarts} failures={runnable.failures}")
     if runnable.crash_looping:
         parts.append("crash-looping")
+    if runnable.final:
+        parts.append(FINAL_MARK)
     if runnable.note:
         parts.append(runnable.note)
-    if runnable.last_error:
+    if runnable.last_error and not runnable.final:  # a final error's message is the note
         parts.append(f"last error: {runnable.last_error.splitlines()[0]}")
     if runnable.HasField("restart_in"):
         parts.append(f"restart in {format_duration(seconds(runnable.restart_in))}")
@@ -132,6 +139,7 @@ def runnable_json(runnable: Runnable) -> dict[str, Any]:
         "crash_looping": runnable.crash_looping,
         "restart_in": seconds(runnable.restart_in) if runnable.HasField("restart_in") else None,
         "note": runnable.note or None,
+        "final": runnable.final,
     }
 
 

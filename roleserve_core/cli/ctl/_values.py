@@ -7,13 +7,15 @@ shortens it further to keep one line a value, and ``--json`` keeps what the node
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roleserve_core.cli._table import render_table
 from roleserve_core.cli.ctl import _command
 from roleserve_core.cli.ctl._format import NONE, print_json, shorten, timestamp_json
-from roleserve_core.cli.ctl._session import Session
-from roleserve_core.proto import nodemanagement_pb2
+
+if TYPE_CHECKING:
+    from roleserve_core.cli.ctl._session import Session
+    from roleserve_core.proto import nodemanagement_pb2
 
 __all__ = ["CURRENT_WIDTH", "add_parsers", "show_values", "value_json", "value_row"]
 
@@ -68,6 +70,8 @@ def value_json(value: nodemanagement_pb2.Value) -> dict[str, Any]:
 
 async def show_values(session: Session, args: argparse.Namespace) -> None:
     """``ctl values``."""
+    from roleserve_core.proto import nodemanagement_pb2
+
     node = await session.node_client(args.node)
     response = await session.call(
         node.about("reading the values"),

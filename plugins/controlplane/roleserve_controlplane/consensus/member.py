@@ -7,7 +7,10 @@
     │     data present ──▶ restart (etcd reads its membership from the data)
     │     no data, no peers ──▶ bootstrap a new one-member cluster
     │     no data, peers ──▶ join an existing cluster (as the learner added for it)
+    ├── refuses (final) an etcd older than the one recorded with the data; records the
+    │   binary it runs in etcd-binary.json when it creates the data, or upgrades it
     ├── starts etcd; its log lines (zap JSON) go to the log tree at the runnable's DN
+    │   (etcd's info at DEBUG, its warn and worse as they are)
     ├── signals healthy once etcd answers a status request and knows a leader
     └── fails (DEAD, so the supervisor backs off) when etcd exits, with etcd's last error
         in the message; on cancellation: SIGTERM, then SIGKILL after ``stop_grace``
@@ -31,7 +34,7 @@ import anyio
 import anyio.abc
 from anyio.streams.text import TextReceiveStream
 
-from roleserve_controlplane.consensus.binary import EtcdBinary
+from roleserve_controlplane.consensus.binary import EtcdBinary, EtcdRecord, refuse_downgrade
 from roleserve_controlplane.consensus.certificates import TLSFiles, write_tls_files
 from roleserve_controlplane.consensus.client import EtcdClient
 from roleserve_controlplane.consensus.errors import EtcdExitedError, EtcdRequestError
@@ -41,15 +44,31 @@ from roleserve_core.identity import Credentials
 __all__ = [
     "DEFAULT_CLIENT_PORT",
     "DEFAULT_PEER_PORT",
+    "RECORD_FILE",
     "EtcdMember",
     "MemberConfig",
     "MemberMode",
+    "recorded_etcd",
 ]
 
 DEFAULT_CLIENT_PORT = 7836
 DEFAULT_PEER_PORT = 7837
 
+RECORD_FILE = "etcd-binary.json"
+"""In the member's directory: the etcd binary and version its data was created with."""
+
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+def recorded_etcd(directory: Path) -> EtcdRecord | None:
+    """The etcd that created the data of the member in ``directory`` (``find_etcd`` prefers
+    it); None while there is no data: a record left without data protects nothing.
+
+    :raises EtcdRecordError: if the record is unreadable.
+    """
+    if not (directory / "data" / "member").is_dir():
+        return None
+    return EtcdRecord.load(directory / RECORD_FILE)
 
 
 class MemberMode(enum.Enum):
@@ -83,6 +102,11 @@ class MemberConfig:
     """etcd's election timeout; tests use less."""
     stop_grace: float = 5.0
     """Seconds etcd may take to stop after SIGTERM before it gets SIGKILL."""
+
+    @property
+    def record_file(self) -> Path:
+        """The record of the etcd that created the member's data (``RECORD_FILE``)."""
+        return self.directory / RECORD_FILE
 
     @property
     def data_dir(self) -> Path:
@@ -145,7 +169,9 @@ class MemberConfig:
 
 _LEVELS = {
     "debug": logging.DEBUG,
-    "info": logging.INFO,
+    # etcd logs dozens of INFO lines per start and per election (raft state, each peer's
+    # stream); at INFO they would bury the node's own story. Its WARN and worse stay.
+    "info": logging.DEBUG,
     "warn": logging.WARNING,
     "error": logging.ERROR,
     "dpanic": logging.CRITICAL,
@@ -155,7 +181,11 @@ _LEVELS = {
 
 
 def parse_log_line(line: str) -> tuple[int, str]:
-    """etcd's zap JSON line → (logging level, readable message)."""
+    """etcd's zap JSON line → (logging level, readable message).
+
+    etcd's info becomes DEBUG (see ``_LEVELS``); a line that is not JSON (a panic's stack)
+    stays visible at INFO, a ``panic:`` line at CRITICAL.
+    """
     try:
         entry = json.loads(line)
     except ValueError:
@@ -186,9 +216,12 @@ class EtcdMember:
     async def __call__(self, ctx: RunContext) -> None:
         config = self.config
         mode = config.mode()
+        recorded = recorded_etcd(config.directory)
+        refuse_downgrade(config.binary, recorded)
         ctx.log.info("starting %s as member %s: %s", config.binary, config.name, mode.value)
         tls = write_tls_files(config.directory / "tls", config.credentials)
         config.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._record_binary(ctx, recorded)
         # Shielded: cancelled halfway, the spawn could leave an etcd running that nothing
         # stops. Once it returns, the finally below owns the process.
         with anyio.CancelScope(shield=True):
@@ -211,6 +244,26 @@ class EtcdMember:
             self.serving.set(False)
             with anyio.CancelScope(shield=True):
                 await _stop(process, config.stop_grace, ctx.log)
+
+    def _record_binary(self, ctx: RunContext, recorded: EtcdRecord | None) -> None:
+        """Record the binary about to run, when it creates the data or upgrades it.
+
+        Written before etcd starts: a record without data is ignored (``recorded_etcd``),
+        while data without a record would lose the protection. Data from before records
+        existed gets the binary that runs it now.
+        """
+        record = EtcdRecord.of(self.config.binary)
+        if record == recorded:
+            return
+        record.save(self.config.record_file)
+        if recorded is not None:
+            ctx.log.info(
+                "recorded etcd %s at %s for this member's data (was etcd %s at %s)",
+                record.version,
+                record.path,
+                recorded.version,
+                recorded.path,
+            )
 
     async def _signal_healthy_when_serving(self, ctx: RunContext) -> None:
         delay = self.health_poll

