@@ -36,17 +36,16 @@ from typing import Any
 import anyio
 
 from roleserve_core.access import ClusterAccess
-from roleserve_core.connection import find_leader
 from roleserve_core.enrolment import REGISTER_TICKET_ENV, RegisterTicket
 from roleserve_core.errors import RoleserveError
 from roleserve_core.identity import certificate_from_pem, node_id, private_key_from_pem
 from roleserve_core.localcluster.layout import default_roles
+from roleserve_core.localcluster.management import LeaderManagement
 from roleserve_core.localcluster.process import LocalNode
 from roleserve_core.ports import NODE_MANAGEMENT_PORT, endpoint
 from roleserve_core.proto import (
     common_pb2,
     management_pb2,
-    management_pb2_grpc,
     nodemanagement_pb2_grpc,
 )
 from roleserve_core.roles import roles_from_proto
@@ -72,8 +71,7 @@ STEP_TIMEOUT = 120.0
 POLL = 0.25
 
 Progress = Callable[[str], None]
-Management = Any
-"""A ``ManagementStub`` on a channel to the leader."""
+Management = LeaderManagement
 
 
 class LocalClusterError(RoleserveError):
@@ -285,18 +283,23 @@ class LocalCluster:
     # -- through the leader's Management service -----------------------------------
 
     @contextlib.asynccontextmanager
-    async def management(self) -> AsyncIterator[Management]:
-        """A Management stub on a channel to the leading curator."""
-        access = self.access()
-        leader = await find_leader(access.endpoints, access.credentials, timeout=STEP_TIMEOUT)
-        channel = secure_channel(leader.endpoint, access.credentials, node_id=leader.node_id)
-        async with channel:
-            yield management_pb2_grpc.ManagementStub(channel)
+    async def management(self, patience: float = STEP_TIMEOUT) -> AsyncIterator[Management]:
+        """The leading curator's Management service, following the leader
+        (``LeaderManagement``).
+
+        :param patience: seconds each call may spend finding a leader that answers.
+        """
+        management = LeaderManagement(self.access(), patience)
+        try:
+            yield management
+        finally:
+            with anyio.CancelScope(shield=True):
+                await management.aclose()
 
     async def nodes_by_id(self, management: Management) -> dict[str, management_pb2.Node]:
         """Every node of the cluster, by ID."""
-        nodes = management.GetNodes(management_pb2.GetNodesRequest())
-        return {node.id: node async for node in nodes}
+        nodes = await management.stream("GetNodes", management_pb2.GetNodesRequest())
+        return {node.id: node for node in nodes}
 
     async def _ticket(self, management: Management) -> str:
         ticket = await management.GetRegisterTicket(management_pb2.GetRegisterTicketRequest())
