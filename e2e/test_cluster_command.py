@@ -3,7 +3,7 @@ real processes, on loopback addresses of the test's own.
 
 The first tests each run a one-node cluster of their own. The others share one three-node
 cluster (``three``), made by the command itself, that they stop and bring back; each leaves
-it with every node running, UP and HEALTHY.
+it with every node running, UP and HEALTHY. The last one grows it to four.
 """
 
 from __future__ import annotations
@@ -137,12 +137,12 @@ def argv(pid: int) -> list[str]:
 
 def assert_up_with_roles(nodes: list[dict[str, Any]]) -> None:
     """Every node runs, UP and HEALTHY, with the roles ``up`` gave it."""
-    assert [node["node"] for node in nodes] == ["n1", "n2", "n3"]
+    assert [node["node"] for node in nodes] == [f"n{i}" for i in range(1, len(nodes) + 1)]
     for index, node in enumerate(nodes, start=1):
         assert node["pid"] is not None, node
         known = node["cluster"]
         assert (known["state"], known["health"]) == ("UP", "HEALTHY"), node
-        assert set(known["roles"]) == set(default_roles(index, 3)), node
+        assert set(known["roles"]) == set(default_roles(index, len(nodes))), node
 
 
 def test_registering_nodes_get_the_ticket_outside_their_arguments(three: Three) -> None:
@@ -202,3 +202,14 @@ def test_nodes_fewer_than_the_directory_holds_is_refused(three: Three) -> None:
         "more); a node leaves through `ctl decommission`\n"
     )
     assert [node["pid"] for node in status(three.directory)] == [node["pid"] for node in before]
+
+
+def test_more_nodes_than_the_directory_holds_grow_the_cluster(three: Three) -> None:
+    before = status(three.directory)
+    grown = cluster("up", "--nodes", "4", "--detach", "--dir", str(three.directory))
+    assert grown.returncode == 0, grown.stdout + grown.stderr
+    assert "registering node 4 at" in grown.stdout
+    assert "the cluster is up: 4 nodes\n" in grown.stdout
+    after = status(three.directory)
+    assert [node["pid"] for node in after[:3]] == [node["pid"] for node in before]
+    assert_up_with_roles(after)  # node 4: kubernetes_worker only
