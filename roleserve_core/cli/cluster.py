@@ -70,6 +70,7 @@ def add_parser(commands: Any) -> None:
         "--nodes",
         type=_node_count,
         default=None,
+        metavar="N",
         help=(
             f"how many nodes: default {DEFAULT_SIZE} for a new cluster, else as many as "
             "--dir holds; more than it holds adds nodes, fewer is refused (a node leaves "

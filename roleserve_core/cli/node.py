@@ -44,7 +44,8 @@ def add_parser(commands: Any) -> None:
         description=(
             "Run the node: enrol it (first start only), follow the roles the control plane "
             "gives it, and run the workers of every installed plugin. The first start needs "
-            "--bootstrap or --register; later starts need only --data-dir. Plugin settings "
+            "--bootstrap, or a register ticket (--register-file, $ROLESERVE_REGISTER_TICKET or "
+            "--register) and --join-address; later starts need only --data-dir. Plugin settings "
             "live in DATA_DIR/roleserve.toml ([plugins.NAME] sections). SIGTERM or Ctrl-C "
             "stops every runnable and child process, then exits 0."
         ),
