@@ -59,8 +59,7 @@ async def measure(cluster: LocalCluster, flips: int) -> None:
     async with cluster.management() as management, cluster.node_management(node) as logs:
         for _ in range(flips):
             start = time.perf_counter()
-            async for _node in management.GetNodes(management_pb2.GetNodesRequest()):
-                pass
+            await management.stream("GetNodes", management_pb2.GetNodesRequest())
             baseline.append(time.perf_counter() - start)
         request = nodemanagement_pb2.GetLogsRequest(dn=HELLO, backlog=0, follow=True)
         stream = logs.GetLogs(request)

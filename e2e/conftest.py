@@ -58,6 +58,18 @@ def first_address() -> ipaddress.IPv4Address:
 
 
 @pytest.fixture(scope="module")
+def module_first_address() -> ipaddress.IPv4Address:
+    """Node 1's address for a cluster the module's tests share."""
+    return random_first_address()
+
+
+@pytest.fixture(scope="session")
+def node_config() -> str:
+    """``E2E_CONFIG``, for tests that write a node's roleserve.toml themselves."""
+    return E2E_CONFIG
+
+
+@pytest.fixture(scope="module")
 def cluster(components: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     """Three node processes, UP and HEALTHY, on a random 127.X.Y.0/24."""
     first = random_first_address()

@@ -1,5 +1,10 @@
 """``roleserve cluster up|status|down``, the README's run command, as an operator runs it:
-real processes, a one-node cluster on a loopback address of the test's own."""
+real processes, on loopback addresses of the test's own.
+
+The first tests each run a one-node cluster of their own. The others share one three-node
+cluster (``three``), made by the command itself, that they stop and bring back; each leaves
+it with every node running, UP and HEALTHY. The last one grows it to four.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +13,15 @@ import json
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
-from roleserve_core.localcluster import FIRST_ADDRESS
+from roleserve_core.localcluster import FIRST_ADDRESS, LocalCluster, default_roles
 
 TIMEOUT = 120.0
 """Seconds a command may take: bootstrapping a one-node cluster takes a few."""
@@ -88,3 +96,120 @@ def test_up_in_the_foreground_stops_every_node_on_ctrl_c(
     assert process.returncode == 0, errors
     assert rest.splitlines()[-1].endswith("every node stopped")
     assert not Path(f"/proc/{pid}").exists()
+
+
+# -- a three-node cluster, stopped and brought back --------------------------------------
+
+
+@dataclass(frozen=True)
+class Three:
+    directory: Path
+    up: list[str]
+    """The command that made it, to run again."""
+
+
+@pytest.fixture(scope="module")
+def three(
+    components: None,
+    module_first_address: ipaddress.IPv4Address,
+    node_config: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Three]:
+    """Three nodes made by ``cluster up --detach``, with a short election lease (each node's
+    roleserve.toml is written first; ``up`` keeps what it finds)."""
+    directory = tmp_path_factory.mktemp("three") / "cluster"
+    for index in (1, 2, 3):
+        (directory / f"n{index}").mkdir(parents=True)
+        (directory / f"n{index}" / "roleserve.toml").write_text(node_config)
+    first = str(module_first_address)
+    up = ["up", "--nodes", "3", "--detach", "--dir", str(directory), "--first-address", first]
+    made = cluster(*up)
+    try:
+        assert made.returncode == 0, made.stdout + made.stderr
+        yield Three(directory, up)
+    finally:
+        cluster("down", "--dir", str(directory))
+
+
+def argv(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+
+
+def assert_up_with_roles(nodes: list[dict[str, Any]]) -> None:
+    """Every node runs, UP and HEALTHY, with the roles ``up`` gave it."""
+    assert [node["node"] for node in nodes] == [f"n{i}" for i in range(1, len(nodes) + 1)]
+    for index, node in enumerate(nodes, start=1):
+        assert node["pid"] is not None, node
+        known = node["cluster"]
+        assert (known["state"], known["health"]) == ("UP", "HEALTHY"), node
+        assert set(known["roles"]) == set(default_roles(index, len(nodes))), node
+
+
+def test_registering_nodes_get_the_ticket_outside_their_arguments(three: Three) -> None:
+    nodes = status(three.directory)
+    assert_up_with_roles(nodes)
+    for node in nodes:
+        words = argv(node["pid"])
+        assert "node" in words, words  # the node process itself
+        assert not any(word.startswith("rs1-") or word == "--register" for word in words)
+
+
+def test_a_stopped_cluster_comes_back_with_the_same_command(three: Three) -> None:
+    down = cluster("down", "--dir", str(three.directory))
+    assert down.returncode == 0, down.stderr
+    assert all(node["pid"] is None for node in status(three.directory))
+    again = cluster(*three.up)
+    assert again.returncode == 0, again.stdout + again.stderr
+    lines = again.stdout.splitlines()
+    started = [i for i, line in enumerate(lines) if line.endswith("(it rejoins)")]
+    [leader] = [
+        i for i, line in enumerate(lines) if line.endswith("waiting for the cluster's leader")
+    ]
+    assert len(started) == 3, again.stdout
+    assert max(started) < leader, again.stdout  # every node before asking for the leader
+    assert "registering" not in again.stdout
+    assert "bootstrapping" not in again.stdout
+    assert "the cluster is up: 3 nodes\n" in again.stdout
+    assert_up_with_roles(status(three.directory))
+
+
+def test_up_starts_only_the_nodes_that_are_not_running(three: Three) -> None:
+    """Without --nodes, too: the cluster's size is what its directory holds."""
+    third = LocalCluster.existing(three.directory).nodes[2]
+    anyio.run(third.stop)
+    before = status(three.directory)
+    assert before[2]["pid"] is None
+    again = cluster("up", "--detach", "--dir", str(three.directory))
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "starting node 3 at" in again.stdout
+    assert "starting node 1" not in again.stdout
+    assert "starting node 2" not in again.stdout
+    assert "the cluster is up: 3 nodes\n" in again.stdout
+    after = status(three.directory)
+    assert [node["pid"] for node in after[:2]] == [node["pid"] for node in before[:2]]
+    assert_up_with_roles(after)
+    table = [line for line in again.stdout.splitlines() if line.startswith("n")]
+    assert [line.split()[0] for line in table] == ["n1", "n2", "n3"]
+
+
+def test_nodes_fewer_than_the_directory_holds_is_refused(three: Three) -> None:
+    before = status(three.directory)
+    refused = cluster("up", "--nodes", "2", "--detach", "--dir", str(three.directory))
+    assert refused.returncode == 1
+    assert refused.stderr == (
+        f"roleserve cluster: error: the cluster in {three.directory} has 3 nodes, and "
+        "`cluster up` does not shrink it: run it without --nodes (or with --nodes 3 or "
+        "more); a node leaves through `ctl decommission`\n"
+    )
+    assert [node["pid"] for node in status(three.directory)] == [node["pid"] for node in before]
+
+
+def test_more_nodes_than_the_directory_holds_grow_the_cluster(three: Three) -> None:
+    before = status(three.directory)
+    grown = cluster("up", "--nodes", "4", "--detach", "--dir", str(three.directory))
+    assert grown.returncode == 0, grown.stdout + grown.stderr
+    assert "registering node 4 at" in grown.stdout
+    assert "the cluster is up: 4 nodes\n" in grown.stdout
+    after = status(three.directory)
+    assert [node["pid"] for node in after[:3]] == [node["pid"] for node in before]
+    assert_up_with_roles(after)  # node 4: kubernetes_worker only

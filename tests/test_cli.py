@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+import roleserve_core
 from roleserve_core import keys as core_keys
 from roleserve_core.cli import main
 from roleserve_core.cli._invocation import COMMAND_ENV, roleserve_command
@@ -335,11 +336,23 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert run(capsys, "--version") == (0, f"roleserve {core_version()}\n", "")
 
 
-def test_hints_name_the_command_as_it_was_run(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_hints_name_the_command_as_it_was_run(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.delenv(COMMAND_ENV, raising=False)
-    assert roleserve_command() == "roleserve"
+    assert roleserve_command() == "roleserve"  # main() in a test
+    assert roleserve_command("roleserve") == "roleserve"
+    main_module = str(Path(roleserve_core.__file__).parent / "__main__.py")
+    assert roleserve_command(main_module) == f"{sys.executable} -m roleserve_core"
+    elsewhere = tmp_path / "my env" / "bin" / "roleserve"  # not the one on PATH
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert roleserve_command(str(elsewhere)) == f"'{elsewhere}'"
+    installed = tmp_path / "roleserve"
+    installed.write_text("#!/bin/sh\n")
+    installed.chmod(0o755)
+    assert roleserve_command(str(installed)) == "roleserve"  # the one PATH finds
     monkeypatch.setenv(COMMAND_ENV, "./dev roleserve")
-    assert roleserve_command() == "./dev roleserve"
+    assert roleserve_command(str(elsewhere)) == "./dev roleserve"
 
 
 # -- roleserve node config ----------------------------------------------------------------

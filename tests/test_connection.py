@@ -24,6 +24,7 @@ import pytest
 
 from roleserve_core.connection import (
     LeaderInfo,
+    LeaderRefusedError,
     NoLeaderError,
     find_leader,
     follow_leader,
@@ -308,6 +309,40 @@ async def test_find_leader_names_the_endpoints_when_nobody_answers(cluster: Fake
     )
     assert isinstance(raised.value, RoleserveError)
     assert len(asked_by(refusing)) == len(asked_by(hanging)) == 1  # it waits for an answer
+
+
+async def test_find_leader_fails_at_once_when_every_endpoint_refuses_if_told(
+    cluster: FakeCluster,
+) -> None:
+    endpoints = [nobody(), nobody()]
+    with anyio.fail_after(ANSWER_TIMEOUT), pytest.raises(LeaderRefusedError) as raised:
+        await find_leader(endpoints, cluster.credentials, timeout=60, refused_is_final=True)
+    assert str(raised.value) == (
+        f"connection refused at {endpoints[0]}, {endpoints[1]}: no curator listens there; "
+        "is the cluster running, and are these its addresses?"
+    )
+
+
+async def test_find_leader_waits_while_one_endpoint_does_more_than_refuse(
+    cluster: FakeCluster,
+) -> None:
+    """A curator's own refusal (it runs, but does not serve yet) may end by waiting."""
+    serving_later = await cluster.curator()
+    serving_later.refuse("GetCurrentLeader", grpc.StatusCode.UNAVAILABLE, "not serving")
+    endpoints = [nobody(), serving_later.endpoint]
+    with anyio.fail_after(ANSWER_TIMEOUT), pytest.raises(NoLeaderError) as raised:
+        await find_leader(endpoints, cluster.credentials, timeout=0.5, refused_is_final=True)
+    assert type(raised.value) is NoLeaderError
+    assert len(asked_by(serving_later)) > 1  # asked again after the first pass
+
+
+async def test_find_leader_keeps_asking_refusing_endpoints_by_default(
+    cluster: FakeCluster,
+) -> None:
+    """A node's curators may be starting: it waits for them."""
+    with anyio.fail_after(ANSWER_TIMEOUT), pytest.raises(NoLeaderError) as raised:
+        await find_leader([nobody()], cluster.credentials, timeout=0.5)
+    assert type(raised.value) is NoLeaderError
 
 
 # -- KnownCurators and curator_endpoint ------------------------------------------------------

@@ -19,6 +19,7 @@ import io
 import json
 import re
 import signal
+import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Coroutine, Iterator
@@ -719,17 +720,23 @@ def test_a_refusal_prints_the_servers_message(setup: Setup, ctl: Any) -> None:
 # -- ticket, leader, consensus ---------------------------------------------------------------
 
 
-def test_ticket_round_trips(setup: Setup, ctl: Any, ca: ThrowawayCA) -> None:
+def test_ticket_round_trips(
+    setup: Setup, ctl: Any, ca: ThrowawayCA, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ROLESERVE_COMMAND", raising=False)  # the hint says `roleserve`
     result = ctl("ticket")
     assert result.code == 0, result.err
     [line] = result.out.splitlines()
     ticket = RegisterTicket.decode(line)
     assert ticket.ticket == setup.cluster.ticket
     assert ticket.ca_certificate == ca.certificate
+    assert line not in result.err  # the command reads it from a file, out of `ps`
     assert result.err == (
-        "A new node registers with:\n"
-        f"  roleserve node run --data-dir DATA_DIR --register {line} "
-        f"--join-address {setup.cluster.address}\n"
+        "A new node registers with the ticket saved in a file "
+        "(`roleserve ctl ticket > TICKET_FILE`):\n"
+        "  roleserve node run --data-dir DATA_DIR --address NODE_ADDRESS "
+        f"--register-file TICKET_FILE --join-address {setup.cluster.address}\n"
+        "(or with the ticket in $ROLESERVE_REGISTER_TICKET instead of --register-file)\n"
     )
 
 
@@ -1032,13 +1039,25 @@ def test_the_access_directory_learns_the_clusters_curators(setup: Setup, ctl: An
     assert ClusterAccess.load(setup.access_dir).credentials.identity == "owner"
 
 
-def test_no_leader(setup: Setup, ctl: Any) -> None:
-    silent = f"{random_loopback()}:{CURATOR_PORT}"  # nobody listens there: refused at once
-    result = ctl("nodes", "--endpoint", silent, "--timeout", "0.3")
+def test_a_closed_port_fails_at_once_saying_connection_refused(setup: Setup, ctl: Any) -> None:
+    closed = f"{random_loopback()}:9"  # nobody listens there: refused at once
+    other = f"{random_loopback()}:{CURATOR_PORT}"
+    result = ctl("nodes", "--endpoint", closed, "--endpoint", other)  # the default timeout
     assert result.code == 1
     assert result.err == (
-        f"roleserve ctl: error: no curator at {silent} named a leader within 0.3 s; is the "
-        "cluster running, and are these its addresses?\n"
+        f"roleserve ctl: error: connection refused at {closed}, {other}: no curator listens "
+        "there; is the cluster running, and are these its addresses?\n"
+    )
+
+
+def test_no_leader(setup: Setup, ctl: Any) -> None:
+    with socket.create_server((str(random_loopback()), 0)) as silent:  # accepts, never answers
+        host, port = silent.getsockname()
+        result = ctl("nodes", "--endpoint", f"{host}:{port}", "--timeout", "0.3")
+    assert result.code == 1
+    assert result.err == (
+        f"roleserve ctl: error: no curator at {host}:{port} named a leader within 0.3 s; is "
+        "the cluster running, and are these its addresses?\n"
     )
 
 

@@ -111,7 +111,10 @@ def registering(
             "give either --bootstrap or --register, not both",
         ),
         ({"ticket": "rs1-x"}, "--register needs at least one --join-address HOST[:PORT]"),
-        ({"join_addresses": ("10.0.0.1",)}, "--join-address is for --register"),
+        (
+            {"join_addresses": ("10.0.0.1",)},
+            "--join-address is for --register (or --register-file, $ROLESERVE_REGISTER_TICKET)",
+        ),
         ({"owner_credentials": Path("/tmp/owner")}, "--owner-credentials is for --bootstrap"),
         (
             {"owner_credentials": Path("/tmp/owner"), "ticket": "rs1-x", "join_addresses": ("a",)},
@@ -140,7 +143,8 @@ def test_nothing_at_all_says_which_flags_start_a_node(datadir: NodeDataDirectory
     message = refusal(EnrolmentError, datadir)
     assert message == (
         f"{datadir.root} holds no cluster membership; start with --bootstrap to create a "
-        "cluster, or with --register TICKET --join-address HOST to join one"
+        "cluster, or with a ticket (--register-file PATH, $ROLESERVE_REGISTER_TICKET or "
+        "--register TICKET) and --join-address HOST to join one"
     )
     assert not datadir.root.exists()
 
@@ -169,6 +173,14 @@ def test_an_enrolled_node_that_crashed_before_cleaning_up_joins(
     [
         ("--bootstrap", {"bootstrap": True}),
         ("--register", {"ticket": "rs1-x", "join_addresses": ("10.0.0.1",)}),
+        (
+            "--register-file /etc/ticket",
+            {
+                "ticket": "rs1-x",
+                "ticket_source": "--register-file /etc/ticket",
+                "join_addresses": ("10.0.0.1",),
+            },
+        ),
     ],
 )
 def test_an_enrolled_node_refuses_a_flag(
@@ -334,6 +346,16 @@ def test_a_registering_directory_refuses_bootstrap(
 def test_a_damaged_ticket_is_refused(datadir: NodeDataDirectory, ca: ThrowawayCA) -> None:
     message = refusal(ConfigError, datadir, ticket=ca.ticket()[:-2], join_addresses=("10.0.0.1",))
     assert message.startswith("--register: the register ticket is damaged")
+
+
+def test_a_damaged_ticket_is_named_by_where_it_came_from(
+    datadir: NodeDataDirectory, ca: ThrowawayCA
+) -> None:
+    source = "$ROLESERVE_REGISTER_TICKET"
+    message = refusal(
+        ConfigError, datadir, ticket="x", ticket_source=source, join_addresses=("10.0.0.1",)
+    )
+    assert message.startswith(f"{source}: a register ticket starts with 'rs1-'")
 
 
 def test_a_damaged_ticket_leaves_a_pending_registration_alone(

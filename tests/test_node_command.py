@@ -18,8 +18,9 @@ import pytest
 
 from roleserve_core.cli import main
 from roleserve_core.datadir import NodeDataDirectory
-from roleserve_core.enrolment import RegisterTicket
+from roleserve_core.enrolment import REGISTER_TICKET_ENV, RegisterTicket
 from roleserve_core.identity import create_ca, generate_key
+from roleserve_core.proto import node_pb2
 
 
 def ticket() -> str:
@@ -39,7 +40,7 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        ((), "start with --bootstrap to create a cluster, or with --register TICKET"),
+        ((), "start with --bootstrap to create a cluster, or with a ticket (--register-file"),
         (("--bootstrap", "--register", "x", "--join-address", "h"), "either --bootstrap or"),
         (("--register", "rs1-x"), "--register needs at least one --join-address"),
         (("--join-address", "127.0.0.1"), "--join-address is for --register"),
@@ -57,6 +58,55 @@ def test_refusals_exit_2_and_write_nothing(
     assert message in err
     leftovers = {p.name for p in (data / "node").iterdir()} if (data / "node").exists() else set()
     assert leftovers <= {"lock"}
+
+
+def test_the_ticket_file_must_hold_a_ticket(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, data = tmp_path / "ticket", str(tmp_path / "data")
+    flags = ("--data-dir", data, "--register-file", str(path), "--join-address", "127.0.0.1")
+    code, err = run(capsys, *flags)
+    assert (code, err) == (
+        2,
+        f"roleserve node: error: --register-file {path}: cannot read it (No such file or "
+        f"directory); save the ticket with `roleserve ctl ticket > {path}`\n",
+    )
+    path.write_text("\n")
+    code, err = run(capsys, *flags)
+    assert (code, err) == (
+        2,
+        f"roleserve node: error: --register-file {path}: the file is empty; save the ticket "
+        f"with `roleserve ctl ticket > {path}`\n",
+    )
+    path.write_text("nonsense\n")
+    code, err = run(capsys, *flags)
+    assert code == 2
+    assert err.startswith(f"roleserve node: error: --register-file {path}: a register ticket")
+
+
+def test_the_ticket_variable_is_named_and_removed_from_the_environment(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Removed: no program the node starts inherits the secret."""
+    monkeypatch.setenv(REGISTER_TICKET_ENV, "nonsense")
+    code, err = run(capsys, "--data-dir", str(tmp_path), "--join-address", "127.0.0.1")
+    assert code == 2
+    assert err.startswith(f"roleserve node: error: ${REGISTER_TICKET_ENV}: a register ticket")
+    assert REGISTER_TICKET_ENV not in os.environ
+    monkeypatch.setenv(REGISTER_TICKET_ENV, ticket())
+    code, err = run(capsys, "--data-dir", str(tmp_path), "--bootstrap")
+    assert (code, err) == (
+        2,
+        f"roleserve node: error: give either --bootstrap or ${REGISTER_TICKET_ENV}, not both\n",
+    )
+
+
+def test_one_ticket_flag_at_a_time(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["node", "run", "--data-dir", str(tmp_path), "--register", "x",
+              "--register-file", "y"])  # fmt: skip
+    assert exited.value.code == 2
+    assert "--register-file: not allowed with argument --register\n" in capsys.readouterr().err
 
 
 def test_a_data_directory_runs_one_node_process(
@@ -295,3 +345,30 @@ def test_a_corrupt_saved_address_is_refused_naming_the_file(
     code, err = run(capsys, "--data-dir", str(tmp_path), "--address", "127.0.0.5")
     assert code == 2
     assert f"{datadir.address} 'not an address' is not an IP address; the file is corrupt" in err
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("way", ["--register-file", REGISTER_TICKET_ENV])
+def test_a_ticket_from_a_file_or_the_environment_registers_out_of_sight(
+    tmp_path: Path, way: str
+) -> None:
+    """The node registers with it, and neither its arguments nor its log show it."""
+    address, text, data = loopback(), ticket(), tmp_path / "data"
+    flags, env = ["--join-address", address], dict(os.environ)
+    if way == "--register-file":
+        (tmp_path / "ticket").write_text(f"{text}\n")
+        flags += ["--register-file", str(tmp_path / "ticket")]
+    else:
+        env[REGISTER_TICKET_ENV] = text
+    node = start(data, address, *flags, env=env)
+    try:
+        log = until_running(node)
+        assert text not in Path(f"/proc/{node.pid}/cmdline").read_text()
+    finally:
+        node.send_signal(signal.SIGTERM)
+        _, rest = node.communicate(timeout=30)
+    assert node.returncode == 0
+    assert text not in "".join(log) + rest
+    datadir, pending = NodeDataDirectory(data), node_pb2.PendingRegistration()
+    assert datadir.read_message(datadir.registration, pending)
+    assert RegisterTicket.from_proto(pending.ticket) == RegisterTicket.decode(text)

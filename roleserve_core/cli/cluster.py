@@ -27,7 +27,7 @@ from roleserve_core.cli._table import render_table
 from roleserve_core.cli.ctl._format import NONE, print_json
 from roleserve_core.cli.ctl._nodes import HEADERS, node_json, node_row
 from roleserve_core.errors import RoleserveError
-from roleserve_core.localcluster import FIRST_ADDRESS, LocalCluster
+from roleserve_core.localcluster import DEFAULT_SIZE, FIRST_ADDRESS, LocalCluster, size_for_up
 from roleserve_core.proto import management_pb2
 
 __all__ = ["add_parser", "default_cluster_directory"]
@@ -62,10 +62,21 @@ def add_parser(commands: Any) -> None:
             "consensus members when there are three nodes or more; kubernetes_worker on "
             "every node), wait until all are UP and HEALTHY, then show a live status table. "
             "Ctrl-C stops every node cleanly. Run it again on the same directory to bring "
-            "the same cluster back."
+            "the same cluster back: it starts every node that is not running (all of them "
+            "before it waits for a leader), then enrols any it lacks."
         ),
     )
-    up.add_argument("--nodes", type=_node_count, default=3, help="how many nodes (default 3)")
+    up.add_argument(
+        "--nodes",
+        type=_node_count,
+        default=None,
+        metavar="N",
+        help=(
+            f"how many nodes: default {DEFAULT_SIZE} for a new cluster, else as many as "
+            "--dir holds; more than it holds adds nodes, fewer is refused (a node leaves "
+            "through `ctl decommission`)"
+        ),
+    )
     up.add_argument(
         "--first-address",
         type=_loopback_address,
@@ -147,9 +158,8 @@ def _progress(message: str) -> None:
 
 
 async def _up(args: argparse.Namespace) -> int:
-    cluster = LocalCluster(
-        args.dir, args.nodes, first_address=args.first_address, progress=_progress
-    )
+    size = size_for_up(args.dir, args.nodes)
+    cluster = LocalCluster(args.dir, size, first_address=args.first_address, progress=_progress)
     _progress(f"cluster directory {cluster.directory}")
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         stopped = False
@@ -172,27 +182,31 @@ async def _up(args: argparse.Namespace) -> int:
                 await _print_status(cluster, args.dir, json=False)
                 tasks.cancel_scope.cancel()
             else:
-                _hint(args.dir)
                 await _live_status(cluster, args.dir)
         if not args.detach:
             with anyio.CancelScope(shield=True):
                 await cluster.down()
             _progress("every node stopped")
     if args.detach:
-        _hint(args.dir)
+        print(_hint(args.dir))
         print(f"stop it with: {roleserve_command()} cluster down --dir {args.dir}")
     return 130 if stopped and args.detach else 0
 
 
-def _hint(directory: Path) -> None:
+def _hint(directory: Path) -> str:
     owner = directory / "owner"
-    print(f"operate it with: export {CREDENTIALS_ENV}={owner}; {roleserve_command()} ctl nodes")
+    return f"operate it with: export {CREDENTIALS_ENV}={owner}; {roleserve_command()} ctl nodes"
 
 
 async def _live_status(cluster: LocalCluster, directory: Path) -> None:
-    """Redraw the status table until cancelled (Ctrl-C); once if stdout is no terminal."""
+    """Redraw the status table until cancelled (Ctrl-C); once if stdout is no terminal.
+
+    The hint goes under the table on every redraw: printed once before, it was cleared
+    with the screen at the first redraw, just when the reader needed it.
+    """
     if not sys.stdout.isatty():
         await _print_status(cluster, directory, json=False)
+        print(_hint(directory), flush=True)
         await anyio.sleep_forever()
     while True:
         table = await _status_table(cluster)
@@ -200,7 +214,8 @@ async def _live_status(cluster: LocalCluster, directory: Path) -> None:
         print(
             f"roleserve cluster in {directory}    {time.strftime('%H:%M:%S')}    Ctrl-C stops it\n"
         )
-        print(table, flush=True)
+        print(table)
+        print(f"\n{_hint(directory)}", flush=True)
         await anyio.sleep(REFRESH)
 
 

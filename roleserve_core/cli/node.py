@@ -1,13 +1,20 @@
 """``roleserve node run``: run this machine's node.
 
-The first start says how the node enters a cluster: ``--bootstrap`` (a new cluster) or
-``--register TICKET --join-address HOST`` (an existing one, once an operator approves it).
+The first start says how the node enters a cluster: ``--bootstrap`` (a new cluster) or a
+register ticket and ``--join-address HOST`` (an existing one, once an operator approves it).
 Every later start needs only ``--data-dir``: the node rejoins with what it saved.
+
+The ticket lets whoever holds it register a node, so it is a secret, and the command line
+is no place for one: every local user sees it in ``ps``. ``--register-file PATH`` and
+``$ROLESERVE_REGISTER_TICKET`` keep it out of sight; ``--register TICKET`` stays for trying
+things out. The variable is removed from the environment as soon as it is read, so no
+program the node starts (etcd) inherits it.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,8 +24,8 @@ from roleserve_core.cli._failure import report, sole_error
 from roleserve_core.config import LOG_LEVELS
 from roleserve_core.daemon import NodeOptions, run_node
 from roleserve_core.datadir import NodeDataDirectory
-from roleserve_core.enrolment import EnrolmentRequest
-from roleserve_core.errors import NodeSetupError, PluginError
+from roleserve_core.enrolment import REGISTER_TICKET_ENV, EnrolmentRequest
+from roleserve_core.errors import ConfigError, NodeSetupError, PluginError
 
 __all__ = ["add_parser"]
 
@@ -37,7 +44,8 @@ def add_parser(commands: Any) -> None:
         description=(
             "Run the node: enrol it (first start only), follow the roles the control plane "
             "gives it, and run the workers of every installed plugin. The first start needs "
-            "--bootstrap or --register; later starts need only --data-dir. Plugin settings "
+            "--bootstrap, or a register ticket (--register-file, $ROLESERVE_REGISTER_TICKET or "
+            "--register) and --join-address; later starts need only --data-dir. Plugin settings "
             "live in DATA_DIR/roleserve.toml ([plugins.NAME] sections). SIGTERM or Ctrl-C "
             "stops every runnable and child process, then exits 0."
         ),
@@ -49,10 +57,23 @@ def add_parser(commands: Any) -> None:
     first.add_argument(
         "--bootstrap", action="store_true", help="create a new cluster with this node"
     )
-    first.add_argument(
+    ticket = first.add_mutually_exclusive_group()
+    ticket.add_argument(
+        "--register-file",
+        metavar="PATH",
+        type=Path,
+        help=(
+            "join a cluster with the ticket `roleserve ctl ticket` prints, read from PATH; "
+            f"needs --join-address. ${REGISTER_TICKET_ENV} holding the ticket does the same"
+        ),
+    )
+    ticket.add_argument(
         "--register",
         metavar="TICKET",
-        help="join a cluster with a ticket from `roleserve ctl ticket`; needs --join-address",
+        help=(
+            "the same with the ticket itself, which every local user then sees in `ps`: "
+            f"prefer --register-file or ${REGISTER_TICKET_ENV}"
+        ),
     )
     run.add_argument(
         "--join-address",
@@ -90,21 +111,51 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    options = NodeOptions(
-        datadir=NodeDataDirectory(args.data_dir),
-        enrolment=EnrolmentRequest(
-            bootstrap=args.bootstrap,
-            owner_credentials=args.owner_credentials,
-            ticket=args.register,
-            join_addresses=tuple(args.join_address),
-        ),
-        address=args.address,
-        log_level=args.log_level,
-        strict_plugins=args.strict_plugins,
-    )
     try:
+        ticket, source = register_ticket(args.register, args.register_file)
+        options = NodeOptions(
+            datadir=NodeDataDirectory(args.data_dir),
+            enrolment=EnrolmentRequest(
+                bootstrap=args.bootstrap,
+                owner_credentials=args.owner_credentials,
+                ticket=ticket,
+                ticket_source=source,
+                join_addresses=tuple(args.join_address),
+            ),
+            address=args.address,
+            log_level=args.log_level,
+            strict_plugins=args.strict_plugins,
+        )
         with sole_error():
             return run_node(options)
     except (NodeSetupError, PluginError) as exc:
         report("roleserve node", exc)
         return 2
+
+
+def register_ticket(given: str | None, path: Path | None) -> tuple[str | None, str]:
+    """The register ticket (None without one) and where it came from: ``--register``,
+    else ``--register-file``, else ``$ROLESERVE_REGISTER_TICKET`` (see the module
+    docstring; the variable is removed from the environment either way).
+
+    :raises ConfigError: if the file cannot be read or is empty.
+    """
+    variable = os.environ.pop(REGISTER_TICKET_ENV, "").strip()
+    if given is not None:
+        return given, "--register"
+    if path is None:
+        return variable or None, f"${REGISTER_TICKET_ENV}"
+    source = f"--register-file {path}"
+    try:
+        text = path.read_text().strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not text"
+        raise ConfigError(
+            f"{source}: cannot read it ({reason}); save the ticket with "
+            f"`roleserve ctl ticket > {path}`"
+        ) from None
+    if not text:
+        raise ConfigError(
+            f"{source}: the file is empty; save the ticket with `roleserve ctl ticket > {path}`"
+        )
+    return text, source

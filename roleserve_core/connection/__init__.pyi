@@ -1,5 +1,6 @@
 # The package's exports, for type checkers and for lazy_loader (see __init__.py).
 from .leader import LeaderInfo as LeaderInfo
+from .leader import LeaderRefusedError as LeaderRefusedError
 from .leader import NoLeaderError as NoLeaderError
 from .leader import find_leader as find_leader
 from .leader import follow_leader as follow_leader

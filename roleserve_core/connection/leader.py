@@ -11,6 +11,11 @@ that runs a curator), and asks them in turn::
             no / error / "no leader yet": next candidate
     a pass without any answer: wait the backoff (0.25 s doubling to 5 s), pass again
 
+A pass in which every candidate refused the connection (nothing listens there) is reported
+to ``on_refused``: ``find_leader`` can then fail at once when the caller says refusals are
+final (``roleserve ctl``, where a person waits), instead of passing again until the timeout.
+A node keeps asking: its curators may be starting.
+
 The channel to each candidate verifies only that it is *a* node of the cluster (its node
 certificate names ``ANY_NODE_NAME``); the caller then opens its channel to the leader
 verifying exactly the leader's node ID. Monogon's resolver does the same with its leader
@@ -34,7 +39,13 @@ from roleserve_core.ports import CURATOR_PORT, endpoint, split_endpoint
 from roleserve_core.proto import curator_pb2, curator_pb2_grpc
 from roleserve_core.rpc import secure_channel
 
-__all__ = ["LeaderInfo", "NoLeaderError", "find_leader", "follow_leader"]
+__all__ = [
+    "LeaderInfo",
+    "LeaderRefusedError",
+    "NoLeaderError",
+    "find_leader",
+    "follow_leader",
+]
 
 log = logging.getLogger("roleserve.connection")
 
@@ -46,6 +57,10 @@ ANSWER_TIMEOUT = 5.0
 
 class NoLeaderError(ExpectedError):
     """No curator could name a leader in time (expected while the curators elect one)."""
+
+
+class LeaderRefusedError(NoLeaderError):
+    """Every curator endpoint refused the connection: nothing listens at any of them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,19 +85,26 @@ async def follow_leader(
     credentials: Credentials,
     *,
     answer_timeout: float = ANSWER_TIMEOUT,
+    on_refused: Callable[[Sequence[str]], None] | None = None,
 ) -> AsyncGenerator[LeaderInfo, None]:
     """Yield the leader, then every change of leader, forever.
 
     The same leader is not repeated, except after the leader's own stream ended: its server
     restarted (it stopped leading and was elected again), and channels to it must start
     over. Runs until the caller stops iterating.
+
+    :param on_refused: called with the candidates after a pass in which every one refused
+        the connection; what it raises ends the iteration.
     """
     last: LeaderInfo | None = None
     delay = FIRST_BACKOFF
     while True:
         answered = False
-        for candidate in list(candidates()):
-            async with contextlib.aclosing(_ask(candidate, credentials, answer_timeout)) as asked:
+        asking = list(candidates())
+        refused: set[str] = set()
+        for candidate in asking:
+            asking_one = _ask(candidate, credentials, answer_timeout, refused)
+            async with contextlib.aclosing(asking_one) as asked:
                 async for leader in asked:
                     answered = True
                     changed = last is None or (leader.node_id, leader.endpoint) != (
@@ -99,6 +121,8 @@ async def follow_leader(
         if answered:
             delay = FIRST_BACKOFF
             continue
+        if on_refused is not None and asking and refused == set(asking):
+            on_refused(asking)
         await anyio.sleep(delay)
         delay = min(delay * 2, MAX_BACKOFF)
 
@@ -108,13 +132,18 @@ async def find_leader(
     credentials: Credentials,
     *,
     timeout: float = 30.0,  # noqa: ASYNC109 -- named in the error it raises
+    refused_is_final: bool = False,
 ) -> LeaderInfo:
     """The leader, asking ``endpoints`` in turn.
 
+    :param refused_is_final: fail as soon as every endpoint refused the connection,
+        instead of asking again until ``timeout`` (see the module docstring).
+    :raises LeaderRefusedError: with ``refused_is_final``, when every endpoint refused.
     :raises NoLeaderError: if none named a leader within ``timeout`` seconds.
     """
     with anyio.move_on_after(timeout):
-        following = follow_leader(lambda: endpoints, credentials)
+        on_refused = _raise_refused if refused_is_final else None
+        following = follow_leader(lambda: endpoints, credentials, on_refused=on_refused)
         async with contextlib.aclosing(following):
             async for leader in following:
                 return leader
@@ -124,10 +153,18 @@ async def find_leader(
     )
 
 
+def _raise_refused(endpoints: Sequence[str]) -> None:
+    raise LeaderRefusedError(
+        f"connection refused at {', '.join(endpoints)}: no curator listens there; is the "
+        "cluster running, and are these its addresses?"
+    )
+
+
 async def _ask(
-    candidate: str, credentials: Credentials, answer_timeout: float
+    candidate: str, credentials: Credentials, answer_timeout: float, refused: set[str]
 ) -> AsyncGenerator[LeaderInfo, None]:
-    """The leaders one candidate names, until its stream ends or fails."""
+    """The leaders one candidate names, until its stream ends or fails; ``candidate`` goes
+    into ``refused`` if it refused the connection."""
     async with secure_channel(candidate, credentials) as channel:
         stub = curator_pb2_grpc.CuratorLocalStub(channel)
         stream = stub.GetCurrentLeader(curator_pb2.GetCurrentLeaderRequest())
@@ -148,6 +185,8 @@ async def _ask(
                     yield leader
         except (grpc.aio.AioRpcError, TimeoutError, StopAsyncIteration) as exc:
             log.debug("curator %s: %s", candidate, _describe(exc))
+            if _is_refusal(exc):
+                refused.add(candidate)
         finally:
             stream.cancel()
 
@@ -159,6 +198,16 @@ def _leader(candidate: str, answer: curator_pb2.GetCurrentLeaderResponse) -> Lea
     port = answer.leader_port or CURATOR_PORT
     itself = answer.this_node_id == answer.leader_node_id
     return LeaderInfo(answer.leader_node_id, endpoint(host, port), candidate, itself)
+
+
+def _is_refusal(exc: BaseException) -> bool:
+    """Whether ``exc`` says the connection was refused (gRPC reports it as UNAVAILABLE,
+    naming the cause only in its details)."""
+    return (
+        isinstance(exc, grpc.aio.AioRpcError)
+        and exc.code() == grpc.StatusCode.UNAVAILABLE
+        and "connection refused" in (exc.details() or "").lower()
+    )
 
 
 def _describe(exc: BaseException) -> str:

@@ -31,12 +31,17 @@ from roleserve_core.enrolment.plan import (
     plan_enrolment,
 )
 from roleserve_core.enrolment.register import register
-from roleserve_core.enrolment.ticket import InvalidTicketError, RegisterTicket
+from roleserve_core.enrolment.ticket import (
+    REGISTER_TICKET_ENV,
+    InvalidTicketError,
+    RegisterTicket,
+)
 from roleserve_core.errors import CredentialsError, EnrolmentError
 from roleserve_core.supervisor import RunContext
 from roleserve_core.values import PluginValues
 
 __all__ = [
+    "REGISTER_TICKET_ENV",
     "BootstrapPlan",
     "Enrolment",
     "EnrolmentPlan",

@@ -9,6 +9,10 @@
     --register TICKET --join-address A ──▶ register  (registration.pb written first)
     nothing ─────────────────────────────▶ error: say which flags start a node
 
+"--register TICKET" stands for any source of the ticket: ``--register-file PATH`` and
+``$ROLESERVE_REGISTER_TICKET`` keep it out of ``ps``; the command line reads it
+(``cli/node.py``) and names the source in ``ticket_source`` for the messages.
+
 The plan is made before the node starts anything, so every mistake (both flags, a damaged
 ticket, an owner directory that holds another cluster's credentials) is a clear error at
 once, and nothing on disk is lost. What the plan writes (the bootstrap marker, the pending
@@ -22,7 +26,7 @@ from pathlib import Path
 
 from roleserve_core.access import default_access_directory
 from roleserve_core.datadir import NodeDataDirectory
-from roleserve_core.enrolment.ticket import InvalidTicketError, RegisterTicket
+from roleserve_core.enrolment.ticket import REGISTER_TICKET_ENV, InvalidTicketError, RegisterTicket
 from roleserve_core.errors import ConfigError, EnrolmentError
 from roleserve_core.identity import CERTIFICATE_FILE
 from roleserve_core.ports import CURATOR_PORT, endpoint, split_endpoint
@@ -46,6 +50,9 @@ class EnrolmentRequest:
     owner_credentials: Path | None = None
     """Where the bootstrap writes the owner's access directory; None for the default."""
     ticket: str | None = None
+    ticket_source: str = "--register"
+    """Where the ticket came from (``--register-file PATH``, ``$ROLESERVE_REGISTER_TICKET``),
+    for the messages: the operator must find what to change."""
     join_addresses: tuple[str, ...] = field(default_factory=tuple)
 
 
@@ -81,7 +88,9 @@ def plan_enrolment(
     :raises EnrolmentError: when the options do not fit the data directory.
     """
     _check_options(request)
-    asked = "--bootstrap" if request.bootstrap else "--register" if request.ticket else None
+    asked = (
+        "--bootstrap" if request.bootstrap else request.ticket_source if request.ticket else None
+    )
     if datadir.enrolled:
         if asked:
             raise EnrolmentError(
@@ -92,8 +101,8 @@ def plan_enrolment(
     if datadir.bootstrapping.exists():
         if request.ticket:
             raise EnrolmentError(
-                f"{datadir.root} is bootstrapping a new cluster; start it without --register "
-                "to finish, or use another data directory"
+                f"{datadir.root} is bootstrapping a new cluster; start it without "
+                f"{request.ticket_source} to finish, or use another data directory"
             )
         _check_can_bootstrap(can_bootstrap)
         return BootstrapPlan(Path(datadir.bootstrapping.read_text().strip()))
@@ -110,17 +119,21 @@ def plan_enrolment(
         return RegisterPlan(pending)
     raise EnrolmentError(
         f"{datadir.root} holds no cluster membership; start with --bootstrap to create a "
-        "cluster, or with --register TICKET --join-address HOST to join one"
+        f"cluster, or with a ticket (--register-file PATH, ${REGISTER_TICKET_ENV} or "
+        "--register TICKET) and --join-address HOST to join one"
     )
 
 
 def _check_options(request: EnrolmentRequest) -> None:
+    source = request.ticket_source
     if request.bootstrap and request.ticket:
-        raise ConfigError("give either --bootstrap or --register, not both")
+        raise ConfigError(f"give either --bootstrap or {source}, not both")
     if request.ticket and not request.join_addresses:
-        raise ConfigError("--register needs at least one --join-address HOST[:PORT]")
+        raise ConfigError(f"{source} needs at least one --join-address HOST[:PORT]")
     if request.join_addresses and not request.ticket:
-        raise ConfigError("--join-address is for --register")
+        raise ConfigError(
+            f"--join-address is for --register (or --register-file, ${REGISTER_TICKET_ENV})"
+        )
     if request.owner_credentials and not request.bootstrap:
         raise ConfigError("--owner-credentials is for --bootstrap")
 
@@ -153,7 +166,7 @@ def _new_registration(datadir: NodeDataDirectory, request: EnrolmentRequest) -> 
     try:
         ticket = RegisterTicket.decode(request.ticket)
     except InvalidTicketError as exc:
-        raise ConfigError(f"--register: {exc}") from None
+        raise ConfigError(f"{request.ticket_source}: {exc}") from None
     try:
         addresses = [
             endpoint(*split_endpoint(text, CURATOR_PORT)) for text in request.join_addresses

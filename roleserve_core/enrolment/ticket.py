@@ -1,6 +1,8 @@
 """The register ticket an operator hands to a new node, as one copyable string.
 
-``roleserve ctl ticket`` prints it; ``roleserve node run --register TICKET`` takes it. It
+``roleserve ctl ticket`` prints it; ``roleserve node run`` takes it from a file
+(``--register-file PATH``), from ``$ROLESERVE_REGISTER_TICKET``, or as ``--register TICKET``
+(which every local user sees in ``ps``, so the other two are for real use). It
 carries the cluster's register ticket and the cluster CA certificate: a node that has never
 talked to the cluster must verify the curator it registers with, and gRPC cannot connect
 without verifying, so the CA travels with the ticket (Monogon's node parameters carry it
@@ -23,9 +25,11 @@ from roleserve_core.errors import CertificateVerificationError, RoleserveError
 from roleserve_core.identity import verify_ca
 from roleserve_core.proto import node_pb2
 
-__all__ = ["TICKET_PREFIX", "InvalidTicketError", "RegisterTicket"]
+__all__ = ["REGISTER_TICKET_ENV", "TICKET_PREFIX", "InvalidTicketError", "RegisterTicket"]
 
 TICKET_PREFIX = "rs1-"
+REGISTER_TICKET_ENV = "ROLESERVE_REGISTER_TICKET"
+"""The environment variable ``roleserve node run`` reads a register ticket from."""
 
 
 class InvalidTicketError(RoleserveError):

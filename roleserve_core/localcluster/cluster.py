@@ -7,49 +7,62 @@
     ├── owner/          the owner's access directory (written by node 1's bootstrap)
     ├── n1/ … nN/       each node's data directory, log (node.log) and PID (node.pid)
 
-    up():   node 1: --bootstrap (or its saved state)           127.0.0.11
-            nodes 2…N: --register TICKET --join-address node 1  127.0.0.12, …
-            approve each new node, wait until it is UP
+    up():   every enrolled node that is not running: started (it rejoins without flags);
+            node 1 of a new cluster: --bootstrap                        127.0.0.11
+            wait for the leader (only now: the members need each other for a quorum)
+            nodes not enrolled yet: registered ($ROLESERVE_REGISTER_TICKET, never in argv)
+            with --join-address node 1, approved, waited for until UP   127.0.0.12, …
             roles (layout.default_roles): consensus members one at a time (each joins etcd
             as a learner and is promoted), then the rest
             wait until every node is UP and HEALTHY
     down(): SIGTERM every node, wait for each to stop (SIGKILL after a while)
 
 Every node listens on its own loopback address with the standard ports, as real nodes do
-on their own IPs. ``up`` on a directory that holds a cluster starts its nodes again (they
-rejoin without flags) and enrols any it lacks, so ``cluster down`` then ``cluster up``
-brings the same cluster back. Progress goes to a callback, one line per step.
+on their own IPs. ``up`` on a directory that holds a cluster starts those of its nodes that
+are not running and enrols any it lacks, so ``cluster down`` then ``cluster up`` brings the
+same cluster back. The cluster's size is what the directory holds (``size_for_up``): ``up``
+grows a cluster, never shrinks one (a node leaves through ``ctl decommission``). Progress
+goes to a callback, one line per step.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ipaddress
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import anyio
 
 from roleserve_core.access import ClusterAccess
-from roleserve_core.connection import find_leader
-from roleserve_core.enrolment import RegisterTicket
+from roleserve_core.enrolment import REGISTER_TICKET_ENV, RegisterTicket
 from roleserve_core.errors import RoleserveError
 from roleserve_core.identity import certificate_from_pem, node_id, private_key_from_pem
 from roleserve_core.localcluster.layout import default_roles
+from roleserve_core.localcluster.management import LeaderManagement
 from roleserve_core.localcluster.process import LocalNode
 from roleserve_core.ports import NODE_MANAGEMENT_PORT, endpoint
 from roleserve_core.proto import (
     common_pb2,
     management_pb2,
-    management_pb2_grpc,
     nodemanagement_pb2_grpc,
 )
 from roleserve_core.roles import roles_from_proto
 from roleserve_core.rpc import secure_channel
 
-__all__ = ["FIRST_ADDRESS", "LocalCluster", "LocalClusterError", "saved_first_address"]
+__all__ = [
+    "DEFAULT_SIZE",
+    "FIRST_ADDRESS",
+    "LocalCluster",
+    "LocalClusterError",
+    "held_nodes",
+    "saved_first_address",
+    "size_for_up",
+]
 
+DEFAULT_SIZE = 3
+"""Nodes of a new cluster when ``--nodes`` is not given: the fewest that survive a loss."""
 FIRST_ADDRESS = ipaddress.IPv4Address("127.0.0.11")
 FIRST_ADDRESS_FILE = "first-address"
 """In the cluster's directory: node 1's address, so later commands find the nodes again."""
@@ -58,8 +71,7 @@ STEP_TIMEOUT = 120.0
 POLL = 0.25
 
 Progress = Callable[[str], None]
-Management = Any
-"""A ``ManagementStub`` on a channel to the leader."""
+Management = LeaderManagement
 
 
 class LocalClusterError(RoleserveError):
@@ -81,6 +93,37 @@ def saved_first_address(directory: Path) -> ipaddress.IPv4Address | None:
         return ipaddress.IPv4Address(text)
     except ValueError:
         raise LocalClusterError(f"{path} holds {text!r}, not an IPv4 address") from None
+
+
+def held_nodes(directory: Path) -> int:
+    """How many nodes the cluster in ``directory`` has: the highest ``i`` of its ``n<i>``
+    directories (a gap, such as a directory removed by hand, is a node to enrol again)."""
+    indexes = [
+        int(path.name[1:])
+        for path in directory.glob("n[0-9]*")
+        if path.name[1:].isdigit() and path.is_dir()
+    ]
+    return max(indexes, default=0)
+
+
+def size_for_up(directory: Path, asked: int | None) -> int:
+    """The size ``up`` brings the cluster in ``directory`` to: what it holds, ``asked``
+    (``--nodes``) if that is larger, and ``DEFAULT_SIZE`` for a new one.
+
+    :raises LocalClusterError: if ``asked`` is smaller than what it holds. Stopping the
+        extra nodes would not remove them from the cluster (its curator and etcd still
+        count them), so shrinking is ``ctl decommission``, not ``up``.
+    """
+    held = held_nodes(directory)
+    if asked is None:
+        return held or DEFAULT_SIZE
+    if asked < held:
+        raise LocalClusterError(
+            f"the cluster in {directory} has {held} nodes, and `cluster up` does not shrink "
+            f"it: run it without --nodes (or with --nodes {held} or more); a node leaves "
+            "through `ctl decommission`"
+        )
+    return asked
 
 
 def _quiet(_: str) -> None:
@@ -131,7 +174,7 @@ class LocalCluster:
 
         :raises LocalClusterError: if it holds no cluster.
         """
-        size = len(list(directory.glob("n[0-9]*")))
+        size = held_nodes(directory)
         if size == 0:
             raise LocalClusterError(f"{directory} holds no local cluster (no n1, n2, ...)")
         return cls(directory, size, **options)
@@ -154,23 +197,35 @@ class LocalCluster:
     # -- up and down ---------------------------------------------------------------
 
     async def up(self) -> None:
-        """Start (or resume) the cluster and wait until every node is UP and HEALTHY."""
+        """Start (or resume, or grow) the cluster and wait until every node is UP and
+        HEALTHY; see the module docstring for the order."""
         self.directory.mkdir(parents=True, exist_ok=True)
         self._save_first_address()
-        await self._start_first()
+        newcomers = [node for node in self.nodes[1:] if not node.datadir.enrolled]
+        self._start_enrolled()
+        first = self.nodes[0]
+        await self._until("node 1 wrote the owner's credentials", self._owner_written, node=first)
+        self.progress("waiting for the cluster's leader")
         async with self.management() as management:
-            ticket = await self._ticket(management)
-            for node in self.nodes[1:]:
-                self._start(node, ticket)
-            for node in self.nodes[1:]:
-                await self._approve(management, node)
-            for node in self.nodes:
+            if newcomers:
+                ticket = await self._ticket(management)
+                for node in newcomers:
+                    self._register(node, ticket)
+                for node in newcomers:
+                    await self._approve(management, node)
+            members = await self._members(management)
+            for node in members:
                 await self._assign_roles(management, node)
             self.progress("waiting until every node is UP and HEALTHY")
-            await self._until("every node is UP and HEALTHY", lambda: self._healthy(management))
+            await self._until(
+                "every node is UP and HEALTHY",
+                lambda: self._healthy(management, members),
+                running=members,
+            )
             await self._save_curators(management)
-        count = len(self.nodes)
-        self.progress(f"the cluster is up: {count} node{'' if count == 1 else 's'}")
+        count, gone = len(members), len(self.nodes) - len(members)
+        left = f" ({gone} decommissioned)" if gone else ""
+        self.progress(f"the cluster is up: {count} node{'' if count == 1 else 's'}{left}")
 
     async def down(self) -> None:
         """Stop every node cleanly, in parallel."""
@@ -185,36 +240,33 @@ class LocalCluster:
         the nodes' etcd members and statuses name their addresses)."""
         (self.directory / FIRST_ADDRESS_FILE).write_text(f"{self.nodes[0].address}\n")
 
-    async def _start_first(self) -> None:
+    def _start_enrolled(self) -> None:
+        """Start every enrolled node that is not running, all before asking for a leader:
+        the consensus members of a stopped cluster have no quorum until enough of them
+        run. Node 1 of a new cluster bootstraps it."""
         first = self.nodes[0]
-        if first.datadir.enrolled:
-            self.progress(f"starting node 1 at {first.address} (it rejoins)")
-            self._launch(first)
-        else:
+        if not first.datadir.enrolled and first.pid is None:
             self.progress(f"bootstrapping a new cluster on node 1 at {first.address}")
             self._write_config(first)
-            self._launch(first, "--bootstrap", "--owner-credentials", str(self.owner_directory))
-        await self._until(
-            "node 1 wrote the owner's credentials",
-            self._owner_written,
-            node=first,
-        )
+            first.start("--bootstrap", "--owner-credentials", str(self.owner_directory))
+        for node in self.nodes:
+            if not node.datadir.enrolled:
+                continue
+            if node.pid is not None:
+                self.progress(f"node {node.index} at {node.address} runs (pid {node.pid})")
+            else:
+                self.progress(f"starting node {node.index} at {node.address} (it rejoins)")
+                node.start()
 
-    def _start(self, node: LocalNode, ticket: str) -> None:
+    def _register(self, node: LocalNode, ticket: str) -> None:
+        """Start ``node`` registering with ``ticket``, which it reads from its environment:
+        an argument would show the ticket to every local user in ``ps``."""
         if node.pid is not None:
-            return
-        if node.datadir.enrolled:
-            self.progress(f"starting node {node.index} at {node.address} (it rejoins)")
-            self._launch(node)
+            self.progress(f"node {node.index} at {node.address} runs (pid {node.pid})")
             return
         self.progress(f"registering node {node.index} at {node.address}")
         self._write_config(node)
-        first = self.nodes[0]
-        self._launch(node, "--register", ticket, "--join-address", str(first.address))
-
-    def _launch(self, node: LocalNode, *flags: str) -> None:
-        if node.pid is None:
-            node.start(*flags)
+        node.start("--join-address", str(self.nodes[0].address), env={REGISTER_TICKET_ENV: ticket})
 
     def _write_config(self, node: LocalNode) -> None:
         node.directory.mkdir(parents=True, exist_ok=True)
@@ -231,18 +283,23 @@ class LocalCluster:
     # -- through the leader's Management service -----------------------------------
 
     @contextlib.asynccontextmanager
-    async def management(self) -> AsyncIterator[Management]:
-        """A Management stub on a channel to the leading curator."""
-        access = self.access()
-        leader = await find_leader(access.endpoints, access.credentials, timeout=STEP_TIMEOUT)
-        channel = secure_channel(leader.endpoint, access.credentials, node_id=leader.node_id)
-        async with channel:
-            yield management_pb2_grpc.ManagementStub(channel)
+    async def management(self, patience: float = STEP_TIMEOUT) -> AsyncIterator[Management]:
+        """The leading curator's Management service, following the leader
+        (``LeaderManagement``).
+
+        :param patience: seconds each call may spend finding a leader that answers.
+        """
+        management = LeaderManagement(self.access(), patience)
+        try:
+            yield management
+        finally:
+            with anyio.CancelScope(shield=True):
+                await management.aclose()
 
     async def nodes_by_id(self, management: Management) -> dict[str, management_pb2.Node]:
         """Every node of the cluster, by ID."""
-        nodes = management.GetNodes(management_pb2.GetNodesRequest())
-        return {node.id: node async for node in nodes}
+        nodes = await management.stream("GetNodes", management_pb2.GetNodesRequest())
+        return {node.id: node for node in nodes}
 
     async def _ticket(self, management: Management) -> str:
         ticket = await management.GetRegisterTicket(management_pb2.GetRegisterTicketRequest())
@@ -332,12 +389,27 @@ class LocalCluster:
         full = management_pb2.GetConsensusStatusResponse.Member.FULL
         return any(m.node_id == identity and m.status == full for m in status.members)
 
-    async def _healthy(self, management: Management) -> bool:
-        """Every node UP and HEALTHY, and every consensus member running its curator."""
+    async def _members(self, management: Management) -> list[LocalNode]:
+        """The nodes that have not left the cluster. A decommissioned node (``ctl
+        decommission``, how a cluster shrinks) can never be UP again: ``up`` says so and
+        leaves it out, instead of waiting for it."""
+        known = await self.nodes_by_id(management)
+        members = []
+        for node in self.nodes:
+            record = known.get(self.node_id(node) or "")
+            if record is not None and record.state == common_pb2.NODE_STATE_DECOMMISSIONED:
+                self.progress(f"node {node.index} is decommissioned; it is left out")
+            else:
+                members.append(node)
+        return members
+
+    async def _healthy(self, management: Management, members: list[LocalNode]) -> bool:
+        """Every one of ``members`` UP and HEALTHY, and every consensus member running its
+        curator."""
         nodes = await self.nodes_by_id(management)
         return all(
             (node := nodes.get(self.node_id(local) or "")) is not None and _ready(node)
-            for local in self.nodes
+            for local in members
         )
 
     async def _until(
@@ -346,12 +418,17 @@ class LocalCluster:
         check: Callable[[], Awaitable[bool]],
         *,
         node: LocalNode | None = None,
+        running: Sequence[LocalNode] = (),
     ) -> None:
-        """Poll ``check`` until it holds; fail naming ``what`` and the node's log."""
+        """Poll ``check`` until it holds; fail naming ``what`` and the node's log, or at
+        once when ``node`` or one of ``running`` exits (nothing it waits for can happen
+        then: a node that stopped is never UP and HEALTHY)."""
+        watched = [node] if node is not None else list(running)
         with anyio.move_on_after(STEP_TIMEOUT):
             while not await check():
-                if node is not None and node.pid is None:
-                    raise LocalClusterError(self._failure(f"node {node.index} exited", node))
+                for each in watched:
+                    if each.pid is None:
+                        raise LocalClusterError(self._failure(f"node {each.index} exited", each))
                 await anyio.sleep(POLL)
             return
         raise LocalClusterError(self._failure(f"timed out waiting until {what}", node))

@@ -15,13 +15,14 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
 
 from roleserve_core.datadir import NodeDataDirectory
+from roleserve_core.enrolment.ticket import REGISTER_TICKET_ENV
 
 __all__ = ["LocalNode"]
 
@@ -59,8 +60,14 @@ class LocalNode:
             return None
         return pid if _alive(pid) else None
 
-    def start(self, *flags: str) -> int:
-        """Start the node process (detached from this one); its PID."""
+    def start(self, *flags: str, env: Mapping[str, str] | None = None) -> int:
+        """Start the node process (detached from this one); its PID.
+
+        :param env: variables to add to this process's environment for the node: where
+            secrets go (``ps`` shows every local user the arguments, not the environment).
+            A register ticket in this process's own environment is not passed on: a node
+            that is not registering would refuse it.
+        """
         if self.pid is not None:
             raise RuntimeError(f"node {self.index} already runs (pid {self.pid})")
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -83,6 +90,7 @@ class LocalNode:
                 stdout=log,
                 stderr=log,
                 start_new_session=True,
+                env={**_inherited(), **(env or {})},
             )
         self._process = process
         self.pid_file.write_text(f"{process.pid}\n")
@@ -127,6 +135,11 @@ class LocalNode:
             return self.log_file.read_text(errors="replace").splitlines()[-lines:]
         except OSError:
             return []
+
+
+def _inherited() -> dict[str, str]:
+    """This process's environment, for a node, without a register ticket."""
+    return {name: value for name, value in os.environ.items() if name != REGISTER_TICKET_ENV}
 
 
 def _alive(pid: int) -> bool:

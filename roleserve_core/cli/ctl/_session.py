@@ -166,9 +166,13 @@ async def open_session(access: ClusterAccess, call_timeout: float) -> AsyncItera
     """Find the leader and open the Management channel to it.
 
     :param call_timeout: seconds to find the leader, and for each call of the session.
+    :raises LeaderRefusedError: as soon as every endpoint refused the connection: a
+        person waits, and nothing will answer there by waiting.
     :raises NoLeaderError: if no curator named a leader in time.
     """
-    leader = await find_leader(access.endpoints, access.credentials, timeout=call_timeout)
+    leader = await find_leader(
+        access.endpoints, access.credentials, timeout=call_timeout, refused_is_final=True
+    )
     async with contextlib.AsyncExitStack() as channels:
         channel = secure_channel(leader.endpoint, access.credentials, node_id=leader.node_id)
         await channels.enter_async_context(channel)

@@ -1,0 +1,134 @@
+"""``LeaderManagement``: a local cluster's Management calls follow the leader.
+
+A fake curator on real gRPC with mutual TLS (a random loopback address of the test's own)
+names itself the leader and answers ``Management`` after refusing the first calls with
+UNAVAILABLE, as a curator does that stopped leading while a stopped cluster comes back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import grpc
+import pytest
+from typing_extensions import override
+
+from roleserve_core.access import ClusterAccess
+from roleserve_core.localcluster.management import LeaderManagement
+from roleserve_core.ports import endpoint
+from roleserve_core.proto import curator_pb2, curator_pb2_grpc, management_pb2, management_pb2_grpc
+from roleserve_core.rpc import bind, create_server
+from roleserve_core.testing import ThrowawayCA, random_loopback
+
+pytestmark = pytest.mark.anyio
+
+Context = Any
+GONE = "not the leader any more; ask CuratorLocal for the new leader"
+
+
+class Curator(curator_pb2_grpc.CuratorLocalServicer, management_pb2_grpc.ManagementServicer):
+    """Leads; refuses the first ``refusals`` Management calls with ``code``."""
+
+    def __init__(self, node_id: str, refusals: int, code: grpc.StatusCode) -> None:
+        self.node_id, self.refusals, self.code = node_id, refusals, code
+        self.host, self.port = "", 0
+        self.calls = 0
+
+    @override
+    async def GetCurrentLeader(
+        self, request: curator_pb2.GetCurrentLeaderRequest, context: Context
+    ) -> AsyncIterator[curator_pb2.GetCurrentLeaderResponse]:
+        yield curator_pb2.GetCurrentLeaderResponse(
+            leader_node_id=self.node_id,
+            leader_host=self.host,
+            leader_port=self.port,
+            this_node_id=self.node_id,
+        )
+        await asyncio.get_running_loop().create_future()  # until the client cancels
+
+    async def _answer(self, context: Context) -> None:
+        self.calls += 1
+        if self.calls <= self.refusals:
+            await context.abort(self.code, GONE)
+
+    @override
+    async def GetClusterInfo(
+        self, request: management_pb2.GetClusterInfoRequest, context: Context
+    ) -> management_pb2.GetClusterInfoResponse:
+        await self._answer(context)
+        return management_pb2.GetClusterInfoResponse(ca_certificate=b"the CA")
+
+    @override
+    async def GetNodes(
+        self, request: management_pb2.GetNodesRequest, context: Context
+    ) -> AsyncIterator[management_pb2.Node]:
+        await self._answer(context)
+        for name in ("node-a", "node-b"):
+            yield management_pb2.Node(id=name)
+
+
+async def serve(
+    ca: ThrowawayCA, refusals: int, code: grpc.StatusCode = grpc.StatusCode.UNAVAILABLE
+) -> tuple[Curator, grpc.aio.Server, ClusterAccess]:
+    node = ca.node()
+    # The base class answers UNIMPLEMENTED for the methods the fake leaves out.
+    curator = Curator(node.node_id, refusals, code)  # type: ignore[abstract]
+    server = create_server(node)
+    curator_pb2_grpc.add_CuratorLocalServicer_to_server(curator, server)
+    management_pb2_grpc.add_ManagementServicer_to_server(curator, server)
+    curator.host = str(random_loopback())
+    curator.port = bind(server, endpoint(curator.host, 0), node)
+    await server.start()
+    return curator, server, ClusterAccess.of(ca.user(), [endpoint(curator.host, curator.port)])
+
+
+@pytest.fixture
+def ca() -> ThrowawayCA:
+    return ThrowawayCA()
+
+
+async def test_a_call_refused_as_unavailable_is_made_again_on_the_leader(ca: ThrowawayCA) -> None:
+    curator, server, access = await serve(ca, refusals=2)
+    management = LeaderManagement(access, patience=30)
+    try:
+        with anyio.fail_after(30):
+            info = await management.GetClusterInfo(management_pb2.GetClusterInfoRequest())
+            assert info.ca_certificate == b"the CA"
+            assert curator.calls == 3
+            nodes = await management.stream("GetNodes", management_pb2.GetNodesRequest())
+    finally:
+        await management.aclose()
+        await server.stop(None)
+    assert [node.id for node in nodes] == ["node-a", "node-b"]
+
+
+async def test_any_other_refusal_is_the_callers_at_once(ca: ThrowawayCA) -> None:
+    curator, server, access = await serve(ca, refusals=1, code=grpc.StatusCode.PERMISSION_DENIED)
+    management = LeaderManagement(access, patience=30)
+    try:
+        with anyio.fail_after(30), pytest.raises(grpc.aio.AioRpcError) as raised:
+            await management.stream("GetNodes", management_pb2.GetNodesRequest())
+    finally:
+        await management.aclose()
+        await server.stop(None)
+    assert (raised.value.code(), raised.value.details()) == (
+        grpc.StatusCode.PERMISSION_DENIED,
+        GONE,
+    )
+    assert curator.calls == 1
+
+
+async def test_after_its_patience_a_call_fails_with_the_last_refusal(ca: ThrowawayCA) -> None:
+    curator, server, access = await serve(ca, refusals=1_000_000)
+    management = LeaderManagement(access, patience=0.5)
+    try:
+        with anyio.fail_after(30), pytest.raises(grpc.aio.AioRpcError) as raised:
+            await management.GetClusterInfo(management_pb2.GetClusterInfoRequest())
+    finally:
+        await management.aclose()
+        await server.stop(None)
+    assert raised.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert curator.calls > 1

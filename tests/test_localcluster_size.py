@@ -1,0 +1,84 @@
+"""How many nodes ``cluster up`` runs, and how it hands a new node its ticket (no
+processes are started here: ``subprocess.Popen`` is recorded instead)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from roleserve_core.enrolment import REGISTER_TICKET_ENV
+from roleserve_core.localcluster import (
+    DEFAULT_SIZE,
+    LocalCluster,
+    LocalClusterError,
+    held_nodes,
+    size_for_up,
+)
+
+
+def nodes(directory: Path, *names: str) -> Path:
+    for name in names:
+        (directory / name).mkdir(parents=True)
+    return directory
+
+
+def test_a_new_cluster_has_the_default_size_or_the_one_asked(tmp_path: Path) -> None:
+    assert size_for_up(tmp_path / "new", None) == DEFAULT_SIZE == 3
+    assert size_for_up(tmp_path / "new", 1) == 1
+
+
+def test_an_existing_cluster_keeps_its_size_or_grows(tmp_path: Path) -> None:
+    directory = nodes(tmp_path, "n1", "n2", "n3", "n4", "n5", "owner")
+    assert size_for_up(directory, None) == 5  # not the default 3: every node comes back
+    assert size_for_up(directory, 5) == 5
+    assert size_for_up(directory, 7) == 7
+
+
+def test_an_existing_cluster_is_not_shrunk(tmp_path: Path) -> None:
+    directory = nodes(tmp_path, "n1", "n2", "n3")
+    with pytest.raises(LocalClusterError) as refused:
+        size_for_up(directory, 2)
+    assert str(refused.value) == (
+        f"the cluster in {directory} has 3 nodes, and `cluster up` does not shrink it: run "
+        "it without --nodes (or with --nodes 3 or more); a node leaves through "
+        "`ctl decommission`"
+    )
+
+
+def test_a_missing_node_directory_is_still_counted(tmp_path: Path) -> None:
+    """n2 removed by hand: node 3 keeps its place, and up enrols a new node 2."""
+    directory = nodes(tmp_path, "n1", "n3", "n10x")
+    (directory / "n7").write_text("not a node\n")
+    assert held_nodes(directory) == 3
+    assert len(LocalCluster.existing(directory).nodes) == 3
+
+
+def test_a_registering_node_gets_its_ticket_in_its_environment_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started: list[dict[str, Any]] = []
+
+    class Recorded:
+        pid = 4_000_000  # beyond pid_max: no process has it
+
+        def __init__(self, command: list[str], **options: Any) -> None:
+            started.append({"argv": command, **options})
+
+        def poll(self) -> int | None:
+            return None
+
+    monkeypatch.setattr(subprocess, "Popen", Recorded)
+    monkeypatch.setenv(REGISTER_TICKET_ENV, "rs1-inherited")
+    cluster = LocalCluster(tmp_path, 2)
+    first, second = cluster.nodes
+    cluster._register(second, "rs1-the-ticket")
+    first.start()  # a node that does not register: the inherited ticket is not passed on
+    registering, other = started
+    assert not any("rs1-" in word for word in registering["argv"] + other["argv"])
+    assert "--register" not in registering["argv"]
+    assert registering["argv"][-2:] == ["--join-address", str(first.address)]
+    assert registering["env"][REGISTER_TICKET_ENV] == "rs1-the-ticket"
+    assert REGISTER_TICKET_ENV not in other["env"]
