@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from roleserve_core.environment import CREDENTIALS_ENV
 from roleserve_core.errors import CredentialsError
 from roleserve_core.files import write_atomically
 from roleserve_core.ports import CURATOR_PORT, endpoint, split_endpoint
@@ -38,7 +39,6 @@ __all__ = [
 ]
 
 ENDPOINTS_FILE = "endpoints"
-CREDENTIALS_ENV = "ROLESERVE_CREDENTIALS"
 
 
 def default_access_directory(environ: Mapping[str, str] | None = None) -> Path:

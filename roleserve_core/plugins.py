@@ -39,6 +39,7 @@ from typing import Any
 import pluggy
 
 from roleserve_core import hookspecs
+from roleserve_core.environment import DISABLE_PLUGINS_ENV, PLUGINS_ENV
 from roleserve_core.errors import (
     EssentialPluginError,
     PluginAPIVersionError,
@@ -174,18 +175,18 @@ class PluginSelection:
     def from_env(cls, environ: Mapping[str, str] | None = None) -> PluginSelection:
         """Read ``ROLESERVE_PLUGINS`` and ``ROLESERVE_DISABLE_PLUGINS`` (comma-separated)."""
         env = os.environ if environ is None else environ
-        allow = env.get("ROLESERVE_PLUGINS")
+        allow = env.get(PLUGINS_ENV)
         return cls(
             allow=None if allow is None else _names(allow),
-            block=_names(env.get("ROLESERVE_DISABLE_PLUGINS", "")),
+            block=_names(env.get(DISABLE_PLUGINS_ENV, "")),
         )
 
     def why_blocked(self, name: str, *, builtin: bool) -> str | None:
         """The reason ``name`` does not load, or None if it loads."""
         if name in self.block:
-            return "named in ROLESERVE_DISABLE_PLUGINS"
+            return f"named in {DISABLE_PLUGINS_ENV}"
         if self.allow is not None and not builtin and name not in self.allow:
-            return "not named in ROLESERVE_PLUGINS"
+            return f"not named in {PLUGINS_ENV}"
         return None
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from roleserve_core.cli import cluster as cluster_command
+from roleserve_core.cli import _cluster_commands as cluster_command
 from roleserve_core.localcluster import LocalCluster
 
 CLEAR = "\x1b[2J\x1b[H"

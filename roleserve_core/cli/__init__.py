@@ -13,6 +13,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from roleserve_core.cli import cluster as cluster_command
 from roleserve_core.cli import ctl as ctl_command
@@ -20,9 +21,28 @@ from roleserve_core.cli import node as node_command
 from roleserve_core.cli import plugins as plugins_command
 from roleserve_core.cli._failure import DEBUG_ENV, report, sole_error
 from roleserve_core.errors import RoleserveError
-from roleserve_core.version import core_version
 
 __all__ = ["build_parser", "main"]
+
+
+class _Version(argparse.Action):
+    """``--version``, reading the installed version only when asked: argparse's own action
+    wants it at start, and ``importlib.metadata`` costs every command 10 ms."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        from roleserve_core.version import core_version
+
+        print(f"roleserve {core_version()}")
+        parser.exit()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -34,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
             "the control plane assigns to it, and runs the services those roles need."
         ),
     )
-    parser.add_argument("--version", action="version", version=f"roleserve {core_version()}")
+    parser.add_argument("--version", action=_Version, help="print the version and exit")
     parser.add_argument(
         "--debug",
         action="store_true",

@@ -14,19 +14,16 @@ unwraps such a group back to the one error it stands for, so the command's own
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import sys
 import traceback
 from collections.abc import Iterator
 
+from roleserve_core.environment import DEBUG_ENV
 from roleserve_core.errors import RoleserveError
 
 __all__ = ["DEBUG_ENV", "debugging", "report", "sole_error"]
-
-DEBUG_ENV = "ROLESERVE_DEBUG"
-"""Set to 1 (``roleserve --debug`` does): refusals print their traceback too."""
 
 
 def debugging() -> bool:
@@ -62,6 +59,8 @@ def sole_error() -> Iterator[None]:
 
 
 def _cause(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
+    import asyncio  # here: a command that does not fail need not load it
+
     leaves = list(_leaves(group))
     causes = [leaf for leaf in leaves if not isinstance(leaf, asyncio.CancelledError)] or leaves
     if len(causes) == 1:

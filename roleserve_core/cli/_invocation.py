@@ -18,9 +18,10 @@ import shutil
 import sys
 from pathlib import Path
 
+from roleserve_core.environment import COMMAND_ENV
+
 __all__ = ["COMMAND_ENV", "roleserve_command"]
 
-COMMAND_ENV = "ROLESERVE_COMMAND"
 NAME = "roleserve"
 
 

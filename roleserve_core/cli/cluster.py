@@ -4,6 +4,9 @@
 ``localcluster``), prints each
 step, then a live status table until Ctrl-C, which stops every node cleanly. ``--detach``
 leaves the nodes running instead; ``down`` stops them and ``status`` shows them.
+
+This module is the command line; what each sub-command does is in ``_cluster_commands``,
+imported when one runs, so that ``--help`` loads neither anyio nor grpc.
 """
 
 from __future__ import annotations
@@ -11,29 +14,15 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import os
-import signal
 import sys
-import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import anyio
-
-from roleserve_core.access import CREDENTIALS_ENV
 from roleserve_core.cli._failure import report, sole_error
-from roleserve_core.cli._invocation import roleserve_command
-from roleserve_core.cli._table import render_table
-from roleserve_core.cli.ctl._format import NONE, print_json
-from roleserve_core.cli.ctl._nodes import HEADERS, node_json, node_row
 from roleserve_core.errors import RoleserveError
-from roleserve_core.localcluster import DEFAULT_SIZE, FIRST_ADDRESS, LocalCluster, size_for_up
-from roleserve_core.proto import management_pb2
+from roleserve_core.localcluster.layout import DEFAULT_SIZE, FIRST_ADDRESS
 
 __all__ = ["add_parser", "default_cluster_directory"]
-
-REFRESH = 2.0
-"""Seconds between redraws of the live status table."""
 
 
 def default_cluster_directory() -> Path:
@@ -94,12 +83,12 @@ def add_parser(commands: Any) -> None:
         help="leave the nodes running and exit (stop them with `roleserve cluster down`)",
     )
     _directory_option(up)
-    up.set_defaults(handler=lambda args: _run(_up, args))
+    up.set_defaults(handler=lambda args: _run("up", args))
     down = subcommands.add_parser(
         "down", help="stop a detached cluster", description="Stop every node of the cluster."
     )
     _directory_option(down)
-    down.set_defaults(handler=lambda args: _run(_down, args))
+    down.set_defaults(handler=lambda args: _run("down", args))
     status = subcommands.add_parser(
         "status",
         help="show the cluster's nodes",
@@ -107,7 +96,7 @@ def add_parser(commands: Any) -> None:
     )
     _directory_option(status)
     status.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    status.set_defaults(handler=lambda args: _run(_status, args))
+    status.set_defaults(handler=lambda args: _run("status", args))
     parser.set_defaults(handler=lambda args: _usage(parser))
 
 
@@ -143,140 +132,16 @@ def _usage(parser: argparse.ArgumentParser) -> int:
     return 2
 
 
-def _run(command: Callable[[argparse.Namespace], Awaitable[int]], args: argparse.Namespace) -> int:
+def _run(command: str, args: argparse.Namespace) -> int:
+    """Run the sub-command ``command`` (``up``, ``down``, ``status``)."""
+    import anyio
+
+    from roleserve_core.cli import _cluster_commands
+
     args.dir = (args.dir or default_cluster_directory()).expanduser()
     try:
         with sole_error():
-            return anyio.run(command, args)
+            return anyio.run(_cluster_commands.COMMANDS[command], args)
     except RoleserveError as exc:
         report("roleserve cluster", exc)
         return 1
-
-
-def _progress(message: str) -> None:
-    print(f"{time.strftime('%H:%M:%S')} {message}", flush=True)
-
-
-async def _up(args: argparse.Namespace) -> int:
-    size = size_for_up(args.dir, args.nodes)
-    cluster = LocalCluster(args.dir, size, first_address=args.first_address, progress=_progress)
-    _progress(f"cluster directory {cluster.directory}")
-    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        stopped = False
-        async with anyio.create_task_group() as tasks:
-
-            async def interrupted() -> None:
-                nonlocal stopped
-                async for _ in signals:
-                    stopped = True
-                    tasks.cancel_scope.cancel()
-
-            tasks.start_soon(interrupted)
-            try:
-                await cluster.up()
-            except BaseException:
-                with anyio.CancelScope(shield=True):
-                    await cluster.down()
-                raise
-            if args.detach:
-                await _print_status(cluster, args.dir, json=False)
-                tasks.cancel_scope.cancel()
-            else:
-                await _live_status(cluster, args.dir)
-        if not args.detach:
-            with anyio.CancelScope(shield=True):
-                await cluster.down()
-            _progress("every node stopped")
-    if args.detach:
-        print(_hint(args.dir))
-        print(f"stop it with: {roleserve_command()} cluster down --dir {args.dir}")
-    return 130 if stopped and args.detach else 0
-
-
-def _hint(directory: Path) -> str:
-    owner = directory / "owner"
-    return f"operate it with: export {CREDENTIALS_ENV}={owner}; {roleserve_command()} ctl nodes"
-
-
-async def _live_status(cluster: LocalCluster, directory: Path) -> None:
-    """Redraw the status table until cancelled (Ctrl-C); once if stdout is no terminal.
-
-    The hint goes under the table on every redraw: printed once before, it was cleared
-    with the screen at the first redraw, just when the reader needed it.
-    """
-    if not sys.stdout.isatty():
-        await _print_status(cluster, directory, json=False)
-        print(_hint(directory), flush=True)
-        await anyio.sleep_forever()
-    while True:
-        table = await _status_table(cluster)
-        print("\x1b[2J\x1b[H", end="")
-        print(
-            f"roleserve cluster in {directory}    {time.strftime('%H:%M:%S')}    Ctrl-C stops it\n"
-        )
-        print(table)
-        print(f"\n{_hint(directory)}", flush=True)
-        await anyio.sleep(REFRESH)
-
-
-async def _down(args: argparse.Namespace) -> int:
-    cluster = LocalCluster.existing(args.dir, progress=_progress)
-    if all(node.pid is None for node in cluster.nodes):
-        _progress(f"no node of {args.dir} is running")
-        return 0
-    await cluster.down()
-    _progress("every node stopped")
-    return 0
-
-
-async def _status(args: argparse.Namespace) -> int:
-    cluster = LocalCluster.existing(args.dir)
-    await _print_status(cluster, args.dir, json=args.json)
-    return 0
-
-
-async def _print_status(cluster: LocalCluster, directory: Path, *, json: bool) -> None:
-    if json:
-        nodes = await _nodes(cluster)
-        print_json([_node_json(cluster, index, nodes) for index in range(len(cluster.nodes))])
-    else:
-        print(await _status_table(cluster), flush=True)
-
-
-async def _nodes(cluster: LocalCluster) -> dict[str, management_pb2.Node]:
-    """What the leader knows of each node; nothing if no leader answers in time."""
-    if not any(node.pid is not None for node in cluster.nodes):
-        return {}
-    with anyio.move_on_after(5):
-        async with cluster.management() as management:
-            return await cluster.nodes_by_id(management)
-    return {}
-
-
-async def _status_table(cluster: LocalCluster) -> str:
-    nodes = await _nodes(cluster)
-    rows = []
-    for local in cluster.nodes:
-        known = nodes.get(cluster.node_id(local) or "")
-        cells = (
-            node_row(known)
-            if known
-            else ["", cluster.node_id(local) or NONE, str(local.address), *[NONE] * 4]
-        )
-        rows.append([f"n{local.index}", str(local.pid or "stopped"), *cells])
-    return render_table(("NODE", "PID", *HEADERS), rows)
-
-
-def _node_json(
-    cluster: LocalCluster, index: int, nodes: dict[str, management_pb2.Node]
-) -> dict[str, Any]:
-    local = cluster.nodes[index]
-    identity = cluster.node_id(local)
-    known = nodes.get(identity or "")
-    return {
-        "node": f"n{local.index}",
-        "address": str(local.address),
-        "pid": local.pid,
-        "directory": str(local.directory),
-        "cluster": node_json(known) if known else None,
-    }

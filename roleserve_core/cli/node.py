@@ -22,9 +22,7 @@ from typing import Any
 from roleserve_core.cli import node_config
 from roleserve_core.cli._failure import report, sole_error
 from roleserve_core.config import LOG_LEVELS
-from roleserve_core.daemon import NodeOptions, run_node
-from roleserve_core.datadir import NodeDataDirectory
-from roleserve_core.enrolment import REGISTER_TICKET_ENV, EnrolmentRequest
+from roleserve_core.environment import REGISTER_TICKET_ENV
 from roleserve_core.errors import ConfigError, NodeSetupError, PluginError
 
 __all__ = ["add_parser"]
@@ -111,6 +109,11 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    # Imported here: `roleserve --help` registers this command without loading the node.
+    from roleserve_core.daemon import NodeOptions, run_node
+    from roleserve_core.datadir import NodeDataDirectory
+    from roleserve_core.enrolment import EnrolmentRequest
+
     try:
         ticket, source = register_ticket(args.register, args.register_file)
         options = NodeOptions(

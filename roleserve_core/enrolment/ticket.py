@@ -21,6 +21,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 from google.protobuf.message import DecodeError
 
+from roleserve_core.environment import REGISTER_TICKET_ENV
 from roleserve_core.errors import CertificateVerificationError, RoleserveError
 from roleserve_core.identity import verify_ca
 from roleserve_core.proto import node_pb2
@@ -28,8 +29,6 @@ from roleserve_core.proto import node_pb2
 __all__ = ["REGISTER_TICKET_ENV", "TICKET_PREFIX", "InvalidTicketError", "RegisterTicket"]
 
 TICKET_PREFIX = "rs1-"
-REGISTER_TICKET_ENV = "ROLESERVE_REGISTER_TICKET"
-"""The environment variable ``roleserve node run`` reads a register ticket from."""
 
 
 class InvalidTicketError(RoleserveError):

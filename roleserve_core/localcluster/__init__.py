@@ -1,25 +1,10 @@
-"""A local cluster: N node processes on loopback addresses (``roleserve cluster up``)."""
+"""A local cluster: N node processes on loopback addresses (``roleserve cluster up``).
 
-from roleserve_core.localcluster.cluster import (
-    DEFAULT_SIZE,
-    FIRST_ADDRESS,
-    LocalCluster,
-    LocalClusterError,
-    held_nodes,
-    saved_first_address,
-    size_for_up,
-)
-from roleserve_core.localcluster.layout import default_roles
-from roleserve_core.localcluster.process import LocalNode
+The exports load on first use (``lazy_loader``; listed in ``__init__.pyi``), so that
+``roleserve cluster --help`` can show the defaults of ``layout`` without loading the
+machinery of ``cluster``.
+"""
 
-__all__ = [
-    "DEFAULT_SIZE",
-    "FIRST_ADDRESS",
-    "LocalCluster",
-    "LocalClusterError",
-    "LocalNode",
-    "default_roles",
-    "held_nodes",
-    "saved_first_address",
-    "size_for_up",
-]
+import lazy_loader
+
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

@@ -39,7 +39,7 @@ from roleserve_core.access import ClusterAccess
 from roleserve_core.enrolment import REGISTER_TICKET_ENV, RegisterTicket
 from roleserve_core.errors import RoleserveError
 from roleserve_core.identity import certificate_from_pem, node_id, private_key_from_pem
-from roleserve_core.localcluster.layout import default_roles
+from roleserve_core.localcluster.layout import DEFAULT_SIZE, FIRST_ADDRESS, default_roles
 from roleserve_core.localcluster.management import LeaderManagement
 from roleserve_core.localcluster.process import LocalNode
 from roleserve_core.ports import NODE_MANAGEMENT_PORT, endpoint
@@ -61,9 +61,6 @@ __all__ = [
     "size_for_up",
 ]
 
-DEFAULT_SIZE = 3
-"""Nodes of a new cluster when ``--nodes`` is not given: the fewest that survive a loss."""
-FIRST_ADDRESS = ipaddress.IPv4Address("127.0.0.11")
 FIRST_ADDRESS_FILE = "first-address"
 """In the cluster's directory: node 1's address, so later commands find the nodes again."""
 STEP_TIMEOUT = 120.0

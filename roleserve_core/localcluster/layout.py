@@ -13,9 +13,15 @@ held, as on a real cluster.
 
 from __future__ import annotations
 
-__all__ = ["CONSENSUS_MEMBERS", "default_roles"]
+import ipaddress
+
+__all__ = ["CONSENSUS_MEMBERS", "DEFAULT_SIZE", "FIRST_ADDRESS", "default_roles"]
 
 CONSENSUS_MEMBERS = 3
+DEFAULT_SIZE = 3
+"""Nodes of a new cluster when ``--nodes`` is not given: the fewest that survive a loss."""
+FIRST_ADDRESS = ipaddress.IPv4Address("127.0.0.11")
+"""Node 1's address unless chosen; node i has the i-th from it."""
 
 
 def default_roles(index: int, size: int) -> list[str]:

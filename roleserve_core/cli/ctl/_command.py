@@ -21,10 +21,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from roleserve_core.access import CREDENTIALS_ENV, resolve_access_directory
+from roleserve_core.access import CREDENTIALS_ENV, ClusterAccess, resolve_access_directory
 from roleserve_core.cli._failure import report, sole_error
 from roleserve_core.cli.ctl._errors import (
     EXIT_INTERRUPTED,
@@ -156,18 +157,17 @@ def _run(run: Run, args: argparse.Namespace) -> None:
 
     :raises CtlError: for every failure this command reports.
     """
+    directory = resolve_access_directory(args.credentials)
+    try:
+        access = _load_access(directory, args.endpoint)
+    except CredentialsError as exc:
+        raise CtlError(str(exc), EXIT_USAGE) from None
     # Imported here, not at the top: ``ctl --help`` lists every sub-command without
     # loading grpc, protobuf or cryptography, which only a call to the cluster needs.
     import anyio
     import grpc
 
-    from roleserve_core.cli.ctl._session import load_access, open_session, remember_curators
-
-    directory = resolve_access_directory(args.credentials)
-    try:
-        access = load_access(directory, args.endpoint)
-    except CredentialsError as exc:
-        raise CtlError(str(exc), EXIT_USAGE) from None
+    from roleserve_core.cli.ctl._session import open_session, remember_curators
 
     async def in_session() -> None:
         async with open_session(access, args.timeout) as session:
@@ -182,6 +182,21 @@ def _run(run: Run, args: argparse.Namespace) -> None:
         raise rpc_failure("the cluster refused", exc) from None
     except RoleserveError as exc:  # NoLeaderError, a corrupt CA from the cluster, ...
         raise CtlError(str(exc), EXIT_REFUSED) from None
+
+
+def _load_access(directory: Path, endpoints: Sequence[str]) -> ClusterAccess:
+    """The access directory's credentials, with ``endpoints`` (``--endpoint``) in place of
+    its endpoints file when given, so a directory without one still works with the flag.
+
+    :raises CredentialsError: naming the directory or file, and how to point at another.
+    """
+    if endpoints and directory.is_dir():
+        from roleserve_core.identity import UserCredentials
+
+        return ClusterAccess.of(UserCredentials.load(directory), endpoints)
+    # Without --endpoint, or without the directory: load's message names what is missing
+    # and how to point at another directory (--credentials, $ROLESERVE_CREDENTIALS).
+    return ClusterAccess.load(directory)
 
 
 def _discard_stdout() -> None:

@@ -20,7 +20,7 @@ session closes everything, whichever way the command ends.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -31,7 +31,6 @@ from roleserve_core.access import ClusterAccess
 from roleserve_core.cli.ctl._errors import CtlError, rpc_failure
 from roleserve_core.cli.ctl._resolve import match_node
 from roleserve_core.connection import LeaderInfo, find_leader
-from roleserve_core.identity import UserCredentials
 from roleserve_core.ports import CURATOR_PORT, NODE_MANAGEMENT_PORT, endpoint
 from roleserve_core.proto import management_pb2, management_pb2_grpc, nodemanagement_pb2_grpc
 from roleserve_core.rpc import secure_channel
@@ -40,23 +39,10 @@ if TYPE_CHECKING:
     from roleserve_core.proto.management_pb2_grpc import ManagementAsyncStub
     from roleserve_core.proto.nodemanagement_pb2_grpc import NodeManagementAsyncStub
 
-__all__ = ["NodeClient", "Session", "load_access", "open_session", "remember_curators"]
+__all__ = ["NodeClient", "Session", "open_session", "remember_curators"]
 
 Request = TypeVar("Request")
 Response = TypeVar("Response")
-
-
-def load_access(directory: Path, endpoints: Sequence[str]) -> ClusterAccess:
-    """The access directory's credentials, with ``endpoints`` (``--endpoint``) in place of
-    its endpoints file when given, so a directory without one still works with the flag.
-
-    :raises CredentialsError: naming the directory or file, and how to point at another.
-    """
-    if endpoints and directory.is_dir():
-        return ClusterAccess.of(UserCredentials.load(directory), endpoints)
-    # Without --endpoint, or without the directory: load's message names what is missing
-    # and how to point at another directory (--credentials, $ROLESERVE_CREDENTIALS).
-    return ClusterAccess.load(directory)
 
 
 @dataclass(frozen=True)

@@ -18,15 +18,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roleserve_core.cli._invocation import roleserve_command
 from roleserve_core.cli.ctl import _command
-from roleserve_core.cli.ctl._session import Session
-from roleserve_core.enrolment.ticket import REGISTER_TICKET_ENV, RegisterTicket
-from roleserve_core.identity import certificate_from_pem
+from roleserve_core.environment import REGISTER_TICKET_ENV
 from roleserve_core.ports import CURATOR_PORT, split_endpoint
-from roleserve_core.proto import management_pb2
+
+if TYPE_CHECKING:
+    from roleserve_core.cli.ctl._session import Session
 
 __all__ = ["add_parsers", "join_address", "register_command", "show_ticket"]
 
@@ -54,6 +54,10 @@ def join_address(leader_endpoint: str) -> str:
 
 async def show_ticket(session: Session, args: argparse.Namespace) -> None:
     """``ctl ticket``."""
+    from roleserve_core.enrolment.ticket import RegisterTicket
+    from roleserve_core.identity import certificate_from_pem
+    from roleserve_core.proto import management_pb2
+
     management = session.management
     info = await session.call(
         "reading the cluster CA", management.GetClusterInfo, management_pb2.GetClusterInfoRequest()

@@ -1,0 +1,168 @@
+"""What ``roleserve cluster up|down|status`` do (``cluster`` is their command line).
+
+``up`` brings the cluster up (``LocalCluster.up``) and shows a live status table under
+the hint of how to operate it, until Ctrl-C stops every node; ``down`` stops the nodes a
+detached ``up`` left running; ``status`` shows them, with what the leading curator knows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from roleserve_core.cli._invocation import roleserve_command
+from roleserve_core.cli._table import render_table
+from roleserve_core.cli.ctl._format import NONE, print_json
+from roleserve_core.cli.ctl._nodes import HEADERS, node_json, node_row
+from roleserve_core.environment import CREDENTIALS_ENV
+from roleserve_core.localcluster import LocalCluster, size_for_up
+from roleserve_core.proto import management_pb2
+
+__all__ = ["COMMANDS"]
+
+REFRESH = 2.0
+"""Seconds between redraws of the live status table."""
+
+
+def _progress(message: str) -> None:
+    print(f"{time.strftime('%H:%M:%S')} {message}", flush=True)
+
+
+async def _up(args: argparse.Namespace) -> int:
+    size = size_for_up(args.dir, args.nodes)
+    cluster = LocalCluster(args.dir, size, first_address=args.first_address, progress=_progress)
+    _progress(f"cluster directory {cluster.directory}")
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        stopped = False
+        async with anyio.create_task_group() as tasks:
+
+            async def interrupted() -> None:
+                nonlocal stopped
+                async for _ in signals:
+                    stopped = True
+                    tasks.cancel_scope.cancel()
+
+            tasks.start_soon(interrupted)
+            try:
+                await cluster.up()
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await cluster.down()
+                raise
+            if args.detach:
+                await _print_status(cluster, args.dir, json=False)
+                tasks.cancel_scope.cancel()
+            else:
+                await _live_status(cluster, args.dir)
+        if not args.detach:
+            with anyio.CancelScope(shield=True):
+                await cluster.down()
+            _progress("every node stopped")
+    if args.detach:
+        print(_hint(args.dir))
+        print(f"stop it with: {roleserve_command()} cluster down --dir {args.dir}")
+    return 130 if stopped and args.detach else 0
+
+
+def _hint(directory: Path) -> str:
+    owner = directory / "owner"
+    return f"operate it with: export {CREDENTIALS_ENV}={owner}; {roleserve_command()} ctl nodes"
+
+
+async def _live_status(cluster: LocalCluster, directory: Path) -> None:
+    """Redraw the status table until cancelled (Ctrl-C); once if stdout is no terminal.
+
+    The hint goes under the table on every redraw: printed once before, it was cleared
+    with the screen at the first redraw, just when the reader needed it.
+    """
+    if not sys.stdout.isatty():
+        await _print_status(cluster, directory, json=False)
+        print(_hint(directory), flush=True)
+        await anyio.sleep_forever()
+    while True:
+        table = await _status_table(cluster)
+        print("\x1b[2J\x1b[H", end="")
+        print(
+            f"roleserve cluster in {directory}    {time.strftime('%H:%M:%S')}    Ctrl-C stops it\n"
+        )
+        print(table)
+        print(f"\n{_hint(directory)}", flush=True)
+        await anyio.sleep(REFRESH)
+
+
+async def _down(args: argparse.Namespace) -> int:
+    cluster = LocalCluster.existing(args.dir, progress=_progress)
+    if all(node.pid is None for node in cluster.nodes):
+        _progress(f"no node of {args.dir} is running")
+        return 0
+    await cluster.down()
+    _progress("every node stopped")
+    return 0
+
+
+async def _status(args: argparse.Namespace) -> int:
+    cluster = LocalCluster.existing(args.dir)
+    await _print_status(cluster, args.dir, json=args.json)
+    return 0
+
+
+async def _print_status(cluster: LocalCluster, directory: Path, *, json: bool) -> None:
+    if json:
+        nodes = await _nodes(cluster)
+        print_json([_node_json(cluster, index, nodes) for index in range(len(cluster.nodes))])
+    else:
+        print(await _status_table(cluster), flush=True)
+
+
+async def _nodes(cluster: LocalCluster) -> dict[str, management_pb2.Node]:
+    """What the leader knows of each node; nothing if no leader answers in time."""
+    if not any(node.pid is not None for node in cluster.nodes):
+        return {}
+    with anyio.move_on_after(5):
+        async with cluster.management() as management:
+            return await cluster.nodes_by_id(management)
+    return {}
+
+
+async def _status_table(cluster: LocalCluster) -> str:
+    nodes = await _nodes(cluster)
+    rows = []
+    for local in cluster.nodes:
+        known = nodes.get(cluster.node_id(local) or "")
+        cells = (
+            node_row(known)
+            if known
+            else ["", cluster.node_id(local) or NONE, str(local.address), *[NONE] * 4]
+        )
+        rows.append([f"n{local.index}", str(local.pid or "stopped"), *cells])
+    return render_table(("NODE", "PID", *HEADERS), rows)
+
+
+def _node_json(
+    cluster: LocalCluster, index: int, nodes: dict[str, management_pb2.Node]
+) -> dict[str, Any]:
+    local = cluster.nodes[index]
+    identity = cluster.node_id(local)
+    known = nodes.get(identity or "")
+    return {
+        "node": f"n{local.index}",
+        "address": str(local.address),
+        "pid": local.pid,
+        "directory": str(local.directory),
+        "cluster": node_json(known) if known else None,
+    }
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], Awaitable[int]]] = {
+    "up": _up,
+    "down": _down,
+    "status": _status,
+}
+"""Each sub-command's body, by name."""

@@ -1,0 +1,37 @@
+"""Every environment variable roleserve reads, in one place.
+
+Operators look here for what a variable does; the ``roleserve`` command names them in its
+``--help``, so this module imports nothing (``--help`` must not wait for grpc or
+cryptography to say which variable to set).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "COMMAND_ENV",
+    "CREDENTIALS_ENV",
+    "DEBUG_ENV",
+    "DISABLE_PLUGINS_ENV",
+    "PLUGINS_ENV",
+    "REGISTER_TICKET_ENV",
+]
+
+CREDENTIALS_ENV = "ROLESERVE_CREDENTIALS"
+"""The access directory ``roleserve ctl`` uses when ``--credentials`` is not given."""
+
+REGISTER_TICKET_ENV = "ROLESERVE_REGISTER_TICKET"
+"""The register ticket ``roleserve node run`` reads when neither ``--register`` nor
+``--register-file`` is given; removed from the node's environment once read."""
+
+PLUGINS_ENV = "ROLESERVE_PLUGINS"
+"""Comma-separated: load only these plugins (the built-in ``core`` always)."""
+
+DISABLE_PLUGINS_ENV = "ROLESERVE_DISABLE_PLUGINS"
+"""Comma-separated: do not load these plugins."""
+
+DEBUG_ENV = "ROLESERVE_DEBUG"
+"""Set to 1 (``roleserve --debug`` does): refusals print their traceback too."""
+
+COMMAND_ENV = "ROLESERVE_COMMAND"
+"""How the person at the terminal runs ``roleserve`` (``./dev`` sets ``./dev roleserve``),
+for the commands the hints suggest."""
