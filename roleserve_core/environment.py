@@ -14,6 +14,7 @@ __all__ = [
     "DISABLE_PLUGINS_ENV",
     "PLUGINS_ENV",
     "REGISTER_TICKET_ENV",
+    "TRACE_HOOKS_ENV",
 ]
 
 CREDENTIALS_ENV = "ROLESERVE_CREDENTIALS"
@@ -28,6 +29,9 @@ PLUGINS_ENV = "ROLESERVE_PLUGINS"
 
 DISABLE_PLUGINS_ENV = "ROLESERVE_DISABLE_PLUGINS"
 """Comma-separated: do not load these plugins."""
+
+TRACE_HOOKS_ENV = "ROLESERVE_TRACE_HOOKS"
+"""Set to 1: log every hook call with its arguments and result."""
 
 DEBUG_ENV = "ROLESERVE_DEBUG"
 """Set to 1 (``roleserve --debug`` does): refusals print their traceback too."""

@@ -39,7 +39,7 @@ from typing import Any
 import pluggy
 
 from roleserve_core import hookspecs
-from roleserve_core.environment import DISABLE_PLUGINS_ENV, PLUGINS_ENV
+from roleserve_core.environment import DISABLE_PLUGINS_ENV, PLUGINS_ENV, TRACE_HOOKS_ENV
 from roleserve_core.errors import (
     EssentialPluginError,
     PluginAPIVersionError,
@@ -241,7 +241,7 @@ class PluginSet:
     def __init__(self, *, strict: bool = False, selection: PluginSelection | None = None) -> None:
         self.strict = strict
         self.selection = selection or PluginSelection()
-        self.trace = os.environ.get("ROLESERVE_TRACE_HOOKS", "") not in ("", "0")
+        self.trace = os.environ.get(TRACE_HOOKS_ENV, "") not in ("", "0")
         self.manager = pluggy.PluginManager(hookspecs.PROJECT)
         self.manager.add_hookspecs(hookspecs)
         self._infos: dict[str, PluginInfo] = {}
