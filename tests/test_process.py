@@ -8,6 +8,7 @@ machine orphans are reaped by PID 1 only after seconds, so a zombie counts as go
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -362,6 +363,51 @@ async def test_a_sigkilled_node_leaves_no_program_and_no_grandchild(tmp_path: Pa
         pass
     assert captured.lines(logging.WARNING) == []
     assert any("of an earlier run" in m for m in captured.lines(logging.INFO))
+
+
+async def test_the_death_signal_alone_takes_the_program_with_the_node(tmp_path: Path) -> None:
+    """With the node's watchdog killed first, the program still dies with the node (its
+    death signal); its grandchildren do not, which is what the watchdog is for."""
+    program = script(tmp_path, FORKS_A_GRANDCHILD)
+    (tmp_path / "node.py").write_text(NODE)
+    state = tmp_path / "state"
+    command = [sys.executable, str(tmp_path / "node.py"), str(program), str(state)]
+    async with await anyio.open_process(command, stdout=subprocess.DEVNULL) as node:
+
+        async def started() -> bool:
+            return (tmp_path / "grandchild.started").exists() and (
+                state / "prog.process.json"
+            ).exists()
+
+        await poll_until("the program and its grandchildren started", started)
+        record = read_record(state / "prog.process.json")
+        grandchildren = [pid for pid in group_members(record.pgid) if pid != record.pid]
+        try:
+            (watchdog_pid,) = _children_named(node.pid, "roleserve-watchdog")
+            os.kill(watchdog_pid, signal.SIGKILL)
+            node.send_signal(signal.SIGKILL)
+            await node.wait()
+            await wait_gone([record.pid])
+            assert all(alive(pid) for pid in grandchildren)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(record.pgid, signal.SIGKILL)
+    await wait_gone(grandchildren)
+
+
+def _children_named(parent: int, name: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            argv0 = (entry / "cmdline").read_bytes().split(b"\0")[0].decode()
+        except OSError:
+            continue
+        if int(stat[stat.rfind(")") + 2 :].split()[1]) == parent and argv0 == name:
+            found.append(int(entry.name))
+    return found
 
 
 # ---------------------------------------------------------------- leftovers

@@ -36,7 +36,7 @@ import signal
 import subprocess
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -117,6 +117,7 @@ class RunningProgram:
         self._errors: deque[str] = deque(maxlen=spec.error_lines)
         self._tail: deque[str] = deque(maxlen=spec.error_lines)
         self._stopping = False
+        self._group_gone = False
         self._output_done = anyio.Event()
         self._output_scope: anyio.CancelScope | None = None
 
@@ -152,6 +153,8 @@ class RunningProgram:
 
     async def _wait_exit(self, body: anyio.CancelScope) -> None:
         self.returncode = await self._process.wait()
+        if not group_members(self.pgid):
+            self._group_gone = True  # from now on its number may be someone else's
         self.exited.set()
         if not self._stopping:
             body.cancel()
@@ -208,15 +211,10 @@ class RunningProgram:
         await self._output_done.wait()
 
     async def _stop(self) -> None:
-        """SIGTERM to the group, grace, SIGKILL; until reaped and the group is empty.
-
-        A group is signalled only while it has live members: once it is empty, its number
-        may be given to someone else's group.
-        """
+        """SIGTERM to the group, grace, SIGKILL; until reaped and the group is empty."""
         self._stopping = True
         spec = self.spec
-        if self.returncode is None or group_members(self.pgid):
-            _killpg_if_alive(self.pgid, signal.SIGTERM)
+        if self._signal_group(signal.SIGTERM):
             with anyio.move_on_after(spec.stop_grace):
                 await self._process.wait()
                 await wait_group_empty(self.pgid)
@@ -226,22 +224,33 @@ class RunningProgram:
                 spec.name,
                 spec.stop_grace,
             )
-            _killpg_if_alive(self.pgid, signal.SIGKILL)
+            self._signal_group(signal.SIGKILL)
             await self._process.wait()
             if not await wait_group_empty(self.pgid, KILL_TIMEOUT):
                 raise ProgramError(
                     f"cannot stop {spec.name}: its process group {self.pgid} still has "
                     f"{group_members(self.pgid)} {KILL_TIMEOUT}s after SIGKILL"
                 )
+        self._group_gone = True
         self.returncode = self._process.returncode
         self.exited.set()
 
+    def _signal_group(self, sig: signal.Signals) -> bool:
+        """Send ``sig`` to the program's group while it can still be ours; False if the
+        group is gone.
 
-def _killpg_if_alive(pgid: int, sig: signal.Signals) -> None:
-    if not group_members(pgid):
-        return
-    with suppress(ProcessLookupError):
-        os.killpg(pgid, sig)
+        The group's number stays ours while the leader is not reaped or any member is
+        left; once the group has been seen empty, the number may be someone else's group,
+        and it is never signalled again.
+        """
+        if self._group_gone:
+            return False
+        try:
+            os.killpg(self.pgid, sig)
+        except ProcessLookupError:
+            self._group_gone = True
+            return False
+        return True
 
 
 @asynccontextmanager
