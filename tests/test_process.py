@@ -591,3 +591,41 @@ async def test_the_watchdog_is_one_process_for_every_program(tmp_path: Path) -> 
         ):
             assert watchdog.pid == pid is not None
     assert alive(pid)
+
+
+async def test_a_program_that_cannot_be_recorded_does_not_run(tmp_path: Path) -> None:
+    program = script(tmp_path, "echo $$ > pid; exec sleep 600\n")
+    spec = spec_of(tmp_path, program, cwd=tmp_path)
+    spec.state_dir.mkdir()
+    spec.record_path.mkdir()  # a directory where the record file must go
+    with pytest.raises(OSError):
+        async with start_program(Captured().log, spec):
+            pytest.fail("the program must not run unrecorded")
+    await wait_gone([int((tmp_path / "pid").read_text())] if (tmp_path / "pid").exists() else [])
+
+
+async def test_one_name_runs_once_per_node_process(tmp_path: Path) -> None:
+    spec = spec_of(tmp_path, script(tmp_path, "exec sleep 600\n"))
+    async with start_program(Captured().log, spec) as first:
+        with pytest.raises(ProgramError, match="already running from this node process"):
+            async with start_program(Captured().log, spec):
+                pass
+        assert first.running
+        assert read_record(spec.record_path).pid == first.pid
+
+
+async def test_an_ipv6_listener_is_reported(tmp_path: Path) -> None:
+    try:
+        listener = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+        listener.bind(("::1", 0))
+    except OSError as exc:
+        pytest.skip(f"no IPv6 loopback here: {exc}")
+    with listener:
+        listener.listen()
+        port = listener.getsockname()[1]
+        spec = spec_of(tmp_path, script(tmp_path, "exec sleep 600\n"), binds=[Bind("::1", port)])
+        with pytest.raises(
+            PortInUseError, match=rf"\[::1\]:{port}/tcp is held by pid {os.getpid()}"
+        ):
+            async with start_program(Captured().log, spec):
+                pass

@@ -68,6 +68,11 @@ DRAIN_TIMEOUT = 1.0
 group (its own ``setsid``) may still hold the output pipe."""
 
 
+_active: set[Path] = set()
+"""Record files of the programs this node process runs now: a second start of one would
+take the first for a leftover and stop it."""
+
+
 def find_setpriv() -> Path:
     """util-linux's ``setpriv``, which gives each program its death signal.
 
@@ -276,13 +281,63 @@ async def start_program(log: logging.Logger, spec: ProgramSpec) -> AsyncIterator
     """
     binary = resolve_binary(spec)
     setpriv = find_setpriv()
+    if spec.record_path in _active:
+        raise ProgramError(
+            f"cannot start {spec.name}: it is already running from this node process "
+            f"(its record {spec.record_path} is in use); give each program its own name"
+        )
+    _active.add(spec.record_path)
+    try:
+        program = await _spawn(log, spec, binary, setpriv)
+        failure: BaseException | None = None
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(program._pump_output)
+            try:
+                with anyio.CancelScope() as body:
+                    tasks.start_soon(program._wait_exit, body)
+                    try:
+                        yield program
+                    except Exception as exc:
+                        # Raised after the task group, so that the caller's own error is
+                        # not wrapped in an ExceptionGroup.
+                        failure = exc
+                if body.cancelled_caught and program.returncode is not None:
+                    failure = program.exit_error()
+            finally:
+                with anyio.CancelScope(shield=True):
+                    try:
+                        await program._stop()
+                    except ProgramError as exc:
+                        # The group is stuck: its record and the watchdog keep it ours, so
+                        # the next start (or the node's death) tries again.
+                        log.error("%s", exc)
+                        failure = failure or exc
+                    else:
+                        watchdog.forget(program.pgid)
+                        spec.record_path.unlink(missing_ok=True)
+                        if failure is None and program.returncode is not None:
+                            status = describe_status(program.returncode)
+                            log.info("%s stopped (%s)", spec.name, status)
+                    finally:
+                        await program._finish_output()
+                        await program._process.aclose()
+        if failure is not None:
+            raise failure
+    finally:
+        _active.discard(spec.record_path)
+
+
+async def _spawn(
+    log: logging.Logger, spec: ProgramSpec, binary: Path, setpriv: Path
+) -> RunningProgram:
+    """Stop a leftover, check the addresses, start the program, record it."""
     spec.state_dir.mkdir(parents=True, exist_ok=True)
     await stop_leftover(spec.name, spec.record_path, spec.stop_grace, log)
     check_binds(spec.name, spec.binds)
     env = {**os.environ, **spec.env} if spec.inherit_env else dict(spec.env)
     command = [str(setpriv), "--pdeathsig", "KILL", "--", str(binary), *spec.arguments]
     # Shielded: cancelled halfway, the spawn could leave a program nothing knows about.
-    # From its return to the record, nothing awaits: the finally below owns the program.
+    # From its return until the caller's finally owns the program, nothing awaits.
     with anyio.CancelScope(shield=True):
         process = await anyio.open_process(
             command,
@@ -293,47 +348,30 @@ async def start_program(log: logging.Logger, spec: ProgramSpec) -> AsyncIterator
             env=env,
             start_new_session=True,
         )
-    stat = read_stat(process.pid)
-    start_time = stat.start_time if stat is not None else 0
-    watchdog.watch(process.pid, start_time)
-    ProcessRecord(
-        pid=process.pid,
-        pgid=process.pid,
-        start_time=start_time,
-        boot_id=boot_id(),
-        executable=str(binary),
-        arguments=list(spec.arguments),
-        node_pid=os.getpid(),
-    ).write(spec.record_path)
-    program = RunningProgram(spec, binary, process, start_time, log)
+    try:
+        stat = read_stat(process.pid)
+        start_time = stat.start_time if stat is not None else 0
+        watchdog.watch(process.pid, start_time)
+        ProcessRecord(
+            pid=process.pid,
+            pgid=process.pid,
+            start_time=start_time,
+            boot_id=boot_id(),
+            executable=str(binary),
+            arguments=list(spec.arguments),
+            node_pid=os.getpid(),
+        ).write(spec.record_path)
+    except BaseException:
+        # Not recorded (a full disk, a read-only state directory): nothing would find it
+        # again, so it must not run. Its group is still ours: the leader is not reaped.
+        with anyio.CancelScope(shield=True):
+            os.killpg(process.pid, signal.SIGKILL)
+            await process.wait()
+            await process.aclose()
+        watchdog.forget(process.pid)
+        raise
     log.info("started %s (%s): pid %d", spec.name, binary, process.pid)
-    failure: BaseException | None = None
-    async with anyio.create_task_group() as tasks:
-        tasks.start_soon(program._pump_output)
-        try:
-            with anyio.CancelScope() as body:
-                tasks.start_soon(program._wait_exit, body)
-                try:
-                    yield program
-                except Exception as exc:
-                    # Raised after the task group, so that the caller's own error is not
-                    # wrapped in an ExceptionGroup.
-                    failure = exc
-            if body.cancelled_caught and program.returncode is not None:
-                failure = program.exit_error()
-        finally:
-            with anyio.CancelScope(shield=True):
-                try:
-                    await program._stop()
-                finally:
-                    await program._finish_output()
-                    await process.aclose()
-                    watchdog.forget(program.pgid)
-                    spec.record_path.unlink(missing_ok=True)
-            if failure is None and program._stopping and program.returncode is not None:
-                log.info("%s stopped (%s)", spec.name, describe_status(program.returncode))
-    if failure is not None:
-        raise failure
+    return RunningProgram(spec, binary, process, start_time, log)
 
 
 def program_runnable(
