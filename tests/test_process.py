@@ -598,7 +598,7 @@ async def test_a_program_that_cannot_be_recorded_does_not_run(tmp_path: Path) ->
     spec = spec_of(tmp_path, program, cwd=tmp_path)
     spec.state_dir.mkdir()
     spec.record_path.mkdir()  # a directory where the record file must go
-    with pytest.raises(OSError):
+    with pytest.raises(IsADirectoryError):
         async with start_program(Captured().log, spec):
             pytest.fail("the program must not run unrecorded")
     await wait_gone([int((tmp_path / "pid").read_text())] if (tmp_path / "pid").exists() else [])
