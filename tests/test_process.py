@@ -9,6 +9,7 @@ machine orphans are reaped by PID 1 only after seconds, so a zombie counts as go
 from __future__ import annotations
 
 import contextlib
+import inspect
 import logging
 import os
 import signal
@@ -312,6 +313,27 @@ async def test_a_cancelled_program_leaves_no_grandchild(tmp_path: Path) -> None:
     assert group_members(running.pgid) == []
 
 
+async def test_a_program_that_exits_leaves_no_grandchild(tmp_path: Path) -> None:
+    program = script(
+        tmp_path, 'sleep 600 &\necho "pids $$ $!"\nuntil [ -e go ]; do sleep 0.01; done\nexit 4\n'
+    )
+    captured = Captured()
+    pids: list[int] = []
+
+    async def run() -> None:
+        spec = spec_of(tmp_path, program, cwd=tmp_path)
+        async with start_program(captured.log, spec) as running:
+            pids.extend(pids_in(await captured.wait_for(lambda m: m.startswith("pids"))))
+            (tmp_path / "go").touch()
+            await running.wait()
+
+    with pytest.raises(ProgramExitedError, match="status 4") as caught:
+        await run()
+    assert caught.value.returncode == 4
+    assert len(pids) == 2
+    assert not any(alive(pid) for pid in pids)
+
+
 NODE = """\
 import sys
 from pathlib import Path
@@ -375,20 +397,24 @@ async def test_the_death_signal_alone_takes_the_program_with_the_node(tmp_path: 
     async with await anyio.open_process(command, stdout=subprocess.DEVNULL) as node:
 
         async def started() -> bool:
-            return (tmp_path / "grandchild.started").exists() and (
-                state / "prog.process.json"
-            ).exists()
+            marker = tmp_path / "grandchild.started"
+            return (
+                marker.exists()
+                and marker.stat().st_size > 0
+                and (state / "prog.process.json").exists()
+            )
 
         await poll_until("the program and its grandchildren started", started)
         record = read_record(state / "prog.process.json")
         grandchildren = [pid for pid in group_members(record.pgid) if pid != record.pid]
+        looping = int((tmp_path / "grandchild.started").read_text())  # runs until killed
         try:
             (watchdog_pid,) = _children_named(node.pid, "roleserve-watchdog")
             os.kill(watchdog_pid, signal.SIGKILL)
             node.send_signal(signal.SIGKILL)
             await node.wait()
             await wait_gone([record.pid])
-            assert all(alive(pid) for pid in grandchildren)
+            assert alive(looping)
         finally:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(record.pgid, signal.SIGKILL)
@@ -629,3 +655,13 @@ async def test_an_ipv6_listener_is_reported(tmp_path: Path) -> None:
         ):
             async with start_program(Captured().log, spec):
                 pass
+
+
+def test_the_package_exports_its_api_documented_and_sorted() -> None:
+    import roleserve_core.process as process
+
+    assert process.__all__ == sorted(process.__all__)
+    for name in process.__all__:
+        obj = getattr(process, name)
+        if inspect.isclass(obj) or inspect.isfunction(obj):  # not the LineParser alias
+            assert (obj.__doc__ or "").strip(), f"{name} has no docstring"

@@ -2,8 +2,8 @@
 
 Why it exists. Each program gets ``PR_SET_PDEATHSIG`` = SIGKILL (through ``setpriv``, see
 ``_runner``), so the program itself dies with the node. But the death signal reaches only
-that one process: helpers it forked into its process group (containerd's shims, a shell
-script's children) are reparented and live on. Something must outlive the node long enough
+that one process: helpers it forked into its process group (a shell script's children, a
+server's worker processes) are reparented and live on. Something must outlive the node long enough
 to kill those groups, and must learn of the node's death without the node's help, since
 SIGKILL gives it none.
 
@@ -17,8 +17,9 @@ How. One small ``sh`` process per node process, started at the first program::
                                    if its leader is gone or still has that start time
 
 Only the node holds the write end: Python's descriptors are close-on-exec and the
-runner's children get only /dev/null and their output pipes, so EOF comes exactly when the
-node process is gone (a ``fork()`` of the node without exec would hold it too).
+runner's children get only /dev/null and their output pipes, and a child forked from the
+node without exec closes its copy at once (``os.register_at_fork``), so EOF comes exactly
+when the node process is gone.
 
 Whom it may kill. A group still listed whose leader is alive with the recorded start time
 is ours. So is one whose leader is gone altogether: Linux does not hand a pid out again
@@ -78,10 +79,20 @@ class Watchdog:
     """
 
     def __init__(self) -> None:
-        self._owner = os.getpid()
         self._pid: int | None = None
         self._fd: int | None = None
         self._groups: dict[int, int] = {}
+        os.register_at_fork(after_in_child=self._forked)
+
+    def _forked(self) -> None:
+        """In a child forked from the node (without exec): drop the inherited write end,
+        which would otherwise keep the node's watchdog from seeing the node die, and the
+        groups, which are the node's. The child gets a watchdog of its own if it needs one.
+        """
+        if self._fd is not None:
+            os.close(self._fd)
+        self._pid = self._fd = None
+        self._groups = {}
 
     @property
     def pid(self) -> int | None:
@@ -99,8 +110,6 @@ class Watchdog:
             self._send(f"- {pgid}\n")
 
     def _send(self, line: str) -> None:
-        if self._owner != os.getpid():  # a fork of the node: its own watchdog, its own groups
-            self.__init__()  # type: ignore[misc]
         for _ in range(2):
             if self._fd is None:
                 self._start()
