@@ -15,8 +15,9 @@ next to a baseline measured in the same run, and the ratio of the two:
      empty, output drained, record removed, watchdog told). Baseline: ``terminate()`` and
      ``wait()`` of the process.
 
-The runner's first start also starts the node's watchdog (one ``sh``); that start is made
-once before measuring, as a node makes it once in its life.
+The two run interleaved, one program each in turn. The runner's first start also starts
+the node's watchdog (one ``sh``); that start is made once before measuring, as a node
+makes it once in its life.
 """
 
 from __future__ import annotations
@@ -46,51 +47,42 @@ class FirstLine(logging.Handler):
             self.seen.set()
 
 
-async def through_runner(spec: ProgramSpec, rounds: int) -> tuple[list[float], list[float]]:
-    """(start → "up" read, stop → reaped) through ``start_program``, ``rounds`` times."""
-    log = logging.getLogger("benchmark.process")
-    log.propagate = False
-    log.setLevel(logging.INFO)
-    starts: list[float] = []
-    stops: list[float] = []
-    for _ in range(rounds + 1):
-        handler = FirstLine()
-        log.handlers[:] = [handler]
-        begin = time.perf_counter()
-        async with start_program(log, spec):
-            await handler.seen.wait()
-            started = time.perf_counter()
-            stopping = time.perf_counter()
-        stopped = time.perf_counter()
-        starts.append(started - begin)
-        stops.append(stopped - stopping)
-    return starts[1:], stops[1:]  # the first also started the node's watchdog
-
-
-async def bare(program: Path, rounds: int) -> tuple[list[float], list[float]]:
-    """(start → "up" read, terminate → reaped) with ``anyio.open_process``."""
-    starts: list[float] = []
-    stops: list[float] = []
-    for _ in range(rounds):
-        begin = time.perf_counter()
-        process = await anyio.open_process(
-            [str(program)], stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        assert process.stdout is not None
-        output = b""
-        while b"up\n" not in output:
-            output += await process.stdout.receive()
+async def through_runner(spec: ProgramSpec, log: logging.Logger) -> tuple[float, float]:
+    """(start → "up" read, stop → reaped) of one program through ``start_program``."""
+    handler = FirstLine()
+    log.handlers[:] = [handler]
+    begin = time.perf_counter()
+    async with start_program(log, spec):
+        await handler.seen.wait()
         started = time.perf_counter()
-        process.terminate()
-        await process.wait()
-        stopped = time.perf_counter()
-        await process.aclose()
-        starts.append(started - begin)
-        stops.append(stopped - started)
-    return starts, stops
+    stopped = time.perf_counter()
+    return started - begin, stopped - started
+
+
+async def bare(program: Path) -> tuple[float, float]:
+    """(start → "up" read, terminate → reaped) of one program with ``anyio.open_process``."""
+    begin = time.perf_counter()
+    process = await anyio.open_process(
+        [str(program)], stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    assert process.stdout is not None
+    output = b""
+    while b"up\n" not in output:
+        output += await process.stdout.receive()
+    started = time.perf_counter()
+    process.terminate()
+    await process.wait()
+    stopped = time.perf_counter()
+    await process.aclose()
+    return started - begin, stopped - started
 
 
 async def main(rounds: int) -> None:
+    log = logging.getLogger("benchmark.process")
+    log.propagate = False
+    log.setLevel(logging.INFO)
+    runner: list[tuple[float, float]] = []
+    baseline: list[tuple[float, float]] = []
     with tempfile.TemporaryDirectory(prefix="roleserve-bench-") as directory:
         program = Path(directory) / "program.sh"
         program.write_text("#!/bin/sh\necho up\nexec sleep 60\n")
@@ -98,18 +90,20 @@ async def main(rounds: int) -> None:
         spec = ProgramSpec(
             name="program", executable=str(program), state_dir=Path(directory) / "state"
         )
-        runner_starts, runner_stops = await through_runner(spec, rounds)
-        bare_starts, bare_stops = await bare(program, rounds)
+        await through_runner(spec, log)  # starts the node's watchdog, once in a node's life
+        for _ in range(rounds):  # interleaved, so that the machine's load hits both alike
+            runner.append(await through_runner(spec, log))
+            baseline.append(await bare(program))
     print_comparison(
         f"(p1) start → first line read ({rounds} programs)",
-        summarise(runner_starts),
-        summarise(bare_starts),
+        summarise([start for start, _ in runner]),
+        summarise([start for start, _ in baseline]),
         "anyio.open_process",
     )
     print_comparison(
         f"(p2) stop → reaped ({rounds} programs)",
-        summarise(runner_stops),
-        summarise(bare_stops),
+        summarise([stop for _, stop in runner]),
+        summarise([stop for _, stop in baseline]),
         "terminate() + wait()",
     )
 

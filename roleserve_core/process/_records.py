@@ -24,7 +24,6 @@ import signal
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from roleserve_core.files import write_atomically
 from roleserve_core.process._errors import ProgramError
 from roleserve_core.process._proc import (
     boot_id,
@@ -58,8 +57,20 @@ class ProcessRecord:
     """The node process that started it."""
 
     def write(self, path: Path) -> None:
-        """Write the record to ``path`` (atomically; readable by its owner only)."""
-        write_atomically(path, json.dumps(asdict(self), indent=1).encode() + b"\n", 0o600)
+        """Write the record to ``path``: atomically (a temporary file renamed into place),
+        readable by its owner only.
+
+        Not fsynced, unlike the node's other files (``files.write_atomically``): the record
+        must survive the node process, and the page cache does; a power loss ends the
+        programs too, and the boot ID makes a record of an earlier boot harmless. That
+        saves about 0.4 ms of every start.
+        """
+        temporary = path.with_name(f".{path.name}.tmp")
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with open(descriptor, "wb") as file:
+            os.fchmod(file.fileno(), 0o600)
+            file.write(json.dumps(asdict(self), indent=1).encode() + b"\n")
+        os.replace(temporary, path)
 
     def is_running(self) -> bool:
         """Whether this exact process still exists (a zombie counts: while it does, its pid
