@@ -7,7 +7,7 @@ next to a baseline measured in the same run, and the ratio of the two:
 
 (p1) start to running: from the call until the program's first line ("up") has been read.
      Runner: ``start_program`` (binary lookup, leftover check, ``setpriv --pdeathsig KILL``
-     exec'ing the program in a session of its own, record written with fsync, watchdog
+     exec'ing the program in a session of its own, record written, watchdog
      told) until "up" reaches the log. Baseline: ``anyio.open_process`` of the script,
      until "up" is read from its stdout.
 (p2) stop to reaped: from the request to stop until the program is reaped. Runner: leaving
