@@ -232,7 +232,7 @@ async def test_exit_status_and_last_error_lines_make_the_error(tmp_path: Path) -
 
 async def test_without_error_lines_the_last_output_makes_the_error(tmp_path: Path) -> None:
     program = script(tmp_path, "echo one; echo two; echo 'bad flag --x' >&2; kill -KILL $$\n")
-    with pytest.raises(ProgramExitedError, match=r"was killed by SIGKILL: .*bad flag --x"):
+    with pytest.raises(ProgramExitedError, match=r"ended by signal SIGKILL: .*bad flag --x"):
         async with start_program(Captured().log, spec_of(tmp_path, program)) as running:
             await running.wait()
 

@@ -72,11 +72,11 @@ class ProgramExitedError(ProgramError):
 
 
 def describe_status(returncode: int) -> str:
-    """``exited with status 1`` or ``was killed by SIGKILL``."""
+    """``exited with status 1`` or ``ended by signal SIGKILL``."""
     if returncode >= 0:
         return f"exited with status {returncode}"
     try:
         name = signal.Signals(-returncode).name
     except ValueError:
         name = f"signal {-returncode}"
-    return f"was killed by {name}"
+    return f"ended by signal {name}"

@@ -317,7 +317,7 @@ async def start_program(log: logging.Logger, spec: ProgramSpec) -> AsyncIterator
                         spec.record_path.unlink(missing_ok=True)
                         if failure is None and program.returncode is not None:
                             status = describe_status(program.returncode)
-                            log.info("%s stopped (%s)", spec.name, status)
+                            log.info("%s stopped: %s", spec.name, status)
                     finally:
                         await program._finish_output()
                         await program._process.aclose()
