@@ -130,14 +130,15 @@ async def test_output_lines_reach_the_log_and_stopping_leaves_nothing(tmp_path: 
         tmp_path,
         """\
         echo "hello from stdout"
-        echo "hello from stderr" >&2
         printf 'no newline at the end'
+        echo "hello from stderr" >&2
         exec sleep 600
         """,
     )
     captured = Captured()
     spec = spec_of(tmp_path, program)
     async with start_program(captured.log, spec) as running:
+        # Once stderr's line is in, stdout's partial line is in its pipe: the stop flushes it.
         await captured.wait_for(lambda m: m == "hello from stderr")
         await captured.wait_for(lambda m: m == "hello from stdout")
         assert running.running
@@ -468,6 +469,38 @@ async def test_a_recorded_leftover_is_stopped_at_start(tmp_path: Path) -> None:
         assert len(warnings) == 1
         assert f"pid {leftover.pid} (sleep 600)" in warnings[0]
         assert "left running by an earlier run" in warnings[0]
+
+
+LISTENER = """\
+import socket, sys, time
+listener = socket.socket()
+listener.bind((sys.argv[1], 0))
+listener.listen()
+print(listener.getsockname()[1], flush=True)
+time.sleep(600)
+"""
+
+
+async def test_a_recorded_leftover_holding_the_address_is_stopped_and_the_start_succeeds(
+    tmp_path: Path,
+) -> None:
+    """The issue's case: a killed node's orphan still listens on the program's address.
+    Recorded, it is stopped and the new program starts; the address check comes after."""
+    host = str(random_loopback())
+    command = [sys.executable, "-c", LISTENER, host]
+    async with await anyio.open_process(command, start_new_session=True) as orphan:
+        assert orphan.stdout is not None
+        with anyio.fail_after(DEFAULT_TIMEOUT):
+            port = int((await orphan.stdout.receive()).decode())
+        program = script(tmp_path, "exec sleep 600\n")
+        spec = spec_of(tmp_path, program, binds=[Bind(host, port)])
+        _record_of(orphan, spec.record_path)
+        captured = Captured()
+        async with start_program(captured.log, spec) as running:
+            with anyio.fail_after(DEFAULT_TIMEOUT):
+                assert await orphan.wait() == -signal.SIGTERM
+            assert running.running
+        assert len(captured.lines(logging.WARNING)) == 1
 
 
 async def test_a_record_whose_pid_is_now_another_process_is_not_signalled(
