@@ -25,6 +25,8 @@ The pieces, each a module of its own::
     proto       the gRPC API (generated code committed)
     identity    keys, node IDs, the cluster CA, certificates, credentials
     rpc         gRPC with mutual TLS: authorization, peers, safe channels
+    process     the runner of programs (etcd, exporters, ...): death with the node, leftovers
+    environment every environment variable roleserve reads
     testing     fixtures and helpers for tests (a pytest plugin)
 
 Everything is imported on first use (PEP 562, through ``lazy_loader``; the names and their

@@ -26,6 +26,10 @@
     ├── IdentityError                 a key or certificate that is not what it must be
     │   ├── CertificateVerificationError  a certificate fails verification (reason given)
     │   └── CredentialsError          saved credentials missing, corrupt or mismatched
+    ├── ProgramError                  a program could not start or stopped (roleserve_core.process)
+    │   ├── ProgramNotFoundError      no executable binary (also final)
+    │   ├── PortInUseError            an address it binds is held by a process not ours
+    │   └── ProgramExitedError        it ended by itself (exit status, last error lines)
     └── NodeSetupError                the node process cannot start as it was asked to
         ├── ConfigError               roleserve.toml or a command-line option is invalid
         ├── DataDirectoryError        the data directory is in use, unreadable or corrupt
