@@ -70,6 +70,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``roleserve`` command; returns the exit code."""
+    # gRPC's C core writes its own INFO lines to stderr (a "Got goaway" for every open call
+    # when a curator stops); what matters reaches our log. Set before grpc loads; the
+    # operator's own GRPC_VERBOSITY wins.
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     parser = build_parser()
     args = parser.parse_args(argv)
     handler = getattr(args, "handler", None)

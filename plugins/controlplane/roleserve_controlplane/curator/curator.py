@@ -41,6 +41,7 @@ from roleserve_controlplane.curator.leader import CURATOR_PORT, LeaderState
 from roleserve_controlplane.curator.service_curator import CuratorService
 from roleserve_controlplane.curator.service_local import CuratorLocalService
 from roleserve_controlplane.curator.service_management import ManagementService
+from roleserve_controlplane.curator.service_not_leading import NotLeadingHandler
 from roleserve_controlplane.curator.state import LEADER_PREFIX, ClusterState
 from roleserve_controlplane.proto import state_pb2
 from roleserve_core import RunContext, Value
@@ -109,7 +110,10 @@ class Curator:
         state = ClusterState(client)
         async with AsyncExitStack() as stack:
             follower = await stack.enter_async_context(
-                self._serving(CuratorLocalService(node_id, state, election, None))
+                self._serving(
+                    CuratorLocalService(node_id, state, election, None),
+                    NotLeadingHandler(node_id),
+                )
             )
             self._announce(ctx, "following")
             leadership = await stack.enter_async_context(
@@ -186,7 +190,9 @@ class Curator:
 
 
 def _add(server: grpc.aio.Server, service: object) -> None:
-    if isinstance(service, CuratorService):
+    if isinstance(service, NotLeadingHandler):
+        server.add_generic_rpc_handlers((service,))
+    elif isinstance(service, CuratorService):
         curator_pb2_grpc.add_CuratorServicer_to_server(service, server)
     elif isinstance(service, CuratorLocalService):
         curator_pb2_grpc.add_CuratorLocalServicer_to_server(service, server)
