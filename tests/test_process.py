@@ -17,7 +17,7 @@ import socket
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from itertools import count
 from pathlib import Path
 from typing import Any, Literal
@@ -355,10 +355,12 @@ anyio.run(main)
 """
 
 
-async def test_a_sigkilled_node_leaves_no_program_and_no_grandchild(tmp_path: Path) -> None:
-    """The node process (a Python process running the runner) is SIGKILLed: the program
-    dies of its death signal, its grandchildren by the watchdog; the record stays behind
-    and the next start drops it without signalling anything."""
+@contextlib.asynccontextmanager
+async def node_running_a_forking_program(
+    tmp_path: Path,
+) -> AsyncIterator[tuple[anyio.abc.Process, ProcessRecord]]:
+    """A node process (a Python process running the runner) whose program forked its
+    grandchildren; the node and the program's record, once all have started."""
     program = script(tmp_path, FORKS_A_GRANDCHILD)
     (tmp_path / "node.py").write_text(NODE)
     state = tmp_path / "state"
@@ -366,12 +368,22 @@ async def test_a_sigkilled_node_leaves_no_program_and_no_grandchild(tmp_path: Pa
     async with await anyio.open_process(command, stdout=subprocess.DEVNULL) as node:
 
         async def started() -> bool:
-            return (tmp_path / "grandchild.started").exists() and (
-                state / "prog.process.json"
-            ).exists()
+            marker = tmp_path / "grandchild.started"
+            return (
+                marker.exists()
+                and marker.stat().st_size > 0
+                and (state / "prog.process.json").exists()
+            )
 
         await poll_until("the program and its grandchildren started", started)
-        record = read_record(state / "prog.process.json")
+        yield node, read_record(state / "prog.process.json")
+
+
+async def test_a_sigkilled_node_leaves_no_program_and_no_grandchild(tmp_path: Path) -> None:
+    """The node process is SIGKILLed: the program dies of its death signal, its
+    grandchildren by the watchdog; the record stays behind and the next start drops it
+    without signalling anything."""
+    async with node_running_a_forking_program(tmp_path) as (node, record):
         grandchildren = [pid for pid in group_members(record.pgid) if pid != record.pid]
         assert len(grandchildren) >= 2
         node.send_signal(signal.SIGKILL)
@@ -391,22 +403,7 @@ async def test_a_sigkilled_node_leaves_no_program_and_no_grandchild(tmp_path: Pa
 async def test_the_death_signal_alone_takes_the_program_with_the_node(tmp_path: Path) -> None:
     """With the node's watchdog killed first, the program still dies with the node (its
     death signal); its grandchildren do not, which is what the watchdog is for."""
-    program = script(tmp_path, FORKS_A_GRANDCHILD)
-    (tmp_path / "node.py").write_text(NODE)
-    state = tmp_path / "state"
-    command = [sys.executable, str(tmp_path / "node.py"), str(program), str(state)]
-    async with await anyio.open_process(command, stdout=subprocess.DEVNULL) as node:
-
-        async def started() -> bool:
-            marker = tmp_path / "grandchild.started"
-            return (
-                marker.exists()
-                and marker.stat().st_size > 0
-                and (state / "prog.process.json").exists()
-            )
-
-        await poll_until("the program and its grandchildren started", started)
-        record = read_record(state / "prog.process.json")
+    async with node_running_a_forking_program(tmp_path) as (node, record):
         grandchildren = [pid for pid in group_members(record.pgid) if pid != record.pid]
         looping = int((tmp_path / "grandchild.started").read_text())  # runs until killed
         try:
