@@ -308,6 +308,7 @@ async def test_a_sigkilled_node_leaves_no_process_and_comes_back_healthy(
     started = _started_by(pid) | _naming(member / "data")
     assert record.pid in {p for p, _ in started}  # etcd, among what the node started
     assert len(started) >= 2, started  # etcd and the runner's watchdog at least
+    assert await _alive_of(started) == started
 
     os.kill(pid, signal.SIGKILL)  # the node process alone, not its group
     left = await poll_until(
