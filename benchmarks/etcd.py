@@ -61,7 +61,9 @@ async def start_bare(source: str) -> float:
         tls = write_tls_files(config.directory / "tls", config.credentials)
         start = time.perf_counter()
         process = await anyio.open_process(
-            config.arguments(tls), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            [str(config.binary.path), *config.arguments(tls)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         try:
             credentials = cluster.admin_credentials()

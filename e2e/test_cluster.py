@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,8 @@ import anyio
 import pytest
 
 from roleserve_core.localcluster import LocalCluster, LocalNode
+from roleserve_core.process import read_record
+from roleserve_core.process._proc import read_stat
 from roleserve_core.proto import common_pb2, management_pb2, nodemanagement_pb2
 from roleserve_core.roles import roles_from_proto
 from roleserve_core.testing import poll_until
@@ -283,3 +286,105 @@ def _start_copy(original: Path, copy: Path, log: Path) -> subprocess.Popen[bytes
 
 async def _read(path: Path) -> str:
     return await anyio.Path(path).read_text()
+
+
+ETCD = "root.role.controlplane.etcd"
+
+
+async def test_a_sigkilled_node_leaves_no_process_and_comes_back_healthy(
+    cluster: LocalCluster,
+) -> None:
+    """The OOM killer's case (issue 18): one consensus member's node process alone gets
+    SIGKILL. Nothing it started outlives it, and ``cluster up`` brings it back with its
+    own etcd HEALTHY, not crash-looping on an orphan's address, and the cluster's data kept.
+    """
+    found = await nodes(cluster)
+    members = [local for local in cluster.nodes if ETCD in await tree(cluster, local)]
+    victim = next(m for m in members if not found[cluster.node_id(m) or ""].leader)
+    pid = victim.pid
+    assert pid is not None
+    member = victim.directory / "plugins" / "controlplane" / "etcd"
+    record = read_record(member / "etcd.process.json")
+    started = _started_by(pid) | _naming(member / "data")
+    assert record.pid in {p for p, _ in started}  # etcd, among what the node started
+    assert len(started) >= 2, started  # etcd and the runner's watchdog at least
+    assert await _alive_of(started) == started
+
+    os.kill(pid, signal.SIGKILL)  # the node process alone, not its group
+    left = await poll_until(
+        "no process the node started alive",
+        lambda: _alive_of(started),
+        lambda alive: not alive,
+        timeout=10,
+    )
+    assert left == set()
+    assert victim.pid is None
+
+    await cluster.up()
+    runnables = await poll_until(
+        "its etcd HEALTHY",
+        lambda: tree(cluster, victim),
+        lambda t: t[ETCD].state == "HEALTHY",
+        timeout=TIMEOUT,
+    )
+    assert runnables[ETCD].restarts == 0
+    assert runnables[ETCD].failures == 0
+    assert not runnables[ETCD].crash_looping
+    assert read_record(member / "etcd.process.json").pid != record.pid
+    assert "address already in use" not in "\n".join(victim.log_tail(400))
+    after = await nodes(cluster)
+    assert set(after) == set(found)
+    assert roles_from_proto(after[cluster.node_id(victim) or ""].roles).has("consensus_member")
+    for identity, node in found.items():
+        assert after[identity].roles == node.roles
+    await all_healthy(cluster)
+
+
+def _stats() -> dict[int, tuple[int, int]]:
+    """Every process: pid → (parent pid, start time)."""
+    table = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                text = (entry / "stat").read_text()
+            except OSError:
+                continue
+            fields = text[text.rfind(")") + 2 :].split()
+            table[int(entry.name)] = (int(fields[1]), int(fields[19]))
+    return table
+
+
+def _started_by(root: int) -> set[tuple[int, int]]:
+    """(pid, start time) of every descendant of ``root``."""
+    table = _stats()
+    found: set[tuple[int, int]] = set()
+    parents = {root}
+    while parents:
+        children = {pid for pid, (ppid, _) in table.items() if ppid in parents}
+        children -= {pid for pid, _ in found}
+        found |= {(pid, table[pid][1]) for pid in children}
+        parents = children
+    return found
+
+
+def _naming(path: Path) -> set[tuple[int, int]]:
+    """(pid, start time) of every process whose command line names ``path``."""
+    table = _stats()
+    found = set()
+    for pid, (_, start) in table.items():
+        try:
+            arguments = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(str(path).encode() in argument for argument in arguments):
+            found.add((pid, start))
+    return found
+
+
+async def _alive_of(processes: set[tuple[int, int]]) -> set[tuple[int, int]]:
+    """Those of ``processes`` still running (same pid and start time, not a zombie)."""
+    return {
+        (pid, start)
+        for pid, start in processes
+        if (stat := read_stat(pid)) is not None and stat.start_time == start and not stat.gone
+    }

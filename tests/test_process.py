@@ -500,6 +500,25 @@ async def test_a_recorded_leftover_holding_the_address_is_stopped_and_the_start_
         assert len(captured.lines(logging.WARNING)) == 1
 
 
+async def test_readiness_against_the_child_sees_its_own_listener_not_anothers(
+    tmp_path: Path,
+) -> None:
+    """``listens_on`` is true for the program's own listener; a socket of another process
+    on the program's other address does not count, and an exited program holds nothing."""
+    host = str(random_loopback())
+    spec = spec_of(tmp_path, Path(sys.executable), arguments=["-c", LISTENER, host])
+    captured = Captured()
+    with socket.socket() as stranger:
+        stranger.bind((host, 0))
+        stranger.listen()
+        theirs = Bind(host, stranger.getsockname()[1])
+        async with start_program(captured.log, spec) as running:
+            port = int(await captured.wait_for(str.isdigit))
+            assert running.listens_on(Bind(host, port))
+            assert not running.listens_on(theirs)
+        assert not running.listens_on(Bind(host, port))
+
+
 async def test_a_record_whose_pid_is_now_another_process_is_not_signalled(
     tmp_path: Path,
 ) -> None:

@@ -25,7 +25,7 @@ from roleserve_core.process._errors import PortInUseError, ProgramError
 from roleserve_core.process._proc import command_line
 from roleserve_core.process._spec import Bind
 
-__all__ = ["check_binds", "find_holder"]
+__all__ = ["check_binds", "find_holder", "holds"]
 
 _TCP_LISTEN = "0A"
 _TCP_TIME_WAIT = "06"
@@ -91,6 +91,12 @@ def find_holder(bind: Bind) -> tuple[int, str | None] | None:
                 pid = int(process.name)
                 return pid, command_line(pid)
     return None
+
+
+def holds(pid: int, bind: Bind) -> bool:
+    """Whether process ``pid`` holds a socket bound to ``bind`` (its address or a wildcard)."""
+    inodes = _socket_inodes(bind)
+    return bool(inodes) and _holds(f"/proc/{pid}", {f"socket:[{inode}]" for inode in inodes})
 
 
 def _holds(process: str, sockets: set[str]) -> bool:

@@ -49,10 +49,10 @@ from roleserve_core.process._errors import (
     ProgramNotFoundError,
     describe_status,
 )
-from roleserve_core.process._ports import check_binds
+from roleserve_core.process._ports import check_binds, holds
 from roleserve_core.process._proc import boot_id, group_members, read_stat, wait_group_empty
 from roleserve_core.process._records import KILL_TIMEOUT, ProcessRecord, stop_leftover
-from roleserve_core.process._spec import ProgramSpec, resolve_binary
+from roleserve_core.process._spec import Bind, ProgramSpec, resolve_binary
 from roleserve_core.process._watchdog import watchdog
 
 if TYPE_CHECKING:
@@ -135,6 +135,14 @@ class RunningProgram:
     def last_errors(self) -> tuple[str, ...]:
         """Its last error lines (ERROR and above), oldest first."""
         return tuple(self._errors)
+
+    def listens_on(self, bind: Bind) -> bool:
+        """Whether this program (its own pid) holds a socket bound to ``bind``.
+
+        A readiness check against the child: what answers on ``bind`` is this program, not
+        an orphan or a stranger that took the address. False once it has exited.
+        """
+        return self.returncode is None and holds(self.pid, bind)
 
     def send_signal(self, sig: signal.Signals) -> None:
         """Send ``sig`` to the program (e.g. SIGHUP to reload); nothing once it has exited."""

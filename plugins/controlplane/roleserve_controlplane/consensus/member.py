@@ -9,11 +9,16 @@
     │     no data, peers ──▶ join an existing cluster (as the learner added for it)
     ├── refuses (final) an etcd older than the one recorded with the data; records the
     │   binary it runs in etcd-binary.json when it creates the data, or upgrades it
-    ├── starts etcd; its log lines (zap JSON) go to the log tree at the runnable's DN
-    │   (etcd's info at DEBUG, its warn and worse as they are)
-    ├── signals healthy once etcd answers a status request and knows a leader
-    └── fails (DEAD, so the supervisor backs off) when etcd exits, with etcd's last error
-        in the message; on cancellation: SIGTERM, then SIGKILL after ``stop_grace``
+    ├── starts etcd through the core's runner (``roleserve_core.process``), recorded in the
+    │   member's directory: a leftover of a killed node is stopped first, an address held
+    │   by anyone else is a PortInUseError, and etcd dies with the node; its log lines
+    │   (zap JSON) go to the log tree at the runnable's DN (info at DEBUG, warn and worse
+    │   as they are)
+    ├── signals healthy once the etcd it started answers a status request as the member
+    │   named ``config.name`` and knows a leader, never whatever answers on the address
+    └── fails (DEAD, so the supervisor backs off) when etcd exits: EtcdExitedError, with
+        etcd's last error lines; on cancellation: SIGTERM to its group, then SIGKILL after
+        ``stop_grace``
 
 Clients and peers both use mutual TLS with the consensus CA.
 """
@@ -22,24 +27,31 @@ from __future__ import annotations
 
 import enum
 import ipaddress
-import json
-import logging
-import subprocess
-from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
-import anyio.abc
-from anyio.streams.text import TextReceiveStream
 
-from roleserve_controlplane.consensus.binary import EtcdBinary, EtcdRecord, refuse_downgrade
+from roleserve_controlplane.consensus.binary import (
+    INSTALL_HINT,
+    EtcdBinary,
+    EtcdRecord,
+    refuse_downgrade,
+)
 from roleserve_controlplane.consensus.certificates import TLSFiles, write_tls_files
-from roleserve_controlplane.consensus.client import EtcdClient
+from roleserve_controlplane.consensus.client import EtcdClient, Member, MemberStatus
 from roleserve_controlplane.consensus.errors import EtcdExitedError, EtcdRequestError
 from roleserve_core import RunContext, Value
 from roleserve_core.identity import Credentials
+from roleserve_core.process import (
+    Bind,
+    ProgramExitedError,
+    ProgramSpec,
+    RunningProgram,
+    parse_zap_json,
+    start_program,
+)
 
 __all__ = [
     "DEFAULT_CLIENT_PORT",
@@ -48,6 +60,7 @@ __all__ = [
     "EtcdMember",
     "MemberConfig",
     "MemberMode",
+    "is_member",
     "recorded_etcd",
 ]
 
@@ -139,11 +152,10 @@ class MemberConfig:
         return MemberMode.JOIN if self.peers else MemberMode.BOOTSTRAP
 
     def arguments(self, tls: TLSFiles) -> list[str]:
-        """etcd's command line."""
+        """etcd's arguments (after the binary: the runner puts ``binary.path`` first)."""
         mode = self.mode()
         initial = self.peers if mode is MemberMode.JOIN else {self.name: self.peer_url}
         return [
-            str(self.binary.path),
             f"--name={self.name}",
             f"--data-dir={self.data_dir}",
             f"--listen-client-urls={self.client_url}",
@@ -167,48 +179,14 @@ class MemberConfig:
         ]
 
 
-_LEVELS = {
-    "debug": logging.DEBUG,
-    # etcd logs dozens of INFO lines per start and per election (raft state, each peer's
-    # stream); at INFO they would bury the node's own story. Its WARN and worse stay.
-    "info": logging.DEBUG,
-    "warn": logging.WARNING,
-    "error": logging.ERROR,
-    "dpanic": logging.CRITICAL,
-    "panic": logging.CRITICAL,
-    "fatal": logging.CRITICAL,
-}
-
-
-def parse_log_line(line: str) -> tuple[int, str]:
-    """etcd's zap JSON line → (logging level, readable message).
-
-    etcd's info becomes DEBUG (see ``_LEVELS``); a line that is not JSON (a panic's stack)
-    stays visible at INFO, a ``panic:`` line at CRITICAL.
-    """
-    try:
-        entry = json.loads(line)
-    except ValueError:
-        entry = None
-    if not isinstance(entry, dict):
-        level = logging.CRITICAL if line.startswith("panic:") else logging.INFO
-        return level, line
-    level = _LEVELS.get(str(entry.pop("level", "info")), logging.INFO)
-    message = str(entry.pop("msg", ""))
-    for noise in ("ts", "caller", "logger", "stacktrace"):
-        entry.pop(noise, None)
-    details = " ".join(f"{key}={value}" for key, value in entry.items())
-    return level, f"{message} {details}".strip()
-
-
 class EtcdMember:
     """A runnable that runs one etcd member (see the module docstring)."""
 
     def __init__(self, config: MemberConfig, *, health_poll: float = 0.05) -> None:
         self.config = config
         self.health_poll = health_poll
-        self.process: anyio.abc.Process | None = None
-        """The running etcd process, for tests and tools (None while not running)."""
+        self.program: RunningProgram | None = None
+        """The running etcd (pid, ``exited``), for tests and tools; None while not running."""
         self.serving: Value[bool] = Value()
         """True once etcd serves (when the runnable signals healthy), False when it stops."""
         self.serving.set(False)
@@ -222,28 +200,35 @@ class EtcdMember:
         tls = write_tls_files(config.directory / "tls", config.credentials)
         config.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._record_binary(ctx, recorded)
-        # Shielded: cancelled halfway, the spawn could leave an etcd running that nothing
-        # stops. Once it returns, the finally below owns the process.
-        with anyio.CancelScope(shield=True):
-            process = await anyio.open_process(
-                config.arguments(tls), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL
-            )
-        self.process = process
-        errors: deque[str] = deque(maxlen=3)
         try:
-            async with anyio.create_task_group() as tasks:
-                tasks.start_soon(self._signal_healthy_when_serving, ctx)
-                assert process.stderr is not None
-                await _pump_logs(process.stderr, ctx.log, errors)
-                status = await process.wait()
-                tasks.cancel_scope.cancel()
-            last = "; ".join(errors) or "no error logged"
-            raise EtcdExitedError(f"etcd exited with status {status}: {last}")
-        finally:
-            self.process = None
-            self.serving.set(False)
-            with anyio.CancelScope(shield=True):
-                await _stop(process, config.stop_grace, ctx.log)
+            async with start_program(ctx.log, self.program_spec(tls)) as etcd:
+                self.program = etcd
+                try:
+                    await self._wait_serving(ctx, etcd)
+                    ctx.signal_healthy()
+                    self.serving.set(True)
+                    await etcd.wait()
+                finally:
+                    self.program = None
+                    self.serving.set(False)
+        except ProgramExitedError as exc:
+            raise EtcdExitedError(exc.name, exc.returncode, exc.lines) from None
+
+    def program_spec(self, tls: TLSFiles) -> ProgramSpec:
+        """etcd as the runner starts it: the binary ``find_etcd`` chose, its record in the
+        member's directory (where a node started again finds its killed run's etcd), and
+        both of its addresses checked before it starts."""
+        config = self.config
+        return ProgramSpec(
+            name="etcd",
+            executable=str(config.binary.path),
+            setting=INSTALL_HINT,
+            arguments=config.arguments(tls),
+            state_dir=config.directory,
+            binds=[self.client_bind, self.peer_bind],
+            parser=parse_zap_json,
+            stop_grace=config.stop_grace,
+        )
 
     def _record_binary(self, ctx: RunContext, recorded: EtcdRecord | None) -> None:
         """Record the binary about to run, when it creates the data or upgrades it.
@@ -265,54 +250,67 @@ class EtcdMember:
                 recorded.path,
             )
 
-    async def _signal_healthy_when_serving(self, ctx: RunContext) -> None:
+    async def _wait_serving(self, ctx: RunContext, etcd: RunningProgram) -> None:
+        """Return once ``etcd``, the child started, serves as this member.
+
+        Whatever answers on the address is not enough: an orphan of a killed node once
+        answered there while this node's own etcd crash-looped. So the answer must come from
+        ``etcd``'s own listener, as the member named ``config.name``, while ``etcd`` runs.
+        (The runner has already stopped a recorded leftover, and refused an address held by
+        anyone else.)
+        """
         delay = self.health_poll
         async with EtcdClient(
             [self.config.endpoint], self.config.credentials, attempts=1
         ) as client:
             while True:
-                try:
-                    status = await client.status(timeout=1.0)
-                except EtcdRequestError:
-                    status = None
-                if status is not None and status.leader != 0 and not status.errors:
+                status = await self._own_status(client, etcd)
+                if status is not None and not etcd.exited.is_set():
                     ctx.log.info(
-                        "serving: etcd %s, member %x%s",
+                        "serving: etcd %s, member %x%s, pid %d",
                         status.version,
                         status.member_id,
                         " (learner)" if status.is_learner else "",
+                        etcd.pid,
                     )
-                    ctx.signal_healthy()
-                    self.serving.set(True)
                     return
                 await anyio.sleep(delay)
                 delay = min(delay * 1.5, 0.5)
 
+    async def _own_status(self, client: EtcdClient, etcd: RunningProgram) -> MemberStatus | None:
+        """The status of the etcd answering, if it is ``etcd`` serving as this member and
+        knows a leader.
 
-async def _pump_logs(
-    stream: anyio.abc.ByteReceiveStream, log: logging.Logger, errors: deque[str]
-) -> None:
-    """Copy etcd's log lines into ``log`` until the stream ends; keep the last errors."""
-    pending = ""
-    async for chunk in TextReceiveStream(stream):
-        pending += chunk
-        *lines, pending = pending.split("\n")
-        for line in lines:
-            if line.strip():
-                level, message = parse_log_line(line)
-                log.log(level, "%s", message)
-                if level >= logging.ERROR:
-                    errors.append(message)
+        ``etcd`` must hold the client address's listener, and the member list must give the
+        answering member ID the name ``config.name``. A learner is asked for no list (etcd
+        refuses a learner that request): the listener of the child started identifies it.
+        """
+        try:
+            status = await client.status(timeout=1.0)
+            if status.leader == 0 or status.errors or not etcd.listens_on(self.client_bind):
+                return None
+            if status.is_learner:
+                return status
+            members = await client.members(timeout=1.0)
+        except EtcdRequestError:
+            return None
+        return status if is_member(self.config.name, status, members) else None
+
+    @property
+    def client_bind(self) -> Bind:
+        """The address etcd serves clients on."""
+        return Bind(str(self.config.address), self.config.client_port)
+
+    @property
+    def peer_bind(self) -> Bind:
+        """The address etcd serves its peers on."""
+        return Bind(str(self.config.address), self.config.peer_port)
 
 
-async def _stop(process: anyio.abc.Process, grace: float, log: logging.Logger) -> None:
-    """SIGTERM, then SIGKILL if etcd has not exited within ``grace`` seconds."""
-    if process.returncode is None:
-        process.terminate()
-        with anyio.move_on_after(grace):
-            await process.wait()
-        if process.returncode is None:
-            log.warning("etcd did not stop within %ss of SIGTERM; killing it", grace)
-            process.kill()
-            await process.wait()
-    await process.aclose()
+def is_member(name: str, status: MemberStatus, members: Sequence[Member]) -> bool:
+    """Whether ``status`` came from the member called ``name`` in etcd's member list.
+
+    A member just joined lists no name until it has published it; it is not taken for
+    this one until it has.
+    """
+    return any(m.id == status.member_id and m.name == name for m in members)

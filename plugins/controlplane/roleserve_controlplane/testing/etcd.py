@@ -9,8 +9,10 @@ kill one member's process, or stop one supervisor, without touching the others.
 from __future__ import annotations
 
 import ipaddress
+import os
 import random
 import shutil
+import signal
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,8 +66,8 @@ class RunningMember:
 
     def kill(self) -> None:
         """SIGKILL the member's etcd process (the supervisor is left to notice)."""
-        assert self.runnable.process is not None, "the member is not running"
-        self.runnable.process.kill()
+        assert self.runnable.program is not None, "the member is not running"
+        os.kill(self.runnable.program.pid, signal.SIGKILL)
 
     def client(self, credentials: Any = None, **options: Any) -> EtcdClient:
         """A client of this member alone."""
