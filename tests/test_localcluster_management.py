@@ -90,11 +90,8 @@ def ca() -> ThrowawayCA:
     return ThrowawayCA()
 
 
-@pytest.mark.parametrize("code", [grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.UNIMPLEMENTED])
-async def test_a_call_that_reached_no_leader_is_made_again_on_the_leader(
-    ca: ThrowawayCA, code: grpc.StatusCode
-) -> None:
-    curator, server, access = await serve(ca, refusals=2, code=code)
+async def test_a_call_refused_as_unavailable_is_made_again_on_the_leader(ca: ThrowawayCA) -> None:
+    curator, server, access = await serve(ca, refusals=2)
     management = LeaderManagement(access, patience=30)
     try:
         with anyio.fail_after(30):

@@ -6,8 +6,7 @@ stub on one channel would fail the first call after such a change, so every call
 through ``LeaderManagement``::
 
     call ─▶ channel to the leader (found with find_leader when there is none)
-      UNAVAILABLE (nothing listens, it stopped leading, its store did not answer), or
-      UNIMPLEMENTED (it stepped down: a curator that does not lead serves no Management):
+      UNAVAILABLE (nothing listens, it stopped leading, its store did not answer):
           close the channel, wait a little, find the leader again, call again
       any other answer: the caller's
     until STEP_TIMEOUT, then the last error
@@ -31,11 +30,6 @@ from roleserve_core.proto import management_pb2_grpc
 from roleserve_core.rpc import secure_channel
 
 __all__ = ["LeaderManagement"]
-
-NOT_THE_LEADER = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.UNIMPLEMENTED)
-"""Answers that mean the call reached no leader; made again on the leader found anew.
-UNIMPLEMENTED: a curator that stepped down serves CuratorLocal alone at the same address
-(seen in e2e, 1 of 2 runs of a stopped cluster coming back)."""
 
 RETRY_AFTER = 0.25
 """Seconds between a call that found no leader and the next attempt."""
@@ -90,7 +84,7 @@ class LeaderManagement:
                 try:
                     return await call(await self._leader())
                 except grpc.aio.AioRpcError as exc:
-                    if exc.code() not in NOT_THE_LEADER:
+                    if exc.code() != grpc.StatusCode.UNAVAILABLE:
                         raise
                     last = exc
                 await self.aclose()
