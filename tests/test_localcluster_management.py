@@ -17,6 +17,7 @@ import pytest
 from typing_extensions import override
 
 from roleserve_core.access import ClusterAccess
+from roleserve_core.connection import NoLeaderError
 from roleserve_core.localcluster.management import LeaderManagement
 from roleserve_core.ports import endpoint
 from roleserve_core.proto import curator_pb2, curator_pb2_grpc, management_pb2, management_pb2_grpc
@@ -132,3 +133,15 @@ async def test_after_its_patience_a_call_fails_with_the_last_refusal(ca: Throwaw
         await server.stop(None)
     assert raised.value.code() == grpc.StatusCode.UNAVAILABLE
     assert curator.calls > 1
+
+
+async def test_with_no_curator_at_all_a_call_fails_naming_the_endpoints(ca: ThrowawayCA) -> None:
+    """Its patience can run out while the first leader is still sought: a clear error, not
+    a failed assertion."""
+    nowhere = endpoint(str(random_loopback()), 9)
+    management = LeaderManagement(ClusterAccess.of(ca.user(), [nowhere]), patience=0.5)
+    try:
+        with anyio.fail_after(30), pytest.raises(NoLeaderError, match=nowhere):
+            await management.GetClusterInfo(management_pb2.GetClusterInfoRequest())
+    finally:
+        await management.aclose()

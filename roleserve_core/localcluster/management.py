@@ -25,7 +25,7 @@ import anyio
 import grpc
 
 from roleserve_core.access import ClusterAccess
-from roleserve_core.connection import find_leader
+from roleserve_core.connection import NoLeaderError, find_leader
 from roleserve_core.proto import management_pb2_grpc
 from roleserve_core.rpc import secure_channel
 
@@ -89,7 +89,11 @@ class LeaderManagement:
                     last = exc
                 await self.aclose()
                 await anyio.sleep(RETRY_AFTER)
-        assert last is not None  # find_leader raises on its own timeout
+        if last is None:  # the deadline came while the first leader was still sought
+            raise NoLeaderError(
+                f"no curator at {', '.join(self.access.endpoints)} named a leader that "
+                f"answered within {self.patience:g} s; is the cluster running?"
+            )
         raise last
 
     async def _leader(self) -> Any:
