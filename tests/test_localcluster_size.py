@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from roleserve_core.enrolment import REGISTER_TICKET_ENV
+from roleserve_core.environment import REGISTER_TICKET_ENV
 from roleserve_core.localcluster import (
     DEFAULT_SIZE,
     LocalCluster,

@@ -18,7 +18,8 @@ import pytest
 
 from roleserve_core.cli import main
 from roleserve_core.datadir import NodeDataDirectory
-from roleserve_core.enrolment import REGISTER_TICKET_ENV, RegisterTicket
+from roleserve_core.enrolment import RegisterTicket
+from roleserve_core.environment import REGISTER_TICKET_ENV
 from roleserve_core.identity import create_ca, generate_key
 from roleserve_core.proto import node_pb2
 

@@ -32,7 +32,6 @@ from roleserve_core.enrolment.plan import (
 )
 from roleserve_core.enrolment.register import register
 from roleserve_core.enrolment.ticket import (
-    REGISTER_TICKET_ENV,
     InvalidTicketError,
     RegisterTicket,
 )
@@ -41,7 +40,6 @@ from roleserve_core.supervisor import RunContext
 from roleserve_core.values import PluginValues
 
 __all__ = [
-    "REGISTER_TICKET_ENV",
     "BootstrapPlan",
     "Enrolment",
     "EnrolmentPlan",

@@ -26,7 +26,8 @@ from pathlib import Path
 
 from roleserve_core.access import default_access_directory
 from roleserve_core.datadir import NodeDataDirectory
-from roleserve_core.enrolment.ticket import REGISTER_TICKET_ENV, InvalidTicketError, RegisterTicket
+from roleserve_core.enrolment.ticket import InvalidTicketError, RegisterTicket
+from roleserve_core.environment import REGISTER_TICKET_ENV
 from roleserve_core.errors import ConfigError, EnrolmentError
 from roleserve_core.identity import CERTIFICATE_FILE
 from roleserve_core.ports import CURATOR_PORT, endpoint, split_endpoint

@@ -21,12 +21,11 @@ from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 from google.protobuf.message import DecodeError
 
-from roleserve_core.environment import REGISTER_TICKET_ENV
 from roleserve_core.errors import CertificateVerificationError, RoleserveError
 from roleserve_core.identity import verify_ca
 from roleserve_core.proto import node_pb2
 
-__all__ = ["REGISTER_TICKET_ENV", "TICKET_PREFIX", "InvalidTicketError", "RegisterTicket"]
+__all__ = ["TICKET_PREFIX", "InvalidTicketError", "RegisterTicket"]
 
 TICKET_PREFIX = "rs1-"
 

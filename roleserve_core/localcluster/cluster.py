@@ -36,7 +36,8 @@ from typing import Any
 import anyio
 
 from roleserve_core.access import ClusterAccess
-from roleserve_core.enrolment import REGISTER_TICKET_ENV, RegisterTicket
+from roleserve_core.enrolment import RegisterTicket
+from roleserve_core.environment import REGISTER_TICKET_ENV
 from roleserve_core.errors import RoleserveError
 from roleserve_core.identity import certificate_from_pem, node_id, private_key_from_pem
 from roleserve_core.localcluster.layout import DEFAULT_SIZE, FIRST_ADDRESS, default_roles

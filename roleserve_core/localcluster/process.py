@@ -22,7 +22,7 @@ from pathlib import Path
 import anyio
 
 from roleserve_core.datadir import NodeDataDirectory
-from roleserve_core.enrolment.ticket import REGISTER_TICKET_ENV
+from roleserve_core.environment import REGISTER_TICKET_ENV
 
 __all__ = ["LocalNode"]
 
