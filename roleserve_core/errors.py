@@ -83,6 +83,7 @@ __all__ = [
     "UnknownValueKeyError",
     "ValueRegistryError",
     "WatcherClosedError",
+    "leaf_exceptions",
 ]
 
 
@@ -215,3 +216,12 @@ class DataDirectoryError(NodeSetupError):
 class EnrolmentError(NodeSetupError, FinalError):
     """The enrolment asked for does not fit the data directory (or the plugins), or the
     cluster refused it for good; final: another attempt would be refused the same way."""
+
+
+def leaf_exceptions(error: BaseException) -> list[BaseException]:
+    """The exceptions ``error`` stands for: itself, or every exception inside its (nested)
+    exception groups. A task group wraps what its tasks raised; the supervisor and the
+    command line both judge a failure by what is inside."""
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for inner in error.exceptions for leaf in leaf_exceptions(inner)]
+    return [error]

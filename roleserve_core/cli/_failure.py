@@ -21,7 +21,7 @@ import traceback
 from collections.abc import Iterator
 
 from roleserve_core.environment import DEBUG_ENV
-from roleserve_core.errors import RoleserveError
+from roleserve_core.errors import RoleserveError, leaf_exceptions
 
 __all__ = ["DEBUG_ENV", "debugging", "report", "sole_error"]
 
@@ -61,18 +61,10 @@ def sole_error() -> Iterator[None]:
 def _cause(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
     import asyncio  # here: a command that does not fail need not load it
 
-    leaves = list(_leaves(group))
+    leaves = leaf_exceptions(group)
     causes = [leaf for leaf in leaves if not isinstance(leaf, asyncio.CancelledError)] or leaves
     if len(causes) == 1:
         return causes[0]
     if all(isinstance(cause, RoleserveError | KeyboardInterrupt) for cause in causes):
         return causes[0]
     return None
-
-
-def _leaves(error: BaseException) -> Iterator[BaseException]:
-    if isinstance(error, BaseExceptionGroup):
-        for inner in error.exceptions:
-            yield from _leaves(inner)
-    else:
-        yield error

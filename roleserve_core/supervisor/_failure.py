@@ -30,7 +30,7 @@ from __future__ import annotations
 import enum
 import sys
 
-from roleserve_core.errors import ExpectedError, FinalError
+from roleserve_core.errors import ExpectedError, FinalError, leaf_exceptions
 
 __all__ = ["FailureKind", "classify_failure", "final_cause"]
 
@@ -50,23 +50,17 @@ def classify_failure(error: BaseException) -> FailureKind:
     """The kind of ``error``, a runnable's failure (see the module docstring for the rules)."""
     if final_cause(error) is not None:
         return FailureKind.FINAL
-    if all(_expected(leaf) for leaf in _leaves(error)):
+    if all(_expected(leaf) for leaf in leaf_exceptions(error)):
         return FailureKind.EXPECTED
     return FailureKind.UNEXPECTED
 
 
 def final_cause(error: BaseException) -> FinalError | None:
     """The first ``FinalError`` in ``error`` (itself, or inside its exception groups)."""
-    for leaf in _leaves(error):
+    for leaf in leaf_exceptions(error):
         if isinstance(leaf, FinalError):
             return leaf
     return None
-
-
-def _leaves(error: BaseException) -> list[BaseException]:
-    if isinstance(error, BaseExceptionGroup):
-        return [leaf for inner in error.exceptions for leaf in _leaves(inner)]
-    return [error]
 
 
 def _expected(error: BaseException) -> bool:
