@@ -56,6 +56,7 @@ from roleserve_core.version import core_version
 from roleserve_core.workers._identity import PROCESS_INSTANCE
 from roleserve_core.workers.heartbeat import DEFAULT_INTERVAL, Heartbeat
 from roleserve_core.workers.rolefetch import ROLES_FILE, save_roles
+from roleserve_core.workers.statuspush import _log_record_difference as log_record_difference
 from roleserve_core.workers.statuspush import boot_id, needs_report, node_status
 
 pytestmark = pytest.mark.anyio
@@ -312,6 +313,29 @@ def test_needs_report_when_the_status_or_the_curators_record_differs() -> None:
     assert needs_report(mine, mine, stamped(other))  # someone else wrote it
 
 
+def test_a_record_from_before_a_restart_is_a_note_and_another_address_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The record a restarted node reads first is often its own from before (with the
+    curator it ran then): one INFO line, not a warning that someone else wrote it."""
+    ctx: Any = SimpleNamespace(log=logging.getLogger("roleserve.test.statuspush"))
+    address = random_loopback()
+    caplog.set_level(logging.INFO)
+    log_record_difference(ctx, status(address, curator_port=7835), status(address))
+    log_record_difference(ctx, status(random_loopback()), status(address))
+    assert [(r.levelno, r.getMessage().split(" (")[0]) for r in caplog.records] == [
+        (
+            logging.INFO,
+            "the curator's record of this node differs from its last report in "
+            "running_curator; reporting again",
+        ),
+        (
+            logging.WARNING,
+            "the curator's record of this node differs from its last report in external_address",
+        ),
+    ]
+
+
 async def test_statuspush_reports_again_when_the_curators_record_differs(
     cluster: FakeCluster, start: Start, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -336,8 +360,8 @@ async def test_statuspush_reports_again_when_the_curators_record_differs(
     reported = [request.status for request in leader.requests("UpdateNodeStatus")]
     assert reported == [status(first), status(first), status(second)]
     assert (
-        f"the curator's record of this node differs from its last report (address {impostor} "
-        f"there, {first} here); reporting again"
+        "the curator's record of this node differs from its last report in external_address "
+        f"(address {impostor} there, {first} here); reporting again"
     ) in caplog.text
     assert harness.status(STATUSPUSH).failures == 0
 

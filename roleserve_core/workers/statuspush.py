@@ -189,12 +189,7 @@ class StatusPush:
         record: common_pb2.NodeStatus | None,
     ) -> None:
         if status == sent and record is not None:
-            ctx.log.warning(
-                "the curator's record of this node differs from its last report (address "
-                "%s there, %s here); reporting again",
-                record.external_address or "none",
-                status.external_address,
-            )
+            _log_record_difference(ctx, record, status)
         request = curator_pb2.UpdateNodeStatusRequest(
             node_id=node_id, status=status, instance=PROCESS_INSTANCE
         )
@@ -204,6 +199,36 @@ class StatusPush:
             "reported address %s%s",
             status.external_address,
             ", running a curator" if status.HasField("running_curator") else "",
+        )
+
+
+def _log_record_difference(
+    ctx: RunContext, record: common_pb2.NodeStatus, sent: common_pb2.NodeStatus
+) -> None:
+    """Say how the curator's record differs from the report it should hold.
+
+    A WARNING when the address differs: someone else wrote the record (a second process
+    with this identity). Otherwise one INFO line: the record is most often this node's own
+    from before a restart (a curator it ran then), read just after the new report went out.
+    """
+    fields = [
+        field.name
+        for field in common_pb2.NodeStatus.DESCRIPTOR.fields
+        if field.name != "timestamp" and getattr(record, field.name) != getattr(sent, field.name)
+    ]
+    if "external_address" in fields:
+        there = record.external_address or "none"
+        ctx.log.warning(
+            "the curator's record of this node differs from its last report in %s (address "
+            "%s there, %s here); reporting again",
+            ", ".join(fields),
+            there,
+            sent.external_address,
+        )
+    else:
+        ctx.log.info(
+            "the curator's record of this node differs from its last report in %s; reporting again",
+            ", ".join(fields),
         )
 
 
