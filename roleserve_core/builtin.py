@@ -7,8 +7,8 @@ plugin's does. It is essential: it cannot be disabled.
 ::
 
     roleserve_values    node_id, node_credentials, bootstrap, roles, curator_connection,
-                        network (declared in ``keys``)
-    roleserve_workers   rolefetch, statuspush, heartbeat, nodemgmt (``workers``)
+                        network, handled_custom_roles, cluster_nodes (declared in ``keys``)
+    roleserve_workers   rolefetch, statuspush, heartbeat, nodemgmt, nodewatch (``workers``)
 """
 
 from __future__ import annotations

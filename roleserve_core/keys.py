@@ -11,14 +11,15 @@ core, never on the plugin that owns the key::
     curator_connection       CuratorConnection   core           workers talking to the curator
     network                  NetworkStatus       core           clusternet, hostsfile
     handled_custom_roles     tuple[str, ...]     core           statuspush
+    cluster_nodes            ClusterNodes        core           hostsfile, clusternet, metrics,
+                                                                the node's curator connection
     local_control_plane      LocalControlPlane   controlplane   statuspush, kubernetes, metrics
     bootstrapped             Bootstrapped        controlplane   the node's enrolment (it saves the
                                                                 credentials it carries)
     kubernetes_status        KubernetesStatus    kubernetes     status push, metrics
     pod_network              PodNetwork          kubernetes     clusternet
-    cluster_directory_saved  bool                hostsfile      status push
 
-The built-in plugin ``core`` (``roleserve_core.builtin``) owns the first seven keys; this
+The built-in plugin ``core`` (``roleserve_core.builtin``) owns the first eight keys; this
 module's ``roleserve_values`` declares them, and test harnesses register this module alone
 when they want the core's values without its workers.
 """
@@ -29,6 +30,7 @@ import ipaddress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from roleserve_core.clusternodes import ClusterNodes
 from roleserve_core.hookspecs import hookimpl
 from roleserve_core.identity import NodeCredentials, PrivateKey, UserCredentials
 from roleserve_core.roles import NodeRoles
@@ -40,7 +42,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BOOTSTRAP",
     "BOOTSTRAPPED",
-    "CLUSTER_DIRECTORY_SAVED",
+    "CLUSTER_NODES",
     "CURATOR_CONNECTION",
     "HANDLED_CUSTOM_ROLES",
     "KUBERNETES_STATUS",
@@ -210,17 +212,19 @@ KUBERNETES_STATUS: ValueKey[KubernetesStatus] = ValueKey(
 POD_NETWORK: ValueKey[PodNetwork] = ValueKey(
     "pod_network", PodNetwork, "Pod prefixes assigned to this node (owned by kubernetes)."
 )
-CLUSTER_DIRECTORY_SAVED: ValueKey[bool] = ValueKey(
-    "cluster_directory_saved",
-    bool,
-    "Whether a cluster directory for rejoining is saved on disk (owned by hostsfile).",
+CLUSTER_NODES: ValueKey[ClusterNodes] = ValueKey(
+    "cluster_nodes",
+    ClusterNodes,
+    "Every node of the cluster (node ID -> curator record), from one Watch of the leader; "
+    "set after its backlog, once per change; kept only while a running worker reads it.",
 )
 
 
 @hookimpl
 def roleserve_values() -> list[ValueKey[Any]]:
     """The core owns the node's identity and credentials, its bootstrap request, its roles,
-    curator connection and network, and which custom roles its plugins handle."""
+    curator connection and network, which custom roles its plugins handle, and the
+    cluster's nodes."""
     return [
         NODE_ID,
         NODE_CREDENTIALS,
@@ -229,4 +233,5 @@ def roleserve_values() -> list[ValueKey[Any]]:
         CURATOR_CONNECTION,
         NETWORK,
         HANDLED_CUSTOM_ROLES,
+        CLUSTER_NODES,
     ]

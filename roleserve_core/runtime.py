@@ -230,9 +230,24 @@ class NodeRuntime:
         ctx.signal_healthy()
         await anyio.sleep_forever()
 
-    def _gated(self, worker: Worker) -> Runnable:
-        if worker.when is None:
+    def _reading(self, worker: Worker) -> Runnable:
+        """``worker.run``, marking the worker an active reader of the keys it declares
+        while it runs (``ValueRegistry.reading``): what keeps ``cluster_nodes`` alive."""
+        if not worker.reads:
             return worker.run
+        run, reads, registry = worker.run, worker.reads, self.registry
+
+        async def reading(ctx: RunContext) -> None:
+            with registry.reading(worker.name, reads):
+                await run(ctx)
+
+        reading.__doc__ = run.__doc__
+        return reading
+
+    def _gated(self, worker: Worker) -> Runnable:
+        run = self._reading(worker)
+        if worker.when is None:
+            return run
         when = worker.when
         roles = self.registry.read(ROLES, CORE_READER)
 
@@ -243,11 +258,11 @@ class NodeRuntime:
                 ctx.set_note("")
                 async with anyio.create_task_group() as tasks:
                     tasks.start_soon(_restart_when_false, ctx, watcher, when)
-                    await worker.run(ctx)
+                    await run(ctx)
                     if not ctx.done:
                         tasks.cancel_scope.cancel()
 
-        gated.__doc__ = worker.run.__doc__
+        gated.__doc__ = run.__doc__
         return gated
 
     async def _run_hooks(self, ctx: RunContext) -> None:

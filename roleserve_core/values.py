@@ -19,12 +19,19 @@ Values are the only state plugins share. The registry makes that sharing explici
 
 ``entries()`` gives, per key, its owner, type, readers, whether it is set and when it last
 changed: what ``roleserve ctl values`` shows.
+
+A value that costs something to keep (``cluster_nodes`` holds a Watch stream to the leader)
+is kept only while someone reads it. ``reading(reader, keys)`` marks a reader active for
+the length of a block (the runtime wraps each worker's run in one, for the keys it
+declares); ``active_readers(key)`` is the set of active readers, as a value its owner
+watches to start and stop its work.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -112,6 +119,7 @@ class ValueRegistry:
     def __init__(self) -> None:
         self._entries: dict[str, _Entry] = {}
         self._declared_reads: dict[str, set[str]] = {}
+        self._active: dict[str, Value[frozenset[str]]] = {}
 
     def declare(self, key: ValueKey[T], owner: str) -> Value[T]:
         """Create the value for ``key``, owned by ``owner``.
@@ -191,6 +199,32 @@ class ValueRegistry:
     def declare_reads(self, reader: str, keys: Iterable[ValueKey[Any]]) -> None:
         """Record that ``reader`` will read ``keys`` (from ``Worker(reads=...)``)."""
         self._declared_reads.setdefault(reader, set()).update(key.name for key in keys)
+
+    @contextlib.contextmanager
+    def reading(self, reader: str, keys: Iterable[ValueKey[Any]]) -> Iterator[None]:
+        """Mark ``reader`` as an active reader of ``keys`` for the block (see the module
+        docstring). Readers are named uniquely by the caller (a runnable's DN)."""
+        names = {key.name for key in keys}
+        for name in names:
+            active = self._active_value(name)
+            active.set(active.get_nowait() | {reader})
+        try:
+            yield
+        finally:
+            for name in names:
+                active = self._active_value(name)
+                active.set(active.get_nowait() - {reader})
+
+    def active_readers(self, key: ValueKey[Any]) -> ValueWatch[frozenset[str]]:
+        """The readers active on ``key`` now (``reading``), as a value to watch."""
+        return self._active_value(key.name).read_only()
+
+    def _active_value(self, name: str) -> Value[frozenset[str]]:
+        active = self._active.get(name)
+        if active is None:
+            active = self._active[name] = Value()
+            active.set(frozenset())
+        return active
 
     def unowned_reads(self) -> list[tuple[str, str]]:
         """``(reader, key name)`` for every declared read of a key nobody declared."""
@@ -291,3 +325,14 @@ class PluginValues:
     def owned(self, key: ValueKey[T]) -> Value[T]:
         """The writable ``Value`` of a key this plugin owns."""
         return self._registry.owned(key, self._plugin)
+
+    def reading(
+        self, reader: str, keys: Iterable[ValueKey[Any]]
+    ) -> contextlib.AbstractContextManager[None]:
+        """Mark ``reader`` an active reader of ``keys`` for a block: for a reader that is
+        not a worker (whose declared reads the runtime marks itself)."""
+        return self._registry.reading(f"{self._plugin}.{reader}", keys)
+
+    def active_readers(self, key: ValueKey[Any]) -> ValueWatch[frozenset[str]]:
+        """Who reads ``key`` now: for the owner of a value kept only while it is read."""
+        return self._registry.active_readers(key)

@@ -592,7 +592,8 @@ def start_connector(
     credentials yet."""
 
     async def started() -> NodeHarness:
-        runtime = PluginHarness().runtime(tmp_path)
+        # nodewatch keeps cluster_nodes, which the connector learns the curators from
+        runtime = PluginHarness(cluster_nodes=True).runtime(tmp_path)
         values = runtime.registry.scoped(CORE_READER)
         runtime.add_service("connection", CuratorConnector(known, values))
         return await node(runtime)

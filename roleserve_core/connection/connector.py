@@ -6,8 +6,9 @@ leader changes (``root.connection``).
     node_credentials ─▶ follow_leader(known curators) ──leader──▶ secure_channel(leader,
                                                                     node_id=leader's ID)
                                                                   └▶ curator_connection
-    child "curators": Watch(every node) on the current connection ─▶ nodes running a
-                      curator ─▶ KnownCurators (saved): the candidates of the next search
+    child "curators": cluster_nodes (kept by the core worker nodewatch, which this child
+                      keeps alive by reading it) ─▶ nodes running a curator
+                      ─▶ KnownCurators (saved): the candidates of the next search
 
 Every worker shares the one channel in ``curator_connection``. A new leader gets a new
 channel and a new value; the previous channel is closed ``OLD_CHANNEL_GRACE`` seconds
@@ -23,10 +24,13 @@ import anyio
 
 from roleserve_core.connection.curators import KnownCurators, curator_endpoint
 from roleserve_core.connection.leader import LeaderInfo, follow_leader
-from roleserve_core.connection.session import on_each_connection
 from roleserve_core.identity import NodeCredentials
-from roleserve_core.keys import CURATOR_CONNECTION, NODE_CREDENTIALS, CuratorConnection
-from roleserve_core.proto import curator_pb2, curator_pb2_grpc
+from roleserve_core.keys import (
+    CLUSTER_NODES,
+    CURATOR_CONNECTION,
+    NODE_CREDENTIALS,
+    CuratorConnection,
+)
 from roleserve_core.rpc import CancellationSafeChannel, secure_channel
 from roleserve_core.supervisor import RunContext
 from roleserve_core.values import PluginValues
@@ -81,38 +85,17 @@ class CuratorConnector:
 
     async def _learn_curators(self, ctx: RunContext) -> None:
         """Child ``curators``: keep the known curators current from the cluster's nodes."""
-        await on_each_connection(ctx, self.values, _NodeWatch(ctx, self.known))
-
-
-class _NodeWatch:
-    """One Watch of every node on one connection, feeding ``KnownCurators``."""
-
-    def __init__(self, ctx: RunContext, known: KnownCurators) -> None:
-        self.ctx = ctx
-        self.known = known
-        self.curators: dict[str, str] = {}
-
-    async def __call__(self, connection: CuratorConnection) -> None:
-        stub = curator_pb2_grpc.CuratorStub(connection.channel)
-        request = curator_pb2.WatchRequest(
-            nodes_in_cluster=curator_pb2.WatchRequest.NodesInCluster()
-        )
-        healthy = False
-        async for event in stub.Watch(request):
-            for node in event.nodes:
-                found = curator_endpoint(node)
-                if found is None:
-                    self.curators.pop(node.id, None)
-                else:
-                    self.curators[node.id] = found
-            for tombstone in event.node_tombstones:
-                self.curators.pop(tombstone.node_id, None)
-            if event.progress == curator_pb2.WatchEvent.PROGRESS_LAST_BACKLOGGED or healthy:
-                if self.known.learn(self.curators.values()):
-                    self.ctx.log.info("curators: %s", ", ".join(sorted(self.curators.values())))
-                if not healthy:
-                    healthy = True
-                    self.ctx.signal_healthy()
+        with (
+            self.values.reading("connection", [CLUSTER_NODES]),
+            self.values.watch(CLUSTER_NODES) as views,
+        ):
+            view = await views.get(filter=lambda view: view.backlogged)
+            ctx.signal_healthy()
+            while True:
+                curators = [found for node in view.values() if (found := curator_endpoint(node))]
+                if self.known.learn(curators):
+                    ctx.log.info("curators: %s", ", ".join(sorted(curators)))
+                view = await views.get(filter=lambda view: view.backlogged)
 
 
 async def _close_later(channel: CancellationSafeChannel) -> None:

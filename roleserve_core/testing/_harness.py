@@ -42,6 +42,10 @@ NO_CHANNEL: Any = None
 
 CORE_VALUES_ONLY = BuiltinPlugin("core", "roleserve_core.keys", essential=True)
 """The built-in plugin ``core`` with its values but without its workers."""
+CORE_WITH_NODEWATCH = BuiltinPlugin(
+    "core", "roleserve_core.testing._core_nodewatch", essential=True
+)
+"""The built-in plugin ``core`` with its values and ``nodewatch`` (keeps cluster_nodes)."""
 
 
 class PluginHarness:
@@ -50,11 +54,19 @@ class PluginHarness:
     Installed entry-point plugins stay out, so a test sees the same plugins on every
     machine. The core's own workers (rolefetch, statuspush, heartbeat, nodemgmt) stay out
     too unless ``core_workers=True``: a test of one plugin's worker wants that worker's tree,
-    not the node's whole.
+    not the node's whole. ``cluster_nodes=True`` adds the one core worker ``nodewatch``, for
+    a worker that reads ``cluster_nodes`` (connect the node to a ``fake_cluster`` curator).
     """
 
-    def __init__(self, *, strict: bool = False, core_workers: bool = False) -> None:
-        builtins = BUILTIN_PLUGINS if core_workers else (CORE_VALUES_ONLY,)
+    def __init__(
+        self, *, strict: bool = False, core_workers: bool = False, cluster_nodes: bool = False
+    ) -> None:
+        if core_workers:
+            builtins: tuple[BuiltinPlugin, ...] = BUILTIN_PLUGINS
+        elif cluster_nodes:
+            builtins = (CORE_WITH_NODEWATCH,)
+        else:
+            builtins = (CORE_VALUES_ONLY,)
         self.plugins = PluginSet.load(
             strict=strict, selection=PluginSelection(), entry_points=[], builtins=builtins
         )

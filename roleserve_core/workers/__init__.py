@@ -12,6 +12,9 @@
     heartbeat   root.role.heartbeat     curator_connection            beats at the curator's
                                                                       interval
     nodemgmt    root.role.nodemgmt      node_credentials, network     serves NodeManagement
+    nodewatch   root.role.nodewatch     curator_connection            keeps cluster_nodes from
+                                                                      one Watch of every node,
+                                                                      while anyone reads it
 
 heartbeat and statuspush send the process's instance ID (``_identity``): the curator keeps
 one process per node identity, and the refused one says so and retries.
@@ -22,6 +25,7 @@ from __future__ import annotations
 from roleserve_core.node import NodeContext, Worker
 from roleserve_core.workers.heartbeat import heartbeat_worker
 from roleserve_core.workers.nodemgmt import nodemgmt_worker
+from roleserve_core.workers.nodewatch import nodewatch_worker
 from roleserve_core.workers.rolefetch import rolefetch_worker
 from roleserve_core.workers.statuspush import statuspush_worker
 
@@ -35,4 +39,5 @@ def core_workers(node: NodeContext) -> list[Worker]:
         statuspush_worker(node),
         heartbeat_worker(node),
         nodemgmt_worker(node),
+        nodewatch_worker(node),
     ]
