@@ -22,6 +22,7 @@ per message), so a test waits for the calls it expects and compares the whole se
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import random
 from collections.abc import AsyncIterator, Mapping
@@ -99,6 +100,9 @@ class FakeCurator(curator_pb2_grpc.CuratorServicer, curator_pb2_grpc.CuratorLoca
         """How many GetCurrentLeader answers it has sent, over all its streams (counted as
         each is sent; the answers of one stream reach the caller in order)."""
         self.leader_answers.set(0)
+        self.open_watches: Value[int] = Value()
+        """How many Watch streams are open now (counted as each opens and ends)."""
+        self.open_watches.set(0)
         self._leader: curator_pb2.GetCurrentLeaderResponse | None = None
         self._nodes: dict[str, tuple[int, curator_pb2.Node]] = {}
         self._version = 0
@@ -286,21 +290,32 @@ class FakeCurator(curator_pb2_grpc.CuratorServicer, curator_pb2_grpc.CuratorLoca
             else None
         )
         generation = self._ended.get("Watch", 0)
-        sent: dict[str, int] = {}
         backlogged = False
+        self.open_watches.set(self.open_watches.get_nowait() + 1)
+        try:
+            async with contextlib.aclosing(self._watch_events(only, generation)) as events:
+                async for event in events:
+                    if not backlogged:
+                        event.progress = curator_pb2.WatchEvent.PROGRESS_LAST_BACKLOGGED
+                        backlogged = True
+                    elif not event.nodes and not event.node_tombstones:
+                        continue
+                    yield event
+        finally:
+            self.open_watches.set(self.open_watches.get_nowait() - 1)
+
+    async def _watch_events(
+        self, only: str | None, generation: int
+    ) -> AsyncIterator[curator_pb2.WatchEvent]:
+        """Each catch-up event of one Watch stream, until the test ends Watch streams."""
+        sent: dict[str, int] = {}
         with self._changes.watch() as changes:
             while True:
                 await changes.get()
                 if self._ended_since("Watch", generation):
                     return
                 nodes = {key: entry for key, entry in self._nodes.items() if only in (None, key)}
-                event = _catch_up(sent, nodes)
-                if not backlogged:
-                    event.progress = curator_pb2.WatchEvent.PROGRESS_LAST_BACKLOGGED
-                    backlogged = True
-                elif not event.nodes and not event.node_tombstones:
-                    continue
-                yield event
+                yield _catch_up(sent, nodes)
 
     @override
     async def Heartbeat(
