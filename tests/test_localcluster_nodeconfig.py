@@ -22,11 +22,13 @@ from roleserve_core.localcluster.nodeconfig import (
     NodeConfigError,
     hosts_path_accepted,
     with_hosts_path,
+    without_hosts_path,
 )
 from roleserve_core.plugins import ENTRY_POINT_GROUP
 
 HOSTS = Path("/c/n1/hosts")
 SOURCE = Path("/c/n1/roleserve.toml")
+HEADER = f"[plugins.hostsfile]  {MARK}\n"
 ADDED = f'path = "{HOSTS}"  {MARK}\n'
 OPERATOR = """\
 [node]
@@ -45,12 +47,12 @@ def parsed(text: str) -> dict[str, Any]:
 
 
 def test_an_empty_file_gets_a_section_with_the_path() -> None:
-    assert with_hosts_path("", HOSTS, SOURCE) == f"[plugins.hostsfile]\n{ADDED}"
+    assert with_hosts_path("", HOSTS, SOURCE) == f"{HEADER}{ADDED}"
 
 
 def test_other_settings_and_comments_are_kept_line_for_line() -> None:
     merged = with_hosts_path(OPERATOR, HOSTS, SOURCE)
-    assert merged == f"{OPERATOR}\n[plugins.hostsfile]\n{ADDED}"
+    assert merged == f"{OPERATOR}\n{HEADER}{ADDED}"
     without_newline = with_hosts_path(OPERATOR.rstrip("\n"), HOSTS, SOURCE)
     assert without_newline == merged
 
@@ -96,6 +98,20 @@ def test_a_section_it_cannot_add_a_line_to_is_refused_with_the_line_to_add() -> 
             f'section; add the line path = "{HOSTS}" to it yourself (or any path of your '
             "choice), then run `cluster up` again"
         )
+
+
+def test_the_lines_it_added_are_taken_out_again_and_nothing_else() -> None:
+    for text in ("", OPERATOR, "[plugins.hostsfile]\nhostname = true\n"):
+        merged = with_hosts_path(text, HOSTS, SOURCE)
+        assert merged is not None
+        assert without_hosts_path(merged) == text
+    assert without_hosts_path(OPERATOR) is None  # nothing of ours
+    assert without_hosts_path('[plugins.hostsfile]\npath = "/srv/hosts"\n') is None
+
+
+def test_a_section_the_operator_wrote_under_its_header_keeps_the_header() -> None:
+    merged = f"{OPERATOR}\n{HEADER}{ADDED}hostname = true\n"
+    assert without_hosts_path(merged) == f"{OPERATOR}\n{HEADER}hostname = true\n"
 
 
 # -- whether the plugin would accept it ---------------------------------------------------
@@ -162,9 +178,7 @@ def test_a_new_clusters_nodes_get_the_config_and_their_own_hosts_file(
     cluster._register(cluster.nodes[1], "rs1-ticket")
     for node in cluster.nodes:
         hosts = node.directory / "hosts"
-        assert config_of(cluster, node.index) == (
-            f'{OPERATOR}\n[plugins.hostsfile]\npath = "{hosts}"  {MARK}\n'
-        )
+        assert config_of(cluster, node.index) == (f'{OPERATOR}\n{HEADER}path = "{hosts}"  {MARK}\n')
         assert cluster.hosts_file(node) == hosts
 
 
@@ -180,7 +194,7 @@ def test_a_node_of_a_cluster_from_before_gets_its_path_when_it_restarts(
     config.chmod(0o600)
     cluster._start_enrolled()
     hosts = cluster.nodes[0].directory / "hosts"
-    assert config_of(cluster, 1) == f'{OPERATOR}\n[plugins.hostsfile]\npath = "{hosts}"  {MARK}\n'
+    assert config_of(cluster, 1) == f'{OPERATOR}\n{HEADER}path = "{hosts}"  {MARK}\n'
     assert config.stat().st_mode & 0o777 == 0o600
     assert f"node 1: its hosts file is {hosts} (added to {config})" in said
     # node 2 had no roleserve.toml: it gets the cluster's, and no line is said about it
@@ -204,6 +218,24 @@ def test_without_the_plugin_the_file_is_not_touched(tmp_path: Path, no_processes
     bare = LocalCluster(tmp_path / "bare", 1, hosts_files=False)
     bare._start_enrolled()
     assert not bare.nodes[0].datadir.config.exists()
+
+
+def test_without_the_plugin_the_path_it_added_goes_again(
+    tmp_path: Path, no_processes: None
+) -> None:
+    """A node would refuse a section of a plugin that is not installed (another checkout)."""
+    said: list[str] = []
+    cluster = LocalCluster(tmp_path, 1, hosts_files=False, progress=said.append)
+    node = cluster.nodes[0]
+    node.datadir.credentials.mkdir(parents=True)
+    hosts = node.directory / "hosts"
+    node.datadir.config.write_text(with_hosts_path(OPERATOR, hosts, SOURCE) or "")
+    cluster._start_enrolled()
+    assert config_of(cluster, 1) == OPERATOR
+    assert (
+        "node 1: no hostsfile plugin takes [plugins.hostsfile] path; the one cluster up "
+        f"added is taken out of {node.datadir.config}"
+    ) in said
 
 
 # -- where the operator finds them --------------------------------------------------------

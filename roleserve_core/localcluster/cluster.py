@@ -52,6 +52,7 @@ from roleserve_core.localcluster.nodeconfig import (
     configured_hosts_file,
     hosts_path_accepted,
     with_hosts_path,
+    without_hosts_path,
 )
 from roleserve_core.localcluster.process import LocalNode
 from roleserve_core.ports import NODE_MANAGEMENT_PORT, endpoint
@@ -297,19 +298,25 @@ class LocalCluster:
             path.write_text(self.config)
         if self.hosts_files is None:
             self.hosts_files = hosts_path_accepted()
-        if not self.hosts_files:
-            return
         try:
             text, mode = path.read_text(), stat.S_IMODE(path.stat().st_mode)
         except FileNotFoundError:
             text, mode = "", 0o644
         hosts = node.directory / HOSTS_FILE
-        merged = with_hosts_path(text, hosts, path)
-        if merged is None:
+        if self.hosts_files:
+            changed = with_hosts_path(text, hosts, path)
+            said = f"node {node.index}: its hosts file is {hosts} (added to {path})"
+        else:
+            changed = without_hosts_path(text)
+            said = (
+                f"node {node.index}: no hostsfile plugin takes [plugins.hostsfile] path; "
+                f"the one cluster up added is taken out of {path}"
+            )
+        if changed is None:
             return
         if existed:  # a file of the operator's, or of a cluster from before
-            self.progress(f"node {node.index}: its hosts file is {hosts} (added to {path})")
-        write_atomically(path, merged.encode(), mode)
+            self.progress(said)
+        write_atomically(path, changed.encode(), mode)
 
     async def _owner_written(self) -> bool:
         try:

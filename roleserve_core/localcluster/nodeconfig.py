@@ -13,9 +13,11 @@ fighting over ``/etc/hosts``::
     not valid TOML                         left alone: the node refuses it, in one line
     a path it cannot add as text (an       refused (NodeConfigError), naming the file
     inline table, dotted keys)             and the line to add by hand
+    without the plugin: a path up added    taken out again, with the header it added
 
 ``up`` does this before every start, so a cluster made before this existed gets its paths
-at its next ``up``.
+at its next ``up``. The lines it adds end with ``MARK``, so that it can take them out again
+(``without_hosts_path``) when the plugin is gone.
 
 Decision: the path is written only when the hostsfile plugin would accept it
 (``hosts_path_accepted``): installed, selected (``ROLESERVE_PLUGINS``,
@@ -24,8 +26,9 @@ with this process's interpreter and environment, so what this process finds is w
 find. A section of a plugin that is not installed makes a node refuse its file
 (``resolve_plugin_config``: most likely a typo), a key the plugin does not declare too, and
 a section of a blocked plugin costs a warning in the node's log at every start; writing
-nothing in those cases keeps a node without the plugin starting, quietly. A path written
-while the plugin was there stays if it goes (the node then says so, in one line).
+nothing in those cases keeps a node without the plugin starting, quietly. A path ``up``
+wrote while the plugin was there (a checkout of another branch, say) is taken out again
+at the next ``up`` without it, with one line saying so; a path of the operator's is theirs.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ __all__ = [
     "configured_hosts_file",
     "hosts_path_accepted",
     "with_hosts_path",
+    "without_hosts_path",
 ]
 
 HOSTS_FILE = "hosts"
@@ -122,7 +126,7 @@ def with_hosts_path(text: str, hosts: Path, source: Path) -> str | None:
     else:  # a section of its own, after a blank line
         head = text if not text or text.endswith("\n") else f"{text}\n"
         blank = "\n" if head.strip() and not head.endswith("\n\n") else ""
-        merged = f"{head}{blank}[plugins.{HOSTSFILE_PLUGIN}]\n{line}"
+        merged = f"{head}{blank}[plugins.{HOSTSFILE_PLUGIN}]  {MARK}\n{line}"
     if not _only_path_added(data, merged, hosts):
         raise NodeConfigError(
             f"{source}: cannot add the node's own hosts file to its [plugins.hostsfile] "
@@ -130,6 +134,42 @@ def with_hosts_path(text: str, hosts: Path, source: Path) -> str | None:
             "yourself (or any path of your choice), then run `cluster up` again"
         )
     return merged
+
+
+def without_hosts_path(text: str) -> str | None:
+    """``text`` without the lines ``with_hosts_path`` added (known by ``MARK``): the path,
+    and the section's header if it added that and nothing else is left under it. None if
+    it holds none of them, or if taking them out would change anything else (an operator
+    who wrote under the header keeps it all).
+    """
+    lines = text.splitlines(keepends=True)
+    ours = [i for i, line in enumerate(lines) if line.rstrip("\r\n").endswith(MARK)]
+    if not ours:
+        return None
+    try:
+        expected = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return None
+    section = _hostsfile_section(expected)
+    section.pop(PATH_SETTING, None)
+    paths = [i for i in ours if not _HEADER.match(lines[i])]
+    headers = [i for i in ours if _HEADER.match(lines[i])]
+    gone = set(paths)
+    if not section and headers:
+        del expected["plugins"][HOSTSFILE_PLUGIN]
+        if not expected["plugins"]:
+            del expected["plugins"]
+        gone.update(headers)
+        before = headers[0] - 1  # the blank line it put before the header
+        if before >= 0 and not lines[before].strip():
+            gone.add(before)
+    kept = "".join(line for i, line in enumerate(lines) if i not in gone)
+    try:
+        if tomllib.loads(kept) != expected:
+            return None
+    except tomllib.TOMLDecodeError:
+        return None
+    return kept
 
 
 def _hostsfile_section(data: dict[str, Any]) -> dict[str, Any]:
