@@ -3,7 +3,8 @@ real processes, on loopback addresses of the test's own.
 
 The first tests each run a one-node cluster of their own. The others share one three-node
 cluster (``three``), made by the command itself, that they stop and bring back; each leaves
-it with every node running, UP and HEALTHY. The last one grows it to four.
+it with every node running, UP and HEALTHY. The last but one grows it to four; the last
+decommissions the fourth (which keeps running, decommissioned).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 import signal
 import subprocess
 import sys
+import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,10 +24,13 @@ import anyio
 import pytest
 
 from roleserve_core.localcluster import FIRST_ADDRESS, LocalCluster, default_roles
+from roleserve_core.testing import poll_until
 
 TIMEOUT = 120.0
 """Seconds a command may take: bootstrapping a one-node cluster takes a few."""
 COMMAND = [sys.executable, "-m", "roleserve_core", "cluster"]
+HOSTS_TIMEOUT = 60.0
+"""Seconds for a change of the cluster's nodes to reach every node's hosts file."""
 
 
 def cluster(*args: str) -> subprocess.CompletedProcess[str]:
@@ -106,6 +111,8 @@ class Three:
     directory: Path
     up: list[str]
     """The command that made it, to run again."""
+    made: str
+    """What that command printed."""
 
 
 @pytest.fixture(scope="module")
@@ -126,7 +133,7 @@ def three(
     made = cluster(*up)
     try:
         assert made.returncode == 0, made.stdout + made.stderr
-        yield Three(directory, up)
+        yield Three(directory, up, made.stdout)
     finally:
         cluster("down", "--dir", str(directory))
 
@@ -152,6 +159,50 @@ def test_registering_nodes_get_the_ticket_outside_their_arguments(three: Three) 
         words = argv(node["pid"])
         assert "node" in words, words  # the node process itself
         assert not any(word.startswith("rs1-") or word == "--register" for word in words)
+
+
+def hosts_entries(path: Path) -> dict[str, str]:
+    """The hostsfile plugin's block in the hosts file ``path`` (between the two marker
+    lines that name roleserve): node ID → address."""
+    lines = path.read_text().splitlines()
+    begin, end = [index for index, line in enumerate(lines) if "roleserve" in line][:2]
+    entries = {}
+    for line in lines[begin + 1 : end]:
+        address, *names = line.split("#")[0].split() or [""]
+        for name in names:
+            entries[name] = address
+    return entries
+
+
+def wait_for_hosts(path: Path, wanted: dict[str, str]) -> None:
+    """Until the block in ``path`` lists exactly ``wanted`` (node ID → address)."""
+
+    async def look() -> dict[str, str]:
+        return hosts_entries(path)
+
+    what = f"{path} lists {sorted(wanted)}"
+    anyio.run(lambda: poll_until(what, look, wanted.__eq__, timeout=HOSTS_TIMEOUT))
+
+
+def node_addresses(nodes: list[dict[str, Any]]) -> dict[str, str]:
+    """Node ID → address, of the nodes ``status`` shows."""
+    return {node["cluster"]["id"]: node["address"] for node in nodes}
+
+
+def test_every_node_has_its_own_hosts_file_listing_every_node(three: Three) -> None:
+    """Each node's hosts file is in its directory ([plugins.hostsfile] path, added to the
+    roleserve.toml the fixture wrote, which keeps its own settings), and lists all three."""
+    nodes = status(three.directory)
+    assert f"hosts files: {three.directory}/n<i>/hosts\n" in three.made
+    for node in nodes:
+        directory = three.directory / node["node"]
+        config = tomllib.loads((directory / "roleserve.toml").read_text())
+        assert config["plugins"]["controlplane"]["lease_ttl"] == 3  # the fixture's, kept
+        assert config["plugins"]["hostsfile"]["path"] == str(directory / "hosts")
+        assert node["hosts_file"] == str(directory / "hosts")
+        assert f"its hosts file is {directory / 'hosts'}" in three.made
+    for node in nodes:
+        wait_for_hosts(Path(node["hosts_file"]), node_addresses(nodes))
 
 
 def test_a_stopped_cluster_comes_back_with_the_same_command(three: Three) -> None:
@@ -213,3 +264,27 @@ def test_more_nodes_than_the_directory_holds_grow_the_cluster(three: Three) -> N
     after = status(three.directory)
     assert [node["pid"] for node in after[:3]] == [node["pid"] for node in before]
     assert_up_with_roles(after)  # node 4: kubernetes_worker only
+
+
+def test_a_decommissioned_node_leaves_the_others_hosts_files(three: Three) -> None:
+    """Node 4 (``kubernetes_worker`` only, so no role to take away first) is decommissioned;
+    it keeps running, and the other nodes' hosts files drop its line."""
+    nodes = status(three.directory)
+    assert len(nodes) == 4
+    for node in nodes:
+        wait_for_hosts(Path(node["hosts_file"]), node_addresses(nodes))
+    fourth = nodes[3]["cluster"]["id"]
+    owner = three.directory / "owner"
+    ctl = [sys.executable, "-m", "roleserve_core", "ctl", "--credentials", str(owner)]
+    gone = subprocess.run(
+        [*ctl, "decommission", fourth, "--yes"],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert gone.returncode == 0, gone.stderr
+    assert f"decommissioned {fourth}" in gone.stdout
+    remaining = node_addresses(nodes[:3])
+    for node in nodes[:3]:
+        wait_for_hosts(Path(node["hosts_file"]), remaining)

@@ -23,6 +23,7 @@ from roleserve_core.cli.ctl._format import NONE, print_json
 from roleserve_core.cli.ctl._nodes import HEADERS, node_json, node_row
 from roleserve_core.environment import CREDENTIALS_ENV
 from roleserve_core.localcluster import LocalCluster, size_for_up
+from roleserve_core.localcluster.nodeconfig import HOSTS_FILE
 from roleserve_core.proto import management_pb2
 
 __all__ = ["COMMANDS"]
@@ -142,7 +143,26 @@ async def _status_table(cluster: LocalCluster) -> str:
             else ["", cluster.node_id(local) or NONE, str(local.address), *[NONE] * 4]
         )
         rows.append([f"n{local.index}", str(local.pid or "stopped"), *cells])
-    return render_table(("NODE", "PID", *HEADERS), rows)
+    table = render_table(("NODE", "PID", *HEADERS), rows)
+    files = _hosts_files(cluster)
+    return table if files is None else f"{table}\n{files}"
+
+
+def _hosts_files(cluster: LocalCluster) -> str | None:
+    """One line under the table: where each node's hosts file is (``[plugins.hostsfile]
+    path``), as a pattern when every node has its own in its directory, with the nodes
+    whose file is elsewhere named; None when no node names one (no hostsfile plugin)."""
+    default = f"{cluster.directory}/n<i>/{HOSTS_FILE}"
+    elsewhere, kept = [], False
+    for local in cluster.nodes:
+        path = cluster.hosts_file(local)
+        if path == local.directory / HOSTS_FILE:
+            kept = True
+        elif path is not None:
+            elsewhere.append(f"n{local.index}: {path}")
+    if not kept and not elsewhere:
+        return None
+    return f"hosts files: {', '.join(([default] if kept else []) + elsewhere)}"
 
 
 def _node_json(
@@ -156,6 +176,7 @@ def _node_json(
         "address": str(local.address),
         "pid": local.pid,
         "directory": str(local.directory),
+        "hosts_file": None if (hosts := cluster.hosts_file(local)) is None else str(hosts),
         "cluster": node_json(known) if known else None,
     }
 

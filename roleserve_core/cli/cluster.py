@@ -92,7 +92,10 @@ def add_parser(commands: Any) -> None:
     status = subcommands.add_parser(
         "status",
         help="show the cluster's nodes",
-        description="Show every node: its process, and what the leading curator knows of it.",
+        description=(
+            "Show every node: its process, and what the leading curator knows of it; under "
+            "the table, where the nodes' hosts files are (when the hostsfile plugin is installed)."
+        ),
     )
     _directory_option(status)
     status.add_argument("--json", action="store_true", help="print JSON instead of a table")

@@ -5,9 +5,12 @@
     D/
     ├── first-address   node 1's address (127.0.0.11 unless chosen); node i has the i-th
     ├── owner/          the owner's access directory (written by node 1's bootstrap)
-    ├── n1/ … nN/       each node's data directory, log (node.log) and PID (node.pid)
+    ├── n1/ … nN/       each node's data directory, log (node.log), PID (node.pid) and
+    │                   hosts file (hosts, when the hostsfile plugin is installed)
 
-    up():   every enrolled node that is not running: started (it rejoins without flags);
+    up():   before each start: the node's roleserve.toml given its own hosts file
+            (nodeconfig: [plugins.hostsfile] path = "n<i>/hosts")
+            every enrolled node that is not running: started (it rejoins without flags);
             node 1 of a new cluster: --bootstrap                        127.0.0.11
             wait for the leader (only now: the members need each other for a quorum)
             nodes not enrolled yet: registered ($ROLESERVE_REGISTER_TICKET, never in argv)
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import stat
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -39,9 +43,17 @@ from roleserve_core.access import ClusterAccess
 from roleserve_core.enrolment import RegisterTicket
 from roleserve_core.environment import REGISTER_TICKET_ENV
 from roleserve_core.errors import RoleserveError
+from roleserve_core.files import write_atomically
 from roleserve_core.identity import certificate_from_pem, node_id, private_key_from_pem
 from roleserve_core.localcluster.layout import DEFAULT_SIZE, FIRST_ADDRESS, default_roles
 from roleserve_core.localcluster.management import LeaderManagement
+from roleserve_core.localcluster.nodeconfig import (
+    HOSTS_FILE,
+    configured_hosts_file,
+    hosts_path_accepted,
+    with_hosts_path,
+    without_hosts_path,
+)
 from roleserve_core.localcluster.process import LocalNode
 from roleserve_core.ports import NODE_MANAGEMENT_PORT, endpoint
 from roleserve_core.proto import (
@@ -134,6 +146,8 @@ class LocalCluster:
     :param first_address: node 1's address; by default the one ``directory`` recorded,
         else ``FIRST_ADDRESS``. A different one than recorded is refused.
     :param config: the ``roleserve.toml`` text of nodes created by this cluster.
+    :param hosts_files: whether each node's roleserve.toml gets ``[plugins.hostsfile]
+        path`` (``nodeconfig``); by default, whether the hostsfile plugin would accept it.
     """
 
     def __init__(
@@ -143,12 +157,14 @@ class LocalCluster:
         *,
         first_address: ipaddress.IPv4Address | None = None,
         config: str = "",
+        hosts_files: bool | None = None,
         progress: Progress = _quiet,
     ) -> None:
         if size < 1:
             raise ValueError("a cluster has at least one node")
         self.directory = directory.absolute()
         self.config = config
+        self.hosts_files = hosts_files
         self.progress = progress
         saved = saved_first_address(self.directory)
         first = first_address or saved or FIRST_ADDRESS
@@ -184,6 +200,11 @@ class LocalCluster:
     def access(self) -> ClusterAccess:
         """The owner's access to the cluster."""
         return ClusterAccess.load(self.owner_directory)
+
+    def hosts_file(self, node: LocalNode) -> Path | None:
+        """The hosts file ``node``'s roleserve.toml names (``[plugins.hostsfile] path``);
+        None if it names none."""
+        return configured_hosts_file(node.datadir.config)
 
     def node_id(self, node: LocalNode) -> str | None:
         """The ID of ``node``, once it has made its key."""
@@ -254,6 +275,7 @@ class LocalCluster:
                 self.progress(f"node {node.index} at {node.address} runs (pid {node.pid})")
             else:
                 self.progress(f"starting node {node.index} at {node.address} (it rejoins)")
+                self._write_config(node)
                 node.start()
 
     def _register(self, node: LocalNode, ticket: str) -> None:
@@ -267,9 +289,34 @@ class LocalCluster:
         node.start("--join-address", str(self.nodes[0].address), env={REGISTER_TICKET_ENV: ticket})
 
     def _write_config(self, node: LocalNode) -> None:
+        """Before ``node`` starts: the cluster's config for a node that has none, and the
+        node's own hosts file in it (``nodeconfig``, which says when and why)."""
         node.directory.mkdir(parents=True, exist_ok=True)
-        if self.config and not node.datadir.config.exists():
-            node.datadir.config.write_text(self.config)
+        path = node.datadir.config
+        existed = path.exists()
+        if self.config and not existed:
+            path.write_text(self.config)
+        if self.hosts_files is None:
+            self.hosts_files = hosts_path_accepted()
+        try:
+            text, mode = path.read_text(), stat.S_IMODE(path.stat().st_mode)
+        except FileNotFoundError:
+            text, mode = "", 0o644
+        hosts = node.directory / HOSTS_FILE
+        if self.hosts_files:
+            changed = with_hosts_path(text, hosts, path)
+            said = f"node {node.index}: its hosts file is {hosts} (added to {path})"
+        else:
+            changed = without_hosts_path(text)
+            said = (
+                f"node {node.index}: no hostsfile plugin takes [plugins.hostsfile] path; "
+                f"the one cluster up added is taken out of {path}"
+            )
+        if changed is None:
+            return
+        if existed:  # a file of the operator's, or of a cluster from before
+            self.progress(said)
+        write_atomically(path, changed.encode(), mode)
 
     async def _owner_written(self) -> bool:
         try:

@@ -1,0 +1,255 @@
+"""Each local node's roleserve.toml gets ``[plugins.hostsfile] path`` = its own hosts file,
+before every start, keeping what else the file says; only when the hostsfile plugin would
+accept it (no processes are started here: ``subprocess.Popen`` is recorded instead)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+import types
+from importlib.metadata import EntryPoint
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from roleserve_core import Setting, hookimpl
+from roleserve_core.cli import _cluster_commands as cluster_command
+from roleserve_core.localcluster import LocalCluster
+from roleserve_core.localcluster.nodeconfig import (
+    MARK,
+    NodeConfigError,
+    hosts_path_accepted,
+    with_hosts_path,
+    without_hosts_path,
+)
+from roleserve_core.plugins import ENTRY_POINT_GROUP
+
+HOSTS = Path("/c/n1/hosts")
+SOURCE = Path("/c/n1/roleserve.toml")
+HEADER = f"[plugins.hostsfile]  {MARK}\n"
+ADDED = f'path = "{HOSTS}"  {MARK}\n'
+OPERATOR = """\
+[node]
+log_level = "debug"   # while I look
+
+[plugins.controlplane]
+lease_ttl = 3
+"""
+
+
+def parsed(text: str) -> dict[str, Any]:
+    return tomllib.loads(text)
+
+
+# -- the text -----------------------------------------------------------------------------
+
+
+def test_an_empty_file_gets_a_section_with_the_path() -> None:
+    assert with_hosts_path("", HOSTS, SOURCE) == f"{HEADER}{ADDED}"
+
+
+def test_other_settings_and_comments_are_kept_line_for_line() -> None:
+    merged = with_hosts_path(OPERATOR, HOSTS, SOURCE)
+    assert merged == f"{OPERATOR}\n{HEADER}{ADDED}"
+    without_newline = with_hosts_path(OPERATOR.rstrip("\n"), HOSTS, SOURCE)
+    assert without_newline == merged
+
+
+def test_a_hostsfile_section_without_a_path_gets_it_under_its_header() -> None:
+    text = '[plugins.hostsfile]  # names\nhostname = true\nmachine_id = "m1"\n\n[node]\n'
+    merged = with_hosts_path(text, HOSTS, SOURCE)
+    assert (
+        merged
+        == f'[plugins.hostsfile]  # names\n{ADDED}hostname = true\nmachine_id = "m1"\n\n[node]\n'
+    )
+    assert parsed(merged)["plugins"]["hostsfile"] == {
+        "path": str(HOSTS),
+        "hostname": True,
+        "machine_id": "m1",
+    }
+
+
+def test_a_path_of_the_operators_is_kept() -> None:
+    text = '[plugins.hostsfile]\npath = "/srv/hosts"\n'
+    assert with_hosts_path(text, HOSTS, SOURCE) is None
+    assert with_hosts_path('plugins.hostsfile.path = "/srv/hosts"\n', HOSTS, SOURCE) is None
+
+
+def test_a_file_that_is_not_toml_is_left_for_the_node_to_refuse() -> None:
+    assert with_hosts_path("[plugins.hostsfile\n", HOSTS, SOURCE) is None
+    assert with_hosts_path("plugins = 5\n", HOSTS, SOURCE) is None
+
+
+def test_a_path_that_escapes_is_written_as_toml() -> None:
+    odd = Path('/c/my "cluster"\\n1/hosts')
+    merged = with_hosts_path("", odd, SOURCE)
+    assert merged is not None
+    assert parsed(merged)["plugins"]["hostsfile"]["path"] == str(odd)
+
+
+def test_a_section_it_cannot_add_a_line_to_is_refused_with_the_line_to_add() -> None:
+    for text in ("plugins.hostsfile.hostname = true\n", "[plugins]\nhostsfile = {}\n"):
+        with pytest.raises(NodeConfigError) as refused:
+            with_hosts_path(text, HOSTS, SOURCE)
+        assert str(refused.value) == (
+            f"{SOURCE}: cannot add the node's own hosts file to its [plugins.hostsfile] "
+            f'section; add the line path = "{HOSTS}" to it yourself (or any path of your '
+            "choice), then run `cluster up` again"
+        )
+
+
+def test_the_lines_it_added_are_taken_out_again_and_nothing_else() -> None:
+    for text in ("", OPERATOR, "[plugins.hostsfile]\nhostname = true\n"):
+        merged = with_hosts_path(text, HOSTS, SOURCE)
+        assert merged is not None
+        assert without_hosts_path(merged) == text
+    assert without_hosts_path(OPERATOR) is None  # nothing of ours
+    assert without_hosts_path('[plugins.hostsfile]\npath = "/srv/hosts"\n') is None
+
+
+def test_a_section_the_operator_wrote_under_its_header_keeps_the_header() -> None:
+    merged = f"{OPERATOR}\n{HEADER}{ADDED}hostname = true\n"
+    assert without_hosts_path(merged) == f"{OPERATOR}\n{HEADER}hostname = true\n"
+
+
+# -- whether the plugin would accept it ---------------------------------------------------
+
+
+def fake_plugin(monkeypatch: pytest.MonkeyPatch, module: str, *settings: str) -> EntryPoint:
+    """An installed plugin ``hostsfile`` (module ``module``) declaring ``settings``."""
+    plugin = types.ModuleType(module)
+    plugin.ROLESERVE_PLUGIN_API = 1  # type: ignore[attr-defined]
+
+    @hookimpl
+    def roleserve_settings() -> list[Setting[Any]]:
+        return [Setting(name, str, "", f"The {name}.") for name in settings]
+
+    plugin.roleserve_settings = roleserve_settings  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, module, plugin)
+    return EntryPoint("hostsfile", module, ENTRY_POINT_GROUP)
+
+
+def test_the_path_is_accepted_by_an_installed_hostsfile_plugin_that_declares_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("ROLESERVE_PLUGINS", raising=False)
+    monkeypatch.delenv("ROLESERVE_DISABLE_PLUGINS", raising=False)
+    declaring = fake_plugin(monkeypatch, "fake_hostsfile_path", "path", "machine_id")
+    silent = fake_plugin(monkeypatch, "fake_hostsfile_none")
+    other = EntryPoint("metrics", "fake_hostsfile_path", ENTRY_POINT_GROUP)
+    assert hosts_path_accepted([other, declaring])
+    assert not hosts_path_accepted([silent])  # a node would refuse the key
+    assert not hosts_path_accepted([other])  # ... or the section of no installed plugin
+    monkeypatch.setenv("ROLESERVE_DISABLE_PLUGINS", "hostsfile")
+    assert not hosts_path_accepted([declaring])  # ... or warn at every start
+
+
+# -- LocalCluster, before each start ------------------------------------------------------
+
+
+class Recorded:
+    """``subprocess.Popen``, recorded: the node "runs" with a PID no process has."""
+
+    pid = 4_000_000
+
+    def __init__(self, command: list[str], **options: Any) -> None:
+        pass
+
+    def poll(self) -> int | None:
+        return None
+
+
+@pytest.fixture
+def no_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(subprocess, "Popen", Recorded)
+
+
+def config_of(cluster: LocalCluster, index: int) -> str:
+    return cluster.nodes[index - 1].datadir.config.read_text()
+
+
+def test_a_new_clusters_nodes_get_the_config_and_their_own_hosts_file(
+    tmp_path: Path, no_processes: None
+) -> None:
+    cluster = LocalCluster(tmp_path, 2, config=OPERATOR, hosts_files=True)
+    cluster._start_enrolled()  # node 1 bootstraps
+    cluster._register(cluster.nodes[1], "rs1-ticket")
+    for node in cluster.nodes:
+        hosts = node.directory / "hosts"
+        assert config_of(cluster, node.index) == (f'{OPERATOR}\n{HEADER}path = "{hosts}"  {MARK}\n')
+        assert cluster.hosts_file(node) == hosts
+
+
+def test_a_node_of_a_cluster_from_before_gets_its_path_when_it_restarts(
+    tmp_path: Path, no_processes: None
+) -> None:
+    said: list[str] = []
+    cluster = LocalCluster(tmp_path, 2, config="[node]\n", hosts_files=True, progress=said.append)
+    for node in cluster.nodes:
+        node.datadir.credentials.mkdir(parents=True)  # enrolled
+    cluster.nodes[0].datadir.config.write_text(OPERATOR)
+    config = cluster.nodes[0].datadir.config
+    config.chmod(0o600)
+    cluster._start_enrolled()
+    hosts = cluster.nodes[0].directory / "hosts"
+    assert config_of(cluster, 1) == f'{OPERATOR}\n{HEADER}path = "{hosts}"  {MARK}\n'
+    assert config.stat().st_mode & 0o777 == 0o600
+    assert f"node 1: its hosts file is {hosts} (added to {config})" in said
+    # node 2 had no roleserve.toml: it gets the cluster's, and no line is said about it
+    assert parsed(config_of(cluster, 2))["plugins"]["hostsfile"]["path"].endswith("n2/hosts")
+    assert not any(line.startswith("node 2:") for line in said)
+
+
+def test_a_path_the_operator_set_is_kept_and_shown(tmp_path: Path, no_processes: None) -> None:
+    text = f'{OPERATOR}\n[plugins.hostsfile]\npath = "/srv/n1-hosts"\n'
+    cluster = LocalCluster(tmp_path, 1, config=text, hosts_files=True)
+    cluster._start_enrolled()
+    assert config_of(cluster, 1) == text
+    assert cluster.hosts_file(cluster.nodes[0]) == Path("/srv/n1-hosts")
+
+
+def test_without_the_plugin_the_file_is_not_touched(tmp_path: Path, no_processes: None) -> None:
+    cluster = LocalCluster(tmp_path, 1, config=OPERATOR, hosts_files=False)
+    cluster._start_enrolled()
+    assert config_of(cluster, 1) == OPERATOR
+    assert cluster.hosts_file(cluster.nodes[0]) is None
+    bare = LocalCluster(tmp_path / "bare", 1, hosts_files=False)
+    bare._start_enrolled()
+    assert not bare.nodes[0].datadir.config.exists()
+
+
+def test_without_the_plugin_the_path_it_added_goes_again(
+    tmp_path: Path, no_processes: None
+) -> None:
+    """A node would refuse a section of a plugin that is not installed (another checkout)."""
+    said: list[str] = []
+    cluster = LocalCluster(tmp_path, 1, hosts_files=False, progress=said.append)
+    node = cluster.nodes[0]
+    node.datadir.credentials.mkdir(parents=True)
+    hosts = node.directory / "hosts"
+    node.datadir.config.write_text(with_hosts_path(OPERATOR, hosts, SOURCE) or "")
+    cluster._start_enrolled()
+    assert config_of(cluster, 1) == OPERATOR
+    assert (
+        "node 1: no hostsfile plugin takes [plugins.hostsfile] path; the one cluster up "
+        f"added is taken out of {node.datadir.config}"
+    ) in said
+
+
+# -- where the operator finds them --------------------------------------------------------
+
+
+def test_the_status_line_names_the_hosts_files(tmp_path: Path) -> None:
+    cluster = LocalCluster(tmp_path, 3, hosts_files=True)
+    assert cluster_command._hosts_files(cluster) is None  # no node names one
+    for node in cluster.nodes:
+        node.directory.mkdir()
+        hosts = node.directory / "hosts"
+        text = with_hosts_path("", Path("/srv/n3-hosts") if node.index == 3 else hosts, SOURCE)
+        node.datadir.config.write_text(text or "")
+    assert cluster_command._hosts_files(cluster) == (
+        f"hosts files: {tmp_path}/n<i>/hosts, n3: /srv/n3-hosts"
+    )
+    assert cluster_command._node_json(cluster, 0, {})["hosts_file"] == f"{tmp_path}/n1/hosts"
