@@ -116,7 +116,7 @@ async def test_a_custom_role_runs_its_worker_on_that_node_only(cluster: LocalClu
     for other in others:
         waiting = await tree(cluster, other)
         assert (waiting[HELLO].state, waiting[HELLO].note) == ("NEW", "waiting for its roles")
-    # Its second worker watches the cluster through the leading curator.
+    # Its second worker follows cluster_nodes: the node's one Watch of every node.
     neighbours = repr(tuple(sorted(cluster.node_id(other) for other in others)))
     await poll_until(
         "hello_neighbours lists the other nodes",

@@ -22,6 +22,7 @@ from pathlib import Path
 import anyio
 from google.protobuf.message import DecodeError
 
+from roleserve_core.clusternodes import NodeWatchFold
 from roleserve_core.connection.session import on_each_connection
 from roleserve_core.files import write_atomically
 from roleserve_core.keys import CURATOR_CONNECTION, ROLES, CuratorConnection
@@ -101,13 +102,17 @@ class RoleFetch:
     async def _watch(self, ctx: RunContext, connection: CuratorConnection) -> None:
         stub = curator_pb2_grpc.CuratorStub(connection.channel)
         node = curator_pb2.WatchRequest.NodeInCluster(node_id=connection.node_id)
+        fold = NodeWatchFold()
         async for event in stub.Watch(curator_pb2.WatchRequest(node_in_cluster=node)):
-            for found in event.nodes:
-                if found.id == connection.node_id:
-                    self._received(ctx, roles_from_proto(found.roles))
-                    if found.state == common_pb2.NODE_STATE_DECOMMISSIONED:
-                        self._decommissioned(ctx)
-            if event.progress == curator_pb2.WatchEvent.PROGRESS_LAST_BACKLOGGED:
+            was_backlogged = fold.backlogged
+            if not fold.apply(event):
+                continue
+            found = fold.nodes.get(connection.node_id)
+            if found is not None:
+                self._received(ctx, roles_from_proto(found.roles))
+                if found.state == common_pb2.NODE_STATE_DECOMMISSIONED:
+                    self._decommissioned(ctx)
+            if not was_backlogged:
                 ctx.signal_healthy()
 
     def _received(self, ctx: RunContext, roles: NodeRoles) -> None:

@@ -2,11 +2,13 @@
 
 - ``hello`` publishes the role's greeting parameter (values: a worker gated on a role),
   else the ``greeting`` setting of ``[plugins.hello]`` in roleserve.toml (settings).
-- ``hello_neighbours`` keeps the list of the other nodes that are UP, from a Watch of the
-  curator (calls to the control plane that survive a change of leader).
+- ``hello_neighbours`` publishes the other nodes that are UP, from ``cluster_nodes``: the
+  core's one Watch of every node, kept while some running worker reads it.
 
-Values: owns ``hello_greeting`` and ``hello_neighbours``; its workers read ``roles`` and
-``curator_connection``.
+Both leave a value that says "not running" when they stop (values cannot be unset).
+
+Values: owns ``hello_greeting`` and ``hello_neighbours``; its workers read ``roles``,
+``node_id`` and ``cluster_nodes``.
 """
 
 from __future__ import annotations
@@ -25,24 +27,31 @@ from roleserve_core import (
     custom_role,
     hookimpl,
 )
-from roleserve_core.connection import on_each_connection
-from roleserve_core.keys import CURATOR_CONNECTION, ROLES, CuratorConnection
-from roleserve_core.proto import common_pb2, curator_pb2, curator_pb2_grpc
+from roleserve_core.clusternodes import follow_changes
+from roleserve_core.keys import CLUSTER_NODES, NODE_ID, ROLES
+from roleserve_core.proto import common_pb2, curator_pb2
 
 ROLESERVE_PLUGIN_API = 1
 
 ROLE = "hello"
-"""The custom role this plugin's worker is gated on."""
+"""The custom role this plugin's workers are gated on."""
+
+NO_GREETING = ""
+"""``hello_greeting`` while the ``hello`` worker does not run (the node lacks the role)."""
+NO_NEIGHBOURS: tuple[str, ...] = ()
+"""``hello_neighbours`` while the ``hello_neighbours`` worker does not run."""
 
 GREETING: ValueKey[str] = ValueKey(
     "hello_greeting",
     str,
-    "The greeting parameter of the 'hello' role, while this node has the role.",
+    "The greeting parameter of the 'hello' role while this node has the role; '' once the "
+    "role is gone (unset until the node first has it).",
 )
 NEIGHBOURS: ValueKey[tuple[str, ...]] = ValueKey(
     "hello_neighbours",
     tuple,
-    "The IDs of the other nodes that are UP, sorted, while this node has the 'hello' role.",
+    "The IDs of the other nodes that are UP, sorted, while this node has the 'hello' role; "
+    "() once the role is gone (unset until the node first has it).",
 )
 
 
@@ -77,18 +86,47 @@ def roleserve_workers(node: NodeContext) -> list[Worker]:
 
     async def hello(ctx: RunContext) -> None:
         """Publishes the hello role's greeting while the node has the role."""
-        with node.values.watch(ROLES) as roles:
-            current = await roles.get()
-            node.values.set(GREETING, _greeting(current, default))
-            ctx.signal_healthy()
-            ctx.log.info("greeting: %s", _greeting(current, default))
-            async for current in roles:
-                if has_hello_role(current):
-                    node.values.set(GREETING, _greeting(current, default))
+        try:
+            with node.values.watch(ROLES) as roles:
+                current = await roles.get()
+                node.values.set(GREETING, _greeting(current, default))
+                ctx.signal_healthy()
+                ctx.log.info("greeting: %s", _greeting(current, default))
+                async for current in roles:
+                    if has_hello_role(current):
+                        node.values.set(GREETING, _greeting(current, default))
+        finally:
+            # The core cancels this worker when the role goes: say so, or readers keep
+            # the last greeting. set() never blocks, so it is safe while being cancelled.
+            node.values.set(GREETING, NO_GREETING)
 
     async def hello_neighbours(ctx: RunContext) -> None:
-        """Watches every node through the curator; see ``Neighbours``."""
-        await on_each_connection(ctx, node.values, Neighbours(ctx, node))
+        """Publishes the other nodes that are UP while the node has the role."""
+        try:
+            with node.values.watch(NODE_ID) as ids:
+                own_id = await ids.get()
+
+            def neighbour(record: curator_pb2.Node) -> bool:
+                return record.id != own_id and record.state == common_pb2.NODE_STATE_UP
+
+            ctx.set_note("waiting for cluster_nodes")
+            healthy = False
+            # Only whether a node is a neighbour matters here, not what else its record
+            # says (status, roles, labels): any two records of a neighbour are the same.
+            # So each view yielded is one in which the neighbours changed; the first is
+            # the whole cluster, also when no node is a neighbour.
+            async for view, _ in follow_changes(
+                node.values, include=neighbour, same=lambda old, new: True
+            ):
+                neighbours = tuple(sorted(n for n, record in view.items() if neighbour(record)))
+                node.values.set(NEIGHBOURS, neighbours)
+                ctx.log.info("neighbours: %s", ", ".join(neighbours) or "none")
+                if not healthy:
+                    healthy = True
+                    ctx.set_note("")
+                    ctx.signal_healthy()
+        finally:
+            node.values.set(NEIGHBOURS, NO_NEIGHBOURS)
 
     return [
         Worker("hello", hello, when=has_hello_role, reads=(ROLES,)),
@@ -96,48 +134,9 @@ def roleserve_workers(node: NodeContext) -> list[Worker]:
             "hello_neighbours",
             hello_neighbours,
             when=has_hello_role,
-            reads=(CURATOR_CONNECTION,),
+            reads=(NODE_ID, CLUSTER_NODES),  # declaring it is what makes the core keep it
         ),
     ]
-
-
-class Neighbours:
-    """One Watch of every node, on one connection to the leading curator.
-
-    ``on_each_connection`` calls it with the current connection, and again (a new run of
-    the worker, so state starts empty) on a new one: when the leader changes, or after
-    the stream failed. The curator first sends every node (its backlog, ending with
-    ``PROGRESS_LAST_BACKLOGGED``), then each change: nodes whole, removed ones as
-    tombstones.
-    """
-
-    def __init__(self, ctx: RunContext, node: NodeContext) -> None:
-        self.ctx = ctx
-        self.node = node
-        self.up: dict[str, bool] = {}
-        self.published: tuple[str, ...] | None = None
-
-    async def __call__(self, connection: CuratorConnection) -> None:
-        curator = curator_pb2_grpc.CuratorStub(connection.channel)
-        every_node = curator_pb2.WatchRequest.NodesInCluster()
-        backlogged = False
-        async for event in curator.Watch(curator_pb2.WatchRequest(nodes_in_cluster=every_node)):
-            for changed in event.nodes:
-                self.up[changed.id] = changed.state == common_pb2.NODE_STATE_UP
-            for removed in event.node_tombstones:
-                self.up.pop(removed.node_id, None)
-            if event.progress == curator_pb2.WatchEvent.PROGRESS_LAST_BACKLOGGED:
-                backlogged = True
-                self.ctx.signal_healthy()
-            if backlogged:
-                self._publish(connection.node_id)
-
-    def _publish(self, own_id: str) -> None:
-        neighbours = tuple(sorted(n for n, up in self.up.items() if up and n != own_id))
-        if neighbours != self.published:
-            self.published = neighbours
-            self.node.values.set(NEIGHBOURS, neighbours)
-            self.ctx.log.info("neighbours: %s", ", ".join(neighbours) or "none")
 
 
 def _greeting(roles: NodeRoles, default: str) -> str:

@@ -9,7 +9,7 @@ import pytest
 
 from roleserve_core import NodeRoles, State
 from roleserve_core.errors import ConfigError
-from roleserve_core.keys import CURATOR_CONNECTION, HANDLED_CUSTOM_ROLES
+from roleserve_core.keys import CURATOR_CONNECTION, HANDLED_CUSTOM_ROLES, NODE_ID
 from roleserve_core.proto import common_pb2, curator_pb2
 from roleserve_core.testing import (
     FakeCluster,
@@ -91,22 +91,36 @@ def cluster_node(node_id: str, state: int = common_pb2.NODE_STATE_UP) -> curator
     return curator_pb2.Node(id=node_id, state=state)  # type: ignore[arg-type]
 
 
+NODEWATCH = "root.role.nodewatch"
+"""The core worker that keeps ``cluster_nodes`` (from ``PluginHarness(cluster_nodes=True)``)."""
+
+
+@pytest.fixture
+def with_cluster_nodes() -> PluginHarness:
+    """The example plugin, and the core's nodewatch worker, which keeps ``cluster_nodes``
+    (one Watch of every node) for the workers that read it."""
+    plugins = PluginHarness(cluster_nodes=True)
+    plugins.register(hooks, "hello")
+    return plugins
+
+
 async def test_neighbours_follow_the_cluster_and_its_leader(
-    fake_cluster: FakeCluster, plugin_manager: PluginHarness, node: StartNode, tmp_path: Path
+    fake_cluster: FakeCluster, with_cluster_nodes: PluginHarness, node: StartNode, tmp_path: Path
 ) -> None:
     """The fake curators stand in for the control plane: real gRPC with mutual TLS."""
-    plugin_manager.register(hooks, "hello")
-    harness = await node(plugin_manager.runtime(tmp_path))
+    harness = await node(with_cluster_nodes.runtime(tmp_path))
     neighbours = harness.runtime.registry.read(hooks.NEIGHBOURS, "test")
     own = fake_cluster.credentials.node_id
+    harness.set(NODE_ID, own)
     leader = await fake_cluster.curator()
     for listed in (own, "node-a", "node-b"):
         leader.set_node(cluster_node(listed))
     leader.set_node(cluster_node("node-new", common_pb2.NODE_STATE_NEW))
 
+    # hello_neighbours runs and reads cluster_nodes, so nodewatch opens its Watch.
     harness.set_roles(hello("hi"))
     connecting = "waiting for the connection to the curator"
-    await harness.wait_status("root.role.hello_neighbours", lambda s: s.note == connecting)
+    await harness.wait_status(NODEWATCH, lambda s: s.note == connecting)
     harness.set(CURATOR_CONNECTION, fake_cluster.connect(leader))
     await harness.wait_state("root.role.hello_neighbours", State.HEALTHY)
     assert neighbours.get_nowait() == ("node-a", "node-b")
@@ -115,10 +129,38 @@ async def test_neighbours_follow_the_cluster_and_its_leader(
     leader.set_node(cluster_node("node-new"))
     await wait_for_value(neighbours, lambda ids: ids == ("node-b", "node-new"))
 
-    # A new leader: the worker starts over on it, and sees the cluster as it knows it.
+    # A new leader: nodewatch starts over on it and publishes the cluster as it knows it;
+    # the example's worker only follows the value, and never restarts.
     successor = await fake_cluster.curator()
     successor.set_node(cluster_node("node-c"))
     harness.set(CURATOR_CONNECTION, fake_cluster.connect(successor))
     await wait_for_value(neighbours, lambda ids: ids == ("node-c",))
-    status = await harness.wait_state("root.role.hello_neighbours", State.HEALTHY)
-    assert status.failures == 0
+    status = harness.status("root.role.hello_neighbours")
+    assert (status.state, status.restarts, status.failures) == (State.HEALTHY, 0, 0)
+
+
+async def test_the_values_say_not_running_once_the_role_is_gone(
+    fake_cluster: FakeCluster, with_cluster_nodes: PluginHarness, node: StartNode, tmp_path: Path
+) -> None:
+    """Values cannot be unset: a worker the core stops leaves a value that says so."""
+    harness = await node(with_cluster_nodes.runtime(tmp_path))
+    greeting = harness.runtime.registry.read(hooks.GREETING, "test")
+    neighbours = harness.runtime.registry.read(hooks.NEIGHBOURS, "test")
+    harness.set(NODE_ID, fake_cluster.credentials.node_id)
+    leader = await fake_cluster.curator()
+    leader.set_node(cluster_node("node-a"))
+    harness.set(CURATOR_CONNECTION, fake_cluster.connect(leader))
+
+    harness.set_roles(hello("hi"))
+    await wait_for_value(neighbours, lambda ids: ids == ("node-a",))
+    assert greeting.get_nowait() == "hi"
+
+    harness.set_roles(NodeRoles())
+    await wait_for_value(greeting, lambda text: text == hooks.NO_GREETING)
+    await wait_for_value(neighbours, lambda ids: ids == hooks.NO_NEIGHBOURS)
+    # Nobody reads cluster_nodes any more: the node closes its Watch.
+    await wait_for_value(leader.open_watches, lambda count: count == 0)
+
+    harness.set_roles(hello("welcome back"))
+    await wait_for_value(greeting, lambda text: text == "welcome back")
+    await wait_for_value(neighbours, lambda ids: ids == ("node-a",))

@@ -27,6 +27,7 @@ import pytest
 from cryptography import x509
 
 from roleserve_controlplane.testing.curator import CuratorCluster, CuratorNode
+from roleserve_core.clusternodes import NodeWatchFold
 from roleserve_core.identity import (
     Credentials,
     EphemeralCredentials,
@@ -96,33 +97,37 @@ class Applicant:
 
 
 class NodeWatch:
-    """An open Watch stream, and the nodes its events have shown so far."""
+    """An open Watch stream, and the nodes its events have shown so far (folded by the
+    core's ``NodeWatchFold``, as ``cluster_nodes`` is)."""
 
     def __init__(
         self, call: grpc.aio.UnaryStreamCall[curator_pb2.WatchRequest, curator_pb2.WatchEvent]
     ) -> None:
         self.call = call
-        self.nodes: dict[str, curator_pb2.Node] = {}
-        self.backlogged = False
+        self.fold = NodeWatchFold()
+
+    @property
+    def nodes(self) -> dict[str, curator_pb2.Node]:
+        """Node ID → the node, as the events so far have shown it."""
+        return self.fold.nodes
+
+    @property
+    def backlogged(self) -> bool:
         """Whether the snapshot has been read (its last event carries the marker)."""
+        return self.fold.backlogged
 
     async def next(self) -> curator_pb2.WatchEvent:
         """The next event (fails the test if none comes in time)."""
         with anyio.fail_after(DEFAULT_TIMEOUT):
             event = await self.call.read()
         assert isinstance(event, curator_pb2.WatchEvent), "the Watch stream ended"
-        for node in event.nodes:
-            self.nodes[node.id] = node
-        for tombstone in event.node_tombstones:
-            self.nodes.pop(tombstone.node_id, None)
-        if event.progress == curator_pb2.WatchEvent.PROGRESS_LAST_BACKLOGGED:
-            self.backlogged = True
+        self.fold.apply(event)
         return event
 
     async def snapshot(self) -> list[curator_pb2.WatchEvent]:
         """The events of the snapshot, up to the one marked as the last."""
         events = [await self.next()]
-        while events[-1].progress != curator_pb2.WatchEvent.PROGRESS_LAST_BACKLOGGED:
+        while not self.backlogged:
             events.append(await self.next())
         return events
 
