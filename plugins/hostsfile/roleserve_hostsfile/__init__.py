@@ -1,1 +1,1 @@
-"""roleserve-hostsfile: Cluster name resolution and the saved cluster directory."""
+"""roleserve-hostsfile: Cluster name resolution."""
