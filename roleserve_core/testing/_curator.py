@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import random
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -306,7 +306,7 @@ class FakeCurator(curator_pb2_grpc.CuratorServicer, curator_pb2_grpc.CuratorLoca
 
     async def _watch_events(
         self, only: str | None, generation: int
-    ) -> AsyncIterator[curator_pb2.WatchEvent]:
+    ) -> AsyncGenerator[curator_pb2.WatchEvent, None]:
         """Each catch-up event of one Watch stream, until the test ends Watch streams."""
         sent: dict[str, int] = {}
         with self._changes.watch() as changes:
