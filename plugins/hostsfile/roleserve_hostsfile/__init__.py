@@ -1,1 +1,1 @@
-"""roleserve-hostsfile: Cluster name resolution."""
+"""roleserve-hostsfile: cluster name resolution through the hosts file."""
