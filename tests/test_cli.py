@@ -33,7 +33,7 @@ JSON_KEYS = {"name", "distribution", "version", "state", "error", "hooks", "work
 Install = Callable[..., None]
 
 CORE_VALUES = [key.name for key in core_keys.roleserve_values()]
-CORE_WORKERS = ["rolefetch", "statuspush", "heartbeat", "nodemgmt"]
+CORE_WORKERS = ["rolefetch", "statuspush", "heartbeat", "nodemgmt", "nodewatch"]
 
 
 @pytest.fixture
@@ -294,7 +294,7 @@ def test_the_installed_command_lists_the_workspace_plugins(allow: str | None) ->
         **{name: f"roleserve-{name}" for name in names},
         "hello": "roleserve-example-hello",
     }
-    assert plugins["hostsfile"]["values"] == []
+    assert (plugins["hostsfile"]["values"], plugins["hostsfile"]["workers"]) == ([], ["hostsfile"])
     assert plugins["hostsfile"]["version"] == importlib.metadata.version("roleserve-hostsfile")
     if allow is None:
         assert (plugins["hello"]["workers"], plugins["hello"]["values"]) == (
