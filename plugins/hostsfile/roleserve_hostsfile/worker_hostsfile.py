@@ -113,7 +113,7 @@ class HostsFileKeeper:
         for entry in skipped:
             if entry not in self.reported:
                 self.reported.add(entry)
-                self.ctx.log.warning("not in the hosts file: node %s", entry)
+                self.ctx.log.warning("hosts file: skipped node %s", entry)
 
     def _set_identity(self, node_id: str) -> None:
         """The hostname and the machine ID file, if switched on (in a worker thread)."""

@@ -123,7 +123,7 @@ async def test_the_block_follows_the_cluster(
         if entry.level == logging.WARNING
     ]
     assert warnings == [
-        "not in the hosts file: node node-x: an address that does not parse ('not an address')"
+        "hosts file: skipped node node-x: an address that does not parse ('not an address')"
     ]
     assert harness.status(DN).failures == 0
 
