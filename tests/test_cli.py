@@ -294,7 +294,7 @@ def test_the_installed_command_lists_the_workspace_plugins(allow: str | None) ->
         **{name: f"roleserve-{name}" for name in names},
         "hello": "roleserve-example-hello",
     }
-    assert plugins["hostsfile"]["values"] == ["cluster_directory_saved"]
+    assert (plugins["hostsfile"]["values"], plugins["hostsfile"]["workers"]) == ([], ["hostsfile"])
     assert plugins["hostsfile"]["version"] == importlib.metadata.version("roleserve-hostsfile")
     if allow is None:
         assert (plugins["hello"]["workers"], plugins["hello"]["values"]) == (

@@ -1,1 +1,1 @@
-"""roleserve-hostsfile: Cluster name resolution and the saved cluster directory."""
+"""roleserve-hostsfile: cluster name resolution through the hosts file."""

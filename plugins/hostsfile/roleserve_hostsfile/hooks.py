@@ -1,5 +1,33 @@
-"""Cluster name resolution: no workers yet (the hostsfile worker comes with issue 10)."""
+"""Cluster name resolution: every node's ID resolves to its address through the hosts file.
+
+The worker ``hostsfile`` (see ``worker_hostsfile``) keeps a managed block of
+``<address> <node ID>`` lines in the hosts file from the core value ``cluster_nodes`` and
+the node's own address; opt-in, it also sets the hostname to the node ID and writes the
+node ID to a machine ID file. The plugin owns no values.
+
+Configuration (``[plugins.hostsfile]`` in roleserve.toml): ``path``, ``hostname``,
+``machine_id``; declared in ``settings``, where each is documented (``roleserve plugins``
+lists them).
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
+from roleserve_core import NodeContext, Setting, Worker, hookimpl
+from roleserve_hostsfile.settings import SETTINGS, HostsfileSettings
+from roleserve_hostsfile.worker_hostsfile import hostsfile_worker
+
 ROLESERVE_PLUGIN_API = 1
+
+
+@hookimpl
+def roleserve_settings() -> list[Setting[Any]]:
+    """What ``[plugins.hostsfile]`` accepts (see ``settings``)."""
+    return list(SETTINGS)
+
+
+@hookimpl
+def roleserve_workers(node: NodeContext) -> list[Worker]:
+    """The worker ``hostsfile``, always running."""
+    return [hostsfile_worker(node, HostsfileSettings.of(node.config))]
