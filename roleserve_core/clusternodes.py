@@ -19,6 +19,7 @@ them as read-only (copy one with ``CopyFrom`` before changing it).
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from collections.abc import (
     AsyncIterator,
@@ -232,4 +233,11 @@ def node_address(node: Node) -> IPAddress | None:
     """
     if not node.status.external_address:
         return None
-    return ipaddress.ip_address(node.status.external_address)
+    return _parse_address(node.status.external_address)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _parse_address(text: str) -> IPAddress:
+    """``ipaddress.ip_address``, remembered: readers parse every node's address on every
+    view, and parsing costs ~7 µs (70 ms a view at 10,000 nodes), a lookup ~0.1 µs."""
+    return ipaddress.ip_address(text)

@@ -28,6 +28,7 @@ compared before writing, so re-rendering the same nodes writes nothing.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 from collections.abc import Mapping
@@ -129,9 +130,16 @@ def render_block(addresses: Addresses) -> bytes:
     """The block: its BEGIN line, ``<address> <node ID>`` per node sorted by node ID, its
     END line; each line ends with ``\\n``."""
     lines = [BEGIN]
-    lines += [f"{addresses[node_id]} {node_id}".encode() for node_id in sorted(addresses)]
+    lines += [f"{_text(addresses[node_id])} {node_id}".encode() for node_id in sorted(addresses)]
     lines.append(END)
     return b"\n".join(lines) + b"\n"
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _text(address: IPAddress) -> str:
+    """``str(address)``, remembered: a block is rendered whole on every change, and
+    formatting an address costs more than the rest of its line."""
+    return str(address)
 
 
 def merge_block(current: bytes | None, block: bytes) -> bytes:
