@@ -5,31 +5,27 @@
     read_file(path) ─▶ bytes, or None if there is none
     update_hosts_file(path, block):  read ─▶ merge_block ─▶ same bytes? ─▶ nothing written
                                                         └─ else ─▶ replace_file
-    replace_file(path, data):  temporary file in the same directory ─▶ write, chown, chmod,
-                               fsync ─▶ rename over path ─▶ fsync the directory
+    replace_file(path, data):  roleserve_core.files.write_atomically, keeping the owner and
+                               (unless told) the mode: temporary file in the same directory
+                               ─▶ write, chown, chmod, fsync ─▶ rename ─▶ fsync the directory
 
 The rename is the only thing that changes ``path``: a reader (or a crash) sees the old file
 or the new one, never a mix or an empty file, and a failure at any step removes the
 temporary file and leaves the old one as it was. Every ``OSError`` becomes one
 ``FileUpdateError`` naming the path and the reason.
 
-Why not ``roleserve_core.files.write_atomically``: it gives every file one mode and its
-owner to whoever writes, uses a fixed temporary name and does not sync the directory. A
-hosts file is the operator's: its mode and owner (uid and gid) stay as they were, and a
-node keeping two files in one directory must not have them share a temporary name
-(``tempfile.mkstemp`` picks a fresh one).
+A hosts file is the operator's: its mode and owner (uid and gid) stay as they were.
 
 A symbolic link at ``path`` is followed: its target is replaced and the link stays.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import stat
-import tempfile
 from pathlib import Path
 
+from roleserve_core.files import write_atomically
 from roleserve_hostsfile.block import MalformedBlockError, merge_block
 from roleserve_hostsfile.errors import FileUpdateError
 
@@ -37,9 +33,6 @@ __all__ = ["HOSTS_FILE", "read_file", "replace_file", "update_hosts_file", "writ
 
 HOSTS_FILE = "hosts file"
 """How errors name the hosts file."""
-
-NEW_FILE_MODE = 0o644
-"""The mode of a file created where there was none (everyone resolves through it)."""
 
 
 def read_file(path: Path, what: str = HOSTS_FILE) -> bytes | None:
@@ -99,7 +92,7 @@ def replace_file(
         temporary file is left.
     """
     try:
-        _replace(Path(os.path.realpath(path)), data, mode)
+        write_atomically(Path(os.path.realpath(path)), data, mode, keep_owner=True)
     except OSError as exc:
         raise FileUpdateError(what, path, "write", exc) from exc
 
@@ -109,42 +102,3 @@ def _mode(path: Path, what: str) -> int:
         return stat.S_IMODE(path.stat().st_mode)
     except OSError as exc:
         raise FileUpdateError(what, path, "read", exc) from exc
-
-
-def _replace(target: Path, data: bytes, mode: int | None) -> None:
-    try:
-        old: os.stat_result | None = os.stat(target)
-    except FileNotFoundError:
-        old = None
-    descriptor, temporary = tempfile.mkstemp(
-        dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"
-    )
-    try:
-        with open(descriptor, "wb") as file:
-            file.write(data)
-            file.flush()
-            if old is not None:
-                made = os.fstat(descriptor)
-                if (made.st_uid, made.st_gid) != (old.st_uid, old.st_gid):
-                    os.fchown(
-                        descriptor, old.st_uid, old.st_gid
-                    )  # before chmod: may clear set-id bits
-            if mode is None:
-                mode = stat.S_IMODE(old.st_mode) if old is not None else NEW_FILE_MODE
-            os.fchmod(descriptor, mode)
-            os.fsync(descriptor)
-        os.replace(temporary, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
-    _sync_directory(target.parent)
-
-
-def _sync_directory(directory: Path) -> None:
-    """Make the rename itself durable: fsync the directory that holds the entry."""
-    descriptor = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
