@@ -37,8 +37,14 @@ class Node(_message.Message):
     CLUSTERNET_FIELD_NUMBER: _builtins.int
     STATE_FIELD_NUMBER: _builtins.int
     LABELS_FIELD_NUMBER: _builtins.int
+    CLUSTER_PREFIX_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     state: _common_pb2.NodeState.ValueType
+    cluster_prefix: _builtins.str
+    """The prefix of the cluster network the curator allocated to this node (canonical
+    CIDR, e.g. 10.192.3.0/24); empty until allocated. The clusternet mesh routes it to
+    the node, with or without Kubernetes. Set by the curator only.
+    """
     @_builtins.property
     def roles(self) -> _common_pb2.NodeRoles: ...
     @_builtins.property
@@ -56,10 +62,11 @@ class Node(_message.Message):
         clusternet: _common_pb2.NodeClusterNetworking | None = ...,
         state: _common_pb2.NodeState.ValueType = ...,
         labels: _common_pb2.NodeLabels | None = ...,
+        cluster_prefix: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["clusternet", b"clusternet", "labels", b"labels", "roles", b"roles", "status", b"status"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["clusternet", b"clusternet", "id", b"id", "labels", b"labels", "roles", b"roles", "state", b"state", "status", b"status"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_prefix", b"cluster_prefix", "clusternet", b"clusternet", "id", b"id", "labels", b"labels", "roles", b"roles", "state", b"state", "status", b"status"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -123,6 +123,7 @@ class Node(_message.Message):
     TIME_SINCE_HEARTBEAT_FIELD_NUMBER: _builtins.int
     LEADER_FIELD_NUMBER: _builtins.int
     CONFLICT_FIELD_NUMBER: _builtins.int
+    CLUSTER_PREFIX_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     state: _common_pb2.NodeState.ValueType
     health: Global___Node.Health.ValueType
@@ -132,6 +133,8 @@ class Node(_message.Message):
     """Set while a second process with this node's identity is being refused (it tried within
     the heartbeat timeout): who holds the node's connection and who was refused.
     """
+    cluster_prefix: _builtins.str
+    """The prefix of the cluster network allocated to this node; empty until allocated."""
     @_builtins.property
     def roles(self) -> _common_pb2.NodeRoles: ...
     @_builtins.property
@@ -157,10 +160,11 @@ class Node(_message.Message):
         time_since_heartbeat: _duration_pb2.Duration | None = ...,
         leader: _builtins.bool = ...,
         conflict: _builtins.str = ...,
+        cluster_prefix: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["clusternet", b"clusternet", "labels", b"labels", "roles", b"roles", "status", b"status", "time_since_heartbeat", b"time_since_heartbeat"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["clusternet", b"clusternet", "conflict", b"conflict", "health", b"health", "id", b"id", "labels", b"labels", "leader", b"leader", "roles", b"roles", "state", b"state", "status", b"status", "time_since_heartbeat", b"time_since_heartbeat"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_prefix", b"cluster_prefix", "clusternet", b"clusternet", "conflict", b"conflict", "health", b"health", "id", b"id", "labels", b"labels", "leader", b"leader", "roles", b"roles", "state", b"state", "status", b"status", "time_since_heartbeat", b"time_since_heartbeat"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
