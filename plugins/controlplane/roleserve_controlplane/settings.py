@@ -13,9 +13,24 @@ from dataclasses import dataclass
 from typing import Any
 
 from roleserve_controlplane.consensus import DEFAULT_TTL
+from roleserve_controlplane.curator.prefixes import (
+    DEFAULT_CLUSTER_NETWORK,
+    DEFAULT_NODE_PREFIX_LENGTH,
+    ClusterNetwork,
+)
 from roleserve_core import Setting
+from roleserve_core.errors import ConfigError
 
-__all__ = ["ELECTION_MS", "ETCD", "HEARTBEAT_MS", "LEASE_TTL", "SETTINGS", "ControlPlaneSettings"]
+__all__ = [
+    "CLUSTER_NETWORK",
+    "ELECTION_MS",
+    "ETCD",
+    "HEARTBEAT_MS",
+    "LEASE_TTL",
+    "NODE_PREFIX_LENGTH",
+    "SETTINGS",
+    "ControlPlaneSettings",
+]
 
 ETCD: Setting[str | None] = Setting(
     "etcd",
@@ -36,7 +51,27 @@ ELECTION_MS: Setting[int] = Setting(
     "election_ms", int, 1000, "etcd's election timeout, in milliseconds."
 )
 
-SETTINGS: tuple[Setting[Any], ...] = (ETCD, LEASE_TTL, HEARTBEAT_MS, ELECTION_MS)
+CLUSTER_NETWORK: Setting[str] = Setting(
+    "cluster_network",
+    str,
+    DEFAULT_CLUSTER_NETWORK,
+    "The private network node prefixes are allocated from (CIDR); used at bootstrap only.",
+)
+NODE_PREFIX_LENGTH: Setting[int] = Setting(
+    "node_prefix_length",
+    int,
+    DEFAULT_NODE_PREFIX_LENGTH,
+    "The length of each node's prefix of the cluster network; used at bootstrap only.",
+)
+
+SETTINGS: tuple[Setting[Any], ...] = (
+    ETCD,
+    LEASE_TTL,
+    HEARTBEAT_MS,
+    ELECTION_MS,
+    CLUSTER_NETWORK,
+    NODE_PREFIX_LENGTH,
+)
 """Everything ``[plugins.controlplane]`` accepts, in the order ``roleserve plugins`` lists."""
 
 
@@ -48,13 +83,36 @@ class ControlPlaneSettings:
     lease_ttl: int = LEASE_TTL.default
     heartbeat_ms: int = HEARTBEAT_MS.default
     election_ms: int = ELECTION_MS.default
+    cluster_network: str = CLUSTER_NETWORK.default
+    node_prefix_length: int = NODE_PREFIX_LENGTH.default
+
+    def __post_init__(self) -> None:
+        self.network  # noqa: B018 -- checked now, so a bad setting fails the node's start
+
+    @property
+    def network(self) -> ClusterNetwork:
+        """The cluster network a bootstrap configures.
+
+        :raises ConfigError: if the cluster network or the prefix length is invalid, in
+            one line naming the section.
+        """
+        try:
+            return ClusterNetwork.parse(self.cluster_network, self.node_prefix_length)
+        except ConfigError as exc:
+            raise ConfigError(f"[plugins.controlplane] {exc}") from None
 
     @classmethod
     def of(cls, config: Mapping[str, Any]) -> ControlPlaneSettings:
-        """The settings of a plugin's ``NodeContext.config`` (checked by the core)."""
+        """The settings of a plugin's ``NodeContext.config`` (checked by the core; the
+        cluster network is checked here).
+
+        :raises ConfigError: if the cluster network or the prefix length is invalid.
+        """
         return cls(
             etcd=ETCD.read(config),
             lease_ttl=LEASE_TTL.read(config),
             heartbeat_ms=HEARTBEAT_MS.read(config),
             election_ms=ELECTION_MS.read(config),
+            cluster_network=CLUSTER_NETWORK.read(config),
+            node_prefix_length=NODE_PREFIX_LENGTH.read(config),
         )

@@ -45,6 +45,7 @@ from roleserve_controlplane.consensus import (
 from roleserve_controlplane.curator import (
     CURATOR_PORT,
     BootstrapMaterial,
+    ClusterNetwork,
     Curator,
     CuratorConfig,
     write_bootstrap,
@@ -222,9 +223,11 @@ class ControlPlane:
         ctx.run("etcd", member)
         ctx.set_note("bootstrapping: waiting for etcd")
         async with EtcdClient([config.endpoint], material.member) as client:
-            written = await _retrying_until_written(client, material, startup.address)
+            written = await _retrying_until_written(
+                client, material, startup.address, self.settings.network
+            )
         ctx.log.info("bootstrapped a new cluster" if written else "the cluster was bootstrapped")
-        roles = roles_from_proto(material.first_node(startup.address).roles)
+        roles = roles_from_proto(material.first_node(startup.address, self.settings.network).roles)
         self.node.values.set(BOOTSTRAPPED, Bootstrapped(material.node, material.owner, roles))
         await self._run_curator(ctx, config, material.node, member)
 
@@ -256,13 +259,13 @@ class ControlPlane:
 
 
 async def _retrying_until_written(
-    client: EtcdClient, material: BootstrapMaterial, address: IPAddress
+    client: EtcdClient, material: BootstrapMaterial, address: IPAddress, network: ClusterNetwork
 ) -> bool:
     """Write the bootstrap records once etcd answers."""
     delay = 0.05
     while True:
         try:
-            return await write_bootstrap(client, material, address)
+            return await write_bootstrap(client, material, address, network=network)
         except EtcdRequestError:
             await anyio.sleep(delay)
             delay = min(delay * 2, 1.0)

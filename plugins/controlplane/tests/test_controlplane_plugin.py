@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from dataclasses import fields
 
+import pytest
+
 from roleserve_controlplane.settings import SETTINGS, ControlPlaneSettings
+from roleserve_core.errors import ConfigError
 from roleserve_core.testing import load_installed_plugin
 
 
@@ -32,8 +35,39 @@ def test_declares_its_settings_once() -> None:
         ("lease_ttl", "int", 10),
         ("heartbeat_ms", "int", 100),
         ("election_ms", "int", 1000),
+        ("cluster_network", "str", "10.192.0.0/11"),
+        ("node_prefix_length", "int", 24),
     ]
     assert [field.name for field in fields(ControlPlaneSettings)] == [s.name for s in SETTINGS]
     assert ControlPlaneSettings.of({}) == ControlPlaneSettings()
     checked = {"etcd": "/opt/etcd", "lease_ttl": 3, "heartbeat_ms": 25, "election_ms": 250}
     assert ControlPlaneSettings.of(checked) == ControlPlaneSettings("/opt/etcd", 3, 25, 250)
+    network = {"cluster_network": "fd00:10::/48", "node_prefix_length": 64}
+    assert str(ControlPlaneSettings.of(network).network.prefix(1)) == "fd00:10:0:1::/64"
+
+
+@pytest.mark.parametrize(
+    ("network", "length", "message"),
+    [
+        (
+            "10.192.0.0/11",
+            11,
+            "node prefix length /11 must be longer than the cluster network's /11",
+        ),
+        ("10.192.0.0/11", 33, "at most /32"),
+        ("8.8.0.0/16", 24, "cluster network 8.8.0.0/16 is not a private network"),
+        ("127.0.0.0/8", 24, "not a private network"),
+        ("10.192.0.1/11", 24, "'10.192.0.1/11' is not a network in CIDR form"),
+        ("banana", 24, "is not a network in CIDR form"),
+        ("fd00::0/48", 64, "not in canonical form (fd00::/48)"),
+    ],
+)
+def test_a_bad_cluster_network_is_refused_in_one_line(
+    network: str, length: int, message: str
+) -> None:
+    config = {"cluster_network": network, "node_prefix_length": length}
+    with pytest.raises(ConfigError) as refused:
+        ControlPlaneSettings.of(config)
+    assert str(refused.value).startswith("[plugins.controlplane] ")
+    assert message in str(refused.value)
+    assert "\n" not in str(refused.value)

@@ -14,7 +14,8 @@
 
 Modules: ``curator`` (the runnable), ``service_*`` (the three services), ``state`` (etcd
 records), ``cache`` (the leader's watch fan-out), ``health`` (heartbeats), ``roles`` (role
-changes), ``bootstrap``, ``authority`` (the CAs), ``validation``, ``errors``.
+changes), ``prefixes`` (the cluster network and node prefixes), ``bootstrap``,
+``authority`` (the CAs), ``validation``, ``errors``.
 """
 
 from roleserve_controlplane.curator.authority import ClusterAuthority
@@ -31,6 +32,7 @@ from roleserve_controlplane.curator.health import (
     Heartbeats,
 )
 from roleserve_controlplane.curator.leader import CURATOR_PORT, LeaderState
+from roleserve_controlplane.curator.prefixes import ClusterNetwork, PrefixesExhaustedError
 from roleserve_controlplane.curator.state import ClusterState, NodeNotFoundError
 
 __all__ = [
@@ -40,6 +42,7 @@ __all__ = [
     "OWNER_IDENTITY",
     "BootstrapMaterial",
     "ClusterAuthority",
+    "ClusterNetwork",
     "ClusterState",
     "Curator",
     "CuratorConfig",
@@ -47,6 +50,7 @@ __all__ = [
     "LeaderState",
     "NodeCache",
     "NodeNotFoundError",
+    "PrefixesExhaustedError",
     "Subscription",
     "write_bootstrap",
 ]

@@ -10,7 +10,8 @@
     write_bootstrap(client, material)        one transaction, if no secrets exist yet:
                                              secrets, configuration, ticket, owner, and the
                                              first node: UP, consensus_member (its own member
-                                             only) + kubernetes_controller, its address
+                                             only) + kubernetes_controller, its address,
+                                             the first prefix of the cluster network
 
 Repeating it is harmless: the transaction writes nothing once the secrets exist, and the
 material on disk is reused, so a retry after a crash finds the same CA in etcd that its
@@ -28,6 +29,7 @@ from roleserve_controlplane.consensus import DEFAULT_PEER_PORT, EtcdClient
 from roleserve_controlplane.curator.authority import ClusterAuthority
 from roleserve_controlplane.curator.health import DEFAULT_HEARTBEAT_INTERVAL
 from roleserve_controlplane.curator.leader import CURATOR_PORT, peer_url
+from roleserve_controlplane.curator.prefixes import ClusterNetwork, prefix_key
 from roleserve_controlplane.curator.state import (
     CONFIGURATION_KEY,
     OWNER_KEY,
@@ -152,13 +154,17 @@ class BootstrapMaterial:
             ),
         )
 
-    def first_node(self, address: IPAddress) -> state_pb2.NodeRecord:
-        """The first node's record: UP, consensus member and Kubernetes controller."""
+    def first_node(
+        self, address: IPAddress, network: ClusterNetwork | None = None
+    ) -> state_pb2.NodeRecord:
+        """The first node's record: UP, consensus member and Kubernetes controller, with
+        the first prefix of ``network`` (the default cluster network if None)."""
         record = state_pb2.NodeRecord(
             id=self.node.node_id,
             public_key=public_key_der(self.node.key.public_key()),
             state=common_pb2.NODE_STATE_UP,
             certificate=self.node.certificate_pem,
+            cluster_prefix=str((network or ClusterNetwork.parse()).prefix(0)),
         )
         member = record.roles.consensus_member
         member.ca_certificate = self.authority.consensus_ca_pem
@@ -176,17 +182,23 @@ async def write_bootstrap(
     address: IPAddress,
     *,
     heartbeat_interval: float = DEFAULT_HEARTBEAT_INTERVAL,
+    network: ClusterNetwork | None = None,
 ) -> bool:
     """Write the new cluster's records in one transaction; False if it already has them.
+
+    ``network`` is the cluster network (default 10.192.0.0/11, /24 per node); it is kept in
+    the configuration, and the first node gets its first prefix.
 
     :raises CredentialsError: if the cluster in etcd has another CA than ``material``.
     """
     configuration = state_pb2.ClusterConfiguration()
     configuration.heartbeat_interval.FromNanoseconds(int(heartbeat_interval * 1e9))
+    network = network or ClusterNetwork.parse()
+    network.configure(configuration)
     owner = state_pb2.OwnerRecord(
         identity=material.owner.identity, certificate=material.owner.certificate_pem
     )
-    first = material.first_node(address)
+    first = material.first_node(address, network)
     state = ClusterState(client)
     written = await state.initialise(
         [
@@ -195,6 +207,7 @@ async def write_bootstrap(
             (TICKET_KEY, secrets.token_bytes(32)),
             (OWNER_KEY, owner.SerializeToString()),
             (node_key(first.id), first.SerializeToString()),
+            (prefix_key(first.cluster_prefix), first.id.encode()),
         ]
     )
     if not written:

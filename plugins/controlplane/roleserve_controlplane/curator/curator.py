@@ -6,8 +6,8 @@
     loop:
       serve CuratorLocal (follower) ─── campaign in the election (value: ID, host, port)
       won: stop the follower server ─── start the leader's state: node cache (one etcd
-           watch), heartbeats, learner promotion ─── serve Curator, Management and
-           CuratorLocal
+           watch), heartbeats, learner promotion, prefixes for approved nodes lacking one
+           ─── serve Curator, Management and CuratorLocal
       lost (lease unconfirmed): stop the leader's server at once (clients see their streams
            end and look for the new leader), drop the leader's state, follow again
 
@@ -38,11 +38,17 @@ from roleserve_controlplane.curator.authority import ClusterAuthority
 from roleserve_controlplane.curator.cache import NodeCache
 from roleserve_controlplane.curator.health import DEFAULT_HEARTBEAT_INTERVAL, Heartbeats
 from roleserve_controlplane.curator.leader import CURATOR_PORT, LeaderState
+from roleserve_controlplane.curator.prefixes import ClusterNetwork, PrefixesExhaustedError
 from roleserve_controlplane.curator.service_curator import CuratorService
 from roleserve_controlplane.curator.service_local import CuratorLocalService
 from roleserve_controlplane.curator.service_management import ManagementService
 from roleserve_controlplane.curator.service_not_leading import NotLeadingHandler
-from roleserve_controlplane.curator.state import LEADER_PREFIX, ClusterState
+from roleserve_controlplane.curator.state import (
+    APPROVED_STATES,
+    LEADER_PREFIX,
+    ClusterState,
+    NodeNotFoundError,
+)
 from roleserve_controlplane.proto import state_pb2
 from roleserve_core import RunContext, Value
 from roleserve_core.clock import Clock, MonotonicClock
@@ -51,7 +57,7 @@ from roleserve_core.identity import Credentials, NodeCredentials
 from roleserve_core.proto import curator_pb2_grpc, management_pb2_grpc
 from roleserve_core.rpc import bind, create_server
 
-__all__ = ["Curator", "CuratorConfig", "CuratorRole"]
+__all__ = ["Curator", "CuratorConfig", "CuratorRole", "allocate_missing_prefixes"]
 
 log = logging.getLogger("roleserve.curator")
 
@@ -124,6 +130,7 @@ class Curator:
             tasks = await stack.enter_async_context(anyio.create_task_group())
             tasks.start_soon(leader.cache.run)
             tasks.start_soon(self._promote_learners, leader)
+            tasks.start_soon(allocate_missing_prefixes, leader.state, leader.network)
             await stack.enter_async_context(
                 self._serving(
                     CuratorLocalService(node_id, leader.state, election, self.leader_value),
@@ -172,6 +179,7 @@ class Curator:
             authority=ClusterAuthority.from_secrets(secrets),
             cache=NodeCache(client),
             heartbeats=Heartbeats(self.config.clock, interval or DEFAULT_HEARTBEAT_INTERVAL),
+            network=ClusterNetwork.of(configuration),
         )
 
     async def _promote_learners(self, leader: LeaderState) -> None:
@@ -187,6 +195,37 @@ class Curator:
                     with contextlib.suppress(EtcdRequestError):  # not caught up yet
                         await leader.client.promote(member.id)
                         log.info("promoted learner %s", member.name)
+
+
+async def allocate_missing_prefixes(state: ClusterState, network: ClusterNetwork) -> int:
+    """Give every approved node without a prefix one (a cluster made before prefixes
+    existed, or approvals a full network refused prefixes to); how many were given.
+
+    Runs once when a curator starts leading. An etcd error is retried; a full network is
+    logged and ends the pass (approvals then say so too).
+    """
+    delay = 0.05
+    while True:
+        try:
+            nodes, _ = await state.nodes()
+            given = 0
+            for record in nodes:
+                if record.state in APPROVED_STATES and not record.cluster_prefix:
+                    with contextlib.suppress(NodeNotFoundError):
+                        updated = await state.update_node(record.id, _unchanged, allocate=network)
+                        log.info("allocated %s to node %s", updated.cluster_prefix, record.id)
+                        given += 1
+            return given
+        except PrefixesExhaustedError as exc:
+            log.warning("approved nodes are left without a prefix: %s", exc)
+            return 0
+        except EtcdRequestError:
+            await anyio.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+
+def _unchanged(record: state_pb2.NodeRecord) -> None:
+    """A change that changes nothing (the allocation does)."""
 
 
 def _add(server: grpc.aio.Server, service: object) -> None:

@@ -7,6 +7,7 @@
     LeadershipLostError        UNAVAILABLE   (the client should find the new leader)
     QuorumError                FAILED_PRECONDITION
     EtcdRequestError           UNAVAILABLE   (etcd did not answer)
+    PrefixesExhaustedError     RESOURCE_EXHAUSTED (no free prefix of the cluster network)
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any, TypeVar
 import grpc
 
 from roleserve_controlplane.consensus import EtcdRequestError, LeadershipLostError, QuorumError
+from roleserve_controlplane.curator.prefixes import PrefixesExhaustedError
 from roleserve_controlplane.curator.state import NodeNotFoundError
 from roleserve_core.errors import RoleserveError
 
@@ -45,6 +47,8 @@ def _status_of(error: Exception) -> tuple[grpc.StatusCode, str] | None:
         return grpc.StatusCode.NOT_FOUND, str(error)
     if isinstance(error, LeadershipLostError):
         return grpc.StatusCode.UNAVAILABLE, f"{error}; ask CuratorLocal for the new leader"
+    if isinstance(error, PrefixesExhaustedError):
+        return grpc.StatusCode.RESOURCE_EXHAUSTED, str(error)
     if isinstance(error, QuorumError):
         return grpc.StatusCode.FAILED_PRECONDITION, str(error)
     if isinstance(error, EtcdRequestError):

@@ -18,6 +18,7 @@ from roleserve_controlplane.consensus import EtcdClient, Leadership, Membership
 from roleserve_controlplane.curator.authority import ClusterAuthority
 from roleserve_controlplane.curator.cache import NodeCache
 from roleserve_controlplane.curator.health import Heartbeats
+from roleserve_controlplane.curator.prefixes import ClusterNetwork
 from roleserve_controlplane.curator.state import ClusterState
 from roleserve_controlplane.proto import state_pb2
 from roleserve_core.identity import Credentials
@@ -49,6 +50,8 @@ class LeaderState:
     authority: ClusterAuthority
     cache: NodeCache
     heartbeats: Heartbeats
+    network: ClusterNetwork
+    """The cluster network node prefixes are allocated from (from the configuration)."""
 
     @property
     def membership(self) -> Membership:
@@ -65,6 +68,7 @@ def api_node(record: state_pb2.NodeRecord) -> curator_pb2.Node:
         clusternet=record.clusternet,
         state=record.state,
         labels=record.labels,
+        cluster_prefix=record.cluster_prefix,
     )
 
 
@@ -82,6 +86,7 @@ def management_node(
         health=heartbeats.health(record.id, record.state),
         leader=record.id == leader_id,
         conflict=heartbeats.conflict(record.id),
+        cluster_prefix=record.cluster_prefix,
     )
     since = heartbeats.since_last(record.id)
     if since is not None:

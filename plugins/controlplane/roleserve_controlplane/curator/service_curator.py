@@ -10,7 +10,9 @@
     RegisterNode             ticket (constant time) + ephemeral key → node NEW
     CommitNode               approved (STANDBY) → node certificate, UP; repeatable when UP
     JoinNode                 join key (ephemeral key) → the node, which must be UP
-    UpdateNodeClusterNetworking  the caller's own WireGuard key and prefixes
+    UpdateNodeClusterNetworking  the caller's own WireGuard key and prefixes (its own
+                             address, inside its allocated prefix, or inside the cluster
+                             network and clear of other nodes' allocated prefixes)
 """
 
 from __future__ import annotations
@@ -196,7 +198,19 @@ class CuratorService(curator_pb2_grpc.CuratorServicer):
             for record in self.leader.cache.nodes.values()
             if record.id != caller and record.clusternet.wireguard_pubkey
         }
-        check_clusternet(request.clusternet, own.status.external_address, others)
+        allocated = {
+            record.cluster_prefix: record.id
+            for record in self.leader.cache.nodes.values()
+            if record.id != caller and record.cluster_prefix
+        }
+        check_clusternet(
+            request.clusternet,
+            own.status.external_address,
+            others,
+            network=self.leader.network.network,
+            own_prefix=own.cluster_prefix,
+            allocated=allocated,
+        )
 
         def replace(record: state_pb2.NodeRecord) -> None:
             record.clusternet.CopyFrom(request.clusternet)

@@ -72,7 +72,10 @@ class ManagementService(management_pb2_grpc.ManagementServicer):
             if record.state == common_pb2.NODE_STATE_NEW:
                 record.state = common_pb2.NODE_STATE_STANDBY
 
-        await self.leader.state.update_node(request.node_id, approve)
+        # The node's prefix of the cluster network comes with the approval, in its
+        # transaction: no approved node is left without one. With none free, the approval
+        # is refused (RESOURCE_EXHAUSTED) and the node stays NEW.
+        await self.leader.state.update_node(request.node_id, approve, allocate=self.leader.network)
         return management_pb2.ApproveNodeResponse()
 
     @override
@@ -106,6 +109,9 @@ class ManagementService(management_pb2_grpc.ManagementServicer):
             # Its roles go with it: role changes need an UP node, so roles kept now could
             # never be taken away, and the node would go on running their workers.
             record.roles.Clear()
+            # Its prefix is freed (its key deleted in the same transaction): no node routes
+            # to a decommissioned one, and a later node may be given the prefix.
+            record.cluster_prefix = ""
 
         await self.leader.state.update_node(request.node_id, decommission)
         return management_pb2.DecommissionNodeResponse()

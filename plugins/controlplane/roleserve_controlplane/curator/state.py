@@ -8,11 +8,18 @@
     /cluster/owner          OwnerRecord
     /nodes/<node ID>        NodeRecord
     /join-keys/<sha256>     node ID
+    /clusternet/prefixes/<cidr>  node ID          see prefixes.py
 
 Every write is a transaction guarded twice: by the writer's leadership (its campaign key
 must still exist, so a deposed leader cannot write) and by the record's modification
 revision (optimistic concurrency: two writers of one node never lose an update; the loser
 re-reads and retries). No in-process mutex is needed, and none would survive a failover.
+(Allocations of prefixes are serialised in the process all the same, but only so that a
+leader's concurrent approvals do not keep losing the same free prefix to each other.)
+
+A node record's ``cluster_prefix`` and its prefix's key change together: ``update_node``
+creates the key (it must not exist) when a prefix is given, and deletes it when the prefix
+is taken away, in the record's own transaction.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+import anyio
 from google.protobuf.message import Message
 
 from roleserve_controlplane.consensus import (
@@ -30,14 +38,18 @@ from roleserve_controlplane.consensus import (
     LeadershipLostError,
     compare_mod_revision,
     compare_version,
+    delete_operation,
     get_operation,
     put_operation,
 )
 from roleserve_controlplane.consensus.client import Comparison, Operation
+from roleserve_controlplane.curator.prefixes import PREFIXES_PREFIX, ClusterNetwork, prefix_key
 from roleserve_controlplane.proto import state_pb2
 from roleserve_core.errors import RoleserveError
+from roleserve_core.proto import common_pb2
 
 __all__ = [
+    "APPROVED_STATES",
     "CONFIGURATION_KEY",
     "JOIN_KEYS_PREFIX",
     "LEADER_PREFIX",
@@ -64,6 +76,12 @@ LEADER_PREFIX = "/leader/"
 
 MAX_CONFLICT_RETRIES = 20
 """Concurrent updates of one node record before ``update_node`` gives up."""
+MAX_ALLOCATION_RETRIES = 1000
+"""Lost races for a free prefix before an allocating ``update_node`` gives up: each lost
+race is another allocation that succeeded, so this only bounds a pathological loop."""
+
+APPROVED_STATES = (common_pb2.NODE_STATE_STANDBY, common_pb2.NODE_STATE_UP)
+"""The states in which a node holds a prefix of the cluster network."""
 
 
 class NodeNotFoundError(RoleserveError, LookupError):
@@ -101,6 +119,7 @@ class ClusterState:
         self.client = client
         self.leadership = leadership
         """Writes require it; reads do not."""
+        self._allocating = anyio.Lock()
 
     # -- reads ---------------------------------------------------------------------
 
@@ -137,6 +156,11 @@ class ClusterState:
         """Every node record, and the revision they were read at."""
         stored, revision = await self.client.get_prefix(NODES_PREFIX)
         return [_parse(state_pb2.NodeRecord, kv.value) for kv in stored], revision
+
+    async def allocated_prefixes(self) -> dict[str, str]:
+        """Every allocated prefix of the cluster network, and the node it is allocated to."""
+        stored, _ = await self.client.get_prefix(PREFIXES_PREFIX)
+        return {kv.key.decode()[len(PREFIXES_PREFIX) :]: kv.value.decode() for kv in stored}
 
     async def node_of_join_key(self, join_key: bytes) -> str | None:
         """The ID of the node that registered ``join_key``, or None."""
@@ -179,28 +203,63 @@ class ClusterState:
         return await self._commit(compare, operations)
 
     async def update_node(
-        self, node_id: str, change: Callable[[state_pb2.NodeRecord], None]
+        self,
+        node_id: str,
+        change: Callable[[state_pb2.NodeRecord], None],
+        *,
+        allocate: ClusterNetwork | None = None,
     ) -> state_pb2.NodeRecord:
         """Read a node record, ``change`` it, and write it back unless someone else wrote it
         meanwhile; then start over. ``change`` may raise to refuse the update.
 
+        With ``allocate``, a node that is approved after the change (STANDBY or UP) and has
+        no prefix is given the lowest free prefix of that network in the same transaction.
+        A change that clears ``cluster_prefix`` frees the prefix.
+
         :raises NodeNotFoundError: if there is no such node.
+        :raises PrefixesExhaustedError: if a prefix is due and none is free (nothing is
+            written).
         """
-        for _ in range(MAX_CONFLICT_RETRIES):
+        if allocate is None:
+            return await self._update_node(node_id, change, None)
+        async with self._allocating:
+            return await self._update_node(node_id, change, allocate)
+
+    async def _update_node(
+        self,
+        node_id: str,
+        change: Callable[[state_pb2.NodeRecord], None],
+        allocate: ClusterNetwork | None,
+    ) -> state_pb2.NodeRecord:
+        conflicts = races = 0
+        while conflicts < MAX_CONFLICT_RETRIES and races < MAX_ALLOCATION_RETRIES:
             stored = await self.node(node_id)
             if stored is None:
                 raise NodeNotFoundError(f"no node {node_id}")
             record = state_pb2.NodeRecord()
             record.CopyFrom(stored.record)
             change(record)
+            due = allocate is not None and record.state in APPROVED_STATES
+            if due and not record.cluster_prefix:
+                assert allocate is not None
+                record.cluster_prefix = str(allocate.first_free(await self.allocated_prefixes()))
             if record == stored.record:
                 return record
-            written = await self._commit(
-                [compare_mod_revision(node_key(node_id), "=", stored.mod_revision)],
-                [put_operation(node_key(node_id), record.SerializeToString())],
-            )
-            if written:
+            compare = [compare_mod_revision(node_key(node_id), "=", stored.mod_revision)]
+            operations = [put_operation(node_key(node_id), record.SerializeToString())]
+            before, after = stored.record.cluster_prefix, record.cluster_prefix
+            if after != before:
+                if before:
+                    operations.append(delete_operation(prefix_key(before)))
+                if after:
+                    compare.append(compare_version(prefix_key(after), "=", 0))
+                    operations.append(put_operation(prefix_key(after), node_id))
+            if await self._commit(compare, operations):
                 return record
+            if after and after != before and await self.client.get(prefix_key(after)):
+                races += 1  # another node got that prefix first: take the next one
+            else:
+                conflicts += 1
         raise RoleserveError(f"node {node_id} changed {MAX_CONFLICT_RETRIES} times while updated")
 
     async def put(self, key: str, value: bytes | Message) -> None:

@@ -6,6 +6,7 @@ import base64
 import binascii
 import ipaddress
 import re
+from collections.abc import Mapping
 
 import grpc
 
@@ -20,8 +21,11 @@ __all__ = [
     "check_labels",
 ]
 
-CLUSTER_NETWORK = ipaddress.ip_network("10.192.0.0/11")
-"""The prefixes nodes may announce over the WireGuard mesh (pods), as in Monogon."""
+CLUSTER_NETWORK: ipaddress.IPv4Network | ipaddress.IPv6Network = ipaddress.ip_network(
+    "10.192.0.0/11"
+)
+"""The default cluster network: the prefixes nodes may announce over the WireGuard mesh
+(pods), as in Monogon. A cluster's own is in its configuration (see prefixes.py)."""
 
 MAX_LABELS = 128
 _LABEL = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}")
@@ -66,9 +70,16 @@ def check_clusternet(
     clusternet: common_pb2.NodeClusterNetworking,
     own_address: str,
     keys_of_others: set[str],
+    *,
+    network: ipaddress.IPv4Network | ipaddress.IPv6Network = CLUSTER_NETWORK,
+    own_prefix: str = "",
+    allocated: Mapping[str, str] | None = None,
 ) -> None:
     """A WireGuard key (base64 of 32 bytes) no other node uses, and prefixes in canonical
-    form inside ``CLUSTER_NETWORK``, or the /32 (/128) of the node's own address."""
+    form that are the /32 (/128) of the node's own address, inside its allocated
+    ``own_prefix``, or inside the cluster ``network`` without overlapping a prefix
+    ``allocated`` (prefix → node ID) to another node: a node may not take traffic meant
+    for another's prefix."""
     try:
         key = base64.b64decode(clusternet.wireguard_pubkey, validate=True)
     except (binascii.Error, ValueError):
@@ -84,6 +95,12 @@ def check_clusternet(
             grpc.StatusCode.ALREADY_EXISTS, "another node already uses this WireGuard key"
         )
     own = ipaddress.ip_network(own_address) if own_address else None
+    mine = ipaddress.ip_network(own_prefix) if own_prefix else None
+    others = [
+        (ipaddress.ip_network(prefix), node)
+        for prefix, node in (allocated or {}).items()
+        if prefix != own_prefix
+    ]
     for text in clusternet.prefixes:
         try:
             prefix = ipaddress.ip_network(text, strict=True)
@@ -91,8 +108,17 @@ def check_clusternet(
             raise _invalid(f"prefix {text!r} is not in canonical CIDR form") from None
         if str(prefix) != text:
             raise _invalid(f"prefix {text!r} is not in canonical form ({prefix})")
-        inside = prefix.version == CLUSTER_NETWORK.version and prefix.subnet_of(CLUSTER_NETWORK)  # type: ignore[arg-type]
-        if not inside and prefix != own:
-            raise _invalid(
-                f"prefix {text} is neither inside {CLUSTER_NETWORK} nor this node's own address"
-            )
+        if prefix == own or (mine is not None and _inside(prefix, mine)):
+            continue
+        if not _inside(prefix, network):
+            raise _invalid(f"prefix {text} is neither inside {network} nor this node's own address")
+        for other, node in others:
+            if prefix.version == other.version and prefix.overlaps(other):
+                raise _invalid(f"prefix {text} overlaps {other}, the prefix of node {node}")
+
+
+def _inside(
+    prefix: ipaddress.IPv4Network | ipaddress.IPv6Network,
+    network: ipaddress.IPv4Network | ipaddress.IPv6Network,
+) -> bool:
+    return prefix.version == network.version and prefix.subnet_of(network)  # type: ignore[arg-type]

@@ -10,6 +10,7 @@ cluster through the curator's API (roleserve_core/proto/curator.proto), never fr
   /cluster/owner          OwnerRecord
   /nodes/<node ID>        NodeRecord
   /join-keys/<hex>        the node ID whose join key hashes to <hex>
+  /clusternet/prefixes/<cidr>  the node ID the prefix <cidr> is allocated to
   /leader/<lease>         LeaderValue            the election
 
 and, on the disk of a bootstrapping node only, BootstrapMaterial.
@@ -43,6 +44,7 @@ class NodeRecord(_message.Message):
     LABELS_FIELD_NUMBER: _builtins.int
     JOIN_KEY_FIELD_NUMBER: _builtins.int
     CERTIFICATE_FIELD_NUMBER: _builtins.int
+    CLUSTER_PREFIX_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     public_key: _builtins.bytes
     """DER SubjectPublicKeyInfo of the node key; the node ID derives from it."""
@@ -51,6 +53,11 @@ class NodeRecord(_message.Message):
     """DER SubjectPublicKeyInfo of the key a restarting node proves with JoinNode."""
     certificate: _builtins.bytes
     """PEM of the node certificate issued by CommitNode (or at bootstrap)."""
+    cluster_prefix: _builtins.str
+    """The prefix of the cluster network allocated to this node (canonical CIDR), while it is
+    approved (STANDBY or UP); empty before approval and after decommissioning. Written in
+    the same transaction as its /clusternet/prefixes/<cidr> key.
+    """
     @_builtins.property
     def roles(self) -> _common_pb2.NodeRoles: ...
     @_builtins.property
@@ -71,10 +78,11 @@ class NodeRecord(_message.Message):
         labels: _common_pb2.NodeLabels | None = ...,
         join_key: _builtins.bytes = ...,
         certificate: _builtins.bytes = ...,
+        cluster_prefix: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["clusternet", b"clusternet", "labels", b"labels", "roles", b"roles", "status", b"status"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["certificate", b"certificate", "clusternet", b"clusternet", "id", b"id", "join_key", b"join_key", "labels", b"labels", "public_key", b"public_key", "roles", b"roles", "state", b"state", "status", b"status"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["certificate", b"certificate", "cluster_prefix", b"cluster_prefix", "clusternet", b"clusternet", "id", b"id", "join_key", b"join_key", "labels", b"labels", "public_key", b"public_key", "roles", b"roles", "state", b"state", "status", b"status"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -116,6 +124,14 @@ class ClusterConfiguration(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     HEARTBEAT_INTERVAL_FIELD_NUMBER: _builtins.int
+    CLUSTER_NETWORK_FIELD_NUMBER: _builtins.int
+    NODE_PREFIX_LENGTH_FIELD_NUMBER: _builtins.int
+    cluster_network: _builtins.str
+    """The network node prefixes are allocated from (canonical CIDR); empty: 10.192.0.0/11.
+    Set at bootstrap only.
+    """
+    node_prefix_length: _builtins.int
+    """The length of each node's prefix; 0: 24. Set at bootstrap only."""
     @_builtins.property
     def heartbeat_interval(self) -> _duration_pb2.Duration:
         """How often nodes send heartbeats; a node misses three before it is HEARTBEAT_TIMEOUT."""
@@ -124,10 +140,12 @@ class ClusterConfiguration(_message.Message):
         self,
         *,
         heartbeat_interval: _duration_pb2.Duration | None = ...,
+        cluster_network: _builtins.str = ...,
+        node_prefix_length: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["heartbeat_interval", b"heartbeat_interval"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["heartbeat_interval", b"heartbeat_interval"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_network", b"cluster_network", "heartbeat_interval", b"heartbeat_interval", "node_prefix_length", b"node_prefix_length"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -10,6 +10,7 @@ cluster through the curator's API (roleserve_core/proto/curator.proto), never fr
   /cluster/owner          OwnerRecord
   /nodes/<node ID>        NodeRecord
   /join-keys/<hex>        the node ID whose join key hashes to <hex>
+  /clusternet/prefixes/<cidr>  the node ID the prefix <cidr> is allocated to
   /leader/<lease>         LeaderValue            the election
 
 and, on the disk of a bootstrapping node only, BootstrapMaterial.
