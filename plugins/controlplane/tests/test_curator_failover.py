@@ -60,6 +60,12 @@ async def test_a_follower_takes_over_from_a_crashed_leader(curators: CuratorClus
     assert await curators.leader() is first
     before = await node_ids_watched(curators, plain, via=first)
     assert before == {n.node_id for n in (first, second, third, plain)}
+    channel, management = curators.management(first)
+    async with channel:
+        request = management_pb2.GetNodesRequest()
+        prefixes = {n.id: n.cluster_prefix async for n in management.GetNodes(request)}
+    assert len(set(prefixes.values())) == 4
+    assert all(prefixes.values())
 
     # A follower tells clients who leads, and keeps telling them.
     assert second.credentials is not None
@@ -102,6 +108,8 @@ async def test_a_follower_takes_over_from_a_crashed_leader(curators: CuratorClus
     async with channel:
         nodes = {n.id: n async for n in management.GetNodes(management_pb2.GetNodesRequest())}
     assert set(nodes) == before
+    # The new leader keeps every node's prefix (it allocates only to nodes lacking one).
+    assert {n.id: n.cluster_prefix for n in nodes.values()} == prefixes
     assert nodes[plain.node_id].health == management_pb2.Node.HEALTHY
     assert nodes[plain.node_id].status.external_address == str(plain.address)
     assert nodes[new.node_id].leader

@@ -201,3 +201,49 @@ def test_prefixes_outside_what_a_node_may_announce_are_refused(
 ) -> None:
     clusternet = _clusternet("10.192.0.0/16", prefix)
     _refused(lambda: check_clusternet(clusternet, own, set()), INVALID, prefix, reason)
+
+
+# -- cluster networking with allocated prefixes ----------------------------------------
+
+ALLOCATED = {"10.192.0.0/24": "node-a", "10.192.1.0/24": "node-own", "10.192.2.0/24": "node-b"}
+
+
+def _check_allocated(*prefixes: str, own: str = OWN_V4, network: str = "10.192.0.0/11") -> None:
+    check_clusternet(
+        _clusternet(*prefixes),
+        own,
+        set(),
+        network=ipaddress.ip_network(network),
+        own_prefix="10.192.1.0/24" if network == "10.192.0.0/11" else "",
+        allocated=ALLOCATED,
+    )
+
+
+def test_prefixes_inside_the_nodes_own_or_clear_of_others_are_accepted() -> None:
+    _check_allocated("10.192.1.0/24", "10.192.1.7/32", "10.192.1.128/25", f"{OWN_V4}/32")
+    _check_allocated("10.192.3.0/24", "10.200.0.0/16")  # in the network, nobody's prefix
+
+
+@pytest.mark.parametrize(
+    ("prefix", "words"),
+    [
+        ("10.192.0.0/24", ["overlaps 10.192.0.0/24, the prefix of node node-a"]),
+        ("10.192.2.128/25", ["overlaps 10.192.2.0/24, the prefix of node node-b"]),
+        ("10.192.0.0/16", ["overlaps 10.192.0.0/24"]),
+        ("10.192.0.0/11", ["overlaps"]),
+    ],
+    ids=["another-nodes", "inside-another-nodes", "covering-others", "the-whole-network"],
+)
+def test_prefixes_overlapping_another_nodes_prefix_are_refused(
+    prefix: str, words: list[str]
+) -> None:
+    _refused(lambda: _check_allocated(prefix), INVALID, prefix, *words)
+
+
+def test_the_configured_network_replaces_the_default() -> None:
+    _check_allocated("fd00:10:0:5::/64", own=OWN_V6, network="fd00:10::/48")
+    _refused(
+        lambda: _check_allocated("10.192.3.0/24", network="fd00:10::/48"),
+        INVALID,
+        "neither inside fd00:10::/48",
+    )
