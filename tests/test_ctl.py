@@ -432,6 +432,7 @@ def test_nodes_table(setup: Setup, ctl: Any) -> None:
 
 
 def test_nodes_filters_and_json(setup: Setup, ctl: Any) -> None:
+    setup.cluster.node(setup.leader_id).cluster_prefix = "10.192.0.0/24"
     result = ctl("nodes", "--state", "up", "--state", "NEW", "--role", "custom:backup", "--json")
     assert result.code == 0, result.err
     assert setup.cluster.received("GetNodes") == [
@@ -451,6 +452,7 @@ def test_nodes_filters_and_json(setup: Setup, ctl: Any) -> None:
         "version": "0.1.0",
         "labels": {"rack": "r1"},
         "conflict": None,
+        "cluster_prefix": "10.192.0.0/24",
     }
     assert new == {
         "id": setup.new_id,
@@ -463,6 +465,7 @@ def test_nodes_filters_and_json(setup: Setup, ctl: Any) -> None:
         "version": None,
         "labels": {},
         "conflict": None,
+        "cluster_prefix": None,
     }
     assert (worker["health"], worker["heartbeat_age"]) == ("HEARTBEAT_TIMEOUT", 200.0)
 

@@ -127,6 +127,7 @@ def node_json(node: management_pb2.Node) -> dict[str, Any]:
         "version": node.status.version or None,
         "labels": {pair.key: pair.value for pair in node.labels.pairs},
         "conflict": node.conflict or None,
+        "cluster_prefix": node.cluster_prefix or None,
     }
 
 
