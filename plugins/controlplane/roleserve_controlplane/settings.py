@@ -17,9 +17,9 @@ from roleserve_controlplane.curator.prefixes import (
     DEFAULT_CLUSTER_NETWORK,
     DEFAULT_NODE_PREFIX_LENGTH,
     ClusterNetwork,
+    ClusterNetworkError,
 )
 from roleserve_core import Setting
-from roleserve_core.errors import ConfigError
 
 __all__ = [
     "CLUSTER_NETWORK",
@@ -86,28 +86,22 @@ class ControlPlaneSettings:
     cluster_network: str = CLUSTER_NETWORK.default
     node_prefix_length: int = NODE_PREFIX_LENGTH.default
 
-    def __post_init__(self) -> None:
-        self.network  # noqa: B018 -- checked now, so a bad setting fails the node's start
-
     @property
     def network(self) -> ClusterNetwork:
-        """The cluster network a bootstrap configures.
+        """The cluster network a bootstrap configures. Checked only when a node bootstraps:
+        the settings mean nothing to the other nodes.
 
-        :raises ConfigError: if the cluster network or the prefix length is invalid, in
-            one line naming the section.
+        :raises ClusterNetworkError: if the cluster network or the prefix length is
+            invalid, in one line naming the section (a final error: the worker stays DEAD).
         """
         try:
             return ClusterNetwork.parse(self.cluster_network, self.node_prefix_length)
-        except ConfigError as exc:
-            raise ConfigError(f"[plugins.controlplane] {exc}") from None
+        except ClusterNetworkError as exc:
+            raise ClusterNetworkError(f"[plugins.controlplane] {exc}") from None
 
     @classmethod
     def of(cls, config: Mapping[str, Any]) -> ControlPlaneSettings:
-        """The settings of a plugin's ``NodeContext.config`` (checked by the core; the
-        cluster network is checked here).
-
-        :raises ConfigError: if the cluster network or the prefix length is invalid.
-        """
+        """The settings of a plugin's ``NodeContext.config`` (checked by the core)."""
         return cls(
             etcd=ETCD.read(config),
             lease_ttl=LEASE_TTL.read(config),

@@ -213,6 +213,7 @@ class ControlPlane:
 
     async def _bootstrap(self, ctx: RunContext, startup: Startup, binary: Any) -> None:
         assert startup.bootstrap is not None
+        network = self.settings.network  # a bad one ends the worker before etcd starts
         material = BootstrapMaterial.load_or_create(
             self.node.data_dir / "bootstrap.pb", startup.bootstrap.node_key, startup.address
         )
@@ -223,9 +224,7 @@ class ControlPlane:
         ctx.run("etcd", member)
         ctx.set_note("bootstrapping: waiting for etcd")
         async with EtcdClient([config.endpoint], material.member) as client:
-            written = await _retrying_until_written(
-                client, material, startup.address, self.settings.network
-            )
+            written = await _retrying_until_written(client, material, startup.address, network)
         ctx.log.info("bootstrapped a new cluster" if written else "the cluster was bootstrapped")
         roles = roles_from_proto(material.first_node(startup.address, self.settings.network).roles)
         self.node.values.set(BOOTSTRAPPED, Bootstrapped(material.node, material.owner, roles))

@@ -7,8 +7,9 @@ from dataclasses import fields
 
 import pytest
 
+from roleserve_controlplane.curator import ClusterNetworkError
 from roleserve_controlplane.settings import SETTINGS, ControlPlaneSettings
-from roleserve_core.errors import ConfigError
+from roleserve_core.errors import ConfigError, FinalError
 from roleserve_core.testing import load_installed_plugin
 
 
@@ -62,12 +63,15 @@ def test_declares_its_settings_once() -> None:
         ("fd00::0/48", 64, "not in canonical form (fd00::/48)"),
     ],
 )
-def test_a_bad_cluster_network_is_refused_in_one_line(
+def test_a_bad_cluster_network_is_refused_in_one_line_when_used(
     network: str, length: int, message: str
 ) -> None:
     config = {"cluster_network": network, "node_prefix_length": length}
-    with pytest.raises(ConfigError) as refused:
-        ControlPlaneSettings.of(config)
+    settings = ControlPlaneSettings.of(config)  # only a bootstrap uses it
+    with pytest.raises(ClusterNetworkError) as refused:
+        _ = settings.network
+    assert isinstance(refused.value, ConfigError)
+    assert isinstance(refused.value, FinalError)  # the worker is not restarted on it
     assert str(refused.value).startswith("[plugins.controlplane] ")
     assert message in str(refused.value)
     assert "\n" not in str(refused.value)

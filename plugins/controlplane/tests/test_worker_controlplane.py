@@ -54,12 +54,17 @@ def subnet() -> Callable[[int], ipaddress.IPv4Address]:
 
 
 async def start(
-    node: StartNode, binary: EtcdBinary, directory: Path, address: ipaddress.IPv4Address
+    node: StartNode,
+    binary: EtcdBinary,
+    directory: Path,
+    address: ipaddress.IPv4Address,
+    **more: object,
 ) -> NodeHarness:
     """A node runtime with the controlplane plugin, on fast etcd timers."""
     plugins = PluginHarness()
     plugins.register(hooks, "controlplane")
     settings = {"etcd": str(binary.path), "heartbeat_ms": 25, "election_ms": 250, "lease_ttl": 2}
+    settings.update(more)
     harness = await node(plugins.runtime(directory, config={"controlplane": settings}))
     harness.set(NETWORK, NetworkStatus(address))
     return harness
@@ -169,3 +174,19 @@ async def test_a_missing_etcd_is_final_at_once_and_restarting_after_the_fix_runs
     missing.path.symlink_to(binary.path)  # the operator installs etcd where it is configured
     harness.supervisor.restart(WORKER)
     await harness.wait_state(WORKER, State.HEALTHY, timeout=60)
+
+
+async def test_a_bad_cluster_network_is_final_at_bootstrap_before_etcd_starts(
+    node: StartNode, binary: EtcdBinary, tmp_path: Path
+) -> None:
+    harness = await start(
+        node, binary, tmp_path, subnet()(0), cluster_network="10.192.0.0/11", node_prefix_length=8
+    )
+    harness.set(BOOTSTRAP, BootstrapRequest(generate_key()))
+    status = await harness.wait_status(WORKER, lambda s: s.final)
+    assert status.state is State.DEAD
+    assert status.note == (
+        "[plugins.controlplane] node prefix length /8 must be longer than the cluster "
+        "network's /11 and at most /32"
+    )
+    assert not (tmp_path / "plugins" / "controlplane" / "etcd").exists()

@@ -32,7 +32,11 @@ from roleserve_controlplane.curator.health import (
     Heartbeats,
 )
 from roleserve_controlplane.curator.leader import CURATOR_PORT, LeaderState
-from roleserve_controlplane.curator.prefixes import ClusterNetwork, PrefixesExhaustedError
+from roleserve_controlplane.curator.prefixes import (
+    ClusterNetwork,
+    ClusterNetworkError,
+    PrefixesExhaustedError,
+)
 from roleserve_controlplane.curator.state import ClusterState, NodeNotFoundError
 
 __all__ = [
@@ -43,6 +47,7 @@ __all__ = [
     "BootstrapMaterial",
     "ClusterAuthority",
     "ClusterNetwork",
+    "ClusterNetworkError",
     "ClusterState",
     "Curator",
     "CuratorConfig",

@@ -27,13 +27,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from roleserve_controlplane.proto import state_pb2
-from roleserve_core.errors import ConfigError, RoleserveError
+from roleserve_core.errors import ConfigError, FinalError, RoleserveError
 
 __all__ = [
     "DEFAULT_CLUSTER_NETWORK",
     "DEFAULT_NODE_PREFIX_LENGTH",
     "PREFIXES_PREFIX",
     "ClusterNetwork",
+    "ClusterNetworkError",
     "PrefixesExhaustedError",
     "prefix_key",
 ]
@@ -45,6 +46,11 @@ DEFAULT_CLUSTER_NETWORK = "10.192.0.0/11"
 DEFAULT_NODE_PREFIX_LENGTH = 24
 """The length of a node's prefix when the configuration names none."""
 PREFIXES_PREFIX = "/clusternet/prefixes/"
+
+
+class ClusterNetworkError(ConfigError, FinalError):
+    """The cluster network or the node prefix length is invalid: a bootstrap with them
+    cannot succeed, so it is not retried."""
 
 
 class PrefixesExhaustedError(RoleserveError):
@@ -72,23 +78,25 @@ class ClusterNetwork:
         """A checked cluster network: a private network in canonical CIDR form, and a
         prefix length longer than its own.
 
-        :raises ConfigError: saying in one line what is wrong.
+        :raises ClusterNetworkError: saying in one line what is wrong.
         """
         try:
             parsed = ipaddress.ip_network(network, strict=True)
         except ValueError:
-            raise ConfigError(
+            raise ClusterNetworkError(
                 f"cluster network {network!r} is not a network in CIDR form (e.g. 10.192.0.0/11)"
             ) from None
         if str(parsed) != network:
-            raise ConfigError(f"cluster network {network!r} is not in canonical form ({parsed})")
+            raise ClusterNetworkError(
+                f"cluster network {network!r} is not in canonical form ({parsed})"
+            )
         if not parsed.is_private or parsed.is_loopback or parsed.is_link_local:
-            raise ConfigError(
+            raise ClusterNetworkError(
                 f"cluster network {network} is not a private network "
                 "(use one of 10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, fc00::/7)"
             )
         if not parsed.prefixlen < prefix_length <= parsed.max_prefixlen:
-            raise ConfigError(
+            raise ClusterNetworkError(
                 f"node prefix length /{prefix_length} must be longer than the cluster "
                 f"network's /{parsed.prefixlen} and at most /{parsed.max_prefixlen}"
             )
@@ -98,7 +106,7 @@ class ClusterNetwork:
     def of(cls, configuration: state_pb2.ClusterConfiguration) -> ClusterNetwork:
         """The cluster network a stored configuration names (defaults for empty fields).
 
-        :raises ConfigError: if the stored values are invalid.
+        :raises ClusterNetworkError: if the stored values are invalid.
         """
         return cls.parse(
             configuration.cluster_network or DEFAULT_CLUSTER_NETWORK,
