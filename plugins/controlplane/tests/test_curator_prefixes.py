@@ -23,6 +23,7 @@ from roleserve_controlplane.curator.curator import allocate_missing_prefixes
 from roleserve_controlplane.curator.prefixes import PREFIXES_PREFIX, prefix_key
 from roleserve_controlplane.curator.state import LEADER_PREFIX, node_key
 from roleserve_controlplane.proto import state_pb2
+from roleserve_controlplane.testing import CuratorCluster
 from roleserve_controlplane.testing.curator_api import Applicant, CuratorApi, refused
 from roleserve_core.errors import ConfigError
 from roleserve_core.identity import generate_key
@@ -300,3 +301,32 @@ async def test_announcements_inside_the_allocated_prefix_are_accepted_others_ref
     await announce(f"{node.address}/32", own, "10.192.1.128/25", "10.200.0.0/16")
     with refused(grpc.StatusCode.INVALID_ARGUMENT, f"overlaps {other}, the prefix of node"):
         await announce(own, "10.192.0.0/23")
+
+
+@pytest.mark.anyio
+async def test_prefixes_survive_a_restart_and_a_new_leader_gives_missing_ones(
+    api: CuratorApi, curators: CuratorCluster
+) -> None:
+    first = curators.nodes[0]
+    second = await curators.enrol(1)
+    before = {node: shown.cluster_prefix for node, shown in (await api.nodes()).items()}
+    assert sorted(before.values()) == ["10.192.0.0/24", "10.192.1.0/24"]
+
+    await curators.restart_curator(first)
+    await curators.leader()
+    assert {node: shown.cluster_prefix for node, shown in (await api.nodes()).items()} == before
+
+    # Make the second node what a cluster from before prefixes holds: approved, no prefix.
+    assert first.member is not None
+    async with first.member.client() as client:
+        stored = await client.get(node_key(second.node_id))
+        assert stored is not None
+        record = state_pb2.NodeRecord.FromString(stored.value)
+        record.ClearField("cluster_prefix")
+        await client.put(node_key(second.node_id), record.SerializeToString())
+        await client.delete(prefix_key(before[second.node_id]))
+    await curators.restart_curator(first)
+    await curators.leader()
+    after = await api.settled(lambda nodes: nodes[second.node_id].cluster_prefix)
+    assert after[second.node_id].cluster_prefix == "10.192.1.0/24"  # the lowest free one
+    assert after[first.node_id].cluster_prefix == before[first.node_id]

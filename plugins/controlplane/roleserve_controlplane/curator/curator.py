@@ -33,6 +33,7 @@ from roleserve_controlplane.consensus import (
     EtcdClient,
     EtcdRequestError,
     Leadership,
+    LeadershipLostError,
 )
 from roleserve_controlplane.curator.authority import ClusterAuthority
 from roleserve_controlplane.curator.cache import NodeCache
@@ -202,7 +203,8 @@ async def allocate_missing_prefixes(state: ClusterState, network: ClusterNetwork
     existed, or approvals a full network refused prefixes to); how many were given.
 
     Runs once when a curator starts leading. An etcd error is retried; a full network is
-    logged and ends the pass (approvals then say so too).
+    logged and ends the pass (approvals then say so too); a lost leadership ends it quietly
+    (the term is over, the next leader runs it again).
     """
     delay = 0.05
     while True:
@@ -218,6 +220,8 @@ async def allocate_missing_prefixes(state: ClusterState, network: ClusterNetwork
             return given
         except PrefixesExhaustedError as exc:
             log.warning("approved nodes are left without a prefix: %s", exc)
+            return 0
+        except LeadershipLostError:
             return 0
         except EtcdRequestError:
             await anyio.sleep(delay)

@@ -118,6 +118,13 @@ class CuratorCluster:
         node.member.kill()
         await self._stop_curator(node)
 
+    async def restart_curator(self, node: CuratorNode) -> None:
+        """Stop ``node``'s curator (its lease revoked, as at a clean stop) and start a new
+        one on the same etcd member; it campaigns again."""
+        assert node.member is not None
+        await self._stop_curator(node)
+        await self._start_curator(node, node.member.config.credentials)
+
     async def _stop_curator(self, node: CuratorNode) -> None:
         supervisor, node.supervisor = node.supervisor, None
         if supervisor is not None:
