@@ -128,8 +128,14 @@ async def two_leaders(etcd_client: EtcdClient) -> AsyncIterator[tuple[ClusterSta
         yield first, second
 
 
-def _record(node: str, state: int = NEW) -> state_pb2.NodeRecord:
-    return state_pb2.NodeRecord(id=node, state=state)  # type: ignore[arg-type]
+def _record(node: str, state: common_pb2.NodeState.ValueType = NEW) -> state_pb2.NodeRecord:
+    return state_pb2.NodeRecord(id=node, state=state)
+
+
+async def _stored(state: ClusterState, node: str) -> state_pb2.NodeRecord:
+    stored = await state.node(node)
+    assert stored is not None
+    return stored.record
 
 
 def _approve(record: state_pb2.NodeRecord) -> None:
@@ -159,7 +165,7 @@ async def test_fifty_approvals_by_two_racing_leaders_give_fifty_different_prefix
             for i, node in enumerate(nodes):
                 leader = first if i % 2 else second
                 tasks.start_soon(_approving, leader, node)
-    records = {node: (await first.node(node)).record for node in nodes}  # type: ignore[union-attr]
+    records = {node: await _stored(first, node) for node in nodes}
     prefixes = {record.cluster_prefix for record in records.values()}
     assert len(prefixes) == 50
     assert prefixes == {str(DEFAULT.prefix(i)) for i in range(50)}  # the lowest ones, no gap
@@ -217,15 +223,14 @@ async def test_a_new_leader_gives_approved_nodes_without_a_prefix_one(
     await state.create_node(_record("node-standby", STANDBY))
     await state.create_node(_record("node-new", NEW))
     await state.create_node(_record("node-gone", DECOMMISSIONED))
-    await state.client.put(node_key("node-held"), _record("node-held", UP).SerializeToString())
-    await state.update_node("node-held", lambda r: None, allocate=DEFAULT)
-    held = (await state.node("node-held")).record.cluster_prefix  # type: ignore[union-attr]
+    await state.create_node(_record("node-held", NEW))
+    held = (await state.update_node("node-held", _approve, allocate=DEFAULT)).cluster_prefix
     assert await allocate_missing_prefixes(state, DEFAULT) == 2
     allocated = await state.allocated_prefixes()
     assert sorted(allocated.values()) == ["node-held", "node-standby", "node-up"]
     assert allocated[held] == "node-held"  # kept
     for node in ("node-new", "node-gone"):
-        assert (await state.node(node)).record.cluster_prefix == ""  # type: ignore[union-attr]
+        assert (await _stored(state, node)).cluster_prefix == ""
     # A restart (another term) finds nothing to do and changes nothing.
     before, _ = await state.client.get_prefix("/")
     assert await allocate_missing_prefixes(state, DEFAULT) == 0

@@ -260,6 +260,8 @@ class ClusterState:
                 races += 1  # another node got that prefix first: take the next one
             else:
                 conflicts += 1
+        if races:
+            raise RoleserveError(f"node {node_id} lost {races} races for a free prefix")
         raise RoleserveError(f"node {node_id} changed {MAX_CONFLICT_RETRIES} times while updated")
 
     async def put(self, key: str, value: bytes | Message) -> None:
