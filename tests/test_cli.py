@@ -302,7 +302,14 @@ def test_the_installed_command_lists_the_workspace_plugins(allow: str | None) ->
             ["hello_greeting", "hello_neighbours"],
         )
         settings = [setting["name"] for setting in plugins["controlplane"]["settings"]]
-        assert settings == ["etcd", "lease_ttl", "heartbeat_ms", "election_ms"]
+        assert settings == [
+            "etcd",
+            "lease_ttl",
+            "heartbeat_ms",
+            "election_ms",
+            "cluster_network",
+            "node_prefix_length",
+        ]
     else:
         assert plugins["hello"]["reason"] == "not named in ROLESERVE_PLUGINS"
 
