@@ -31,6 +31,7 @@ from roleserve_core.testing import (
     FakeCurator,
     NodeHarness,
     PluginHarness,
+    node_record,
     wait_for_value,
 )
 from roleserve_core.workers.nodewatch import IDLE_NOTE
@@ -39,14 +40,6 @@ pytestmark = pytest.mark.anyio
 
 NODEWATCH = "root.role.nodewatch"
 LAST = curator_pb2.WatchEvent.PROGRESS_LAST_BACKLOGGED
-
-
-def node(
-    node_id: str, address: str = "", state: int = common_pb2.NODE_STATE_UP
-) -> curator_pb2.Node:
-    record = curator_pb2.Node(id=node_id, state=state)  # type: ignore[arg-type]
-    record.status.external_address = address
-    return record
 
 
 def event(
@@ -63,18 +56,20 @@ def event(
 
 def test_fold_publishes_nothing_until_the_whole_backlog_is_read() -> None:
     fold = NodeWatchFold()
-    assert fold.apply(event(node("a"))) is False  # a backlog in two events: not whole yet
-    assert fold.apply(event(node("b"), last=True)) is True
-    assert fold.view() == ClusterNodes({"a": node("a"), "b": node("b")}, backlogged=True)
+    assert fold.apply(event(node_record("a"))) is False  # a backlog in two events: not whole yet
+    assert fold.apply(event(node_record("b"), last=True)) is True
+    assert fold.view() == ClusterNodes(
+        {"a": node_record("a"), "b": node_record("b")}, backlogged=True
+    )
 
 
 def test_fold_follows_changes_and_tombstones_after_the_backlog() -> None:
     fold = NodeWatchFold()
-    fold.apply(event(node("a"), node("b"), last=True))
-    assert fold.apply(event(node("a", "10.0.0.1"))) is True
+    fold.apply(event(node_record("a"), node_record("b"), last=True))
+    assert fold.apply(event(node_record("a", "10.0.0.1"))) is True
     assert fold.apply(event(gone=("b",))) is True
     assert fold.apply(event()) is False  # an event that changes nothing publishes nothing
-    assert dict(fold.view()) == {"a": node("a", "10.0.0.1")}
+    assert dict(fold.view()) == {"a": node_record("a", "10.0.0.1")}
 
 
 def test_fold_of_an_empty_cluster_is_a_whole_empty_view() -> None:
@@ -84,22 +79,22 @@ def test_fold_of_an_empty_cluster_is_a_whole_empty_view() -> None:
 
 
 def test_cluster_nodes_is_an_immutable_mapping() -> None:
-    source = {"a": node("a")}
+    source = {"a": node_record("a")}
     view = ClusterNodes(source, backlogged=True)
-    source["b"] = node("b")  # the view copied the map
+    source["b"] = node_record("b")  # the view copied the map
     assert list(view) == ["a"]
     with pytest.raises(TypeError):
-        view["b"] = node("b")  # type: ignore[index]
-    assert view.stale() == ClusterNodes({"a": node("a")}, backlogged=False)
+        view["b"] = node_record("b")  # type: ignore[index]
+    assert view.stale() == ClusterNodes({"a": node_record("a")}, backlogged=False)
     assert "1 nodes: a" in repr(view)
 
 
 def test_changes_names_added_updated_and_removed_nodes() -> None:
-    old = {"a": node("a"), "b": node("b"), "c": node("c")}
-    new = {"a": node("a"), "b": node("b", "10.0.0.2"), "d": node("d")}
+    old = {"a": node_record("a"), "b": node_record("b"), "c": node_record("c")}
+    new = {"a": node_record("a"), "b": node_record("b", "10.0.0.2"), "d": node_record("d")}
     found = changes(old, new)
     assert found == NodeChanges(
-        added=(node("d"),), updated=(node("b", "10.0.0.2"),), removed=("c",)
+        added=(node_record("d"),), updated=(node_record("b", "10.0.0.2"),), removed=("c",)
     )
     assert not changes(new, new)
 
@@ -111,28 +106,30 @@ def test_changes_counts_only_included_nodes_and_its_own_equality() -> None:
     def same_address(old: curator_pb2.Node, new: curator_pb2.Node) -> bool:
         return old.status.external_address == new.status.external_address
 
-    old = {"a": node("a", "10.0.0.1"), "b": node("b")}
+    old = {"a": node_record("a", "10.0.0.1"), "b": node_record("b")}
     new = {
-        "a": node("a", "10.0.0.1", state=common_pb2.NODE_STATE_DECOMMISSIONED),
-        "b": node("b", "10.0.0.2"),
+        "a": node_record("a", "10.0.0.1", state=common_pb2.NODE_STATE_DECOMMISSIONED),
+        "b": node_record("b", "10.0.0.2"),
     }
-    assert changes(old, new, include=is_up) == NodeChanges((), (node("b", "10.0.0.2"),), ("a",))
-    labelled = node("b")
+    assert changes(old, new, include=is_up) == NodeChanges(
+        (), (node_record("b", "10.0.0.2"),), ("a",)
+    )
+    labelled = node_record("b")
     labelled.labels.pairs.add(key="zone", value="x")
-    assert not changes({"b": node("b")}, {"b": labelled}, same=same_address)
+    assert not changes({"b": node_record("b")}, {"b": labelled}, same=same_address)
 
 
 @pytest.mark.parametrize(
     ("address", "expected"), [("", None), ("10.0.0.1", "10.0.0.1"), ("fd00::1", "fd00::1")]
 )
 def test_node_address(address: str, expected: str | None) -> None:
-    found = node_address(node("a", address))
+    found = node_address(node_record("a", address))
     assert (str(found) if found is not None else None) == expected
 
 
 def test_node_address_refuses_one_that_does_not_parse() -> None:
     with pytest.raises(ValueError, match="not-an-ip"):
-        node_address(node("a", "not-an-ip"))
+        node_address(node_record("a", "not-an-ip"))
 
 
 # -- nodewatch in a node ------------------------------------------------------------------
@@ -197,7 +194,7 @@ async def leading(cluster: FakeCluster, *node_ids: str) -> FakeCurator:
     curator = await cluster.curator()
     curator.lead()
     for node_id in node_ids:
-        curator.set_node(node(node_id, "10.0.0.1"))
+        curator.set_node(node_record(node_id, "10.0.0.1"))
     return curator
 
 
@@ -234,7 +231,7 @@ async def test_the_value_follows_changes_and_removals(cluster: FakeCluster, star
     value = cluster_nodes(harness)
     await wait_for_value(value, lambda view: ids(view) == ["node-a", "node-b"])
 
-    curator.set_node(node("node-c", "fd00::3"))
+    curator.set_node(node_record("node-c", "fd00::3"))
     view = await wait_for_value(value, lambda view: "node-c" in view)
     assert view["node-c"].status.external_address == "fd00::3"
     curator.remove_node("node-a")
@@ -259,7 +256,7 @@ async def test_the_stream_closes_when_the_last_reader_stops(
     assert (ids(stale), stale.backlogged) == (["node-a"], False)
 
     # A reader again: a fresh stream, and a fresh whole view
-    curator.set_node(node("node-b", "10.0.0.2"))
+    curator.set_node(node_record("node-b", "10.0.0.2"))
     harness.set_roles(NodeRoles(custom={READER_ROLE: {}}))
     view = await wait_for_value(cluster_nodes(harness), lambda view: view.backlogged)
     assert ids(view) == ["node-a", "node-b"]

@@ -18,6 +18,7 @@ from roleserve_core.testing._harness import (
     load_installed_plugin,
 )
 from roleserve_core.testing._real import REQUIRE_REAL_ENV, require_real
+from roleserve_core.testing._records import node_record
 from roleserve_core.testing._wait import (
     DEFAULT_TIMEOUT,
     POLL_INTERVAL,
@@ -41,6 +42,7 @@ __all__ = [
     "SupervisorRunner",
     "ThrowawayCA",
     "load_installed_plugin",
+    "node_record",
     "poll_until",
     "random_loopback",
     "require_real",

@@ -10,12 +10,13 @@ import pytest
 from roleserve_core import NodeRoles, State
 from roleserve_core.errors import ConfigError
 from roleserve_core.keys import CURATOR_CONNECTION, HANDLED_CUSTOM_ROLES, NODE_ID
-from roleserve_core.proto import common_pb2, curator_pb2
+from roleserve_core.proto import common_pb2
 from roleserve_core.testing import (
     FakeCluster,
     NodeHarness,
     PluginHarness,
     load_installed_plugin,
+    node_record,
     wait_for_value,
 )
 from roleserve_example_hello import hooks
@@ -87,10 +88,6 @@ def test_the_greeting_setting_must_be_a_string(
         plugin_manager.runtime(tmp_path, config={"hello": {"greeting": 1}})
 
 
-def cluster_node(node_id: str, state: int = common_pb2.NODE_STATE_UP) -> curator_pb2.Node:
-    return curator_pb2.Node(id=node_id, state=state)  # type: ignore[arg-type]
-
-
 NODEWATCH = "root.role.nodewatch"
 """The core worker that keeps ``cluster_nodes`` (from ``PluginHarness(cluster_nodes=True)``)."""
 
@@ -114,8 +111,8 @@ async def test_neighbours_follow_the_cluster_and_its_leader(
     harness.set(NODE_ID, own)
     leader = await fake_cluster.curator()
     for listed in (own, "node-a", "node-b"):
-        leader.set_node(cluster_node(listed))
-    leader.set_node(cluster_node("node-new", common_pb2.NODE_STATE_NEW))
+        leader.set_node(node_record(listed))
+    leader.set_node(node_record("node-new", state=common_pb2.NODE_STATE_NEW))
 
     # hello_neighbours runs and reads cluster_nodes, so nodewatch opens its Watch.
     harness.set_roles(hello("hi"))
@@ -126,13 +123,13 @@ async def test_neighbours_follow_the_cluster_and_its_leader(
     assert neighbours.get_nowait() == ("node-a", "node-b")
 
     leader.remove_node("node-a")
-    leader.set_node(cluster_node("node-new"))
+    leader.set_node(node_record("node-new"))
     await wait_for_value(neighbours, lambda ids: ids == ("node-b", "node-new"))
 
     # A new leader: nodewatch starts over on it and publishes the cluster as it knows it;
     # the example's worker only follows the value, and never restarts.
     successor = await fake_cluster.curator()
-    successor.set_node(cluster_node("node-c"))
+    successor.set_node(node_record("node-c"))
     harness.set(CURATOR_CONNECTION, fake_cluster.connect(successor))
     await wait_for_value(neighbours, lambda ids: ids == ("node-c",))
     status = harness.status("root.role.hello_neighbours")
@@ -148,7 +145,7 @@ async def test_the_values_say_not_running_once_the_role_is_gone(
     neighbours = harness.runtime.registry.read(hooks.NEIGHBOURS, "test")
     harness.set(NODE_ID, fake_cluster.credentials.node_id)
     leader = await fake_cluster.curator()
-    leader.set_node(cluster_node("node-a"))
+    leader.set_node(node_record("node-a"))
     harness.set(CURATOR_CONNECTION, fake_cluster.connect(leader))
 
     harness.set_roles(hello("hi"))

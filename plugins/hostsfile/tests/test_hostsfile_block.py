@@ -7,6 +7,7 @@ import ipaddress
 import pytest
 
 from roleserve_core.proto import common_pb2, curator_pb2
+from roleserve_core.testing import node_record
 from roleserve_hostsfile.block import (
     BEGIN,
     END,
@@ -20,14 +21,6 @@ from roleserve_hostsfile.block import (
 OWN = "node-0000aaaa"
 
 
-def record(
-    node_id: str, address: str = "", state: int = common_pb2.NODE_STATE_UP
-) -> curator_pb2.Node:
-    node = curator_pb2.Node(id=node_id, state=state)  # type: ignore[arg-type]
-    node.status.external_address = address
-    return node
-
-
 def view(*nodes: curator_pb2.Node) -> dict[str, curator_pb2.Node]:
     return {node.id: node for node in nodes}
 
@@ -37,7 +30,9 @@ def ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
 
 
 def test_every_node_with_an_address_this_one_included_sorted_by_id() -> None:
-    nodes = view(record("node-b", "10.0.0.2"), record("node-a", "10.0.0.1"), record("node-c"))
+    nodes = view(
+        node_record("node-b", "10.0.0.2"), node_record("node-a", "10.0.0.1"), node_record("node-c")
+    )
     fold = fold_addresses({}, nodes, OWN, ip("10.0.0.9"))
     assert render_block(fold.addresses) == (
         BEGIN + b"\n10.0.0.9 node-0000aaaa\n10.0.0.1 node-a\n10.0.0.2 node-b\n" + END + b"\n"
@@ -46,22 +41,22 @@ def test_every_node_with_an_address_this_one_included_sorted_by_id() -> None:
 
 
 def test_own_address_comes_from_the_network_status_before_its_record() -> None:
-    nodes = view(record(OWN, "10.0.0.1"))
+    nodes = view(node_record(OWN, "10.0.0.1"))
     assert fold_addresses({}, nodes, OWN, ip("10.0.0.7")).addresses == {OWN: ip("10.0.0.7")}
     assert fold_addresses({}, nodes, OWN, None).addresses == {OWN: ip("10.0.0.1")}
 
 
 def test_ipv6_addresses() -> None:
-    fold = fold_addresses({}, view(record("node-a", "fd00::1:2")), OWN, ip("2001:db8::9"))
+    fold = fold_addresses({}, view(node_record("node-a", "fd00::1:2")), OWN, ip("2001:db8::9"))
     assert b"2001:db8::9 node-0000aaaa\nfd00::1:2 node-a\n" in render_block(fold.addresses)
 
 
 def test_addresses_that_do_not_parse_are_skipped_and_named() -> None:
     nodes = view(
-        record("node-a", "10.0.0.300"),
-        record("node-b", "fe80::1%eth0"),
-        record("node ok", "10.0.0.3"),
-        record("node-c", "10.0.0.4"),
+        node_record("node-a", "10.0.0.300"),
+        node_record("node-b", "fe80::1%eth0"),
+        node_record("node ok", "10.0.0.3"),
+        node_record("node-c", "10.0.0.4"),
     )
     fold = fold_addresses({"node-a": ip("10.0.0.1")}, nodes, OWN, None)
     # node-a keeps the address it had: one bad record does not take its name away
@@ -75,18 +70,18 @@ def test_addresses_that_do_not_parse_are_skipped_and_named() -> None:
 
 def test_vanished_nodes_are_kept_decommissioned_ones_removed() -> None:
     first = fold_addresses(
-        {}, view(record("node-a", "10.0.0.1"), record("node-b", "10.0.0.2")), OWN, None
+        {}, view(node_record("node-a", "10.0.0.1"), node_record("node-b", "10.0.0.2")), OWN, None
     )
-    vanished = fold_addresses(first.addresses, view(record("node-b", "10.0.0.2")), OWN, None)
+    vanished = fold_addresses(first.addresses, view(node_record("node-b", "10.0.0.2")), OWN, None)
     assert vanished.addresses == first.addresses
-    gone = record("node-b", "10.0.0.2", common_pb2.NODE_STATE_DECOMMISSIONED)
+    gone = node_record("node-b", "10.0.0.2", state=common_pb2.NODE_STATE_DECOMMISSIONED)
     decommissioned = fold_addresses(vanished.addresses, view(gone), OWN, None)
     assert decommissioned.addresses == {"node-a": ip("10.0.0.1")}
 
 
 def test_a_moved_node_is_listed_at_its_new_address() -> None:
-    first = fold_addresses({}, view(record("node-a", "10.0.0.1")), OWN, None)
-    moved = fold_addresses(first.addresses, view(record("node-a", "fd00::1")), OWN, None)
+    first = fold_addresses({}, view(node_record("node-a", "10.0.0.1")), OWN, None)
+    moved = fold_addresses(first.addresses, view(node_record("node-a", "fd00::1")), OWN, None)
     assert moved.addresses == {"node-a": ip("fd00::1")}
 
 

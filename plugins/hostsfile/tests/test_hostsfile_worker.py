@@ -17,13 +17,14 @@ import pytest
 from roleserve_core import State
 from roleserve_core.keys import CLUSTER_NODES, CURATOR_CONNECTION, NETWORK, NODE_ID, NetworkStatus
 from roleserve_core.logtree import LogEntry, LogFollower
-from roleserve_core.proto import common_pb2, curator_pb2
+from roleserve_core.proto import common_pb2
 from roleserve_core.testing import (
     DEFAULT_TIMEOUT,
     FakeCluster,
     FakeCurator,
     NodeHarness,
     PluginHarness,
+    node_record,
     wait_for_value,
 )
 from roleserve_hostsfile import hooks
@@ -35,12 +36,6 @@ pytestmark = pytest.mark.anyio
 StartNode = Callable[..., Awaitable[NodeHarness]]
 DN = "root.role.hostsfile"
 HOSTS = b"127.0.0.1 localhost\n# the operator's\n"
-
-
-def record(node_id: str, address: str, state: int = common_pb2.NODE_STATE_UP) -> curator_pb2.Node:
-    node = curator_pb2.Node(id=node_id, state=state)  # type: ignore[arg-type]
-    node.status.external_address = address
-    return node
 
 
 def block(addresses: dict[str, str]) -> bytes:
@@ -78,10 +73,10 @@ async def test_the_block_follows_the_cluster(
     hosts.write_bytes(HOSTS)
     own = fake_cluster.credentials.node_id
     leader = await fake_cluster.curator()
-    leader.set_node(record(own, "10.0.0.1"))
-    leader.set_node(record("node-a", "10.0.0.2"))
-    leader.set_node(record("node-b", "fd00::3"))
-    leader.set_node(record("node-x", "not an address"))
+    leader.set_node(node_record(own, "10.0.0.1"))
+    leader.set_node(node_record("node-a", "10.0.0.2"))
+    leader.set_node(node_record("node-b", "fd00::3"))
+    leader.set_node(node_record("node-x", "not an address"))
 
     harness = await start(node, tmp_path, path=str(hosts))
     await harness.wait_status(DN, lambda s: s.note == WAITING_FOR_ID)
@@ -98,7 +93,7 @@ async def test_the_block_follows_the_cluster(
             {"node-a": "10.0.0.2", "node-b": "fd00::3", own: "10.0.0.1"}
         )
 
-        leader.set_node(record("node-c", "10.0.0.4"))
+        leader.set_node(node_record("node-c", "10.0.0.4"))
         await wait_logged(log, f"wrote {hosts}")
         assert hosts.read_bytes() == HOSTS + block(
             {"node-a": "10.0.0.2", "node-b": "fd00::3", "node-c": "10.0.0.4", own: "10.0.0.1"}
@@ -111,7 +106,9 @@ async def test_the_block_follows_the_cluster(
 
         # node-a vanishes (kept), node-b is decommissioned (removed)
         leader.remove_node("node-a")
-        leader.set_node(record("node-b", "fd00::3", common_pb2.NODE_STATE_DECOMMISSIONED))
+        leader.set_node(
+            node_record("node-b", "fd00::3", state=common_pb2.NODE_STATE_DECOMMISSIONED)
+        )
         await wait_logged(log, f"wrote {hosts}")
         assert hosts.read_bytes() == HOSTS + block(
             {"node-a": "10.0.0.2", "node-c": "10.0.0.4", own: "10.0.0.9"}
@@ -136,7 +133,7 @@ async def test_no_write_when_the_block_would_not_change(
     hosts.write_bytes(HOSTS + block({own: "10.0.0.1"}))
     before = hosts.stat()
     leader = await fake_cluster.curator()
-    leader.set_node(record(own, "10.0.0.1"))
+    leader.set_node(node_record(own, "10.0.0.1"))
     harness = await start(node, tmp_path, path=str(hosts))
     await enrolled(harness, fake_cluster, leader)
     await harness.wait_state(DN, State.HEALTHY)  # after its first update
@@ -146,10 +143,10 @@ async def test_no_write_when_the_block_would_not_change(
     # a change the block does not show (the node's state), then one it does
     standby = common_pb2.NODE_STATE_STANDBY
     with harness.runtime.logtree.follow(DN) as log:
-        leader.set_node(record(own, "10.0.0.1", standby))
+        leader.set_node(node_record(own, "10.0.0.1", state=standby))
         views = harness.runtime.registry.read(CLUSTER_NODES, "test")
         await wait_for_value(views, lambda view: view[own].state == standby)
-        leader.set_node(record("node-a", "10.0.0.2"))
+        leader.set_node(node_record("node-a", "10.0.0.2"))
         entry = await wait_logged(log, "wrote")
     assert entry.message == f"wrote {hosts}: 2 nodes in its block"
     written = [e for e in harness.runtime.logtree.entries(DN) if "wrote" in e.message]
