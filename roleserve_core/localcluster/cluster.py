@@ -272,7 +272,7 @@ class LocalCluster:
         """Start (or resume, or grow) the cluster and wait until every node is UP and
         HEALTHY; see the module docstring for the order."""
         if self.network is not None:
-            await anyio.to_thread.run_sync(self._network_up, self.network)
+            await self._network_up(self.network)
         self.directory.mkdir(parents=True, exist_ok=True)
         self._save_first_address()
         newcomers = [node for node in self.nodes[1:] if not node.datadir.enrolled]
@@ -310,42 +310,31 @@ class LocalCluster:
                     self.progress(f"stopping node {node.index} (pid {node.pid})")
                     tasks.start_soon(node.stop)
         if self.network is not None:
-            await anyio.to_thread.run_sync(self._network_down, self.network)
+            await self._network_down(self.network)
 
-    def _network_up(self, plan: _netns.NetnsPlan) -> None:
+    async def _network_up(self, plan: _netns.NetnsPlan) -> None:
         """Refuse where --netns cannot run; remove what a killed run left when no node
-        runs (a namespace outlives the nodes that were in it); make what is missing.
-
-        Called in a worker thread: pyroute2's synchronous API runs an asyncio loop of
-        its own, which cannot run inside this one. It forks to enter a namespace, so
-        this is the first step of ``up``, before this process opens any gRPC channel.
-        """
+        runs (a namespace outlives the nodes that were in it); make what is missing."""
         problem = _netns.unsupported()
         if problem is not None:
             raise LocalClusterError(problem)
-        if all(node.pid is None for node in self.nodes):
-            found = _netns.leftovers(plan)
-            if found and _netns.owner(plan) in (None, str(self.directory)):
-                self.progress(f"removing what a killed run left: {found}")
-                _netns.remove(plan)
         self.progress(
             f"network: bridge {plan.bridge} at {plan.host_address}/24 on the host, "
             f"node i in namespace {plan.prefix}n<i> at {plan.subnet[_netns.NODE_OFFSET]}+i"
         )
-        _netns.create(plan, self.directory)
+        idle = all(node.pid is None for node in self.nodes)
+        said = await _netns.network_up(plan, self.directory, clean=idle)
+        if said:
+            self.progress(said)
 
-    def _network_down(self, plan: _netns.NetnsPlan) -> None:
+    async def _network_down(self, plan: _netns.NetnsPlan) -> None:
         """Remove the cluster's namespaces and links (never another cluster's bridge);
         nothing without the means to (root, pyroute2): nothing could have been made."""
         if _netns.unsupported() is not None:
             return
-        holder = _netns.owner(plan)
-        if holder not in (None, str(self.directory)):
-            self.progress(f"{plan.bridge} is the cluster's in {holder}; left as it is")
-            return
-        removed = _netns.remove(plan)
-        if removed:
-            self.progress(f"removed the network: {removed}")
+        said = await _netns.network_down(plan, self.directory)
+        if said:
+            self.progress(said)
 
     def _save_first_address(self) -> None:
         """Record node 1's address (the constructor refused any other than a saved one:

@@ -36,6 +36,14 @@ Decisions:
 - **pyroute2** does the netlink work (no ``ip`` output is parsed). It is the optional
   extra ``roleserve-core[netns]``: a node agent never needs it, and its import costs about
   a third of a second, so it is imported here, inside functions, only for ``--netns``.
+- **In a process of its own**: ``cluster up`` and ``down`` make and remove the network
+  through ``python -m roleserve_core.localcluster.netns up|down`` (``network_up``,
+  ``network_down``), not in their own process. pyroute2 forks to enter a namespace and
+  stops that child with SIGTERM; a child forked from ``cluster up`` carries its signal
+  wake-up descriptor, so the child's SIGTERM reached ``cluster up`` as its own and stopped
+  the cluster it was starting. pyroute2's synchronous API also runs an asyncio loop of its
+  own, which cannot run inside ``cluster up``'s, and a fork beside gRPC's threads is
+  unsafe: one small process avoids all three.
 - **Removal** deletes the host veth ends first (each takes its pair along), then the
   namespaces, then the bridge: a namespace's own veth outlives its ``remove`` for a
   moment, and a veth deleted first never does.
@@ -43,11 +51,16 @@ Decisions:
 
 from __future__ import annotations
 
+import argparse
 import functools
 import hashlib
+import importlib.util
 import ipaddress
+import json
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,6 +77,9 @@ __all__ = [
     "create",
     "in_namespace",
     "leftovers",
+    "main",
+    "network_down",
+    "network_up",
     "owner",
     "remove",
     "subnet_for",
@@ -164,9 +180,7 @@ def unsupported() -> str | None:
         return "--netns needs network namespaces, and this kernel has none (no /proc/self/ns/net)"
     if shutil.which("ip") is None:
         return "--netns needs iproute2's `ip` to run nodes in namespaces (apt-get install iproute2)"
-    try:
-        import pyroute2  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("pyroute2") is None:
         return f"--netns needs pyroute2: install {EXTRA}"
     return None
 
@@ -313,3 +327,88 @@ def _ignore_gone(action: Callable[[], object]) -> None:
             raise
     except FileNotFoundError:
         pass
+
+
+# -- what cluster up and down call (in a process of its own: see the module docstring) ----
+
+
+async def network_up(plan: NetnsPlan, directory: Path, *, clean: bool) -> str | None:
+    """Make ``plan``'s network for the cluster in ``directory`` (absolute), first
+    removing what of it exists if ``clean`` (no node runs: a killed run's leftovers) and it
+    is not another cluster's; a line saying what was removed, if anything.
+
+    :raises NetnsError: with the reason, if it cannot be made.
+    """
+    answer = await _run("up", plan, directory, *(["--clean"] if clean else []))
+    removed = answer.get("removed")
+    return f"removing what a killed run left: {removed}" if removed else None
+
+
+async def network_down(plan: NetnsPlan, directory: Path) -> str | None:
+    """Remove ``plan``'s network unless it is another cluster's; a line saying what was
+    removed or left, if anything."""
+    answer = await _run("down", plan, directory)
+    if answer.get("holder"):
+        return f"{plan.bridge} is the cluster's in {answer['holder']}; left as it is"
+    removed = answer.get("removed")
+    return f"removed the network: {removed}" if removed else None
+
+
+async def _run(command: str, plan: NetnsPlan, directory: Path, *flags: str) -> dict[str, str]:
+    import anyio
+
+    argv = [sys.executable, "-m", __name__, command, str(plan.subnet), str(plan.size)]
+    done = await anyio.run_process(
+        [*argv, str(directory), *flags], check=False, stdin=subprocess.DEVNULL
+    )
+    if done.returncode != 0:
+        lines = done.stderr.decode(errors="replace").strip().splitlines()
+        raise NetnsError(lines[-1] if lines else f"{' '.join(argv)} failed ({done.returncode})")
+    answer: dict[str, str] = json.loads(done.stdout)
+    return answer
+
+
+def _up(plan: NetnsPlan, directory: Path, clean: bool) -> dict[str, str]:
+    answer = {}
+    if clean and leftovers(plan) and owner(plan) in (None, str(directory)):
+        answer["removed"] = str(remove(plan))
+    create(plan, directory)
+    return answer
+
+
+def _down(plan: NetnsPlan, directory: Path) -> dict[str, str]:
+    holder = owner(plan)
+    if holder not in (None, str(directory)):
+        return {"holder": holder or "?"}
+    return {"removed": str(remove(plan))}
+
+
+def main(argv: Sequence[str]) -> int:
+    """``python -m roleserve_core.localcluster.netns up|down SUBNET SIZE DIRECTORY
+    [--clean]``: what ``network_up`` and ``network_down`` run. Prints a JSON object;
+    a failure is one line on stderr and status 1."""
+    parser = argparse.ArgumentParser(prog=f"python -m {__name__}")
+    parser.add_argument("command", choices=["up", "down"])
+    parser.add_argument("subnet", type=ipaddress.IPv4Network)
+    parser.add_argument("size", type=int)
+    parser.add_argument("directory", type=Path)
+    parser.add_argument("--clean", action="store_true")
+    args = parser.parse_args(argv)
+    plan = NetnsPlan(args.subnet, args.size)
+    try:
+        if args.command == "up":
+            answer = _up(plan, args.directory, args.clean)
+        else:
+            answer = _down(plan, args.directory)
+    except NetnsError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    except OSError as exc:  # pyroute2's NetlinkError is one
+        print(f"cannot make the network of {plan.subnet}: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(answer))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
