@@ -244,10 +244,19 @@ def test_two_namespaces_reach_each_other_and_the_host_reaches_both(
 
 
 def test_another_clusters_bridge_is_refused_not_removed(plan: NetnsPlan, tmp_path: Path) -> None:
-    netns.create(plan, tmp_path / "other")
-    with pytest.raises(netns.NetnsError, match=f"taken by the cluster in {tmp_path / 'other'}"):
+    other = tmp_path / "other"
+    netns.create(plan, other)
+    with pytest.raises(netns.NetnsError, match="its directory is gone: remove its network"):
         netns.create(plan, tmp_path / "mine")
-    assert netns.owner(plan) == str(tmp_path / "other")
+    other.mkdir()
+    with pytest.raises(netns.NetnsError) as refused:
+        netns.create(plan, tmp_path / "mine")
+    assert str(refused.value) == (
+        f"{plan.subnet} is taken by the cluster in {other} (bridge {plan.bridge}); "
+        f"stop it (`cluster down --dir {other}`), or use another --dir"
+    )
+    assert netns.owner(plan) == str(other)
+    assert netns.leftovers(plan).namespaces == (plan.namespace(1), plan.namespace(2))
 
 
 def test_a_killed_runs_leftovers_are_cleaned_by_the_next_up(
@@ -280,3 +289,25 @@ def test_a_killed_runs_leftovers_are_cleaned_by_the_next_up(
     anyio.run(cluster.down)
     assert not netns.leftovers(plan)
     assert lines[-1].startswith("removed the network: ")
+
+
+def test_up_on_another_clusters_network_refuses_and_down_leaves_it(
+    plan: NetnsPlan, tmp_path: Path
+) -> None:
+    """The refusal comes from the process that makes the network, as one line."""
+    import anyio
+
+    other, mine = tmp_path / "other", tmp_path / "mine"
+    other.mkdir()
+    mine.mkdir()
+    netns.create(plan, other)
+    (mine / "first-address").write_text(f"{plan.address(1)}\n")
+    lines: list[str] = []
+    cluster = LocalCluster(mine, 2, netns=True, progress=lines.append)
+    with pytest.raises(netns.NetnsError) as refused:
+        anyio.run(cluster.up)
+    assert str(refused.value).startswith(f"{plan.subnet} is taken by the cluster in {other} ")
+    anyio.run(cluster.down)
+    assert lines[-1] == f"{plan.bridge} is the cluster's in {other}; left as it is"
+    assert netns.owner(plan) == str(other)
+    assert netns.leftovers(plan).namespaces == (plan.namespace(1), plan.namespace(2))

@@ -318,9 +318,10 @@ class LocalCluster:
         problem = _netns.unsupported()
         if problem is not None:
             raise LocalClusterError(problem)
+        network = str(plan.subnet.network_address).rsplit(".", 1)[0]
         self.progress(
             f"network: bridge {plan.bridge} at {plan.host_address}/24 on the host, "
-            f"node i in namespace {plan.prefix}n<i> at {plan.subnet[_netns.NODE_OFFSET]}+i"
+            f"node i in namespace {plan.prefix}n<i> at {network}.({_netns.NODE_OFFSET}+i)"
         )
         idle = all(node.pid is None for node in self.nodes)
         said = await _netns.network_up(plan, self.directory, clean=idle)

@@ -239,9 +239,17 @@ def create(plan: NetnsPlan, directory: Path) -> None:
     mine = str(directory.absolute())
     holder = owner(plan)
     if holder not in (None, mine):
+        if holder and Path(holder).exists():
+            hint = f"stop it (`cluster down --dir {holder}`), or use another --dir"
+        else:  # its directory is gone: `cluster down` cannot find it any more
+            hint = (
+                f"its directory is gone: remove its network with `ip link del {plan.bridge}` "
+                f"and `ip netns del` of each namespace `ip netns list` shows as "
+                f"{plan.prefix}n<i>, or use another --dir"
+            )
         raise NetnsError(
-            f"{plan.subnet} is taken by the cluster in {holder} (bridge {plan.bridge}); "
-            "stop it, or use another --dir"
+            f"{plan.subnet} is taken by the cluster in {holder or '?'} "
+            f"(bridge {plan.bridge}); {hint}"
         )
     with IPRoute() as ipr:
         _refuse_taken_subnet(ipr, plan)
