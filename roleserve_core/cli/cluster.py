@@ -41,7 +41,8 @@ def add_parser(commands: Any) -> None:
         description=(
             "Run a cluster of node processes on this machine: node i listens on 127.0.0.1x "
             "(127.0.0.11, 127.0.0.12, ...) with the standard ports, as real nodes do on "
-            "their own addresses. Every installed plugin runs on every node."
+            "their own addresses; with `up --netns` (root), each in a network namespace of "
+            "its own instead. Every installed plugin runs on every node."
         ),
     )
     subcommands = parser.add_subparsers(title="commands", metavar="COMMAND")
