@@ -411,8 +411,11 @@ def main(argv: Sequence[str]) -> int:
     except NetnsError as exc:
         print(exc, file=sys.stderr)
         return 1
-    except OSError as exc:  # pyroute2's NetlinkError is one
-        print(f"cannot make the network of {plan.subnet}: {exc}", file=sys.stderr)
+    except Exception as exc:  # the caller shows one line: say what failed
+        # A netlink refusal (NetlinkError: no CAP_NET_ADMIN in a container, say) or a
+        # namespace the kernel cannot make (OSError from unshare or mount).
+        done = "make" if args.command == "up" else "remove"
+        print(f"cannot {done} the network of {plan.subnet}: {exc!r}", file=sys.stderr)
         return 1
     print(json.dumps(answer))
     return 0
