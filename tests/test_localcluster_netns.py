@@ -311,3 +311,21 @@ def test_up_on_another_clusters_network_refuses_and_down_leaves_it(
     assert lines[-1] == f"{plan.bridge} is the cluster's in {other}; left as it is"
     assert netns.owner(plan) == str(other)
     assert netns.leftovers(plan).namespaces == (plan.namespace(1), plan.namespace(2))
+
+
+def test_a_subnet_the_host_uses_elsewhere_is_refused(plan: NetnsPlan, tmp_path: Path) -> None:
+    """An address of the subnet on another interface of the host (here a veth of the
+    test's own) would make the host's routes to the nodes ambiguous."""
+    from pyroute2 import IPRoute
+
+    name = f"{plan.prefix}x"  # the plan's prefix: the fixture removes it whatever happens
+    with IPRoute() as ipr:
+        ipr.link("add", ifname=name, kind="veth", peer={"ifname": f"{plan.prefix}y"})
+        index = ipr.link_lookup(ifname=name)[0]
+        ipr.addr("add", index=index, address=str(plan.address(9)), prefixlen=24)
+    with pytest.raises(netns.NetnsError) as refused:
+        netns.create(plan, tmp_path)
+    assert str(refused.value) == (
+        f"{plan.subnet} is in use on this host ({plan.address(9)} on {name}); use another --dir"
+    )
+    assert plan.bridge not in netns.leftovers(plan).links

@@ -284,8 +284,8 @@ def remove(plan: NetnsPlan) -> Leftovers:
 
     found = leftovers(plan)
     with IPRoute() as ipr:
-        veths = [name for name in found.links if name != plan.bridge]
-        for name in [*veths, *[plan.bridge] * (plan.bridge in found.links)]:
+        bridge = [name for name in found.links if name == plan.bridge]
+        for name in [*(name for name in found.links if name != plan.bridge), *bridge]:
             for index in ipr.link_lookup(ifname=name):
                 _ignore_gone(functools.partial(ipr.link, "del", index=index))
     for namespace in found.namespaces:
