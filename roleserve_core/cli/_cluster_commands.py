@@ -38,7 +38,9 @@ def _progress(message: str) -> None:
 
 async def _up(args: argparse.Namespace) -> int:
     size = size_for_up(args.dir, args.nodes)
-    cluster = LocalCluster(args.dir, size, first_address=args.first_address, progress=_progress)
+    cluster = LocalCluster(
+        args.dir, size, first_address=args.first_address, netns=args.netns, progress=_progress
+    )
     _progress(f"cluster directory {cluster.directory}")
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         stopped = False
@@ -100,11 +102,12 @@ async def _live_status(cluster: LocalCluster, directory: Path) -> None:
 
 async def _down(args: argparse.Namespace) -> int:
     cluster = LocalCluster.existing(args.dir, progress=_progress)
-    if all(node.pid is None for node in cluster.nodes):
+    running = any(node.pid is not None for node in cluster.nodes)
+    if not running:
         _progress(f"no node of {args.dir} is running")
-        return 0
-    await cluster.down()
-    _progress("every node stopped")
+    await cluster.down()  # also removes the network of a --netns cluster
+    if running:
+        _progress("every node stopped")
     return 0
 
 
@@ -174,6 +177,7 @@ def _node_json(
     return {
         "node": f"n{local.index}",
         "address": str(local.address),
+        "namespace": local.namespace,
         "pid": local.pid,
         "directory": str(local.directory),
         "hosts_file": None if (hosts := cluster.hosts_file(local)) is None else str(hosts),

@@ -4,6 +4,8 @@
 ``localcluster``), prints each
 step, then a live status table until Ctrl-C, which stops every node cleanly. ``--detach``
 leaves the nodes running instead; ``down`` stops them and ``status`` shows them.
+``up --netns`` (root) runs each node in a network namespace of its own instead, at an
+address of 198.18.0.0/15 (``localcluster.netns``).
 
 This module is the command line; what each sub-command does is in ``_cluster_commands``,
 imported when one runs, so that ``--help`` loads neither anyio nor grpc.
@@ -39,7 +41,8 @@ def add_parser(commands: Any) -> None:
         description=(
             "Run a cluster of node processes on this machine: node i listens on 127.0.0.1x "
             "(127.0.0.11, 127.0.0.12, ...) with the standard ports, as real nodes do on "
-            "their own addresses. Every installed plugin runs on every node."
+            "their own addresses; with `up --netns` (root), each in a network namespace of "
+            "its own instead. Every installed plugin runs on every node."
         ),
     )
     subcommands = parser.add_subparsers(title="commands", metavar="COMMAND")
@@ -75,6 +78,16 @@ def add_parser(commands: Any) -> None:
             f"node 1's address; node i gets the i-th from it (default {FIRST_ADDRESS}, or "
             "what the cluster in --dir was created with). Another one runs a second cluster "
             "beside the first: e.g. 127.0.1.11"
+        ),
+    )
+    up.add_argument(
+        "--netns",
+        action="store_true",
+        help=(
+            "run each node in a network namespace of its own, joined to a bridge on the host "
+            "by a veth pair, at an address of 198.18.0.0/15 (RFC 2544's test range; a /24 per "
+            "cluster, chosen by --dir): separate networks on one machine (needs root and "
+            "roleserve-core[netns]). `cluster down` removes the namespaces, veths and bridge"
         ),
     )
     up.add_argument(

@@ -1,4 +1,5 @@
-"""A local cluster: N node processes on loopback addresses (``roleserve cluster up``).
+"""A local cluster: N node processes on loopback addresses (``roleserve cluster up``), or
+each in a network namespace of its own (``cluster up --netns``, ``netns``).
 
 The exports load on first use (``lazy_loader``; listed in ``__init__.pyi``), so that
 ``roleserve cluster --help`` can show the defaults of ``layout`` without loading the

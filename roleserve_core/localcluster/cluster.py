@@ -3,7 +3,8 @@
 ::
 
     D/
-    ├── first-address   node 1's address (127.0.0.11 unless chosen); node i has the i-th
+    ├── first-address   node 1's address (127.0.0.11 unless chosen); node i has the i-th;
+    │                   one in 198.18.0.0/15 makes it a --netns cluster (netns.py)
     ├── owner/          the owner's access directory (written by node 1's bootstrap)
     ├── n1/ … nN/       each node's data directory, log (node.log), PID (node.pid) and
     │                   hosts file (hosts, when the hostsfile plugin is installed)
@@ -19,6 +20,10 @@
             as a learner and is promoted), then the rest
             wait until every node is UP and HEALTHY
     down(): SIGTERM every node, wait for each to stop (SIGKILL after a while)
+
+    --netns (``netns``): up first makes the namespaces, veths and bridge (removing those
+    a killed run left, with one line, when no node runs) and starts each node in its
+    namespace; down removes them all once the nodes have stopped.
 
 Every node listens on its own loopback address with the standard ports, as real nodes do
 on their own IPs. ``up`` on a directory that holds a cluster starts those of its nodes that
@@ -45,6 +50,7 @@ from roleserve_core.environment import REGISTER_TICKET_ENV
 from roleserve_core.errors import RoleserveError
 from roleserve_core.files import write_atomically
 from roleserve_core.identity import certificate_from_pem, node_id, private_key_from_pem
+from roleserve_core.localcluster import netns as _netns
 from roleserve_core.localcluster.layout import DEFAULT_SIZE, FIRST_ADDRESS, default_roles
 from roleserve_core.localcluster.management import LeaderManagement
 from roleserve_core.localcluster.nodeconfig import (
@@ -145,6 +151,11 @@ class LocalCluster:
 
     :param first_address: node 1's address; by default the one ``directory`` recorded,
         else ``FIRST_ADDRESS``. A different one than recorded is refused.
+    :param netns: each node in a network namespace of its own (``netns``), at an address
+        of the /24 of ``netns.NETNS_RANGE`` the directory hashes to. None follows what the
+        directory recorded (``down``, ``status``); True or False that differs from it is
+        refused: ``up`` does what its flag says or nothing, rather than quietly switching
+        a cluster's network (and needing root) behind the operator's back.
     :param config: the ``roleserve.toml`` text of nodes created by this cluster.
     :param hosts_files: whether each node's roleserve.toml gets ``[plugins.hostsfile]
         path`` (``nodeconfig``); by default, whether the hostsfile plugin would accept it.
@@ -156,6 +167,7 @@ class LocalCluster:
         size: int,
         *,
         first_address: ipaddress.IPv4Address | None = None,
+        netns: bool | None = None,
         config: str = "",
         hosts_files: bool | None = None,
         progress: Progress = _quiet,
@@ -167,6 +179,27 @@ class LocalCluster:
         self.hosts_files = hosts_files
         self.progress = progress
         saved = saved_first_address(self.directory)
+        recorded = None if saved is None else saved in _netns.NETNS_RANGE
+        if netns is not None and recorded not in (None, netns):
+            mode = "in network namespaces (--netns)" if recorded else "on loopback"
+            flag = "with" if recorded else "without"
+            raise LocalClusterError(
+                f"the cluster in {self.directory} runs {mode}; run `cluster up` {flag} "
+                "--netns on it, or use another --dir"
+            )
+        self.network: _netns.NetnsPlan | None = None
+        if netns or (netns is None and recorded):
+            self.network = self._plan(saved, first_address, size)
+            self.nodes = [
+                LocalNode(
+                    index,
+                    self.network.address(index),
+                    self.directory / f"n{index}",
+                    self.network.namespace(index),
+                )
+                for index in range(1, size + 1)
+            ]
+            return
         first = first_address or saved or FIRST_ADDRESS
         if saved not in (None, first):
             raise LocalClusterError(
@@ -180,6 +213,26 @@ class LocalCluster:
             LocalNode(index, first + index - 1, self.directory / f"n{index}")
             for index in range(1, size + 1)
         ]
+
+    def _plan(
+        self,
+        saved: ipaddress.IPv4Address | None,
+        first_address: ipaddress.IPv4Address | None,
+        size: int,
+    ) -> _netns.NetnsPlan:
+        """The network of a --netns cluster: from its recorded first address, else from
+        its directory."""
+        if first_address is not None:
+            raise LocalClusterError(
+                "--first-address is for loopback clusters; a --netns cluster takes its "
+                f"addresses from {_netns.NETNS_RANGE} by its directory"
+            )
+        try:
+            if saved is not None:
+                return _netns.NetnsPlan.from_first_address(saved, size)
+            return _netns.NetnsPlan(_netns.subnet_for(self.directory), size)
+        except ValueError as exc:
+            raise LocalClusterError(f"the cluster in {self.directory}: {exc}") from None
 
     @classmethod
     def existing(cls, directory: Path, **options: Any) -> LocalCluster:
@@ -218,6 +271,8 @@ class LocalCluster:
     async def up(self) -> None:
         """Start (or resume, or grow) the cluster and wait until every node is UP and
         HEALTHY; see the module docstring for the order."""
+        if self.network is not None:
+            await self._network_up(self.network)
         self.directory.mkdir(parents=True, exist_ok=True)
         self._save_first_address()
         newcomers = [node for node in self.nodes[1:] if not node.datadir.enrolled]
@@ -247,12 +302,40 @@ class LocalCluster:
         self.progress(f"the cluster is up: {count} node{'' if count == 1 else 's'}{left}")
 
     async def down(self) -> None:
-        """Stop every node cleanly, in parallel."""
+        """Stop every node cleanly, in parallel; then, for a --netns cluster, remove its
+        namespaces, veths and bridge."""
         async with anyio.create_task_group() as tasks:
             for node in self.nodes:
                 if node.pid is not None:
                     self.progress(f"stopping node {node.index} (pid {node.pid})")
                     tasks.start_soon(node.stop)
+        if self.network is not None:
+            await self._network_down(self.network)
+
+    async def _network_up(self, plan: _netns.NetnsPlan) -> None:
+        """Refuse where --netns cannot run; remove what a killed run left when no node
+        runs (a namespace outlives the nodes that were in it); make what is missing."""
+        problem = _netns.unsupported()
+        if problem is not None:
+            raise LocalClusterError(problem)
+        network = str(plan.subnet.network_address).rsplit(".", 1)[0]
+        self.progress(
+            f"network: bridge {plan.bridge} at {plan.host_address}/24 on the host, "
+            f"node i in namespace {plan.prefix}n<i> at {network}.({_netns.NODE_OFFSET}+i)"
+        )
+        idle = all(node.pid is None for node in self.nodes)
+        said = await _netns.network_up(plan, self.directory, clean=idle)
+        if said:
+            self.progress(said)
+
+    async def _network_down(self, plan: _netns.NetnsPlan) -> None:
+        """Remove the cluster's namespaces and links (never another cluster's bridge);
+        nothing without the means to (root, pyroute2): nothing could have been made."""
+        if _netns.unsupported() is not None:
+            return
+        said = await _netns.network_down(plan, self.directory)
+        if said:
+            self.progress(said)
 
     def _save_first_address(self) -> None:
         """Record node 1's address (the constructor refused any other than a saved one:

@@ -23,17 +23,20 @@ import anyio
 
 from roleserve_core.datadir import NodeDataDirectory
 from roleserve_core.environment import REGISTER_TICKET_ENV
+from roleserve_core.localcluster.netns import in_namespace
 
 __all__ = ["LocalNode"]
 
 
 @dataclass
 class LocalNode:
-    """Node ``index`` (1-based) of a local cluster, in ``directory`` at ``address``."""
+    """Node ``index`` (1-based) of a local cluster, in ``directory`` at ``address``, in
+    the network namespace ``namespace`` if it has one (``cluster up --netns``)."""
 
     index: int
     address: ipaddress.IPv4Address
     directory: Path
+    namespace: str | None = None
     _process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     """The process, when this process started it (its exit status is collected here)."""
 
@@ -83,6 +86,8 @@ class LocalNode:
             str(self.address),
             *flags,
         ]
+        if self.namespace is not None:
+            command = in_namespace(self.namespace, command)
         with self.log_file.open("ab") as log:
             process = subprocess.Popen(
                 command,
