@@ -25,7 +25,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
+import anyio.lowlevel
+
 from roleserve_clusternet.errors import UapiError
+from roleserve_core.event import Value
 
 __all__ = [
     "DeviceChange",
@@ -147,14 +150,17 @@ class MeshInterface(Protocol):
 
 class MemoryInterface:
     """A ``MeshInterface`` in memory, for tests: ``changes`` records every ``configure``
-    that succeeded, in order; ``fail(n)`` makes the next ``n`` calls of ``configure`` raise
-    ``UapiError`` and apply nothing."""
+    that succeeded, in order (a ``Value``, to wait on), ``failed`` those refused;
+    ``fail(n)`` makes the next ``n`` calls of ``configure`` raise ``UapiError`` and apply
+    nothing."""
 
     def __init__(self, name: str = "clusternet") -> None:
         self._name = name
         self.state = DeviceState(None, 0, {})
-        self.address: IPInterface | None = None
-        self.changes: list[DeviceChange] = []
+        self.address: Value[IPInterface | None] = Value()
+        self.address.set(None)
+        self.changes: Value[tuple[DeviceChange, ...]] = Value()
+        self.changes.set(())
         self.failed: list[DeviceChange] = []
         self._failures = 0
 
@@ -178,6 +184,7 @@ class MemoryInterface:
         return {key: peer.config() for key, peer in self.state.peers.items()}
 
     async def configure(self, change: DeviceChange) -> None:
+        await anyio.lowlevel.checkpoint()
         if self._failures:
             self._failures -= 1
             self.failed.append(change)
@@ -196,10 +203,12 @@ class MemoryInterface:
             change.listen_port if change.listen_port is not None else self.state.listen_port,
             peers,
         )
-        self.changes.append(change)
+        self.changes.set((*self.changes.get_nowait(), change))
 
     async def read(self) -> DeviceState:
+        await anyio.lowlevel.checkpoint()
         return self.state
 
     async def set_address(self, address: IPInterface | None) -> None:
-        self.address = address
+        await anyio.lowlevel.checkpoint()
+        self.address.set(address)

@@ -7,7 +7,7 @@ interface and starts from nothing), and nobody outside the worker reads it.
 
     pull ──wanted, address──▶ Mesh ◀──reads── reconcile ──▶ clusternet_status
     push ──announced──────────▶ Mesh
-    pull (a failed batch) ──kick()──▶ reconcile runs at once
+    pull (a failed batch), push (announced) ──kick()──▶ reconcile runs at once
 
 ``lock`` makes each read-compare-configure of the interface one step, so that reconcile
 never re-adds a peer pull has just removed from a state it read before the removal.
@@ -50,5 +50,5 @@ class Mesh:
         self.announced.set(())
 
     def kick(self) -> None:
-        """Ask reconcile for a pass now (after an error)."""
+        """Ask reconcile for a pass now (after an error, or for a fresh status)."""
         self.kicks.set(self.kicks.get_nowait() + 1)

@@ -68,6 +68,7 @@ async def push(ctx: RunContext, values: PluginValues, mesh: Mesh) -> None:
                 await _send(ctx, curator, wanted)
                 sent = wanted
                 mesh.announced.set(tuple(wanted.prefixes))
+                mesh.kick()  # a reconcile pass publishes the status with them
                 if not healthy:
                     healthy = True
                     ctx.signal_healthy()
