@@ -8,6 +8,8 @@
         │                             written, or does not hold a key; names the file
         ├── InterfaceError            (also FinalError) the interface cannot be created:
         │                             no permission (not root, no CAP_NET_ADMIN, no TUN)
+        ├── InterfaceInUseError       (also ExpectedError) an interface of that name exists,
+        │                             held by another process (another node on the machine)
         ├── LinkError                 (also ExpectedError) an address, route, MTU or state
         │                             of the interface could not be set
         └── UapiError                 (also ExpectedError) the WireGuard UAPI socket refused
@@ -19,7 +21,8 @@ root) and runs ``roleserve ctl restart``. A corrupt key is never replaced silent
 node's public key is what every other node has for it, and a new one would cut it off the
 mesh until the curator has it, while hiding that something overwrote the file.
 ``LinkError`` and ``UapiError`` are what a restart after the backoff cures (wireguard-go
-restarting, a link flapping).
+restarting, a link flapping); so may ``InterfaceInUseError``, once the other holder
+stops.
 """
 
 from __future__ import annotations
@@ -28,7 +31,14 @@ from pathlib import Path
 
 from roleserve_core.errors import ExpectedError, FinalError, RoleserveError
 
-__all__ = ["ClusternetError", "InterfaceError", "KeyFileError", "LinkError", "UapiError"]
+__all__ = [
+    "ClusternetError",
+    "InterfaceError",
+    "InterfaceInUseError",
+    "KeyFileError",
+    "LinkError",
+    "UapiError",
+]
 
 
 class ClusternetError(RoleserveError):
@@ -49,6 +59,10 @@ class KeyFileError(ClusternetError, FinalError):
 
 class InterfaceError(ClusternetError, FinalError):
     """The WireGuard interface cannot be created (a permission the node lacks)."""
+
+
+class InterfaceInUseError(ClusternetError, ExpectedError):
+    """An interface of the wanted name exists and is not one this node may replace."""
 
 
 class LinkError(ClusternetError, ExpectedError):

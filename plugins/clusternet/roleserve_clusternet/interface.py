@@ -5,7 +5,8 @@ configured over its UAPI socket (``uapi``), its link over netlink (``link``).
 
     open_interface(log, spec)
     ├── /dev/net/tun missing or not ours ─▶ InterfaceError (final)
-    ├── an old interface of that name ─▶ deleted (a kernel one a killed node left)
+    ├── an interface of that name: kernel WireGuard (a killed node's) ─▶ deleted;
+    │     any other (another node's wireguard-go) ─▶ InterfaceInUseError
     ├── kernel WireGuard? (netlink "add kind wireguard"): no permission ─▶ InterfaceError
     │     (final); supported ─▶ the probe link is deleted again (see below)
     ├── start_program: [ip netns exec NS] wireguard-go -f IFNAME    (dies with the node,
@@ -155,6 +156,7 @@ async def open_interface(
     """The interface, up to the end of the block; see the module docstring.
 
     :raises InterfaceError: no permission to create it (final).
+    :raises InterfaceInUseError: another process holds an interface of that name.
     :raises ProgramNotFoundError: no wireguard-go (final).
     :raises ProgramExitedError: wireguard-go exited.
     :raises UapiError: wireguard-go did not answer on its socket in time.

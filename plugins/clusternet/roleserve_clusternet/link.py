@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import anyio.to_thread
 
 from roleserve_clusternet.device import IPInterface, IPNetwork
-from roleserve_clusternet.errors import InterfaceError, LinkError
+from roleserve_clusternet.errors import InterfaceError, InterfaceInUseError, LinkError
 
 if TYPE_CHECKING:
     from pyroute2 import IPRoute
@@ -156,6 +156,15 @@ def _delete_link(name: str, netns: str | None) -> bool:
         index = _index(ipr, name)
         if index is None:
             return False
+        [message] = ipr.get_links(index)
+        info = message.get_attr("IFLA_LINKINFO")
+        kind = info.get_attr("IFLA_INFO_KIND") if info is not None else None
+        if kind != "wireguard":
+            raise InterfaceInUseError(
+                f"the interface {name} exists already ({kind or 'no kind'}), held by another "
+                "process (another node on this machine?); set [plugins.clusternet] interface "
+                "to another name"
+            )
         try:
             ipr.link("del", index=index)
         except NetlinkError as exc:
@@ -166,7 +175,16 @@ def _delete_link(name: str, netns: str | None) -> bool:
 
 
 async def delete_link(name: str, netns: str | None = None) -> bool:
-    """Delete the interface ``name`` if it exists; whether it did."""
+    """Delete a kernel WireGuard interface ``name`` left by an earlier run; whether there
+    was one.
+
+    Any other interface of that name is not ours to delete: a wireguard-go's TUN device
+    goes with its process (and the runner stops a leftover of our own first), so one that
+    exists belongs to another process, such as another node on the same machine, and
+    deleting it would make the two nodes take the name from each other forever.
+
+    :raises InterfaceInUseError: an interface of that name that is not kernel WireGuard.
+    """
     deleted: bool = await _in_thread(_delete_link, name, netns)
     return deleted
 

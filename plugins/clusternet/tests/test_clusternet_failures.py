@@ -1,0 +1,99 @@
+"""What stops the worker, and how it says so: one line, final when a restart cannot help."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from pathlib import Path
+
+import pytest
+
+from roleserve_clusternet import hooks, interface
+from roleserve_clusternet.errors import InterfaceInUseError
+from roleserve_clusternet.interface import InterfaceSpec, open_interface
+from roleserve_clusternet.privatekey import KEY_FILE
+from roleserve_core import State
+from roleserve_core.testing import NodeHarness, PluginHarness
+
+from .clusternet_netns import NetnsPair, netns_pair
+
+__all__ = ["netns_pair"]  # the fixture, imported to be found
+
+pytestmark = pytest.mark.anyio
+
+StartNode = Callable[..., Awaitable[NodeHarness]]
+DN = "root.role.clusternet"
+LOG = logging.getLogger("test.clusternet")
+
+
+async def start(node: StartNode, tmp_path: Path, **settings: object) -> NodeHarness:
+    plugins = PluginHarness()
+    plugins.register(hooks, "clusternet")
+    runtime = plugins.runtime(tmp_path / "node", config={"clusternet": settings})
+    return await node(runtime)
+
+
+async def dead(harness: NodeHarness) -> tuple[str, str]:
+    """The worker's final error, and its one logged line."""
+    status = await harness.wait_status(DN, lambda s: s.failures == 1)
+    assert (status.state, status.final) == (State.DEAD, True)
+    assert status.last_error is not None
+    [line] = [e for e in harness.runtime.logtree.entries(DN) if e.level >= logging.WARNING]
+    assert line.exc_text is None  # one line, no traceback
+    return status.last_error.summary(), line.message
+
+
+async def test_a_corrupt_key_file_is_final_and_named(node: StartNode, tmp_path: Path) -> None:
+    key_file = tmp_path / "node" / "plugins" / "clusternet" / KEY_FILE
+    key_file.parent.mkdir(parents=True)
+    key_file.write_text("garbage\n")
+    error, line = await dead(await start(node, tmp_path))
+    assert error == (
+        f"roleserve_clusternet.errors.KeyFileError: the WireGuard key file {key_file} is "
+        "corrupt (not base64); remove it to make a new key (the node's public key changes)"
+    )
+    assert str(key_file) in line
+    assert key_file.read_text() == "garbage\n"
+
+
+async def test_without_tun_the_worker_is_final_saying_why(
+    node: StartNode, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(interface, "TUN", tmp_path / "tun")
+    error, _ = await dead(await start(node, tmp_path, interface="rscn-notun"))
+    assert error == (
+        "roleserve_clusternet.errors.InterfaceError: cannot create the WireGuard interface "
+        f"rscn-notun: {tmp_path / 'tun'}: no such device; clusternet needs root "
+        "(CAP_NET_ADMIN) and /dev/net/tun"
+    )
+
+
+async def test_without_wireguard_go_the_worker_is_final_naming_the_setting(
+    node: StartNode, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tun = tmp_path / "tun"
+    tun.write_bytes(b"")
+    monkeypatch.setattr(interface, "TUN", tun)
+    missing = tmp_path / "wireguard-go"
+    error, _ = await dead(await start(node, tmp_path, wireguard_go=str(missing)))
+    assert error.startswith(
+        "roleserve_core.process._errors.ProgramNotFoundError: cannot start wireguard-go: "
+        f"no executable wireguard-go; tried {missing} (configured, not found); "
+    )
+    assert "[plugins.clusternet]" in error
+
+
+async def test_an_interface_another_process_holds_is_left_alone(
+    netns_pair: NetnsPair, tmp_path: Path
+) -> None:
+    """As another node on the same machine would: never deleted from under it."""
+    a = netns_pair.a
+    spec = InterfaceSpec(a.interface, 1420, netns_pair.mesh, tmp_path / "one", netns=a.netns)
+    async with AsyncExitStack() as stack:
+        device, _ = await stack.enter_async_context(open_interface(LOG, spec))
+        second = InterfaceSpec(a.interface, 1420, netns_pair.mesh, tmp_path / "two", netns=a.netns)
+        with pytest.raises(InterfaceInUseError, match=f"the interface {a.interface} exists"):
+            async with open_interface(LOG, second):
+                pass
+        await device.read()  # the first one still answers
