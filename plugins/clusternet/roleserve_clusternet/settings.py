@@ -55,7 +55,7 @@ WIREGUARD_GO: Setting[str | None] = Setting(
     "wireguard_go",
     str,
     None,
-    "Path of the wireguard-go binary, used when the kernel has no WireGuard; unset: PATH.",
+    "Path of the wireguard-go binary that runs the interface; unset: wireguard-go on PATH.",
 )
 
 SETTINGS: tuple[Setting[Any], ...] = (
