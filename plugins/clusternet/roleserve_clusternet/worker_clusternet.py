@@ -16,7 +16,8 @@ Runs always (``when=None``): the mesh is every node's, whatever its roles.
     └── reconcile   interface read back vs wanted, every interval ─▶ clusternet_status
                     (reconcile)
 
-If wireguard-go exits, the worker fails (``ProgramExitedError``, its last lines): its
+Nothing is made before the node has an ID: a node that is in no cluster yet has no mesh
+to join. If wireguard-go exits, the worker fails (``ProgramExitedError``, its last lines): its
 runnables stop with it, and the supervisor's restart makes the interface again and
 configures it from scratch. A child that fails restarts alone. No permission to make the
 interface, or a corrupt key file, is final: one line, and the worker stays DEAD until the
@@ -47,7 +48,9 @@ from roleserve_core.keys import CLUSTER_NODES, CURATOR_CONNECTION, NODE_ID, POD_
 from roleserve_core.supervisor import Runnable
 from roleserve_core.values import PluginValues
 
-__all__ = ["RUNNABLES", "clusternet_worker", "run_mesh"]
+__all__ = ["RUNNABLES", "WAITING_FOR_ID", "clusternet_worker", "run_mesh"]
+
+WAITING_FOR_ID = "waiting for the node ID (enrolment)"
 
 RUNNABLES = ("push", "pull", "reconcile")
 """The runnables the worker starts, by name, in its order."""
@@ -104,6 +107,10 @@ async def run_mesh(
     :param device: an interface to use instead of making one (tests).
     """
     try:
+        with values.watch(NODE_ID) as ids:
+            if not values.read(NODE_ID).statistics().is_set:
+                ctx.set_note(WAITING_FOR_ID)
+            await ids.get()  # a node in no cluster makes no interface and no key
         key = await anyio.to_thread.run_sync(load_or_create_key, data_dir)
         if device is not None:
             await configure_device(device, key, settings)

@@ -13,7 +13,9 @@ from roleserve_clusternet import hooks, interface
 from roleserve_clusternet.errors import InterfaceInUseError
 from roleserve_clusternet.interface import InterfaceSpec, open_interface
 from roleserve_clusternet.privatekey import KEY_FILE
+from roleserve_clusternet.worker_clusternet import WAITING_FOR_ID
 from roleserve_core import State
+from roleserve_core.keys import NODE_ID
 from roleserve_core.testing import NodeHarness, PluginHarness
 
 from .clusternet_netns import NetnsPair, netns_pair
@@ -27,11 +29,23 @@ DN = "root.role.clusternet"
 LOG = logging.getLogger("test.clusternet")
 
 
-async def start(node: StartNode, tmp_path: Path, **settings: object) -> NodeHarness:
+async def start(
+    node: StartNode, tmp_path: Path, key_file: str | None = None, **settings: object
+) -> NodeHarness:
+    """The plugin on a node with no ID; the ID is set once it waits for it (with
+    ``key_file`` written in between, if given)."""
     plugins = PluginHarness()
     plugins.register(hooks, "clusternet")
     runtime = plugins.runtime(tmp_path / "node", config={"clusternet": settings})
-    return await node(runtime)
+    harness = await node(runtime)
+    await harness.wait_status(DN, lambda s: s.note == WAITING_FOR_ID)
+    path = tmp_path / "node" / "plugins" / "clusternet" / KEY_FILE
+    assert not path.exists()  # nothing made before the node has an ID
+    if key_file is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(key_file)
+    harness.set(NODE_ID, "node-test")
+    return harness
 
 
 async def dead(harness: NodeHarness) -> tuple[str, str]:
@@ -46,9 +60,8 @@ async def dead(harness: NodeHarness) -> tuple[str, str]:
 
 async def test_a_corrupt_key_file_is_final_and_named(node: StartNode, tmp_path: Path) -> None:
     key_file = tmp_path / "node" / "plugins" / "clusternet" / KEY_FILE
-    key_file.parent.mkdir(parents=True)
-    key_file.write_text("garbage\n")
-    error, line = await dead(await start(node, tmp_path))
+    harness = await start(node, tmp_path, key_file="garbage\n")
+    error, line = await dead(harness)
     assert error == (
         f"roleserve_clusternet.errors.KeyFileError: the WireGuard key file {key_file} is "
         "corrupt (not base64); remove it to make a new key (the node's public key changes)"
