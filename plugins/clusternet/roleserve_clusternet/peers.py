@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from roleserve_clusternet.device import (
     DeviceChange,
@@ -120,10 +120,25 @@ def _parse(text: str, into: list[IPNetwork]) -> bool:
 
 def plan(current: Mapping[bytes, PeerConfig], wanted: Mapping[bytes, PeerConfig]) -> DeviceChange:
     """The change that turns the peers ``current`` into ``wanted``: each peer that is
-    missing or differs set whole, each peer not wanted removed; by key, for a stable order."""
-    changed = tuple(wanted[key] for key in sorted(wanted) if current.get(key) != wanted[key])
+    missing or differs set whole, each peer not wanted removed; by key, for a stable order.
+
+    A wanted endpoint replaces one WireGuard learnt from the peer's packets (a peer behind
+    NAT is reached at its announced address again at each pass); none is set for a peer
+    whose node has no address.
+    """
+    changed = tuple(
+        wanted[key] for key in sorted(wanted) if not _same(current.get(key), wanted[key])
+    )
     removed = tuple(key for key in sorted(current) if key not in wanted)
     return DeviceChange(peers=changed, remove=removed)
+
+
+def _same(current: PeerConfig | None, wanted: PeerConfig) -> bool:
+    """Whether ``current`` is ``wanted``. A peer wanted without an endpoint (its node has
+    no address) keeps whatever endpoint WireGuard learnt from its packets."""
+    if current is not None and wanted.endpoint is None:
+        current = replace(current, endpoint=None)
+    return current == wanted
 
 
 def own_address(record: curator_pb2.Node | None) -> IPInterface | None:

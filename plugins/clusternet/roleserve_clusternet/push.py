@@ -10,7 +10,8 @@ writes nothing but the curator's record of this node (and ``Mesh.announced``).
     own record's cluster_prefix ─▶ own_address ─┐
     pod_network (if owned) ─────────────────────┴─▶ announced() ─▶ changed since the last
         accepted? ─▶ UpdateNodeClusterNetworking{public key, prefixes}, retried with backoff
-        (0.5 s doubling to 30 s, never giving up) until the curator accepts
+        (0.5 s doubling to 30 s, never giving up; at once with newer inputs) until the
+        curator accepts
 
 Nothing is sent before the curator has allocated the node a prefix: the node's address on
 the mesh is in it, and its peers route the prefix to it. On each new connection (a new
@@ -59,19 +60,27 @@ async def push(ctx: RunContext, values: PluginValues, mesh: Mesh) -> None:
         if POD_NETWORK in values:
             inputs.append(values.read(POD_NETWORK))
         async with Combined(*inputs) as changes:
+            latest = await changes.get()
+            delay = BACKOFF_INITIAL
             while True:
-                view, *rest = await changes.get()
+                view, *rest = latest
                 pods: PodNetwork | None = rest[0] if rest else None
                 wanted = _wanted(ctx, mesh, view, own_id, pods)
-                if wanted is None or wanted == sent:
-                    continue
-                await _send(ctx, curator, wanted)
-                sent = wanted
-                mesh.announced.set(tuple(wanted.prefixes))
-                mesh.kick()  # a reconcile pass publishes the status with them
-                if not healthy:
-                    healthy = True
-                    ctx.signal_healthy()
+                if wanted is not None and wanted != sent:
+                    if not await _send(ctx, curator, wanted, delay):
+                        # Again after the delay, or at once with newer inputs: a request
+                        # the curator refuses for good must not hide a corrected one.
+                        with anyio.move_on_after(delay):
+                            latest = await changes.get()
+                        delay = min(delay * 2, BACKOFF_MAX)
+                        continue
+                    sent, delay = wanted, BACKOFF_INITIAL
+                    mesh.announced.set(tuple(wanted.prefixes))
+                    mesh.kick()  # a reconcile pass publishes the status with them
+                    if not healthy:
+                        healthy = True
+                        ctx.signal_healthy()
+                latest = await changes.get()
 
     await on_each_connection(ctx, values, session)
 
@@ -99,25 +108,23 @@ async def _send(
     ctx: RunContext,
     curator: curator_pb2_grpc.CuratorAsyncStub,
     wanted: common_pb2.NodeClusterNetworking,
-) -> None:
+    delay: float,
+) -> bool:
+    """One ``UpdateNodeClusterNetworking``; whether the curator accepted it."""
     request = curator_pb2.UpdateNodeClusterNetworkingRequest(clusternet=wanted)
-    delay = BACKOFF_INITIAL
-    while True:
-        try:
-            await curator.UpdateNodeClusterNetworking(request)
-        except grpc.aio.AioRpcError as exc:
-            ctx.set_note(f"announcing: {exc.code().name}: {exc.details()}; again in {delay:g} s")
-            ctx.log.warning(
-                "the curator refused the key and prefixes (%s: %s); again in %g s",
-                exc.code().name,
-                exc.details(),
-                delay,
-            )
-            await anyio.sleep(delay)
-            delay = min(delay * 2, BACKOFF_MAX)
-            continue
-        ctx.set_note("")
-        ctx.log.info(
-            "announced key %s, prefixes %s", wanted.wireguard_pubkey, ", ".join(wanted.prefixes)
+    try:
+        await curator.UpdateNodeClusterNetworking(request)
+    except grpc.aio.AioRpcError as exc:
+        ctx.set_note(f"announcing: {exc.code().name}: {exc.details()}; again in {delay:g} s")
+        ctx.log.warning(
+            "the curator refused the key and prefixes (%s: %s); again in %g s",
+            exc.code().name,
+            exc.details(),
+            delay,
         )
-        return
+        return False
+    ctx.set_note("")
+    ctx.log.info(
+        "announced key %s, prefixes %s", wanted.wireguard_pubkey, ", ".join(wanted.prefixes)
+    )
+    return True

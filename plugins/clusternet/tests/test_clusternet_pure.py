@@ -173,6 +173,9 @@ def test_plan_sets_what_differs_and_removes_what_is_not_wanted() -> None:
         peers=(moved,), remove=(KEY_B.public,)
     )
     assert not plan({KEY_A.public: a}, {KEY_A.public: a})
+    # a peer wanted without an endpoint keeps the one WireGuard learnt
+    roaming = PeerConfig(KEY_B.public, None, (), 25)
+    assert not plan({KEY_B.public: b}, {KEY_B.public: roaming})
 
 
 def test_own_address_is_the_first_host_of_the_cluster_prefix_alone() -> None:
