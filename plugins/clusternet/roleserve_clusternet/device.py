@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import base64
 import ipaddress
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
@@ -46,11 +46,12 @@ IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 IPInterface = ipaddress.IPv4Interface | ipaddress.IPv6Interface
 
 
-def sorted_networks(networks: object) -> tuple[IPNetwork, ...]:
+def sorted_networks(networks: Iterable[IPNetwork]) -> tuple[IPNetwork, ...]:
     """``networks`` without duplicates, IPv4 first, by address then length: the one order
     in which two sets of prefixes are compared by value."""
-    unique: set[IPNetwork] = set(networks)  # type: ignore[call-overload]
-    return tuple(sorted(unique, key=lambda n: (n.version, n.network_address, n.prefixlen)))
+    return tuple(
+        sorted(set(networks), key=lambda n: (n.version, int(n.network_address), n.prefixlen))
+    )
 
 
 def short_key(key: bytes) -> str:
