@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import logging
+import os
+import shutil
+import subprocess
+import sys
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -10,13 +14,14 @@ from pathlib import Path
 import pytest
 
 from roleserve_clusternet import hooks, interface
-from roleserve_clusternet.errors import InterfaceInUseError
+from roleserve_clusternet.errors import InterfaceError, InterfaceInUseError
 from roleserve_clusternet.interface import InterfaceSpec, open_interface
 from roleserve_clusternet.privatekey import KEY_FILE
 from roleserve_clusternet.worker_clusternet import WAITING_FOR_ID
 from roleserve_core import State
+from roleserve_core.errors import FinalError
 from roleserve_core.keys import NODE_ID
-from roleserve_core.testing import NodeHarness, PluginHarness
+from roleserve_core.testing import NodeHarness, PluginHarness, require_real
 
 from .clusternet_netns import NetnsPair, netns_pair
 
@@ -110,3 +115,32 @@ async def test_an_interface_another_process_holds_is_left_alone(
             async with open_interface(LOG, second):
                 pass
         await device.read()  # the first one still answers
+
+
+NOT_ROOT = """
+import anyio
+from roleserve_clusternet import link
+from roleserve_clusternet.errors import InterfaceError
+try:
+    anyio.run(link.create_kernel_link, "rscn-noperm")
+except InterfaceError as exc:
+    print(type(exc).__name__, exc)
+"""
+
+
+def test_without_cap_net_admin_creating_the_interface_is_final_saying_why() -> None:
+    """As a user without CAP_NET_ADMIN (nobody, through setpriv): the kernel's EPERM."""
+    setpriv = shutil.which("setpriv")
+    require_real("root and setpriv", os.geteuid() == 0 and setpriv, "apt-get install util-linux")
+    assert setpriv is not None
+    done = subprocess.run(
+        [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
+         sys.executable, "-c", NOT_ROOT],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert (done.returncode, done.stdout.strip()) == (
+        0,
+        "InterfaceError cannot create the WireGuard interface rscn-noperm: Operation not "
+        "permitted; clusternet needs root (CAP_NET_ADMIN) and /dev/net/tun",
+    ), done.stderr
+    assert issubclass(InterfaceError, FinalError)
