@@ -14,6 +14,7 @@ from roleserve_clusternet.errors import KeyFileError, UapiError
 from roleserve_clusternet.peers import Skipped, announced, own_address, plan, wanted_peers
 from roleserve_clusternet.privatekey import KEY_FILE, WireGuardKey, load_or_create_key
 from roleserve_clusternet.uapi import encode_set, parse_get
+from roleserve_clusternet.values import ClusternetStatus, PeerStatus
 from roleserve_core.clusternodes import ClusterNodes
 from roleserve_core.errors import FinalError
 from roleserve_core.proto import common_pb2, curator_pb2
@@ -266,3 +267,17 @@ def test_parse_get_of_a_fresh_device_and_of_errors() -> None:
         parse_get("errno=-22\n\n")
     with pytest.raises(UapiError, match="does not parse"):
         parse_get("public_key=zz\nerrno=0\n\n")
+
+
+def test_the_status_reads_in_one_line() -> None:
+    """What ``roleserve ctl values`` shows (the value's repr)."""
+    assert repr(ClusternetStatus.NONE) == "ClusternetStatus(not up)"
+    peers = (
+        PeerStatus("node-a", KEY_A.public_base64, "10.0.0.2:7838", ("10.192.1.1/32",), 1.0, 5, 6),
+        PeerStatus("node-b", KEY_B.public_base64, None, (), None, 0, 0),
+    )
+    status = ClusternetStatus("clusternet", OWN.public_base64, 7838, ("10.192.7.1/32",), peers)
+    assert repr(status) == (
+        f"ClusternetStatus(clusternet port 7838, key {OWN.public_base64[:8]}…, announcing "
+        "10.192.7.1/32; 2 peers, 1 with a handshake)"
+    )
