@@ -35,7 +35,7 @@ import anyio
 
 from roleserve_clusternet import link
 from roleserve_clusternet.device import DeviceChange, DeviceState, IPInterface, IPNetwork
-from roleserve_clusternet.errors import InterfaceError, UapiError
+from roleserve_clusternet.errors import InterfaceError, InterfaceInUseError, UapiError
 from roleserve_clusternet.uapi import UapiSocket, socket_path
 from roleserve_core.process import ProgramSpec, RunningProgram, resolve_binary, start_program
 
@@ -163,13 +163,22 @@ async def open_interface(
     """
     check_tun(spec.name)
     program = program_spec(spec)  # before touching anything: a missing binary is final
-    if await link.delete_link(spec.name, spec.netns):
-        log.info("deleted an old interface %s", spec.name)
-    if await link.create_kernel_link(spec.name, spec.netns):
-        await link.delete_link(spec.name, spec.netns)
-        log.info(
-            "the kernel has WireGuard; configuring it over netlink is not done yet: wireguard-go"
-        )
+    try:
+        if await link.delete_link(spec.name, spec.netns):
+            log.info("deleted an old interface %s", spec.name)
+        if await link.create_kernel_link(spec.name, spec.netns):
+            await link.delete_link(spec.name, spec.netns)
+            log.info(
+                "the kernel has WireGuard; configuring it over netlink is not done yet: "
+                "wireguard-go"
+            )
+    except InterfaceInUseError:
+        if not program.record_path.exists():
+            raise
+        # A wireguard-go of an earlier run of this node may hold it: the runner stops
+        # that one first if it is provably ours; if not, wireguard-go fails to make the
+        # interface and the worker retries.
+        log.info("%s exists; a wireguard-go of an earlier run may hold it", spec.name)
     device = UapiInterface(spec.name, spec.netns, log)
     async with start_program(log, program) as running:
         await _wait_ready(device, running, spec)

@@ -11,16 +11,20 @@ from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
 
+import anyio
+import anyio.to_thread
 import pytest
 
 from roleserve_clusternet import hooks, interface
-from roleserve_clusternet.errors import InterfaceError, InterfaceInUseError
+from roleserve_clusternet.errors import InterfaceError, InterfaceInUseError, UapiError
 from roleserve_clusternet.interface import InterfaceSpec, open_interface
 from roleserve_clusternet.privatekey import KEY_FILE
 from roleserve_clusternet.worker_clusternet import WAITING_FOR_ID
 from roleserve_core import State
 from roleserve_core.errors import FinalError
 from roleserve_core.keys import NODE_ID
+from roleserve_core.process import ProcessRecord, ProgramSpec
+from roleserve_core.process._proc import boot_id, read_stat
 from roleserve_core.testing import NodeHarness, PluginHarness, require_real
 
 from .clusternet_netns import NetnsPair, netns_pair
@@ -144,3 +148,54 @@ def test_without_cap_net_admin_creating_the_interface_is_final_saying_why() -> N
         "permitted; clusternet needs root (CAP_NET_ADMIN) and /dev/net/tun",
     ), done.stderr
     assert issubclass(InterfaceError, FinalError)
+
+
+async def test_a_wireguard_go_left_by_a_killed_run_is_stopped_and_replaced(
+    netns_pair: NetnsPair, tmp_path: Path
+) -> None:
+    """Its interface exists, but the record in the data directory proves it ours: the
+    runner stops it, and the interface is made again."""
+    a = netns_pair.a
+    state_dir = tmp_path / "state"
+    spec = InterfaceSpec(a.interface, 1420, netns_pair.mesh, state_dir, netns=a.netns)
+    program = interface.program_spec(spec)
+    leftover = start_by_hand(program)
+    try:
+        device = interface.UapiInterface(a.interface, a.netns)
+        with anyio.fail_after(10):
+            while True:  # polling a program started by hand, not the code under test
+                try:
+                    await device.read()
+                    break
+                except UapiError:
+                    await anyio.sleep(0.02)
+        stat = read_stat(leftover.pid)
+        assert stat is not None
+        state_dir.mkdir()
+        ProcessRecord(
+            pid=leftover.pid,
+            pgid=leftover.pid,
+            start_time=stat.start_time,
+            boot_id=boot_id(),
+            executable=program.executable,
+            arguments=list(program.arguments),
+            node_pid=1,
+        ).write(program.record_path)
+        async with open_interface(LOG, spec) as (device, running):
+            assert running.pid != leftover.pid
+            await device.read()
+        assert await anyio.to_thread.run_sync(leftover.wait) is not None  # stopped
+    finally:
+        leftover.kill()
+        await anyio.to_thread.run_sync(leftover.wait)
+
+
+def start_by_hand(program: ProgramSpec) -> subprocess.Popen[bytes]:
+    """``program`` as a killed node would leave it: running, in a session of its own."""
+    return subprocess.Popen(
+        [program.executable, *program.arguments],
+        env={**os.environ, **program.env},
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
