@@ -6,7 +6,8 @@ configured over its UAPI socket (``uapi``), its link over netlink (``link``).
     open_interface(log, spec)
     ├── /dev/net/tun missing or not ours ─▶ InterfaceError (final)
     ├── an interface of that name: kernel WireGuard (a killed node's) ─▶ deleted;
-    │     any other (another node's wireguard-go) ─▶ InterfaceInUseError
+    │     any other (another node's wireguard-go) ─▶ InterfaceInUseError, unless this
+    │     node's record of an earlier wireguard-go exists (the runner stops that one)
     ├── kernel WireGuard? (netlink "add kind wireguard"): no permission ─▶ InterfaceError
     │     (final); supported ─▶ the probe link is deleted again (see below)
     ├── start_program: [ip netns exec NS] wireguard-go -f IFNAME    (dies with the node,

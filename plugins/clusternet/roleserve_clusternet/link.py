@@ -5,7 +5,8 @@ synchronous. pyroute2 is imported on first use: it costs a third of a second, wh
 node whose clusternet worker never starts should not pay. Nothing here parses ``ip``.
 
 ``netns``: the name of a network namespace (``ip netns``) to do it all in; None for the
-node's own. Only tests set it (two mesh nodes on one machine).
+node's own. Only tests set it (two mesh nodes on one machine); each call then runs in a
+short-lived thread that enters the namespace (``_in_thread`` says why).
 """
 
 from __future__ import annotations
