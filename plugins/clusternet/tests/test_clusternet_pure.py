@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import ipaddress
+import logging
 import stat
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 
 from roleserve_clusternet.device import DeviceChange, PeerConfig, PeerState
 from roleserve_clusternet.errors import KeyFileError, UapiError
+from roleserve_clusternet.interface import parse_wireguard_go
 from roleserve_clusternet.peers import Skipped, announced, own_address, plan, wanted_peers
 from roleserve_clusternet.privatekey import KEY_FILE, WireGuardKey, load_or_create_key
 from roleserve_clusternet.uapi import encode_set, parse_get
@@ -281,3 +283,16 @@ def test_the_status_reads_in_one_line() -> None:
         f"ClusternetStatus(clusternet port 7838, key {OWN.public_base64[:8]}…, announcing "
         "10.192.7.1/32; 2 peers, 1 with a handshake)"
     )
+
+
+def test_wireguard_go_lines_at_their_level() -> None:
+    assert parse_wireguard_go("ERROR: (clusternet) 2026/12/03 10:00:00 Failed to bind") == (
+        logging.ERROR,
+        "(clusternet) 2026/12/03 10:00:00 Failed to bind",
+    )
+    assert parse_wireguard_go("DEBUG: (clusternet) peer(x) - Sending keepalive")[0] == (
+        logging.DEBUG
+    )
+    assert parse_wireguard_go("INFO: (clusternet) Device started")[0] == logging.INFO
+    assert parse_wireguard_go("│   Running wireguard-go is not required   │")[0] == (logging.DEBUG)
+    assert parse_wireguard_go("anything else") == (logging.INFO, "anything else")
