@@ -7,14 +7,16 @@ every call a node makes and answers as the test says.
          ──refuse(method) / hold_heartbeats() / end_streams()──▶     (gRPC, mTLS,   channel
          ◀──await wait_calls("UpdateNodeStatus", 2)──────────── 127.X.Y.Z:7835)
 
-It serves what a node's core calls on a curator: ``Curator.Watch``, ``UpdateNodeStatus``
-and ``Heartbeat`` (as the leader does) and ``CuratorLocal.GetCurrentLeader`` (as every
-curator does). Each fake is a node of the cluster of its own, on a loopback address of its
-own at the standard port, so tests run in parallel and again without meeting. Its
-answers follow the real curator's: a Watch sends a snapshot whose last event is marked
-``PROGRESS_LAST_BACKLOGGED``, then one event per change; GetCurrentLeader names the leader
-and then every change of it; a heartbeat is answered with the interval to keep; a status
-report replaces the status of the node's record, if the test gave it one (``set_node``).
+It serves what a node's core calls on a curator: ``Curator.Watch``, ``UpdateNodeStatus``,
+``UpdateNodeClusterNetworking`` and ``Heartbeat`` (as the leader does) and
+``CuratorLocal.GetCurrentLeader`` (as every curator does). Each fake is a node of the
+cluster of its own, on a loopback address of its own at the standard port, so tests run in
+parallel and again without meeting. Its answers follow the real curator's: a Watch sends
+a snapshot whose last event is marked ``PROGRESS_LAST_BACKLOGGED``, then one event per
+change; GetCurrentLeader names the leader and then every change of it; a heartbeat is
+answered with the interval to keep; a status report replaces the status of the node's
+record, and a clusternet update its ``clusternet``, if the test gave it one
+(``set_node``).
 
 What it records, ``calls``, is a ``Value`` of every call so far (a heartbeat counts once
 per message), so a test waits for the calls it expects and compares the whole sequence.
@@ -389,7 +391,15 @@ class FakeCurator(curator_pb2_grpc.CuratorServicer, curator_pb2_grpc.CuratorLoca
     async def UpdateNodeClusterNetworking(
         self, request: curator_pb2.UpdateNodeClusterNetworkingRequest, context: Context
     ) -> curator_pb2.UpdateNodeClusterNetworkingResponse:
-        return await self._unimplemented("UpdateNodeClusterNetworking", request, context)
+        await self._admit("UpdateNodeClusterNetworking", request, context)
+        peer = current_peer()
+        known = self._nodes.get(peer.node_id) if isinstance(peer, NodePeer) else None
+        if known is not None:  # as the curator does: the caller's clusternet is replaced
+            node = curator_pb2.Node()
+            node.CopyFrom(known[1])
+            node.clusternet.CopyFrom(request.clusternet)
+            self.set_node(node)
+        return curator_pb2.UpdateNodeClusterNetworkingResponse()
 
     async def _unimplemented(self, method: str, request: Message, context: Context) -> NoReturn:
         self._record(method, request)

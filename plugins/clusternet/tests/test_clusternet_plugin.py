@@ -1,15 +1,70 @@
-"""The clusternet plugin loads through its entry point and owns what it says it owns."""
+"""The clusternet plugin loads through its entry point, runs its worker, takes its settings."""
 
 from __future__ import annotations
 
-from roleserve_core.testing import load_installed_plugin
+import ipaddress
+import re
+from pathlib import Path
+
+import pytest
+
+from roleserve_clusternet import hooks
+from roleserve_clusternet.settings import ClusternetSettings
+from roleserve_core.errors import ConfigError, PluginLoadError
+from roleserve_core.keys import CLUSTER_NODES, CURATOR_CONNECTION, NODE_ID
+from roleserve_core.testing import PluginHarness, load_installed_plugin
 
 
-def test_loads_owns_its_values_and_runs_no_workers_yet() -> None:
+def test_loads_runs_its_worker_and_owns_its_status() -> None:
     info = load_installed_plugin("clusternet")
     assert (info.distribution, info.module) == (
         "roleserve-clusternet",
         "roleserve_clusternet.hooks",
     )
-    assert (info.values, info.workers) == ([], [])
-    assert "no workers yet" in info.description
+    assert (info.values, info.workers) == (["clusternet_status"], ["clusternet"])
+    assert [setting.name for setting in info.settings] == [
+        "interface",
+        "listen_port",
+        "keepalive",
+        "mtu",
+        "cluster_network",
+        "reconcile_interval",
+        "wireguard_go",
+    ]
+
+
+def test_the_worker_always_runs_and_reads_what_keeps_cluster_nodes(tmp_path: Path) -> None:
+    plugins = PluginHarness()
+    plugins.register(hooks, "clusternet")
+    [(plugin, worker)] = plugins.runtime(tmp_path).workers.values()
+    assert (plugin, worker.name, worker.when) == ("clusternet", "clusternet", None)
+    assert set(worker.reads) == {CLUSTER_NODES, CURATOR_CONNECTION, NODE_ID}
+
+
+def test_settings_defaults() -> None:
+    assert ClusternetSettings.of({}) == ClusternetSettings(
+        "clusternet", 7838, 25, 1420, ipaddress.ip_network("10.192.0.0/11"), 60.0, None
+    )
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        ("interface", "a-name-far-too-long", "1 to 15 letters"),
+        ("listen_port", 0, "a port from 1 to 65535"),
+        ("keepalive", -1, "0 (off) to 65535 seconds"),
+        ("mtu", 576, "1280 to 65535 bytes"),
+        ("cluster_network", "10.192.0.1/11", "a network in CIDR form"),
+        ("reconcile_interval", 0, "more than 0 seconds"),
+    ],
+)
+def test_a_setting_that_cannot_work_fails_the_plugin_naming_it(
+    key: str, value: object, expected: str, tmp_path: Path
+) -> None:
+    refused = rf"^\[plugins.clusternet\] {key} must be {re.escape(expected)}"
+    with pytest.raises(ConfigError, match=refused):
+        ClusternetSettings.of({key: value})
+    plugins = PluginHarness(strict=True)
+    plugins.register(hooks, "clusternet")
+    with pytest.raises(PluginLoadError, match=rf"\[plugins.clusternet\] {key} must be"):
+        plugins.runtime(tmp_path, config={"clusternet": {key: value}})

@@ -1,0 +1,77 @@
+"""The value the plugin owns: ``clusternet_status``, what the mesh looks like from here.
+
+Set by the reconcile runnable after each pass (so at least every ``reconcile_interval``),
+from what the interface reports over UAPI; ``ClusternetStatus.NONE`` while the interface is
+not up (before the first pass, after the worker stopped or failed). ``roleserve ctl
+values`` shows its ``repr``, a one-line summary; the fields carry the whole.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from typing import ClassVar
+
+from roleserve_core import ValueKey
+
+__all__ = ["CLUSTERNET_STATUS", "ClusternetStatus", "PeerStatus"]
+
+
+@dataclass(frozen=True, slots=True)
+class PeerStatus:
+    """One peer as the interface reports it."""
+
+    node_id: str
+    """The node it belongs to; ``""`` for a peer no node claims (removed at the next pass)."""
+    public_key: str
+    """Base64."""
+    endpoint: str | None
+    allowed_ips: tuple[str, ...]
+    last_handshake: float | None
+    """Seconds since the epoch of the last handshake; None: never."""
+    rx_bytes: int
+    tx_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class ClusternetStatus:
+    """The interface and its peers; ``NONE`` (interface ``""``) while it is not up."""
+
+    interface: str
+    public_key: str
+    listen_port: int
+    prefixes: tuple[str, ...]
+    """What this node announces (its address in its cluster prefix, its pod prefixes)."""
+    peers: tuple[PeerStatus, ...]
+    """By node ID."""
+
+    NONE: ClassVar[ClusternetStatus]
+
+    @property
+    def up(self) -> bool:
+        return bool(self.interface)
+
+    def __repr__(self) -> str:
+        if not self.up:
+            return "ClusternetStatus(not up)"
+        handshaken = sum(peer.last_handshake is not None for peer in self.peers)
+        return (
+            f"ClusternetStatus({self.interface} port {self.listen_port}, key "
+            f"{self.public_key[:8]}…, announcing {', '.join(self.prefixes) or 'nothing'}; "
+            f"{len(self.peers)} peers, {handshaken} with a handshake)"
+        )
+
+
+ClusternetStatus.NONE = ClusternetStatus("", "", 0, (), ())
+
+
+def key_text(key: bytes) -> str:
+    return base64.b64encode(key).decode()
+
+
+CLUSTERNET_STATUS: ValueKey[ClusternetStatus] = ValueKey(
+    "clusternet_status",
+    ClusternetStatus,
+    "The WireGuard mesh interface, its key, port, announced prefixes and each peer's "
+    "endpoint, allowed IPs, last handshake and bytes; NONE while the interface is not up.",
+)

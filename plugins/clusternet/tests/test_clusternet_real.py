@@ -1,0 +1,208 @@
+"""Against real wireguard-go, in network namespaces the test makes (see conftest).
+
+Skipped, with the reason, without root, /dev/net/tun, ip, wireguard-go or wg; failed
+instead under ``ROLESERVE_REQUIRE_REAL=1``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+import signal
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import pytest
+
+from roleserve_clusternet import link
+from roleserve_clusternet.device import DeviceChange, PeerConfig
+from roleserve_clusternet.interface import InterfaceSpec, UapiInterface, open_interface
+from roleserve_clusternet.privatekey import WireGuardKey, load_or_create_key
+from roleserve_clusternet.settings import SETTINGS, ClusternetSettings
+from roleserve_clusternet.values import CLUSTERNET_STATUS, ClusternetStatus
+from roleserve_clusternet.worker_clusternet import clusternet_worker, configure_device
+from roleserve_core import NodeContext, Setting, State, ValueKey, Worker, hookimpl
+from roleserve_core.keys import CURATOR_CONNECTION, NODE_ID
+from roleserve_core.logtree import LogFollower
+from roleserve_core.process import read_record
+from roleserve_core.proto import common_pb2, curator_pb2
+from roleserve_core.testing import (
+    DEFAULT_TIMEOUT,
+    FakeClock,
+    FakeCluster,
+    NodeHarness,
+    PluginHarness,
+    wait_for_value,
+)
+
+from .clusternet_netns import NetnsPair, Side, netns_pair, tcp_exchange, wg
+
+__all__ = ["netns_pair"]  # the fixture, imported to be found
+
+pytestmark = pytest.mark.anyio
+
+StartNode = Callable[..., Awaitable[NodeHarness]]
+LOG = logging.getLogger("test.clusternet")
+PORT = 7838
+
+
+async def open_side(
+    stack: AsyncExitStack, side: Side, pair: NetnsPair, key: WireGuardKey, state_dir: Path
+) -> UapiInterface:
+    """``side``'s interface as the worker makes it: wireguard-go, key, port, up, route,
+    address."""
+    spec = InterfaceSpec(side.interface, 1420, pair.mesh, state_dir, netns=side.netns)
+    device, _ = await stack.enter_async_context(open_interface(LOG, spec))
+    await configure_device(device, key, ClusternetSettings(listen_port=PORT))
+    await link.set_up(side.interface, 1420, pair.mesh, side.netns)
+    await device.set_address(ipaddress.ip_interface(f"{side.mesh_address}/32"))
+    return device
+
+
+def peer_of(side: Side, key: WireGuardKey) -> PeerConfig:
+    return PeerConfig(key.public, f"{side.veth_address}:{PORT}", (side.prefix,), 1)
+
+
+async def test_two_interfaces_carry_tcp_and_count_it(netns_pair: NetnsPair, tmp_path: Path) -> None:
+    a, b = netns_pair.a, netns_pair.b
+    key_a, key_b = WireGuardKey.generate(), WireGuardKey.generate()
+    async with AsyncExitStack() as stack:
+        device_a = await open_side(stack, a, netns_pair, key_a, tmp_path / "a")
+        device_b = await open_side(stack, b, netns_pair, key_b, tmp_path / "b")
+        await device_a.configure(DeviceChange(peers=(peer_of(b, key_b),)))
+        await device_b.configure(DeviceChange(peers=(peer_of(a, key_a),)))
+
+        state = await device_a.read()
+        assert (state.private_key, state.listen_port) == (key_a.private, PORT)
+        assert [peer.config() for peer in state.peers.values()] == [peer_of(b, key_b)]
+        assert wg(a, "show", a.interface, "public-key").strip() == key_a.public_base64
+
+        reply = await anyio.to_thread.run_sync(tcp_exchange, b, a, "over the mesh")
+        assert reply == "OVER THE MESH"
+        after = (await device_a.read()).peers[key_b.public]
+        assert after.last_handshake is not None
+        assert after.rx_bytes > 0
+        assert after.tx_bytes > 0
+
+
+class ClusternetInNetns:
+    """The plugin's hooks, with the interface made in a test namespace."""
+
+    def __init__(self, netns: str) -> None:
+        self.netns = netns
+
+    @hookimpl
+    def roleserve_settings(self) -> list[Setting[Any]]:
+        return list(SETTINGS)
+
+    @hookimpl
+    def roleserve_values(self) -> list[ValueKey[Any]]:
+        return [CLUSTERNET_STATUS]
+
+    @hookimpl
+    def roleserve_workers(self, node: NodeContext) -> list[Worker]:
+        settings = ClusternetSettings.of(node.config)
+        return [clusternet_worker(node, settings, netns=self.netns)]
+
+
+def record(
+    node_id: str, side: Side, key: WireGuardKey | None = None, prefix: str = ""
+) -> curator_pb2.Node:
+    node = curator_pb2.Node(id=node_id, state=common_pb2.NODE_STATE_UP, cluster_prefix=prefix)
+    node.status.external_address = side.veth_address
+    if key is not None:
+        node.clusternet.wireguard_pubkey = key.public_base64
+        node.clusternet.prefixes.append(str(side.prefix))
+    return node
+
+
+def has_peer(node_id: str) -> Callable[[ClusternetStatus], bool]:
+    return lambda status: status.up and any(peer.node_id == node_id for peer in status.peers)
+
+
+async def wait_logged(log: LogFollower, text: str) -> None:
+    with anyio.fail_after(DEFAULT_TIMEOUT):
+        async for entry in log:
+            if text in entry.message:
+                return
+
+
+DN = "root.role.clusternet"
+
+
+async def test_the_worker_keeps_the_mesh_and_survives_wireguard_go(
+    netns_pair: NetnsPair,
+    fake_cluster: FakeCluster,
+    fake_clock: FakeClock,
+    node: StartNode,
+    tmp_path: Path,
+) -> None:
+    a, b = netns_pair.a, netns_pair.b
+    own = fake_cluster.credentials.node_id
+    data_dir = tmp_path / "node" / "plugins" / "clusternet"
+    key_a = load_or_create_key(data_dir)  # the key the worker will find
+    key_b = WireGuardKey.generate()
+    leader = await fake_cluster.curator()
+    leader.set_node(record(own, a, prefix=str(a.prefix)))
+    leader.set_node(record("node-b", b, key_b))
+
+    plugins = PluginHarness(cluster_nodes=True)
+    plugins.register(ClusternetInNetns(a.netns), "clusternet")
+    config = {
+        "interface": a.interface,
+        "cluster_network": str(netns_pair.mesh),
+        "keepalive": 1,
+        "reconcile_interval": 0.5,
+    }
+    harness = await node(plugins.runtime(tmp_path / "node", config={"clusternet": config}))
+    status = harness.runtime.registry.read(CLUSTERNET_STATUS, "test")
+    async with AsyncExitStack() as stack:
+        device_b = await open_side(stack, b, netns_pair, key_b, tmp_path / "b")
+        await device_b.configure(DeviceChange(peers=(peer_of(a, key_a),)))
+
+        harness.set(NODE_ID, own)
+        harness.set(CURATOR_CONNECTION, fake_cluster.connect(leader))
+        await harness.wait_state(DN, State.HEALTHY)
+        first = await wait_for_value(status, has_peer("node-b"))
+        assert (first.interface, first.public_key, first.listen_port) == (
+            a.interface,
+            key_a.public_base64,
+            PORT,
+        )
+        [peer] = first.peers
+        assert (peer.endpoint, peer.allowed_ips) == (f"{b.veth_address}:{PORT}", (str(b.prefix),))
+        await leader.wait_calls("UpdateNodeClusterNetworking", 1)
+        announced = common_pb2.NodeClusterNetworking(
+            wireguard_pubkey=key_a.public_base64, prefixes=[f"{a.mesh_address}/32"]
+        )
+        assert leader.requests("UpdateNodeClusterNetworking") == [
+            curator_pb2.UpdateNodeClusterNetworkingRequest(clusternet=announced)
+        ]
+        assert await anyio.to_thread.run_sync(tcp_exchange, b, a, "one") == "ONE"
+        await wait_for_value(status, lambda s: has_peer("node-b")(s) and s.peers[0].rx_bytes > 0)
+
+        # A peer removed by hand comes back at the next reconcile.
+        with harness.runtime.logtree.follow(f"{DN}.reconcile") as log:
+            wg(a, "set", a.interface, "peer", key_b.public_base64, "remove")
+            await wait_logged(log, "peer node-b missing")
+        assert wg(a, "show", a.interface, "peers").split() == [key_b.public_base64]
+        assert await anyio.to_thread.run_sync(tcp_exchange, b, a, "two") == "TWO"
+
+        # wireguard-go killed: the worker fails, restarts, and configures it all again.
+        pid = read_record(data_dir / "wireguard-go.process.json").pid
+        os.kill(pid, signal.SIGKILL)
+        dead = await harness.wait_status(DN, lambda s: s.failures == 1)
+        assert dead.last_error is not None
+        assert dead.last_error.message == "wireguard-go ended by signal SIGKILL: no output"
+        await wait_for_value(status, lambda s: not s.up)
+        await fake_clock.wait_sleepers(1)  # the restart, waiting out its backoff
+        fake_clock.advance(60)
+        await harness.wait_state(DN, State.HEALTHY)
+        assert read_record(data_dir / "wireguard-go.process.json").pid != pid
+        await wait_for_value(status, has_peer("node-b"))
+        assert await anyio.to_thread.run_sync(tcp_exchange, b, a, "three") == "THREE"

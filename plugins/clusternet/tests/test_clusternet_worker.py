@@ -1,0 +1,295 @@
+"""The worker's decisions, in process: a fake curator, the core's nodewatch, and an
+interface in memory (no kernel, no wireguard-go)."""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import grpc
+import pytest
+
+from roleserve_clusternet.device import DeviceChange, MemoryInterface, PeerConfig
+from roleserve_clusternet.privatekey import WireGuardKey, load_or_create_key
+from roleserve_clusternet.push import WAITING_FOR_PREFIX
+from roleserve_clusternet.settings import SETTINGS, ClusternetSettings
+from roleserve_clusternet.values import CLUSTERNET_STATUS, ClusternetStatus
+from roleserve_clusternet.worker_clusternet import clusternet_worker
+from roleserve_core import NodeContext, Setting, State, ValueKey, Worker, hookimpl
+from roleserve_core.keys import CLUSTER_NODES, CURATOR_CONNECTION, NODE_ID, POD_NETWORK, PodNetwork
+from roleserve_core.proto import common_pb2, curator_pb2
+from roleserve_core.testing import (
+    FakeCluster,
+    FakeCurator,
+    NodeHarness,
+    PluginHarness,
+    wait_for_value,
+)
+
+pytestmark = pytest.mark.anyio
+
+StartNode = Callable[..., Awaitable[NodeHarness]]
+DN = "root.role.clusternet"
+net = ipaddress.ip_network
+KEY_A = WireGuardKey.generate()
+KEY_B = WireGuardKey.generate()
+KEY_C = WireGuardKey.generate()
+
+
+class ClusternetInMemory:
+    """The plugin's hooks, with ``device`` for its interface."""
+
+    def __init__(self, device: MemoryInterface) -> None:
+        self.device = device
+
+    @hookimpl
+    def roleserve_settings(self) -> list[Setting[Any]]:
+        return list(SETTINGS)
+
+    @hookimpl
+    def roleserve_values(self) -> list[ValueKey[Any]]:
+        return [CLUSTERNET_STATUS]
+
+    @hookimpl
+    def roleserve_workers(self, node: NodeContext) -> list[Worker]:
+        settings = ClusternetSettings.of(node.config)
+        return [clusternet_worker(node, settings, device=self.device)]
+
+
+class Kubernetes:
+    """Stands in for the kubernetes plugin: it owns ``pod_network``."""
+
+    @hookimpl
+    def roleserve_values(self) -> list[ValueKey[Any]]:
+        return [POD_NETWORK]
+
+
+def record(
+    node_id: str,
+    key: WireGuardKey | str | None = None,
+    prefixes: tuple[str, ...] = (),
+    address: str = "10.0.0.9",
+    *,
+    cluster_prefix: str = "",
+    state: int = common_pb2.NODE_STATE_UP,
+) -> curator_pb2.Node:
+    node = curator_pb2.Node(id=node_id, state=state, cluster_prefix=cluster_prefix)  # type: ignore[arg-type]
+    node.status.external_address = address
+    if key is not None:
+        node.clusternet.wireguard_pubkey = key if isinstance(key, str) else key.public_base64
+        node.clusternet.prefixes.extend(prefixes)
+    return node
+
+
+class Node:
+    """A node running the plugin on a memory interface, with its key known in advance."""
+
+    def __init__(self, harness: NodeHarness, device: MemoryInterface, key: WireGuardKey) -> None:
+        self.harness = harness
+        self.device = device
+        self.key = key
+        self.status = harness.runtime.registry.read(CLUSTERNET_STATUS, "test")
+
+
+async def start(
+    node: StartNode, tmp_path: Path, *, kubernetes: bool = False, **settings: Any
+) -> Node:
+    device = MemoryInterface()
+    plugins = PluginHarness(cluster_nodes=True)
+    plugins.register(ClusternetInMemory(device), "clusternet")
+    if kubernetes:
+        plugins.register(Kubernetes(), "kubernetes")
+    key = load_or_create_key(tmp_path / "node" / "plugins" / "clusternet")
+    settings.setdefault("reconcile_interval", 3600.0)  # passes only when kicked
+    runtime = plugins.runtime(tmp_path / "node", config={"clusternet": settings})
+    return Node(await node(runtime), device, key)
+
+
+def connect(started: Node, cluster: FakeCluster, curator: FakeCurator) -> None:
+    started.harness.set(NODE_ID, cluster.credentials.node_id)
+    started.harness.set(CURATOR_CONNECTION, cluster.connect(curator))
+
+
+def request(key: WireGuardKey, *prefixes: str) -> curator_pb2.UpdateNodeClusterNetworkingRequest:
+    return curator_pb2.UpdateNodeClusterNetworkingRequest(
+        clusternet=common_pb2.NodeClusterNetworking(
+            wireguard_pubkey=key.public_base64, prefixes=list(prefixes)
+        )
+    )
+
+
+def peer(key: WireGuardKey, address: str, *prefixes: str) -> PeerConfig:
+    return PeerConfig(key.public, f"{address}:7838", tuple(net(p) for p in prefixes), 25)
+
+
+async def wait_changes(device: MemoryInterface, count: int) -> tuple[DeviceChange, ...]:
+    return await wait_for_value(device.changes, lambda changes: len(changes) >= count)
+
+
+# -- push -----------------------------------------------------------------------------
+
+
+async def test_push_waits_for_the_prefix_then_announces_and_retries(
+    fake_cluster: FakeCluster, node: StartNode, tmp_path: Path
+) -> None:
+    own = fake_cluster.credentials.node_id
+    leader = await fake_cluster.curator()
+    leader.set_node(record(own))
+    started = await start(node, tmp_path)
+    connect(started, fake_cluster, leader)
+    await started.harness.wait_status(f"{DN}.push", lambda s: s.note == WAITING_FOR_PREFIX)
+    assert leader.requests("UpdateNodeClusterNetworking") == []
+
+    leader.refuse("UpdateNodeClusterNetworking", grpc.StatusCode.UNAVAILABLE, "not now")
+    leader.set_node(record(own, cluster_prefix="10.192.7.0/24"))
+    await leader.wait_calls("UpdateNodeClusterNetworking", 1)
+    leader.allow("UpdateNodeClusterNetworking")
+    await started.harness.wait_state(f"{DN}.push", State.HEALTHY)
+    wanted = request(started.key, "10.192.7.1/32")
+    assert leader.requests("UpdateNodeClusterNetworking") == [wanted, wanted]
+    # the fake curator keeps it in the node's record, as the curator does
+    status = await wait_for_value(started.status, lambda s: s.prefixes == ("10.192.7.1/32",))
+    assert status.public_key == started.key.public_base64
+
+
+async def test_push_announces_again_on_a_new_leader_and_with_pod_prefixes(
+    fake_cluster: FakeCluster, node: StartNode, tmp_path: Path
+) -> None:
+    own = fake_cluster.credentials.node_id
+    leader = await fake_cluster.curator()
+    leader.set_node(record(own, cluster_prefix="10.192.7.0/24"))
+    started = await start(node, tmp_path, kubernetes=True)
+    connect(started, fake_cluster, leader)
+    await leader.wait_calls("UpdateNodeClusterNetworking", 1)
+
+    pods = PodNetwork((net("10.244.3.0/24"), net("fd00:44::/64")))
+    started.harness.set(POD_NETWORK, pods, by="kubernetes")
+    await leader.wait_calls("UpdateNodeClusterNetworking", 2)
+    with_pods = request(started.key, "10.192.7.1/32", "10.244.3.0/24", "fd00:44::/64")
+    assert leader.requests("UpdateNodeClusterNetworking") == [
+        request(started.key, "10.192.7.1/32"),
+        with_pods,
+    ]
+
+    successor = await fake_cluster.curator()
+    successor.set_node(record(own, cluster_prefix="10.192.7.0/24"))
+    started.harness.set(CURATOR_CONNECTION, fake_cluster.connect(successor))
+    await successor.wait_calls("UpdateNodeClusterNetworking", 1)
+    assert successor.requests("UpdateNodeClusterNetworking") == [with_pods]
+    assert len(leader.requests("UpdateNodeClusterNetworking")) == 2
+
+
+# -- pull -----------------------------------------------------------------------------
+
+
+async def test_pull_follows_the_cluster_in_batches_and_retries_a_failed_one(
+    fake_cluster: FakeCluster, node: StartNode, tmp_path: Path
+) -> None:
+    own = fake_cluster.credentials.node_id
+    leader = await fake_cluster.curator()
+    leader.set_node(record(own, cluster_prefix="10.192.7.0/24"))
+    leader.set_node(record("node-a", KEY_A, ("10.192.1.1/32",), "10.0.0.2"))
+    leader.set_node(record("node-b", KEY_B, ("10.192.2.1/32",), "10.0.0.3"))
+    started = await start(node, tmp_path)
+    device = started.device
+    connect(started, fake_cluster, leader)
+    a = peer(KEY_A, "10.0.0.2", "10.192.1.1/32")
+    b = peer(KEY_B, "10.0.0.3", "10.192.2.1/32")
+    setup = DeviceChange(private_key=started.key.private, listen_port=7838)
+    by_key = tuple(sorted((a, b), key=lambda p: p.public_key))  # a batch sets peers by key
+    assert await wait_changes(device, 2) == (setup, DeviceChange(peers=by_key))
+    own_address = ipaddress.ip_interface("10.192.7.1/32")
+    await wait_for_value(device.address, lambda address: address == own_address)
+    await started.harness.wait_state(f"{DN}.reconcile", State.HEALTHY)
+    # push's announcement changes this node's record: one more view, before the batches
+    views = started.harness.runtime.registry.read(CLUSTER_NODES, "test")
+    await wait_for_value(views, lambda view: view[own].clusternet.wireguard_pubkey != "")
+
+    # A change that does not touch the peers is no batch; prefixes compared by value.
+    leader.set_node(record("node-a", KEY_A, ("10.192.1.1/32",), "10.0.0.2", state=2))
+    # A failed batch: kept, retried by reconcile at once, and again by the next batch.
+    device.fail(1)
+    a2 = peer(KEY_A, "10.0.0.2", "10.192.1.1/32", "10.244.1.0/24")
+    leader.set_node(record("node-a", KEY_A, ("10.244.1.0/24", "10.192.1.1/32"), "10.0.0.2"))
+    assert (await wait_changes(device, 3))[2:] == (DeviceChange(peers=(a2,)),)
+    assert device.failed == [DeviceChange(peers=(a2,))]
+
+    leader.set_node(record("node-b", KEY_B, ("10.192.2.1/32",), "10.0.0.3", state=4))
+    changes = await wait_changes(device, 4)
+    assert changes[3:] == (DeviceChange(peers=(a2,), remove=(KEY_B.public,)),)
+    assert device.peers == {KEY_A.public: a2}
+
+    leader.remove_node("node-a")
+    assert (await wait_changes(device, 5))[4:] == (DeviceChange(remove=(KEY_A.public,)),)
+    assert device.peers == {}
+    assert started.harness.status(f"{DN}.pull").failures == 0
+
+
+async def test_bad_records_are_skipped_once_each_and_the_rest_is_kept(
+    fake_cluster: FakeCluster, node: StartNode, tmp_path: Path
+) -> None:
+    own = fake_cluster.credentials.node_id
+    leader = await fake_cluster.curator()
+    leader.set_node(record(own, cluster_prefix="10.192.7.0/24"))
+    leader.set_node(record("node-a", KEY_A, ("10.192.1.1/32",), "10.0.0.2"))
+    leader.set_node(record("node-x", "bm90IGEga2V5", ("10.192.9.1/32",), "10.0.0.5"))
+    started = await start(node, tmp_path)
+    connect(started, fake_cluster, leader)
+    await wait_changes(started.device, 2)
+    # the same bad key again (another field changed), then another bad value
+    leader.set_node(record("node-x", "bm90IGEga2V5", ("10.192.9.1/32",), "10.0.0.6"))
+    leader.set_node(record("node-x", KEY_C, ("10.192.9.1/99",), "10.0.0.6"))
+    leader.set_node(record("node-b", KEY_B, ("10.192.2.1/32",), "10.0.0.3"))
+    await wait_changes(started.device, 3)
+    warnings = [
+        entry.message
+        for entry in started.harness.runtime.logtree.entries(f"{DN}.pull")
+        if entry.level == logging.WARNING
+    ]
+    assert warnings == [
+        "skipped node node-x: a WireGuard key that does not parse (9 bytes, not 32): "
+        "'bm90IGEga2V5'",
+        "skipped node node-x: a prefix that does not parse: '10.192.9.1/99'",
+    ]
+    assert set(started.device.peers) == {KEY_A.public, KEY_B.public}
+
+
+async def test_reconcile_puts_back_what_was_changed_by_hand_and_reports_status(
+    fake_cluster: FakeCluster, node: StartNode, tmp_path: Path
+) -> None:
+    own = fake_cluster.credentials.node_id
+    leader = await fake_cluster.curator()
+    leader.set_node(record(own, cluster_prefix="10.192.7.0/24"))
+    leader.set_node(record("node-a", KEY_A, ("10.192.1.1/32",), "10.0.0.2"))
+    started = await start(node, tmp_path, reconcile_interval=0.05)
+    connect(started, fake_cluster, leader)
+    status = await wait_for_value(started.status, lambda s: len(s.peers) == 1 and s.prefixes != ())
+    assert status == ClusternetStatus(
+        interface="clusternet",
+        public_key=started.key.public_base64,
+        listen_port=7838,
+        prefixes=("10.192.7.1/32",),
+        peers=status.peers,
+    )
+    assert (status.peers[0].node_id, status.peers[0].allowed_ips) == ("node-a", ("10.192.1.1/32",))
+
+    started.device.remove_peer(KEY_A.public)  # as `wg set IF peer KEY remove`
+    await started.device.configure(DeviceChange(listen_port=9999))
+    with anyio.fail_after(10):
+        while (
+            set(started.device.peers) != {KEY_A.public} or started.device.state.listen_port != 7838
+        ):
+            await wait_changes(started.device, len(started.device.changes.get_nowait()) + 1)
+    [entry] = [
+        e.message
+        for e in started.harness.runtime.logtree.entries(f"{DN}.reconcile")
+        if e.level == logging.WARNING
+    ]
+    assert entry == (
+        "clusternet differed from the wanted state (listen port 9999, peer node-a missing); "
+        "set again"
+    )
