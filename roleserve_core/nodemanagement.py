@@ -42,7 +42,7 @@ import grpc
 from google.protobuf import duration_pb2, timestamp_pb2
 from typing_extensions import override
 
-from roleserve_core.errors import RoleserveError, RunnableNotFoundError
+from roleserve_core.errors import RoleserveError, RunnableNotFoundError, UnknownValueKeyError
 from roleserve_core.logtree import LogEntry, LogFollower
 from roleserve_core.node import NodeIntrospection
 from roleserve_core.proto import nodemanagement_pb2 as pb
@@ -146,9 +146,18 @@ class NodeManagementService(pb_grpc.NodeManagementServicer):
         self, request: pb.GetValuesRequest, context: Context
     ) -> pb.GetValuesResponse:
         """Every value of the registry, sorted by name; a value never set is listed too,
-        since "nobody set it yet" is often the answer an owner is looking for."""
-        entries = self.introspection.registry.entries()
-        return pb.GetValuesResponse(values=map(_value, entries))
+        since "nobody set it yet" is often the answer an owner is looking for. With a
+        name, that one value, its current value in full."""
+        registry = self.introspection.registry
+        if not request.name:
+            return pb.GetValuesResponse(values=map(_value, registry.entries()))
+        async with _answering(context):
+            try:
+                info = registry.entry(request.name)
+            except UnknownValueKeyError as exc:
+                raise RefusedError(grpc.StatusCode.NOT_FOUND, str(exc)) from None
+            response = pb.GetValuesResponse(values=[_value(info)])
+        return response
 
     # -- logs -------------------------------------------------------------------------
 
@@ -389,6 +398,7 @@ def _value(info: ValueInfo) -> pb.Value:
         sets=info.sets,
         watchers=info.watchers,
         current=info.current or "",
+        details=info.details or "",
     )
     if info.last_changed is not None:
         message.last_changed.CopyFrom(_timestamp(info.last_changed))

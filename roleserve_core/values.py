@@ -30,7 +30,9 @@ watches to start and stop its work.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as _dt
+import pprint
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -42,7 +44,7 @@ from roleserve_core.errors import (
 )
 from roleserve_core.event import Value, ValueWatch, Watcher
 
-__all__ = ["PluginValues", "ValueInfo", "ValueKey", "ValueRegistry"]
+__all__ = ["PluginValues", "ValueInfo", "ValueKey", "ValueRegistry", "value_details"]
 
 T = TypeVar("T")
 
@@ -82,6 +84,8 @@ class ValueInfo:
     """Wall-clock time of the last set, or None."""
     current: str | None
     """``repr`` of the current value (shortened), or None if unset."""
+    details: str | None = None
+    """The current value in full (``value_details``); only from ``entry(name)``."""
 
     def as_json(self) -> dict[str, Any]:
         """A JSON-ready dict; ``last_changed`` as an ISO 8601 string."""
@@ -99,6 +103,7 @@ class ValueInfo:
             "watchers": self.watchers,
             "last_changed": changed,
             "current": self.current,
+            "details": self.details,
         }
 
 
@@ -261,6 +266,21 @@ class ValueRegistry:
         """Introspection of every declared key, sorted by name."""
         return [self._info(entry) for _, entry in sorted(self._entries.items())]
 
+    def entry(self, name: str) -> ValueInfo:
+        """Introspection of the key ``name``, with its current value in full (``details``).
+
+        :raises UnknownValueKeyError: if no key of that name is declared.
+        """
+        entry = self._entries.get(name)
+        if entry is None:
+            raise UnknownValueKeyError(
+                f"no value {name!r} on this node; its values are {', '.join(sorted(self._entries))}"
+            )
+        info = self._info(entry)
+        if not info.is_set:
+            return info
+        return dataclasses.replace(info, details=value_details(entry.value.get_nowait()))
+
     def _info(self, entry: _Entry) -> ValueInfo:
         stats = entry.value.statistics()
         readers = entry.readers | {
@@ -287,6 +307,16 @@ class ValueRegistry:
     def scoped(self, plugin: str) -> PluginValues:
         """The view of this registry that plugin ``plugin`` gets in its ``NodeContext``."""
         return PluginValues(self, plugin)
+
+
+def value_details(value: object) -> str:
+    """``value`` in full, for ``roleserve ctl values NODE NAME``: its ``details()`` if it
+    has one (a value whose one-line ``repr`` is a summary, say its peers on their own
+    lines), else its ``repr`` pretty-printed over several lines."""
+    details = getattr(value, "details", None)
+    if callable(details):
+        return str(details())
+    return pprint.pformat(value, width=100, sort_dicts=False)
 
 
 class PluginValues:

@@ -236,6 +236,9 @@ class FakeNodeManagement(nodemanagement_pb2_grpc.NodeManagementServicer):
         self, request: nodemanagement_pb2.GetValuesRequest, context: Context
     ) -> nodemanagement_pb2.GetValuesResponse:
         await self.cluster.answer("GetValues", request, context)
+        if request.name:  # as the node does: that one value (its details are the test's)
+            named = [value for value in self.cluster.values if value.name == request.name]
+            return nodemanagement_pb2.GetValuesResponse(values=named)
         return nodemanagement_pb2.GetValuesResponse(values=self.cluster.values)
 
     @override
@@ -927,6 +930,31 @@ def test_values_table(setup: Setup, ctl: Any) -> None:
     assert roles.split() == ["roles", "core", "no", "0", "-"]
     [value] = [v for v in json.loads(ctl("values", setup.leader_id, "--json").out) if v["is_set"]]
     assert value["current"] == "Network(" + "x" * 80 + ")"
+
+
+def test_values_with_a_name_shows_that_value_in_full(setup: Setup, ctl: Any) -> None:
+    details = "interface rsnet1w1, UDP port 7838\n2 peers:\n  node-a ...\n  node-b ..."
+    setup.cluster.values = [
+        nodemanagement_pb2.Value(
+            name="clusternet_status",
+            type="ClusternetStatus",
+            doc="The WireGuard mesh interface.",
+            owner="clusternet",
+            is_set=True,
+            sets=3,
+            current="ClusternetStatus(rsnet1w1 …)",
+            details=details,
+        ),
+    ]
+    result = ctl("values", setup.leader_id, "clusternet_status")
+    assert result.code == 0, result.err
+    assert result.out == (
+        "clusternet_status (ClusternetStatus, owned by clusternet, set 3×)\n"
+        f"The WireGuard mesh interface.\n\n{details}\n"
+    )
+    assert setup.cluster.received("GetValues")[-1].name == "clusternet_status"
+    shown = json.loads(ctl("values", setup.leader_id, "clusternet_status", "--json").out)
+    assert (shown["name"], shown["details"]) == ("clusternet_status", details)
 
 
 def log_entry(index: int, dn: str, message: str, level: int = 20) -> nodemanagement_pb2.LogEntry:

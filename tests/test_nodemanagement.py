@@ -342,6 +342,19 @@ async def test_tree_shows_a_final_failure_and_restart_runs_it_again(served: Serv
 # -- values -------------------------------------------------------------------------------
 
 
+async def test_one_value_by_name_comes_in_full(served: Served) -> None:
+    async with served.client() as stub:
+        response = await stub.GetValues(pb.GetValuesRequest(name="network"), timeout=CALL_TIMEOUT)
+        [network] = response.values
+        assert network.name == "network"
+        assert network.details == f"NetworkStatus(external_address=IPv4Address('{served.address}'))"
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await stub.GetValues(pb.GetValuesRequest(name="netwrk"), timeout=CALL_TIMEOUT)
+    assert refused.value.code() == grpc.StatusCode.NOT_FOUND
+    assert "no value 'netwrk' on this node; its values are " in str(refused.value.details())
+    assert "network" in str(refused.value.details())
+
+
 async def test_owner_gets_every_value(served: Served) -> None:
     async with served.client() as stub:
         response = await stub.GetValues(pb.GetValuesRequest(), timeout=CALL_TIMEOUT)

@@ -18,7 +18,7 @@ from roleserve_core.errors import (
     ValueRegistryError,
 )
 from roleserve_core.event import Value, ValueWatch, Watcher
-from roleserve_core.values import PluginValues, ValueInfo, ValueKey, ValueRegistry
+from roleserve_core.values import PluginValues, ValueInfo, ValueKey, ValueRegistry, value_details
 
 pytestmark = pytest.mark.anyio
 
@@ -403,6 +403,7 @@ def test_value_info_as_json_gives_iso_8601_last_changed(value_registry: ValueReg
         "watchers": 0,
         "last_changed": data["last_changed"],
         "current": "3",
+        "details": None,
     }
     assert json.loads(json.dumps(data)) == data
     unset = info(value_registry, "flag").as_json()
@@ -474,3 +475,16 @@ def test_plugin_values_owned_only_for_the_owner(value_registry: ValueRegistry) -
     assert value_registry.scoped("hostsfile").owned(FLAG) is value
     with pytest.raises(NotValueOwnerError, match=r"owned by 'hostsfile'"):
         value_registry.scoped("core").owned(FLAG)
+
+
+def test_value_details_prefers_the_values_own_view() -> None:
+    class Summarised:
+        def __repr__(self) -> str:
+            return "Summarised(2 peers)"
+
+        def details(self) -> str:
+            return "peer a\npeer b"
+
+    assert value_details(Summarised()) == "peer a\npeer b"
+    long = {"peers": ["x" * 60, "y" * 60]}
+    assert value_details(long) == "{'peers': ['" + "x" * 60 + "',\n           '" + "y" * 60 + "']}"

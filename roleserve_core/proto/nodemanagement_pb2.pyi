@@ -213,12 +213,19 @@ Global___GetSupervisionTreeResponse: _TypeAlias = GetSupervisionTreeResponse  # 
 class GetValuesRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
+    NAME_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """Only this value, with its current value in full (`details`); empty: every value,
+    each shortened. An unknown name is NOT_FOUND.
+    """
     def __init__(
         self,
+        *,
+        name: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -238,6 +245,7 @@ class Value(_message.Message):
     WATCHERS_FIELD_NUMBER: _builtins.int
     LAST_CHANGED_FIELD_NUMBER: _builtins.int
     CURRENT_FIELD_NUMBER: _builtins.int
+    DETAILS_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     type: _builtins.str
     doc: _builtins.str
@@ -247,6 +255,10 @@ class Value(_message.Message):
     watchers: _builtins.int
     current: _builtins.str
     """repr() of the current value, shortened."""
+    details: _builtins.str
+    """The current value in full, on several lines if it says more that way (its
+    details() method, else a pretty-printed repr()); only when one value was asked for.
+    """
     @_builtins.property
     def readers(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -264,10 +276,11 @@ class Value(_message.Message):
         watchers: _builtins.int = ...,
         last_changed: _timestamp_pb2.Timestamp | None = ...,
         current: _builtins.str = ...,
+        details: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["last_changed", b"last_changed"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["current", b"current", "doc", b"doc", "is_set", b"is_set", "last_changed", b"last_changed", "name", b"name", "owner", b"owner", "readers", b"readers", "sets", b"sets", "type", b"type", "watchers", b"watchers"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["current", b"current", "details", b"details", "doc", b"doc", "is_set", b"is_set", "last_changed", b"last_changed", "name", b"name", "owner", b"owner", "readers", b"readers", "sets", b"sets", "type", b"type", "watchers", b"watchers"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

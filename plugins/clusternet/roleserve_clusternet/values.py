@@ -3,12 +3,14 @@
 Set by the reconcile runnable after each pass (so at least every ``reconcile_interval``),
 from what the interface reports over UAPI; ``ClusternetStatus.NONE`` while the interface is
 not up (before the first pass, after the worker stopped or failed). ``roleserve ctl
-values`` shows its ``repr``, a one-line summary; the fields carry the whole.
+values`` shows its ``repr``, a one-line summary; ``roleserve ctl values NODE
+clusternet_status`` its ``details()``, every peer with its last handshake and bytes.
 """
 
 from __future__ import annotations
 
 import base64
+import time
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -60,6 +62,31 @@ class ClusternetStatus:
             f"{self.public_key[:8]}…, announcing {', '.join(self.prefixes) or 'nothing'}; "
             f"{len(self.peers)} peers, {handshaken} with a handshake)"
         )
+
+    def details(self) -> str:
+        """Every field, a peer a line: what ``roleserve ctl values NODE clusternet_status``
+        shows."""
+        if not self.up:
+            return "the interface is not up"
+        lines = [
+            f"interface {self.interface}, UDP port {self.listen_port}",
+            f"public key {self.public_key}",
+            f"announcing {', '.join(self.prefixes) or 'nothing'}",
+            f"{len(self.peers)} peers:",
+        ]
+        now = time.time()
+        for peer in self.peers:
+            handshake = (
+                "never"
+                if peer.last_handshake is None
+                else f"{max(0.0, now - peer.last_handshake):.0f}s ago"
+            )
+            lines.append(
+                f"  {peer.node_id or '(no node)'}  {peer.public_key}  at {peer.endpoint or '-'}"
+                f"  allowed {', '.join(peer.allowed_ips) or '-'}  handshake {handshake}"
+                f"  rx {peer.rx_bytes} B  tx {peer.tx_bytes} B"
+            )
+        return "\n".join(lines)
 
 
 ClusternetStatus.NONE = ClusternetStatus("", "", 0, (), ())

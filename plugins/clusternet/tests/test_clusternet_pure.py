@@ -6,6 +6,7 @@ import base64
 import ipaddress
 import logging
 import stat
+import time
 from pathlib import Path
 
 import pytest
@@ -296,3 +297,33 @@ def test_wireguard_go_lines_at_their_level() -> None:
     assert parse_wireguard_go("INFO: (clusternet) Device started")[0] == logging.INFO
     assert parse_wireguard_go("│   Running wireguard-go is not required   │")[0] == (logging.DEBUG)
     assert parse_wireguard_go("anything else") == (logging.INFO, "anything else")
+
+
+def test_the_status_details_list_every_peer() -> None:
+    now = time.time()
+    status = ClusternetStatus(
+        "clusternet",
+        "a2V5",
+        7838,
+        ("10.192.0.1/32",),
+        (
+            PeerStatus(
+                "node-a", "cGVlcg==", "10.0.0.2:7838", ("10.192.1.1/32",), now - 5, 652, 500
+            ),
+            PeerStatus("", "b3JwaGFu", None, (), None, 0, 0),
+        ),
+    )
+    lines = status.details().splitlines()
+    assert lines[:4] == [
+        "interface clusternet, UDP port 7838",
+        "public key a2V5",
+        "announcing 10.192.0.1/32",
+        "2 peers:",
+    ]
+    assert lines[4].split() == [
+        "node-a", "cGVlcg==", "at", "10.0.0.2:7838", "allowed", "10.192.1.1/32",
+        "handshake", "5s", "ago", "rx", "652", "B", "tx", "500", "B",
+    ]  # fmt: skip
+    assert "(no node)" in lines[5]
+    assert "handshake never" in lines[5]
+    assert ClusternetStatus.NONE.details() == "the interface is not up"
