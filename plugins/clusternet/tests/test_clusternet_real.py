@@ -13,7 +13,6 @@ import signal
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -23,10 +22,10 @@ from roleserve_clusternet import link
 from roleserve_clusternet.device import DeviceChange, PeerConfig
 from roleserve_clusternet.interface import InterfaceSpec, UapiInterface, open_interface
 from roleserve_clusternet.privatekey import WireGuardKey, load_or_create_key
-from roleserve_clusternet.settings import SETTINGS, ClusternetSettings
+from roleserve_clusternet.settings import ClusternetSettings
 from roleserve_clusternet.values import CLUSTERNET_STATUS, ClusternetStatus
-from roleserve_clusternet.worker_clusternet import clusternet_worker, configure_device
-from roleserve_core import NodeContext, Setting, State, ValueKey, Worker, hookimpl
+from roleserve_clusternet.worker_clusternet import configure_device
+from roleserve_core import State
 from roleserve_core.keys import CURATOR_CONNECTION, NODE_ID
 from roleserve_core.logtree import LogFollower
 from roleserve_core.process import read_record
@@ -37,9 +36,11 @@ from roleserve_core.testing import (
     FakeCluster,
     NodeHarness,
     PluginHarness,
+    node_record,
     wait_for_value,
 )
 
+from .clusternet_hooks import ClusternetHooks
 from .clusternet_netns import NetnsPair, Side, netns_pair, tcp_exchange, wg
 
 __all__ = ["netns_pair"]  # the fixture, imported to be found
@@ -90,35 +91,18 @@ async def test_two_interfaces_carry_tcp_and_count_it(netns_pair: NetnsPair, tmp_
         assert after.tx_bytes > 0
 
 
-class ClusternetInNetns:
-    """The plugin's hooks, with the interface made in a test namespace."""
-
-    def __init__(self, netns: str) -> None:
-        self.netns = netns
-
-    @hookimpl
-    def roleserve_settings(self) -> list[Setting[Any]]:
-        return list(SETTINGS)
-
-    @hookimpl
-    def roleserve_values(self) -> list[ValueKey[Any]]:
-        return [CLUSTERNET_STATUS]
-
-    @hookimpl
-    def roleserve_workers(self, node: NodeContext) -> list[Worker]:
-        settings = ClusternetSettings.of(node.config)
-        return [clusternet_worker(node, settings, netns=self.netns)]
-
-
 def record(
     node_id: str, side: Side, key: WireGuardKey | None = None, prefix: str = ""
 ) -> curator_pb2.Node:
-    node = curator_pb2.Node(id=node_id, state=common_pb2.NODE_STATE_UP, cluster_prefix=prefix)
-    node.status.external_address = side.veth_address
-    if key is not None:
-        node.clusternet.wireguard_pubkey = key.public_base64
-        node.clusternet.prefixes.append(str(side.prefix))
-    return node
+    if key is None:
+        return node_record(node_id, side.veth_address, cluster_prefix=prefix)
+    return node_record(
+        node_id,
+        side.veth_address,
+        cluster_prefix=prefix,
+        wireguard_pubkey=key.public_base64,
+        prefixes=[str(side.prefix)],
+    )
 
 
 def has_peer(node_id: str) -> Callable[[ClusternetStatus], bool]:
@@ -152,7 +136,7 @@ async def test_the_worker_keeps_the_mesh_and_survives_wireguard_go(
     leader.set_node(record("node-b", b, key_b))
 
     plugins = PluginHarness(cluster_nodes=True)
-    plugins.register(ClusternetInNetns(a.netns), "clusternet")
+    plugins.register(ClusternetHooks(netns=a.netns), "clusternet")
     config = {
         "interface": a.interface,
         "cluster_network": str(netns_pair.mesh),

@@ -16,10 +16,8 @@ import pytest
 from roleserve_clusternet.device import DeviceChange, MemoryInterface, PeerConfig
 from roleserve_clusternet.privatekey import WireGuardKey, load_or_create_key
 from roleserve_clusternet.push import WAITING_FOR_PREFIX
-from roleserve_clusternet.settings import SETTINGS, ClusternetSettings
 from roleserve_clusternet.values import CLUSTERNET_STATUS, ClusternetStatus
-from roleserve_clusternet.worker_clusternet import clusternet_worker
-from roleserve_core import NodeContext, Setting, State, ValueKey, Worker, hookimpl
+from roleserve_core import State, ValueKey, hookimpl
 from roleserve_core.keys import CLUSTER_NODES, CURATOR_CONNECTION, NODE_ID, POD_NETWORK, PodNetwork
 from roleserve_core.proto import common_pb2, curator_pb2
 from roleserve_core.testing import (
@@ -27,8 +25,11 @@ from roleserve_core.testing import (
     FakeCurator,
     NodeHarness,
     PluginHarness,
+    node_record,
     wait_for_value,
 )
+
+from .clusternet_hooks import ClusternetHooks
 
 pytestmark = pytest.mark.anyio
 
@@ -38,26 +39,6 @@ net = ipaddress.ip_network
 KEY_A = WireGuardKey.generate()
 KEY_B = WireGuardKey.generate()
 KEY_C = WireGuardKey.generate()
-
-
-class ClusternetInMemory:
-    """The plugin's hooks, with ``device`` for its interface."""
-
-    def __init__(self, device: MemoryInterface) -> None:
-        self.device = device
-
-    @hookimpl
-    def roleserve_settings(self) -> list[Setting[Any]]:
-        return list(SETTINGS)
-
-    @hookimpl
-    def roleserve_values(self) -> list[ValueKey[Any]]:
-        return [CLUSTERNET_STATUS]
-
-    @hookimpl
-    def roleserve_workers(self, node: NodeContext) -> list[Worker]:
-        settings = ClusternetSettings.of(node.config)
-        return [clusternet_worker(node, settings, device=self.device)]
 
 
 class Kubernetes:
@@ -77,12 +58,15 @@ def record(
     cluster_prefix: str = "",
     state: int = common_pb2.NODE_STATE_UP,
 ) -> curator_pb2.Node:
-    node = curator_pb2.Node(id=node_id, state=state, cluster_prefix=cluster_prefix)  # type: ignore[arg-type]
-    node.status.external_address = address
-    if key is not None:
-        node.clusternet.wireguard_pubkey = key if isinstance(key, str) else key.public_base64
-        node.clusternet.prefixes.extend(prefixes)
-    return node
+    public = key if isinstance(key, str) or key is None else key.public_base64
+    return node_record(
+        node_id,
+        address,
+        state=state,  # type: ignore[arg-type]
+        cluster_prefix=cluster_prefix,
+        wireguard_pubkey=public or "",
+        prefixes=prefixes if key is not None else (),
+    )
 
 
 class Node:
@@ -100,7 +84,7 @@ async def start(
 ) -> Node:
     device = MemoryInterface()
     plugins = PluginHarness(cluster_nodes=True)
-    plugins.register(ClusternetInMemory(device), "clusternet")
+    plugins.register(ClusternetHooks(device=device), "clusternet")
     if kubernetes:
         plugins.register(Kubernetes(), "kubernetes")
     key = load_or_create_key(tmp_path / "node" / "plugins" / "clusternet")
