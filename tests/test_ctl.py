@@ -433,6 +433,8 @@ def test_nodes_table(setup: Setup, ctl: Any) -> None:
 
 def test_nodes_filters_and_json(setup: Setup, ctl: Any) -> None:
     setup.cluster.node(setup.leader_id).cluster_prefix = "10.192.0.0/24"
+    setup.cluster.node(setup.leader_id).clusternet.wireguard_pubkey = "a2V5"
+    setup.cluster.node(setup.leader_id).clusternet.prefixes.append("10.192.0.1/32")
     result = ctl("nodes", "--state", "up", "--state", "NEW", "--role", "custom:backup", "--json")
     assert result.code == 0, result.err
     assert setup.cluster.received("GetNodes") == [
@@ -453,6 +455,7 @@ def test_nodes_filters_and_json(setup: Setup, ctl: Any) -> None:
         "labels": {"rack": "r1"},
         "conflict": None,
         "cluster_prefix": "10.192.0.0/24",
+        "clusternet": {"wireguard_pubkey": "a2V5", "prefixes": ["10.192.0.1/32"]},
     }
     assert new == {
         "id": setup.new_id,
@@ -466,6 +469,7 @@ def test_nodes_filters_and_json(setup: Setup, ctl: Any) -> None:
         "labels": {},
         "conflict": None,
         "cluster_prefix": None,
+        "clusternet": None,
     }
     assert (worker["health"], worker["heartbeat_age"]) == ("HEARTBEAT_TIMEOUT", 200.0)
 

@@ -16,20 +16,22 @@ import pytest
 
 from roleserve_core import Setting, hookimpl
 from roleserve_core.cli import _cluster_commands as cluster_command
+from roleserve_core.environment import DISABLE_PLUGINS_ENV
 from roleserve_core.localcluster import LocalCluster
 from roleserve_core.localcluster.nodeconfig import (
-    MARK,
+    HOSTS_PATH,
     NodeConfigError,
-    hosts_path_accepted,
-    with_hosts_path,
-    without_hosts_path,
+    NodeSetting,
+    setting_accepted,
+    with_setting,
+    without_setting,
 )
 from roleserve_core.plugins import ENTRY_POINT_GROUP
 
 HOSTS = Path("/c/n1/hosts")
 SOURCE = Path("/c/n1/roleserve.toml")
-HEADER = f"[plugins.hostsfile]  {MARK}\n"
-ADDED = f'path = "{HOSTS}"  {MARK}\n'
+HEADER = f"[plugins.hostsfile]  {HOSTS_PATH.mark}\n"
+ADDED = f'path = "{HOSTS}"  {HOSTS_PATH.mark}\n'
 OPERATOR = """\
 [node]
 log_level = "debug"   # while I look
@@ -37,6 +39,15 @@ log_level = "debug"   # while I look
 [plugins.controlplane]
 lease_ttl = 3
 """
+
+
+def everything(setting: NodeSetting) -> bool:
+    """Every plugin ``up`` gives a node a setting of its own for is installed."""
+    return True
+
+
+def nothing(setting: NodeSetting) -> bool:
+    return False
 
 
 def parsed(text: str) -> dict[str, Any]:
@@ -47,19 +58,19 @@ def parsed(text: str) -> dict[str, Any]:
 
 
 def test_an_empty_file_gets_a_section_with_the_path() -> None:
-    assert with_hosts_path("", HOSTS, SOURCE) == f"{HEADER}{ADDED}"
+    assert with_setting("", HOSTS_PATH, str(HOSTS), SOURCE) == f"{HEADER}{ADDED}"
 
 
 def test_other_settings_and_comments_are_kept_line_for_line() -> None:
-    merged = with_hosts_path(OPERATOR, HOSTS, SOURCE)
+    merged = with_setting(OPERATOR, HOSTS_PATH, str(HOSTS), SOURCE)
     assert merged == f"{OPERATOR}\n{HEADER}{ADDED}"
-    without_newline = with_hosts_path(OPERATOR.rstrip("\n"), HOSTS, SOURCE)
+    without_newline = with_setting(OPERATOR.rstrip("\n"), HOSTS_PATH, str(HOSTS), SOURCE)
     assert without_newline == merged
 
 
 def test_a_hostsfile_section_without_a_path_gets_it_under_its_header() -> None:
     text = '[plugins.hostsfile]  # names\nhostname = true\nmachine_id = "m1"\n\n[node]\n'
-    merged = with_hosts_path(text, HOSTS, SOURCE)
+    merged = with_setting(text, HOSTS_PATH, str(HOSTS), SOURCE)
     assert (
         merged
         == f'[plugins.hostsfile]  # names\n{ADDED}hostname = true\nmachine_id = "m1"\n\n[node]\n'
@@ -73,18 +84,21 @@ def test_a_hostsfile_section_without_a_path_gets_it_under_its_header() -> None:
 
 def test_a_path_of_the_operators_is_kept() -> None:
     text = '[plugins.hostsfile]\npath = "/srv/hosts"\n'
-    assert with_hosts_path(text, HOSTS, SOURCE) is None
-    assert with_hosts_path('plugins.hostsfile.path = "/srv/hosts"\n', HOSTS, SOURCE) is None
+    assert with_setting(text, HOSTS_PATH, str(HOSTS), SOURCE) is None
+    assert (
+        with_setting('plugins.hostsfile.path = "/srv/hosts"\n', HOSTS_PATH, str(HOSTS), SOURCE)
+        is None
+    )
 
 
 def test_a_file_that_is_not_toml_is_left_for_the_node_to_refuse() -> None:
-    assert with_hosts_path("[plugins.hostsfile\n", HOSTS, SOURCE) is None
-    assert with_hosts_path("plugins = 5\n", HOSTS, SOURCE) is None
+    assert with_setting("[plugins.hostsfile\n", HOSTS_PATH, str(HOSTS), SOURCE) is None
+    assert with_setting("plugins = 5\n", HOSTS_PATH, str(HOSTS), SOURCE) is None
 
 
 def test_a_path_that_escapes_is_written_as_toml() -> None:
     odd = Path('/c/my "cluster"\\n1/hosts')
-    merged = with_hosts_path("", odd, SOURCE)
+    merged = with_setting("", HOSTS_PATH, str(odd), SOURCE)
     assert merged is not None
     assert parsed(merged)["plugins"]["hostsfile"]["path"] == str(odd)
 
@@ -92,26 +106,26 @@ def test_a_path_that_escapes_is_written_as_toml() -> None:
 def test_a_section_it_cannot_add_a_line_to_is_refused_with_the_line_to_add() -> None:
     for text in ("plugins.hostsfile.hostname = true\n", "[plugins]\nhostsfile = {}\n"):
         with pytest.raises(NodeConfigError) as refused:
-            with_hosts_path(text, HOSTS, SOURCE)
+            with_setting(text, HOSTS_PATH, str(HOSTS), SOURCE)
         assert str(refused.value) == (
             f"{SOURCE}: cannot add the node's own hosts file to its [plugins.hostsfile] "
-            f'section; add the line path = "{HOSTS}" to it yourself (or any path of your '
+            f'section; add the line path = "{HOSTS}" to it yourself (or any value of your '
             "choice), then run `cluster up` again"
         )
 
 
 def test_the_lines_it_added_are_taken_out_again_and_nothing_else() -> None:
     for text in ("", OPERATOR, "[plugins.hostsfile]\nhostname = true\n"):
-        merged = with_hosts_path(text, HOSTS, SOURCE)
+        merged = with_setting(text, HOSTS_PATH, str(HOSTS), SOURCE)
         assert merged is not None
-        assert without_hosts_path(merged) == text
-    assert without_hosts_path(OPERATOR) is None  # nothing of ours
-    assert without_hosts_path('[plugins.hostsfile]\npath = "/srv/hosts"\n') is None
+        assert without_setting(merged, HOSTS_PATH) == text
+    assert without_setting(OPERATOR, HOSTS_PATH) is None  # nothing of ours
+    assert without_setting('[plugins.hostsfile]\npath = "/srv/hosts"\n', HOSTS_PATH) is None
 
 
 def test_a_section_the_operator_wrote_under_its_header_keeps_the_header() -> None:
     merged = f"{OPERATOR}\n{HEADER}{ADDED}hostname = true\n"
-    assert without_hosts_path(merged) == f"{OPERATOR}\n{HEADER}hostname = true\n"
+    assert without_setting(merged, HOSTS_PATH) == f"{OPERATOR}\n{HEADER}hostname = true\n"
 
 
 # -- whether the plugin would accept it ---------------------------------------------------
@@ -139,11 +153,11 @@ def test_the_path_is_accepted_by_an_installed_hostsfile_plugin_that_declares_it(
     declaring = fake_plugin(monkeypatch, "fake_hostsfile_path", "path", "machine_id")
     silent = fake_plugin(monkeypatch, "fake_hostsfile_none")
     other = EntryPoint("metrics", "fake_hostsfile_path", ENTRY_POINT_GROUP)
-    assert hosts_path_accepted([other, declaring])
-    assert not hosts_path_accepted([silent])  # a node would refuse the key
-    assert not hosts_path_accepted([other])  # ... or the section of no installed plugin
+    assert setting_accepted(HOSTS_PATH, [other, declaring])
+    assert not setting_accepted(HOSTS_PATH, [silent])  # a node would refuse the key
+    assert not setting_accepted(HOSTS_PATH, [other])  # ... or the section of no installed plugin
     monkeypatch.setenv("ROLESERVE_DISABLE_PLUGINS", "hostsfile")
-    assert not hosts_path_accepted([declaring])  # ... or warn at every start
+    assert not setting_accepted(HOSTS_PATH, [declaring])  # ... or warn at every start
 
 
 # -- LocalCluster, before each start ------------------------------------------------------
@@ -173,12 +187,14 @@ def config_of(cluster: LocalCluster, index: int) -> str:
 def test_a_new_clusters_nodes_get_the_config_and_their_own_hosts_file(
     tmp_path: Path, no_processes: None
 ) -> None:
-    cluster = LocalCluster(tmp_path, 2, config=OPERATOR, hosts_files=True)
+    cluster = LocalCluster(tmp_path, 2, config=OPERATOR, accepts=everything)
     cluster._start_enrolled()  # node 1 bootstraps
     cluster._register(cluster.nodes[1], "rs1-ticket")
     for node in cluster.nodes:
         hosts = node.directory / "hosts"
-        assert config_of(cluster, node.index) == (f'{OPERATOR}\n{HEADER}path = "{hosts}"  {MARK}\n')
+        assert config_of(cluster, node.index) == (
+            f'{OPERATOR}\n{HEADER}path = "{hosts}"  {HOSTS_PATH.mark}\n'
+        )
         assert cluster.hosts_file(node) == hosts
 
 
@@ -186,7 +202,7 @@ def test_a_node_of_a_cluster_from_before_gets_its_path_when_it_restarts(
     tmp_path: Path, no_processes: None
 ) -> None:
     said: list[str] = []
-    cluster = LocalCluster(tmp_path, 2, config="[node]\n", hosts_files=True, progress=said.append)
+    cluster = LocalCluster(tmp_path, 2, config="[node]\n", accepts=everything, progress=said.append)
     for node in cluster.nodes:
         node.datadir.credentials.mkdir(parents=True)  # enrolled
     cluster.nodes[0].datadir.config.write_text(OPERATOR)
@@ -194,7 +210,7 @@ def test_a_node_of_a_cluster_from_before_gets_its_path_when_it_restarts(
     config.chmod(0o600)
     cluster._start_enrolled()
     hosts = cluster.nodes[0].directory / "hosts"
-    assert config_of(cluster, 1) == f'{OPERATOR}\n{HEADER}path = "{hosts}"  {MARK}\n'
+    assert config_of(cluster, 1) == f'{OPERATOR}\n{HEADER}path = "{hosts}"  {HOSTS_PATH.mark}\n'
     assert config.stat().st_mode & 0o777 == 0o600
     assert f"node 1: its hosts file is {hosts} (added to {config})" in said
     # node 2 had no roleserve.toml: it gets the cluster's, and no line is said about it
@@ -204,18 +220,18 @@ def test_a_node_of_a_cluster_from_before_gets_its_path_when_it_restarts(
 
 def test_a_path_the_operator_set_is_kept_and_shown(tmp_path: Path, no_processes: None) -> None:
     text = f'{OPERATOR}\n[plugins.hostsfile]\npath = "/srv/n1-hosts"\n'
-    cluster = LocalCluster(tmp_path, 1, config=text, hosts_files=True)
+    cluster = LocalCluster(tmp_path, 1, config=text, accepts=everything)
     cluster._start_enrolled()
     assert config_of(cluster, 1) == text
     assert cluster.hosts_file(cluster.nodes[0]) == Path("/srv/n1-hosts")
 
 
 def test_without_the_plugin_the_file_is_not_touched(tmp_path: Path, no_processes: None) -> None:
-    cluster = LocalCluster(tmp_path, 1, config=OPERATOR, hosts_files=False)
+    cluster = LocalCluster(tmp_path, 1, config=OPERATOR, accepts=nothing)
     cluster._start_enrolled()
     assert config_of(cluster, 1) == OPERATOR
     assert cluster.hosts_file(cluster.nodes[0]) is None
-    bare = LocalCluster(tmp_path / "bare", 1, hosts_files=False)
+    bare = LocalCluster(tmp_path / "bare", 1, accepts=nothing)
     bare._start_enrolled()
     assert not bare.nodes[0].datadir.config.exists()
 
@@ -225,11 +241,11 @@ def test_without_the_plugin_the_path_it_added_goes_again(
 ) -> None:
     """A node would refuse a section of a plugin that is not installed (another checkout)."""
     said: list[str] = []
-    cluster = LocalCluster(tmp_path, 1, hosts_files=False, progress=said.append)
+    cluster = LocalCluster(tmp_path, 1, accepts=nothing, progress=said.append)
     node = cluster.nodes[0]
     node.datadir.credentials.mkdir(parents=True)
     hosts = node.directory / "hosts"
-    node.datadir.config.write_text(with_hosts_path(OPERATOR, hosts, SOURCE) or "")
+    node.datadir.config.write_text(with_setting(OPERATOR, HOSTS_PATH, str(hosts), SOURCE) or "")
     cluster._start_enrolled()
     assert config_of(cluster, 1) == OPERATOR
     assert (
@@ -242,14 +258,49 @@ def test_without_the_plugin_the_path_it_added_goes_again(
 
 
 def test_the_status_line_names_the_hosts_files(tmp_path: Path) -> None:
-    cluster = LocalCluster(tmp_path, 3, hosts_files=True)
+    cluster = LocalCluster(tmp_path, 3, accepts=everything)
     assert cluster_command._hosts_files(cluster) is None  # no node names one
     for node in cluster.nodes:
         node.directory.mkdir()
         hosts = node.directory / "hosts"
-        text = with_hosts_path("", Path("/srv/n3-hosts") if node.index == 3 else hosts, SOURCE)
+        text = with_setting(
+            "", HOSTS_PATH, str(Path("/srv/n3-hosts") if node.index == 3 else hosts), SOURCE
+        )
         node.datadir.config.write_text(text or "")
     assert cluster_command._hosts_files(cluster) == (
         f"hosts files: {tmp_path}/n<i>/hosts, n3: /srv/n3-hosts"
     )
     assert cluster_command._node_json(cluster, 0, {})["hosts_file"] == f"{tmp_path}/n1/hosts"
+
+
+def test_a_netns_clusters_nodes_get_their_own_wireguard_interface(tmp_path: Path) -> None:
+    cluster = LocalCluster(tmp_path, 2, netns=True, config=OPERATOR, accepts=everything)
+    assert cluster.network is not None
+    for node in cluster.nodes:
+        cluster._write_config(node)
+    names = [
+        parsed(config_of(cluster, index))["plugins"]["clusternet"]["interface"] for index in (1, 2)
+    ]
+    assert names == [cluster.network.wireguard_interface(index) for index in (1, 2)]
+    assert len(set(names)) == 2
+    assert all(len(name) <= 15 for name in names)
+    loopback = LocalCluster(tmp_path / "loopback", 1, accepts=everything)
+    loopback._write_config(loopback.nodes[0])
+    assert "clusternet" not in parsed(config_of(loopback, 1))["plugins"]
+
+
+@pytest.mark.parametrize(
+    ("before", "after"), [(None, "clusternet"), ("metrics", "metrics,clusternet")]
+)
+def test_a_loopback_node_runs_without_the_mesh(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, before: str | None, after: str
+) -> None:
+    """Its nodes share one network: a mesh would only put interfaces and the cluster
+    network's route on the host itself."""
+    if before is None:
+        monkeypatch.delenv(DISABLE_PLUGINS_ENV, raising=False)
+    else:
+        monkeypatch.setenv(DISABLE_PLUGINS_ENV, before)
+    loopback, namespaced = LocalCluster(tmp_path, 1), LocalCluster(tmp_path / "ns", 1, netns=True)
+    assert loopback.nodes[0]._environment()[DISABLE_PLUGINS_ENV] == after
+    assert namespaced.nodes[0]._environment().get(DISABLE_PLUGINS_ENV) == before

@@ -36,6 +36,7 @@ goes to a callback, one line per step.
 from __future__ import annotations
 
 import contextlib
+import functools
 import ipaddress
 import stat
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -54,11 +55,14 @@ from roleserve_core.localcluster import netns as _netns
 from roleserve_core.localcluster.layout import DEFAULT_SIZE, FIRST_ADDRESS, default_roles
 from roleserve_core.localcluster.management import LeaderManagement
 from roleserve_core.localcluster.nodeconfig import (
+    CLUSTERNET_INTERFACE,
     HOSTS_FILE,
-    configured_hosts_file,
-    hosts_path_accepted,
-    with_hosts_path,
-    without_hosts_path,
+    HOSTS_PATH,
+    NodeSetting,
+    configured,
+    setting_accepted,
+    with_setting,
+    without_setting,
 )
 from roleserve_core.localcluster.process import LocalNode
 from roleserve_core.ports import NODE_MANAGEMENT_PORT, endpoint
@@ -157,8 +161,9 @@ class LocalCluster:
         refused: ``up`` does what its flag says or nothing, rather than quietly switching
         a cluster's network (and needing root) behind the operator's back.
     :param config: the ``roleserve.toml`` text of nodes created by this cluster.
-    :param hosts_files: whether each node's roleserve.toml gets ``[plugins.hostsfile]
-        path`` (``nodeconfig``); by default, whether the hostsfile plugin would accept it.
+    :param accepts: whether a node would accept a setting ``up`` gives each node a value
+        of its own for (``nodeconfig``: the hosts file's path; with --netns, the clusternet
+        interface); by default, whether its plugin is installed and declares it.
     """
 
     def __init__(
@@ -169,14 +174,14 @@ class LocalCluster:
         first_address: ipaddress.IPv4Address | None = None,
         netns: bool | None = None,
         config: str = "",
-        hosts_files: bool | None = None,
+        accepts: Callable[[NodeSetting], bool] = setting_accepted,
         progress: Progress = _quiet,
     ) -> None:
         if size < 1:
             raise ValueError("a cluster has at least one node")
         self.directory = directory.absolute()
         self.config = config
-        self.hosts_files = hosts_files
+        self.accepts = functools.cache(accepts)
         self.progress = progress
         saved = saved_first_address(self.directory)
         recorded = None if saved is None else saved in _netns.NETNS_RANGE
@@ -257,7 +262,8 @@ class LocalCluster:
     def hosts_file(self, node: LocalNode) -> Path | None:
         """The hosts file ``node``'s roleserve.toml names (``[plugins.hostsfile] path``);
         None if it names none."""
-        return configured_hosts_file(node.datadir.config)
+        path = configured(node.datadir.config, HOSTS_PATH)
+        return Path(path) if path is not None else None
 
     def node_id(self, node: LocalNode) -> str | None:
         """The ID of ``node``, once it has made its key."""
@@ -373,33 +379,42 @@ class LocalCluster:
 
     def _write_config(self, node: LocalNode) -> None:
         """Before ``node`` starts: the cluster's config for a node that has none, and the
-        node's own hosts file in it (``nodeconfig``, which says when and why)."""
+        node's own values of the settings that must differ between nodes (``nodeconfig``,
+        which says when and why)."""
         node.directory.mkdir(parents=True, exist_ok=True)
         path = node.datadir.config
         existed = path.exists()
         if self.config and not existed:
             path.write_text(self.config)
-        if self.hosts_files is None:
-            self.hosts_files = hosts_path_accepted()
         try:
             text, mode = path.read_text(), stat.S_IMODE(path.stat().st_mode)
         except FileNotFoundError:
             text, mode = "", 0o644
-        hosts = node.directory / HOSTS_FILE
-        if self.hosts_files:
-            changed = with_hosts_path(text, hosts, path)
-            said = f"node {node.index}: its hosts file is {hosts} (added to {path})"
-        else:
-            changed = without_hosts_path(text)
-            said = (
-                f"node {node.index}: no hostsfile plugin takes [plugins.hostsfile] path; "
-                f"the one cluster up added is taken out of {path}"
-            )
-        if changed is None:
-            return
-        if existed:  # a file of the operator's, or of a cluster from before
-            self.progress(said)
-        write_atomically(path, changed.encode(), mode)
+        written = text
+        for setting, value in self._own_settings(node):
+            if self.accepts(setting):
+                changed = with_setting(written, setting, value, path)
+                said = f"node {node.index}: its {setting.what} is {value} (added to {path})"
+            else:
+                changed = without_setting(written, setting)
+                said = (
+                    f"node {node.index}: no {setting.plugin} plugin takes [plugins."
+                    f"{setting.plugin}] {setting.key}; the one cluster up added is taken out "
+                    f"of {path}"
+                )
+            if changed is not None:
+                written = changed
+                if existed:  # a file of the operator's, or of a cluster from before
+                    self.progress(said)
+        if written != text:
+            write_atomically(path, written.encode(), mode)
+
+    def _own_settings(self, node: LocalNode) -> list[tuple[NodeSetting, str]]:
+        """The settings ``node`` gets a value of its own for, and the values."""
+        own = [(HOSTS_PATH, str(node.directory / HOSTS_FILE))]
+        if self.network is not None:
+            own.append((CLUSTERNET_INTERFACE, self.network.wireguard_interface(node.index)))
+        return own
 
     async def _owner_written(self) -> bool:
         try:

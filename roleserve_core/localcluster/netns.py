@@ -158,6 +158,11 @@ class NetnsPlan:
         """The host end of node ``index``'s veth pair."""
         return f"{self.prefix}{index}"
 
+    def wireguard_interface(self, index: int) -> str:
+        """Node ``index``'s clusternet interface (``[plugins.clusternet] interface``): its
+        own name, since wireguard-go's sockets share one directory across namespaces."""
+        return f"{PREFIX}{self.key}w{index}"
+
 
 def in_namespace(namespace: str, argv: Sequence[str]) -> list[str]:
     """The command that runs ``argv`` in ``namespace`` (see the module docstring)."""

@@ -1,34 +1,39 @@
-"""Each local node's ``roleserve.toml``: its own hosts file, in its own directory.
+"""Each local node's ``roleserve.toml``: the settings that must differ between the nodes of
+one machine, each node's own.
 
-The hostsfile plugin keeps a block of ``<address> <node-id>`` lines in a hosts file,
-``/etc/hosts`` unless ``[plugins.hostsfile] path`` says otherwise. The nodes of a local
-cluster share one machine, so each gets ``path = "<its directory>/hosts"`` instead of
-fighting over ``/etc/hosts``::
+    setting                          value                   why
+    [plugins.hostsfile] path         "<node dir>/hosts"      nodes on one machine must not
+                                                             fight over /etc/hosts
+    [plugins.clusternet] interface   "<namespace prefix>wg<i>"  (--netns only) nodes in
+                                                             namespaces still share
+                                                             wireguard-go's socket directory
 
-    n<i>/roleserve.toml                    what up does before it starts node i
+What ``up`` does before it starts node i, for each such setting::
+
+    n<i>/roleserve.toml                    what up does
     ─────────────────────────────────────  ─────────────────────────────────────────
-    absent                                 the cluster's config (if any), plus the path
-    no [plugins.hostsfile] path            the path added; every other line kept as is
-    a path of the operator's               left alone: the operator's choice wins
+    absent                                 the cluster's config (if any), plus the line
+    no such key in the plugin's section    the line added; every other line kept as is
+    a value of the operator's              left alone: the operator's choice wins
     not valid TOML                         left alone: the node refuses it, in one line
-    a path it cannot add as text (an       refused (NodeConfigError), naming the file
+    a section it cannot add a line to (an  refused (NodeConfigError), naming the file
     inline table, dotted keys)             and the line to add by hand
-    without the plugin: a path up added    taken out again, with the header it added
+    without the plugin: a line up added    taken out again, with the header it added
 
-``up`` does this before every start, so a cluster made before this existed gets its paths
-at its next ``up``. The lines it adds end with ``MARK``, so that it can take them out again
-(``without_hosts_path``) when the plugin is gone.
+``up`` does this before every start, so a cluster made before this existed gets its
+values at its next ``up``. The lines it adds end with the setting's ``mark``, so that it
+can take them out again (``without_setting``) when the plugin is gone.
 
-Decision: the path is written only when the hostsfile plugin would accept it
-(``hosts_path_accepted``): installed, selected (``ROLESERVE_PLUGINS``,
-``ROLESERVE_DISABLE_PLUGINS``), loaded, and declaring a ``path`` setting. The nodes run
-with this process's interpreter and environment, so what this process finds is what they
-find. A section of a plugin that is not installed makes a node refuse its file
-(``resolve_plugin_config``: most likely a typo), a key the plugin does not declare too, and
-a section of a blocked plugin costs a warning in the node's log at every start; writing
-nothing in those cases keeps a node without the plugin starting, quietly. A path ``up``
-wrote while the plugin was there (a checkout of another branch, say) is taken out again
-at the next ``up`` without it, with one line saying so; a path of the operator's is theirs.
+Decision: a value is written only when its plugin would accept it (``setting_accepted``):
+installed, selected (``ROLESERVE_PLUGINS``, ``ROLESERVE_DISABLE_PLUGINS``), loaded, and
+declaring the key. The nodes run with this process's interpreter and environment, so what
+this process finds is what they find. A section of a plugin that is not installed makes a
+node refuse its file (``resolve_plugin_config``: most likely a typo), a key the plugin does
+not declare too, and a section of a blocked plugin costs a warning in the node's log at
+every start; writing nothing in those cases keeps a node without the plugin starting,
+quietly. A line ``up`` wrote while the plugin was there (a checkout of another branch, say)
+is taken out again at the next ``up`` without it, with one line saying so; a value of the
+operator's is theirs.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ import importlib.metadata
 import re
 import tomllib
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,37 +50,69 @@ from roleserve_core.errors import RoleserveError
 from roleserve_core.settings import toml_literal
 
 __all__ = [
-    "HOSTSFILE_PLUGIN",
+    "CLUSTERNET_INTERFACE",
     "HOSTS_FILE",
-    "configured_hosts_file",
-    "hosts_path_accepted",
-    "with_hosts_path",
-    "without_hosts_path",
+    "HOSTS_PATH",
+    "NodeConfigError",
+    "NodeSetting",
+    "configured",
+    "setting_accepted",
+    "with_setting",
+    "without_setting",
 ]
 
 HOSTS_FILE = "hosts"
 """In each node's directory: the hosts file its hostsfile plugin keeps."""
-HOSTSFILE_PLUGIN = "hostsfile"
-PATH_SETTING = "path"
-MARK = "# roleserve cluster up: this node's own hosts file"
-"""After the line ``up`` writes, so that a reader of the file knows where it came from."""
 
-_HEADER = re.compile(
-    r"""^[ \t]*\[[ \t]*(plugins|"plugins")[ \t]*\.[ \t]*(hostsfile|"hostsfile")[ \t]*\]"""
-    r"[ \t]*(#[^\n]*)?\r?$",
-    re.MULTILINE,
-)
+
+@dataclass(frozen=True)
+class NodeSetting:
+    """One plugin setting that ``up`` gives each node a value of its own for."""
+
+    plugin: str
+    key: str
+    what: str
+    """What the value is, in the comment after the line: ``this node's own <what>``."""
+
+    @property
+    def mark(self) -> str:
+        """After the line ``up`` writes, so that a reader of the file knows where it came
+        from, and ``up`` knows which lines it may take out again."""
+        return f"# roleserve cluster up: this node's own {self.what}"
+
+    @property
+    def header(self) -> re.Pattern[str]:
+        """The section's header line, however it is quoted or spaced."""
+        plugin = re.escape(self.plugin)
+        return re.compile(
+            rf"""^[ \t]*\[[ \t]*(plugins|"plugins")[ \t]*\.[ \t]*({plugin}|"{plugin}")[ \t]*\]"""
+            r"[ \t]*(#[^\n]*)?\r?$",
+            re.MULTILINE,
+        )
+
+    def section(self, data: dict[str, Any]) -> dict[str, Any]:
+        """The plugin's section of parsed ``data``; empty if it has none."""
+        plugins = data.get("plugins")
+        section = plugins.get(self.plugin) if isinstance(plugins, dict) else None
+        return section if isinstance(section, dict) else {}
+
+
+HOSTS_PATH = NodeSetting("hostsfile", "path", "hosts file")
+"""``[plugins.hostsfile] path``: nodes on one machine must not fight over /etc/hosts."""
+CLUSTERNET_INTERFACE = NodeSetting("clusternet", "interface", "WireGuard interface")
+"""``[plugins.clusternet] interface``: nodes in network namespaces of one machine still
+share wireguard-go's socket directory, so each needs an interface name of its own."""
 
 
 class NodeConfigError(RoleserveError):
-    """A node's roleserve.toml that ``up`` cannot add the hosts file's path to."""
+    """A node's roleserve.toml that ``up`` cannot add a setting to."""
 
 
-def hosts_path_accepted(
-    entry_points: Iterable[importlib.metadata.EntryPoint] | None = None,
+def setting_accepted(
+    setting: NodeSetting, entry_points: Iterable[importlib.metadata.EntryPoint] | None = None
 ) -> bool:
-    """Whether a node started by this process would accept ``[plugins.hostsfile] path``
-    (see the module docstring). Loads the hostsfile plugin alone, not every plugin.
+    """Whether a node started by this process would accept ``setting`` (see the module
+    docstring). Loads that plugin alone, not every plugin.
 
     :param entry_points: the installed ``roleserve.plugins`` entry points by default.
     """
@@ -82,81 +120,82 @@ def hosts_path_accepted(
 
     if entry_points is None:
         entry_points = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
-    found = [entry_point for entry_point in entry_points if entry_point.name == HOSTSFILE_PLUGIN]
+    found = [entry_point for entry_point in entry_points if entry_point.name == setting.plugin]
     if not found:
         return False
     plugins = PluginSet.load(entry_points=found[:1], builtins=())
-    info = plugins.info(HOSTSFILE_PLUGIN)
+    info = plugins.info(setting.plugin)
     return info.state is PluginState.LOADED and any(
-        setting.name == PATH_SETTING for setting in info.settings
+        declared.name == setting.key for declared in info.settings
     )
 
 
-def configured_hosts_file(config: Path) -> Path | None:
-    """The ``[plugins.hostsfile] path`` of the node whose ``roleserve.toml`` is ``config``;
-    None if it sets none (or cannot be read: the node says why when it starts)."""
+def configured(config: Path, setting: NodeSetting) -> str | None:
+    """The value of ``setting`` in the node's ``roleserve.toml`` at ``config``; None if it
+    sets none (or cannot be read: the node says why when it starts)."""
     try:
         data = tomllib.loads(config.read_text())
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
         return None
-    path = _hostsfile_section(data).get(PATH_SETTING)
-    return Path(path) if isinstance(path, str) else None
+    value = setting.section(data).get(setting.key)
+    return value if isinstance(value, str) else None
 
 
-def with_hosts_path(text: str, hosts: Path, source: Path) -> str | None:
-    """``text`` (a ``roleserve.toml``) with ``[plugins.hostsfile] path = "<hosts>"``
-    added, every other line as it was; None if it needs no change: it sets a path of its
-    own, or is not valid TOML (left for the node to refuse).
+def with_setting(text: str, setting: NodeSetting, value: str, source: Path) -> str | None:
+    """``text`` (a ``roleserve.toml``) with ``setting = "<value>"`` added, every other line
+    as it was; None if it needs no change: it sets a value of its own, or is not valid TOML
+    (left for the node to refuse).
 
     :param source: the file ``text`` came from, for the error.
-    :raises NodeConfigError: if the path cannot be added as a line (the section is an
-        inline table, or made of dotted keys).
+    :raises NodeConfigError: if the line cannot be added (the section is an inline table,
+        or made of dotted keys).
     """
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError:
         return None
-    if not isinstance(data.get("plugins", {}), dict) or PATH_SETTING in _hostsfile_section(data):
+    if not isinstance(data.get("plugins", {}), dict) or setting.key in setting.section(data):
         return None  # the node refuses a [plugins] that is no table, with its own message
-    line = f"{PATH_SETTING} = {toml_literal(str(hosts))}  {MARK}\n"
-    header = _HEADER.search(text)
+    line = f"{setting.key} = {toml_literal(value)}  {setting.mark}\n"
+    header = setting.header.search(text)
     if header is not None:  # the line goes right under the section's header
         head, tail = text[: header.end()], text[header.end() :].removeprefix("\n")
         merged = f"{head}\n{line}{tail}"
     else:  # a section of its own, after a blank line
         head = text if not text or text.endswith("\n") else f"{text}\n"
         blank = "\n" if head.strip() and not head.endswith("\n\n") else ""
-        merged = f"{head}{blank}[plugins.{HOSTSFILE_PLUGIN}]  {MARK}\n{line}"
-    if not _only_path_added(data, merged, hosts):
+        merged = f"{head}{blank}[plugins.{setting.plugin}]  {setting.mark}\n{line}"
+    if not _only_added(data, merged, setting, value):
         raise NodeConfigError(
-            f"{source}: cannot add the node's own hosts file to its [plugins.hostsfile] "
-            f"section; add the line {PATH_SETTING} = {toml_literal(str(hosts))} to it "
-            "yourself (or any path of your choice), then run `cluster up` again"
+            f"{source}: cannot add the node's own {setting.what} to its "
+            f"[plugins.{setting.plugin}] section; add the line {setting.key} = "
+            f"{toml_literal(value)} to it yourself (or any value of your choice), then run "
+            "`cluster up` again"
         )
     return merged
 
 
-def without_hosts_path(text: str) -> str | None:
-    """``text`` without the lines ``with_hosts_path`` added (known by ``MARK``): the path,
-    and the section's header if it added that and nothing else is left under it. None if
-    it holds none of them, or if taking them out would change anything else (an operator
-    who wrote under the header keeps it all).
+def without_setting(text: str, setting: NodeSetting) -> str | None:
+    """``text`` without the lines ``with_setting`` added for ``setting`` (known by its
+    mark): the value, and the section's header if it added that and nothing else is left
+    under it. None if it holds none of them, or if taking them out would change anything
+    else (an operator who wrote under the header keeps it all).
     """
     lines = text.splitlines(keepends=True)
-    ours = [i for i, line in enumerate(lines) if line.rstrip("\r\n").endswith(MARK)]
+    ours = [i for i, line in enumerate(lines) if line.rstrip("\r\n").endswith(setting.mark)]
     if not ours:
         return None
     try:
         expected = tomllib.loads(text)
     except tomllib.TOMLDecodeError:
         return None
-    section = _hostsfile_section(expected)
-    section.pop(PATH_SETTING, None)
-    paths = [i for i in ours if not _HEADER.match(lines[i])]
-    headers = [i for i in ours if _HEADER.match(lines[i])]
-    gone = set(paths)
+    section = setting.section(expected)
+    section.pop(setting.key, None)
+    values = [i for i in ours if not setting.header.match(lines[i])]
+    headers = [i for i in ours if setting.header.match(lines[i])]
+    gone = set(values)
     if not section and headers:
-        del expected["plugins"][HOSTSFILE_PLUGIN]
+        del expected["plugins"][setting.plugin]
         if not expected["plugins"]:
             del expected["plugins"]
         gone.update(headers)
@@ -172,24 +211,18 @@ def without_hosts_path(text: str) -> str | None:
     return kept
 
 
-def _hostsfile_section(data: dict[str, Any]) -> dict[str, Any]:
-    plugins = data.get("plugins")
-    section = plugins.get(HOSTSFILE_PLUGIN) if isinstance(plugins, dict) else None
-    return section if isinstance(section, dict) else {}
-
-
-def _only_path_added(before: dict[str, Any], merged: str, hosts: Path) -> bool:
-    """Whether ``merged`` parses to ``before`` with the path added, and nothing else."""
+def _only_added(before: dict[str, Any], merged: str, setting: NodeSetting, value: str) -> bool:
+    """Whether ``merged`` parses to ``before`` with the setting added, and nothing else."""
     try:
         after = tomllib.loads(merged)
     except tomllib.TOMLDecodeError:
         return False
     plugins = after.get("plugins")
-    section = plugins.get(HOSTSFILE_PLUGIN) if isinstance(plugins, dict) else None
-    if not isinstance(section, dict) or section.pop(PATH_SETTING, None) != str(hosts):
+    section = plugins.get(setting.plugin) if isinstance(plugins, dict) else None
+    if not isinstance(section, dict) or section.pop(setting.key, None) != value:
         return False
-    if not section and HOSTSFILE_PLUGIN not in before.get("plugins", {}):
-        del after["plugins"][HOSTSFILE_PLUGIN]
+    if not section and setting.plugin not in before.get("plugins", {}):
+        del after["plugins"][setting.plugin]
         if not after["plugins"] and "plugins" not in before:
             del after["plugins"]
     return after == before

@@ -22,10 +22,16 @@ from pathlib import Path
 import anyio
 
 from roleserve_core.datadir import NodeDataDirectory
-from roleserve_core.environment import REGISTER_TICKET_ENV
+from roleserve_core.environment import DISABLE_PLUGINS_ENV, REGISTER_TICKET_ENV
 from roleserve_core.localcluster.netns import in_namespace
 
-__all__ = ["LocalNode"]
+__all__ = ["LOOPBACK_WITHOUT", "LocalNode"]
+
+LOOPBACK_WITHOUT = ("clusternet",)
+"""Plugins a node of a loopback cluster runs without (added to ``ROLESERVE_DISABLE_PLUGINS``):
+its nodes share the machine's one network, where a mesh of theirs could only put
+interfaces and the cluster network's route on the host itself. ``--netns`` gives each node
+a network of its own, and the mesh."""
 
 
 @dataclass
@@ -95,11 +101,22 @@ class LocalNode:
                 stdout=log,
                 stderr=log,
                 start_new_session=True,
-                env={**_inherited(), **(env or {})},
+                env={**self._environment(), **(env or {})},
             )
         self._process = process
         self.pid_file.write_text(f"{process.pid}\n")
         return process.pid
+
+    def _environment(self) -> dict[str, str]:
+        """This process's environment for the node, without a register ticket; on
+        loopback, also without the clusternet plugin (``LOOPBACK_WITHOUT``)."""
+        inherited = {
+            name: value for name, value in os.environ.items() if name != REGISTER_TICKET_ENV
+        }
+        if self.namespace is None:
+            disabled = [name for name in inherited.get(DISABLE_PLUGINS_ENV, "").split(",") if name]
+            inherited[DISABLE_PLUGINS_ENV] = ",".join(dict.fromkeys([*disabled, *LOOPBACK_WITHOUT]))
+        return inherited
 
     async def stop(self, *, patience: float = 30.0) -> int | None:
         """SIGTERM, and wait for the node to stop cleanly; SIGKILL its group after
@@ -140,11 +157,6 @@ class LocalNode:
             return self.log_file.read_text(errors="replace").splitlines()[-lines:]
         except OSError:
             return []
-
-
-def _inherited() -> dict[str, str]:
-    """This process's environment, for a node, without a register ticket."""
-    return {name: value for name, value in os.environ.items() if name != REGISTER_TICKET_ENV}
 
 
 def _alive(pid: int) -> bool:

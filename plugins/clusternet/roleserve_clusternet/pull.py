@@ -7,7 +7,8 @@ and address, and ``Mesh.wanted``/``Mesh.address`` for reconcile.
 
     cluster_nodes ─▶ wanted_peers (skipped nodes: one WARNING per distinct reason)
                   ─▶ plan(applied, wanted) ─▶ configure (one UAPI request per view: a batch)
-                                               ├─ ok: applied = wanted
+                                               ├─ ok: applied = wanted, reconcile
+                                               │   kicked (reads it back into the status)
                                                └─ failed: applied kept (the next view
                                                   retries the difference), reconcile kicked
     own record's cluster_prefix ─▶ own_address ─▶ set_address
@@ -95,6 +96,7 @@ class Puller:
                 else:
                     self.applied = wanted.peers
                     self.ctx.log.info("peers: %s", _describe(change, self.nodes))
+                    self.mesh.kick()  # reconcile reads it back: clusternet_status shows it
             if address != self.address or not self.address_applied:
                 try:
                     await self.mesh.device.set_address(address)

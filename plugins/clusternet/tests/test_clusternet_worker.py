@@ -227,6 +227,9 @@ async def test_pull_follows_the_cluster_in_batches_and_retries_a_failed_one(
     assert (await wait_changes(device, 5))[4:] == (DeviceChange(remove=(KEY_A.public,)),)
     assert device.peers == {}
     assert started.harness.status(f"{DN}.pull").failures == 0
+    # Each applied batch is read back into the status at once, not a reconcile_interval
+    # (an hour here) later.
+    await wait_for_value(started.status, lambda status: status.peers == ())
 
 
 async def test_bad_records_are_skipped_once_each_and_the_rest_is_kept(

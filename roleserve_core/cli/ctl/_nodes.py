@@ -128,6 +128,12 @@ def node_json(node: management_pb2.Node) -> dict[str, Any]:
         "labels": {pair.key: pair.value for pair in node.labels.pairs},
         "conflict": node.conflict or None,
         "cluster_prefix": node.cluster_prefix or None,
+        "clusternet": {
+            "wireguard_pubkey": node.clusternet.wireguard_pubkey,
+            "prefixes": list(node.clusternet.prefixes),
+        }
+        if node.clusternet.wireguard_pubkey
+        else None,
     }
 
 
