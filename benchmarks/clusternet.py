@@ -1,8 +1,8 @@
 """clusternet: the WireGuard mesh's UAPI configuration, throughput and update latency.
 
-Run (root, wireguard-go, wg, ip; ``bash .ci/system-packages``):
+Run (root, wireguard-go, wg, ip, etcd; ``bash .ci/system-packages``):
 ``./dev sync && .venv/bin/python benchmarks/clusternet.py [--peers 1000] [--mib 200]
-[--rounds 3] [--changes 200]``.
+[--rounds 3] [--changes 200] [--no-cluster]``.
 
 Everything happens in two network namespaces this program makes, joined by a veth pair
 (addresses in 10.254.0.0/16, only there; the plugin tests' kit ``clusternet_netns``), and
@@ -11,32 +11,49 @@ next to a baseline measured in the same run, and the ratio of the two:
 
 (n1) ``--peers`` synthetic peers (keys from ``cryptography``'s X25519, allowed IPs
      distinct /24s of 10.192.0.0/11, endpoints at ports of the other namespace's veth
-     address, no keepalive) configured on an empty real wireguard-go interface the way
-     pull does it: ``plan({}, wanted)`` and ``UapiInterface.configure`` (one ``set=1``).
-     Baseline: ``wg setconf`` of the equivalent wg config file. Then reading the device
-     back: ``UapiInterface.read`` (``get=1``, parsed to ``DeviceState``) against
-     ``wg showconf``. Between two rounds the peers are removed (untimed). Fails if the
-     interface read back does not hold exactly the wanted peers after either.
+     address, no keepalive) configured on a real wireguard-go interface without peers the
+     way a new run of the worker does it: ``configure_device`` (private key, listen port:
+     one ``set=1``), then pull's batch, ``plan({}, wanted)`` and
+     ``UapiInterface.configure`` (one ``set=1``). Baseline: ``wg setconf`` of the
+     equivalent wg config file (private key, listen port, peers: ``setconf`` replaces the
+     whole device). Then reading the device back: ``UapiInterface.read`` (``get=1``,
+     parsed to ``DeviceState``) against ``wg showconf``. Between two rounds the peers are
+     removed (untimed). Last, one ``reconcile_once`` pass (read back, compare, set the
+     address over netlink, build the status) on the interface holding those peers,
+     against ``UapiInterface.read`` alone. Fails if the interface read back does not hold
+     exactly the wanted peers after either way, or if reconcile finds a difference.
 (n2) TCP throughput of ``--mib`` MiB, one connection, from a sender process in one
      namespace to a receiver process in the other (``ip netns exec``, this Python): between
      the two WireGuard addresses of two wireguard-go interfaces the plugin's code made and
      configured as each other's peer, against the same between the veth addresses. Time
      measured by the receiver from accept to end of stream. Fails if a transfer is short.
-(n3) In-process version (not three nodes of ``roleserve cluster up --netns``): time from
-     another node's ``UpdateNodeClusterNetworking`` (new prefixes) at a ``FakeCurator``
-     (real gRPC, mutual TLS) until this node's interface, read back over UAPI ``get=1``
-     (polled every 0.5 ms from this process), holds the new prefixes as that peer's
-     allowed IPs. This node is a node runtime in a process of its own (``PluginHarness``
-     with the core's nodewatch and the clusternet worker, its wireguard-go in the first
-     namespace), connected to the curator: Watch → cluster_nodes → pull → ``set=1``.
+(n3) Time from a node's networking update until every other node's interface holds it,
+     on three nodes of ``roleserve cluster up --netns --nodes 3`` (made in this program's
+     scratch directory, taken down after; its network is the 198.18.0.0/15 /24 that ``up``
+     picks): n1 sends ``UpdateNodeClusterNetworking`` (its key, its own /32 and a new /32
+     of its allocated prefix) to the leader with its own credentials; n2's and n3's
+     interfaces are read back over UAPI ``get=1`` (``/var/run/wireguard/<ifname>.sock``,
+     polled every 0.5 ms from this process) until both hold the new prefixes as n1's
+     allowed IPs. Path: curator, etcd, Watch, each node's nodewatch, pull, ``set=1``.
      Baseline: the round trip of the same ``UpdateNodeClusterNetworking`` call. Fails if a
-     change is not seen within 10 s.
+     change is not seen within 10 s. ``--no-cluster`` leaves it out (forming the cluster
+     takes about 15 s and needs etcd).
+(n4) The same path in-process, without etcd: another node's ``UpdateNodeClusterNetworking``
+     at a ``FakeCurator`` (real gRPC, mutual TLS) until this node's interface holds the
+     new prefixes. This node is a node runtime in a process of its own (``PluginHarness``
+     with the core's nodewatch and the clusternet worker, its wireguard-go in the first
+     namespace). Baseline: the round trip of the same call.
+
+The program also fails if anything of the run is left behind: its namespaces, the
+cluster's, UAPI sockets, processes.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import ipaddress
+import json
 import logging
 import os
 import secrets
@@ -44,6 +61,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from collections.abc import Iterator
 from contextlib import AsyncExitStack, contextmanager
 from pathlib import Path
@@ -57,8 +75,10 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from roleserve_clusternet import link
 from roleserve_clusternet.device import IPNetwork, PeerConfig, sorted_networks
 from roleserve_clusternet.interface import InterfaceSpec, UapiInterface, open_interface
-from roleserve_clusternet.peers import plan
-from roleserve_clusternet.privatekey import WireGuardKey
+from roleserve_clusternet.mesh import Mesh
+from roleserve_clusternet.peers import Wanted, plan
+from roleserve_clusternet.privatekey import WireGuardKey, decode_key
+from roleserve_clusternet.reconcile import reconcile_once
 from roleserve_clusternet.settings import SETTINGS, ClusternetSettings
 from roleserve_clusternet.uapi import UapiSocket, socket_path
 from roleserve_clusternet.values import CLUSTERNET_STATUS
@@ -67,6 +87,8 @@ from roleserve_core import NodeContext, Setting, State, ValueKey, Worker, hookim
 from roleserve_core.clock import MonotonicClock
 from roleserve_core.identity import NodeCredentials
 from roleserve_core.keys import CURATOR_CONNECTION, NODE_ID, CuratorConnection
+from roleserve_core.localcluster.netns import NetnsPlan, subnet_for
+from roleserve_core.ports import CURATOR_PORT, endpoint
 from roleserve_core.proto import common_pb2, curator_pb2, curator_pb2_grpc
 from roleserve_core.rpc import secure_channel
 from roleserve_core.testing import (
@@ -169,15 +191,16 @@ def synthetic_peers(count: int, host: str) -> dict[bytes, PeerConfig]:
     return peers
 
 
-def wg_config(peers: dict[bytes, PeerConfig]) -> str:
-    """The same peers as a ``wg setconf`` file (the device's key and port left as they
-    are: setting the port again would make wireguard-go rebind)."""
-    lines = ["[Interface]"]
+def wg_config(key: WireGuardKey, peers: dict[bytes, PeerConfig]) -> str:
+    """The same device as a ``wg setconf`` file: ``setconf`` replaces the whole device, so
+    the file holds the private key and listen port too."""
+    lines = ["[Interface]", f"PrivateKey = {base64.b64encode(key.private).decode()}"]
+    lines.append(f"ListenPort = {PORT}")
     for peer in peers.values():
         lines += [
             "",
             "[Peer]",
-            f"PublicKey = {WireGuardKey(b'', peer.public_key).public_base64}",
+            f"PublicKey = {base64.b64encode(peer.public_key).decode()}",
             f"Endpoint = {peer.endpoint}",
             "AllowedIPs = " + ", ".join(str(n) for n in peer.allowed_ips),
         ]
@@ -197,8 +220,10 @@ async def holds_exactly(device: UapiInterface, wanted: dict[bytes, PeerConfig]) 
 async def many_peers(pair: NetnsPair, count: int, rounds: int, scratch: Path) -> bool:
     """(n1); whether both ways ended with the wanted peers, every round."""
     wanted = synthetic_peers(count, pair.b.veth_address)
+    key = WireGuardKey.generate()
     config = scratch / "peers.conf"
-    config.write_text(wg_config(wanted))
+    config.write_text(wg_config(key, wanted))
+    config.chmod(0o600)
     name = f"{pair.a.interface}1"
     configured: list[float] = []
     setconf: list[float] = []
@@ -206,12 +231,13 @@ async def many_peers(pair: NetnsPair, count: int, rounds: int, scratch: Path) ->
     showconf: list[float] = []
     ok = True
     async with AsyncExitStack() as stack:
-        key = WireGuardKey.generate()
         device = await open_side(stack, pair.a, name, SYNTHETIC, key, scratch / "n1")
+        settings = ClusternetSettings(listen_port=PORT)
         for _ in range(rounds):  # interleaved, so that the machine's load hits both alike
             await clear_peers(device)
             start = time.perf_counter()
-            await device.configure(plan({}, wanted))
+            await configure_device(device, key, settings)  # as a new run of the worker:
+            await device.configure(plan({}, wanted))  # its key and port, then pull's batch
             configured.append(time.perf_counter() - start)
             start = time.perf_counter()
             state = await device.read()
@@ -226,6 +252,8 @@ async def many_peers(pair: NetnsPair, count: int, rounds: int, scratch: Path) ->
             shown = (await anyio.run_process(["wg", "showconf", name])).stdout
             showconf.append(time.perf_counter() - start)
             ok = ok and shown.count(b"[Peer]") == count and await holds_exactly(device, wanted)
+        passes, reads, quiet = await reconcile_passes(device, key, wanted, pair.a, rounds)
+        ok = ok and quiet and await holds_exactly(device, wanted)
     print_comparison(
         f"(n1) configure {count:,} peers on an empty interface ({rounds} rounds)",
         summarise(configured),
@@ -238,7 +266,67 @@ async def many_peers(pair: NetnsPair, count: int, rounds: int, scratch: Path) ->
         summarise(showconf),
         "wg showconf",
     )
+    print_comparison(
+        f"(n1) one reconcile pass with nothing to change, {count:,} peers ({rounds} rounds)",
+        summarise(passes),
+        summarise(reads),
+        "UapiInterface.read alone",
+    )
+    if not quiet:
+        print(
+            "  (n1) FAILED: reconcile found a difference on an interface holding the wanted peers"
+        )
     return ok
+
+
+class Recorded(logging.Handler):
+    """Keeps the messages of the WARNING records of a logger."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+class StatusSink:
+    """Stands in for the worker's ``PluginValues``: reconcile sets the status on it."""
+
+    def set(self, key: object, value: object) -> None:
+        self.value = value
+
+
+async def reconcile_passes(
+    device: UapiInterface,
+    key: WireGuardKey,
+    wanted: dict[bytes, PeerConfig],
+    side: Side,
+    rounds: int,
+) -> tuple[list[float], list[float], bool]:
+    """``reconcile_once`` on ``device``, which holds ``wanted`` already, against
+    ``device.read()`` alone, interleaved: (passes, reads, whether no pass found a
+    difference)."""
+    mesh = Mesh(device, key, ClusternetSettings(listen_port=PORT))
+    mesh.wanted.set(Wanted(wanted, {}))
+    mesh.address.set(ipaddress.ip_interface(f"{side.mesh_address}/32"))
+    log = logging.getLogger("benchmark.clusternet.reconcile")
+    log.propagate = False
+    recorded = Recorded()
+    log.handlers[:] = [recorded]
+    ctx: Any = type("Context", (), {"log": log})()
+    values: Any = StatusSink()
+    passes: list[float] = []
+    reads: list[float] = []
+    await reconcile_once(ctx, values, mesh)  # the first sets the address
+    for _ in range(rounds):
+        start = time.perf_counter()
+        await reconcile_once(ctx, values, mesh)
+        passes.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        await device.read()
+        reads.append(time.perf_counter() - start)
+    return passes, reads, not recorded.messages
 
 
 # -- (n2) throughput ----------------------------------------------------------------------
@@ -325,7 +413,7 @@ async def throughput(pair: NetnsPair, mib: int, rounds: int, scratch: Path) -> b
     return ok
 
 
-# -- (n3) update → configured -------------------------------------------------------------
+# -- (n4) update → configured, in process -------------------------------------------------
 
 
 class ClusternetInNetns:
@@ -353,7 +441,7 @@ class ClusternetInNetns:
 async def run_node(
     directory: Path, endpoint: str, curator_id: str, netns: str, interface: str, mesh: str
 ) -> None:
-    """The node of (n3), in a process of its own: print ``ready`` once the clusternet
+    """The node of (n4), in a process of its own: print ``ready`` once the clusternet
     worker is healthy, then run until stdin closes."""
     logging.getLogger("roleserve").propagate = False
     credentials = NodeCredentials.load(directory / "node")
@@ -400,7 +488,7 @@ async def wait_allowed(
 
 
 async def update_latency(pair: NetnsPair, changes: int, scratch: Path) -> bool:
-    """(n3); whether every change reached the interface."""
+    """(n4); whether every change reached the interface."""
     a, b = pair.a, pair.b
     ca = ThrowawayCA()
     node_a, node_b = ca.node(), ca.node()
@@ -433,21 +521,12 @@ async def update_latency(pair: NetnsPair, changes: int, scratch: Path) -> bool:
                 for change in range(-WARM_UP, changes):
                     extra = ipaddress.ip_network(f"{pair.mesh[128 + change % 128]}/32")
                     wanted = sorted_networks([b.prefix, extra])
-                    announced = common_pb2.NodeClusterNetworking(
-                        wireguard_pubkey=key_b.public_base64, prefixes=[str(n) for n in wanted]
-                    )
-                    request = curator_pb2.UpdateNodeClusterNetworkingRequest(clusternet=announced)
-                    seen: list[float] = []
-                    start = time.perf_counter()
-                    async with anyio.create_task_group() as tasks:
-                        tasks.start_soon(wait_allowed, uapi, key_b.public, wanted, seen)
-                        await stub.UpdateNodeClusterNetworking(request)
-                        answered = time.perf_counter()
+                    start, answered, seen = await announce(stub, key_b.public, wanted, [uapi])
                     if change >= 0:
                         latency.append(seen[0] - start)
                         round_trip.append(answered - start)
         except TimeoutError:
-            print(f"(n3) FAILED: a change did not reach {name} within {SEEN_TIMEOUT:g} s")
+            print(f"(n4) FAILED: a change did not reach {name} within {SEEN_TIMEOUT:g} s")
             return False
         finally:
             await process.stdin.aclose()
@@ -457,7 +536,7 @@ async def update_latency(pair: NetnsPair, changes: int, scratch: Path) -> bool:
                 process.kill()
             await process.aclose()
     print_comparison(
-        f"(n3) another node's UpdateNodeClusterNetworking → its new prefixes on this node's"
+        f"(n4) another node's UpdateNodeClusterNetworking → its new prefixes on this node's"
         f" interface (UAPI read-back), {changes} changes; IN-PROCESS VERSION: a FakeCurator"
         " and one node runtime (nodewatch + clusternet pull, real wireguard-go), not"
         " `cluster up --netns`",
@@ -468,26 +547,140 @@ async def update_latency(pair: NetnsPair, changes: int, scratch: Path) -> bool:
     return True
 
 
+# -- (n3) three nodes of `cluster up --netns` ----------------------------------------------
+
+ROLESERVE = [sys.executable, "-m", "roleserve_core"]
+
+
+async def roleserve(*arguments: str) -> str:
+    """What ``roleserve ARGUMENTS`` printed.
+
+    :raises RuntimeError: it failed.
+    """
+    done = await anyio.run_process([*ROLESERVE, *arguments], check=False)
+    if done.returncode:
+        output = (done.stdout + done.stderr).decode()[-800:]
+        raise RuntimeError(f"roleserve {' '.join(arguments)} exited {done.returncode}: {output}")
+    return done.stdout.decode()
+
+
+async def three_nodes(changes: int, scratch: Path) -> tuple[bool, str]:
+    """(n3) on a cluster of its own, taken down after; (whether every change reached both
+    other nodes' interfaces, what names the cluster's leftovers start with)."""
+    directory = scratch / "cluster"
+    plan = NetnsPlan(subnet_for(directory), 3)
+    try:
+        await roleserve(
+            "cluster", "up", "--netns", "--nodes", "3", "--detach", "--dir", str(directory)
+        )
+        return await cluster_latency(directory, changes), plan.prefix
+    except RuntimeError as exc:
+        print(f"(n3) FAILED: {exc}")
+        return False, plan.prefix
+    finally:
+        with anyio.move_on_after(60, shield=True):
+            await anyio.run_process(
+                [*ROLESERVE, "cluster", "down", "--dir", str(directory)], check=False
+            )
+
+
+async def cluster_latency(directory: Path, changes: int) -> bool:
+    """Node n1 announces new prefixes to the leader with its own credentials; n2's and
+    n3's interfaces are read back until both hold them."""
+    nodes = json.loads(await roleserve("cluster", "status", "--json", "--dir", str(directory)))
+    leader = next(node for node in nodes if node["cluster"]["leader"])
+    mover, *others = nodes
+    credentials = NodeCredentials.load(Path(mover["directory"]) / "node" / "credentials")
+    key = decode_key(mover["cluster"]["clusternet"]["wireguard_pubkey"])
+    [own] = [ipaddress.ip_network(p) for p in mover["cluster"]["clusternet"]["prefixes"]]
+    allocated = ipaddress.ip_network(mover["cluster"]["cluster_prefix"])
+    sockets = []
+    for node in others:
+        config = tomllib.loads((Path(node["directory"]) / "roleserve.toml").read_text())
+        sockets.append(UapiSocket(config["plugins"]["clusternet"]["interface"]))
+    for uapi in sockets:
+        await wait_allowed(uapi, key, (own,), [])
+    latency: list[float] = []
+    round_trip: list[float] = []
+    where = endpoint(leader["address"], CURATOR_PORT)
+    try:
+        async with secure_channel(where, credentials, node_id=leader["cluster"]["id"]) as channel:
+            stub = curator_pb2_grpc.CuratorStub(channel)
+            for change in range(-WARM_UP, changes):
+                extra = ipaddress.ip_network(f"{allocated[2 + change % 200]}/32")
+                wanted = sorted_networks([own, extra])
+                start, answered, seen = await announce(stub, key, wanted, sockets)
+                if change >= 0:
+                    latency.append(max(seen) - start)
+                    round_trip.append(answered - start)
+    except TimeoutError:
+        print(f"(n3) FAILED: a change did not reach n2 and n3 within {SEEN_TIMEOUT:g} s")
+        return False
+    print_comparison(
+        f"(n3) n1's UpdateNodeClusterNetworking (new prefixes) → n2's and n3's interfaces"
+        f" hold them (UAPI read-back), {changes} changes; THREE NODES of"
+        " `roleserve cluster up --netns` (etcd, curator, nodewatch, pull, wireguard-go)",
+        summarise(latency),
+        summarise(round_trip),
+        "the UpdateNodeClusterNetworking round trip to the leader itself",
+    )
+    return True
+
+
+async def announce(
+    stub: curator_pb2_grpc.CuratorAsyncStub,
+    key: bytes,
+    prefixes: tuple[IPNetwork, ...],
+    sockets: list[UapiSocket],
+) -> tuple[float, float, list[float]]:
+    """Announce ``prefixes`` for ``key``, reading ``sockets`` back meanwhile: (start,
+    answered, when each socket showed them), on ``time.perf_counter``.
+
+    :raises TimeoutError: a socket did not show them within SEEN_TIMEOUT.
+    """
+    announced = common_pb2.NodeClusterNetworking(
+        wireguard_pubkey=base64.b64encode(key).decode(), prefixes=[str(n) for n in prefixes]
+    )
+    request = curator_pb2.UpdateNodeClusterNetworkingRequest(clusternet=announced)
+    seen: list[float] = []
+    start = time.perf_counter()
+    async with anyio.create_task_group() as tasks:
+        for uapi in sockets:
+            tasks.start_soon(wait_allowed, uapi, key, prefixes, seen)
+        await stub.UpdateNodeClusterNetworking(request)
+        answered = time.perf_counter()
+    return start, answered, seen
+
+
 # -- the program --------------------------------------------------------------------------
 
 
-def leftovers(tag: str) -> list[str]:
-    """What of this run is still there: namespaces, UAPI sockets, processes naming it."""
-    found = [line for line in subprocess.run(
-        ["ip", "netns", "list"], capture_output=True, text=True, check=True
-    ).stdout.splitlines() if tag in line]  # fmt: skip
-    found += [str(path) for path in socket_path("x").parent.glob(f"*{tag}*")]
+def leftovers(tags: list[str]) -> list[str]:
+    """What of this run is still there: namespaces, links, UAPI sockets and processes
+    whose names (command lines) hold one of ``tags``."""
+
+    def tagged(text: str) -> bool:
+        return any(tag in text for tag in tags)
+
+    def listed(*command: str) -> list[str]:
+        done = subprocess.run(command, capture_output=True, text=True, check=True, timeout=30)
+        return done.stdout.splitlines()
+
+    found = [f"namespace {line}" for line in listed("ip", "netns", "list") if tagged(line)]
+    found += [f"link {line[:60]}" for line in listed("ip", "-o", "link") if tagged(line)]
+    found += [str(path) for path in socket_path("x").parent.glob("*") if tagged(path.name)]
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         try:
             words = cmdline.read_bytes().split(b"\0")
         except OSError:
             continue
-        if any(tag.encode() in word for word in words) and cmdline.parent.name != str(os.getpid()):
-            found.append(f"process {cmdline.parent.name}: {b' '.join(words).decode()[:80]}")
+        text = b" ".join(words).decode(errors="replace")
+        if cmdline.parent.name != str(os.getpid()) and tagged(text):
+            found.append(f"process {cmdline.parent.name}: {text[:100]}")
     return found
 
 
-async def main(peers: int, mib: int, rounds: int, changes: int) -> None:
+async def main(peers: int, mib: int, rounds: int, changes: int, cluster: bool) -> None:
     missing = real_wireguard_available()
     if missing:
         print(f"cannot run: missing {missing} (root, /dev/net/tun, ip, wireguard-go, wg)")
@@ -495,18 +688,27 @@ async def main(peers: int, mib: int, rounds: int, changes: int) -> None:
     LOG.propagate = False
     logging.getLogger("roleserve").propagate = False
     checks: dict[str, bool] = {}
-    with tempfile.TemporaryDirectory(prefix="roleserve-bench-") as scratch, namespaces() as pair:
-        tag = pair.a.interface[4:-1]
-        checks["(n1) both ways hold exactly the wanted peers"] = await many_peers(
-            pair, peers, max(rounds, 5), Path(scratch)
-        )
-        checks["(n2) every transfer arrived whole"] = await throughput(
-            pair, mib, rounds, Path(scratch)
-        )
-        checks["(n3) every change reached the interface"] = await update_latency(
-            pair, changes, Path(scratch)
-        )
-    left = leftovers(tag)
+    tags: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="roleserve-bench-") as scratch:
+        with namespaces() as pair:
+            tags.append(pair.a.interface[: -len("a")])  # interfaces and namespaces
+            tags.append(pair.a.netns[: -len("a")])
+            checks["(n1) both ways hold exactly the wanted peers"] = await many_peers(
+                pair, peers, max(rounds, 5), Path(scratch)
+            )
+            checks["(n2) every transfer arrived whole"] = await throughput(
+                pair, mib, rounds, Path(scratch)
+            )
+            if cluster:
+                ok, prefix = await three_nodes(changes, Path(scratch))
+                checks["(n3) every change reached n2 and n3"] = ok
+                bridge = prefix[: -len("-")]
+                tags += [prefix, f"{bridge}w", f"{bridge}:"]  # namespaces, interfaces, bridge
+            checks["(n4) every change reached the interface"] = await update_latency(
+                pair, changes, Path(scratch)
+            )
+        tags.append(scratch)  # the nodes' command lines
+        left = leftovers(tags)
     checks["nothing of the run left behind"] = not left
     failed = [check for check, ok in checks.items() if not ok]
     for check in failed:
@@ -523,14 +725,21 @@ if __name__ == "__main__":
     parser.add_argument("--mib", type=int, default=200, help="MiB per transfer of (n2)")
     parser.add_argument("--rounds", type=int, default=3, help="transfers of (n2), each way")
     parser.add_argument("--changes", type=int, default=200, help="prefix changes of (n3)")
+    parser.add_argument(
+        "--no-cluster", action="store_true", help="leave out (n3), the 3-node cluster"
+    )
     parser.add_argument("--node", nargs=6, help=argparse.SUPPRESS)
     options = parser.parse_args()
     if options.node:
-        where, endpoint, curator_id, netns, interface, mesh = options.node
-        anyio.run(
-            run_node, Path(where), endpoint, curator_id, netns, interface, mesh, backend="asyncio"
-        )
+        where, at, curator_id, netns, interface, mesh = options.node
+        anyio.run(run_node, Path(where), at, curator_id, netns, interface, mesh, backend="asyncio")
     else:
         anyio.run(
-            main, options.peers, options.mib, options.rounds, options.changes, backend="asyncio"
+            main,
+            options.peers,
+            options.mib,
+            options.rounds,
+            options.changes,
+            not options.no_cluster,
+            backend="asyncio",
         )
