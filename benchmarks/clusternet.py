@@ -1,7 +1,7 @@
 """clusternet: the WireGuard mesh's UAPI configuration, throughput and update latency.
 
 Run (root, wireguard-go, wg, ip, etcd; ``bash .ci/system-packages``):
-``./dev sync && .venv/bin/python benchmarks/clusternet.py [--peers 1000] [--mib 200]
+``./dev sync && .venv/bin/python benchmarks/clusternet.py [--peers 1000] [--mib 100]
 [--rounds 3] [--changes 200] [--no-cluster]``.
 
 Everything happens in two network namespaces this program makes, joined by a veth pair
@@ -26,7 +26,11 @@ next to a baseline measured in the same run, and the ratio of the two:
      namespace to a receiver process in the other (``ip netns exec``, this Python): between
      the two WireGuard addresses of two wireguard-go interfaces the plugin's code made and
      configured as each other's peer, against the same between the veth addresses. Time
-     measured by the receiver from accept to end of stream. Fails if a transfer is short.
+     measured by the receiver from accept to end of stream. To tell the plugin's part from
+     wireguard-go's, the same transfers (interleaved) also run over two more wireguard-go
+     started and configured by hand in the same namespaces (``ip netns exec``, ``wg set``,
+     ``ip``; no roleserve; UDP 7839, addresses of 10.253.X.0/24). Fails if a transfer is
+     short.
 (n3) Time from a node's networking update until every other node's interface holds it,
      on three nodes of ``roleserve cluster up --netns --nodes 3`` (made in this program's
      scratch directory, taken down after; its network is the 198.18.0.0/15 /24 that ``up``
@@ -62,12 +66,14 @@ import sys
 import tempfile
 import time
 import tomllib
-from collections.abc import Iterator
-from contextlib import AsyncExitStack, contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager, suppress
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 import anyio.to_thread
 from _report import print_comparison, summarise
 from anyio.streams.buffered import BufferedByteReceiveStream
@@ -378,7 +384,9 @@ async def throughput(pair: NetnsPair, mib: int, rounds: int, scratch: Path) -> b
     """(n2); whether every transfer arrived whole."""
     a, b = pair.a, pair.b
     key_a, key_b = WireGuardKey.generate(), WireGuardKey.generate()
+    hand_a, hand_b = hand_made_sides(pair)
     mesh: list[float] = []
+    hand: list[float] = []
     bare: list[float] = []
     ok = True
     async with AsyncExitStack() as stack:
@@ -391,10 +399,13 @@ async def throughput(pair: NetnsPair, mib: int, rounds: int, scratch: Path) -> b
         for device, other, key in ((device_a, b, key_b), (device_b, a, key_a)):
             peer = PeerConfig(key.public, f"{other.veth_address}:{PORT}", (other.prefix,), 0)
             await device.configure(plan({}, {key.public: peer}))
-        reply = await anyio.to_thread.run_sync(tcp_exchange, b, a, "handshake")
-        ok = reply == "HANDSHAKE"
-        for _ in range(rounds):
-            for samples, address in ((mesh, b.mesh_address), (bare, b.veth_address)):
+        await stack.enter_async_context(hand_made_mesh(hand_a, hand_b, scratch))
+        for server, client in ((b, a), (hand_b, hand_a)):
+            reply = await anyio.to_thread.run_sync(tcp_exchange, server, client, "handshake")
+            ok = ok and reply == "HANDSHAKE"
+        ways = ((mesh, b.mesh_address), (hand, hand_b.mesh_address), (bare, b.veth_address))
+        for _ in range(rounds):  # interleaved, so that the machine's load hits all alike
+            for samples, address in ways:
                 total, seconds = await transfer(a, b, address, mib)
                 ok = ok and total == mib << 20
                 samples.append(seconds)
@@ -404,13 +415,78 @@ async def throughput(pair: NetnsPair, mib: int, rounds: int, scratch: Path) -> b
         summarise(bare),
         "the same over the bare veth",
     )
-    speed = summarise([mib * 2**20 / 1e6 / s for s in mesh]).median
-    speed_bare = summarise([mib * 2**20 / 1e6 / s for s in bare]).median
+    speed, speed_hand, speed_bare = (
+        summarise([mib * 2**20 / 1e6 / s for s in samples]).median for samples, _ in ways
+    )
     print(
         f"  throughput  mesh {speed:,.0f} MB/s, veth {speed_bare:,.0f} MB/s:"
         f" the mesh carries {speed / speed_bare:.2f}× the veth's"
     )
+    print(
+        f"  and         {speed_hand:,.0f} MB/s over two wireguard-go started and configured"
+        f" by hand (wg set, ip; no roleserve): the plugin's mesh carries"
+        f" {speed / speed_hand:.2f}× that"
+    )
     return ok
+
+
+HAND_PORT = PORT + 1
+
+
+def hand_made_sides(pair: NetnsPair) -> tuple[Side, Side]:
+    """The sides of the hand-made mesh of (n2): in the same namespaces, interfaces named
+    as the plugin's plus ``h``, prefixes of 10.253.X.0/24 (X as in the pair's mesh)."""
+    network = ipaddress.IPv4Network(f"10.253.{pair.mesh.network_address.packed[2]}.0/24")
+    first, second = list(network.subnets(4))[:2]
+    return (
+        replace(pair.a, interface=f"{pair.a.interface}h", prefix=first),
+        replace(pair.b, interface=f"{pair.b.interface}h", prefix=second),
+    )
+
+
+def terminate(process: anyio.abc.Process) -> None:
+    with suppress(ProcessLookupError):
+        process.terminate()
+
+
+@asynccontextmanager
+async def hand_made_mesh(a: Side, b: Side, scratch: Path) -> AsyncIterator[None]:
+    """The mesh of (n2) without roleserve, between ``a`` and ``b``: wireguard-go run with
+    ``ip netns exec``, configured with ``wg set`` and ``ip``; stopped at the end."""
+    sides = (a, b)
+    keys = [WireGuardKey.generate() for _ in sides]
+    environment = {**os.environ, "WG_PROCESS_FOREGROUND": "1", "LOG_LEVEL": "error"}
+    network = a.prefix.supernet(new_prefix=24)
+    async with AsyncExitStack() as stack:
+        for side in sides:
+            process = await anyio.open_process(
+                ["ip", "netns", "exec", side.netns, "wireguard-go", "-f", side.interface],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env=environment,
+            )
+            stack.push_async_callback(process.aclose)
+            stack.callback(terminate, process)
+        with anyio.fail_after(10):
+            while True:
+                if all(socket_path(side.interface).exists() for side in sides):
+                    break
+                await anyio.sleep(0.02)  # polling a program's startup
+        for side, key, other, other_key in zip(sides, keys, sides[::-1], keys[::-1], strict=True):
+            private = scratch / f"{side.interface}.key"
+            private.write_text(base64.b64encode(key.private).decode())
+            private.chmod(0o600)
+            await anyio.run_process(
+                ["wg", "set", side.interface, "private-key", str(private),
+                 "listen-port", str(HAND_PORT), "peer", base64.b64encode(other_key.public).decode(),
+                 "endpoint", f"{other.veth_address}:{HAND_PORT}", "allowed-ips", str(other.prefix)]
+            )  # fmt: skip
+            ip = ["ip", "-n", side.netns]
+            await anyio.run_process([*ip, "link", "set", side.interface, "mtu", str(MTU), "up"])
+            address = f"{side.mesh_address}/32"
+            await anyio.run_process([*ip, "addr", "add", address, "dev", side.interface])
+            await anyio.run_process([*ip, "route", "add", str(network), "dev", side.interface])
+        yield
 
 
 # -- (n4) update → configured, in process -------------------------------------------------
@@ -722,7 +798,7 @@ async def main(peers: int, mib: int, rounds: int, changes: int, cluster: bool) -
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--peers", type=int, default=1000, help="synthetic peers of (n1)")
-    parser.add_argument("--mib", type=int, default=200, help="MiB per transfer of (n2)")
+    parser.add_argument("--mib", type=int, default=100, help="MiB per transfer of (n2)")
     parser.add_argument("--rounds", type=int, default=3, help="transfers of (n2), each way")
     parser.add_argument("--changes", type=int, default=200, help="prefix changes of (n3)")
     parser.add_argument(
