@@ -20,6 +20,7 @@ encodings' business.
 from __future__ import annotations
 
 import base64
+import functools
 import ipaddress
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -39,11 +40,23 @@ __all__ = [
     "MeshInterface",
     "PeerConfig",
     "PeerState",
+    "parse_network",
     "sorted_networks",
 ]
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 IPInterface = ipaddress.IPv4Interface | ipaddress.IPv6Interface
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def parse_network(text: str) -> IPNetwork:
+    """``ipaddress.ip_network(text)``, remembered: every view of the cluster and every read
+    of the interface parses each peer's prefixes again (1,000 peers: ~14 ms a read), and
+    they rarely change.
+
+    :raises ValueError: if ``text`` is no network.
+    """
+    return ipaddress.ip_network(text)
 
 
 def sorted_networks(networks: Iterable[IPNetwork]) -> tuple[IPNetwork, ...]:

@@ -28,6 +28,7 @@ from roleserve_clusternet.device import (
     IPInterface,
     IPNetwork,
     PeerConfig,
+    parse_network,
     sorted_networks,
 )
 from roleserve_clusternet.privatekey import decode_key
@@ -112,7 +113,7 @@ def wanted_peers(
 
 def _parse(text: str, into: list[IPNetwork]) -> bool:
     try:
-        into.append(ipaddress.ip_network(text))
+        into.append(parse_network(text))
     except ValueError:
         return False
     return True

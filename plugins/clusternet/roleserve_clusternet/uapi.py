@@ -22,7 +22,6 @@ connection per request leaves nothing to repair after a wireguard-go restart.
 
 from __future__ import annotations
 
-import ipaddress
 from pathlib import Path
 
 import anyio
@@ -32,6 +31,7 @@ from roleserve_clusternet.device import (
     DeviceState,
     IPNetwork,
     PeerState,
+    parse_network,
     sorted_networks,
 )
 from roleserve_clusternet.errors import UapiError
@@ -119,7 +119,7 @@ def parse_get(text: str) -> DeviceState:
                 elif key == "listen_port":
                     listen_port = int(value)
             elif key == "allowed_ip":
-                networks.append(ipaddress.ip_network(value))
+                networks.append(parse_network(value))
             else:
                 peer[key] = value
         finish()
