@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import ipaddress
 import json
+import operator
 import os
 import signal
 import subprocess
@@ -355,6 +356,24 @@ def tcp_transfer(
             listener.kill()
 
 
+def clusternet_summary(node: MeshNode, peers: int) -> str:
+    """The ``repr`` of ``node``'s ``clusternet_status`` with ``peers`` peers, each with a
+    handshake."""
+    return (
+        f"ClusternetStatus({node.interface} port {LISTEN_PORT}, key {node.public_key[:8]}…, "
+        f"announcing {node.address}/32; {peers} peers, {peers} with a handshake)"
+    )
+
+
+def clusternet_status(cluster: NetnsCluster, node: MeshNode) -> str | None:
+    """The node's value ``clusternet_status``, as ``ctl values`` shows it."""
+    shown = ctl(cluster, "values", node.id, "--json")
+    assert shown.returncode == 0, shown.stderr
+    [value] = [value for value in json.loads(shown.stdout) if value["name"] == "clusternet_status"]
+    current: str | None = value["current"]
+    return current
+
+
 def test_every_node_has_a_prefix_of_its_own_and_the_others_as_peers(
     netns_cluster: NetnsCluster,
 ) -> None:
@@ -370,6 +389,13 @@ def test_every_node_has_a_prefix_of_its_own_and_the_others_as_peers(
         assert interface_addresses(node) == [f"{node.address}/32"]
         route = run("ip", "-n", node.namespace, "route", "show", str(CLUSTER_NETWORK))
         assert f"dev {node.interface} " in route, route
+        # The node's own view: its value clusternet_status, as ctl values shows it.
+        wait_for(
+            f"node {node.index}'s clusternet_status",
+            functools.partial(clusternet_status, netns_cluster, node),
+            functools.partial(operator.eq, clusternet_summary(node, peers=2)),
+            timeout=RECONCILE_INTERVAL + 10,
+        )
 
 
 def test_tcp_between_two_nodes_travels_inside_wireguard(netns_cluster: NetnsCluster) -> None:
@@ -447,8 +473,18 @@ def test_a_decommissioned_node_leaves_the_others_peers(netns_cluster: NetnsClust
     assert gone.returncode == 0, gone.stderr
     assert f"decommissioned {third.id}" in gone.stdout
     remaining = mesh[:2]
+    listed = ctl(netns_cluster, "nodes", "--json")
+    assert listed.returncode == 0, listed.stderr
+    [record] = [node for node in json.loads(listed.stdout) if node["id"] == third.id]
+    assert (record["state"], record["cluster_prefix"]) == ("DECOMMISSIONED", None), record
     for node in remaining:
         wait_for_peers(node, wanted_peers(node, remaining))
+        wait_for(
+            f"node {node.index}'s clusternet_status",
+            functools.partial(clusternet_status, netns_cluster, node),
+            functools.partial(operator.eq, clusternet_summary(node, peers=1)),
+            timeout=RECONCILE_INTERVAL + 10,
+        )
     assert tcp_transfer(mesh[0], mesh[1], 1024) == (str(mesh[1].address), 1024)
 
 
