@@ -387,7 +387,7 @@ def test_every_node_has_a_prefix_of_its_own_and_the_others_as_peers(
         assert (device.public_key, device.listen_port) == (node.public_key, LISTEN_PORT)
         assert device.configured() == wanted_peers(node, mesh)
         assert interface_addresses(node) == [f"{node.address}/32"]
-        route = run("ip", "-n", node.namespace, "route", "show", str(CLUSTER_NETWORK))
+        route = cluster_route(node)
         assert f"dev {node.interface} " in route, route
         # The node's own view: its value clusternet_status, as ctl values shows it.
         wait_for(
@@ -458,6 +458,29 @@ def test_wireguard_go_killed_comes_back_configured(netns_cluster: NetnsCluster) 
     again = wait_for("TCP from node 2 to node 1 again", lambda: tcp_transfer(a, b, 1024))
     assert again == (str(b.address), 1024)
     assert wireguard_go(a) == [restarted]
+
+
+def cluster_route(node: MeshNode) -> str:
+    return run("ip", "-n", node.namespace, "route", "show", str(CLUSTER_NETWORK))
+
+
+def test_the_address_removed_by_hand_comes_back_with_the_route(
+    netns_cluster: NetnsCluster,
+) -> None:
+    """Removing an interface's last IPv4 address makes the kernel drop the routes through
+    it: the reconcile puts back the address and the cluster network's route."""
+    mesh = wait_for_mesh(netns_cluster)
+    a, b = mesh[0], mesh[1]
+    run("ip", "-n", a.namespace, "addr", "del", f"{a.address}/32", "dev", a.interface)
+    assert f"dev {a.interface} " not in cluster_route(a)  # the kernel's doing
+    wait_for(
+        f"{a.interface}'s address and route back within one reconcile",
+        lambda: (interface_addresses(a), cluster_route(a)),
+        lambda seen: seen[0] == [f"{a.address}/32"] and f"dev {a.interface} " in seen[1],
+        timeout=RECONCILE_INTERVAL + 5,
+    )
+    again = wait_for("TCP from node 2 to node 1 again", lambda: tcp_transfer(a, b, 1024))
+    assert again == (str(b.address), 1024)
 
 
 def test_a_decommissioned_node_leaves_the_others_peers(netns_cluster: NetnsCluster) -> None:
