@@ -7,7 +7,8 @@ Then the clusternet mesh between them, read from the host (``wg show <interface>
 reaches each node's wireguard-go by its UAPI socket, ``ip -n`` each namespace): every node
 has a prefix of its own and the other two as peers; TCP between two nodes' prefix addresses
 travels inside WireGuard (and cannot without the peer); wireguard-go killed comes back
-configured; a decommissioned node's peer leaves the others.
+configured; an address removed by hand comes back with its route; a decommissioned node's
+peer leaves the others.
 
 One cluster (``netns_cluster``) serves the module: forming it takes most of its time. Its
 nodes reconcile their interfaces every ``RECONCILE_INTERVAL`` seconds (60 by default), so a
