@@ -11,10 +11,10 @@ configured; an address removed by hand comes back with its route; a decommission
 peer leaves the others.
 
 One cluster (``netns_cluster``) serves the module: forming it takes most of its time. Its
-nodes reconcile their interfaces every ``RECONCILE_INTERVAL`` seconds (60 by default), so a
-peer removed by hand comes back quickly. The decommission test takes node 3 out of the
-mesh for good, so it comes after the other mesh tests; the last test takes the cluster
-down.
+nodes reconcile their interfaces every ``RECONCILE_INTERVAL`` seconds (5, not the default
+60), so what a test removes by hand comes back quickly. The decommission test takes node 3
+out of the mesh for good, so it comes after the other mesh tests; the last test takes the
+cluster down.
 """
 
 from __future__ import annotations
@@ -82,7 +82,8 @@ class NetnsCluster:
 def netns_cluster(
     components: None, node_config: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[NetnsCluster]:
-    """Three nodes made by ``cluster up --netns --detach`` (with the e2e roleserve.toml)."""
+    """Three nodes made by ``cluster up --netns --detach`` (with the e2e roleserve.toml
+    and ``MESH_CONFIG``)."""
     require_real(
         "network namespaces (root, iproute2, pyroute2)",
         netns.unsupported() is None,
