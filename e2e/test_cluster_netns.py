@@ -3,29 +3,52 @@ network namespace of its own at an address of 198.18.0.0/15, joined to a bridge 
 host, reached by ``ctl`` from the host; ``cluster down`` leaves no namespace, veth or
 bridge behind.
 
-One cluster (``netns_cluster``) serves the module: forming it takes most of its time. The
-last test takes it down. (The clusternet mesh tests are to join this module, on the same
-cluster.)
+Then the clusternet mesh between them, read from the host (``wg show <interface> dump``
+reaches each node's wireguard-go by its UAPI socket, ``ip -n`` each namespace): every node
+has a prefix of its own and the other two as peers; TCP between two nodes' prefix addresses
+travels inside WireGuard (and cannot without the peer); wireguard-go killed comes back
+configured; an address removed by hand comes back with its route; a decommissioned node's
+peer leaves the others.
+
+One cluster (``netns_cluster``) serves the module: forming it takes most of its time. Its
+nodes reconcile their interfaces every ``RECONCILE_INTERVAL`` seconds (5, not the default
+60), so what a test removes by hand comes back quickly. The decommission test takes node 3
+out of the mesh for good, so it comes after the other mesh tests; the last test takes the
+cluster down.
 """
 
 from __future__ import annotations
 
+import functools
+import ipaddress
 import json
+import operator
 import os
+import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+import anyio
 import pytest
 
 from roleserve_core.localcluster import default_roles, netns
 from roleserve_core.localcluster.netns import NetnsPlan, subnet_for
-from roleserve_core.testing import require_real
+from roleserve_core.testing import poll_until, require_real
 
 TIMEOUT = 120.0
+RECONCILE_INTERVAL = 5
+MESH_CONFIG = f"""
+[plugins.clusternet]
+reconcile_interval = {RECONCILE_INTERVAL}
+"""
+"""Added to the e2e roleserve.toml of this module's nodes (``cluster up`` adds each node's
+own interface name under the same header)."""
+CLUSTER_NETWORK = ipaddress.IPv4Network("10.192.0.0/11")
+LISTEN_PORT = 7838
 ROLESERVE = [sys.executable, "-m", "roleserve_core"]
 
 
@@ -59,7 +82,8 @@ class NetnsCluster:
 def netns_cluster(
     components: None, node_config: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[NetnsCluster]:
-    """Three nodes made by ``cluster up --netns --detach`` (with the e2e roleserve.toml)."""
+    """Three nodes made by ``cluster up --netns --detach`` (with the e2e roleserve.toml
+    and ``MESH_CONFIG``)."""
     require_real(
         "network namespaces (root, iproute2, pyroute2)",
         netns.unsupported() is None,
@@ -68,7 +92,7 @@ def netns_cluster(
     directory = tmp_path_factory.mktemp("netns") / "cluster"
     for index in (1, 2, 3):
         (directory / f"n{index}").mkdir(parents=True)
-        (directory / f"n{index}" / "roleserve.toml").write_text(node_config)
+        (directory / f"n{index}" / "roleserve.toml").write_text(node_config + MESH_CONFIG)
     plan = NetnsPlan(subnet_for(directory), 3)
     made = roleserve(
         "cluster", "up", "--netns", "--nodes", "3", "--detach", "--dir", str(directory)
@@ -121,6 +145,372 @@ def test_up_without_netns_on_it_is_refused(netns_cluster: NetnsCluster) -> None:
     assert again.returncode == 1
     assert "runs in network namespaces (--netns); run `cluster up` with --netns" in again.stderr
     assert all(node["pid"] is not None for node in status(netns_cluster.directory))
+
+
+# -- the clusternet mesh -------------------------------------------------------------
+
+T = TypeVar("T")
+
+
+def wait_for(
+    what: str, look: Callable[[], T], predicate: Callable[[T], bool] = bool, timeout: float = 30.0
+) -> T:
+    """``poll_until`` for a synchronous ``look`` (a command run on the host)."""
+
+    async def looking() -> T:
+        return look()
+
+    return anyio.run(functools.partial(poll_until, what, looking, predicate, timeout=timeout))
+
+
+def ctl(cluster: NetnsCluster, *args: str) -> subprocess.CompletedProcess[str]:
+    return roleserve("ctl", *args, env={"ROLESERVE_CREDENTIALS": str(cluster.directory / "owner")})
+
+
+def run(*command: str) -> str:
+    return subprocess.run(command, capture_output=True, text=True, timeout=30, check=True).stdout
+
+
+@dataclass(frozen=True)
+class MeshNode:
+    """One node as the curator knows it (``ctl nodes --json``), with where it runs."""
+
+    index: int
+    id: str
+    namespace: str
+    interface: str
+    endpoint: str
+    """``<its address on the bridge>:7838``, as the others' peer entries name it."""
+    prefix: ipaddress.IPv4Network
+    announced: tuple[str, ...]
+    public_key: str
+
+    @property
+    def address(self) -> ipaddress.IPv4Address:
+        """Its address in the mesh: the first of its prefix."""
+        return self.prefix[1]
+
+
+def mesh_nodes(cluster: NetnsCluster) -> list[MeshNode]:
+    """The nodes that are UP, once each has a prefix and has announced its key."""
+    listed = ctl(cluster, "nodes", "--json")
+    assert listed.returncode == 0, listed.stderr
+    plan = cluster.plan
+    index_of = {str(plan.address(index)): index for index in (1, 2, 3)}
+    nodes = []
+    for node in json.loads(listed.stdout):
+        if node["state"] != "UP":
+            continue
+        announced = node["clusternet"]
+        assert node["cluster_prefix"] is not None, node
+        assert announced is not None, node
+        index = index_of[node["address"]]
+        nodes.append(
+            MeshNode(
+                index=index,
+                id=node["id"],
+                namespace=plan.namespace(index),
+                interface=plan.wireguard_interface(index),
+                endpoint=f"{plan.address(index)}:{LISTEN_PORT}",
+                prefix=ipaddress.IPv4Network(node["cluster_prefix"]),
+                announced=tuple(announced["prefixes"]),
+                public_key=announced["wireguard_pubkey"],
+            )
+        )
+    return sorted(nodes, key=lambda node: node.index)
+
+
+@dataclass(frozen=True)
+class WgPeer:
+    endpoint: str
+    allowed_ips: frozenset[str]
+    rx_bytes: int
+    tx_bytes: int
+
+
+@dataclass(frozen=True)
+class WgDevice:
+    public_key: str
+    listen_port: int
+    peers: dict[str, WgPeer]
+
+    def configured(self) -> dict[str, tuple[str, frozenset[str]]]:
+        """Each peer's endpoint and allowed IPs, by key."""
+        return {key: (peer.endpoint, peer.allowed_ips) for key, peer in self.peers.items()}
+
+
+def wg_dump(interface: str) -> WgDevice:
+    """``wg show <interface> dump`` (from the host: the UAPI socket is found by name)."""
+    first, *rest = run("wg", "show", interface, "dump").splitlines()
+    _private, public_key, port, _fwmark = first.split("\t")
+    peers = {}
+    for line in rest:
+        key, _psk, endpoint, allowed, _handshake, rx, tx, _keepalive = line.split("\t")
+        ips = frozenset(allowed.split(",")) if allowed != "(none)" else frozenset()
+        peers[key] = WgPeer(endpoint, ips, int(rx), int(tx))
+    return WgDevice(public_key, int(port), peers)
+
+
+def wanted_peers(node: MeshNode, mesh: list[MeshNode]) -> dict[str, tuple[str, frozenset[str]]]:
+    """``node``'s peers as they should be: every other node of ``mesh``, at its endpoint,
+    with its announced prefixes."""
+    return {
+        other.public_key: (other.endpoint, frozenset(other.announced))
+        for other in mesh
+        if other is not node
+    }
+
+
+def interface_addresses(node: MeshNode) -> list[str]:
+    shown = run("ip", "-n", node.namespace, "-o", "-4", "addr", "show", "dev", node.interface)
+    return [line.split()[3] for line in shown.splitlines()]
+
+
+def wait_for_mesh(cluster: NetnsCluster, count: int = 3) -> list[MeshNode]:
+    """The ``count`` UP nodes, once every one has a prefix, has announced it, and has every
+    other as a peer as it should be."""
+    mesh = wait_for(
+        f"{count} UP nodes with a prefix and a key",
+        lambda: mesh_nodes(cluster),
+        lambda nodes: len(nodes) == count,
+    )
+    for node in mesh:
+        wait_for_peers(node, wanted_peers(node, mesh))
+    return mesh
+
+
+def wait_for_peers(
+    node: MeshNode, wanted: dict[str, tuple[str, frozenset[str]]], timeout: float = 30.0
+) -> None:
+    """Until ``node``'s interface has exactly the peers ``wanted`` (endpoints, allowed IPs)."""
+    wait_for(
+        f"{node.interface}'s peers",
+        lambda: wg_dump(node.interface).configured(),
+        lambda peers: peers == wanted,
+        timeout=timeout,
+    )
+
+
+LISTENER = """
+import socket, sys
+server = socket.create_server((sys.argv[1], 0))
+server.settimeout(60)
+print(server.getsockname()[1], flush=True)
+connection, peer = server.accept()
+connection.settimeout(60)
+received = 0
+while chunk := connection.recv(65536):
+    received += len(chunk)
+connection.sendall(f"{peer[0]} {received}".encode())
+connection.close()
+"""
+"""Listens on argv[1], says its port, takes one connection; answers with the peer's address
+and the number of bytes it received."""
+
+CLIENT = """
+import socket, sys
+address, port, size, timeout = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+try:
+    connection = socket.create_connection((address, port), timeout=timeout)
+except OSError as error:
+    sys.exit(f"no connection: {error!r}")
+with connection:
+    connection.sendall(bytes(size))
+    connection.shutdown(socket.SHUT_WR)
+    reply = b""
+    while chunk := connection.recv(65536):
+        reply += chunk
+print(reply.decode())
+"""
+"""Connects to argv[1]:argv[2] (from whatever address the node's routes give it), sends
+argv[3] bytes, prints the answer; says "no connection: ..." if it cannot connect within
+argv[4] seconds."""
+
+
+def tcp_transfer(
+    server: MeshNode, client: MeshNode, size: int, timeout: float = 10.0
+) -> tuple[str, int] | None:
+    """``size`` bytes over TCP from ``client``'s namespace to a listener on ``server``'s
+    mesh address: the client's address as the listener saw it and the bytes it received,
+    or None if the client could not connect within ``timeout`` seconds (its packets
+    dropped); any other failure (refused, unreachable) fails."""
+    with subprocess.Popen(
+        ["ip", "netns", "exec", server.namespace, sys.executable, "-c", LISTENER,
+         str(server.address)],
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as listener:  # fmt: skip
+        try:
+            assert listener.stdout is not None
+            port = listener.stdout.readline().strip()
+            assert port, "the listener did not start"
+            done = subprocess.run(
+                ["ip", "netns", "exec", client.namespace, sys.executable, "-c", CLIENT,
+                 str(server.address), port, str(size), str(timeout)],
+                capture_output=True, text=True, timeout=timeout + 30, check=False,
+            )  # fmt: skip
+            if done.stderr.startswith("no connection: TimeoutError"):
+                return None  # dropped, not refused
+            assert done.returncode == 0, done.stderr
+            peer, received = done.stdout.split()
+            return peer, int(received)
+        finally:
+            listener.kill()
+
+
+def clusternet_summary(node: MeshNode, peers: int) -> str:
+    """The ``repr`` of ``node``'s ``clusternet_status`` with ``peers`` peers, each with a
+    handshake."""
+    return (
+        f"ClusternetStatus({node.interface} port {LISTEN_PORT}, key {node.public_key[:8]}…, "
+        f"announcing {node.address}/32; {peers} peers, {peers} with a handshake)"
+    )
+
+
+def clusternet_status(cluster: NetnsCluster, node: MeshNode) -> str | None:
+    """The node's value ``clusternet_status``, as ``ctl values`` shows it."""
+    shown = ctl(cluster, "values", node.id, "--json")
+    assert shown.returncode == 0, shown.stderr
+    [value] = [value for value in json.loads(shown.stdout) if value["name"] == "clusternet_status"]
+    current: str | None = value["current"]
+    return current
+
+
+def test_every_node_has_a_prefix_of_its_own_and_the_others_as_peers(
+    netns_cluster: NetnsCluster,
+) -> None:
+    mesh = wait_for_mesh(netns_cluster)
+    assert [node.index for node in mesh] == [1, 2, 3]
+    assert len({node.prefix for node in mesh}) == 3
+    for node in mesh:
+        assert node.prefix.subnet_of(CLUSTER_NETWORK), node
+        assert node.announced == (f"{node.address}/32",), node
+        device = wg_dump(node.interface)
+        assert (device.public_key, device.listen_port) == (node.public_key, LISTEN_PORT)
+        assert device.configured() == wanted_peers(node, mesh)
+        assert interface_addresses(node) == [f"{node.address}/32"]
+        route = cluster_route(node)
+        assert f"dev {node.interface} " in route, route
+        # The node's own view: its value clusternet_status, as ctl values shows it.
+        wait_for(
+            f"node {node.index}'s clusternet_status",
+            functools.partial(clusternet_status, netns_cluster, node),
+            functools.partial(operator.eq, clusternet_summary(node, peers=2)),
+            timeout=RECONCILE_INTERVAL + 10,
+        )
+
+
+def test_tcp_between_two_nodes_travels_inside_wireguard(netns_cluster: NetnsCluster) -> None:
+    """From node 2 to a listener on node 1's mesh address, from node 2's: node 1's counters
+    of its peer node 2 rise by at least the bytes sent. Without that peer (removed with
+    ``wg``), no connection: nothing goes around the tunnel. The reconcile puts it back
+    within one interval, and TCP works again."""
+    mesh = wait_for_mesh(netns_cluster)
+    a, b = mesh[0], mesh[1]
+    size = 64 * 1024
+    before = wg_dump(a.interface).peers[b.public_key]
+    assert tcp_transfer(a, b, size) == (str(b.address), size)
+    after = wg_dump(a.interface).peers[b.public_key]
+    assert after.rx_bytes - before.rx_bytes >= size, (before, after)
+
+    for _attempt in range(3):
+        run("wg", "set", a.interface, "peer", b.public_key, "remove")
+        removed = wg_dump(a.interface)
+        assert b.public_key not in removed.peers
+        refused = tcp_transfer(a, b, 1024, timeout=2.0)
+        if refused is None:
+            break
+        # It got through: only right if the reconcile put the peer back meanwhile.
+        assert b.public_key in wg_dump(a.interface).peers, refused
+    else:
+        pytest.fail("the reconcile put the peer back before every attempt could fail")
+    wait_for_peers(a, wanted_peers(a, mesh), timeout=RECONCILE_INTERVAL + 5)  # one reconcile
+    again = wait_for("TCP from node 2 to node 1 again", lambda: tcp_transfer(a, b, size))
+    assert again == (str(b.address), size)
+
+
+def wireguard_go(node: MeshNode) -> list[int]:
+    """The pids of the wireguard-go running ``node``'s interface."""
+    found = subprocess.run(
+        ["pgrep", "-f", f"wireguard-go.* {node.interface}$"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    return [int(pid) for pid in found.stdout.split()]
+
+
+def test_wireguard_go_killed_comes_back_configured(netns_cluster: NetnsCluster) -> None:
+    mesh = wait_for_mesh(netns_cluster)
+    a, b = mesh[0], mesh[1]
+    [pid] = wireguard_go(a)
+    os.kill(pid, signal.SIGKILL)
+    [restarted] = wait_for(
+        f"a new wireguard-go for {a.interface}",
+        lambda: wireguard_go(a),
+        lambda pids: len(pids) == 1 and pids[0] != pid,
+    )
+    wait_for(
+        f"{a.interface} configured again",
+        lambda: (wg_dump(a.interface).configured(), interface_addresses(a)),
+        lambda seen: seen == (wanted_peers(a, mesh), [f"{a.address}/32"]),
+    )
+    assert wg_dump(a.interface).public_key == a.public_key  # the same key, from its file
+    again = wait_for("TCP from node 2 to node 1 again", lambda: tcp_transfer(a, b, 1024))
+    assert again == (str(b.address), 1024)
+    assert wireguard_go(a) == [restarted]
+
+
+def cluster_route(node: MeshNode) -> str:
+    return run("ip", "-n", node.namespace, "route", "show", str(CLUSTER_NETWORK))
+
+
+def test_the_address_removed_by_hand_comes_back_with_the_route(
+    netns_cluster: NetnsCluster,
+) -> None:
+    """Removing an interface's last IPv4 address makes the kernel drop the routes through
+    it: the reconcile puts back the address and the cluster network's route."""
+    mesh = wait_for_mesh(netns_cluster)
+    a, b = mesh[0], mesh[1]
+    run("ip", "-n", a.namespace, "addr", "del", f"{a.address}/32", "dev", a.interface)
+    assert f"dev {a.interface} " not in cluster_route(a)  # the kernel's doing
+    wait_for(
+        f"{a.interface}'s address and route back within one reconcile",
+        lambda: (interface_addresses(a), cluster_route(a)),
+        lambda seen: seen[0] == [f"{a.address}/32"] and f"dev {a.interface} " in seen[1],
+        timeout=RECONCILE_INTERVAL + 5,
+    )
+    again = wait_for("TCP from node 2 to node 1 again", lambda: tcp_transfer(a, b, 1024))
+    assert again == (str(b.address), 1024)
+
+
+def test_a_decommissioned_node_leaves_the_others_peers(netns_cluster: NetnsCluster) -> None:
+    """Node 3 loses its consensus roles and is decommissioned (as ``docs/ctl.md`` says); it
+    keeps running until the cluster goes down, out of the mesh. After the other mesh tests:
+    node 3 never comes back."""
+    mesh = wait_for_mesh(netns_cluster)
+    third = mesh[2]
+    for role in ("kubernetes_controller", "consensus_member"):
+        unset = ctl(netns_cluster, "roles", "unset", third.id, role)
+        assert unset.returncode == 0, unset.stderr
+    gone = ctl(netns_cluster, "decommission", third.id, "--yes")
+    assert gone.returncode == 0, gone.stderr
+    assert f"decommissioned {third.id}" in gone.stdout
+    remaining = mesh[:2]
+    listed = ctl(netns_cluster, "nodes", "--json")
+    assert listed.returncode == 0, listed.stderr
+    [record] = [node for node in json.loads(listed.stdout) if node["id"] == third.id]
+    assert (record["state"], record["cluster_prefix"]) == ("DECOMMISSIONED", None), record
+    for node in remaining:
+        wait_for_peers(node, wanted_peers(node, remaining))
+        wait_for(
+            f"node {node.index}'s clusternet_status",
+            functools.partial(clusternet_status, netns_cluster, node),
+            functools.partial(operator.eq, clusternet_summary(node, peers=1)),
+            timeout=RECONCILE_INTERVAL + 10,
+        )
+    assert tcp_transfer(mesh[0], mesh[1], 1024) == (str(mesh[1].address), 1024)
 
 
 def test_down_leaves_no_namespace_veth_or_bridge(netns_cluster: NetnsCluster) -> None:

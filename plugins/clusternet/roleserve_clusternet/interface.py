@@ -76,7 +76,13 @@ class InterfaceSpec:
 
 
 class UapiInterface:
-    """A ``MeshInterface`` (see ``device``): peers over UAPI, the address over netlink."""
+    """A ``MeshInterface`` (see ``device``): peers over UAPI, the address over netlink.
+
+    With a ``route`` (the cluster network), ``set_address`` also routes it through the
+    interface again if it is gone: removing the interface's last IPv4 address (an address
+    that changes, or one removed by hand) makes the kernel drop every route through it, and
+    the reconcile calls ``set_address`` on every pass.
+    """
 
     def __init__(
         self,
@@ -84,11 +90,13 @@ class UapiInterface:
         netns: str | None = None,
         log: logging.Logger | None = None,
         socket: Path | None = None,
+        route: IPNetwork | None = None,
     ) -> None:
         self._name = name
         self.netns = netns
         self.log = log
         self.uapi = UapiSocket(name, socket)
+        self.route = route
 
     @property
     def name(self) -> str:
@@ -102,6 +110,8 @@ class UapiInterface:
 
     async def set_address(self, address: IPInterface | None) -> None:
         await link.set_address(self._name, address, self.netns, self.log)
+        if self.route is not None:
+            await link.ensure_route(self._name, self.route, self.netns, self.log)
 
 
 def parse_wireguard_go(line: str) -> tuple[int, str]:
@@ -180,7 +190,7 @@ async def open_interface(
         # that one first if it is provably ours; if not, wireguard-go fails to make the
         # interface and the worker retries.
         log.info("%s exists; a wireguard-go of an earlier run may hold it", spec.name)
-    device = UapiInterface(spec.name, spec.netns, log)
+    device = UapiInterface(spec.name, spec.netns, log, route=spec.route)
     async with start_program(log, program) as running:
         await _wait_ready(device, running, spec)
         yield device, running

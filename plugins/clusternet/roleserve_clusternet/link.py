@@ -15,6 +15,7 @@ import errno
 import ipaddress
 import logging
 import os
+import socket
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +31,7 @@ __all__ = [
     "ROUTE_PROTOCOL",
     "create_kernel_link",
     "delete_link",
+    "ensure_route",
     "link_exists",
     "set_address",
     "set_up",
@@ -38,6 +40,8 @@ __all__ = [
 ROUTE_PROTOCOL = 129
 """The protocol number of the cluster network's route (as Monogon's), so that an operator
 (``ip route show proto 129``) tells it from the routes others made."""
+
+MAIN_TABLE = 254
 
 NO_PERMISSION = (
     "cannot create the WireGuard interface {name}: {reason}; clusternet needs root "
@@ -211,6 +215,50 @@ async def set_up(name: str, mtu: int, route: IPNetwork, netns: str | None = None
     :raises LinkError: netlink refused.
     """
     await _in_thread(_set_up, name, netns, mtu, route)
+
+
+def _route_through(ipr: IPRoute, index: int, route: IPNetwork) -> bool:
+    """Whether the main table routes ``route`` (exactly) through interface ``index``."""
+    family = socket.AF_INET if route.version == 4 else socket.AF_INET6
+    for message in ipr.get_routes(family=family):
+        if (
+            message.get_attr("RTA_TABLE") == MAIN_TABLE
+            and message["dst_len"] == route.prefixlen
+            and message.get_attr("RTA_DST") == str(route.network_address)
+            and message.get_attr("RTA_OIF") == index
+        ):
+            return True
+    return False
+
+
+def _ensure_route(name: str, netns: str | None, route: IPNetwork) -> bool:
+    from pyroute2 import NetlinkError
+
+    with _ipr(netns) as ipr:
+        index = _index(ipr, name)
+        if index is None:
+            raise LinkError(f"the interface {name} is gone")
+        try:
+            if _route_through(ipr, index, route):
+                return False
+            ipr.route("replace", dst=str(route), oif=index, proto=ROUTE_PROTOCOL)
+        except NetlinkError as exc:
+            raise LinkError(f"cannot route {route} through {name}: {exc}") from None
+    return True
+
+
+async def ensure_route(
+    name: str, route: IPNetwork, netns: str | None = None, log: logging.Logger | None = None
+) -> None:
+    """Route ``route`` through ``name`` again if the main table does not (with a WARNING):
+    the kernel drops every route through an interface when its last IPv4 address goes, and
+    an operator may have removed it.
+
+    :raises LinkError: netlink refused, or the interface is gone.
+    """
+    added: bool = await _in_thread(_ensure_route, name, netns, route)
+    if added and log is not None:
+        log.warning("the route of %s through %s was missing; set again", route, name)
 
 
 def _set_address(name: str, netns: str | None, address: IPInterface | None) -> bool:

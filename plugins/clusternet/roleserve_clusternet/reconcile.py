@@ -8,14 +8,15 @@ Reads ``Mesh.wanted``, ``Mesh.address``, ``Mesh.announced``; writes the interfac
 
     every reconcile_interval, or at once when kicked (a failed batch of pull):
       read (UAPI get=1) ─▶ private key, listen port, peers vs wanted ─▶ plan ─▶ configure
-                        ─▶ address (netlink)
+                        ─▶ address, and the route if it is gone (netlink)
                         ─▶ read again ─▶ clusternet_status
 
 So a peer removed by hand (``wg set IF peer KEY remove``), a peer added by hand, allowed
 IPs changed by hand, a key or port changed by hand, all come back within one interval,
-with one WARNING naming what differed. Monogon never re-syncs its peers. A pass that fails
-fails the runnable: the supervisor restarts it after its backoff, and the restart is the
-retry.
+with one WARNING naming what differed; so do the address and the cluster network's route
+(which the kernel drops with the interface's last IPv4 address: ``UapiInterface``).
+Monogon never re-syncs its peers. A pass that fails fails the runnable: the supervisor
+restarts it after its backoff, and the restart is the retry.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ import ipaddress
 import logging
 import os
 import signal
+import subprocess
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -89,6 +90,41 @@ async def test_two_interfaces_carry_tcp_and_count_it(netns_pair: NetnsPair, tmp_
         assert after.last_handshake is not None
         assert after.rx_bytes > 0
         assert after.tx_bytes > 0
+
+
+def routed(side: Side, network: ipaddress.IPv4Network) -> bool:
+    """Whether ``side``'s namespace routes ``network`` through its interface."""
+    shown = ip_in(side, "route", "show", str(network))
+    return f"dev {side.interface} " in shown
+
+
+def ip_in(side: Side, *arguments: str) -> str:
+    done = subprocess.run(
+        ["ip", "-n", side.netns, *arguments], check=True, capture_output=True, text=True
+    )
+    return done.stdout
+
+
+async def test_set_address_routes_the_cluster_network_again(
+    netns_pair: NetnsPair, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The kernel drops every route through an interface when its last IPv4 address goes
+    (an address that changes, or one removed by hand); ``set_address``, which the reconcile
+    calls on every pass, routes the cluster network through it again, with a WARNING."""
+    a = netns_pair.a
+    async with AsyncExitStack() as stack:
+        device = await open_side(stack, a, netns_pair, WireGuardKey.generate(), tmp_path)
+        assert routed(a, netns_pair.mesh)
+        await link.set_address(a.interface, None, a.netns)  # its only address gone
+        assert not routed(a, netns_pair.mesh)
+        with caplog.at_level(logging.WARNING, LOG.name):
+            await device.set_address(ipaddress.ip_interface(f"{a.mesh_address}/32"))
+        assert routed(a, netns_pair.mesh)
+        missing = f"the route of {netns_pair.mesh} through {a.interface} was missing; set again"
+        assert [record.getMessage() for record in caplog.records] == [missing]
+        caplog.clear()
+        await device.set_address(ipaddress.ip_interface(f"{a.mesh_address}/32"))
+        assert not caplog.records  # routed already: nothing to say
 
 
 def record(
