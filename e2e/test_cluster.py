@@ -278,7 +278,9 @@ def _start_copy(original: Path, copy: Path, log: Path) -> subprocess.Popen[bytes
     ``log``."""
     skip = shutil.ignore_patterns("controlplane", "lock", "node.pid", "node.log")
     shutil.copytree(original, copy, ignore=skip)
-    environment = {**os.environ, "ROLESERVE_DISABLE_PLUGINS": "controlplane"}
+    # Without clusternet too, as every node of a loopback cluster: in the host's network,
+    # its mesh would put an interface and the cluster network's route on the host itself.
+    environment = {**os.environ, "ROLESERVE_DISABLE_PLUGINS": "controlplane,clusternet"}
     command = [sys.executable, "-m", "roleserve_core", "node", "run", "--data-dir", str(copy)]
     with log.open("w") as output:
         return subprocess.Popen(command, stderr=output, env=environment)
