@@ -14,6 +14,7 @@ records (``Transitions``), while its status shows the failure and the pending re
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -890,6 +891,50 @@ async def test_a_cancellation_nobody_asked_for_fails_that_runnable_alone(
     assert died(transitions, "root.stray")
     await wait_restarted(supervisor, "root.one")
     assert supervisor.status_of("root").state is HEALTHY
+
+
+def cancelled_into_a_grpc_error(runs: list[RunContext], *, grouped: bool) -> Runnable:
+    """A runnable whose cancellation a library turns into a CancelledError of its own, as a
+    gRPC call cancelled under a restarting worker does (anyio's scope lets it through)."""
+
+    async def run(ctx: RunContext) -> None:
+        runs.append(ctx)
+        ctx.signal_healthy()
+        with contextlib.suppress(anyio.get_cancelled_exc_class()):
+            await anyio.sleep_forever()
+        # A fresh one, with no context leading back to anyio's: what grpc.aio raises when
+        # the call is cancelled from its own side.
+        if grouped:
+            raise BaseExceptionGroup("unhandled", [asyncio.CancelledError()])
+        raise asyncio.CancelledError
+
+    return run
+
+
+@pytest.mark.parametrize("grouped", [False, True])
+async def test_a_restart_that_a_library_cancels_its_own_way_restarts_that_runnable_only(
+    start: Start, transitions: Transitions, grouped: bool
+) -> None:
+    """It once ended a node's whole tree, with no error ("the supervision tree ended by
+    itself"), at a leader change: every curator worker restarts inside its gRPC calls."""
+    runs: list[RunContext] = []
+    other = Switch()
+    supervisor = await start(
+        Switch({"caller": cancelled_into_a_grpc_error(runs, grouped=grouped), "other": other})
+    )
+    await wait_for_state(supervisor, "root.caller")
+
+    runs[0].restart()
+
+    restarted = await wait_restarted(supervisor, "root.caller")
+    assert (restarted.failures, restarted.last_error, len(runs)) == (0, None, 2)
+    assert not died(transitions, "root.caller")
+    # The tree lives on (let through, the cancellation reaches the supervisor's task group
+    # a moment later, and everything stops): a second restart works as the first did.
+    runs[1].restart()
+    await wait_restarted(supervisor, "root.caller", restarts=2)
+    assert states(supervisor) == {"root": HEALTHY, "root.caller": HEALTHY, "root.other": HEALTHY}
+    assert other.cancellations == 0
 
 
 async def test_returning_when_cancelled_by_sibling_is_canceled_not_dead(

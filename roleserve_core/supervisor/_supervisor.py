@@ -15,12 +15,13 @@ cancels their scopes too, which is the explicit form of Go's derived contexts.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import re
 import time
 import traceback
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -240,7 +241,7 @@ class Supervisor:
         error: BaseException | None = None
         returned = False
         try:
-            with node.scope:
+            with self._own_cancellation_ends_here(node), node.scope:
                 if delay > 0:
                     # Until the deadline set when the restart was scheduled (the one status
                     # shows as restart_in), not ``delay`` from whenever this task first runs:
@@ -264,6 +265,40 @@ class Supervisor:
                     error = _unasked_cancellation(node, cancelled)
         finally:
             self._finished(node, error, returned)
+
+    @contextlib.contextmanager
+    def _own_cancellation_ends_here(self, node: Node) -> Iterator[None]:
+        """Keep the cancellation of one runnable inside its own task.
+
+        ``node.scope`` swallows the cancellation it delivered only if the exception is
+        anyio's own. A library that turns it into a CancelledError of its own (a gRPC call
+        cancelled under a restarting runnable raises a fresh ``asyncio.CancelledError``)
+        gets past the scope; leaving the task, it would make the supervisor's task group
+        cancel every runnable, and the whole tree would end with no error at all. When this
+        run was asked to stop and nothing above it is stopping, such a cancellation ends
+        this run only (CANCELED, as asked).
+        """
+        cancelled = anyio.get_cancelled_exc_class()
+        try:
+            yield
+        except cancelled as raised:
+            if not self._only_this_run_stops(node, raised):
+                raise
+        except BaseExceptionGroup as raised:
+            first = _only_cancellations(raised)
+            if first is None:
+                raise
+            if not self._only_this_run_stops(node, raised):
+                # A group of nothing but cancellations is a cancellation: raised as the
+                # group, the task group would take it for an error while stopping.
+                raise first from raised
+
+    def _only_this_run_stops(self, node: Node, raised: BaseException) -> bool:
+        # Not _cancel_was_asked(): the native cancel anyio used stays counted on the task
+        # when its scope lets the exception through. Only an enclosing scope (the
+        # supervisor stopping, its host cancelled) shows as a deadline in the past here.
+        above_stops = anyio.current_effective_deadline() == -math.inf
+        return node.cancelled and not self._stopping and not above_stops
 
     @staticmethod
     def _cancel_was_asked() -> bool:
@@ -496,6 +531,17 @@ class Supervisor:
         Bound it with ``anyio.fail_after``.
         """
         return await self.wait_status(dn, lambda status: status.state in states)
+
+
+def _only_cancellations(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
+    """The first cancellation of a group that holds nothing else; None otherwise."""
+    cancelled, rest = group.split(anyio.get_cancelled_exc_class())
+    if cancelled is None or rest is not None:
+        return None
+    first: BaseException = cancelled
+    while isinstance(first, BaseExceptionGroup):
+        first = first.exceptions[0]
+    return first
 
 
 def _unasked_cancellation(node: Node, cancelled: BaseException) -> RunnableCancelledError:
