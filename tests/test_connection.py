@@ -54,12 +54,14 @@ from roleserve_core.testing import (
     random_loopback,
     wait_for_value,
 )
+from roleserve_core.workers import heartbeat as heartbeat_module
 
 pytestmark = pytest.mark.anyio
 
 CONNECTION = "root.connection"
 CURATORS = "root.connection.curators"
 SESSION = "root.session"
+HEARTBEAT = "root.role.heartbeat"
 
 SHORT_ANSWER_TIMEOUT = 1.0
 """``answer_timeout`` where a candidate is meant not to answer: what that costs."""
@@ -834,3 +836,41 @@ async def test_connector_finds_the_leader_through_learned_curators_once_the_seed
     new = await wait_connection(harness, lambda found: found is not old)
     assert (new.leader_node_id, new.leader_endpoint) == (successor.node_id, successor.endpoint)
     assert connection_of(harness).statistics().sets == 2
+
+
+async def test_connector_leaves_a_leader_that_stops_answering_heartbeats(
+    cluster: FakeCluster,
+    known: RecordingCurators,
+    node: Callable[..., Awaitable[NodeHarness]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A hung leader: its connections stay open and its streams never end, so only the
+    heartbeat's missing reply says it is gone. The connector asks the other curators (the
+    hung one last), follows the one that names the new leader, and the heartbeat moves."""
+    monkeypatch.setattr(heartbeat_module, "REPLY_TIMEOUT", 0.2)
+    hung = await cluster.curator(heartbeat_interval=0.05)
+    follower = await cluster.curator()
+    successor = await cluster.curator(heartbeat_interval=0.05)
+    hung.lead()
+    follower.follow(hung)
+    successor.follow(hung)
+    known.set_seeds([hung.endpoint, follower.endpoint])  # the hung one is asked first
+    runtime = PluginHarness(core_workers=True).runtime(tmp_path)
+    runtime.add_service("connection", CuratorConnector(known, runtime.registry.scoped(CORE_READER)))
+    harness = await node(runtime)
+    harness.set(NODE_CREDENTIALS, cluster.credentials)
+    first = await wait_connection(harness, lambda found: found.leader_node_id == hung.node_id)
+    beats = await hung.wait_calls("Heartbeat", 2)
+    assert asked_by(follower) == []  # following the hung leader's own stream
+
+    hung.hold_heartbeats()  # stopped: it reads, and answers nothing any more
+    successor.lead()
+    follower.follow(successor)
+    moved = await wait_connection(harness, lambda found: found.leader_node_id == successor.node_id)
+    assert (moved.leader_endpoint, moved.channel is first.channel) == (successor.endpoint, False)
+    await successor.wait_calls("Heartbeat", 2)
+    await harness.wait_state(HEARTBEAT)
+    assert len(hung.requests("Heartbeat")) == len(beats) + 1  # the one left unanswered
+    assert asked_by(follower) == [cluster.credentials.node_id]
+    assert harness.status(CONNECTION).state is State.HEALTHY

@@ -25,6 +25,7 @@ import logging
 from collections.abc import AsyncIterable, Sequence
 from typing import Any, cast
 
+import anyio
 import grpc
 
 from roleserve_core.identity import ANY_NODE_NAME, Credentials
@@ -148,7 +149,9 @@ class CancellationSafeChannel(grpc.aio.Channel):
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
-        await self.channel.close()
+        # Shielded: a cancelled caller (a connector that stops following) still closes it.
+        with anyio.CancelScope(shield=True):
+            await self.channel.close()
 
     async def close(self, grace: float | None = None) -> None:
         await self.channel.close(grace)
