@@ -845,7 +845,8 @@ async def test_connector_leaves_a_leader_that_stops_answering_heartbeats(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A hung leader: its connections stay open and its streams never end, so only the
+    """A hung leader whose own stream is all the connector follows (the other curator did
+    not answer then): its connections stay open and its streams never end, so only the
     heartbeat's missing reply says it is gone. The connector asks the other curators (the
     hung one last), follows the one that names the new leader, and the heartbeat moves."""
     monkeypatch.setattr(heartbeat_module, "REPLY_TIMEOUT", 0.2)
@@ -854,16 +855,15 @@ async def test_connector_leaves_a_leader_that_stops_answering_heartbeats(
     successor = await cluster.curator(heartbeat_interval=0.05)
     hung.lead()
     follower.follow(hung)
-    successor.follow(hung)
-    known.set_seeds([hung.endpoint, follower.endpoint])  # the hung one is asked first
-    runtime = PluginHarness(core_workers=True).runtime(tmp_path)
-    runtime.add_service("connection", CuratorConnector(known, runtime.registry.scoped(CORE_READER)))
-    harness = await node(runtime)
-    harness.set(NODE_CREDENTIALS, cluster.credentials)
+    follower.refuse("GetCurrentLeader", grpc.StatusCode.UNAVAILABLE, "starting")
+    known.set_seeds([hung.endpoint, follower.endpoint])
+    harness = await start_core_with_connector(cluster, known, node, tmp_path)
     first = await wait_connection(harness, lambda found: found.leader_node_id == hung.node_id)
     beats = await hung.wait_calls("Heartbeat", 2)
-    assert asked_by(follower) == []  # following the hung leader's own stream
+    assert follower.leader_answers.get_nowait() == 0  # refused: the hung one's own stream
+    assert connection_of(harness).get_nowait() is first
 
+    follower.allow("GetCurrentLeader")
     hung.hold_heartbeats()  # stopped: it reads, and answers nothing any more
     successor.lead()
     follower.follow(successor)
@@ -872,5 +872,48 @@ async def test_connector_leaves_a_leader_that_stops_answering_heartbeats(
     await successor.wait_calls("Heartbeat", 2)
     await harness.wait_state(HEARTBEAT)
     assert len(hung.requests("Heartbeat")) == len(beats) + 1  # the one left unanswered
-    assert asked_by(follower) == [cluster.credentials.node_id]
     assert harness.status(CONNECTION).state is State.HEALTHY
+
+
+async def test_connector_follows_the_leader_through_a_follower_when_one_answers(
+    cluster: FakeCluster,
+    known: RecordingCurators,
+    node: Callable[..., Awaitable[NodeHarness]],
+    tmp_path: Path,
+) -> None:
+    """The leader named itself first; the connector keeps that connection but follows a
+    follower's stream, which names the next leader as soon as it is elected: no reply has
+    to go missing first (the old leader here still answers everything)."""
+    leader = await cluster.curator(heartbeat_interval=0.05)
+    follower = await cluster.curator()
+    successor = await cluster.curator(heartbeat_interval=0.05)
+    leader.lead()
+    follower.follow(leader)
+    known.set_seeds([leader.endpoint, follower.endpoint])  # the leader is asked first
+    harness = await start_core_with_connector(cluster, known, node, tmp_path)
+    first = await wait_connection(harness, lambda found: found.leader_node_id == leader.node_id)
+    await wait_for_value(follower.leader_answers, lambda answers: answers >= 1)
+    assert asked_by(follower) == [cluster.credentials.node_id]
+    await leader.wait_calls("Heartbeat", 2)
+    assert connection_of(harness).get_nowait() is first  # the same leader: kept
+
+    successor.lead()
+    follower.follow(successor)
+    moved = await wait_connection(harness, lambda found: found.leader_node_id == successor.node_id)
+    assert moved.leader_endpoint == successor.endpoint
+    assert connection_of(harness).statistics().sets == 2
+    await successor.wait_calls("Heartbeat", 1)
+
+
+async def start_core_with_connector(
+    cluster: FakeCluster,
+    known: RecordingCurators,
+    node: Callable[..., Awaitable[NodeHarness]],
+    tmp_path: Path,
+) -> NodeHarness:
+    """A node running the core's workers and the connector, its credentials set."""
+    runtime = PluginHarness(core_workers=True).runtime(tmp_path)
+    runtime.add_service("connection", CuratorConnector(known, runtime.registry.scoped(CORE_READER)))
+    harness = await node(runtime)
+    harness.set(NODE_CREDENTIALS, cluster.credentials)
+    return harness

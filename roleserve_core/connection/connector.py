@@ -31,6 +31,12 @@ things notice it::
 
 A report about a replaced connection is ignored. The reported endpoint stays last among
 the candidates until the next report: asked last, never left out (it may be the only one).
+
+The leader is followed through another curator when one answers: when the leader named
+itself (its own stream), the connector follows anew with the leader asked last, and keeps
+its connection when a follower names the same leader. A follower's stream tells of the new
+leader as soon as it is elected, with no detection needed: the heartbeat's report is then
+the fallback, for when the leader's own stream is all there is (no other curator answers).
 """
 
 from __future__ import annotations
@@ -74,23 +80,33 @@ class CuratorConnector:
         ctx.run("curators", self._learn_curators)
         ctx.set_note(f"looking for the leader at {', '.join(self.known.candidates())}")
         channel: CancellationSafeChannel | None = None
-        suspect: str | None = None
+        last: str | None = None  # the endpoint to ask last
+        moving_off = False  # re-following only to leave the leader's own stream
         async with anyio.create_task_group() as closing:
             try:
                 while True:
                     with anyio.CancelScope() as self._following:
-                        candidates = _asking_last(self.known.candidates, suspect)
+                        candidates = _asking_last(self.known.candidates, last)
                         following = follow_leader(candidates, credentials)
                         async with contextlib.aclosing(following):
                             async for leader in following:
-                                old, channel = channel, self._connect(ctx, credentials, leader)
-                                if old is None:
-                                    ctx.set_note("")
-                                    ctx.signal_healthy()
-                                else:
-                                    closing.start_soon(_close_later, old)
-                    # Only a report ends following (see the module docstring).
-                    suspect = self._current.leader_endpoint if self._current else None
+                                if not (moving_off and _is_current(self._current, leader)):
+                                    old, channel = channel, self._connect(ctx, credentials, leader)
+                                    if old is None:
+                                        ctx.set_note("")
+                                        ctx.signal_healthy()
+                                    else:
+                                        closing.start_soon(_close_later, old)
+                                moving_off = False
+                                if (
+                                    leader.answered_by_leader
+                                    and leader.endpoint != last
+                                    and len(self.known.candidates()) > 1
+                                ):
+                                    moving_off = True  # to follow it through a follower
+                                    break
+                    # A report, or leaving the leader's own stream (see the module docstring).
+                    last = self._current.leader_endpoint if self._current else None
             finally:
                 self._following = None
                 if channel is not None:
@@ -139,6 +155,13 @@ class CuratorConnector:
                 if self.known.learn(curators):
                     ctx.log.info("curators: %s", ", ".join(sorted(curators)))
                 view = await views.get(filter=lambda view: view.backlogged)
+
+
+def _is_current(current: CuratorConnection | None, leader: LeaderInfo) -> bool:
+    return current is not None and (current.leader_node_id, current.leader_endpoint) == (
+        leader.node_id,
+        leader.endpoint,
+    )
 
 
 def _asking_last(candidates: Candidates, last: str | None) -> Candidates:
