@@ -33,8 +33,9 @@ A report about a replaced connection is ignored. The reported endpoint stays las
 the candidates until the next report: asked last, never left out (it may be the only one).
 
 The leader is followed through another curator when one answers: when the leader named
-itself (its own stream), the connector follows anew with the leader asked last, and keeps
-its connection when a follower names the same leader. A follower's stream tells of the new
+itself (its own stream) and there are other candidates (or the curators child learns some
+later), the connector follows anew with the leader asked last, and keeps its connection
+when a follower names the same leader. A follower's stream tells of the new
 leader as soon as it is elected, with no detection needed: the heartbeat's report is then
 the fallback, for when the leader's own stream is all there is (no other curator answers).
 """
@@ -72,6 +73,8 @@ class CuratorConnector:
         self.values = values
         self._current: CuratorConnection | None = None
         self._following: anyio.CancelScope | None = None
+        self._on_leaders_own_stream = False
+        self._moving_off = False  # following anew only to leave the leader's own stream
 
     async def __call__(self, ctx: RunContext) -> None:
         ctx.set_note("waiting for the node's credentials")
@@ -81,7 +84,6 @@ class CuratorConnector:
         ctx.set_note(f"looking for the leader at {', '.join(self.known.candidates())}")
         channel: CancellationSafeChannel | None = None
         last: str | None = None  # the endpoint to ask last
-        moving_off = False  # re-following only to leave the leader's own stream
         async with anyio.create_task_group() as closing:
             try:
                 while True:
@@ -90,22 +92,24 @@ class CuratorConnector:
                         following = follow_leader(candidates, credentials)
                         async with contextlib.aclosing(following):
                             async for leader in following:
-                                if not (moving_off and _is_current(self._current, leader)):
+                                keep = self._moving_off and _is_current(self._current, leader)
+                                self._moving_off = False
+                                if not keep:
                                     old, channel = channel, self._connect(ctx, credentials, leader)
                                     if old is None:
                                         ctx.set_note("")
                                         ctx.signal_healthy()
                                     else:
                                         closing.start_soon(_close_later, old)
-                                moving_off = False
-                                if (
-                                    leader.answered_by_leader
-                                    and leader.endpoint != last
-                                    and len(self.known.candidates()) > 1
-                                ):
-                                    moving_off = True  # to follow it through a follower
+                                # Its own stream, while another curator might answer.
+                                self._on_leaders_own_stream = (
+                                    leader.answered_by_leader and leader.endpoint != last
+                                )
+                                if self._on_leaders_own_stream and len(candidates()) > 1:
+                                    self._moving_off = True
                                     break
                     # A report, or leaving the leader's own stream (see the module docstring).
+                    self._on_leaders_own_stream = False
                     last = self._current.leader_endpoint if self._current else None
             finally:
                 self._following = None
@@ -134,6 +138,7 @@ class CuratorConnector:
         """A worker's report (see ``CuratorConnection.report_unresponsive``)."""
         if connection is not self._current or self._following is None:
             return  # about a replaced connection, or while already looking anew
+        self._moving_off = False  # a new connection, even to the same leader
         ctx.log.warning(
             "the leading curator %s at %s does not answer (%s); asking the other curators",
             connection.leader_node_id,
@@ -154,6 +159,9 @@ class CuratorConnector:
                 curators = [found for node in view.values() if (found := curator_endpoint(node))]
                 if self.known.learn(curators):
                     ctx.log.info("curators: %s", ", ".join(sorted(curators)))
+                    if self._on_leaders_own_stream and self._following is not None:
+                        self._moving_off = True  # another curator may answer now
+                        self._following.cancel()
                 view = await views.get(filter=lambda view: view.backlogged)
 
 
