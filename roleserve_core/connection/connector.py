@@ -59,10 +59,15 @@ from roleserve_core.rpc import CancellationSafeChannel, secure_channel
 from roleserve_core.supervisor import RunContext
 from roleserve_core.values import PluginValues
 
-__all__ = ["OLD_CHANNEL_GRACE", "CuratorConnector"]
+__all__ = ["ANSWER_TIMEOUT", "OLD_CHANNEL_GRACE", "CuratorConnector"]
 
 OLD_CHANNEL_GRACE = 10.0
 """Seconds a replaced channel stays open."""
+ANSWER_TIMEOUT = 2.0
+"""Seconds each curator has to name the leader (``follow_leader``'s ``answer_timeout``):
+shorter than ``roleserve ctl``'s, because the node asks the hung leader too (last), and
+does so whenever the curator it followed ends its stream (a follower that got elected
+does), before asking again the others, which then name the new leader."""
 
 
 class CuratorConnector:
@@ -89,7 +94,9 @@ class CuratorConnector:
                 while True:
                     with anyio.CancelScope() as self._following:
                         candidates = _asking_last(self.known.candidates, last)
-                        following = follow_leader(candidates, credentials)
+                        following = follow_leader(
+                            candidates, credentials, answer_timeout=ANSWER_TIMEOUT
+                        )
                         async with contextlib.aclosing(following):
                             async for leader in following:
                                 keep = self._moving_off and _is_current(self._current, leader)
