@@ -917,3 +917,27 @@ async def start_core_with_connector(
     harness = await node(runtime)
     harness.set(NODE_CREDENTIALS, cluster.credentials)
     return harness
+
+
+async def test_connector_leaves_the_leaders_own_stream_once_it_learns_another_curator(
+    cluster: FakeCluster, known: RecordingCurators, start_connector: StartConnector
+) -> None:
+    """Enrolled through the leader, a node knows only that seed: it follows the leader's
+    own stream until the cluster's nodes name another curator, then a follower's, keeping
+    its connection."""
+    leader = await cluster.curator()
+    follower = await cluster.curator()
+    leader.lead()
+    follower.follow(leader)
+    known.set_seeds([leader.endpoint])
+    harness = await start_connector()
+    harness.set(NODE_CREDENTIALS, cluster.credentials)
+    first = await wait_connection(harness)
+    await harness.wait_state(CURATORS)
+    assert follower.leader_answers.get_nowait() == 0
+
+    host, port = follower.endpoint.rsplit(":", 1)
+    leader.set_node(node_with(host, int(port), node_id=follower.node_id))
+    await wait_for_value(follower.leader_answers, lambda answers: answers >= 1)
+    assert connection_of(harness).get_nowait() is first
+    assert connection_of(harness).statistics().sets == 1
