@@ -27,7 +27,8 @@ when they want the core's values without its workers.
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from roleserve_core.clusternodes import ClusterNodes
@@ -86,9 +87,19 @@ class CuratorConnection:
     """``host:port`` of the leading curator."""
     channel: grpc.aio.Channel
     """The channel to the leader (a ``roleserve_core.rpc.CancellationSafeChannel``)."""
+    on_unresponsive: Callable[[str], None] = field(default=lambda reason: None, repr=False)
+    """Called through ``report_unresponsive``; set by the connector (a no-op otherwise)."""
 
     def __repr__(self) -> str:
         return f"CuratorConnection(leader={self.leader_node_id} at {self.leader_endpoint})"
+
+    def report_unresponsive(self, reason: str) -> None:
+        """Tell the connector that the leader stopped answering on this connection (``reason``
+        says what went unanswered, for its log). The connector then asks the other known
+        curators for the leader and sets a new connection, even to the same leader if they
+        still name it. The heartbeat worker reports a reply that does not come in time; a
+        report about a connection that was already replaced is ignored. Never blocks."""
+        self.on_unresponsive(reason)
 
 
 @dataclass(frozen=True, slots=True)

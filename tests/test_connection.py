@@ -54,12 +54,14 @@ from roleserve_core.testing import (
     random_loopback,
     wait_for_value,
 )
+from roleserve_core.workers import heartbeat as heartbeat_module
 
 pytestmark = pytest.mark.anyio
 
 CONNECTION = "root.connection"
 CURATORS = "root.connection.curators"
 SESSION = "root.session"
+HEARTBEAT = "root.role.heartbeat"
 
 SHORT_ANSWER_TIMEOUT = 1.0
 """``answer_timeout`` where a candidate is meant not to answer: what that costs."""
@@ -834,3 +836,108 @@ async def test_connector_finds_the_leader_through_learned_curators_once_the_seed
     new = await wait_connection(harness, lambda found: found is not old)
     assert (new.leader_node_id, new.leader_endpoint) == (successor.node_id, successor.endpoint)
     assert connection_of(harness).statistics().sets == 2
+
+
+async def test_connector_leaves_a_leader_that_stops_answering_heartbeats(
+    cluster: FakeCluster,
+    known: RecordingCurators,
+    node: Callable[..., Awaitable[NodeHarness]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A hung leader whose own stream is all the connector follows (the other curator did
+    not answer then): its connections stay open and its streams never end, so only the
+    heartbeat's missing reply says it is gone. The connector asks the other curators (the
+    hung one last), follows the one that names the new leader, and the heartbeat moves."""
+    monkeypatch.setattr(heartbeat_module, "REPLY_TIMEOUT", 0.2)
+    hung = await cluster.curator(heartbeat_interval=0.05)
+    follower = await cluster.curator()
+    successor = await cluster.curator(heartbeat_interval=0.05)
+    hung.lead()
+    follower.follow(hung)
+    follower.refuse("GetCurrentLeader", grpc.StatusCode.UNAVAILABLE, "starting")
+    known.set_seeds([hung.endpoint, follower.endpoint])
+    harness = await start_core_with_connector(cluster, known, node, tmp_path)
+    first = await wait_connection(harness, lambda found: found.leader_node_id == hung.node_id)
+    beats = await hung.wait_calls("Heartbeat", 2)
+    assert follower.leader_answers.get_nowait() == 0  # refused: the hung one's own stream
+    assert connection_of(harness).get_nowait() is first
+
+    follower.allow("GetCurrentLeader")
+    hung.hold_heartbeats()  # stopped: it reads, and answers nothing any more
+    successor.lead()
+    follower.follow(successor)
+    moved = await wait_connection(harness, lambda found: found.leader_node_id == successor.node_id)
+    assert (moved.leader_endpoint, moved.channel is first.channel) == (successor.endpoint, False)
+    await successor.wait_calls("Heartbeat", 2)
+    await harness.wait_state(HEARTBEAT)
+    assert len(hung.requests("Heartbeat")) == len(beats) + 1  # the one left unanswered
+    assert harness.status(CONNECTION).state is State.HEALTHY
+
+
+async def test_connector_follows_the_leader_through_a_follower_when_one_answers(
+    cluster: FakeCluster,
+    known: RecordingCurators,
+    node: Callable[..., Awaitable[NodeHarness]],
+    tmp_path: Path,
+) -> None:
+    """The leader named itself first; the connector keeps that connection but follows a
+    follower's stream, which names the next leader as soon as it is elected: no reply has
+    to go missing first (the old leader here still answers everything)."""
+    leader = await cluster.curator(heartbeat_interval=0.05)
+    follower = await cluster.curator()
+    successor = await cluster.curator(heartbeat_interval=0.05)
+    leader.lead()
+    follower.follow(leader)
+    known.set_seeds([leader.endpoint, follower.endpoint])  # the leader is asked first
+    harness = await start_core_with_connector(cluster, known, node, tmp_path)
+    first = await wait_connection(harness, lambda found: found.leader_node_id == leader.node_id)
+    await wait_for_value(follower.leader_answers, lambda answers: answers >= 1)
+    assert asked_by(follower) == [cluster.credentials.node_id]
+    await leader.wait_calls("Heartbeat", 2)
+    assert connection_of(harness).get_nowait() is first  # the same leader: kept
+
+    successor.lead()
+    follower.follow(successor)
+    moved = await wait_connection(harness, lambda found: found.leader_node_id == successor.node_id)
+    assert moved.leader_endpoint == successor.endpoint
+    assert connection_of(harness).statistics().sets == 2
+    await successor.wait_calls("Heartbeat", 1)
+
+
+async def start_core_with_connector(
+    cluster: FakeCluster,
+    known: RecordingCurators,
+    node: Callable[..., Awaitable[NodeHarness]],
+    tmp_path: Path,
+) -> NodeHarness:
+    """A node running the core's workers and the connector, its credentials set."""
+    runtime = PluginHarness(core_workers=True).runtime(tmp_path)
+    runtime.add_service("connection", CuratorConnector(known, runtime.registry.scoped(CORE_READER)))
+    harness = await node(runtime)
+    harness.set(NODE_CREDENTIALS, cluster.credentials)
+    return harness
+
+
+async def test_connector_leaves_the_leaders_own_stream_once_it_learns_another_curator(
+    cluster: FakeCluster, known: RecordingCurators, start_connector: StartConnector
+) -> None:
+    """Enrolled through the leader, a node knows only that seed: it follows the leader's
+    own stream until the cluster's nodes name another curator, then a follower's, keeping
+    its connection."""
+    leader = await cluster.curator()
+    follower = await cluster.curator()
+    leader.lead()
+    follower.follow(leader)
+    known.set_seeds([leader.endpoint])
+    harness = await start_connector()
+    harness.set(NODE_CREDENTIALS, cluster.credentials)
+    first = await wait_connection(harness)
+    await harness.wait_state(CURATORS)
+    assert follower.leader_answers.get_nowait() == 0
+
+    host, port = follower.endpoint.rsplit(":", 1)
+    leader.set_node(node_with(host, int(port), node_id=follower.node_id))
+    await wait_for_value(follower.leader_answers, lambda answers: answers >= 1)
+    assert connection_of(harness).get_nowait() is first
+    assert connection_of(harness).statistics().sets == 1

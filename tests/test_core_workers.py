@@ -10,6 +10,7 @@ does. Nothing waits on a sleep.
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import itertools
 import logging
@@ -461,6 +462,35 @@ async def test_heartbeat_is_healthy_once_answered_and_keeps_the_curators_interva
     assert leader.heartbeat_replies.get_nowait() == answered
     assert beating.last_reply.statistics().sets == answered
     assert harness.status(HEARTBEAT).state is State.HEALTHY
+
+
+async def test_heartbeat_reports_a_leader_that_does_not_reply_and_waits_for_the_next(
+    cluster: FakeCluster, start: Start
+) -> None:
+    leader = await cluster.curator(heartbeat_interval=0.05)
+    successor = await cluster.curator(heartbeat_interval=0.05)
+    harness = await start()
+    beating = heartbeat_of(harness)
+    beating.reply_timeout = 0.2
+    reports: list[str] = []
+    first = dataclasses.replace(cluster.connect(leader), on_unresponsive=reports.append)
+    harness.set(CURATOR_CONNECTION, first)
+    await harness.wait_state(HEARTBEAT)
+
+    leader.hold_heartbeats()
+    said = "no heartbeat reply within 0.2 s"
+    waiting = await harness.wait_status(HEARTBEAT, lambda s: s.note.startswith(said))
+    assert reports == [said]
+    assert waiting.note == (
+        f"{said}: the leader {leader.node_id} counts as gone; waiting up to 15 s for a new leader"
+    )
+    assert waiting.failures == 0
+
+    # The connector's next connection: beating there at once, nothing counted as failed.
+    harness.set(CURATOR_CONNECTION, cluster.connect(successor))
+    await successor.wait_calls("Heartbeat", 2)
+    assert harness.status(HEARTBEAT).failures == 0
+    assert reports == [said]
 
 
 async def test_heartbeat_fails_when_the_curator_ends_the_stream(

@@ -35,6 +35,8 @@ from roleserve_core.proto import (
     nodemanagement_pb2,
 )
 from roleserve_core.rpc import (
+    KEEPALIVE_OPTIONS,
+    KEEPALIVE_POLICY,
     NODE_PERMISSIONS,
     USER_PERMISSIONS,
     NodePeer,
@@ -448,3 +450,44 @@ async def test_cancelling_a_unary_call_stays_inside_its_cancel_scope(cluster: Cl
             with scope:
                 await stub.JoinNode(curator_pb2.JoinNodeRequest())  # never answers
         assert scope.cancelled_caught
+
+
+def test_every_channel_pings_its_server_and_a_caller_may_change_how(
+    ca: CA, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made: list[list[tuple[str, Any]]] = []
+
+    def recording(target: str, credentials: Any, options: list[tuple[str, Any]]) -> Any:
+        made.append(options)
+        return None
+
+    monkeypatch.setattr(grpc.aio, "secure_channel", recording)
+    credentials = ca.node()
+    secure_channel("127.0.0.1:1", credentials)
+    secure_channel("127.0.0.1:1", credentials, options=[("grpc.keepalive_time_ms", 1_000)])
+    default, changed = (dict(options) for options in made)
+    assert {name: default[name] for name, _ in KEEPALIVE_OPTIONS} == {
+        "grpc.keepalive_time_ms": 10_000,
+        "grpc.keepalive_timeout_ms": 5_000,
+        "grpc.keepalive_permit_without_calls": 1,
+        "grpc.http2.max_pings_without_data": 0,
+    }
+    assert changed == {**default, "grpc.keepalive_time_ms": 1_000}
+    assert len(made[1]) == len(made[0])  # replaced, not given twice
+
+
+def test_every_server_permits_the_clients_pings(ca: CA, monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[list[tuple[str, Any]]] = []
+
+    def recording(*, interceptors: Any, options: list[tuple[str, Any]]) -> Any:
+        made.append(options)
+        return None
+
+    monkeypatch.setattr(grpc.aio, "server", recording)
+    create_server(ca.node(), options=[("grpc.so_reuseport", 0)])
+    [options] = made
+    policy = dict(options)
+    assert policy == {**dict(KEEPALIVE_POLICY), "grpc.so_reuseport": 0}
+    pings_every_ms = dict(KEEPALIVE_OPTIONS)["grpc.keepalive_time_ms"]
+    assert policy["grpc.http2.min_recv_ping_interval_without_data_ms"] <= pings_every_ms
+    assert policy["grpc.keepalive_permit_without_calls"] == 1

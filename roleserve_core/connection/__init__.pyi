@@ -5,6 +5,7 @@ from .leader import NoLeaderError as NoLeaderError
 from .leader import find_leader as find_leader
 from .leader import follow_leader as follow_leader
 from .session import LEADER_CHANGE_WINDOW as LEADER_CHANGE_WINDOW
+from .session import LeaderUnresponsiveError as LeaderUnresponsiveError
 from .session import Session as Session
 from .session import on_each_connection as on_each_connection
 

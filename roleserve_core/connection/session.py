@@ -7,7 +7,8 @@ leader changes. ``on_each_connection`` does it once for all::
     wait for curator_connection ─▶ session(connection) ──┬─ returns: done
                                                          ├─ a new connection is set:
                                                          │    ctx.restart() (no backoff)
-                                                         └─ fails with a gRPC error:
+                                                         └─ fails with a gRPC error, or
+                                                            LeaderUnresponsiveError:
                                                               wait up to LEADER_CHANGE_WINDOW
                                                               for a new connection (restart),
                                                               else fail (the supervisor's
@@ -17,6 +18,11 @@ The window matters when the leader dies: every call on its channel fails at once
 new leader is known a lease TTL later. Failing at once would grow each worker's backoff
 while nothing can be done; waiting for the new connection restarts them the moment it
 exists. A failure that is not a leader change still fails, only a few seconds later.
+
+``LeaderUnresponsiveError`` is what a session raises after it told the connector that the
+leader stopped answering (``CuratorConnection.report_unresponsive``): the connector then
+looks for the leader, and the session waits for the connection it sets, like after a
+gRPC error.
 """
 
 from __future__ import annotations
@@ -26,12 +32,13 @@ from collections.abc import Awaitable, Callable
 import anyio
 import grpc
 
+from roleserve_core.errors import ExpectedError
 from roleserve_core.event import Watcher
 from roleserve_core.keys import CURATOR_CONNECTION, CuratorConnection
 from roleserve_core.supervisor import RunContext
 from roleserve_core.values import PluginValues
 
-__all__ = ["LEADER_CHANGE_WINDOW", "Session", "on_each_connection"]
+__all__ = ["LEADER_CHANGE_WINDOW", "LeaderUnresponsiveError", "Session", "on_each_connection"]
 
 LEADER_CHANGE_WINDOW = 15.0
 """Seconds a failed session waits for a new connection before it counts as a failure:
@@ -39,6 +46,11 @@ longer than an election takes after a leader dies (its lease, 10 s by default, r
 first)."""
 
 Session = Callable[[CuratorConnection], Awaitable[None]]
+
+
+class LeaderUnresponsiveError(ExpectedError):
+    """The leader did not answer in time; the session reported it to the connector
+    (``CuratorConnection.report_unresponsive``) before raising this."""
 
 
 async def on_each_connection(
@@ -52,23 +64,26 @@ async def on_each_connection(
 
     :raises grpc.aio.AioRpcError: the session's failure, if no new connection came within
         ``window`` seconds.
+    :raises LeaderUnresponsiveError: likewise.
     """
     with values.watch(CURATOR_CONNECTION) as watcher:
         if not values.read(CURATOR_CONNECTION).statistics().is_set:
             ctx.set_note("waiting for the connection to the curator")
         connection = await watcher.get()
         ctx.set_note("")
-        failure: grpc.aio.AioRpcError | None = None
+        failure: grpc.aio.AioRpcError | LeaderUnresponsiveError | None = None
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(_restart_on_new_connection, ctx, watcher)
             try:
                 await session(connection)
-            except grpc.aio.AioRpcError as exc:
+            except (grpc.aio.AioRpcError, LeaderUnresponsiveError) as exc:
                 failure = exc
-                ctx.set_note(
-                    f"{exc.code().name}: {exc.details()}; waiting up to {window:g} s for a "
-                    "new leader"
+                said = (
+                    f"{exc.code().name}: {exc.details()}"
+                    if isinstance(exc, grpc.aio.AioRpcError)
+                    else str(exc)
                 )
+                ctx.set_note(f"{said}; waiting up to {window:g} s for a new leader")
                 await anyio.sleep(window)  # a new connection restarts us before this ends
             tasks.cancel_scope.cancel()
         if failure is not None:

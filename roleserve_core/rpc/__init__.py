@@ -7,7 +7,8 @@ channels that verify nodes by ID, peer identity for handlers, cancellation-safe 
             └─ AuthorizationInterceptor: each method's authorization option vs. the peer
                └─ handler: current_peer() → NodePeer | UserPeer | UnauthenticatedPeer
     client: secure_channel(target, credentials, node_id=...)  (verifies: a node of the
-            cluster, or exactly that node; never by host name)
+            cluster, or exactly that node; never by host name; keepalive pings: a hung
+            server fails the channel's calls within ~15 s, KEEPALIVE_OPTIONS / _POLICY)
             └─ unary calls awaited through unary(): anyio cancellation stays anyio's
 
 Modules: ``_authorization`` (method options, permissions), ``_peer`` (classifying callers),
@@ -22,7 +23,12 @@ from roleserve_core.rpc._authorization import (
     method_authorization,
     permission_name,
 )
-from roleserve_core.rpc._client import CancellationSafeChannel, channel_credentials, secure_channel
+from roleserve_core.rpc._client import (
+    KEEPALIVE_OPTIONS,
+    CancellationSafeChannel,
+    channel_credentials,
+    secure_channel,
+)
 from roleserve_core.rpc._peer import (
     NodePeer,
     Peer,
@@ -32,6 +38,7 @@ from roleserve_core.rpc._peer import (
     current_peer,
 )
 from roleserve_core.rpc._server import (
+    KEEPALIVE_POLICY,
     AuthorizationInterceptor,
     bind,
     create_server,
@@ -40,6 +47,8 @@ from roleserve_core.rpc._server import (
 from roleserve_core.rpc._unary import CancellationSafeCall, unary
 
 __all__ = [
+    "KEEPALIVE_OPTIONS",
+    "KEEPALIVE_POLICY",
     "NODE_PERMISSIONS",
     "USER_PERMISSIONS",
     "AuthorizationInterceptor",

@@ -9,6 +9,13 @@ The channel is a thin wrapper of grpc.aio's, and generated stubs built on it inh
 fixes: unary responses are awaited through ``unary`` (safe to cancel from anyio), and
 request streams are written only once the server admitted the call, so that a refusal
 arrives as the server's status, not as INTERNAL (see ``ADMITTED_METADATA`` in ``_server``).
+
+Every channel pings its server (``KEEPALIVE_OPTIONS``, Monogon's resolver's values: a ping
+after 10 s, answered within 5 s, with or without calls): a peer that accepts TCP and never
+answers (a stopped process, a paused VM) fails every call and stream on the channel within
+about 15 s, where without pings a stream to it would wait forever. The servers permit these
+pings (``KEEPALIVE_POLICY`` in ``_server``); a server that does not (etcd's) answers too
+frequent pings with GOAWAY, so its clients set their own options.
 """
 
 from __future__ import annotations
@@ -18,15 +25,27 @@ import logging
 from collections.abc import AsyncIterable, Sequence
 from typing import Any, cast
 
+import anyio
 import grpc
 
 from roleserve_core.identity import ANY_NODE_NAME, Credentials
 from roleserve_core.rpc._server import ADMITTED_METADATA_KEY
 from roleserve_core.rpc._unary import CancellationSafeCall
 
-__all__ = ["CancellationSafeChannel", "channel_credentials", "secure_channel"]
+__all__ = ["KEEPALIVE_OPTIONS", "CancellationSafeChannel", "channel_credentials", "secure_channel"]
 
 _log = logging.getLogger("roleserve.rpc")
+
+KEEPALIVE_OPTIONS: tuple[tuple[str, int], ...] = (
+    ("grpc.keepalive_time_ms", 10_000),
+    ("grpc.keepalive_timeout_ms", 5_000),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.max_pings_without_data", 0),
+)
+"""Ping the server 10 s after the last ping, give up on the connection (failing its calls
+as UNAVAILABLE) when the ping is not answered within 5 s; ping with no call open too, and
+without a limit on pings between data frames (gRPC stops at 2 by default, which would leave
+a quiet stream unwatched)."""
 
 
 def channel_credentials(credentials: Credentials) -> grpc.ChannelCredentials:
@@ -53,12 +72,16 @@ def secure_channel(
     """A channel to ``target`` (``host:port``) that accepts only a node of the cluster.
 
     :param node_id: accept only this node; otherwise any node of the cluster.
+    :param options: gRPC channel options, added to (and replacing the same names of)
+        ``KEEPALIVE_OPTIONS``.
     """
     name = node_id or ANY_NODE_NAME
+    given = {option for option, _ in options}
+    keepalive = [(option, value) for option, value in KEEPALIVE_OPTIONS if option not in given]
     channel = grpc.aio.secure_channel(
         target,
         channel_credentials(credentials),
-        options=[("grpc.ssl_target_name_override", name), *options],
+        options=[("grpc.ssl_target_name_override", name), *keepalive, *options],
     )
     return CancellationSafeChannel(channel)
 
@@ -126,7 +149,9 @@ class CancellationSafeChannel(grpc.aio.Channel):
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
-        await self.channel.close()
+        # Shielded: a cancelled caller (a connector that stops following) still closes it.
+        with anyio.CancelScope(shield=True):
+            await self.channel.close()
 
     async def close(self, grace: float | None = None) -> None:
         await self.channel.close(grace)

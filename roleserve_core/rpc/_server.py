@@ -13,7 +13,8 @@
                 ├── a needed permission missing ──▶ PERMISSION_DENIED
                 └── handler, with current_peer() = the node or user
 
-Servers are always nodes: they present their node certificate.
+Servers are always nodes: they present their node certificate. Every server permits the
+clients' keepalive pings (``KEEPALIVE_POLICY``; see ``KEEPALIVE_OPTIONS`` in ``_client``).
 """
 
 from __future__ import annotations
@@ -38,7 +39,22 @@ from roleserve_core.rpc._peer import (
     _set_current_peer,
 )
 
-__all__ = ["AuthorizationInterceptor", "bind", "create_server", "server_credentials"]
+__all__ = [
+    "KEEPALIVE_POLICY",
+    "AuthorizationInterceptor",
+    "bind",
+    "create_server",
+    "server_credentials",
+]
+
+KEEPALIVE_POLICY: tuple[tuple[str, int], ...] = (
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.min_recv_ping_interval_without_data_ms", 5_000),
+)
+"""Accept a client's pings every 5 s or more, with or without calls: the clients ping every
+10 s (``KEEPALIVE_OPTIONS``). gRPC's defaults (pings only during calls, at most one per
+5 minutes without data) count these pings as strikes and close the connection with GOAWAY
+``too_many_pings`` after two."""
 
 # Generic in the type stubs only: at run time the grpc classes are not subscriptable.
 Context: TypeAlias = "grpc.aio.ServicerContext[Any, Any]"
@@ -183,10 +199,15 @@ def create_server(
     """A grpc.aio server that authorizes every call for the cluster of ``credentials``.
 
     Add servicers, then ``server.add_secure_port(address, server_credentials(credentials))``.
+
+    :param options: gRPC server options, added to (and replacing the same names of)
+        ``KEEPALIVE_POLICY``.
     """
     classifier = classifier or PeerClassifier(credentials.ca_certificate)
+    given = {option for option, _ in options}
+    policy = [(option, value) for option, value in KEEPALIVE_POLICY if option not in given]
     return grpc.aio.server(
-        interceptors=[AuthorizationInterceptor(classifier)], options=list(options)
+        interceptors=[AuthorizationInterceptor(classifier)], options=[*policy, *options]
     )
 
 

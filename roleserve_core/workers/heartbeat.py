@@ -7,11 +7,21 @@ Reads ``curator_connection``; writes nothing.
     Heartbeat stream on the current connection:
         send ─▶ reply (the interval to keep) ─▶ healthy after the first reply
         sleep until one interval after the send ─▶ send ...
+        no reply within REPLY_TIMEOUT ─▶ connection.report_unresponsive(): the connector
+            looks for the leader anew ─▶ LeaderUnresponsiveError: wait for the new
+            connection (``on_each_connection``)
 
 The curator says the interval in every reply (5 s by default) and declares a node timed
 out after three missed intervals. Unlike Monogon's worker, which sends every 10 s against
 a 10 s timeout and never signals healthy, this one keeps the curator's interval and is
 healthy while replies come, so its backoff resets and its state says whether it works.
+
+The replies are the node's liveness signal for the leader: a leader that hangs (a stopped
+process) keeps the TCP connection open and the stream unended, and other curators elect a
+new leader once its lease runs out, while this node would beat into the void. A reply is a
+read of the curator's memory, so a few seconds without one means the leader is gone, not
+busy; REPLY_TIMEOUT is far below the curator's own timeout (three intervals) so that the
+node reaches the new leader before the new leader counts it as timed out.
 
 The curator keeps one process's stream per node: a second process with this node's
 identity is refused, says so once, and tries again (``_identity``).
@@ -24,7 +34,7 @@ from collections.abc import AsyncIterator, Callable
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from roleserve_core.connection.session import on_each_connection
+from roleserve_core.connection.session import LeaderUnresponsiveError, on_each_connection
 from roleserve_core.errors import ExpectedError
 from roleserve_core.event import Value
 from roleserve_core.keys import CURATOR_CONNECTION, CuratorConnection
@@ -38,10 +48,12 @@ from roleserve_core.workers._identity import (
     signal_healthy_once,
 )
 
-__all__ = ["DEFAULT_INTERVAL", "Heartbeat", "heartbeat_worker"]
+__all__ = ["DEFAULT_INTERVAL", "REPLY_TIMEOUT", "Heartbeat", "heartbeat_worker"]
 
 DEFAULT_INTERVAL = 5.0
 """Seconds between heartbeats when the curator's reply names no interval."""
+REPLY_TIMEOUT = 2.0
+"""Seconds a heartbeat's reply may take before the leader counts as gone (see above)."""
 
 
 class StreamClosedError(ExpectedError):
@@ -62,6 +74,8 @@ class Heartbeat:
         """``anyio.current_time()`` of the latest reply."""
         self.conflict_retry = CONFLICT_RETRY
         """Seconds between attempts while another process holds this node."""
+        self.reply_timeout = REPLY_TIMEOUT
+        """Seconds each reply may take (``REPLY_TIMEOUT``)."""
 
     async def run(self, ctx: RunContext) -> None:
         """Sends heartbeats to the leading curator at the interval it asks for."""
@@ -88,10 +102,19 @@ class Heartbeat:
                 while True:
                     sent = anyio.current_time()
                     await send.send(curator_pb2.HeartbeatRequest(instance=PROCESS_INSTANCE))
-                    try:
-                        reply = await anext(answers)
-                    except StopAsyncIteration:
-                        raise StreamClosedError("the curator closed the heartbeat stream") from None
+                    with anyio.move_on_after(self.reply_timeout) as waiting:
+                        try:
+                            reply = await anext(answers)
+                        except StopAsyncIteration:
+                            raise StreamClosedError(
+                                "the curator closed the heartbeat stream"
+                            ) from None
+                    if waiting.cancelled_caught:
+                        said = f"no heartbeat reply within {self.reply_timeout:g} s"
+                        connection.report_unresponsive(said)
+                        raise LeaderUnresponsiveError(
+                            f"{said}: the leader {connection.leader_node_id} counts as gone"
+                        )
                     interval = reply.interval.ToNanoseconds() / 1e9 or DEFAULT_INTERVAL
                     self.last_reply.set(anyio.current_time())
                     if first:
