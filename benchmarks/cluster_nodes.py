@@ -36,7 +36,6 @@ import argparse
 import gc
 import ipaddress
 import logging
-import subprocess
 import sys
 import tempfile
 import time
@@ -46,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from _child import child_node
 from _report import print_comparison, summarise
 from anyio.streams.buffered import BufferedByteReceiveStream
 
@@ -265,13 +265,9 @@ async def measure_node(
 ) -> Measured:
     """Run one node configuration: streams and memory, then ``changes_`` probe changes."""
     arguments = [str(directory), curator.endpoint, curator.node_id, kind, str(count)]
-    process = await anyio.open_process(
-        [sys.executable, __file__, "--node", *arguments], stderr=subprocess.DEVNULL
-    )
-    assert process.stdin is not None
-    assert process.stdout is not None
-    output = Line(process.stdout)
-    try:
+    async with child_node(__file__, arguments) as process:
+        assert process.stdout is not None
+        output = Line(process.stdout)
         words = await read_line(output)
         assert words[0] == "ready", words
         measured = Measured(kind, count, words, curator.open_watches.get_nowait())
@@ -290,13 +286,6 @@ async def measure_node(
                             measured.latency.append(float(when) - start)
                         break
         return measured
-    finally:
-        await process.stdin.aclose()
-        with anyio.move_on_after(30):
-            await process.wait()
-        if process.returncode is None:
-            process.kill()
-        await process.aclose()
 
 
 def memory_table(results: list[Measured], nodes: int) -> bool:

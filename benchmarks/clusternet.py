@@ -64,14 +64,13 @@ import ipaddress
 import json
 import logging
 import os
-import secrets
 import subprocess
 import sys
 import tempfile
 import time
 import tomllib
-from collections.abc import AsyncIterator, Iterator
-from contextlib import AsyncExitStack, asynccontextmanager, contextmanager, suppress
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -79,6 +78,7 @@ from typing import Any
 import anyio
 import anyio.abc
 import anyio.to_thread
+from _child import child_node
 from _report import print_comparison, summarise
 from anyio.streams.buffered import BufferedByteReceiveStream
 
@@ -89,11 +89,10 @@ from roleserve_clusternet.mesh import Mesh
 from roleserve_clusternet.peers import Wanted, plan
 from roleserve_clusternet.privatekey import WireGuardKey, decode_key
 from roleserve_clusternet.reconcile import reconcile_once
-from roleserve_clusternet.settings import SETTINGS, ClusternetSettings
+from roleserve_clusternet.settings import ClusternetSettings
 from roleserve_clusternet.uapi import UapiSocket, socket_path
-from roleserve_clusternet.values import CLUSTERNET_STATUS
-from roleserve_clusternet.worker_clusternet import clusternet_worker, configure_device
-from roleserve_core import NodeContext, Setting, State, ValueKey, Worker, hookimpl
+from roleserve_clusternet.worker_clusternet import configure_device
+from roleserve_core import State
 from roleserve_core.clock import MonotonicClock
 from roleserve_core.identity import NodeCredentials
 from roleserve_core.keys import CURATOR_CONNECTION, NODE_ID, CuratorConnection
@@ -111,9 +110,11 @@ from roleserve_core.testing import (
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "plugins" / "clusternet"))
 # The plugin tests' kit, by path.
+from tests.clusternet_hooks import ClusternetHooks
 from tests.clusternet_netns import (
     NetnsPair,
     Side,
+    namespace_pair,
     real_wireguard_available,
     tcp_exchange,
 )
@@ -133,38 +134,6 @@ DN = "root.role.clusternet"
 
 
 # -- namespaces ---------------------------------------------------------------------------
-
-
-def _run(*command: str) -> None:
-    subprocess.run(command, check=True, capture_output=True, timeout=30)
-
-
-@contextmanager
-def namespaces() -> Iterator[NetnsPair]:
-    """Two namespaces joined by a veth pair, unique names (as the tests' ``netns_pair``);
-    removed at the end, with whatever is left in them."""
-    tag = secrets.token_hex(3)
-    third = secrets.randbelow(120) * 2
-    mesh = ipaddress.IPv4Network(f"10.254.{third + 1}.0/24")
-    a = Side(f"rsbn-{tag}-a", f"10.254.{third}.1", f"rsbn{tag}a", next(mesh.subnets(4)))
-    b = Side(f"rsbn-{tag}-b", f"10.254.{third}.2", f"rsbn{tag}b", list(mesh.subnets(4))[1])
-    created: list[str] = []
-    try:
-        for side in (a, b):
-            _run("ip", "netns", "add", side.netns)
-            created.append(side.netns)
-            _run("ip", "-n", side.netns, "link", "set", "lo", "up")
-        _run(
-            "ip", "-n", a.netns, "link", "add", "veth0", "type", "veth",
-            "peer", "name", "veth1", "netns", b.netns,
-        )  # fmt: skip
-        for side, veth in ((a, "veth0"), (b, "veth1")):
-            _run("ip", "-n", side.netns, "addr", "add", f"{side.veth_address}/24", "dev", veth)
-            _run("ip", "-n", side.netns, "link", "set", veth, "up")
-        yield NetnsPair(a, b, mesh)
-    finally:
-        for netns in created:
-            subprocess.run(["ip", "netns", "del", netns], capture_output=True, timeout=30)
 
 
 async def open_side(
@@ -497,28 +466,6 @@ async def hand_made_mesh(a: Side, b: Side, scratch: Path) -> AsyncIterator[None]
 # -- (n4) update → configured, in process -------------------------------------------------
 
 
-class ClusternetInNetns:
-    """The plugin's hooks, with the interface made in a namespace of this program."""
-
-    ROLESERVE_PLUGIN_API = 1
-
-    def __init__(self, netns: str) -> None:
-        self.netns = netns
-
-    @hookimpl
-    def roleserve_settings(self) -> list[Setting[Any]]:
-        return list(SETTINGS)
-
-    @hookimpl
-    def roleserve_values(self) -> list[ValueKey[Any]]:
-        return [CLUSTERNET_STATUS]
-
-    @hookimpl
-    def roleserve_workers(self, node: NodeContext) -> list[Worker]:
-        settings = ClusternetSettings.of(node.config)
-        return [clusternet_worker(node, settings, netns=self.netns)]
-
-
 async def run_node(
     directory: Path, endpoint: str, curator_id: str, netns: str, interface: str, mesh: str
 ) -> None:
@@ -528,7 +475,7 @@ async def run_node(
     credentials = NodeCredentials.load(directory / "node")
     channel = secure_channel(endpoint, credentials, node_id=curator_id)
     plugins = PluginHarness(cluster_nodes=True)
-    plugins.register(ClusternetInNetns(netns), "clusternet")
+    plugins.register(ClusternetHooks(netns=netns), "clusternet")
     config = {"interface": interface, "cluster_network": mesh}
     runtime = plugins.runtime(directory / "data", config={"clusternet": config})
     async with channel, SupervisorRunner(MonotonicClock()) as runner:
@@ -584,38 +531,27 @@ async def update_latency(pair: NetnsPair, changes: int, scratch: Path) -> bool:
         curator.set_node(record(node_a.node_id, a, prefix=str(a.prefix)))
         curator.set_node(record(node_b.node_id, b, key_b))
         arguments = [str(directory), curator.endpoint, curator.node_id, a.netns, name]
-        process = await anyio.open_process(
-            [sys.executable, __file__, "--node", *arguments, str(pair.mesh)],
-            stderr=subprocess.DEVNULL,
-        )
-        assert process.stdin is not None
-        assert process.stdout is not None
         try:
-            with anyio.fail_after(60):
-                line = await BufferedByteReceiveStream(process.stdout).receive_until(b"\n", 100)
-            assert line == b"ready", line
-            uapi = UapiSocket(name)
-            await wait_allowed(uapi, key_b.public, (b.prefix,), [])
-            channel = secure_channel(curator.endpoint, node_b, node_id=curator.node_id)
-            async with channel:
-                stub = curator_pb2_grpc.CuratorStub(channel)
-                for change in range(-WARM_UP, changes):
-                    extra = ipaddress.ip_network(f"{pair.mesh[128 + change % 128]}/32")
-                    wanted = sorted_networks([b.prefix, extra])
-                    start, answered, seen = await announce(stub, key_b.public, wanted, [uapi])
-                    if change >= 0:
-                        latency.append(seen[0] - start)
-                        round_trip.append(answered - start)
+            async with child_node(__file__, [*arguments, str(pair.mesh)]) as process:
+                assert process.stdout is not None
+                with anyio.fail_after(60):
+                    line = await BufferedByteReceiveStream(process.stdout).receive_until(b"\n", 100)
+                assert line == b"ready", line
+                uapi = UapiSocket(name)
+                await wait_allowed(uapi, key_b.public, (b.prefix,), [])
+                channel = secure_channel(curator.endpoint, node_b, node_id=curator.node_id)
+                async with channel:
+                    stub = curator_pb2_grpc.CuratorStub(channel)
+                    for change in range(-WARM_UP, changes):
+                        extra = ipaddress.ip_network(f"{pair.mesh[128 + change % 128]}/32")
+                        wanted = sorted_networks([b.prefix, extra])
+                        start, answered, seen = await announce(stub, key_b.public, wanted, [uapi])
+                        if change >= 0:
+                            latency.append(seen[0] - start)
+                            round_trip.append(answered - start)
         except TimeoutError:
             print(f"(n4) FAILED: a change did not reach {name} within {SEEN_TIMEOUT:g} s")
             return False
-        finally:
-            await process.stdin.aclose()
-            with anyio.move_on_after(30):
-                await process.wait()
-            if process.returncode is None:
-                process.kill()
-            await process.aclose()
     print_comparison(
         f"(n4) another node's UpdateNodeClusterNetworking → its new prefixes on this node's"
         f" interface (UAPI read-back), {changes} changes; IN-PROCESS VERSION: a FakeCurator"
@@ -771,7 +707,7 @@ async def main(peers: int, mib: int, rounds: int, changes: int, cluster: bool) -
     checks: dict[str, bool] = {}
     tags: list[str] = []
     with tempfile.TemporaryDirectory(prefix="roleserve-bench-") as scratch:
-        with namespaces() as pair:
+        with namespace_pair("rsbn") as pair:
             tags.append(pair.a.interface[: -len("a")])  # interfaces and namespaces
             tags.append(pair.a.netns[: -len("a")])
             checks["(n1) both ways hold exactly the wanted peers"] = await many_peers(

@@ -1,5 +1,6 @@
 """The real tests' kit: network namespaces joined by a veth pair (the fixture
-``netns_pair``, imported by the test modules that use it), ``wg``, a TCP exchange.
+``netns_pair``, imported by the test modules that use it; ``namespace_pair`` for the
+benchmark), ``wg``, a TCP exchange.
 
 Everything is made in namespaces the test creates (addresses from 10.254.0.0/16 only
 there) and removed after it; interface names are unique per test, since wireguard-go's
@@ -15,6 +16,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import pytest
@@ -70,21 +72,22 @@ def netns_pair() -> Iterator[NetnsPair]:
         not missing,
         f"missing: {missing}; apt-get install wireguard-go wireguard-tools iproute2, run as root",
     )
+    with namespace_pair("rscn") as pair:
+        yield pair
+
+
+@contextmanager
+def namespace_pair(kind: str) -> Iterator[NetnsPair]:
+    """Two namespaces joined by a veth pair, named ``<kind>-<random tag>-a`` and ``-b``
+    (interfaces ``<kind><tag>a``, ``b``), each with a /28 of one mesh /24 of 10.254.0.0/16;
+    removed at the end, with whatever is left in them. For the ``netns_pair`` fixture and
+    the clusternet benchmark."""
     tag = secrets.token_hex(3)
     third = secrets.randbelow(120) * 2
     mesh = ipaddress.IPv4Network(f"10.254.{third + 1}.0/24")
-    a = Side(
-        f"rscn-{tag}-a",
-        f"10.254.{third}.1",
-        f"rscn{tag}a",
-        ipaddress.IPv4Network(f"10.254.{third + 1}.0/28"),
-    )
-    b = Side(
-        f"rscn-{tag}-b",
-        f"10.254.{third}.2",
-        f"rscn{tag}b",
-        ipaddress.IPv4Network(f"10.254.{third + 1}.16/28"),
-    )
+    first, second = list(mesh.subnets(4))[:2]
+    a = Side(f"{kind}-{tag}-a", f"10.254.{third}.1", f"{kind}{tag}a", first)
+    b = Side(f"{kind}-{tag}-b", f"10.254.{third}.2", f"{kind}{tag}b", second)
     created: list[str] = []
     try:
         for side in (a, b):
