@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import random
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -273,12 +273,8 @@ class FakeCurator(curator_pb2_grpc.CuratorServicer, curator_pb2_grpc.CuratorLoca
         self, request: curator_pb2.UpdateNodeStatusRequest, context: Context
     ) -> curator_pb2.UpdateNodeStatusResponse:
         await self._admit("UpdateNodeStatus", request, context)
-        known = self._nodes.get(request.node_id)
-        if known is not None:  # as the curator does: the record's status is replaced
-            node = curator_pb2.Node()
-            node.CopyFrom(known[1])
-            node.status.CopyFrom(request.status)
-            self.set_node(node)
+        # As the curator does: the record's status is replaced.
+        self._replace_part(request.node_id, lambda node: node.status.CopyFrom(request.status))
         return curator_pb2.UpdateNodeStatusResponse()
 
     @override
@@ -392,14 +388,22 @@ class FakeCurator(curator_pb2_grpc.CuratorServicer, curator_pb2_grpc.CuratorLoca
         self, request: curator_pb2.UpdateNodeClusterNetworkingRequest, context: Context
     ) -> curator_pb2.UpdateNodeClusterNetworkingResponse:
         await self._admit("UpdateNodeClusterNetworking", request, context)
+        # As the curator does: the caller's clusternet is replaced.
         peer = current_peer()
-        known = self._nodes.get(peer.node_id) if isinstance(peer, NodePeer) else None
-        if known is not None:  # as the curator does: the caller's clusternet is replaced
+        if isinstance(peer, NodePeer):
+            clusternet = request.clusternet
+            self._replace_part(peer.node_id, lambda node: node.clusternet.CopyFrom(clusternet))
+        return curator_pb2.UpdateNodeClusterNetworkingResponse()
+
+    def _replace_part(self, node_id: str, replace: Callable[[curator_pb2.Node], None]) -> None:
+        """A new version of ``node_id``'s record (if it has one) with ``replace`` applied
+        to a copy: what the curator's update calls do to the caller's record."""
+        known = self._nodes.get(node_id)
+        if known is not None:
             node = curator_pb2.Node()
             node.CopyFrom(known[1])
-            node.clusternet.CopyFrom(request.clusternet)
+            replace(node)
             self.set_node(node)
-        return curator_pb2.UpdateNodeClusterNetworkingResponse()
 
     async def _unimplemented(self, method: str, request: Message, context: Context) -> NoReturn:
         self._record(method, request)
