@@ -32,6 +32,7 @@ pytestmark = pytest.mark.anyio
 TIMEOUT = 90.0
 """Seconds for a change to show across the cluster (an etcd member joining takes ~6 s)."""
 HELLO = "root.role.hello"
+CURATOR = "root.role.controlplane.curator"
 CORE_WORKERS = ("rolefetch", "statuspush", "heartbeat", "nodemgmt", "controlplane")
 
 
@@ -487,6 +488,16 @@ async def test_a_hung_leader_is_left_for_the_new_one_and_rejoins_as_a_follower(
     await all_healthy(cluster)
     after = await nodes(cluster)
     assert [identity for identity, node in after.items() if node.leader] == [leader]
+    # Its curator says so (HEALTHY again after its restart), and neither failover left a
+    # CRITICAL line (an expected cancellation is not a bug) in any node's log.
+    for local in cluster.nodes:
+        await poll_until(
+            f"node {local.index}'s curator is HEALTHY",
+            lambda local=local: tree(cluster, local),  # type: ignore[misc]
+            lambda t: str(t[CURATOR].state) == "HEALTHY",
+            timeout=TIMEOUT,
+        )
+        assert " CRITICAL " not in local.log_file.read_text(), local.log_file
     await set_role(cluster, chosen, "custom:hello", False)
     await poll_until(
         "hello stops", lambda: tree(cluster, chosen), lambda t: hello_state(t) == "NEW"

@@ -17,6 +17,7 @@ from roleserve_core.proto import (
     curator_pb2_grpc,
     management_pb2,
 )
+from roleserve_core.supervisor import State
 
 pytestmark = pytest.mark.anyio
 
@@ -128,3 +129,20 @@ async def test_a_follower_takes_over_from_a_crashed_leader(curators: CuratorClus
         with pytest.raises(grpc.aio.AioRpcError) as refused:
             await management.GetClusterInfo(management_pb2.GetClusterInfoRequest())
     assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+
+
+async def test_a_restarted_curator_is_healthy_again(curators: CuratorCluster) -> None:
+    """The supervisor restarts a curator (after a failure, or asked to): once it follows or
+    leads again it says HEALTHY, as it did the first time."""
+    node = curators.nodes[0]
+    supervisor = node.supervisor
+    assert supervisor is not None
+    with anyio.fail_after(30):
+        await supervisor.wait_state("root", State.HEALTHY)
+        supervisor.restart("root")
+        restarted = await supervisor.wait_status(
+            "root", lambda status: status.restarts >= 1 and status.state is State.HEALTHY
+        )
+        assert restarted.note in {"following", "leading"}
+        assert await curators.leader() is node  # its old lease expires; it leads again
+    assert supervisor.status_of("root").state is State.HEALTHY

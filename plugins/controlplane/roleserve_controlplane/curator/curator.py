@@ -103,6 +103,7 @@ class Curator:
 
     async def __call__(self, ctx: RunContext) -> None:
         config = self.config
+        self.role.set("waiting")  # a restart begins where the first start did
         async with EtcdClient(config.etcd_endpoints, config.etcd) as client:
             ctx.set_note("waiting for the local etcd member to vote")
             await _wait_until_voting(client)
