@@ -554,6 +554,51 @@ async def test_on_each_connection_fails_after_the_window_without_a_new_connectio
     assert len(session.connections.get_nowait()) == 1
 
 
+class CallingSession:
+    """A session that calls the curator once on each connection it runs on, records the
+    outcome (None: answered) and then runs until cancelled."""
+
+    def __init__(self) -> None:
+        self.outcomes: Value[tuple[grpc.StatusCode | None, ...]] = Value()
+        self.outcomes.set(())
+
+    async def __call__(self, connection: CuratorConnection) -> None:
+        stub = curator_pb2_grpc.CuratorStub(connection.channel)
+        try:
+            await stub.UpdateNodeStatus(curator_pb2.UpdateNodeStatusRequest(node_id="probe"))
+        except grpc.aio.AioRpcError as exc:
+            self.outcomes.set((*self.outcomes.get_nowait(), exc.code()))
+            raise
+        self.outcomes.set((*self.outcomes.get_nowait(), None))
+        await anyio.sleep_forever()
+
+
+async def test_on_each_connection_restarts_once_a_lost_leader_answers_again(
+    cluster: FakeCluster, start_session: StartSession
+) -> None:
+    """A curator that wins the election restarts its server on the same port; a node that
+    connected in between was refused, and no new connection will come. Its session starts
+    over once the channel reaches the server again, not after the window."""
+    leader = await cluster.curator()
+    leader.lead()
+    await leader.stop()
+    session = CallingSession()
+    harness = await start_session(session, window=600.0)
+    channel = secure_channel(leader.endpoint, cluster.credentials, node_id=leader.node_id)
+    async with channel:
+        harness.set(
+            CURATOR_CONNECTION,
+            CuratorConnection("node-self", leader.node_id, leader.endpoint, channel),
+        )
+        refused = await wait_for_value(session.outcomes, lambda found: len(found) >= 1)
+        assert refused == (grpc.StatusCode.UNAVAILABLE,)
+        await leader.__aenter__()
+        answered = await wait_for_value(session.outcomes, lambda found: len(found) >= 2)
+        assert answered == (grpc.StatusCode.UNAVAILABLE, None)
+        status = harness.status(SESSION)
+        assert (status.restarts, status.failures, status.note) == (1, 0, "")
+
+
 # -- CuratorConnector in a node runtime --------------------------------------------------------
 
 

@@ -38,6 +38,7 @@ from roleserve_core.rpc import (
     KEEPALIVE_OPTIONS,
     KEEPALIVE_POLICY,
     NODE_PERMISSIONS,
+    RECONNECT_OPTIONS,
     USER_PERMISSIONS,
     NodePeer,
     Peer,
@@ -471,6 +472,10 @@ def test_every_channel_pings_its_server_and_a_caller_may_change_how(
         "grpc.keepalive_timeout_ms": 5_000,
         "grpc.keepalive_permit_without_calls": 1,
         "grpc.http2.max_pings_without_data": 0,
+    }
+    assert {name: default[name] for name, _ in RECONNECT_OPTIONS} == {
+        "grpc.initial_reconnect_backoff_ms": 250,
+        "grpc.max_reconnect_backoff_ms": 5_000,
     }
     assert changed == {**default, "grpc.keepalive_time_ms": 1_000}
     assert len(made[1]) == len(made[0])  # replaced, not given twice

@@ -11,13 +11,21 @@ leader changes. ``on_each_connection`` does it once for all::
                                                             LeaderUnresponsiveError:
                                                               wait up to LEADER_CHANGE_WINDOW
                                                               for a new connection (restart),
-                                                              else fail (the supervisor's
-                                                              backoff applies)
+                                                              or, if the channel had lost its
+                                                              server, for it to answer again
+                                                              (restart); else fail (the
+                                                              supervisor's backoff applies)
 
 The window matters when the leader dies: every call on its channel fails at once, and the
 new leader is known a lease TTL later. Failing at once would grow each worker's backoff
 while nothing can be done; waiting for the new connection restarts them the moment it
 exists. A failure that is not a leader change still fails, only a few seconds later.
+
+The same leader can also drop the channel without a new connection to follow: a curator
+that just won the election restarts its server on the same port, and a node that learned of
+it from another curator's stream may have connected in between and been refused. Nothing
+else would tell that node; so a session whose call failed while the channel lost its server
+also restarts as soon as the channel is ready again.
 
 ``LeaderUnresponsiveError`` is what a session raises after it told the connector that the
 leader stopped answering (``CuratorConnection.report_unresponsive``): the connector then
@@ -44,6 +52,9 @@ LEADER_CHANGE_WINDOW = 15.0
 """Seconds a failed session waits for a new connection before it counts as a failure:
 longer than an election takes after a leader dies (its lease, 10 s by default, runs out
 first)."""
+
+READY_POLL_INTERVAL = 0.1
+"""Seconds between looks at a channel that lost its server (see ``_restart_once_ready``)."""
 
 Session = Callable[[CuratorConnection], Awaitable[None]]
 
@@ -84,6 +95,8 @@ async def on_each_connection(
                     else str(exc)
                 )
                 ctx.set_note(f"{said}; waiting up to {window:g} s for a new leader")
+                if _lost_its_server(connection.channel):
+                    tasks.start_soon(_restart_once_ready, ctx, connection.channel)
                 await anyio.sleep(window)  # a new connection restarts us before this ends
             tasks.cancel_scope.cancel()
         if failure is not None:
@@ -93,4 +106,23 @@ async def on_each_connection(
 async def _restart_on_new_connection(ctx: RunContext, watcher: Watcher[CuratorConnection]) -> None:
     connection = await watcher.get()
     ctx.log.info("the curator leader is now %s; starting over", connection.leader_node_id)
+    ctx.restart()
+
+
+def _lost_its_server(channel: grpc.aio.Channel) -> bool:
+    """Whether the channel has no connection to its server (the call failed for that,
+    not with a status the server sent over a working connection)."""
+    return channel.get_state() is not grpc.ChannelConnectivity.READY
+
+
+async def _restart_once_ready(ctx: RunContext, channel: grpc.aio.Channel) -> None:
+    """Restart ``ctx``'s runnable once ``channel`` is connected again.
+
+    Polled, not awaited with ``channel_ready()``: gRPC cannot cancel that wait, and the
+    connectivity watch it leaves behind fires into whatever event loop is current later.
+    """
+    ready = grpc.ChannelConnectivity.READY
+    while channel.get_state(try_to_connect=True) is not ready:  # noqa: ASYNC110 -- see above
+        await anyio.sleep(READY_POLL_INTERVAL)
+    ctx.log.info("the curator answers again; starting over")
     ctx.restart()

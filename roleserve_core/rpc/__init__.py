@@ -8,7 +8,8 @@ channels that verify nodes by ID, peer identity for handlers, cancellation-safe 
                └─ handler: current_peer() → NodePeer | UserPeer | UnauthenticatedPeer
     client: secure_channel(target, credentials, node_id=...)  (verifies: a node of the
             cluster, or exactly that node; never by host name; keepalive pings: a hung
-            server fails the channel's calls within ~15 s, KEEPALIVE_OPTIONS / _POLICY)
+            server fails the channel's calls within ~15 s, KEEPALIVE_OPTIONS / _POLICY;
+            a refused connection is tried again after 0.25 s, RECONNECT_OPTIONS)
             └─ unary calls awaited through unary(): anyio cancellation stays anyio's
 
 Modules: ``_authorization`` (method options, permissions), ``_peer`` (classifying callers),
@@ -24,7 +25,9 @@ from roleserve_core.rpc._authorization import (
     permission_name,
 )
 from roleserve_core.rpc._client import (
+    CHANNEL_OPTIONS,
     KEEPALIVE_OPTIONS,
+    RECONNECT_OPTIONS,
     CancellationSafeChannel,
     channel_credentials,
     secure_channel,
@@ -47,9 +50,11 @@ from roleserve_core.rpc._server import (
 from roleserve_core.rpc._unary import CancellationSafeCall, unary
 
 __all__ = [
+    "CHANNEL_OPTIONS",
     "KEEPALIVE_OPTIONS",
     "KEEPALIVE_POLICY",
     "NODE_PERMISSIONS",
+    "RECONNECT_OPTIONS",
     "USER_PERMISSIONS",
     "AuthorizationInterceptor",
     "CancellationSafeCall",

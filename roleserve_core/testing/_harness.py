@@ -8,6 +8,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 import anyio
+import grpc
 from anyio.abc import TaskGroup, TaskStatus
 
 from roleserve_core.clock import Clock
@@ -36,7 +37,19 @@ __all__ = [
 T = TypeVar("T")
 
 
-NO_CHANNEL: Any = None
+class _NoChannel:
+    """A channel that never reaches a server: nothing can be called through it, and it
+    never becomes ready (a failed session keeps waiting for a new connection, as with a
+    leader that is gone)."""
+
+    def get_state(self, try_to_connect: bool = False) -> grpc.ChannelConnectivity:
+        return grpc.ChannelConnectivity.IDLE
+
+    def __repr__(self) -> str:
+        return "NO_CHANNEL"
+
+
+NO_CHANNEL: Any = _NoChannel()
 """The channel of a ``CuratorConnection`` built by a test that never calls through it
 (hook dispatch, value plumbing)."""
 
