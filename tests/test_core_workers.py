@@ -518,6 +518,23 @@ async def test_heartbeat_fails_when_the_curator_ends_the_stream(
     assert harness.status(HEARTBEAT).failures == 1
 
 
+async def test_heartbeat_waits_for_a_new_leader_when_the_call_fails_between_beats(
+    cluster: FakeCluster, start: Start
+) -> None:
+    """The leader goes away while the worker waits for its next beat: gRPC closes the
+    request stream, and the worker reports the call's error (and waits for a new leader,
+    as after any failed call), not the closed stream (a crash with a traceback)."""
+    leader = await cluster.curator(heartbeat_interval=5.0)
+    harness = await start()
+    harness.set(CURATOR_CONNECTION, cluster.connect(leader))
+    await harness.wait_state(HEARTBEAT)
+
+    await leader.stop()
+    waiting = await harness.wait_status(HEARTBEAT, lambda s: s.note.startswith("UNAVAILABLE"))
+    assert waiting.note.endswith("waiting up to 15 s for a new leader")
+    assert waiting.failures == 0
+
+
 # -- rolefetch ----------------------------------------------------------------------------
 
 

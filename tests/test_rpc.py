@@ -496,3 +496,4 @@ def test_every_server_permits_the_clients_pings(ca: CA, monkeypatch: pytest.Monk
     pings_every_ms = dict(KEEPALIVE_OPTIONS)["grpc.keepalive_time_ms"]
     assert policy["grpc.http2.min_recv_ping_interval_without_data_ms"] <= pings_every_ms
     assert policy["grpc.keepalive_permit_without_calls"] == 1
+    assert policy["grpc.http2.max_ping_strikes"] == 0  # a burst after a stall is no abuse

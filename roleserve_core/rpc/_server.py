@@ -50,11 +50,14 @@ __all__ = [
 KEEPALIVE_POLICY: tuple[tuple[str, int], ...] = (
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.http2.min_recv_ping_interval_without_data_ms", 5_000),
+    ("grpc.http2.max_ping_strikes", 0),
 )
 """Accept a client's pings every 5 s or more, with or without calls: the clients ping every
 10 s (``KEEPALIVE_OPTIONS``). gRPC's defaults (pings only during calls, at most one per
 5 minutes without data) count these pings as strikes and close the connection with GOAWAY
-``too_many_pings`` after two."""
+``too_many_pings`` after two. And never count strikes at all: a server resumed after a
+stall (SIGSTOP, a paused VM) reads the pings its clients sent meanwhile in one burst, and
+answered every connection with GOAWAY ``too_many_pings`` (seen in benchmarks/failover.py)."""
 
 # Generic in the type stubs only: at run time the grpc classes are not subscriptable.
 Context: TypeAlias = "grpc.aio.ServicerContext[Any, Any]"

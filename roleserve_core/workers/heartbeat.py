@@ -30,6 +30,7 @@ identity is refused, says so once, and tries again (``_identity``).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
+from typing import NoReturn
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
@@ -101,14 +102,12 @@ class Heartbeat:
             async with send:
                 while True:
                     sent = anyio.current_time()
-                    await send.send(curator_pb2.HeartbeatRequest(instance=PROCESS_INSTANCE))
+                    try:
+                        await send.send(curator_pb2.HeartbeatRequest(instance=PROCESS_INSTANCE))
+                    except anyio.BrokenResourceError:
+                        await _raise_why_it_ended(answers)
                     with anyio.move_on_after(self.reply_timeout) as waiting:
-                        try:
-                            reply = await anext(answers)
-                        except StopAsyncIteration:
-                            raise StreamClosedError(
-                                "the curator closed the heartbeat stream"
-                            ) from None
+                        reply = await _next_reply(answers)
                     if waiting.cancelled_caught:
                         said = f"no heartbeat reply within {self.reply_timeout:g} s"
                         connection.report_unresponsive(said)
@@ -129,6 +128,28 @@ class Heartbeat:
             # The request generator closes it once it runs; a call that ends before it is
             # admitted never runs it, and the stream would be left to the collector.
             receive.close()
+
+
+async def _next_reply(
+    answers: AsyncIterator[curator_pb2.HeartbeatResponse],
+) -> curator_pb2.HeartbeatResponse:
+    """The curator's next reply.
+
+    :raises StreamClosedError: if it ended the stream.
+    :raises grpc.aio.AioRpcError: if the call failed.
+    """
+    try:
+        return await anext(answers)
+    except StopAsyncIteration:
+        raise StreamClosedError("the curator closed the heartbeat stream") from None
+
+
+async def _raise_why_it_ended(answers: AsyncIterator[curator_pb2.HeartbeatResponse]) -> NoReturn:
+    """The call ended while the worker waited for its next beat (gRPC then closes the
+    request stream, so the beat cannot be sent): raise what ended it, the call's error,
+    rather than the closed stream's BrokenResourceError."""
+    await _next_reply(answers)
+    raise StreamClosedError("the curator closed the heartbeat stream")
 
 
 async def _requests(
