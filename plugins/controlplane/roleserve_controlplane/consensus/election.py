@@ -176,27 +176,30 @@ class Campaign:
 
     async def _wait_to_lead(self, leadership: Leadership) -> None:
         """Wait until our key is the oldest; fail if our lease is lost meanwhile."""
-        client = self.election.client
         while True:
             keys, revision = await self.election.candidates()
             ours = [kv.key for kv in keys].index(leadership.key)
             if ours == 0:
                 return
             predecessor = keys[ours - 1].key
+            # The gRPC watch runs in a child task and this task waits on an anyio event:
+            # gRPC re-raises a cancellation as one of its own, which a task group lets pass
+            # from a child (a cancelled child is a cancelled child) but not from its host,
+            # where it escaped and ended the whole curator when the lease was lost here.
             async with anyio.create_task_group() as waiting:
-
-                async def give_up_when_lost() -> None:
-                    await leadership.lost.wait()
-                    waiting.cancel_scope.cancel()
-
-                waiting.start_soon(give_up_when_lost)
-                watch = client.watch_prefix(predecessor, start_revision=revision + 1)
-                async with contextlib.aclosing(watch):
-                    async for events in watch:
-                        if any(e.kind is EventKind.DELETE and e.key == predecessor for e in events):
-                            break
+                waiting.start_soon(self._until_deleted, predecessor, revision, waiting.cancel_scope)
+                await leadership.lost.wait()
                 waiting.cancel_scope.cancel()
             leadership.check()
+
+    async def _until_deleted(self, key: bytes, revision: int, scope: anyio.CancelScope) -> None:
+        """Cancel ``scope`` once ``key`` is deleted after ``revision``."""
+        watch = self.election.client.watch_prefix(key, start_revision=revision + 1)
+        async with contextlib.aclosing(watch):
+            async for events in watch:
+                if any(event.kind is EventKind.DELETE and event.key == key for event in events):
+                    break
+        scope.cancel()
 
     async def _keep_alive(self, leadership: Leadership, confirmed: float) -> None:
         """Renew the lease every TTL/3; set ``lost`` once a renewal cannot be confirmed
