@@ -19,8 +19,15 @@ from roleserve_controlplane.consensus import (
     Liveness,
     MemberConfig,
 )
-from roleserve_controlplane.consensus.space import SPACE_MARGIN, WAL_SEGMENT_BYTES
+from roleserve_controlplane.consensus.space import (
+    SPACE_MARGIN,
+    WAL_SEGMENT_BYTES,
+    disk_full,
+    needed_bytes,
+)
 from roleserve_controlplane.testing import EtcdCluster, RunningMember, etcd_binary
+from roleserve_core.cli.ctl._tree import describe
+from roleserve_core.nodemanagement import _runnable
 from roleserve_core.supervisor import WAITING_FOR_OPERATOR, RunnableStatus, State
 from roleserve_core.testing import (
     FakeClock,
@@ -60,6 +67,23 @@ async def restart_after_backoff(member: RunningMember, clock: FakeClock, failure
     failed = await wait_for_status(member.supervisor, "root", lambda s: s.failures == failures)
     assert failed.restart_in is not None
     clock.advance(failed.restart_in)
+
+
+def tree_line(status: RunnableStatus) -> str:
+    """The runnable's line in ``ctl tree``, as the node sends it and ``ctl`` draws it."""
+    return describe(_runnable(status), "etcd")
+
+
+def test_what_a_member_needs_and_a_full_disk_in_etcds_lines(tmp_path: Path) -> None:
+    assert needed_bytes(tmp_path) == 2 * WAL_SEGMENT_BYTES + SPACE_MARGIN
+    (tmp_path / "data" / "member" / "wal").mkdir(parents=True)
+    assert needed_bytes(tmp_path) == WAL_SEGMENT_BYTES + SPACE_MARGIN
+    assert disk_full(["failed to commit tx error=a corrupt page"], tmp_path) is None
+    lines = ["slow fdatasync", "failed to commit tx error=write db: no space left on device"]
+    full = disk_full(lines, tmp_path)
+    assert full is not None
+    assert str(full).endswith("(etcd: failed to commit tx error=write db: no space left on device)")
+    assert (full.directory, full.needed) == (tmp_path, WAL_SEGMENT_BYTES + SPACE_MARGIN)
 
 
 def last_error(status: RunnableStatus) -> tuple[str, str]:
@@ -127,6 +151,12 @@ async def test_a_disk_filled_while_etcd_runs_is_one_line_and_it_recovers_with_it
     assert message.startswith(f"etcd stopped: the disk of {config.directory} is full (")
     assert "no space left on device" in message
     assert "\n" not in message
+    line = tree_line(stopped)  # DEAD, or NEW while its backoff runs
+    assert line.startswith(("etcd  DEAD  ", "etcd  NEW  ")), line
+    assert (
+        f"  last error: roleserve_controlplane.consensus.errors.DiskSpaceError: {message}  "
+        "restart in "
+    ) in line
     await restart_after_backoff(member, fake_clock, failures=1)
     refused = await wait_for_status(member.supervisor, "root", lambda s: s.failures == 2)
     assert last_error(refused)[1].startswith("not enough free space for etcd in ")
