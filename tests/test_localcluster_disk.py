@@ -37,5 +37,7 @@ async def test_up_with_a_full_disk_fails_at_once_with_the_nodes_line(tmp_path: P
         f"{node.directory}/plugins/controlplane/etcd: "
     )
     assert "MiB) free, 144777216 bytes (138.1 MiB) needed (etcd allocates" in message
-    assert message.endswith(f"starts by itself (its log: {node.log_file})")
+    assert message.endswith(
+        f"starts by itself (its log: {node.log_file}); once that is done, run `cluster up` again"
+    )
     assert "\n" not in message

@@ -575,7 +575,8 @@ class LocalCluster:
                         raise LocalClusterError(self._failure(f"node {each.index} exited", each))
                     if (refusal := each.refusal()) is not None:
                         raise LocalClusterError(
-                            f"node {each.index} cannot start: {refusal} (its log: {each.log_file})"
+                            f"node {each.index} cannot start: {refusal} (its log: "
+                            f"{each.log_file}); once that is done, run `cluster up` again"
                         )
                 await anyio.sleep(POLL)
             return
