@@ -2,6 +2,7 @@
 # imports each one from its module on first use. Add a name here to export it.
 from .errors import ExpectedError as ExpectedError
 from .errors import FinalError as FinalError
+from .errors import ResourceError as ResourceError
 from .errors import RoleserveError as RoleserveError
 from .event import Value as Value
 from .event import ValueWatch as ValueWatch

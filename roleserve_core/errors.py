@@ -5,6 +5,7 @@
     RoleserveError
     ├── FinalError                    restarting cannot fix this; the operator must act
     ├── ExpectedError                 a failure normal operation brings (a peer restarting)
+    │   └── ResourceError             the node lacks what only the operator can give (disk space)
     ├── EventError
     │   ├── ConcurrentGetError        a second get() on one watcher while one is pending
     │   └── WatcherClosedError        get() on a closed watcher
@@ -47,6 +48,10 @@ Two marker classes tell the supervisor how to treat a runnable that raises (see
 - ``ExpectedError``: the failure is part of normal operation (the leader restarting, a stream
   ended by a leader change); a restart after the backoff is the cure, and one WARNING line
   says so, without a traceback.
+- ``ResourceError``, an ``ExpectedError``: the node lacks something only the operator can give
+  (free disk space). Restarted after the backoff like any expected failure, so the node goes
+  on by itself once the operator acted, but logged as one ERROR line that starts with
+  ``WAITING_FOR_OPERATOR`` (``roleserve_core.supervisor``), which ``cluster up`` looks for.
 
 Plugins mark their own errors by inheriting from them (multiple inheritance is fine, e.g.
 ``class EtcdNotFoundError(ConsensusError, FinalError)``).
@@ -75,6 +80,7 @@ __all__ = [
     "PluginAPIVersionError",
     "PluginError",
     "PluginLoadError",
+    "ResourceError",
     "RoleserveError",
     "RunnableCancelledError",
     "RunnableNotFoundError",
@@ -108,6 +114,15 @@ class ExpectedError(RoleserveError):
     For example the curator's leader restarting, or a stream ended by a leader change. The
     supervisor logs it as one WARNING line; the traceback is kept in the runnable's last
     error only, not in the log, because nobody needs it to understand what happened.
+    """
+
+
+class ResourceError(ExpectedError):
+    """The node lacks something only the operator can give it, such as free disk space.
+
+    Retried after the backoff rather than final: once the operator has acted, the node goes
+    on by itself, with nothing lost. The message names what is missing, where, and what to
+    do, in one line: it is the line ``cluster up`` shows when a node cannot start.
     """
 
 

@@ -15,8 +15,9 @@ import grpc
 import pytest
 from grpc.aio import AioRpcError, Metadata
 
-from roleserve_core import ExpectedError, FinalError
+from roleserve_core import ExpectedError, FinalError, ResourceError
 from roleserve_core.supervisor import (
+    WAITING_FOR_OPERATOR,
     FailureKind,
     RunContext,
     RunnableStatus,
@@ -155,8 +156,9 @@ async def test_final_failures_tell_the_node_process(supervisor_runner: Superviso
         rpc_error(grpc.StatusCode.UNAVAILABLE, "failed to connect to all addresses"),
         rpc_error(grpc.StatusCode.CANCELLED, "Locally cancelled by application!"),
         ExceptionGroup("unhandled errors", [ExpectedError("a"), ConnectionResetError()]),
+        ResourceError("not enough free space"),
     ],
-    ids=["marked", "refused", "unavailable", "cancelled", "group"],
+    ids=["marked", "refused", "unavailable", "cancelled", "group", "resource"],
 )
 def test_expected_failures(error: BaseException) -> None:
     assert classify_failure(error) is FailureKind.EXPECTED
@@ -210,3 +212,26 @@ async def test_an_unexpected_failure_is_an_error_with_its_traceback(
     )
     assert entry.exc_text is not None
     assert "Traceback (most recent call last)" in entry.exc_text
+
+
+async def test_a_resource_error_is_one_error_line_for_the_operator_and_is_retried(
+    supervisor_runner: SupervisorRunner, fake_clock: FakeClock
+) -> None:
+    """Too little disk space, say: the runnable keeps trying (the operator may free space at
+    any time), one ERROR line per try that tools find by its start, no traceback."""
+    full = "not enough free space in /var/lib/x: 1 byte free, 2 needed"
+    failing = Failing(lambda: ResourceError(full))
+    supervisor = await start_with(supervisor_runner, etcd=failing)
+    status = await wait_for_status(supervisor, "root.etcd", lambda s: s.restart_in is not None)
+    assert not status.final
+
+    [entry] = supervisor.logtree.entries("root.etcd")
+    assert (entry.level_name, entry.message, entry.exc_text) == (
+        "ERROR",
+        f"{WAITING_FOR_OPERATOR}{full}; restarting in 0.50s",
+        None,
+    )
+    failing.serve = True  # the operator freed space
+    fake_clock.advance(0.5)
+    await wait_for_status(supervisor, "root.etcd", lambda s: s.state is State.HEALTHY)
+    assert failing.runs == 2

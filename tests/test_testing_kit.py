@@ -14,6 +14,7 @@ from roleserve_core.testing import (
     PluginHarness,
     SupervisorRunner,
     load_installed_plugin,
+    mounted_tmpfs,
     require_real,
     wait_for_state,
     wait_for_value,
@@ -36,6 +37,32 @@ def test_require_real_fails_when_ci_requires_it(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv(REQUIRE_REAL_ENV, "1")
     with pytest.raises(pytest.fail.Exception, match=f"etcd is not available.*{REQUIRE_REAL_ENV}"):
         require_real("etcd", "", "apt-get install etcd-server")
+
+
+def test_a_tmpfs_fills_and_frees(tmp_path: Path) -> None:
+    with mounted_tmpfs(tmp_path / "disk", 8 * 1024 * 1024) as disk:
+        assert 7 * 1024 * 1024 < disk.free <= 8 * 1024 * 1024
+        disk.fill(leave=1024 * 1024)
+        assert 1024 * 1024 - 8192 <= disk.free <= 1024 * 1024 + 8192
+        disk.release()
+        assert disk.free > 7 * 1024 * 1024
+    assert not (tmp_path / "disk").is_mount()
+
+
+def test_a_tmpfs_where_mounting_fails_skips_or_fails_under_require_real(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no mount(8) to run
+    monkeypatch.delenv(REQUIRE_REAL_ENV, raising=False)
+    skipped = pytest.raises(pytest.skip.Exception, match=r"a tmpfs mount \(.*\) is not available")
+    with skipped, mounted_tmpfs(tmp_path / "disk", 1024 * 1024):
+        pass
+    monkeypatch.setenv(REQUIRE_REAL_ENV, "1")
+    with (
+        pytest.raises(pytest.fail.Exception, match=REQUIRE_REAL_ENV),
+        mounted_tmpfs(tmp_path / "disk", 1024 * 1024),
+    ):
+        pass
 
 
 def test_plugin_harness_leaves_installed_plugins_out(plugin_manager: PluginHarness) -> None:

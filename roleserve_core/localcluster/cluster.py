@@ -565,13 +565,19 @@ class LocalCluster:
     ) -> None:
         """Poll ``check`` until it holds; fail naming ``what`` and the node's log, or at
         once when ``node`` or one of ``running`` exits (nothing it waits for can happen
-        then: a node that stopped is never UP and HEALTHY)."""
+        then: a node that stopped is never UP and HEALTHY), or logs that it waits for the
+        operator (too little disk space: one line, ``LocalNode.refusal``)."""
         watched = [node] if node is not None else list(running)
         with anyio.move_on_after(STEP_TIMEOUT):
             while not await check():
                 for each in watched:
                     if each.pid is None:
                         raise LocalClusterError(self._failure(f"node {each.index} exited", each))
+                    if (refusal := each.refusal()) is not None:
+                        raise LocalClusterError(
+                            f"node {each.index} cannot start: {refusal} (its log: "
+                            f"{each.log_file}); once that is done, run `cluster up` again"
+                        )
                 await anyio.sleep(POLL)
             return
         raise LocalClusterError(self._failure(f"timed out waiting until {what}", node))

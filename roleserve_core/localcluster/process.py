@@ -5,6 +5,15 @@ Each node runs in a session (process group) of its own, so that Ctrl-C in the te
 that ``kill`` can end a node with everything it started (etcd), as a crash of its machine
 would. The PID is kept in the node's directory, so ``cluster down`` from another shell
 finds the nodes a detached ``cluster up`` left running.
+
+A node that cannot go on without the operator (too little disk space, retried until it is
+freed) says so in one ERROR line the supervisor writes, starting with
+``supervisor.WAITING_FOR_OPERATOR``. ``LocalNode.refusal`` finds that line among what the node
+logged since this process started it, so that ``cluster up`` stops waiting and shows it.
+The log is the channel because it is the one both already have: the node keeps running (it
+starts by itself once space is freed), so there is no exit status to read, and the node's
+API needs the owner's credentials, which a node that cannot bootstrap never writes. (A final
+failure needs no such line: a node not yet enrolled exits on it, with the line on stderr.)
 """
 
 from __future__ import annotations
@@ -12,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -24,6 +34,7 @@ import anyio
 from roleserve_core.datadir import NodeDataDirectory
 from roleserve_core.environment import DISABLE_PLUGINS_ENV, REGISTER_TICKET_ENV
 from roleserve_core.localcluster.netns import in_namespace
+from roleserve_core.supervisor import WAITING_FOR_OPERATOR
 
 __all__ = ["LOOPBACK_WITHOUT", "LocalNode"]
 
@@ -45,6 +56,8 @@ class LocalNode:
     namespace: str | None = None
     _process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     """The process, when this process started it (its exit status is collected here)."""
+    _log_read: int | None = field(default=None, repr=False)
+    """How far ``refusal`` has read the log; None unless this process started the node."""
 
     @property
     def datadir(self) -> NodeDataDirectory:
@@ -95,6 +108,7 @@ class LocalNode:
         if self.namespace is not None:
             command = in_namespace(self.namespace, command)
         with self.log_file.open("ab") as log:
+            self._log_read = log.tell()
             process = subprocess.Popen(
                 command,
                 stdin=subprocess.DEVNULL,
@@ -151,12 +165,40 @@ class LocalNode:
             if self._process is not None:
                 self._process.wait()
 
+    def refusal(self) -> str | None:
+        """``DN: message`` of the first line in which the node, since this process started
+        it, said it waits for the operator (see the module docstring); None if it has not
+        (or this process did not start it)."""
+        if self._log_read is None:
+            return None
+        try:
+            with self.log_file.open("rb") as log:
+                log.seek(self._log_read)
+                written = log.read()
+        except OSError:
+            return None
+        complete = written[: written.rfind(b"\n") + 1]
+        self._log_read += len(complete)
+        for line in complete.decode(errors="replace").splitlines():
+            match = _REFUSAL.match(line)
+            if match is not None:
+                return f"{match['dn']}: {match['message']}"
+        return None
+
     def log_tail(self, lines: int = 20) -> Sequence[str]:
         """The last lines of the node's log, to show when it fails."""
         try:
             return self.log_file.read_text(errors="replace").splitlines()[-lines:]
         except OSError:
             return []
+
+
+_REFUSAL = re.compile(
+    rf"^\S+ ERROR\s+(?P<dn>\S+): {re.escape(WAITING_FOR_OPERATOR)}"
+    r"(?P<message>.*?)(?:; restarting in [0-9.]+s)?$"
+)
+"""A node's log line (``TIME LEVEL DN: message``, ``daemon.py``) that says it waits for the
+operator; the coming restart's delay is left out of the message."""
 
 
 def _alive(pid: int) -> bool:

@@ -27,7 +27,9 @@ Rules (reference §2.2–2.3):
   siblings and parent are treated as for any death. ``Supervisor.final_failures`` tells
   the node process.
 - Failures are logged by kind (``classify_failure``): final and expected ones as one line,
-  unexpected ones with the traceback; the traceback is always in the last error.
+  unexpected ones with the traceback; the traceback is always in the last error. A final
+  failure's line starts with ``FAILED_FOR_GOOD``, a ``ResourceError``'s (an expected failure
+  only the operator can end, such as a full disk) with ``WAITING_FOR_OPERATOR``.
 - Children are started only before the runnable signals healthy; a DONE runnable's children
   keep running.
 - Cancellation is never swallowed: a runnable is cancelled by cancelling its scope, and the
@@ -49,7 +51,12 @@ from roleserve_core.supervisor._api import (
     State,
 )
 from roleserve_core.supervisor._backoff import Backoff, BackoffPolicy
-from roleserve_core.supervisor._failure import FailureKind, classify_failure
+from roleserve_core.supervisor._failure import (
+    FAILED_FOR_GOOD,
+    WAITING_FOR_OPERATOR,
+    FailureKind,
+    classify_failure,
+)
 from roleserve_core.supervisor._supervisor import (
     NAME_PATTERN,
     SUPERVISOR_DN,
@@ -60,8 +67,10 @@ from roleserve_core.supervisor._supervisor import (
 )
 
 __all__ = [
+    "FAILED_FOR_GOOD",
     "NAME_PATTERN",
     "SUPERVISOR_DN",
+    "WAITING_FOR_OPERATOR",
     "Backoff",
     "BackoffPolicy",
     "CrashLoopPolicy",

@@ -5,7 +5,9 @@
     exception ──classify_failure──▶ FINAL       stays DEAD until the operator restarts it;
                                                 one ERROR line, no traceback
                                     EXPECTED    restarts after the backoff;
-                                                one WARNING line, no traceback
+                                                one WARNING line, no traceback (a
+                                                ResourceError: one ERROR line that
+                                                starts with WAITING_FOR_OPERATOR)
                                     UNEXPECTED  restarts after the backoff;
                                                 ERROR with the traceback (a bug, or a case
                                                 nobody thought of: the traceback is needed)
@@ -30,9 +32,23 @@ from __future__ import annotations
 import enum
 import sys
 
-from roleserve_core.errors import ExpectedError, FinalError, leaf_exceptions
+from roleserve_core.errors import ExpectedError, FinalError, ResourceError, leaf_exceptions
 
-__all__ = ["FailureKind", "classify_failure", "final_cause"]
+__all__ = [
+    "FAILED_FOR_GOOD",
+    "WAITING_FOR_OPERATOR",
+    "FailureKind",
+    "classify_failure",
+    "final_cause",
+    "resource_cause",
+]
+
+FAILED_FOR_GOOD = "failed for good, not restarting: "
+"""How the log line of a final failure starts (its message follows)."""
+
+WAITING_FOR_OPERATOR = "waiting for the operator: "
+"""How the log line of a ``ResourceError`` starts (its message follows): tools that watch a
+node's log, such as ``cluster up``, stop waiting on a node that says it."""
 
 EXPECTED_GRPC_CODES = frozenset({"UNAVAILABLE", "CANCELLED"})
 """Names of the ``grpc.StatusCode`` values whose calls failed for a reason that passes."""
@@ -59,6 +75,14 @@ def final_cause(error: BaseException) -> FinalError | None:
     """The first ``FinalError`` in ``error`` (itself, or inside its exception groups)."""
     for leaf in leaf_exceptions(error):
         if isinstance(leaf, FinalError):
+            return leaf
+    return None
+
+
+def resource_cause(error: BaseException) -> ResourceError | None:
+    """The first ``ResourceError`` in ``error`` (itself, or inside its exception groups)."""
+    for leaf in leaf_exceptions(error):
+        if isinstance(leaf, ResourceError):
             return leaf
     return None
 

