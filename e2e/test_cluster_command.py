@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -101,6 +102,28 @@ def test_up_in_the_foreground_stops_every_node_on_ctrl_c(
     assert process.returncode == 0, errors
     assert rest.splitlines()[-1].endswith("every node stopped")
     assert not Path(f"/proc/{pid}").exists()
+
+
+def test_a_one_node_cluster_stays_one_node_when_brought_back(
+    components: None, first_address: ipaddress.IPv4Address, tmp_path: Path
+) -> None:
+    """Without --nodes, ``up`` keeps the size the directory records (it once took
+    --nodes' default, 3, and added two consensus members)."""
+    directory = tmp_path / "cluster"
+    made = cluster("up", "--nodes", "1", "--detach", "--dir", str(directory),
+                   "--first-address", str(first_address))  # fmt: skip
+    try:
+        assert made.returncode == 0, made.stdout + made.stderr
+        assert cluster("down", "--dir", str(directory)).returncode == 0
+        again = cluster("up", "--detach", "--dir", str(directory))
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert "the cluster is up: 1 node\n" in again.stdout
+        assert "registering" not in again.stdout
+        [node] = status(directory)
+        assert node["cluster"]["state"] == "UP"
+        assert not (directory / "n2").exists()
+    finally:
+        cluster("down", "--dir", str(directory))
 
 
 # -- a three-node cluster, stopped and brought back --------------------------------------
@@ -241,6 +264,58 @@ def test_up_starts_only_the_nodes_that_are_not_running(three: Three) -> None:
     assert_up_with_roles(after)
     table = [line for line in again.stdout.splitlines() if line.startswith("n")]
     assert [line.split()[0] for line in table] == ["n1", "n2", "n3"]
+
+
+def ctl(owner: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "roleserve_core", "ctl", "--credentials", str(owner)]
+    return subprocess.run(
+        [*command, *args], capture_output=True, text=True, timeout=TIMEOUT, check=False
+    )
+
+
+def kill_group(pid: int) -> None:
+    """SIGKILL the node ``pid`` leads and everything it started (etcd), as a crash would;
+    wait until the whole group is gone."""
+    os.killpg(pid, signal.SIGKILL)
+
+    async def gone() -> bool:
+        try:
+            os.killpg(pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+
+    anyio.run(lambda: poll_until(f"process group {pid} gone", gone, timeout=30))
+
+
+def test_ctrl_c_stops_only_the_nodes_up_started(three: Three) -> None:
+    """One node down; a foreground ``up`` starts it, and Ctrl-C stops that one only: the
+    others ran before, keep their processes, and the output says so."""
+    before = status(three.directory)
+    kill_group(before[0]["pid"])
+    argv = [*COMMAND, "up", "--dir", str(three.directory)]
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    try:
+        for line in process.stdout:  # no terminal: the table is printed once, when up
+            if line.startswith("n1 ") and " UP " in line:
+                break
+        else:
+            pytest.fail(f"cluster up ended ({process.wait()}): {process.stderr.read()}")
+        process.send_signal(signal.SIGINT)
+        rest, errors = process.communicate(timeout=TIMEOUT)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, errors
+    assert "node 2, node 3 ran before this `cluster up` and keep running" in rest, rest
+    assert rest.splitlines()[-1].endswith("the nodes this run started stopped"), rest
+    stopped = status(three.directory)
+    assert stopped[0]["pid"] is None
+    assert [node["pid"] for node in stopped[1:]] == [node["pid"] for node in before[1:]]
+    again = cluster("up", "--detach", "--dir", str(three.directory))
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert_up_with_roles(status(three.directory))
 
 
 def test_nodes_fewer_than_the_directory_holds_is_refused(three: Three) -> None:
