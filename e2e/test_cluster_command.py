@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -286,6 +287,43 @@ def kill_group(pid: int) -> None:
         return False
 
     anyio.run(lambda: poll_until(f"process group {pid} gone", gone, timeout=30))
+
+
+def test_two_lost_members_are_named_by_ctl_and_brought_back_by_up(three: Three) -> None:
+    """Two of three consensus members SIGKILLed: ctl says at once that there is no quorum,
+    naming who answers and who does not; ``up`` starts both before it waits for a leader,
+    and the survivor keeps running throughout, with the cluster's data."""
+    before = status(three.directory)
+    for node in before[:2]:
+        kill_group(node["pid"])
+    owner = three.directory / "owner"
+    survivor, lost = before[2], before[:2]
+
+    async def said() -> str:
+        return ctl(owner, "nodes").stderr
+
+    anyio.run(lambda: poll_until("ctl says no quorum", said, lambda e: "no quorum" in e))
+    start = time.monotonic()
+    answer = ctl(owner, "nodes")
+    took = time.monotonic() - start
+    assert answer.returncode == 1
+    assert took < 5, (took, answer.stderr)
+    assert "no quorum: 1 of 3 consensus members answer" in answer.stderr, answer.stderr
+    assert f"({survivor['cluster']['id']})" in answer.stderr, answer.stderr
+    for node in lost:
+        assert f"{node['cluster']['id']} {node['address']}" in answer.stderr, answer.stderr
+    assert f"cluster up --dir {three.directory}" in answer.stderr, answer.stderr
+    log = (three.directory / survivor["node"] / "node.log").read_text()
+    assert "waiting: no quorum (1 of 3 members answer)" in log
+    again = cluster("up", "--detach", "--dir", str(three.directory))
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "starting node 1 at" in again.stdout
+    assert "starting node 2 at" in again.stdout
+    assert f"node 3 at {survivor['address']} runs (pid {survivor['pid']})" in again.stdout
+    after = status(three.directory)
+    assert after[2]["pid"] == survivor["pid"]
+    assert [node["cluster"]["id"] for node in after] == [n["cluster"]["id"] for n in before]
+    assert_up_with_roles(after)
 
 
 def test_ctrl_c_stops_only_the_nodes_up_started(three: Three) -> None:

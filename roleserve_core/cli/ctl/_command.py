@@ -8,6 +8,7 @@ for every sub-command::
       ├─ access directory (CredentialsError ─▶ exit 2)
       └─ anyio.run: open_session ─▶ run(session, args)
            CtlError ─▶ its line and exit code; NoLeaderError, gRPC errors ─▶ exit 1
+           NoQuorumError ─▶ its line, with `cluster up --dir D` for a local cluster's D/owner
            Ctrl-C ─▶ 130, or 0 where following is the point
 
 The connection options (``--credentials``, ``--endpoint``, ``--timeout``) are accepted
@@ -175,13 +176,32 @@ def _run(run: Run, args: argparse.Namespace) -> None:
                 await remember_curators(session, directory)
             await run(session, args)
 
+    from roleserve_core.connection import NoQuorumError
+
     try:
         with sole_error():
             anyio.run(in_session)
     except grpc.aio.AioRpcError as exc:  # a call made outside Session.call/stream
         raise rpc_failure("the cluster refused", exc) from None
+    except NoQuorumError as exc:
+        raise CtlError(
+            str(NoQuorumError(exc.quorum, _start_them(directory))), EXIT_REFUSED
+        ) from None
     except RoleserveError as exc:  # NoLeaderError, a corrupt CA from the cluster, ...
         raise CtlError(str(exc), EXIT_REFUSED) from None
+
+
+def _start_them(directory: Path) -> str:
+    """How to start the consensus members that do not answer: ``cluster up`` when the
+    access directory is a local cluster's (``D/owner``, beside ``D/first-address``)."""
+    from roleserve_core.cli._invocation import roleserve_command
+    from roleserve_core.connection.leader import START_THEM
+    from roleserve_core.localcluster.cluster import FIRST_ADDRESS_FILE
+
+    cluster = directory.parent
+    if directory.name == "owner" and (cluster / FIRST_ADDRESS_FILE).is_file():
+        return f"start them: {roleserve_command()} cluster up --dir {cluster}"
+    return START_THEM
 
 
 def _load_access(directory: Path, endpoints: Sequence[str]) -> ClusterAccess:

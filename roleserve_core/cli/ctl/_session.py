@@ -6,6 +6,7 @@
       │ user credentials + curator endpoints (or --endpoint ...)
       ▼
     find_leader ──▶ Management channel to the leader, verified as exactly that node
+      (no leader because the consensus has no quorum: NoQuorumError at once)
       │
       ├─ session.call / session.stream: every RPC, with --timeout as its deadline, and
       │  failures turned into one-line CtlErrors that say what was being done
@@ -154,10 +155,16 @@ async def open_session(access: ClusterAccess, call_timeout: float) -> AsyncItera
     :param call_timeout: seconds to find the leader, and for each call of the session.
     :raises LeaderRefusedError: as soon as every endpoint refused the connection: a
         person waits, and nothing will answer there by waiting.
+    :raises NoQuorumError: as soon as a curator said its consensus has no quorum: no
+        leader comes until its members are started.
     :raises NoLeaderError: if no curator named a leader in time.
     """
     leader = await find_leader(
-        access.endpoints, access.credentials, timeout=call_timeout, refused_is_final=True
+        access.endpoints,
+        access.credentials,
+        timeout=call_timeout,
+        refused_is_final=True,
+        no_quorum_is_final=True,
     )
     async with contextlib.AsyncExitStack() as channels:
         channel = secure_channel(leader.endpoint, access.credentials, node_id=leader.node_id)

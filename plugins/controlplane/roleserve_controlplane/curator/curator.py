@@ -2,7 +2,8 @@
 
 ::
 
-    wait until the local etcd member votes (a learner cannot serve the election)
+    serve CuratorLocal ─── wait until the local etcd member votes (a learner cannot serve
+        the election); without a quorum, say so (note, log, GetCurrentLeader: ``quorum``)
     loop:
       serve CuratorLocal (follower) ─── campaign in the election (value: ID, host, port)
       won: stop the follower server ─── start the leader's state: node cache (one etcd
@@ -18,6 +19,7 @@ outlives the role it was opened under.
 from __future__ import annotations
 
 import contextlib
+import functools
 import ipaddress
 import logging
 from collections.abc import AsyncIterator, Sequence
@@ -40,6 +42,7 @@ from roleserve_controlplane.curator.cache import NodeCache
 from roleserve_controlplane.curator.health import DEFAULT_HEARTBEAT_INTERVAL, Heartbeats
 from roleserve_controlplane.curator.leader import CURATOR_PORT, LeaderState
 from roleserve_controlplane.curator.prefixes import ClusterNetwork, PrefixesExhaustedError
+from roleserve_controlplane.curator.quorum import probe_quorum
 from roleserve_controlplane.curator.service_curator import CuratorService
 from roleserve_controlplane.curator.service_local import CuratorLocalService
 from roleserve_controlplane.curator.service_management import ManagementService
@@ -104,23 +107,59 @@ class Curator:
     async def __call__(self, ctx: RunContext) -> None:
         config = self.config
         async with EtcdClient(config.etcd_endpoints, config.etcd) as client:
-            ctx.set_note("waiting for the local etcd member to vote")
-            await _wait_until_voting(client)
             election = Election(client, LEADER_PREFIX, ttl=config.lease_ttl)
+            # Served while waiting too, so that clients hear "no quorum" from a curator
+            # whose members are down, rather than a refused connection.
+            async with self._serving(*self._follower_services(client, election)):
+                ctx.set_note("waiting for the local etcd member to vote")
+                await self._wait_until_voting(ctx, client)
             while True:
                 await self._one_term(ctx, client, election)
                 ctx.log.warning("lost leadership: its lease could not be renewed; following")
 
+    def _follower_services(
+        self, client: EtcdClient, election: Election
+    ) -> tuple[CuratorLocalService, NotLeadingHandler]:
+        """What a curator that does not lead serves: who leads (or why none does)."""
+        node_id = self.config.node.node_id
+        quorum = functools.partial(probe_quorum, client, self.config.etcd)
+        local = CuratorLocalService(node_id, ClusterState(client), election, None, quorum)
+        return local, NotLeadingHandler(node_id)
+
+    async def _wait_until_voting(self, ctx: RunContext, client: EtcdClient) -> None:
+        """Wait until the local member is a voter with a leader; meanwhile, a consensus
+        without a quorum is said in the note (``waiting: no quorum (1 of 3 members
+        answer)``) and in one log line each time who answers changes."""
+        delay, said = 0.05, None
+        while True:
+            try:
+                status = await client.status(timeout=2.0)
+            except EtcdRequestError:
+                status = None
+            if status is not None and not status.is_learner and status.leader:
+                if said is not None:
+                    ctx.log.info("the consensus has a quorum again")
+                return
+            report = await probe_quorum(client, self.config.etcd)
+            described = report.describe() if report is not None else None
+            if described != said:
+                if report is not None:
+                    ctx.log.warning("waiting: %s", described)
+                ctx.set_note(
+                    "waiting for the local etcd member to vote"
+                    if report is None
+                    else f"waiting: {report.summary()}"
+                )
+                said = described
+            await anyio.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
     async def _one_term(self, ctx: RunContext, client: EtcdClient, election: Election) -> None:
         """Follow until elected, then lead until leadership is lost."""
         node_id = self.config.node.node_id
-        state = ClusterState(client)
         async with AsyncExitStack() as stack:
             follower = await stack.enter_async_context(
-                self._serving(
-                    CuratorLocalService(node_id, state, election, None),
-                    NotLeadingHandler(node_id),
-                )
+                self._serving(*self._follower_services(client, election))
             )
             self._announce(ctx, "following")
             leadership = await stack.enter_async_context(
@@ -243,17 +282,3 @@ def _add(server: grpc.aio.Server, service: object) -> None:
         management_pb2_grpc.add_ManagementServicer_to_server(service, server)
     else:
         raise TypeError(f"not a curator service: {service!r}")
-
-
-async def _wait_until_voting(client: EtcdClient) -> None:
-    """Wait until the member the client reaches is a voter with a leader."""
-    delay = 0.05
-    while True:
-        try:
-            status = await client.status(timeout=2.0)
-        except EtcdRequestError:
-            status = None
-        if status is not None and not status.is_learner and status.leader:
-            return
-        await anyio.sleep(delay)
-        delay = min(delay * 2, 1.0)
