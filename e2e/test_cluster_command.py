@@ -302,7 +302,9 @@ def test_two_lost_members_are_named_by_ctl_and_brought_back_by_up(three: Three) 
     async def said() -> str:
         return ctl(owner, "nodes").stderr
 
-    anyio.run(lambda: poll_until("ctl says no quorum", said, lambda e: "no quorum" in e))
+    anyio.run(
+        lambda: poll_until("ctl says no quorum", said, lambda e: "no quorum" in e, timeout=60)
+    )
     start = time.monotonic()
     answer = ctl(owner, "nodes")
     took = time.monotonic() - start
