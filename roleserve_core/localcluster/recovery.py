@@ -63,7 +63,8 @@ def growth_message(nodes: Sequence[LocalNode], newcomers: Sequence[LocalNode]) -
         return None
     return (
         f"the cluster has {len(enrolled)} node{'' if len(enrolled) == 1 else 's'}; --nodes "
-        f"{len(nodes)} adds {_names(newcomers)} as new node{'' if len(newcomers) == 1 else 's'}"
+        f"{len(nodes)} adds {_names(newcomers)} as "
+        f"{'a new node' if len(newcomers) == 1 else 'new nodes'}"
     )
 
 

@@ -1,0 +1,93 @@
+"""What ``cluster up`` stops when it ends early, and how it says a missing leader
+(``localcluster.recovery``). The "nodes" are ``sleep`` processes in sessions of their own,
+with PID files as a node's: one started by this process, the others found running."""
+
+from __future__ import annotations
+
+import ipaddress
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from roleserve_core.localcluster import LocalNode
+from roleserve_core.localcluster.recovery import (
+    growth_message,
+    leaderless_message,
+    stop_started,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+def local_node(directory: Path, index: int) -> LocalNode:
+    address = ipaddress.IPv4Address("127.0.0.10") + index
+    return LocalNode(index, address, directory / f"n{index}")
+
+
+def sleeping(node: LocalNode, *, ours: bool) -> subprocess.Popen[bytes]:
+    """A process standing in for ``node``; ``ours``: as if this process started it."""
+    node.directory.mkdir(parents=True, exist_ok=True)
+    process = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    node.pid_file.write_text(f"{process.pid}\n")
+    if ours:
+        node._process = process
+    return process
+
+
+@pytest.fixture
+def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
+    started: list[subprocess.Popen[bytes]] = []
+    yield started
+    for process in started:
+        process.kill()
+        process.wait()
+
+
+async def test_only_the_nodes_started_here_are_stopped_and_the_others_named(
+    tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    first, second, third = (local_node(tmp_path, index) for index in (1, 2, 3))
+    processes.append(sleeping(first, ours=True))
+    found = [sleeping(second, ours=False), sleeping(third, ours=False)]
+    processes.extend(found)
+    said: list[str] = []
+    every = await stop_started([first, second, third], said.append)
+    assert not every
+    assert first.pid is None
+    assert [second.pid, third.pid] == [process.pid for process in found]
+    assert said == [
+        f"stopping node 1 (pid {processes[0].pid})",
+        "node 2, node 3 ran before this `cluster up` and keep running (stop them with "
+        "`cluster down`)",
+    ]
+
+
+def test_a_missing_leader_names_the_nodes_that_do_not_run_and_their_logs(
+    tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    first, second, third = (local_node(tmp_path, index) for index in (1, 2, 3))
+    processes.append(sleeping(third, ours=False))
+    assert leaderless_message(tmp_path, [first, second, third], "waited 120 s") == (
+        f"no leader: node 1, node 2 of {tmp_path} not running (their logs: "
+        f"{tmp_path}/n1/node.log, {tmp_path}/n2/node.log); waited 120 s"
+    )
+    for node in (first, second):
+        processes.append(sleeping(node, ours=False))
+    assert leaderless_message(tmp_path, [first, second, third], "waited 120 s") == (
+        f"no leader: every node of {tmp_path} runs, but none answers as leader (their "
+        f"logs: {tmp_path}/n*/node.log); waited 120 s"
+    )
+
+
+def test_growth_is_said_only_when_an_enrolled_cluster_gets_new_nodes(tmp_path: Path) -> None:
+    nodes = [local_node(tmp_path, index) for index in (1, 2, 3, 4)]
+    assert growth_message(nodes, nodes[1:]) is None  # a new cluster: nothing to grow
+    for node in nodes[:3]:
+        node.datadir.credentials.mkdir(parents=True)
+    assert growth_message(nodes[:3], []) is None
+    assert (
+        growth_message(nodes, nodes[3:])
+        == "the cluster has 3 nodes; --nodes 4 adds node 4 as a new node"
+    )
