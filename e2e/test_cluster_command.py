@@ -317,6 +317,11 @@ def test_two_lost_members_are_named_by_ctl_and_brought_back_by_up(three: Three) 
     assert f"cluster up --dir {three.directory}" in answer.stderr, answer.stderr
     log = (three.directory / survivor["node"] / "node.log").read_text()
     assert "waiting: no quorum (1 of 3 members answer)" in log
+    tree = ctl(owner, "tree", survivor["cluster"]["id"], "root.role.controlplane")
+    assert tree.returncode == 0, tree.stderr
+    assert "reaching the members that answer" in tree.stderr
+    [curator] = [line for line in tree.stdout.splitlines() if " curator " in line]
+    assert "waiting: no quorum (1 of 3 members answer)" in curator, tree.stdout
     again = cluster("up", "--detach", "--dir", str(three.directory))
     assert again.returncode == 0, again.stdout + again.stderr
     assert "starting node 1 at" in again.stdout
