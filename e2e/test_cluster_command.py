@@ -17,16 +17,18 @@ import subprocess
 import sys
 import time
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import pytest
 
 from roleserve_core.localcluster import FIRST_ADDRESS, LocalCluster, default_roles
 from roleserve_core.testing import poll_until
+
+T = TypeVar("T")
 
 TIMEOUT = 120.0
 """Seconds a command may take: bootstrapping a one-node cluster takes a few."""
@@ -289,22 +291,24 @@ def kill_group(pid: int) -> None:
     anyio.run(lambda: poll_until(f"process group {pid} gone", gone, timeout=30))
 
 
-def test_two_lost_members_are_named_by_ctl_and_brought_back_by_up(three: Three) -> None:
-    """Two of three consensus members SIGKILLed: ctl says at once that there is no quorum,
-    naming who answers and who does not; ``up`` starts both before it waits for a leader,
-    and the survivor keeps running throughout, with the cluster's data."""
-    before = status(three.directory)
-    for node in before[:2]:
-        kill_group(node["pid"])
-    owner = three.directory / "owner"
-    survivor, lost = before[2], before[:2]
+NO_QUORUM_NOTE = "waiting: no quorum (1 of 3 members answer)"
+"""The survivor's curator runnable's note once it waits for its member without a quorum
+(it may follow for a few seconds first, until its lease grant times out)."""
 
-    async def said() -> str:
-        return ctl(owner, "nodes").stderr
 
-    anyio.run(
-        lambda: poll_until("ctl says no quorum", said, lambda e: "no quorum" in e, timeout=60)
-    )
+def wait_for(what: str, look: Callable[[], T], predicate: Callable[[T], bool]) -> T:
+    """``poll_until`` for a look that runs a command."""
+
+    async def looking() -> T:
+        return look()
+
+    return anyio.run(lambda: poll_until(what, looking, predicate, timeout=60))
+
+
+def assert_no_quorum_said(owner: Path, survivor: dict[str, Any], lost: list[Any]) -> None:
+    """ctl says at once that there is no quorum, who answers and who does not; the
+    survivor's log and its curator's note in ``ctl tree`` say so too."""
+    wait_for("ctl says no quorum", lambda: ctl(owner, "nodes").stderr, lambda e: "no quorum" in e)
     start = time.monotonic()
     answer = ctl(owner, "nodes")
     took = time.monotonic() - start
@@ -314,15 +318,30 @@ def test_two_lost_members_are_named_by_ctl_and_brought_back_by_up(three: Three) 
     assert f"({survivor['cluster']['id']})" in answer.stderr, answer.stderr
     for node in lost:
         assert f"{node['cluster']['id']} {node['address']}" in answer.stderr, answer.stderr
-    assert f"cluster up --dir {three.directory}" in answer.stderr, answer.stderr
-    log = (three.directory / survivor["node"] / "node.log").read_text()
-    assert "waiting: no quorum (1 of 3 members answer)" in log
-    tree = ctl(owner, "tree", survivor["cluster"]["id"], "root.role.controlplane")
-    assert tree.returncode == 0, tree.stderr
-    assert "reaching the members that answer" in tree.stderr
-    [curator] = [line for line in tree.stdout.splitlines() if " curator " in line]
-    assert "waiting: no quorum (1 of 3 members answer)" in curator, tree.stdout
-    again = cluster("up", "--detach", "--dir", str(three.directory))
+    assert f"cluster up --dir {owner.parent}" in answer.stderr, answer.stderr
+    log = owner.parent / survivor["node"] / "node.log"
+    wait_for("the survivor logs no quorum", log.read_text, lambda text: NO_QUORUM_NOTE in text)
+
+    def curator_line() -> str:
+        tree = ctl(owner, "tree", survivor["cluster"]["id"], "root.role.controlplane")
+        assert "reaching the members that answer" in tree.stderr, tree.stderr
+        return "".join(line for line in tree.stdout.splitlines() if " curator " in line)
+
+    wait_for("ctl tree shows the curator's note", curator_line, lambda seen: NO_QUORUM_NOTE in seen)
+
+
+def test_two_lost_members_are_named_by_ctl_and_brought_back_by_up(three: Three) -> None:
+    """Two of three consensus members SIGKILLed: ctl says at once that there is no quorum,
+    naming who answers and who does not; ``up`` starts both before it waits for a leader,
+    and the survivor keeps running throughout, with the cluster's data."""
+    before = status(three.directory)
+    for node in before[:2]:
+        kill_group(node["pid"])
+    survivor = before[2]
+    try:
+        assert_no_quorum_said(three.directory / "owner", survivor, before[:2])
+    finally:  # whatever failed, the next tests get their cluster back
+        again = cluster("up", "--detach", "--dir", str(three.directory))
     assert again.returncode == 0, again.stdout + again.stderr
     assert "starting node 1 at" in again.stdout
     assert "starting node 2 at" in again.stdout
@@ -349,16 +368,16 @@ def test_ctrl_c_stops_only_the_nodes_up_started(three: Three) -> None:
             pytest.fail(f"cluster up ended ({process.wait()}): {process.stderr.read()}")
         process.send_signal(signal.SIGINT)
         rest, errors = process.communicate(timeout=TIMEOUT)
+        stopped = status(three.directory)
     finally:
         if process.poll() is None:
             process.kill()
+        again = cluster("up", "--detach", "--dir", str(three.directory))
     assert process.returncode == 0, errors
     assert "node 2, node 3 ran before this `cluster up` and keep running" in rest, rest
     assert rest.splitlines()[-1].endswith("the nodes this run started stopped"), rest
-    stopped = status(three.directory)
     assert stopped[0]["pid"] is None
     assert [node["pid"] for node in stopped[1:]] == [node["pid"] for node in before[1:]]
-    again = cluster("up", "--detach", "--dir", str(three.directory))
     assert again.returncode == 0, again.stdout + again.stderr
     assert_up_with_roles(status(three.directory))
 
