@@ -57,6 +57,19 @@ async def test_the_survivor_of_two_crashes_names_the_members_that_answer(
     )
     assert answer.leader_node_id == ""
     assert answer.this_node_id == first.node_id
+    supervisor = first.supervisor
+    assert supervisor is not None
+
+    async def note() -> str:
+        assert supervisor is not None
+        return supervisor.status_of("root").note
+
+    await poll_until(
+        "the curator's note says there is no quorum",
+        note,
+        lambda seen: seen.endswith(": no quorum (1 of 3 members answer)"),
+        timeout=30,
+    )
     seen = {(m.node_id, m.address, m.answers) for m in answer.no_quorum.members}
     assert seen == {
         (first.node_id, str(first.address), True),

@@ -6,6 +6,7 @@
         the election); without a quorum, say so (note, log, GetCurrentLeader: ``quorum``)
     loop:
       serve CuratorLocal (follower) ─── campaign in the election (value: ID, host, port)
+           ─── meanwhile, every 2 s: a lost quorum said in the note and log
       won: stop the follower server ─── start the leader's state: node cache (one etcd
            watch), heartbeats, learner promotion, prefixes for approved nodes lacking one
            ─── serve Curator, Management and CuratorLocal
@@ -42,7 +43,7 @@ from roleserve_controlplane.curator.cache import NodeCache
 from roleserve_controlplane.curator.health import DEFAULT_HEARTBEAT_INTERVAL, Heartbeats
 from roleserve_controlplane.curator.leader import CURATOR_PORT, LeaderState
 from roleserve_controlplane.curator.prefixes import ClusterNetwork, PrefixesExhaustedError
-from roleserve_controlplane.curator.quorum import probe_quorum
+from roleserve_controlplane.curator.quorum import QuorumReport, probe_quorum
 from roleserve_controlplane.curator.service_curator import CuratorService
 from roleserve_controlplane.curator.service_local import CuratorLocalService
 from roleserve_controlplane.curator.service_management import ManagementService
@@ -67,6 +68,9 @@ log = logging.getLogger("roleserve.curator")
 
 CuratorRole = str
 """``waiting``, ``following`` or ``leading``."""
+
+QUORUM_EVERY = 2.0
+"""Seconds between looks at the quorum while following (``_watch_quorum``)."""
 
 
 @dataclass(frozen=True)
@@ -130,29 +134,32 @@ class Curator:
         """Wait until the local member is a voter with a leader; meanwhile, a consensus
         without a quorum is said in the note (``waiting: no quorum (1 of 3 members
         answer)``) and in one log line each time who answers changes."""
-        delay, said = 0.05, None
+        delay = 0.05
+        notice = QuorumNotice(ctx, "waiting", "waiting for the local etcd member to vote")
         while True:
             try:
                 status = await client.status(timeout=2.0)
             except EtcdRequestError:
                 status = None
             if status is not None and not status.is_learner and status.leader:
-                if said is not None:
-                    ctx.log.info("the consensus has a quorum again")
+                notice.show(None)
                 return
-            report = await probe_quorum(client, self.config.etcd)
-            described = report.describe() if report is not None else None
-            if described != said:
-                if report is not None:
-                    ctx.log.warning("waiting: %s", described)
-                ctx.set_note(
-                    "waiting for the local etcd member to vote"
-                    if report is None
-                    else f"waiting: {report.summary()}"
-                )
-                said = described
+            notice.show(await probe_quorum(client, self.config.etcd))
             await anyio.sleep(delay)
             delay = min(delay * 2, 1.0)
+
+    async def _watch_quorum(self, ctx: RunContext, client: EtcdClient, done: anyio.Event) -> None:
+        """While following (until ``done``): say a lost quorum in the note and log as
+        ``_wait_until_voting`` does. A follower's campaign may wait on without failing
+        when the quorum goes, and its note would say "following" all along."""
+        notice = QuorumNotice(ctx, "following", "following")
+        while not done.is_set():
+            report = await probe_quorum(client, self.config.etcd)
+            if done.is_set():  # elected meanwhile: the note is the leader's now
+                return
+            notice.show(report)
+            with anyio.move_on_after(QUORUM_EVERY):
+                await done.wait()
 
     async def _one_term(self, ctx: RunContext, client: EtcdClient, election: Election) -> None:
         """Follow until elected, then lead until leadership is lost."""
@@ -162,9 +169,13 @@ class Curator:
                 self._serving(*self._follower_services(client, election))
             )
             self._announce(ctx, "following")
+            followed = anyio.Event()
+            watching = await stack.enter_async_context(anyio.create_task_group())
+            watching.start_soon(self._watch_quorum, ctx, client, followed)
             leadership = await stack.enter_async_context(
                 election.campaign(self.leader_value.SerializeToString())
             )
+            followed.set()
             await follower.stop(None)
             leader = await self._leader_state(client, leadership)
             tasks = await stack.enter_async_context(anyio.create_task_group())
@@ -265,6 +276,31 @@ async def allocate_missing_prefixes(state: ClusterState, network: ClusterNetwork
         except EtcdRequestError:
             await anyio.sleep(delay)
             delay = min(delay * 2, 1.0)
+
+
+class QuorumNotice:
+    """Says a lost quorum in a curator runnable's note and log, once per change of who
+    answers: ``<doing>: no quorum (1 of 3 members answer)``, and ``plain`` again (with an
+    INFO line) once the quorum is back."""
+
+    def __init__(self, ctx: RunContext, doing: str, plain: str) -> None:
+        self.ctx = ctx
+        self.doing = doing
+        self.plain = plain
+        self._said: str | None = None
+
+    def show(self, report: QuorumReport | None) -> None:
+        """Show ``report`` (None: there is a quorum, or the member cannot tell)."""
+        described = report.describe() if report is not None else None
+        if described == self._said:
+            return
+        if report is not None:
+            self.ctx.log.warning("%s: %s", self.doing, described)
+            self.ctx.set_note(f"{self.doing}: {report.summary()}")
+        else:
+            self.ctx.log.info("the consensus has a quorum again")
+            self.ctx.set_note(self.plain)
+        self._said = described
 
 
 def _unchanged(record: state_pb2.NodeRecord) -> None:
