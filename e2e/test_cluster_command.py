@@ -398,6 +398,7 @@ def test_more_nodes_than_the_directory_holds_grow_the_cluster(three: Three) -> N
     before = status(three.directory)
     grown = cluster("up", "--nodes", "4", "--detach", "--dir", str(three.directory))
     assert grown.returncode == 0, grown.stdout + grown.stderr
+    assert "the cluster has 3 nodes; --nodes 4 adds node 4 as a new node" in grown.stdout
     assert "registering node 4 at" in grown.stdout
     assert "the cluster is up: 4 nodes\n" in grown.stdout
     after = status(three.directory)
