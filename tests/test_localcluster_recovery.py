@@ -8,15 +8,21 @@ import ipaddress
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from roleserve_core.access import ClusterAccess
+from roleserve_core.cli import main
 from roleserve_core.localcluster import LocalNode
+from roleserve_core.localcluster import cluster as cluster_module
 from roleserve_core.localcluster.recovery import (
     growth_message,
     leaderless_message,
     stop_started,
 )
+from roleserve_core.ports import endpoint
+from roleserve_core.testing import ThrowawayCA, random_loopback
 
 pytestmark = pytest.mark.anyio
 
@@ -91,3 +97,52 @@ def test_growth_is_said_only_when_an_enrolled_cluster_gets_new_nodes(tmp_path: P
         growth_message(nodes, nodes[3:])
         == "the cluster has 3 nodes; --nodes 4 adds node 4 as a new node"
     )
+
+
+def test_up_without_a_leader_says_so_in_one_line_and_stops_only_what_it_started(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    processes: list[subprocess.Popen[bytes]],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Three enrolled nodes, node 3 running: ``up`` starts nodes 1 and 2, which exit at
+    once (their processes are recorded, not run), and no curator answers. One line names
+    the nodes that do not run and their logs; node 3, which ``up`` did not start, runs on.
+    Before, the last gRPC error reached the command as a traceback, and every node was
+    stopped."""
+    directory = tmp_path / "cluster"
+    for index in (1, 2, 3):
+        (directory / f"n{index}" / "node" / "credentials").mkdir(parents=True)
+    ca = ThrowawayCA()
+    nowhere = endpoint(str(random_loopback()), 9)
+    ClusterAccess.of(ca.user(), [nowhere]).save(directory / "owner")
+    found = sleeping(local_node(directory, 3), ours=False)
+    processes.append(found)
+    (directory / "n3" / "node.pid").write_text(f"{found.pid}\n")
+
+    class Exited:
+        """A node process that exited at once."""
+
+        pid = 4_000_000  # beyond pid_max: no process has it
+
+        def __init__(self, command: list[str], **options: Any) -> None:
+            pass
+
+        def poll(self) -> int | None:
+            return 1
+
+        def wait(self) -> int:
+            return 1
+
+    monkeypatch.setattr(subprocess, "Popen", Exited)
+    monkeypatch.setattr(cluster_module, "STEP_TIMEOUT", 0.5)
+    code = main(["cluster", "up", "--detach", "--dir", str(directory)])
+    out, err = capsys.readouterr()
+    assert code == 1
+    [line] = err.splitlines()
+    assert line.startswith(
+        f"roleserve cluster: error: no leader: node 1, node 2 of {directory} not running "
+        f"(their logs: {directory}/n1/node.log, {directory}/n2/node.log); "
+    ), line
+    assert "node 3 ran before this `cluster up` and keeps running" in out
+    assert found.poll() is None  # node 3's process runs on

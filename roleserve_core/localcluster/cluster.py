@@ -450,13 +450,14 @@ class LocalCluster:
     # -- through the leader's Management service -----------------------------------
 
     @contextlib.asynccontextmanager
-    async def management(self, patience: float = STEP_TIMEOUT) -> AsyncIterator[Management]:
+    async def management(self, patience: float | None = None) -> AsyncIterator[Management]:
         """The leading curator's Management service, following the leader
         (``LeaderManagement``).
 
-        :param patience: seconds each call may spend finding a leader that answers.
+        :param patience: seconds each call may spend finding a leader that answers;
+            ``STEP_TIMEOUT`` (read at each call, so a test may shorten it) by default.
         """
-        management = LeaderManagement(self.access(), patience)
+        management = LeaderManagement(self.access(), patience or STEP_TIMEOUT)
         try:
             yield management
         finally:
