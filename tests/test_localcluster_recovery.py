@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ipaddress
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +19,12 @@ from roleserve_core.localcluster import cluster as cluster_module
 from roleserve_core.localcluster.recovery import (
     growth_message,
     leaderless_message,
+    quorum_said,
     stop_started,
 )
 from roleserve_core.ports import endpoint
-from roleserve_core.testing import ThrowawayCA, random_loopback
+from roleserve_core.proto import curator_pb2
+from roleserve_core.testing import FakeCluster, ThrowawayCA, random_loopback
 
 pytestmark = pytest.mark.anyio
 
@@ -76,8 +78,8 @@ def test_a_missing_leader_names_the_nodes_that_do_not_run_and_their_logs(
     first, second, third = (local_node(tmp_path, index) for index in (1, 2, 3))
     processes.append(sleeping(third, ours=False))
     assert leaderless_message(tmp_path, [first, second, third], "waited 120 s") == (
-        f"no leader: node 1, node 2 of {tmp_path} not running (their logs: "
-        f"{tmp_path}/n1/node.log, {tmp_path}/n2/node.log); waited 120 s"
+        f"no leader: node 1, node 2 of {tmp_path} not running; their logs: "
+        f"{tmp_path}/n1/node.log, {tmp_path}/n2/node.log"
     )
     for node in (first, second):
         processes.append(sleeping(node, ours=False))
@@ -85,6 +87,47 @@ def test_a_missing_leader_names_the_nodes_that_do_not_run_and_their_logs(
         f"no leader: every node of {tmp_path} runs, but none answers as leader (their "
         f"logs: {tmp_path}/n*/node.log); waited 120 s"
     )
+
+
+def three_members(*answering: LocalNode, silent: Sequence[LocalNode]) -> curator_pb2.NoQuorum:
+    member = curator_pb2.NoQuorum.Member
+    return curator_pb2.NoQuorum(
+        members=[
+            *(member(node_id=f"node-{n.index}", address=str(n.address), answers=True)
+              for n in answering),
+            *(member(node_id=f"node-{n.index}", address=str(n.address), answers=False)
+              for n in silent),
+        ]
+    )  # fmt: skip
+
+
+def test_a_missing_leader_names_the_members_that_run_but_do_not_answer(
+    tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    """Processes that run but whose members do not answer (stopped, hung) are named from
+    what a curator without a quorum said, beside the ones that do not run."""
+    first, second, third = nodes = [local_node(tmp_path, index) for index in (1, 2, 3)]
+    for node in (second, third):
+        processes.append(sleeping(node, ours=False))
+    quorum = three_members(third, silent=[first, second])
+    assert leaderless_message(tmp_path, nodes, "waited 120 s", quorum) == (
+        f"no leader (no quorum: 1 of 3 consensus members answer): node 1 of {tmp_path} not "
+        "running; node 2 running but not answering as consensus members; their logs: "
+        f"{tmp_path}/n1/node.log, {tmp_path}/n2/node.log"
+    )
+
+
+async def test_quorum_said_is_what_a_curator_without_a_quorum_says(
+    fake_cluster: FakeCluster, tmp_path: Path
+) -> None:
+    survivor = await fake_cluster.curator()
+    first, second, third = (local_node(tmp_path, index) for index in (1, 2, 3))
+    quorum = three_members(first, silent=[second, third])
+    survivor.without_quorum(quorum)
+    access = ClusterAccess.of(fake_cluster.ca.user(), [survivor.endpoint])
+    assert await quorum_said(access) == quorum
+    survivor.lead()
+    assert await quorum_said(access) is None
 
 
 def test_growth_is_said_only_when_an_enrolled_cluster_gets_new_nodes(tmp_path: Path) -> None:
@@ -140,9 +183,9 @@ def test_up_without_a_leader_says_so_in_one_line_and_stops_only_what_it_started(
     out, err = capsys.readouterr()
     assert code == 1
     [line] = err.splitlines()
-    assert line.startswith(
-        f"roleserve cluster: error: no leader: node 1, node 2 of {directory} not running "
-        f"(their logs: {directory}/n1/node.log, {directory}/n2/node.log); "
-    ), line
+    assert line == (
+        f"roleserve cluster: error: no leader: node 1, node 2 of {directory} not running; "
+        f"their logs: {directory}/n1/node.log, {directory}/n2/node.log"
+    )
     assert "node 3 ran before this `cluster up` and keeps running" in out
     assert found.poll() is None  # node 3's process runs on

@@ -66,7 +66,12 @@ from roleserve_core.localcluster.nodeconfig import (
     without_setting,
 )
 from roleserve_core.localcluster.process import LocalNode
-from roleserve_core.localcluster.recovery import growth_message, leaderless_message, stop_started
+from roleserve_core.localcluster.recovery import (
+    growth_message,
+    leaderless_message,
+    quorum_said,
+    stop_started,
+)
 from roleserve_core.ports import NODE_MANAGEMENT_PORT, endpoint
 from roleserve_core.proto import (
     common_pb2,
@@ -294,8 +299,9 @@ class LocalCluster:
         try:
             await self._enrol_and_settle(newcomers)
         except NoLeaderError as exc:
+            quorum = await quorum_said(self.access())
             raise LocalClusterError(
-                leaderless_message(self.directory, self.nodes, str(exc))
+                leaderless_message(self.directory, self.nodes, str(exc), quorum)
             ) from exc
 
     async def _enrol_and_settle(self, newcomers: list[LocalNode]) -> None:
