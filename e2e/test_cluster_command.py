@@ -11,20 +11,24 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
 import signal
 import subprocess
 import sys
+import time
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import pytest
 
 from roleserve_core.localcluster import FIRST_ADDRESS, LocalCluster, default_roles
 from roleserve_core.testing import poll_until
+
+T = TypeVar("T")
 
 TIMEOUT = 120.0
 """Seconds a command may take: bootstrapping a one-node cluster takes a few."""
@@ -101,6 +105,28 @@ def test_up_in_the_foreground_stops_every_node_on_ctrl_c(
     assert process.returncode == 0, errors
     assert rest.splitlines()[-1].endswith("every node stopped")
     assert not Path(f"/proc/{pid}").exists()
+
+
+def test_a_one_node_cluster_stays_one_node_when_brought_back(
+    components: None, first_address: ipaddress.IPv4Address, tmp_path: Path
+) -> None:
+    """Without --nodes, ``up`` keeps the size the directory records (it once took
+    --nodes' default, 3, and added two consensus members)."""
+    directory = tmp_path / "cluster"
+    made = cluster("up", "--nodes", "1", "--detach", "--dir", str(directory),
+                   "--first-address", str(first_address))  # fmt: skip
+    try:
+        assert made.returncode == 0, made.stdout + made.stderr
+        assert cluster("down", "--dir", str(directory)).returncode == 0
+        again = cluster("up", "--detach", "--dir", str(directory))
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert "the cluster is up: 1 node\n" in again.stdout
+        assert "registering" not in again.stdout
+        [node] = status(directory)
+        assert node["cluster"]["state"] == "UP"
+        assert not (directory / "n2").exists()
+    finally:
+        cluster("down", "--dir", str(directory))
 
 
 # -- a three-node cluster, stopped and brought back --------------------------------------
@@ -243,6 +269,119 @@ def test_up_starts_only_the_nodes_that_are_not_running(three: Three) -> None:
     assert [line.split()[0] for line in table] == ["n1", "n2", "n3"]
 
 
+def ctl(owner: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "roleserve_core", "ctl", "--credentials", str(owner)]
+    return subprocess.run(
+        [*command, *args], capture_output=True, text=True, timeout=TIMEOUT, check=False
+    )
+
+
+def kill_group(pid: int) -> None:
+    """SIGKILL the node ``pid`` leads and everything it started (etcd), as a crash would;
+    wait until the whole group is gone."""
+    os.killpg(pid, signal.SIGKILL)
+
+    async def gone() -> bool:
+        try:
+            os.killpg(pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+
+    anyio.run(lambda: poll_until(f"process group {pid} gone", gone, timeout=30))
+
+
+NO_QUORUM_NOTE = "waiting: no quorum (1 of 3 members answer)"
+"""The survivor's curator runnable's note once it waits for its member without a quorum
+(it may follow for a few seconds first, until its lease grant times out)."""
+
+
+def wait_for(what: str, look: Callable[[], T], predicate: Callable[[T], bool]) -> T:
+    """``poll_until`` for a look that runs a command."""
+
+    async def looking() -> T:
+        return look()
+
+    return anyio.run(lambda: poll_until(what, looking, predicate, timeout=60))
+
+
+def assert_no_quorum_said(owner: Path, survivor: dict[str, Any], lost: list[Any]) -> None:
+    """ctl says at once that there is no quorum, who answers and who does not; the
+    survivor's log and its curator's note in ``ctl tree`` say so too."""
+    wait_for("ctl says no quorum", lambda: ctl(owner, "nodes").stderr, lambda e: "no quorum" in e)
+    start = time.monotonic()
+    answer = ctl(owner, "nodes")
+    took = time.monotonic() - start
+    assert answer.returncode == 1
+    assert took < 5, (took, answer.stderr)
+    assert "no quorum: 1 of 3 consensus members answer" in answer.stderr, answer.stderr
+    assert f"({survivor['cluster']['id']})" in answer.stderr, answer.stderr
+    for node in lost:
+        assert f"{node['cluster']['id']} {node['address']}" in answer.stderr, answer.stderr
+    assert f"cluster up --dir {owner.parent}" in answer.stderr, answer.stderr
+    log = owner.parent / survivor["node"] / "node.log"
+    wait_for("the survivor logs no quorum", log.read_text, lambda text: NO_QUORUM_NOTE in text)
+
+    def curator_line() -> str:
+        tree = ctl(owner, "tree", survivor["cluster"]["id"], "root.role.controlplane")
+        assert "reaching the members that answer" in tree.stderr, tree.stderr
+        return "".join(line for line in tree.stdout.splitlines() if " curator " in line)
+
+    wait_for("ctl tree shows the curator's note", curator_line, lambda seen: NO_QUORUM_NOTE in seen)
+
+
+def test_two_lost_members_are_named_by_ctl_and_brought_back_by_up(three: Three) -> None:
+    """Two of three consensus members SIGKILLed: ctl says at once that there is no quorum,
+    naming who answers and who does not; ``up`` starts both before it waits for a leader,
+    and the survivor keeps running throughout, with the cluster's data."""
+    before = status(three.directory)
+    for node in before[:2]:
+        kill_group(node["pid"])
+    survivor = before[2]
+    try:
+        assert_no_quorum_said(three.directory / "owner", survivor, before[:2])
+    finally:  # whatever failed, the next tests get their cluster back
+        again = cluster("up", "--detach", "--dir", str(three.directory))
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "starting node 1 at" in again.stdout
+    assert "starting node 2 at" in again.stdout
+    assert f"node 3 at {survivor['address']} runs (pid {survivor['pid']})" in again.stdout
+    after = status(three.directory)
+    assert after[2]["pid"] == survivor["pid"]
+    assert [node["cluster"]["id"] for node in after] == [n["cluster"]["id"] for n in before]
+    assert_up_with_roles(after)
+
+
+def test_ctrl_c_stops_only_the_nodes_up_started(three: Three) -> None:
+    """One node down; a foreground ``up`` starts it, and Ctrl-C stops that one only: the
+    others ran before, keep their processes, and the output says so."""
+    before = status(three.directory)
+    kill_group(before[0]["pid"])
+    argv = [*COMMAND, "up", "--dir", str(three.directory)]
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    try:
+        for line in process.stdout:  # no terminal: the table is printed once, when up
+            if line.startswith("n1 ") and " UP " in line:
+                break
+        else:
+            pytest.fail(f"cluster up ended ({process.wait()}): {process.stderr.read()}")
+        process.send_signal(signal.SIGINT)
+        rest, errors = process.communicate(timeout=TIMEOUT)
+        stopped = status(three.directory)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        again = cluster("up", "--detach", "--dir", str(three.directory))
+    assert process.returncode == 0, errors
+    assert "node 2, node 3 ran before this `cluster up` and keep running" in rest, rest
+    assert rest.splitlines()[-1].endswith("the nodes this run started stopped"), rest
+    assert stopped[0]["pid"] is None
+    assert [node["pid"] for node in stopped[1:]] == [node["pid"] for node in before[1:]]
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert_up_with_roles(status(three.directory))
+
+
 def test_nodes_fewer_than_the_directory_holds_is_refused(three: Three) -> None:
     before = status(three.directory)
     refused = cluster("up", "--nodes", "2", "--detach", "--dir", str(three.directory))
@@ -259,6 +398,7 @@ def test_more_nodes_than_the_directory_holds_grow_the_cluster(three: Three) -> N
     before = status(three.directory)
     grown = cluster("up", "--nodes", "4", "--detach", "--dir", str(three.directory))
     assert grown.returncode == 0, grown.stdout + grown.stderr
+    assert "the cluster has 3 nodes; --nodes 4 adds node 4 as a new node" in grown.stdout
     assert "registering node 4 at" in grown.stdout
     assert "the cluster is up: 4 nodes\n" in grown.stdout
     after = status(three.directory)

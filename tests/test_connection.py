@@ -26,6 +26,7 @@ from roleserve_core.connection import (
     LeaderInfo,
     LeaderRefusedError,
     NoLeaderError,
+    NoQuorumError,
     find_leader,
     follow_leader,
 )
@@ -345,6 +346,46 @@ async def test_find_leader_keeps_asking_refusing_endpoints_by_default(
     with anyio.fail_after(ANSWER_TIMEOUT), pytest.raises(NoLeaderError) as raised:
         await find_leader([nobody()], cluster.credentials, timeout=0.5)
     assert type(raised.value) is NoLeaderError
+
+
+def one_of_three(answering: FakeCurator) -> curator_pb2.NoQuorum:
+    """A consensus of three in which only ``answering``'s member answers."""
+    member = curator_pb2.NoQuorum.Member
+    return curator_pb2.NoQuorum(
+        members=[
+            member(node_id=answering.node_id, address="127.0.0.11", answers=True),
+            member(node_id="node-b", address="127.0.0.12", answers=False),
+            member(node_id="node-c", address="127.0.0.13", answers=False),
+        ]
+    )
+
+
+async def test_find_leader_fails_at_once_naming_the_members_when_there_is_no_quorum_if_told(
+    cluster: FakeCluster,
+) -> None:
+    """The pass ends without a leader and a curator said why: no waiting out the timeout."""
+    survivor = await cluster.curator()
+    survivor.without_quorum(one_of_three(survivor))
+    endpoints = [nobody(), survivor.endpoint, nobody()]
+    with anyio.fail_after(ANSWER_TIMEOUT), pytest.raises(NoQuorumError) as raised:
+        await find_leader(endpoints, cluster.credentials, timeout=60, no_quorum_is_final=True)
+    assert str(raised.value) == (
+        f"no quorum: 1 of 3 consensus members answer ({survivor.node_id}); not answering: "
+        "node-b 127.0.0.12, node-c 127.0.0.13; start them (`roleserve node run` on each), "
+        "and a leader is elected once a majority answers"
+    )
+    assert isinstance(raised.value, NoLeaderError)
+    assert len(asked_by(survivor)) == 1
+
+
+async def test_find_leader_without_quorum_keeps_asking_by_default(cluster: FakeCluster) -> None:
+    """A node (and ``cluster up``, which just started the members) waits for them."""
+    survivor = await cluster.curator()
+    survivor.without_quorum(one_of_three(survivor))
+    with anyio.fail_after(ANSWER_TIMEOUT), pytest.raises(NoLeaderError) as raised:
+        await find_leader([survivor.endpoint], cluster.credentials, timeout=0.5)
+    assert type(raised.value) is NoLeaderError
+    assert len(asked_by(survivor)) > 1
 
 
 # -- KnownCurators and curator_endpoint ------------------------------------------------------

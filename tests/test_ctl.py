@@ -107,6 +107,8 @@ class FakeCluster:
     """Method name → the status it answers with instead."""
     interrupt_in: str = ""
     """A method that, once called, presses Ctrl-C in the main thread and never answers."""
+    no_quorum: curator_pb2.NoQuorum | None = None
+    """Set: GetCurrentLeader names no leader and says this, as a curator without a quorum."""
     requests: list[tuple[str, Any]] = field(default_factory=list)
     server: grpc.aio.Server | None = None
 
@@ -143,6 +145,10 @@ class FakeCuratorLocal(curator_pb2_grpc.CuratorLocalServicer):
         self, request: curator_pb2.GetCurrentLeaderRequest, context: Context
     ) -> AsyncIterator[curator_pb2.GetCurrentLeaderResponse]:
         leader_id = self.cluster.leader.node_id
+        if self.cluster.no_quorum is not None:
+            quorum = self.cluster.no_quorum
+            yield curator_pb2.GetCurrentLeaderResponse(this_node_id=leader_id, no_quorum=quorum)
+            return
         yield curator_pb2.GetCurrentLeaderResponse(
             leader_node_id=leader_id,
             leader_host=self.cluster.address,
@@ -1094,6 +1100,67 @@ def test_no_leader(setup: Setup, ctl: Any) -> None:
         f"roleserve ctl: error: no curator at {host}:{port} named a leader within 0.3 s; is "
         "the cluster running, and are these its addresses?\n"
     )
+
+
+def without_quorum(setup: Setup) -> str:
+    """The fake's curator answers as one of three members with no quorum, the only one
+    that answers; the text ctl says about it, up to what to do."""
+    member = curator_pb2.NoQuorum.Member
+    setup.cluster.no_quorum = curator_pb2.NoQuorum(
+        members=[
+            member(node_id=setup.leader_id, address=setup.cluster.address, answers=True),
+            member(node_id=setup.new_id, address="127.0.0.98", answers=False),
+            member(node_id=setup.worker_id, address="127.0.0.99", answers=False),
+        ]
+    )
+    return (
+        f"no quorum: 1 of 3 consensus members answer ({setup.leader_id}); not answering: "
+        f"{setup.new_id} 127.0.0.98, {setup.worker_id} 127.0.0.99; "
+    )
+
+
+def test_no_quorum_is_said_at_once_with_the_members(setup: Setup, ctl: Any) -> None:
+    said = without_quorum(setup)
+    result = ctl("nodes")  # the default timeout, 10 s: a search would take all of it
+    assert result.code == 1
+    assert result.err == (
+        f"roleserve ctl: error: {said}start them (`roleserve node run` on each), and a leader "
+        "is elected once a majority answers\n"
+    )
+    assert setup.cluster.requests == []  # no Management call: there is no leader
+
+
+def test_no_quorum_in_a_local_cluster_says_to_run_cluster_up(setup: Setup, ctl: Any) -> None:
+    said = without_quorum(setup)
+    cluster = setup.access_dir.parent
+    (cluster / "first-address").write_text("127.0.0.11\n")  # D/owner of `cluster up --dir D`
+    result = ctl("nodes")
+    assert result.code == 1
+    assert said in result.err
+    assert f" cluster up --dir {cluster}, and a leader is elected" in result.err
+
+
+def test_tree_without_quorum_reaches_a_member_that_answers(setup: Setup, ctl: Any) -> None:
+    """Where an operator looks for why there is no leader: the node's own view."""
+    said = without_quorum(setup)
+    note = "waiting: no quorum (1 of 3 members answer)"
+    setup.cluster.runnables = [runnable("root"), runnable("root.curator", "NEW", note=note)]
+    result = ctl("tree", setup.leader_id)
+    assert result.code == 0, result.err
+    assert result.err.startswith(f"roleserve ctl: {said}start them")
+    assert result.err.endswith("; reaching the members that answer\n")
+    assert result.out.splitlines() == ["root  HEALTHY", f"└── curator  NEW  {note}"]
+
+
+def test_tree_without_quorum_of_a_member_that_does_not_answer_says_so(
+    setup: Setup, ctl: Any
+) -> None:
+    without_quorum(setup)
+    result = ctl("tree", setup.new_id)
+    assert result.code == 1
+    assert f"no node matches {setup.new_id!r}" in result.err
+    assert "(without a leader, only the consensus members that answer can be reached" in result.err
+    assert setup.cluster.received("GetSupervisionTree") == []
 
 
 def test_help_describes_every_subcommand(cli: Any) -> None:

@@ -1,7 +1,8 @@
 """What ``roleserve cluster up|down|status`` do (``cluster`` is their command line).
 
 ``up`` brings the cluster up (``LocalCluster.up``) and shows a live status table under
-the hint of how to operate it, until Ctrl-C stops every node; ``down`` stops the nodes a
+the hint of how to operate it, until Ctrl-C stops the nodes it started (those it found
+running keep running, and it says so; so does a failed ``up``); ``down`` stops the nodes a
 detached ``up`` left running; ``status`` shows them, with what the leading curator knows.
 """
 
@@ -57,7 +58,7 @@ async def _up(args: argparse.Namespace) -> int:
                 await cluster.up()
             except BaseException:
                 with anyio.CancelScope(shield=True):
-                    await cluster.down()
+                    await cluster.stop_started()
                 raise
             if args.detach:
                 await _print_status(cluster, args.dir, json=False)
@@ -66,8 +67,8 @@ async def _up(args: argparse.Namespace) -> int:
                 await _live_status(cluster, args.dir)
         if not args.detach:
             with anyio.CancelScope(shield=True):
-                await cluster.down()
-            _progress("every node stopped")
+                every = await cluster.stop_started()
+            _progress("every node stopped" if every else "the nodes this run started stopped")
     if args.detach:
         print(_hint(args.dir))
         print(f"stop it with: {roleserve_command()} cluster down --dir {args.dir}")

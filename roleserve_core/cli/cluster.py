@@ -2,7 +2,8 @@
 
 ``up`` starts N nodes on 127.0.0.11, 127.0.0.12, ... (``--first-address`` moves them; see
 ``localcluster``), prints each
-step, then a live status table until Ctrl-C, which stops every node cleanly. ``--detach``
+step, then a live status table until Ctrl-C, which stops the nodes it started cleanly
+(nodes it found running keep running). ``--detach``
 leaves the nodes running instead; ``down`` stops them and ``status`` shows them.
 ``up --netns`` (root) runs each node in a network namespace of its own instead, at an
 address of 198.18.0.0/15 (``localcluster.netns``).
@@ -53,9 +54,11 @@ def add_parser(commands: Any) -> None:
             "Bootstrap node 1, register and approve the others, give them roles (three "
             "consensus members when there are three nodes or more; kubernetes_worker on "
             "every node), wait until all are UP and HEALTHY, then show a live status table. "
-            "Ctrl-C stops every node cleanly. Run it again on the same directory to bring "
-            "the same cluster back: it starts every node that is not running (all of them "
-            "before it waits for a leader), then enrols any it lacks."
+            "Ctrl-C stops the nodes it started cleanly; nodes it found running keep "
+            "running, on Ctrl-C and on failure alike. Run it again on the same directory to "
+            "bring the same cluster back: it starts every node that is not running (all of "
+            "them before it waits for a leader, so two of three lost members come back "
+            "too), then enrols any it lacks."
         ),
     )
     up.add_argument(

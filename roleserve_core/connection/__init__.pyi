@@ -2,6 +2,7 @@
 from .leader import LeaderInfo as LeaderInfo
 from .leader import LeaderRefusedError as LeaderRefusedError
 from .leader import NoLeaderError as NoLeaderError
+from .leader import NoQuorumError as NoQuorumError
 from .leader import find_leader as find_leader
 from .leader import follow_leader as follow_leader
 from .session import LEADER_CHANGE_WINDOW as LEADER_CHANGE_WINDOW

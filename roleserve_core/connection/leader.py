@@ -14,7 +14,10 @@ that runs a curator), and asks them in turn::
 A pass in which every candidate refused the connection (nothing listens there) is reported
 to ``on_refused``: ``find_leader`` can then fail at once when the caller says refusals are
 final (``roleserve ctl``, where a person waits), instead of passing again until the timeout.
-A node keeps asking: its curators may be starting.
+A node keeps asking: its curators may be starting. Likewise a pass without a leader in which
+a curator said its consensus has no quorum (``no_quorum``: which members answer) goes to
+``on_no_quorum``: no leader can come until enough members run again, and waiting out the
+timeout would only hide why (``NoQuorumError``).
 
 The channel to each candidate verifies only that it is *a* node of the cluster (its node
 certificate names ``ANY_NODE_NAME``); the caller then opens its channel to the leader
@@ -43,6 +46,7 @@ __all__ = [
     "LeaderInfo",
     "LeaderRefusedError",
     "NoLeaderError",
+    "NoQuorumError",
     "find_leader",
     "follow_leader",
 ]
@@ -61,6 +65,29 @@ class NoLeaderError(ExpectedError):
 
 class LeaderRefusedError(NoLeaderError):
     """Every curator endpoint refused the connection: nothing listens at any of them."""
+
+
+START_THEM = "start them (`roleserve node run` on each)"
+"""How to bring consensus members back, unless the caller knows better (a local cluster)."""
+
+
+class NoQuorumError(NoLeaderError):
+    """A curator said its consensus has no quorum: fewer than a majority of the voting
+    members answer, so no leader can be elected until enough of them run again.
+
+    :param quorum: the members, as that curator saw them.
+    :param how: what to do, at the end of the message.
+    """
+
+    def __init__(self, quorum: curator_pb2.NoQuorum, how: str = START_THEM) -> None:
+        self.quorum = quorum
+        answering = [m.node_id for m in quorum.members if m.answers]
+        silent = [f"{m.node_id} {m.address}" for m in quorum.members if not m.answers]
+        super().__init__(
+            f"no quorum: {len(answering)} of {len(quorum.members)} consensus members answer "
+            f"({', '.join(answering) or 'none'}); not answering: {', '.join(silent)}; {how}, "
+            "and a leader is elected once a majority answers"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +113,7 @@ async def follow_leader(
     *,
     answer_timeout: float = ANSWER_TIMEOUT,
     on_refused: Callable[[Sequence[str]], None] | None = None,
+    on_no_quorum: Callable[[curator_pb2.NoQuorum], None] | None = None,
 ) -> AsyncGenerator[LeaderInfo, None]:
     """Yield the leader, then every change of leader, forever.
 
@@ -95,6 +123,8 @@ async def follow_leader(
 
     :param on_refused: called with the candidates after a pass in which every one refused
         the connection; what it raises ends the iteration.
+    :param on_no_quorum: called after a pass without a leader in which a curator said its
+        consensus has no quorum, with what it said; what it raises ends the iteration.
     """
     last: LeaderInfo | None = None
     delay = FIRST_BACKOFF
@@ -102,8 +132,9 @@ async def follow_leader(
         answered = False
         asking = list(candidates())
         refused: set[str] = set()
+        quorum: list[curator_pb2.NoQuorum] = []
         for candidate in asking:
-            asking_one = _ask(candidate, credentials, answer_timeout, refused)
+            asking_one = _ask(candidate, credentials, answer_timeout, refused, quorum)
             async with contextlib.aclosing(asking_one) as asked:
                 async for leader in asked:
                     answered = True
@@ -123,6 +154,8 @@ async def follow_leader(
             continue
         if on_refused is not None and asking and refused == set(asking):
             on_refused(asking)
+        if on_no_quorum is not None and quorum:
+            on_no_quorum(quorum[-1])
         await anyio.sleep(delay)
         delay = min(delay * 2, MAX_BACKOFF)
 
@@ -133,17 +166,26 @@ async def find_leader(
     *,
     timeout: float = 30.0,  # noqa: ASYNC109 -- named in the error it raises
     refused_is_final: bool = False,
+    no_quorum_is_final: bool = False,
 ) -> LeaderInfo:
     """The leader, asking ``endpoints`` in turn.
 
     :param refused_is_final: fail as soon as every endpoint refused the connection,
         instead of asking again until ``timeout`` (see the module docstring).
+    :param no_quorum_is_final: fail as soon as a pass found no leader and a curator said
+        there is no quorum.
     :raises LeaderRefusedError: with ``refused_is_final``, when every endpoint refused.
+    :raises NoQuorumError: with ``no_quorum_is_final``, when a curator said so.
     :raises NoLeaderError: if none named a leader within ``timeout`` seconds.
     """
     with anyio.move_on_after(timeout):
         on_refused = _raise_refused if refused_is_final else None
-        following = follow_leader(lambda: endpoints, credentials, on_refused=on_refused)
+        following = follow_leader(
+            lambda: endpoints,
+            credentials,
+            on_refused=on_refused,
+            on_no_quorum=_raise_no_quorum if no_quorum_is_final else None,
+        )
         async with contextlib.aclosing(following):
             async for leader in following:
                 return leader
@@ -160,11 +202,20 @@ def _raise_refused(endpoints: Sequence[str]) -> None:
     )
 
 
+def _raise_no_quorum(quorum: curator_pb2.NoQuorum) -> None:
+    raise NoQuorumError(quorum)
+
+
 async def _ask(
-    candidate: str, credentials: Credentials, answer_timeout: float, refused: set[str]
+    candidate: str,
+    credentials: Credentials,
+    answer_timeout: float,
+    refused: set[str],
+    quorum: list[curator_pb2.NoQuorum],
 ) -> AsyncGenerator[LeaderInfo, None]:
     """The leaders one candidate names, until its stream ends or fails; ``candidate`` goes
-    into ``refused`` if it refused the connection."""
+    into ``refused`` if it refused the connection, and what it said of its consensus into
+    ``quorum`` if it said there is no quorum."""
     async with secure_channel(candidate, credentials) as channel:
         stub = curator_pb2_grpc.CuratorLocalStub(channel)
         stream = stub.GetCurrentLeader(curator_pb2.GetCurrentLeaderRequest())
@@ -174,6 +225,8 @@ async def _ask(
                 first = await anext(answers)
             leader = _leader(candidate, first)
             if leader is None:
+                if first.HasField("no_quorum"):
+                    quorum.append(first.no_quorum)
                 # "No leader yet" first: the next candidate (see the module docstring), not a
                 # wait on this one, which may last while another candidate knows the leader.
                 log.debug("curator %s: no leader yet", candidate)

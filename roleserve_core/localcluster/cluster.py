@@ -46,6 +46,7 @@ from typing import Any
 import anyio
 
 from roleserve_core.access import ClusterAccess
+from roleserve_core.connection import NoLeaderError
 from roleserve_core.enrolment import RegisterTicket
 from roleserve_core.environment import REGISTER_TICKET_ENV
 from roleserve_core.errors import RoleserveError
@@ -65,6 +66,12 @@ from roleserve_core.localcluster.nodeconfig import (
     without_setting,
 )
 from roleserve_core.localcluster.process import LocalNode
+from roleserve_core.localcluster.recovery import (
+    growth_message,
+    leaderless_message,
+    quorum_said,
+    stop_started,
+)
 from roleserve_core.ports import NODE_MANAGEMENT_PORT, endpoint
 from roleserve_core.proto import (
     common_pb2,
@@ -282,10 +289,24 @@ class LocalCluster:
         self.directory.mkdir(parents=True, exist_ok=True)
         self._save_first_address()
         newcomers = [node for node in self.nodes[1:] if not node.datadir.enrolled]
+        grown = growth_message(self.nodes, newcomers)
+        if grown:
+            self.progress(grown)
         self._start_enrolled()
         first = self.nodes[0]
         await self._until("node 1 wrote the owner's credentials", self._owner_written, node=first)
         self.progress("waiting for the cluster's leader")
+        try:
+            await self._enrol_and_settle(newcomers)
+        except NoLeaderError as exc:
+            quorum = await quorum_said(self.access())
+            raise LocalClusterError(
+                leaderless_message(self.directory, self.nodes, str(exc), quorum)
+            ) from exc
+
+    async def _enrol_and_settle(self, newcomers: list[LocalNode]) -> None:
+        """Through the leader: enrol ``newcomers``, give every node its roles, and wait
+        until every node is UP and HEALTHY."""
         async with self.management() as management:
             if newcomers:
                 ticket = await self._ticket(management)
@@ -317,6 +338,15 @@ class LocalCluster:
                     tasks.start_soon(node.stop)
         if self.network is not None:
             await self._network_down(self.network)
+
+    async def stop_started(self) -> bool:
+        """Stop only the nodes this process started (``recovery``), and for a --netns
+        cluster whose nodes are all stopped then, its network too; whether every node is
+        stopped now."""
+        if all(node.started_here for node in self.nodes if node.pid is not None):
+            await self.down()
+            return True
+        return await stop_started(self.nodes, self.progress)
 
     async def _network_up(self, plan: _netns.NetnsPlan) -> None:
         """Refuse where --netns cannot run; remove what a killed run left when no node
@@ -426,13 +456,14 @@ class LocalCluster:
     # -- through the leader's Management service -----------------------------------
 
     @contextlib.asynccontextmanager
-    async def management(self, patience: float = STEP_TIMEOUT) -> AsyncIterator[Management]:
+    async def management(self, patience: float | None = None) -> AsyncIterator[Management]:
         """The leading curator's Management service, following the leader
         (``LeaderManagement``).
 
-        :param patience: seconds each call may spend finding a leader that answers.
+        :param patience: seconds each call may spend finding a leader that answers;
+            ``STEP_TIMEOUT`` (read at each call, so a test may shorten it) by default.
         """
-        management = LeaderManagement(self.access(), patience)
+        management = LeaderManagement(self.access(), patience or STEP_TIMEOUT)
         try:
             yield management
         finally:

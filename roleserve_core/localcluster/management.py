@@ -9,7 +9,7 @@ through ``LeaderManagement``::
       UNAVAILABLE (nothing listens, it stopped leading, its store did not answer):
           close the channel, wait a little, find the leader again, call again
       any other answer: the caller's
-    until STEP_TIMEOUT, then the last error
+    until STEP_TIMEOUT, then NoLeaderError (naming the last UNAVAILABLE's details)
 
 Every call ``cluster up`` makes may be repeated: approving an approved node and assigning
 an assigned role change nothing.
@@ -94,7 +94,11 @@ class LeaderManagement:
                 f"no curator at {', '.join(self.access.endpoints)} named a leader that "
                 f"answered within {self.patience:g} s; is the cluster running?"
             )
-        raise last
+        # Only UNAVAILABLE is retried (see above): the leaders found all stopped leading or
+        # answering; said as no leader, so that ``cluster up`` says it in one line.
+        raise NoLeaderError(
+            f"no leader answered within {self.patience:g} s (the last: {last.details()})"
+        ) from last
 
     async def _leader(self) -> Any:
         if self._stub is None:

@@ -72,6 +72,11 @@ class LocalNode:
         return self.directory / "node.pid"
 
     @property
+    def started_here(self) -> bool:
+        """Whether this process started the node (``cluster up`` stops only those)."""
+        return self._process is not None
+
+    @property
     def pid(self) -> int | None:
         """The PID of the node's process if it runs, else None."""
         if self._process is not None:

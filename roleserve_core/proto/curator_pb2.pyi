@@ -460,12 +460,20 @@ class GetCurrentLeaderResponse(_message.Message):
     LEADER_HOST_FIELD_NUMBER: _builtins.int
     LEADER_PORT_FIELD_NUMBER: _builtins.int
     THIS_NODE_ID_FIELD_NUMBER: _builtins.int
+    NO_QUORUM_FIELD_NUMBER: _builtins.int
     leader_node_id: _builtins.str
     leader_host: _builtins.str
     """The leader's address; empty while the leader has not reported one."""
     leader_port: _builtins.int
     this_node_id: _builtins.str
     """The ID of the curator that answers."""
+    @_builtins.property
+    def no_quorum(self) -> Global___NoQuorum:
+        """Set, with no leader named, when the answering curator's consensus has no quorum:
+        fewer than a majority of its voting members answer, so no leader can be elected
+        until enough of them run again. Unset otherwise (older curators never set it).
+        """
+
     def __init__(
         self,
         *,
@@ -473,14 +481,63 @@ class GetCurrentLeaderResponse(_message.Message):
         leader_host: _builtins.str = ...,
         leader_port: _builtins.int = ...,
         this_node_id: _builtins.str = ...,
+        no_quorum: Global___NoQuorum | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["no_quorum", b"no_quorum"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["leader_host", b"leader_host", "leader_node_id", b"leader_node_id", "leader_port", b"leader_port", "this_node_id", b"this_node_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["leader_host", b"leader_host", "leader_node_id", b"leader_node_id", "leader_port", b"leader_port", "no_quorum", b"no_quorum", "this_node_id", b"this_node_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetCurrentLeaderResponse: _TypeAlias = GetCurrentLeaderResponse  # noqa: Y015
+
+@_typing.final
+class NoQuorum(_message.Message):
+    """The voting consensus members, as a curator without a quorum sees them."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class Member(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        NODE_ID_FIELD_NUMBER: _builtins.int
+        ADDRESS_FIELD_NUMBER: _builtins.int
+        ANSWERS_FIELD_NUMBER: _builtins.int
+        node_id: _builtins.str
+        """The member's node ID."""
+        address: _builtins.str
+        """The address it is reached at (the host of its etcd peer URL)."""
+        answers: _builtins.bool
+        """Whether it answered the curator just now."""
+        def __init__(
+            self,
+            *,
+            node_id: _builtins.str = ...,
+            address: _builtins.str = ...,
+            answers: _builtins.bool = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["address", b"address", "answers", b"answers", "node_id", b"node_id"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    MEMBERS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def members(self) -> _containers.RepeatedCompositeFieldContainer[Global___NoQuorum.Member]: ...
+    def __init__(
+        self,
+        *,
+        members: _abc.Iterable[Global___NoQuorum.Member] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["members", b"members"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___NoQuorum: _TypeAlias = NoQuorum  # noqa: Y015
 
 @_typing.final
 class GetCACertificateRequest(_message.Message):

@@ -153,6 +153,14 @@ class FakeCurator(curator_pb2_grpc.CuratorServicer, curator_pb2_grpc.CuratorLoca
             )
         self._changed()
 
+    def without_quorum(self, quorum: curator_pb2.NoQuorum) -> None:
+        """Answer GetCurrentLeader as a curator whose consensus has no quorum: no leader,
+        and ``quorum``, the members and which of them answer."""
+        self._leader = curator_pb2.GetCurrentLeaderResponse(
+            this_node_id=self.node_id, no_quorum=quorum
+        )
+        self._changed()
+
     def set_node(self, node: curator_pb2.Node) -> None:
         """Add or replace a node of the cluster; watches of it get an event."""
         self._version += 1

@@ -8,6 +8,7 @@ for every sub-command::
       ├─ access directory (CredentialsError ─▶ exit 2)
       └─ anyio.run: open_session ─▶ run(session, args)
            CtlError ─▶ its line and exit code; NoLeaderError, gRPC errors ─▶ exit 1
+           NoQuorumError ─▶ its line, with `cluster up --dir D` for a local cluster's D/owner
            Ctrl-C ─▶ 130, or 0 where following is the point
 
 The connection options (``--credentials``, ``--endpoint``, ``--timeout``) are accepted
@@ -121,22 +122,28 @@ def add(
     help: str,
     description: str,
     interruptible: bool = False,
+    without_leader: bool = False,
 ) -> argparse.ArgumentParser:
     """Register the sub-command ``name`` running ``run``; returns its parser for the
     command's own arguments.
 
     :param interruptible: Ctrl-C is how the command ends (``logs -f``): exit 0, not 130.
+    :param without_leader: the command talks to one node only, and still runs when the
+        consensus has no quorum, on the members that answer (a line on stderr says so):
+        where an operator looks for why there is no leader.
     """
     parser: argparse.ArgumentParser = commands.add_parser(name, help=help, description=description)
     add_connection_options(parser, suppress=True)
-    parser.set_defaults(handler=_handler(run, interruptible))
+    parser.set_defaults(handler=_handler(run, interruptible, without_leader))
     return parser
 
 
-def _handler(run: Run, interruptible: bool) -> Callable[[argparse.Namespace], int]:
+def _handler(
+    run: Run, interruptible: bool, without_leader: bool
+) -> Callable[[argparse.Namespace], int]:
     def handler(args: argparse.Namespace) -> int:
         try:
-            _run(run, args)
+            _run(run, args, without_leader=without_leader)
         except KeyboardInterrupt:
             return 0 if interruptible else EXIT_INTERRUPTED
         except BrokenPipeError:
@@ -152,8 +159,9 @@ def _handler(run: Run, interruptible: bool) -> Callable[[argparse.Namespace], in
     return handler
 
 
-def _run(run: Run, args: argparse.Namespace) -> None:
-    """Load the access directory and run the command in a session.
+def _run(run: Run, args: argparse.Namespace, *, without_leader: bool = False) -> None:
+    """Load the access directory and run the command in a session (``without_leader``:
+    see ``add``).
 
     :raises CtlError: for every failure this command reports.
     """
@@ -168,10 +176,14 @@ def _run(run: Run, args: argparse.Namespace) -> None:
     import grpc
 
     from roleserve_core.cli.ctl._session import open_session, remember_curators
+    from roleserve_core.connection import NoQuorumError
 
     async def in_session() -> None:
-        async with open_session(access, args.timeout) as session:
-            if not args.endpoint:
+        async with open_session(access, args.timeout, without_leader=without_leader) as session:
+            if session.quorum is not None:
+                said = NoQuorumError(session.quorum, _start_them(directory))
+                print(f"{PROG}: {said}; reaching the members that answer", file=sys.stderr)
+            elif not args.endpoint:
                 await remember_curators(session, directory)
             await run(session, args)
 
@@ -180,8 +192,25 @@ def _run(run: Run, args: argparse.Namespace) -> None:
             anyio.run(in_session)
     except grpc.aio.AioRpcError as exc:  # a call made outside Session.call/stream
         raise rpc_failure("the cluster refused", exc) from None
+    except NoQuorumError as exc:
+        raise CtlError(
+            str(NoQuorumError(exc.quorum, _start_them(directory))), EXIT_REFUSED
+        ) from None
     except RoleserveError as exc:  # NoLeaderError, a corrupt CA from the cluster, ...
         raise CtlError(str(exc), EXIT_REFUSED) from None
+
+
+def _start_them(directory: Path) -> str:
+    """How to start the consensus members that do not answer: ``cluster up`` when the
+    access directory is a local cluster's (``D/owner``, beside ``D/first-address``)."""
+    from roleserve_core.cli._invocation import roleserve_command
+    from roleserve_core.connection.leader import START_THEM
+    from roleserve_core.localcluster.cluster import FIRST_ADDRESS_FILE
+
+    cluster = directory.parent
+    if directory.name == "owner" and (cluster / FIRST_ADDRESS_FILE).is_file():
+        return f"start them: {roleserve_command()} cluster up --dir {cluster}"
+    return START_THEM
 
 
 def _load_access(directory: Path, endpoints: Sequence[str]) -> ClusterAccess:

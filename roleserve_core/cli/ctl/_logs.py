@@ -48,6 +48,7 @@ def add_parsers(commands: Any) -> None:
         commands,
         "logs",
         show_logs,
+        without_leader=True,
         interruptible=True,
         help="show a node's logs",
         description=(

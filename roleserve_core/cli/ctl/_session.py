@@ -6,6 +6,9 @@
       │ user credentials + curator endpoints (or --endpoint ...)
       ▼
     find_leader ──▶ Management channel to the leader, verified as exactly that node
+      (no leader because the consensus has no quorum: NoQuorumError at once; a command
+      that needs one node only (tree, logs) may go on without a leader, reaching the
+      consensus members that answer: ``without_leader``)
       │
       ├─ session.call / session.stream: every RPC, with --timeout as its deadline, and
       │  failures turned into one-line CtlErrors that say what was being done
@@ -30,9 +33,14 @@ import grpc
 from roleserve_core.access import ClusterAccess
 from roleserve_core.cli.ctl._errors import CtlError, rpc_failure
 from roleserve_core.cli.ctl._resolve import match_node
-from roleserve_core.connection import LeaderInfo, find_leader
+from roleserve_core.connection import LeaderInfo, NoQuorumError, find_leader
 from roleserve_core.ports import CURATOR_PORT, NODE_MANAGEMENT_PORT, endpoint
-from roleserve_core.proto import management_pb2, management_pb2_grpc, nodemanagement_pb2_grpc
+from roleserve_core.proto import (
+    curator_pb2,
+    management_pb2,
+    management_pb2_grpc,
+    nodemanagement_pb2_grpc,
+)
 from roleserve_core.rpc import secure_channel
 
 if TYPE_CHECKING:
@@ -65,12 +73,27 @@ class Session:
     """The leader, a Management stub to it, and the deadline for every call."""
 
     access: ClusterAccess
-    leader: LeaderInfo
+    found: LeaderInfo | None
+    """The leader; None in a session without one (``quorum``)."""
     management: ManagementAsyncStub
     timeout: float
     """Seconds each call may take (``--timeout``); a followed stream has no deadline."""
     channels: contextlib.AsyncExitStack
     """Closes the channels the session opened."""
+    quorum: curator_pb2.NoQuorum | None = None
+    """In a session without a leader: the consensus members, as a curator without a quorum
+    named them. Its nodes are the members that answer; ``management`` reaches one of their
+    curators, which does not lead, and says so."""
+
+    @property
+    def leader(self) -> LeaderInfo:
+        """The leader.
+
+        :raises CtlError: in a session without one.
+        """
+        if self.found is None:
+            raise CtlError("this needs the cluster's leader, and there is none (no quorum)")
+        return self.found
 
     async def call(
         self,
@@ -113,7 +136,11 @@ class Session:
     async def nodes(
         self, request: management_pb2.GetNodesRequest | None = None
     ) -> list[management_pb2.Node]:
-        """Every node matching ``request`` (all without one), as the leader lists them."""
+        """Every node matching ``request`` (all without one), as the leader lists them;
+        without a leader, the consensus members that answer (``quorum``), with what a
+        curator without a quorum knows of them: ID and address."""
+        if self.quorum is not None:
+            return [_member_node(member) for member in self.quorum.members if member.answers]
         listing = self.stream(
             "listing the nodes",
             self.management.GetNodes,
@@ -125,9 +152,19 @@ class Session:
     async def resolve(self, text: str) -> management_pb2.Node:
         """The node ``text`` (an ID or a unique prefix of one) names.
 
-        :raises CtlError: if it names none or several, listing the candidates.
+        :raises CtlError: if it names none or several, listing the candidates; without a
+            leader, also saying that only the members that answer can be reached.
         """
-        return match_node(await self.nodes(), text)
+        try:
+            return match_node(await self.nodes(), text)
+        except CtlError as exc:
+            if self.quorum is None:
+                raise
+            raise CtlError(
+                f"{exc.message} (without a leader, only the consensus members that answer can "
+                f"be reached: {NoQuorumError(self.quorum)})",
+                exc.exit_code,
+            ) from None
 
     async def node_client(self, text: str) -> NodeClient:
         """NodeManagement of the node ``text`` names, on its own address.
@@ -148,22 +185,58 @@ class Session:
 
 
 @contextlib.asynccontextmanager
-async def open_session(access: ClusterAccess, call_timeout: float) -> AsyncIterator[Session]:
+async def open_session(
+    access: ClusterAccess, call_timeout: float, *, without_leader: bool = False
+) -> AsyncIterator[Session]:
     """Find the leader and open the Management channel to it.
 
     :param call_timeout: seconds to find the leader, and for each call of the session.
+    :param without_leader: when the consensus has no quorum, open a session without a
+        leader (``Session.quorum``) instead of failing: for commands that talk to one node.
     :raises LeaderRefusedError: as soon as every endpoint refused the connection: a
         person waits, and nothing will answer there by waiting.
+    :raises NoQuorumError: as soon as a curator said its consensus has no quorum: no
+        leader comes until its members are started (unless ``without_leader``).
     :raises NoLeaderError: if no curator named a leader in time.
     """
-    leader = await find_leader(
-        access.endpoints, access.credentials, timeout=call_timeout, refused_is_final=True
-    )
+    quorum = None
+    try:
+        leader: LeaderInfo | None = await find_leader(
+            access.endpoints,
+            access.credentials,
+            timeout=call_timeout,
+            refused_is_final=True,
+            no_quorum_is_final=True,
+        )
+    except NoQuorumError as exc:
+        if not without_leader:
+            raise
+        leader, quorum = None, exc.quorum
+    node_id, target = _management_target(leader, quorum)
     async with contextlib.AsyncExitStack() as channels:
-        channel = secure_channel(leader.endpoint, access.credentials, node_id=leader.node_id)
+        channel = secure_channel(target, access.credentials, node_id=node_id)
         await channels.enter_async_context(channel)
         management = management_pb2_grpc.ManagementStub(channel)
-        yield Session(access, leader, management, call_timeout, channels)
+        yield Session(access, leader, management, call_timeout, channels, quorum)
+
+
+def _management_target(
+    leader: LeaderInfo | None, quorum: curator_pb2.NoQuorum | None
+) -> tuple[str, str]:
+    """The node ID and endpoint to open the Management channel to: the leader's; without
+    one, the curator of a member that answers (it refuses every call: it does not lead)."""
+    if leader is not None:
+        return leader.node_id, leader.endpoint
+    assert quorum is not None
+    member = next(member for member in quorum.members if member.answers)
+    return member.node_id, endpoint(member.address, CURATOR_PORT)
+
+
+def _member_node(member: curator_pb2.NoQuorum.Member) -> management_pb2.Node:
+    """A consensus member as a node record: its ID and address, all that is known of it."""
+    node = management_pb2.Node(id=member.node_id)
+    node.status.external_address = member.address
+    return node
 
 
 async def remember_curators(session: Session, directory: Path) -> None:

@@ -50,6 +50,7 @@ def add_parsers(commands: Any) -> None:
         commands,
         "tree",
         show_tree,
+        without_leader=True,
         help="show a node's supervision tree",
         description=(
             "Show the supervision tree of NODE (or its subtree at DN): every runnable with "
@@ -63,6 +64,7 @@ def add_parsers(commands: Any) -> None:
         commands,
         "restart",
         restart_runnable,
+        without_leader=True,
         help="restart a runnable on a node",
         description=(
             "Restart the runnable DN of NODE and everything under it, at once (no backoff), "

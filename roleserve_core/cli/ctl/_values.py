@@ -40,6 +40,7 @@ def add_parsers(commands: Any) -> None:
         commands,
         "values",
         show_values,
+        without_leader=True,
         help="show a node's values",
         description=(
             "Show the values of NODE's registry, the state its workers share: owner, "

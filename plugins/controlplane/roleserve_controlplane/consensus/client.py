@@ -418,10 +418,19 @@ class EtcdClient:
 
     # -- members ---------------------------------------------------------------------
 
-    async def members(self, *, timeout: float | None = None) -> list[Member]:
-        """Every member of the cluster, learners included."""
+    async def members(
+        self, *, timeout: float | None = None, serializable: bool = False
+    ) -> list[Member]:
+        """Every member of the cluster, learners included.
+
+        :param serializable: the member's own view, which it gives without a quorum (a
+            linearizable list, etcd 3.5's default, waits for one); etcd 3.4 always gives it.
+        """
         response = await self._request(
-            "member list", self._cluster.member_list(timeout=timeout or self.timeout)
+            "member list",
+            self._cluster.member_list(
+                linearizable=not serializable, timeout=timeout or self.timeout
+            ),
         )
         return [Member._of(member) for member in response.members]
 

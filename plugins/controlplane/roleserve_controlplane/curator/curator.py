@@ -2,9 +2,11 @@
 
 ::
 
-    wait until the local etcd member votes (a learner cannot serve the election)
+    serve CuratorLocal ─── wait until the local etcd member votes (a learner cannot serve
+        the election); without a quorum, say so (note, log, GetCurrentLeader: ``quorum``)
     loop:
       serve CuratorLocal (follower) ─── campaign in the election (value: ID, host, port)
+           ─── meanwhile, every 2 s: a lost quorum said in the note and log
       won: stop the follower server ─── start the leader's state: node cache (one etcd
            watch), heartbeats, learner promotion, prefixes for approved nodes lacking one
            ─── serve Curator, Management and CuratorLocal
@@ -18,6 +20,7 @@ outlives the role it was opened under.
 from __future__ import annotations
 
 import contextlib
+import functools
 import ipaddress
 import logging
 from collections.abc import AsyncIterator, Sequence
@@ -40,6 +43,7 @@ from roleserve_controlplane.curator.cache import NodeCache
 from roleserve_controlplane.curator.health import DEFAULT_HEARTBEAT_INTERVAL, Heartbeats
 from roleserve_controlplane.curator.leader import CURATOR_PORT, LeaderState
 from roleserve_controlplane.curator.prefixes import ClusterNetwork, PrefixesExhaustedError
+from roleserve_controlplane.curator.quorum import QuorumReport, probe_quorum
 from roleserve_controlplane.curator.service_curator import CuratorService
 from roleserve_controlplane.curator.service_local import CuratorLocalService
 from roleserve_controlplane.curator.service_management import ManagementService
@@ -64,6 +68,9 @@ log = logging.getLogger("roleserve.curator")
 
 CuratorRole = str
 """``waiting``, ``following`` or ``leading``."""
+
+QUORUM_EVERY = 2.0
+"""Seconds between looks at the quorum while following (``_watch_quorum``)."""
 
 
 @dataclass(frozen=True)
@@ -105,28 +112,71 @@ class Curator:
         config = self.config
         self.role.set("waiting")  # a restart begins where the first start did
         async with EtcdClient(config.etcd_endpoints, config.etcd) as client:
-            ctx.set_note("waiting for the local etcd member to vote")
-            await _wait_until_voting(client)
             election = Election(client, LEADER_PREFIX, ttl=config.lease_ttl)
+            # Served while waiting too, so that clients hear "no quorum" from a curator
+            # whose members are down, rather than a refused connection.
+            async with self._serving(*self._follower_services(client, election)):
+                ctx.set_note("waiting for the local etcd member to vote")
+                await self._wait_until_voting(ctx, client)
             while True:
                 await self._one_term(ctx, client, election)
                 ctx.log.warning("lost leadership: its lease could not be renewed; following")
 
+    def _follower_services(
+        self, client: EtcdClient, election: Election
+    ) -> tuple[CuratorLocalService, NotLeadingHandler]:
+        """What a curator that does not lead serves: who leads (or why none does)."""
+        node_id = self.config.node.node_id
+        quorum = functools.partial(probe_quorum, client, self.config.etcd)
+        local = CuratorLocalService(node_id, ClusterState(client), election, None, quorum)
+        return local, NotLeadingHandler(node_id)
+
+    async def _wait_until_voting(self, ctx: RunContext, client: EtcdClient) -> None:
+        """Wait until the local member is a voter with a leader; meanwhile, a consensus
+        without a quorum is said in the note (``waiting: no quorum (1 of 3 members
+        answer)``) and in one log line each time who answers changes."""
+        delay = 0.05
+        notice = QuorumNotice(ctx, "waiting", "waiting for the local etcd member to vote")
+        while True:
+            try:
+                status = await client.status(timeout=2.0)
+            except EtcdRequestError:
+                status = None
+            if status is not None and not status.is_learner and status.leader:
+                notice.show(None)
+                return
+            notice.show(await probe_quorum(client, self.config.etcd))
+            await anyio.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+    async def _watch_quorum(self, ctx: RunContext, client: EtcdClient, done: anyio.Event) -> None:
+        """While following (until ``done``): say a lost quorum in the note and log as
+        ``_wait_until_voting`` does. A follower's campaign may wait on without failing
+        when the quorum goes, and its note would say "following" all along."""
+        notice = QuorumNotice(ctx, "following", "following")
+        while not done.is_set():
+            report = await probe_quorum(client, self.config.etcd)
+            if done.is_set():  # elected meanwhile: the note is the leader's now
+                return
+            notice.show(report)
+            with anyio.move_on_after(QUORUM_EVERY):
+                await done.wait()
+
     async def _one_term(self, ctx: RunContext, client: EtcdClient, election: Election) -> None:
         """Follow until elected, then lead until leadership is lost."""
         node_id = self.config.node.node_id
-        state = ClusterState(client)
         async with AsyncExitStack() as stack:
             follower = await stack.enter_async_context(
-                self._serving(
-                    CuratorLocalService(node_id, state, election, None),
-                    NotLeadingHandler(node_id),
-                )
+                self._serving(*self._follower_services(client, election))
             )
             self._announce(ctx, "following")
+            followed = anyio.Event()
+            watching = await stack.enter_async_context(anyio.create_task_group())
+            watching.start_soon(self._watch_quorum, ctx, client, followed)
             leadership = await stack.enter_async_context(
                 election.campaign(self.leader_value.SerializeToString())
             )
+            followed.set()
             await follower.stop(None)
             leader = await self._leader_state(client, leadership)
             tasks = await stack.enter_async_context(anyio.create_task_group())
@@ -229,6 +279,31 @@ async def allocate_missing_prefixes(state: ClusterState, network: ClusterNetwork
             delay = min(delay * 2, 1.0)
 
 
+class QuorumNotice:
+    """Says a lost quorum in a curator runnable's note and log, once per change of who
+    answers: ``<doing>: no quorum (1 of 3 members answer)``, and ``plain`` again (with an
+    INFO line) once the quorum is back."""
+
+    def __init__(self, ctx: RunContext, doing: str, plain: str) -> None:
+        self.ctx = ctx
+        self.doing = doing
+        self.plain = plain
+        self._said: str | None = None
+
+    def show(self, report: QuorumReport | None) -> None:
+        """Show ``report`` (None: there is a quorum, or the member cannot tell)."""
+        described = report.describe() if report is not None else None
+        if described == self._said:
+            return
+        if report is not None:
+            self.ctx.log.warning("%s: %s", self.doing, described)
+            self.ctx.set_note(f"{self.doing}: {report.summary()}")
+        else:
+            self.ctx.log.info("the consensus has a quorum again")
+            self.ctx.set_note(self.plain)
+        self._said = described
+
+
 def _unchanged(record: state_pb2.NodeRecord) -> None:
     """A change that changes nothing (the allocation does)."""
 
@@ -244,17 +319,3 @@ def _add(server: grpc.aio.Server, service: object) -> None:
         management_pb2_grpc.add_ManagementServicer_to_server(service, server)
     else:
         raise TypeError(f"not a curator service: {service!r}")
-
-
-async def _wait_until_voting(client: EtcdClient) -> None:
-    """Wait until the member the client reaches is a voter with a leader."""
-    delay = 0.05
-    while True:
-        try:
-            status = await client.status(timeout=2.0)
-        except EtcdRequestError:
-            status = None
-        if status is not None and not status.is_learner and status.leader:
-            return
-        await anyio.sleep(delay)
-        delay = min(delay * 2, 1.0)

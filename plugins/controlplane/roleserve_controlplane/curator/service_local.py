@@ -3,7 +3,8 @@
 A client that knows any curator asks it who leads (``GetCurrentLeader``) and keeps the
 stream open to learn of every change; followers do not proxy, so clients go to the leader
 themselves. The leader answers about itself once and holds the stream until it stops
-leading, when its server stops and the stream breaks.
+leading, when its server stops and the stream breaks. A curator whose consensus has no
+quorum names no leader and says which members answer (``no_quorum``), then ends the stream.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing_extensions import override
 
 from roleserve_controlplane.consensus import Election, Leader
 from roleserve_controlplane.curator.errors import RefusedError, handled
+from roleserve_controlplane.curator.quorum import QuorumProbe
 from roleserve_controlplane.curator.state import ClusterState
 from roleserve_controlplane.proto import state_pb2
 from roleserve_core.proto import curator_pb2, curator_pb2_grpc
@@ -38,6 +40,9 @@ class CuratorLocalService(curator_pb2_grpc.CuratorLocalServicer):
     """``CuratorLocal`` of the curator of ``node_id``.
 
     :param leading: this curator's own campaign value while it leads, else None.
+    :param quorum: a follower's look at its consensus (``quorum.probe_quorum``): without a
+        quorum there is no leader to name, and the election's reads would only time out,
+        so the follower says at once which members answer and ends the stream.
     """
 
     def __init__(
@@ -46,11 +51,13 @@ class CuratorLocalService(curator_pb2_grpc.CuratorLocalServicer):
         state: ClusterState,
         election: Election,
         leading: state_pb2.LeaderValue | None,
+        quorum: QuorumProbe | None = None,
     ) -> None:
         self.node_id = node_id
         self.state = state
         self.election = election
         self.leading = leading
+        self.quorum = quorum
 
     @override
     @handled
@@ -70,6 +77,12 @@ class CuratorLocalService(curator_pb2_grpc.CuratorLocalServicer):
         if self.leading is not None:
             yield self._response(self.leading)
             await anyio.sleep_forever()
+        report = await self.quorum() if self.quorum is not None else None
+        if report is not None:
+            yield curator_pb2.GetCurrentLeaderResponse(
+                this_node_id=self.node_id, no_quorum=report.to_proto()
+            )
+            return
         observed = self.election.observe()
         async with contextlib.aclosing(observed):
             async for leader in observed:
