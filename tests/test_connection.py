@@ -299,6 +299,22 @@ async def test_find_leader_returns_the_first_leader_named(cluster: FakeCluster) 
     assert found == named(leader, leader)
 
 
+async def test_find_leader_does_not_wait_for_a_curator_that_never_answers(
+    cluster: FakeCluster,
+) -> None:
+    """A hung curator (it accepts the call and never answers) listed first costs nothing:
+    every endpoint is asked at once, and the follower's answer is taken. Asked in turn, the
+    hung one held ``ctl`` up for its whole answer timeout."""
+    leader = await cluster.curator()
+    hanging = await cluster.curator()  # never answers
+    follower = await cluster.curator()
+    follower.follow(leader)
+    with anyio.fail_after(ANSWER_TIMEOUT / 2):
+        found = await find_leader([hanging.endpoint, follower.endpoint], cluster.credentials)
+    assert found == named(leader, follower)
+    assert len(asked_by(hanging)) == 1
+
+
 async def test_find_leader_names_the_endpoints_when_nobody_answers(cluster: FakeCluster) -> None:
     hanging = await cluster.curator()
     refusing = await cluster.curator()

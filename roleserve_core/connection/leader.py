@@ -2,7 +2,8 @@
 
 Any curator answers ``CuratorLocal.GetCurrentLeader``: the leader about itself, a follower
 about whoever leads. So a client needs only some curator endpoints (seeds, or every node
-that runs a curator), and asks them in turn::
+that runs a curator). ``follow_leader`` asks them in turn and keeps following one stream;
+``find_leader``, a one-off look, asks them all at once and takes the first answer::
 
     pass over the candidates:
         GetCurrentLeader on candidate ─▶ first answer within `answer_timeout`?
@@ -152,12 +153,24 @@ async def follow_leader(
         if answered:
             delay = FIRST_BACKOFF
             continue
-        if on_refused is not None and asking and refused == set(asking):
-            on_refused(asking)
-        if on_no_quorum is not None and quorum:
-            on_no_quorum(quorum[-1])
+        _report_pass(asking, refused, quorum, on_refused, on_no_quorum)
         await anyio.sleep(delay)
         delay = min(delay * 2, MAX_BACKOFF)
+
+
+def _report_pass(
+    asking: Sequence[str],
+    refused: set[str],
+    quorum: list[curator_pb2.NoQuorum],
+    on_refused: Callable[[Sequence[str]], None] | None,
+    on_no_quorum: Callable[[curator_pb2.NoQuorum], None] | None,
+) -> None:
+    """After a pass that named no leader: every candidate refused, or one said there is no
+    quorum (see the module docstring)."""
+    if on_refused is not None and asking and refused == set(asking):
+        on_refused(asking)
+    if on_no_quorum is not None and quorum:
+        on_no_quorum(quorum[-1])
 
 
 async def find_leader(
@@ -168,7 +181,11 @@ async def find_leader(
     refused_is_final: bool = False,
     no_quorum_is_final: bool = False,
 ) -> LeaderInfo:
-    """The leader, asking ``endpoints`` in turn.
+    """The leader, asking every one of ``endpoints`` at once: the first to name it wins.
+
+    At once rather than in turn: a curator that accepts connections and never answers (a
+    hung node) would otherwise hold up every look for the answer timeout, although the
+    others name the leader at once.
 
     :param refused_is_final: fail as soon as every endpoint refused the connection,
         instead of asking again until ``timeout`` (see the module docstring).
@@ -178,21 +195,47 @@ async def find_leader(
     :raises NoQuorumError: with ``no_quorum_is_final``, when a curator said so.
     :raises NoLeaderError: if none named a leader within ``timeout`` seconds.
     """
+    on_refused = _raise_refused if refused_is_final else None
+    on_no_quorum = _raise_no_quorum if no_quorum_is_final else None
     with anyio.move_on_after(timeout):
-        on_refused = _raise_refused if refused_is_final else None
-        following = follow_leader(
-            lambda: endpoints,
-            credentials,
-            on_refused=on_refused,
-            on_no_quorum=_raise_no_quorum if no_quorum_is_final else None,
-        )
-        async with contextlib.aclosing(following):
-            async for leader in following:
+        delay = FIRST_BACKOFF
+        while True:
+            refused: set[str] = set()
+            quorum: list[curator_pb2.NoQuorum] = []
+            leader = await _first_named(endpoints, credentials, refused, quorum)
+            if leader is not None:
                 return leader
+            _report_pass(endpoints, refused, quorum, on_refused, on_no_quorum)
+            await anyio.sleep(delay)
+            delay = min(delay * 2, MAX_BACKOFF)
     raise NoLeaderError(
         f"no curator at {', '.join(endpoints)} named a leader within {timeout:g} s; "
         "is the cluster running, and are these its addresses?"
     )
+
+
+async def _first_named(
+    endpoints: Sequence[str],
+    credentials: Credentials,
+    refused: set[str],
+    quorum: list[curator_pb2.NoQuorum],
+) -> LeaderInfo | None:
+    """The leader the first of ``endpoints`` to answer names, asking all at once; None if
+    none did (``refused`` and ``quorum`` say why, as in ``_ask``)."""
+    named: list[LeaderInfo] = []
+    async with anyio.create_task_group() as asking:
+
+        async def ask(candidate: str) -> None:
+            answers = _ask(candidate, credentials, ANSWER_TIMEOUT, refused, quorum)
+            async with contextlib.aclosing(answers):
+                async for leader in answers:
+                    named.append(leader)
+                    asking.cancel_scope.cancel()
+                    return
+
+        for candidate in endpoints:
+            asking.start_soon(ask, candidate)
+    return named[0] if named else None
 
 
 def _raise_refused(endpoints: Sequence[str]) -> None:
