@@ -23,14 +23,13 @@ leaves (a crash, SIGKILL, ENOSPC while etcd creates its WAL); started on it with
           │                                 found a cluster)
           └── ask the other peers:
                 none answers ──▶ PeersUnreachableError (retried after the backoff)
-                no member at this peer URL ──▶ NotAMemberError (final)
                 a voter of this name ──▶ the join committed (promoted before the record
                                          was written): record adopted, RESTART; moving
                                          a voter's data aside could cost the quorum
-                a learner ──▶ data moved aside, the learner removed and added again (a
-                              fresh ID: the leader may hold progress of the old one, and
-                              etcd panics when a member's log is behind its commit), JOIN
-                              with the cluster's current members
+                a learner, or none ──▶ the learner removed and added again (a fresh ID:
+                              the leader may hold progress of the old one, and etcd panics
+                              when a member's log is behind its commit), then the data
+                              moved aside; JOIN with the cluster's current members
 
 Moved aside means renamed to ``data.interrupted-<UTC time>`` with one WARNING line naming
 it: never deleted. Peers are asked on their client port, the same as this member's (as on
@@ -185,28 +184,29 @@ async def _finish_interrupted_join(
             f"({', '.join(_other_endpoints(config))}); retrying"
         )
     mine = next((m for m in view.members if config.peer_url in m.peer_urls), None)
-    if mine is None:
-        raise NotAMemberError(
-            f"node {config.name}: its etcd join was interrupted, and its cluster (asked "
-            f"{view.endpoint}) has no member at {config.peer_url} any more; etcd was not "
-            "started: remove the node's consensus_member role and give it again"
-        )
-    if not mine.is_learner and mine.name == config.name:
+    if mine is not None and not mine.is_learner and mine.name == config.name:
         MembershipRecord(config.name, view.cluster_id, mine.id, "adopted").save(
             config.membership_file
         )
         log.info("the cluster lists this member as a voter: its join had committed; restarting")
         return Start(MemberMode.RESTART, config.peers)
-    _move_aside(config, log, "an interrupted join")
     members = await _replace_learner(config, view.endpoint, mine)
+    _move_aside(config, log, "an interrupted join")
     return Start(MemberMode.JOIN, _initial_cluster(config, members))
 
 
-async def _replace_learner(config: MemberConfig, endpoint: str, old: Member) -> list[Member]:
-    """Remove ``old`` and add this member again as a learner; the cluster's members after."""
+async def _replace_learner(config: MemberConfig, endpoint: str, old: Member | None) -> list[Member]:
+    """Remove ``old`` (if the cluster still has it) and add this member again as a learner;
+    the cluster's members after.
+
+    Done before the data is moved aside, so that a crash in between leaves data without a
+    record again, and the next start repeats this (``old`` then is None, or the fresh
+    learner, which is replaced once more): it converges, whatever step it stopped at.
+    """
     async with EtcdClient([endpoint], config.credentials) as client:
         membership = Membership(client, config.credentials)
-        await membership.remove(old.id)
+        if old is not None:
+            await membership.remove(old.id)
         await membership.add_learner(config.peer_url)
         return await client.members()
 

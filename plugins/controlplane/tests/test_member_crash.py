@@ -1,0 +1,182 @@
+"""A bootstrap or join interrupted at any step never yields two etcd clusters (issue 19
+item 4): faults injected at each step (``ROLESERVE_TEST_FAULT``) or left as ENOSPC leaves
+them, then a restart; real etcd must then show one cluster in which the node is a voter."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from roleserve_controlplane.consensus import (
+    FAULT_VARIABLE,
+    EtcdClient,
+    MemberConfig,
+    Membership,
+    MembershipRecord,
+)
+from roleserve_controlplane.testing import EtcdCluster
+from roleserve_controlplane.testing.etcd import RunningMember
+from roleserve_core.supervisor import RunnableStatus, State
+from roleserve_core.testing import FakeClock, wait_for_status
+
+pytestmark = pytest.mark.anyio
+
+
+async def learner_config(cluster: EtcdCluster, index: int) -> MemberConfig:
+    """Member ``index``'s configuration, once the cluster added it as a learner (as the
+    leader does when it gives a node the consensus_member role)."""
+    config = cluster.config(index)
+    async with cluster.client() as client:
+        await Membership(client, cluster.admin_credentials()).add_learner(config.peer_url)
+        members = await client.members()
+    peers = {m.name or config.name: m.peer_urls[0] for m in members}
+    return cluster.config(index, peers)
+
+
+async def start_failing_once(
+    cluster: EtcdCluster,
+    config: MemberConfig,
+    step: str,
+    fake_clock: FakeClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> RunningMember:
+    """Start ``config``'s member with a fault at ``step``; once it failed there, start it
+    again without the fault; return it healthy."""
+    monkeypatch.setenv(FAULT_VARIABLE, step)
+    member = await cluster.start(config, wait=False)
+    failed = await wait_for_status(member.supervisor, "root", lambda s: s.failures == 1)
+    assert failed.last_error is not None
+    assert failed.last_error.type.endswith("InjectedFaultError"), failed.last_error
+    monkeypatch.delenv(FAULT_VARIABLE)
+    await wait_healthy(member, fake_clock, failed)
+    return member
+
+
+async def wait_healthy(
+    member: RunningMember, fake_clock: FakeClock, failed: RunnableStatus
+) -> None:
+    """Let the backoff after ``failed`` pass, and again after each failure of the retry
+    (etcd may refuse a membership change for a moment), until the member is healthy; a
+    retry failing for good, or more than a few times, fails the test."""
+    for _ in range(5):
+        assert not failed.final, failed.last_error
+        assert failed.restart_in is not None
+        fake_clock.advance(failed.restart_in)
+        failed = await wait_for_status(
+            member.supervisor, "root", healthy_or_failed_after(failed), timeout=60
+        )
+        if failed.state is State.HEALTHY:
+            return
+    raise AssertionError(f"the member keeps failing: {failed.last_error}")
+
+
+async def promote(cluster: EtcdCluster, member: RunningMember) -> None:
+    """Promote ``member`` (its current ID: a retried join may have a new one)."""
+    async with member.client(cluster.admin_credentials()) as own:
+        status = await own.status()
+    if status.is_learner:
+        async with cluster.client() as client:
+            await Membership(client, cluster.admin_credentials()).promote(status.member_id)
+
+
+async def assert_one_cluster(cluster: EtcdCluster, names: set[str]) -> None:
+    """Every running member answers with the same cluster ID, and the member list is
+    ``names``, all voters."""
+    cluster_ids = set()
+    for member in cluster.members:
+        async with member.client(cluster.admin_credentials()) as own:
+            cluster_ids.add((await own.status()).cluster_id)
+    assert len(cluster_ids) == 1, f"{len(cluster_ids)} etcd clusters: {cluster_ids}"
+    async with EtcdClient(
+        [cluster.members[0].config.endpoint], cluster.admin_credentials()
+    ) as client:
+        members = await client.members()
+    assert {(m.name, m.is_learner) for m in members} == {(name, False) for name in names}
+
+
+def healthy_or_failed_after(failed: RunnableStatus) -> Callable[[RunnableStatus], bool]:
+    return lambda now: now.state is State.HEALTHY or now.failures > failed.failures
+
+
+def moved_aside(config: MemberConfig) -> list[str]:
+    return sorted(p.name for p in config.directory.glob("data.interrupted-*"))
+
+
+@pytest.mark.parametrize("step", ["join:started", "join:serving", "join:recorded"])
+async def test_a_join_interrupted_at_each_step_ends_in_one_cluster(
+    cluster: EtcdCluster, fake_clock: FakeClock, monkeypatch: pytest.MonkeyPatch, step: str
+) -> None:
+    await cluster.bootstrap()
+    config = await learner_config(cluster, 1)
+    member = await start_failing_once(cluster, config, step, fake_clock, monkeypatch)
+    await promote(cluster, member)
+    await assert_one_cluster(cluster, {"m0", "m1"})
+    record = MembershipRecord.load(config.membership_file)
+    assert record is not None
+    assert record.name == "m1"
+    if step == "join:serving":  # data without a record: moved aside, never deleted
+        assert len(moved_aside(config)) == 1
+    if step == "join:recorded":  # the record makes it a restart: the data is kept
+        assert moved_aside(config) == []
+
+
+@pytest.mark.parametrize("step", ["bootstrap:started", "bootstrap:serving", "bootstrap:recorded"])
+async def test_a_bootstrap_interrupted_at_each_step_ends_in_one_cluster(
+    cluster: EtcdCluster, fake_clock: FakeClock, monkeypatch: pytest.MonkeyPatch, step: str
+) -> None:
+    await start_failing_once(cluster, cluster.config(0), step, fake_clock, monkeypatch)
+    await cluster.join(1)
+    await assert_one_cluster(cluster, {"m0", "m1"})
+
+
+async def test_a_join_that_left_a_partial_member_directory_is_moved_aside_and_retried(
+    cluster: EtcdCluster,
+) -> None:
+    """The reported fault: ENOSPC while etcd created its WAL left ``data/member`` without
+    one; the next start ran etcd with ``--initial-cluster-state=new``, a second cluster."""
+    await cluster.bootstrap()
+    config = await learner_config(cluster, 1)
+    (config.data_dir / "member" / "snap").mkdir(parents=True)  # no wal/: what ENOSPC left
+    member = await cluster.start(config)
+    async with member.client(cluster.admin_credentials()) as own:
+        status = await own.status()
+    async with cluster.members[0].client(cluster.admin_credentials()) as first:
+        assert status.cluster_id == (await first.status()).cluster_id, "a second etcd cluster"
+    await promote(cluster, member)
+    await assert_one_cluster(cluster, {"m0", "m1"})
+    [aside] = moved_aside(config)
+    assert (config.directory / aside / "member" / "snap").is_dir()
+    warnings = [
+        e.message
+        for e in member.supervisor.logtree.entries("root")
+        if e.message.startswith("moved aside the etcd data of an interrupted join")
+    ]
+    assert len(warnings) == 1
+    assert str(config.directory / aside) in warnings[0]
+
+
+async def test_a_member_its_cluster_removed_refuses_to_start_etcd(
+    cluster: EtcdCluster, fake_clock: FakeClock
+) -> None:
+    """Its record says it joined; its peers' member list does not contain it."""
+    await cluster.bootstrap()
+    second = await cluster.join(1)
+    async with second.client(cluster.admin_credentials()) as own:
+        removed = (await own.status()).member_id
+    async with cluster.members[0].client(cluster.admin_credentials()) as client:
+        await Membership(client, cluster.admin_credentials()).remove(removed)
+    # etcd stops by itself once removed; the supervisor starts the member again
+    failed = await wait_for_status(second.supervisor, "root", lambda s: s.failures >= 1)
+    assert failed.restart_in is not None
+    fake_clock.advance(failed.restart_in)
+    refused = await wait_for_status(second.supervisor, "root", lambda s: s.final, timeout=30)
+    assert refused.last_error is not None
+    assert refused.last_error.type.endswith("NotAMemberError")
+    message = refused.last_error.message
+    assert "\n" not in message
+    assert message.startswith(f"node m1: its etcd member {removed:x} is not in the member list")
+    assert "consensus_member role" in message
+    assert second.runnable.program is None
+    async with cluster.members[0].client(cluster.admin_credentials()) as client:
+        assert [m.name for m in await client.members()] == ["m0"]
