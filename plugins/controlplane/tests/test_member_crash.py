@@ -180,3 +180,51 @@ async def test_a_member_its_cluster_removed_refuses_to_start_etcd(
     assert second.runnable.program is None
     async with cluster.members[0].client(cluster.admin_credentials()) as client:
         assert [m.name for m in await client.members()] == ["m0"]
+
+
+async def test_a_voter_whose_record_was_not_written_keeps_its_data(
+    cluster: EtcdCluster, fake_clock: FakeClock
+) -> None:
+    """Promoted by the leader before it wrote its record (it crashed in between): the
+    cluster's answer is the record; moving a voter's data aside could cost the quorum."""
+    await cluster.bootstrap()
+    second = await cluster.join(1)
+    async with cluster.client() as client:
+        await client.put("/kept", "by the voter")
+    recorded = MembershipRecord.load(second.config.membership_file)
+    assert recorded is not None
+    second.config.membership_file.unlink()
+    second.kill()
+    failed = await wait_for_status(second.supervisor, "root", lambda s: s.failures == 1)
+    await wait_healthy(second, fake_clock, failed)
+    assert moved_aside(second.config) == []
+    adopted = MembershipRecord.load(second.config.membership_file)
+    assert adopted == MembershipRecord("m1", recorded.cluster_id, recorded.member_id, "adopted")
+    await assert_one_cluster(cluster, {"m0", "m1"})
+    async with second.client(cluster.admin_credentials()) as own:
+        kept = await own.get("/kept")
+    assert kept is not None
+
+
+async def test_a_member_whose_data_is_gone_refuses_to_start_etcd(
+    cluster: EtcdCluster, fake_clock: FakeClock
+) -> None:
+    """Its record says it is a member, but the WAL is gone: etcd, started, would found a
+    new cluster (before records) or join as a member without its log."""
+    member = await cluster.bootstrap()
+    config = member.config
+    member.kill()
+    failed = await wait_for_status(member.supervisor, "root", lambda s: s.failures == 1)
+    for wal in (config.data_dir / "member" / "wal").glob("*.wal"):
+        wal.unlink()
+    assert failed.restart_in is not None
+    fake_clock.advance(failed.restart_in)
+    refused = await wait_for_status(member.supervisor, "root", lambda s: s.final)
+    assert refused.last_error is not None
+    assert refused.last_error.type.endswith("MembershipRecordError")
+    assert refused.last_error.message == (
+        f"node m0: {config.membership_file} says it is a member, but its etcd data in "
+        f"{config.data_dir} is gone; remove the node's consensus_member role and give it "
+        "again to rejoin"
+    )
+    assert member.runnable.program is None

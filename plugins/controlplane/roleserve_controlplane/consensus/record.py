@@ -22,7 +22,9 @@ leaves (a crash, SIGKILL, ENOSPC while etcd creates its WAL); started on it with
           │                                 whose data predates records; "existing" cannot
           │                                 found a cluster)
           └── ask the other peers:
-                none answers ──▶ PeersUnreachableError (retried after the backoff)
+                none answers ──▶ with a WAL: RESTART, recorded once it serves (a voter
+                                 the cluster needs for its quorum: then none can answer);
+                                 without: PeersUnreachableError (retried after the backoff)
                 a voter of this name ──▶ the join committed (promoted before the record
                                          was written): record adopted, RESTART; moving
                                          a voter's data aside could cost the quorum
@@ -142,9 +144,15 @@ async def plan_start(config: MemberConfig, log: logging.Logger) -> Start:
     return await _finish_interrupted_join(config, log)
 
 
-def _refuse_lost_data(config: MemberConfig) -> None:
+def _has_wal(config: MemberConfig) -> bool:
+    """Whether etcd's data has a WAL (etcd creates it as ``wal.tmp`` and renames it only
+    once complete, so ENOSPC while creating it leaves none)."""
     wal = config.data_dir / "member" / "wal"
-    if not wal.is_dir() or not any(wal.glob("*.wal")):
+    return wal.is_dir() and any(wal.glob("*.wal"))
+
+
+def _refuse_lost_data(config: MemberConfig) -> None:
+    if not _has_wal(config):
         raise MembershipRecordError(
             f"node {config.name}: {config.membership_file} says it is a member, but its etcd "
             f"data in {config.data_dir} is gone; remove the node's consensus_member role and "
@@ -178,6 +186,11 @@ async def _finish_interrupted_join(
     log: logging.Logger,
 ) -> Start:
     view = await _ask_cluster(config)
+    if view is None and _has_wal(config):
+        # Perhaps a voter the cluster needs for its quorum (then no peer can answer the
+        # member list): restart it; "existing" cannot found a cluster.
+        log.info("no membership record and no peer answers, but etcd has its WAL: restarting")
+        return Start(MemberMode.RESTART, config.peers)
     if view is None:
         raise PeersUnreachableError(
             f"node {config.name}: its etcd join was interrupted and no peer answers "
