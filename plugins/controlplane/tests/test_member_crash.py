@@ -4,8 +4,6 @@ them, then a restart; real etcd must then show one cluster in which the node is 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
 
 from roleserve_controlplane.consensus import (
@@ -15,9 +13,8 @@ from roleserve_controlplane.consensus import (
     Membership,
     MembershipRecord,
 )
-from roleserve_controlplane.testing import EtcdCluster
+from roleserve_controlplane.testing import EtcdCluster, wait_healthy_through_backoff
 from roleserve_controlplane.testing.etcd import RunningMember
-from roleserve_core.supervisor import RunnableStatus, State
 from roleserve_core.testing import FakeClock, wait_for_status
 
 pytestmark = pytest.mark.anyio
@@ -49,26 +46,8 @@ async def start_failing_once(
     assert failed.last_error is not None
     assert failed.last_error.type.endswith("InjectedFaultError"), failed.last_error
     monkeypatch.delenv(FAULT_VARIABLE)
-    await wait_healthy(member, fake_clock, failed)
+    await wait_healthy_through_backoff(member.supervisor, "root", fake_clock, failed)
     return member
-
-
-async def wait_healthy(
-    member: RunningMember, fake_clock: FakeClock, failed: RunnableStatus
-) -> None:
-    """Let the backoff after ``failed`` pass, and again after each failure of the retry
-    (etcd may refuse a membership change for a moment), until the member is healthy; a
-    retry failing for good, or more than a few times, fails the test."""
-    for _ in range(5):
-        assert not failed.final, failed.last_error
-        assert failed.restart_in is not None
-        fake_clock.advance(failed.restart_in)
-        failed = await wait_for_status(
-            member.supervisor, "root", healthy_or_failed_after(failed), timeout=60
-        )
-        if failed.state is State.HEALTHY:
-            return
-    raise AssertionError(f"the member keeps failing: {failed.last_error}")
 
 
 async def promote(cluster: EtcdCluster, member: RunningMember) -> None:
@@ -93,10 +72,6 @@ async def assert_one_cluster(cluster: EtcdCluster, names: set[str]) -> None:
     ) as client:
         members = await client.members()
     assert {(m.name, m.is_learner) for m in members} == {(name, False) for name in names}
-
-
-def healthy_or_failed_after(failed: RunnableStatus) -> Callable[[RunnableStatus], bool]:
-    return lambda now: now.state is State.HEALTHY or now.failures > failed.failures
 
 
 def moved_aside(config: MemberConfig) -> list[str]:
@@ -196,7 +171,7 @@ async def test_a_voter_whose_record_was_not_written_keeps_its_data(
     second.config.membership_file.unlink()
     second.kill()
     failed = await wait_for_status(second.supervisor, "root", lambda s: s.failures == 1)
-    await wait_healthy(second, fake_clock, failed)
+    await wait_healthy_through_backoff(second.supervisor, "root", fake_clock, failed)
     assert moved_aside(second.config) == []
     adopted = MembershipRecord.load(second.config.membership_file)
     assert adopted == MembershipRecord("m1", recorded.cluster_id, recorded.member_id, "adopted")
