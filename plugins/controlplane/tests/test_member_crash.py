@@ -4,17 +4,19 @@ them, then a restart; real etcd must then show one cluster in which the node is 
 
 from __future__ import annotations
 
+import grpc
 import pytest
 
 from roleserve_controlplane.consensus import (
     FAULT_VARIABLE,
-    EtcdClient,
     MemberConfig,
     Membership,
     MembershipRecord,
 )
-from roleserve_controlplane.testing import EtcdCluster, wait_healthy_through_backoff
+from roleserve_controlplane.testing import CuratorCluster, EtcdCluster, wait_healthy_through_backoff
 from roleserve_controlplane.testing.etcd import RunningMember
+from roleserve_core.identity import Credentials
+from roleserve_core.proto import management_pb2
 from roleserve_core.testing import FakeClock, wait_for_status
 
 pytestmark = pytest.mark.anyio
@@ -59,17 +61,18 @@ async def promote(cluster: EtcdCluster, member: RunningMember) -> None:
             await Membership(client, cluster.admin_credentials()).promote(status.member_id)
 
 
-async def assert_one_cluster(cluster: EtcdCluster, names: set[str]) -> None:
+async def assert_one_cluster(
+    cluster: EtcdCluster, names: set[str], credentials: Credentials | None = None
+) -> None:
     """Every running member answers with the same cluster ID, and the member list is
-    ``names``, all voters."""
+    ``names``, all voters (asked with ``credentials``, by default the test CA's admin)."""
+    credentials = credentials or cluster.admin_credentials()
     cluster_ids = set()
     for member in cluster.members:
-        async with member.client(cluster.admin_credentials()) as own:
+        async with member.client(credentials) as own:
             cluster_ids.add((await own.status()).cluster_id)
     assert len(cluster_ids) == 1, f"{len(cluster_ids)} etcd clusters: {cluster_ids}"
-    async with EtcdClient(
-        [cluster.members[0].config.endpoint], cluster.admin_credentials()
-    ) as client:
+    async with cluster.members[0].client(credentials) as client:
         members = await client.members()
     assert {(m.name, m.is_learner) for m in members} == {(name, False) for name in names}
 
@@ -203,3 +206,31 @@ async def test_a_member_whose_data_is_gone_refuses_to_start_etcd(
         "again to rejoin"
     )
     assert member.runnable.program is None
+
+
+async def test_a_role_change_that_failed_after_adding_the_learner_reuses_it_when_retried(
+    curators: CuratorCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The leader added the node's learner, then failed before writing the role: the retry
+    finds the learner by its peer URL instead of adding a second one, and the node joins."""
+    node = await curators.enrol(1)
+    leader = await curators.leader()
+    monkeypatch.setenv(FAULT_VARIABLE, "join:after-member-add")
+    channel, management = curators.management(leader)
+    async with channel:
+        change = management_pb2.UpdateNodeRolesRequest.Change(role="consensus_member", assign=True)
+        with pytest.raises(grpc.aio.AioRpcError):
+            await management.UpdateNodeRoles(
+                management_pb2.UpdateNodeRolesRequest(node_id=node.node_id, changes=[change])
+            )
+    monkeypatch.delenv(FAULT_VARIABLE)
+    assert leader.member is not None
+    etcd = leader.member.config.credentials  # the consensus CA is the cluster's own
+    async with leader.member.client(etcd) as client:
+        [learner] = [m for m in await client.members() if m.is_learner]
+    assert learner.name == ""  # added, never started
+    await curators.make_consensus_member(node)
+    await assert_one_cluster(curators.etcd, {leader.node_id, node.node_id}, etcd)
+    async with leader.member.client(etcd) as client:
+        ids = {m.id for m in await client.members()}
+    assert learner.id in ids

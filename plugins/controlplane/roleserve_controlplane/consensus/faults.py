@@ -1,4 +1,4 @@
-"""A test hook: make a member fail at a named step of its bootstrap or join.
+"""A test hook: make a member, or the leader, fail at a named step of a bootstrap or join.
 
 ``ROLESERVE_TEST_FAULT=<step>`` in the node's environment makes the member, on reaching
 ``<step>``, SIGKILL its etcd (as a crash of the whole node would leave it) and raise
@@ -11,7 +11,9 @@ Steps (``<mode>`` is ``bootstrap`` or ``join``):
 - ``<mode>:started``: etcd was started, its data may be partial, nothing is recorded;
 - ``<mode>:serving``: etcd serves as this member, the membership record is not written yet;
 - ``<mode>:recorded``: the membership record is written (a joined member is still a
-  learner until the leader promotes it).
+  learner until the leader promotes it);
+- ``join:after-member-add``, in the leader's ``UpdateNodeRoles``: the learner was added to
+  etcd, the node's role not yet written (the request fails; a retry reuses the learner).
 
 A fault that is no crash of this process (ENOSPC while etcd creates its data) leaves the
 same state as ``<mode>:started``; tests make that state directly.
@@ -33,10 +35,11 @@ class InjectedFaultError(ConsensusError):
     """A fault injected by ``ROLESERVE_TEST_FAULT`` (tests only)."""
 
 
-def fault_point(step: str, crash: Callable[[], None]) -> None:
-    """Fail here if ``ROLESERVE_TEST_FAULT`` names ``step``: ``crash()`` (SIGKILL etcd),
-    then raise ``InjectedFaultError``."""
+def fault_point(step: str, crash: Callable[[], None] | None = None) -> None:
+    """Fail here if ``ROLESERVE_TEST_FAULT`` names ``step``: ``crash()`` (SIGKILL etcd), if
+    given, then raise ``InjectedFaultError``."""
     if os.environ.get(FAULT_VARIABLE) != step:
         return
-    crash()
+    if crash is not None:
+        crash()
     raise InjectedFaultError(f"fault injected at step {step} ({FAULT_VARIABLE})")
