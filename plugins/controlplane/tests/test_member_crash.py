@@ -4,6 +4,8 @@ them, then a restart; real etcd must then show one cluster in which the node is 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import grpc
 import pytest
 
@@ -12,6 +14,7 @@ from roleserve_controlplane.consensus import (
     MemberConfig,
     Membership,
     MembershipRecord,
+    MembershipRecordError,
 )
 from roleserve_controlplane.testing import CuratorCluster, EtcdCluster, wait_healthy_through_backoff
 from roleserve_controlplane.testing.etcd import RunningMember
@@ -234,3 +237,15 @@ async def test_a_role_change_that_failed_after_adding_the_learner_reuses_it_when
     async with leader.member.client(etcd) as client:
         ids = {m.id for m in await client.members()}
     assert learner.id in ids
+
+
+def test_an_unreadable_membership_record_is_one_line_naming_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "membership.json"
+    path.write_text('{"name": "m1", "cluster_id": "not a number"')
+    with pytest.raises(MembershipRecordError) as refused:
+        MembershipRecord.load(path)
+    message = str(refused.value)
+    assert message.startswith(f"{path}: unreadable membership record (")
+    assert message.endswith("restore it, or move the member directory aside to join again")
+    assert "\n" not in message
+    assert MembershipRecord.load(tmp_path / "absent.json") is None
