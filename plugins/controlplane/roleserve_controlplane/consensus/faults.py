@@ -25,10 +25,12 @@ import os
 from collections.abc import Callable
 
 from roleserve_controlplane.consensus.errors import ConsensusError
+from roleserve_core.environment import TEST_FAULT_ENV
 
 __all__ = ["FAULT_VARIABLE", "InjectedFaultError", "fault_point"]
 
-FAULT_VARIABLE = "ROLESERVE_TEST_FAULT"
+FAULT_VARIABLE = TEST_FAULT_ENV
+"""``ROLESERVE_TEST_FAULT``, declared with every variable in ``roleserve_core.environment``."""
 
 
 class InjectedFaultError(ConsensusError):
