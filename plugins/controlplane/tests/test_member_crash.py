@@ -106,9 +106,12 @@ async def test_a_join_interrupted_at_each_step_ends_in_one_cluster(
 async def test_a_bootstrap_interrupted_at_each_step_ends_in_one_cluster(
     cluster: EtcdCluster, fake_clock: FakeClock, monkeypatch: pytest.MonkeyPatch, step: str
 ) -> None:
-    await start_failing_once(cluster, cluster.config(0), step, fake_clock, monkeypatch)
+    config = cluster.config(0)
+    await start_failing_once(cluster, config, step, fake_clock, monkeypatch)
     await cluster.join(1)
     await assert_one_cluster(cluster, {"m0", "m1"})
+    # served but unrecorded: nobody can have joined it, so it was set aside and begun anew
+    assert len(moved_aside(config)) == (1 if step == "bootstrap:serving" else 0)
 
 
 async def test_a_join_that_left_a_partial_member_directory_is_moved_aside_and_retried(

@@ -16,6 +16,7 @@ import pytest
 
 from roleserve_controlplane import hooks
 from roleserve_controlplane.consensus import FAULT_VARIABLE, EtcdBinary, EtcdClient
+from roleserve_controlplane.curator import BootstrapMaterial
 from roleserve_controlplane.testing import enrol_node, wait_healthy_through_backoff
 from roleserve_core import NodeRoles, State
 from roleserve_core.identity import Credentials, NodeCredentials, certificate_from_pem, generate_key
@@ -259,3 +260,34 @@ async def test_a_join_interrupted_at_any_step_ends_as_a_voter_of_the_one_cluster
         cluster_id,
         sorted((name, False) for name in names),
     ), "a second etcd cluster"
+
+
+@pytest.mark.parametrize("step", ["bootstrap:started", "bootstrap:serving", "bootstrap:recorded"])
+async def test_a_bootstrap_interrupted_at_any_step_ends_in_one_bootstrapped_cluster(
+    node: StartNode,
+    binary: EtcdBinary,
+    tmp_path: Path,
+    fake_clock: FakeClock,
+    monkeypatch: pytest.MonkeyPatch,
+    step: str,
+) -> None:
+    """After the crash, the bootstrap is finished (its records written, so the curator
+    leads instead of crash-looping "never bootstrapped"), in one one-member cluster."""
+    address = subnet()(0)
+    first = await start(node, binary, tmp_path, address)
+    monkeypatch.setenv(FAULT_VARIABLE, step)
+    key = generate_key()
+    first.set(BOOTSTRAP, BootstrapRequest(key))
+    failed = await first.wait_status(f"{WORKER}.etcd", lambda s: s.failures >= 1)
+    monkeypatch.delenv(FAULT_VARIABLE)
+    assert failed.last_error is not None
+    assert failed.last_error.type.endswith("InjectedFaultError")
+    await wait_healthy_through_backoff(first.supervisor, f"{WORKER}.etcd", fake_clock, failed)
+    lcp = await control_plane(first, running=True)
+    boot: Bootstrapped = value_of(first, BOOTSTRAPPED)
+    await until_it_leads(lcp.curator_endpoint or "", boot)
+    material = BootstrapMaterial.load_or_create(
+        tmp_path / "plugins" / "controlplane" / "bootstrap.pb", key, address
+    )
+    _, members = await etcd_view(f"{address}:7836", material.member)
+    assert members == [(boot.node.node_id, False)]
