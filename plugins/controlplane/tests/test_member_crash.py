@@ -4,6 +4,7 @@ them, then a restart; real etcd must then show one cluster in which the node is 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import grpc
@@ -252,3 +253,25 @@ def test_an_unreadable_membership_record_is_one_line_naming_the_file(tmp_path: P
     assert message.endswith("restore it, or move the member directory aside to join again")
     assert "\n" not in message
     assert MembershipRecord.load(tmp_path / "absent.json") is None
+
+
+async def test_a_clusters_only_member_without_a_record_restarts_on_its_data(
+    cluster: EtcdCluster, fake_clock: FakeClock
+) -> None:
+    """Data from before membership records, on a node whose role names only itself: no
+    peer to ask, and ``existing`` cannot found a cluster, so it restarts and is recorded."""
+    member = await cluster.bootstrap()
+    async with cluster.client() as client:
+        await client.put("/kept", "before records")
+    recorded = MembershipRecord.load(member.config.membership_file)
+    assert recorded is not None
+    member.config.membership_file.unlink()
+    member.runnable.config = replace(member.config, peers={"m0": member.config.peer_url})
+    member.kill()
+    failed = await wait_for_status(member.supervisor, "root", lambda s: s.failures == 1)
+    await wait_healthy_through_backoff(member.supervisor, "root", fake_clock, failed)
+    assert moved_aside(member.config) == []
+    assert MembershipRecord.load(member.config.membership_file) == replace(recorded, how="adopted")
+    async with cluster.client() as client:
+        kept = await client.get("/kept")
+    assert kept is not None
