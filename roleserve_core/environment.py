@@ -14,6 +14,7 @@ __all__ = [
     "DISABLE_PLUGINS_ENV",
     "PLUGINS_ENV",
     "REGISTER_TICKET_ENV",
+    "TEST_FAULT_ENV",
     "TRACE_HOOKS_ENV",
 ]
 
@@ -39,3 +40,7 @@ DEBUG_ENV = "ROLESERVE_DEBUG"
 COMMAND_ENV = "ROLESERVE_COMMAND"
 """How the person at the terminal runs ``roleserve`` (``./dev`` sets ``./dev roleserve``),
 for the commands the hints suggest."""
+
+TEST_FAULT_ENV = "ROLESERVE_TEST_FAULT"
+"""Tests only: a named step of a consensus bootstrap or join at which the node fails, as a
+crash there would (``roleserve_controlplane.consensus.faults``); never set in production."""

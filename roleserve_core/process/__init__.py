@@ -62,7 +62,7 @@ from roleserve_core.process._parsers import (
     plain_text,
     zap_json_parser,
 )
-from roleserve_core.process._records import ProcessRecord, read_record
+from roleserve_core.process._records import ProcessRecord, read_record, stop_leftover
 from roleserve_core.process._runner import (
     RunningProgram,
     find_setpriv,
@@ -88,5 +88,6 @@ __all__ = [
     "read_record",
     "resolve_binary",
     "start_program",
+    "stop_leftover",
     "zap_json_parser",
 ]

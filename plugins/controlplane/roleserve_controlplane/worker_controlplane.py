@@ -10,9 +10,11 @@ Values: reads ``roles``, ``bootstrap``, ``node_credentials`` and ``network``; wr
         none:   local_control_plane = NONE; a member's data left from an earlier role is
                 removed; wait until a control plane is wanted, then restart
         some:   too little disk space for etcd: DiskSpaceError (retried), nothing written
-                child group:  etcd      EtcdMember: bootstrap / join / restart
+                child group:  etcd      EtcdMember: bootstrap / join / restart, as its
+                                        membership record says
                               curator   Curator, once etcd serves (and, when bootstrapping,
-                                        the cluster's records are written)
+                                        the cluster's records are written, which waits
+                                        until the member has recorded its bootstrap)
                 once the curator follows or leads: local_control_plane set, healthy
                 restart only when *whether* a control plane is wanted flips (not when
                 peers or certificates in the role change: etcd keeps its own membership)
@@ -228,6 +230,11 @@ class ControlPlane:
         member = EtcdMember(config)
         ctx.run("etcd", member)
         ctx.set_note("bootstrapping: waiting for etcd")
+        # Only into a member that recorded its bootstrap: data without the record is moved
+        # aside at the next start, and the cluster's records with it (seen with a crash
+        # between etcd first answering and the record).
+        with member.serving.watch() as serving:
+            await serving.get(filter=bool)
         async with EtcdClient([config.endpoint], material.member) as client:
             written = await _retrying_until_written(client, material, startup.address, network)
         ctx.log.info("bootstrapped a new cluster" if written else "the cluster was bootstrapped")

@@ -26,6 +26,7 @@ from roleserve_controlplane.consensus import (
     EtcdRecord,
     EtcdRequestError,
     MemberMode,
+    MembershipRecord,
     find_etcd,
     recorded_etcd,
 )
@@ -190,6 +191,11 @@ async def test_an_etcd_left_by_a_killed_node_is_stopped_and_the_member_serves_it
         _record_as_the_runner_would(orphan.pid, command, config.directory / "etcd.process.json")
         async with RunningOrphan(cluster, config) as client:
             await client.put("/kept", "from the killed run")
+            status = await client.status()
+        # as the killed run recorded it once its etcd served
+        MembershipRecord(config.name, status.cluster_id, status.member_id, "bootstrap").save(
+            config.membership_file
+        )
         member = await cluster.start(config)
         assert member.runnable.program is not None
         pid = member.runnable.program.pid

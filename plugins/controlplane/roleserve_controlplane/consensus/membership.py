@@ -101,13 +101,14 @@ class Membership:
 
         :param patience: seconds to keep trying while etcd refuses the change because its
             leader has not been connected to every peer for long enough (etcd's "unhealthy
-            cluster", for a few seconds after each membership change).
+            cluster", for a few seconds after each membership change), or because a member
+            at ``peer_url`` was removed within the same second (``_READDED``).
         :raises MembershipError: if the cluster stays unhealthy that long.
         """
         member = await _retrying(
             lambda: self.client.add_learner(peer_url),
             patience,
-            _UNHEALTHY,
+            _UNHEALTHY + _READDED,
             f"cannot add a learner at {peer_url}: the cluster stayed unhealthy for {patience}s",
         )
         log.info("added learner %x at %s", member.id, peer_url)
@@ -164,6 +165,10 @@ _UNHEALTHY = ("unhealthy cluster",)
 """etcd refuses membership changes until its leader has been connected to all peers for a
 while (5 s in etcd 3.4 and 3.5): after every change, the next one must wait."""
 _NOT_CAUGHT_UP = ("in sync", "not ready")
+_READDED = ("member not found",)
+"""etcd derives a new member's ID from its peer URLs and the time in seconds: a learner
+re-added at the URL of one removed within the same second gets the removed ID, and etcd
+3.4 answers "member not found" (seen when a node replaces its interrupted join's learner)."""
 
 
 async def _retrying(

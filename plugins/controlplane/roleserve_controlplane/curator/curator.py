@@ -37,6 +37,7 @@ from roleserve_controlplane.consensus import (
     EtcdRequestError,
     Leadership,
     LeadershipLostError,
+    Member,
 )
 from roleserve_controlplane.curator.authority import ClusterAuthority
 from roleserve_controlplane.curator.cache import NodeCache
@@ -243,10 +244,19 @@ class Curator:
             except EtcdRequestError:
                 continue
             for member in members:
-                if member.is_learner and member.name:
+                # Only a learner that answers itself: etcd judges readiness by the leader's
+                # progress, so it would promote a learner that died after catching up, and
+                # a one-voter cluster would lose its quorum to a dead second voter (seen
+                # with a join crashed before its membership record was written).
+                if member.is_learner and member.name and await _answers(leader, member):
                     with contextlib.suppress(EtcdRequestError):  # not caught up yet
                         await leader.client.promote(member.id)
                         log.info("promoted learner %s", member.name)
+
+
+async def _answers(leader: LeaderState, member: Member) -> bool:
+    """Whether ``member`` answers a status request itself, knowing a leader."""
+    return (await leader.membership.health(member)).healthy
 
 
 async def allocate_missing_prefixes(state: ClusterState, network: ClusterNetwork) -> int:

