@@ -14,6 +14,7 @@ timeouts of the code under test (answer timeout, window, grace) are set short.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,7 @@ from roleserve_core.identity import Credentials
 from roleserve_core.keys import CURATOR_CONNECTION, NODE_CREDENTIALS, CuratorConnection
 from roleserve_core.ports import CURATOR_PORT, endpoint
 from roleserve_core.proto import common_pb2, curator_pb2, curator_pb2_grpc
-from roleserve_core.rpc import CancellationSafeChannel, secure_channel
+from roleserve_core.rpc import NODE_REFUSED_METADATA, CancellationSafeChannel, secure_channel
 from roleserve_core.runtime import CORE_READER
 from roleserve_core.supervisor import RunContext, State
 from roleserve_core.testing import (
@@ -552,6 +553,35 @@ async def test_on_each_connection_fails_after_the_window_without_a_new_connectio
     assert "UNAVAILABLE" in failed.last_error.message
     assert "leader gone" in failed.last_error.message
     assert len(session.connections.get_nowait()) == 1
+
+
+def refused_for_good(reason: str, *, marked: bool = True) -> grpc.aio.AioRpcError:
+    """A PERMISSION_DENIED as the leader's node gate sends it (``marked``), or as any other
+    refusal of a permission (not marked)."""
+    trailing = grpc.aio.Metadata(*NODE_REFUSED_METADATA) if marked else grpc.aio.Metadata()
+    return grpc.aio.AioRpcError(
+        grpc.StatusCode.PERMISSION_DENIED, grpc.aio.Metadata(), trailing, reason
+    )
+
+
+@pytest.mark.parametrize("marked", [True, False], ids=["gate", "other"])
+async def test_on_each_connection_reports_a_refusal_of_the_node_for_good(
+    start_session: StartSession, marked: bool
+) -> None:
+    """Only the gate's refusal (the node is decommissioned) reaches ``report_refused``,
+    which stops the node; another PERMISSION_DENIED is an ordinary failure."""
+    reason = "node node-self is decommissioned: stop it"
+    reports: Value[tuple[str, ...]] = Value()
+    reports.set(())
+    session = RecordingSession(refused_for_good(reason, marked=marked))
+    harness = await start_session(session, window=60.0)
+    refused = dataclasses.replace(
+        connection("leader-1"),
+        on_refused=lambda said: reports.set((*reports.get_nowait(), said)),
+    )
+    harness.set(CURATOR_CONNECTION, refused)
+    await harness.wait_status(SESSION, lambda s: s.note.startswith("PERMISSION_DENIED"))
+    assert reports.get_nowait() == ((reason,) if marked else ())
 
 
 class CallingSession:
