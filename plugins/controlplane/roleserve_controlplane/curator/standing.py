@@ -31,7 +31,7 @@ def decommissioned_refusal(record: state_pb2.NodeRecord | None) -> str | None:
         return None
     return (
         f"node {record.id} is decommissioned: the cluster refuses its certificate for good; "
-        "stop it and remove its data directory (register the machine anew to use it again)"
+        "remove its data directory (register the machine anew to use it again)"
     )
 
 
