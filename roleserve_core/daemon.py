@@ -57,6 +57,7 @@ from roleserve_core.event import Value
 from roleserve_core.keys import BOOTSTRAPPED, NETWORK, NetworkStatus
 from roleserve_core.logtree import PROCESS_LOGGER, LogTree
 from roleserve_core.plugins import PluginSet
+from roleserve_core.ports import CURATOR_PORT, endpoint
 from roleserve_core.runtime import CORE_READER, NodeRuntime
 from roleserve_core.supervisor import RunnableStatus, State
 
@@ -110,7 +111,9 @@ async def serve_node(options: NodeOptions) -> int:
             datadir, options.enrolment, can_bootstrap=BOOTSTRAPPED in runtime.registry
         )
         _keep_address(datadir, address)
-        known = KnownCurators(datadir)
+        # Its own curator, should node/curators.pb be corrupt (it answers on a consensus
+        # member; on any other node, the connection is refused and nothing is lost).
+        known = KnownCurators(datadir, fallback=[endpoint(str(address), CURATOR_PORT)])
         runtime.add_service("enrolment", Enrolment(plan, datadir, values, known, stopped.set))
         runtime.add_service("connection", CuratorConnector(known, values, stopped.set))
         values.set(NETWORK, NetworkStatus(address))

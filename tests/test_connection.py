@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -629,6 +630,27 @@ async def test_on_each_connection_restarts_once_a_lost_leader_answers_again(
         assert (status.restarts, status.failures, status.note) == (1, 0, "")
 
 
+@pytest.mark.parametrize("content", [b"\xff\xff\xff", b"\x0a\x05ab"], ids=["garbage", "cut"])
+def test_a_corrupt_known_curators_file_is_ignored_with_a_warning_and_the_fallback_asked(
+    datadir: NodeDataDirectory, caplog: pytest.LogCaptureFixture, content: bytes
+) -> None:
+    """A cache never stops a node: the file is named in one warning, the fallback is asked,
+    and the file is saved anew once curators are learned."""
+    datadir.curators.write_bytes(content)
+    with caplog.at_level(logging.WARNING, logger="roleserve"):
+        known = KnownCurators(datadir, fallback=["10.0.0.7:7835"])
+    [warning] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warning.startswith(f"{datadir.curators} is corrupt; ignoring this cache")
+    assert "asking 10.0.0.7:7835" in warning
+    assert "\n" not in warning
+    assert (known.seeds, known.curators) == ([], [])
+    assert known.candidates() == ["10.0.0.7:7835"]
+
+    assert known.learn(["10.0.0.2:7835"])
+    assert known.candidates() == ["10.0.0.2:7835"]  # the fallback only when nothing is known
+    assert KnownCurators(datadir).curators == ["10.0.0.2:7835"]
+
+
 # -- CuratorConnector in a node runtime --------------------------------------------------------
 
 
@@ -693,6 +715,26 @@ async def report(connection: CuratorConnection) -> None:
     stub = curator_pb2_grpc.CuratorStub(connection.channel)
     with anyio.fail_after(ANSWER_TIMEOUT):
         await stub.UpdateNodeStatus(curator_pb2.UpdateNodeStatusRequest(node_id="probe"))
+
+
+async def test_connector_with_a_corrupt_curators_file_finds_the_leader_through_the_fallback(
+    cluster: FakeCluster,
+    datadir: NodeDataDirectory,
+    node: Callable[..., Awaitable[NodeHarness]],
+    tmp_path: Path,
+) -> None:
+    """The node starts (the file made it exit before) and connects through its fallback."""
+    leader = await cluster.curator()
+    leader.lead()
+    datadir.curators.write_bytes(b"\xff\xff\xff")
+    known = KnownCurators(datadir, fallback=[leader.endpoint])
+    runtime = PluginHarness().runtime(tmp_path)
+    values = runtime.registry.scoped(CORE_READER)
+    runtime.add_service("connection", CuratorConnector(known, values))
+    harness = await node(runtime)
+    harness.set(NODE_CREDENTIALS, cluster.credentials)
+    found = await wait_connection(harness)
+    assert (found.leader_node_id, found.leader_endpoint) == (leader.node_id, leader.endpoint)
 
 
 async def test_connector_connects_to_the_leader_verified_as_its_node_id(
