@@ -8,6 +8,10 @@ servicer in this process, on loopback; the client calls them one call at a time:
      and the UPDATE_NODE_SELF permission); baseline: the same call, insecure, no interceptor.
 (r2) bidi ping-pong on one ``Curator.Heartbeat`` stream: send one request, wait for its
      response; baseline: the same, insecure, no interceptor.
+(r3) (r1) through a server with a node gate (``create_server(gate=...)``, as the leading
+     curator refuses decommissioned nodes; this one refuses nobody, from a dict, as the
+     curator's does from its node cache); baseline: (r1) without the gate.
+(r4) (r2) likewise: each response of a gated stream is raced against the gate.
 """
 
 from __future__ import annotations
@@ -42,6 +46,21 @@ class Curator(curator_pb2_grpc.CuratorServicer):
     ) -> AsyncIterator[curator_pb2.HeartbeatResponse]:
         async for _ in request_iterator:
             yield curator_pb2.HeartbeatResponse()
+
+
+class OpenGate:
+    """A node gate that refuses nobody: a dict lookup per call, an event per stream."""
+
+    def __init__(self) -> None:
+        self.refused: dict[str, str] = {}
+        self.never = anyio.Event()
+
+    async def refusal(self, node_id: str) -> str | None:
+        return self.refused.get(node_id)
+
+    async def wait_refusal(self, node_id: str) -> str:
+        await self.never.wait()
+        return self.refused[node_id]
 
 
 def node_credentials() -> tuple[NodeCredentials, NodeCredentials]:
@@ -95,18 +114,24 @@ async def main(calls: int) -> None:
     """Run both benchmarks and print the figures."""
     server_credentials, client_credentials = node_credentials()
     secure = create_server(server_credentials)
+    gated = create_server(server_credentials, gate=OpenGate())
     insecure = grpc.aio.server()
-    for server in (secure, insecure):
+    for server in (secure, gated, insecure):
         curator_pb2_grpc.add_CuratorServicer_to_server(Curator(), server)  # type: ignore[abstract]
     secure_port = bind(secure, "127.0.0.1:0", server_credentials)
+    gated_port = bind(gated, "127.0.0.1:0", server_credentials)
     insecure_port = insecure.add_insecure_port("127.0.0.1:0")
-    await secure.start()
-    await insecure.start()
+    for server in (secure, gated, insecure):
+        await server.start()
+    server_id = server_credentials.node_id
     try:
         async with (
             secure_channel(
-                f"127.0.0.1:{secure_port}", client_credentials, node_id=server_credentials.node_id
+                f"127.0.0.1:{secure_port}", client_credentials, node_id=server_id
             ) as mtls,
+            secure_channel(
+                f"127.0.0.1:{gated_port}", client_credentials, node_id=server_id
+            ) as gate,
             grpc.aio.insecure_channel(f"127.0.0.1:{insecure_port}") as plain,
         ):
             print_comparison(
@@ -121,9 +146,21 @@ async def main(calls: int) -> None:
                 summarise(await ping_pong_latencies(plain, calls)),
                 "insecure grpc.aio, no interceptor",
             )
+            print_comparison(
+                f"(r3) sequential unary calls through a node gate ({calls} calls)",
+                summarise(await unary_latencies(gate, calls)),
+                summarise(await unary_latencies(mtls, calls)),
+                "the same server without a gate",
+            )
+            print_comparison(
+                f"(r4) bidi ping-pong through a node gate ({calls} round trips)",
+                summarise(await ping_pong_latencies(gate, calls)),
+                summarise(await ping_pong_latencies(mtls, calls)),
+                "the same server without a gate",
+            )
     finally:
-        await secure.stop(None)
-        await insecure.stop(None)
+        for server in (secure, gated, insecure):
+            await server.stop(None)
 
 
 if __name__ == "__main__":

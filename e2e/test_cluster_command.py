@@ -4,7 +4,8 @@ real processes, on loopback addresses of the test's own.
 The first tests each run a one-node cluster of their own. The others share one three-node
 cluster (``three``), made by the command itself, that they stop and bring back; each leaves
 it with every node running, UP and HEALTHY. The last but one grows it to four; the last
-decommissions the fourth (which keeps running, decommissioned).
+decommissions the fourth, which the leader then refuses: the node stops (exit 1), and so
+does it again when started.
 """
 
 from __future__ import annotations
@@ -17,15 +18,24 @@ import subprocess
 import sys
 import time
 import tomllib
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
+import grpc
 import pytest
 
+from roleserve_core.access import ClusterAccess
+from roleserve_core.connection import find_leader
+from roleserve_core.datadir import NodeDataDirectory
+from roleserve_core.environment import DISABLE_PLUGINS_ENV
+from roleserve_core.identity import NodeCredentials
 from roleserve_core.localcluster import FIRST_ADDRESS, LocalCluster, default_roles
+from roleserve_core.localcluster.process import LOOPBACK_WITHOUT
+from roleserve_core.proto import common_pb2, curator_pb2, curator_pb2_grpc
+from roleserve_core.rpc import secure_channel
 from roleserve_core.testing import poll_until
 
 T = TypeVar("T")
@@ -406,25 +416,120 @@ def test_more_nodes_than_the_directory_holds_grow_the_cluster(three: Three) -> N
     assert_up_with_roles(after)  # node 4: kubernetes_worker only
 
 
-def test_a_decommissioned_node_leaves_the_others_hosts_files(three: Three) -> None:
-    """Node 4 (``kubernetes_worker`` only, so no role to take away first) is decommissioned;
-    it keeps running, and the other nodes' hosts files drop its line."""
+def test_a_decommissioned_node_is_refused_stops_and_leaves_the_hosts_files(
+    three: Three,
+) -> None:
+    """Node 4 (``kubernetes_worker`` only, so no role to take away first) is decommissioned:
+    a Watch open with its certificate ends, the leader refuses its certificate on Watch,
+    UpdateNodeStatus and Heartbeat, the node stops (exit 1, with the reason in its log),
+    started again it exits 1 at once with the reason, and the other nodes' hosts files drop
+    its line."""
     nodes = status(three.directory)
     assert len(nodes) == 4
     for node in nodes:
         wait_for_hosts(Path(node["hosts_file"]), node_addresses(nodes))
     fourth = nodes[3]["cluster"]["id"]
-    owner = three.directory / "owner"
-    ctl = [sys.executable, "-m", "roleserve_core", "ctl", "--credentials", str(owner)]
-    gone = subprocess.run(
-        [*ctl, "decommission", fourth, "--yes"],
+    n4 = three.directory / "n4"
+    credentials = NodeCredentials.load(NodeDataDirectory(n4).credentials)
+    refusal = f"node {fourth} is decommissioned: "
+
+    ended, refused = anyio.run(_decommission_while_watching, three.directory, credentials)
+    assert ended.startswith(f"PERMISSION_DENIED: {refusal}"), ended
+    assert sorted(refused) == ["Heartbeat", "UpdateNodeStatus", "Watch"]
+    for said in refused.values():
+        assert said.startswith(f"PERMISSION_DENIED: {refusal}"), refused
+
+    anyio.run(
+        lambda: poll_until(
+            "node 4 stops", _pid_of(three.directory, 3), lambda pid: pid is None, timeout=TIMEOUT
+        )
+    )
+    assert f"roleserve node: error: {refusal}" in (n4 / "node.log").read_text()
+
+    restarted = subprocess.run(
+        [*NODE_RUN, "--data-dir", str(n4), "--address", nodes[3]["address"]],
         capture_output=True,
         text=True,
         timeout=TIMEOUT,
         check=False,
+        env={**os.environ, DISABLE_PLUGINS_ENV: ",".join(LOOPBACK_WITHOUT)},
     )
-    assert gone.returncode == 0, gone.stderr
-    assert f"decommissioned {fourth}" in gone.stdout
+    assert restarted.returncode == 1, restarted.stderr
+    assert restarted.stderr.splitlines()[-1].startswith(f"roleserve node: error: {refusal}")
+
     remaining = node_addresses(nodes[:3])
     for node in nodes[:3]:
         wait_for_hosts(Path(node["hosts_file"]), remaining)
+
+
+NODE_RUN = [sys.executable, "-m", "roleserve_core", "node", "run"]
+EVERY_NODE = curator_pb2.WatchRequest(nodes_in_cluster=curator_pb2.WatchRequest.NodesInCluster())
+
+
+def _pid_of(directory: Path, index: int) -> Callable[[], Awaitable[int | None]]:
+    """Node ``index``'s (0-based) PID as ``cluster status`` shows it, for ``poll_until``."""
+
+    async def look() -> int | None:
+        pid: int | None = status(directory)[index]["pid"]
+        return pid
+
+    return look
+
+
+async def _decommission_while_watching(
+    directory: Path, credentials: NodeCredentials
+) -> tuple[str, dict[str, str]]:
+    """Decommission the node of ``credentials`` (by ``ctl``) while a Watch of every node is
+    open with them; how that Watch ended, then how each call with them is answered."""
+    access = ClusterAccess.load(directory / "owner")
+    leader = await find_leader(access.endpoints, access.credentials)
+    async with secure_channel(leader.endpoint, credentials, node_id=leader.node_id) as channel:
+        curator = curator_pb2_grpc.CuratorStub(channel)
+        watch = curator.Watch(EVERY_NODE)
+        with anyio.fail_after(TIMEOUT):
+            await watch.read()  # the snapshot: the watch is open
+            gone = await anyio.run_process(
+                [
+                    *CTL,
+                    "--credentials",
+                    str(directory / "owner"),
+                    "decommission",
+                    credentials.node_id,
+                    "--yes",
+                ],
+                check=False,
+            )
+            assert gone.returncode == 0, gone.stderr
+            assert f"decommissioned {credentials.node_id}" in gone.stdout.decode()
+        with anyio.fail_after(STREAM_END_TIMEOUT):  # the decommission ends the watch
+            ended = await _outcome(_to_the_end(watch))
+        request = curator_pb2.UpdateNodeStatusRequest(
+            node_id=credentials.node_id, status=common_pb2.NodeStatus(external_address="127.0.0.1")
+        )
+        beats = iter([curator_pb2.HeartbeatRequest()])
+        calls = {
+            "Watch": _outcome(curator.Watch(EVERY_NODE).read()),
+            "UpdateNodeStatus": _outcome(curator.UpdateNodeStatus(request, timeout=TIMEOUT)),
+            "Heartbeat": _outcome(curator.Heartbeat(beats).read()),
+        }
+        return ended, {method: await call for method, call in calls.items()}
+
+
+CTL = [sys.executable, "-m", "roleserve_core", "ctl"]
+STREAM_END_TIMEOUT = 30.0
+"""Seconds for a decommission to end its node's open streams (moments: the leader's node
+cache follows etcd)."""
+
+
+async def _to_the_end(watch: Any) -> None:
+    while True:
+        await watch.read()
+
+
+async def _outcome(call: Awaitable[object]) -> str:
+    """``CODE: details`` of the call's failure; ``answered`` if it succeeded."""
+    try:
+        await call
+    except grpc.aio.AioRpcError as exc:
+        return f"{exc.code().name}: {exc.details()}"
+    return "answered"

@@ -486,8 +486,8 @@ def test_the_address_removed_by_hand_comes_back_with_the_route(
 
 
 def test_a_decommissioned_node_leaves_the_others_peers(netns_cluster: NetnsCluster) -> None:
-    """Node 3 loses its consensus roles and is decommissioned (as ``docs/ctl.md`` says); it
-    keeps running until the cluster goes down, out of the mesh. After the other mesh tests:
+    """Node 3 loses its consensus roles and is decommissioned (as ``docs/ctl.md`` says); the
+    leader refuses it from then on, so it stops, out of the mesh. After the other mesh tests:
     node 3 never comes back."""
     mesh = wait_for_mesh(netns_cluster)
     third = mesh[2]

@@ -9,8 +9,9 @@
                     root.connection   the curator connection (connection)
                     root.role.*       every plugin's workers, the core's among them
                     root.hooks.*      on_roles, on_curator_connection
-    ─▶ until SIGTERM or SIGINT (exit 0), an enrolment refusal (exit 1), or a final
-       failure before the node is enrolled (exit 1)
+    ─▶ until SIGTERM or SIGINT (exit 0), an enrolment refusal (exit 1), the cluster
+       refusing the node for good (decommissioned: exit 1), or a final failure before the
+       node is enrolled (exit 1)
 
 A final failure (a runnable raised a ``FinalError``: restarting cannot fix it) reaches the
 node through ``Supervisor.final_failures``. Before the node is enrolled (bootstrapping or
@@ -19,6 +20,11 @@ nothing would ever come of waiting) it stops the node: exit 1, its line in the l
 stderr. Once enrolled, the node keeps running its other roles and the failure stays
 visible: the runnable's one ERROR line, and DEAD, final, in ``ctl tree`` until the operator
 restarts it.
+
+A node the cluster refuses for good (the leading curator answers its calls "node X is
+decommissioned: ...", marked with ``rpc.NODE_REFUSED_METADATA``) stops the same way, with
+that line: nothing it could do would be accepted again. It learns it from the first call
+refused, at a restart moments after it finds the leader; its role workers stop with it.
 
 The address is the node's identity as much as its key: the first start saves it in the data
 directory once the enrolment plan is made, and every later start uses it. A later
@@ -51,6 +57,7 @@ from roleserve_core.event import Value
 from roleserve_core.keys import BOOTSTRAPPED, NETWORK, NetworkStatus
 from roleserve_core.logtree import PROCESS_LOGGER, LogTree
 from roleserve_core.plugins import PluginSet
+from roleserve_core.ports import CURATOR_PORT, endpoint
 from roleserve_core.runtime import CORE_READER, NodeRuntime
 from roleserve_core.supervisor import RunnableStatus, State
 
@@ -104,9 +111,11 @@ async def serve_node(options: NodeOptions) -> int:
             datadir, options.enrolment, can_bootstrap=BOOTSTRAPPED in runtime.registry
         )
         _keep_address(datadir, address)
-        known = KnownCurators(datadir)
+        # Its own curator, should node/curators.pb be corrupt (it answers on a consensus
+        # member; on any other node, the connection is refused and nothing is lost).
+        known = KnownCurators(datadir, fallback=[endpoint(str(address), CURATOR_PORT)])
         runtime.add_service("enrolment", Enrolment(plan, datadir, values, known, stopped.set))
-        runtime.add_service("connection", CuratorConnector(known, values))
+        runtime.add_service("connection", CuratorConnector(known, values, stopped.set))
         values.set(NETWORK, NetworkStatus(address))
         log.info("node starting: data %s, address %s", datadir.root, address)
         # Replaced by what stops the node; stays if the supervision tree ends by itself.

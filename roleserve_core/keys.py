@@ -89,6 +89,8 @@ class CuratorConnection:
     """The channel to the leader (a ``roleserve_core.rpc.CancellationSafeChannel``)."""
     on_unresponsive: Callable[[str], None] = field(default=lambda reason: None, repr=False)
     """Called through ``report_unresponsive``; set by the connector (a no-op otherwise)."""
+    on_refused: Callable[[str], None] = field(default=lambda reason: None, repr=False)
+    """Called through ``report_refused``; set by the connector (a no-op otherwise)."""
 
     def __repr__(self) -> str:
         return f"CuratorConnection(leader={self.leader_node_id} at {self.leader_endpoint})"
@@ -100,6 +102,13 @@ class CuratorConnection:
         still name it. The heartbeat worker reports a reply that does not come in time; a
         report about a connection that was already replaced is ignored. Never blocks."""
         self.on_unresponsive(reason)
+
+    def report_refused(self, reason: str) -> None:
+        """Tell the connector that the cluster refuses this node for good (a call ended with
+        ``roleserve_core.rpc.node_refusal``: the node is decommissioned). Waiting cannot
+        cure that, so the node stops with ``reason`` (exit 1). ``on_each_connection``
+        reports it for every worker's session. Never blocks."""
+        self.on_refused(reason)
 
 
 @dataclass(frozen=True, slots=True)

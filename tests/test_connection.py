@@ -14,6 +14,8 @@ timeouts of the code under test (answer timeout, window, grace) are set short.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -43,7 +45,7 @@ from roleserve_core.identity import Credentials
 from roleserve_core.keys import CURATOR_CONNECTION, NODE_CREDENTIALS, CuratorConnection
 from roleserve_core.ports import CURATOR_PORT, endpoint
 from roleserve_core.proto import common_pb2, curator_pb2, curator_pb2_grpc
-from roleserve_core.rpc import CancellationSafeChannel, secure_channel
+from roleserve_core.rpc import NODE_REFUSED_METADATA, CancellationSafeChannel, secure_channel
 from roleserve_core.runtime import CORE_READER
 from roleserve_core.supervisor import RunContext, State
 from roleserve_core.testing import (
@@ -611,6 +613,35 @@ async def test_on_each_connection_fails_after_the_window_without_a_new_connectio
     assert len(session.connections.get_nowait()) == 1
 
 
+def refused_for_good(reason: str, *, marked: bool = True) -> grpc.aio.AioRpcError:
+    """A PERMISSION_DENIED as the leader's node gate sends it (``marked``), or as any other
+    refusal of a permission (not marked)."""
+    trailing = grpc.aio.Metadata(*NODE_REFUSED_METADATA) if marked else grpc.aio.Metadata()
+    return grpc.aio.AioRpcError(
+        grpc.StatusCode.PERMISSION_DENIED, grpc.aio.Metadata(), trailing, reason
+    )
+
+
+@pytest.mark.parametrize("marked", [True, False], ids=["gate", "other"])
+async def test_on_each_connection_reports_a_refusal_of_the_node_for_good(
+    start_session: StartSession, marked: bool
+) -> None:
+    """Only the gate's refusal (the node is decommissioned) reaches ``report_refused``,
+    which stops the node; another PERMISSION_DENIED is an ordinary failure."""
+    reason = "node node-self is decommissioned: stop it"
+    reports: Value[tuple[str, ...]] = Value()
+    reports.set(())
+    session = RecordingSession(refused_for_good(reason, marked=marked))
+    harness = await start_session(session, window=60.0)
+    refused = dataclasses.replace(
+        connection("leader-1"),
+        on_refused=lambda said: reports.set((*reports.get_nowait(), said)),
+    )
+    harness.set(CURATOR_CONNECTION, refused)
+    await harness.wait_status(SESSION, lambda s: s.note.startswith("PERMISSION_DENIED"))
+    assert reports.get_nowait() == ((reason,) if marked else ())
+
+
 class CallingSession:
     """A session that calls the curator once on each connection it runs on, records the
     outcome (None: answered) and then runs until cancelled."""
@@ -654,6 +685,27 @@ async def test_on_each_connection_restarts_once_a_lost_leader_answers_again(
         assert answered == (grpc.StatusCode.UNAVAILABLE, None)
         status = harness.status(SESSION)
         assert (status.restarts, status.failures, status.note) == (1, 0, "")
+
+
+@pytest.mark.parametrize("content", [b"\xff\xff\xff", b"\x0a\x05ab"], ids=["garbage", "cut"])
+def test_a_corrupt_known_curators_file_is_ignored_with_a_warning_and_the_fallback_asked(
+    datadir: NodeDataDirectory, caplog: pytest.LogCaptureFixture, content: bytes
+) -> None:
+    """A cache never stops a node: the file is named in one warning, the fallback is asked,
+    and the file is saved anew once curators are learned."""
+    datadir.curators.write_bytes(content)
+    with caplog.at_level(logging.WARNING, logger="roleserve"):
+        known = KnownCurators(datadir, fallback=["10.0.0.7:7835"])
+    [warning] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warning.startswith(f"{datadir.curators} is corrupt; ignoring this cache")
+    assert "asking 10.0.0.7:7835" in warning
+    assert "\n" not in warning
+    assert (known.seeds, known.curators) == ([], [])
+    assert known.candidates() == ["10.0.0.7:7835"]
+
+    assert known.learn(["10.0.0.2:7835"])
+    assert known.candidates() == ["10.0.0.2:7835"]  # the fallback only when nothing is known
+    assert KnownCurators(datadir).curators == ["10.0.0.2:7835"]
 
 
 # -- CuratorConnector in a node runtime --------------------------------------------------------
@@ -720,6 +772,26 @@ async def report(connection: CuratorConnection) -> None:
     stub = curator_pb2_grpc.CuratorStub(connection.channel)
     with anyio.fail_after(ANSWER_TIMEOUT):
         await stub.UpdateNodeStatus(curator_pb2.UpdateNodeStatusRequest(node_id="probe"))
+
+
+async def test_connector_with_a_corrupt_curators_file_finds_the_leader_through_the_fallback(
+    cluster: FakeCluster,
+    datadir: NodeDataDirectory,
+    node: Callable[..., Awaitable[NodeHarness]],
+    tmp_path: Path,
+) -> None:
+    """The node starts (the file made it exit before) and connects through its fallback."""
+    leader = await cluster.curator()
+    leader.lead()
+    datadir.curators.write_bytes(b"\xff\xff\xff")
+    known = KnownCurators(datadir, fallback=[leader.endpoint])
+    runtime = PluginHarness().runtime(tmp_path)
+    values = runtime.registry.scoped(CORE_READER)
+    runtime.add_service("connection", CuratorConnector(known, values))
+    harness = await node(runtime)
+    harness.set(NODE_CREDENTIALS, cluster.credentials)
+    found = await wait_connection(harness)
+    assert (found.leader_node_id, found.leader_endpoint) == (leader.node_id, leader.endpoint)
 
 
 async def test_connector_connects_to_the_leader_verified_as_its_node_id(

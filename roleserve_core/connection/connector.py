@@ -29,6 +29,12 @@ things notice it::
            connection, even the same leader (a follower names the hung one until its
            lease runs out; then the new leader, as a change of that follower's stream)
 
+A worker's call refused for good (``rpc.node_refusal``: the leader's gate refuses this
+node, which is decommissioned) is reported too (``CuratorConnection.report_refused``), and
+stops the node: at a restart, that is the first call of the first worker (rolefetch's
+Watch), moments after the leader is found; a running node learns it when the decommission
+ends its streams.
+
 A report about a replaced connection is ignored. The reported endpoint stays last among
 the candidates until the next report: asked last, never left out (it may be the only one).
 
@@ -43,6 +49,7 @@ the fallback, for when the leader's own stream is all there is (no other curator
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 
 import anyio
 
@@ -73,9 +80,17 @@ does), before asking again the others, which then name the new leader."""
 class CuratorConnector:
     """The node's connection to the leading curator (see the module docstring)."""
 
-    def __init__(self, known: KnownCurators, values: PluginValues) -> None:
+    def __init__(
+        self,
+        known: KnownCurators,
+        values: PluginValues,
+        stop: Callable[[str], None] = lambda reason: None,
+    ) -> None:
+        """:param stop: called with the reason when the cluster refuses this node for good
+        (``CuratorConnection.report_refused``); the node process stops then (exit 1)."""
         self.known = known
         self.values = values
+        self.stop = stop
         self._current: CuratorConnection | None = None
         self._following: anyio.CancelScope | None = None
         self._on_leaders_own_stream = False
@@ -135,6 +150,7 @@ class CuratorConnector:
             leader.endpoint,
             channel,
             on_unresponsive=lambda reason: self._unresponsive(ctx, connection, reason),
+            on_refused=self.stop,
         )
         ctx.log.info("the leading curator is %s at %s", leader.node_id, leader.endpoint)
         self._current = connection

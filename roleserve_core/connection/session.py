@@ -7,6 +7,9 @@ leader changes. ``on_each_connection`` does it once for all::
     wait for curator_connection ─▶ session(connection) ──┬─ returns: done
                                                          ├─ a new connection is set:
                                                          │    ctx.restart() (no backoff)
+                                                         ├─ refused for good (the node is
+                                                         │    decommissioned): reported, the
+                                                         │    node stops; and as below
                                                          └─ fails with a gRPC error, or
                                                             LeaderUnresponsiveError:
                                                               wait up to LEADER_CHANGE_WINDOW
@@ -43,6 +46,7 @@ import grpc
 from roleserve_core.errors import ExpectedError
 from roleserve_core.event import Watcher
 from roleserve_core.keys import CURATOR_CONNECTION, CuratorConnection
+from roleserve_core.rpc import node_refusal
 from roleserve_core.supervisor import RunContext
 from roleserve_core.values import PluginValues
 
@@ -89,6 +93,7 @@ async def on_each_connection(
                 await session(connection)
             except (grpc.aio.AioRpcError, LeaderUnresponsiveError) as exc:
                 failure = exc
+                _report_if_refused(connection, exc)
                 said = (
                     f"{exc.code().name}: {exc.details()}"
                     if isinstance(exc, grpc.aio.AioRpcError)
@@ -101,6 +106,15 @@ async def on_each_connection(
             tasks.cancel_scope.cancel()
         if failure is not None:
             raise failure
+
+
+def _report_if_refused(
+    connection: CuratorConnection, error: grpc.aio.AioRpcError | LeaderUnresponsiveError
+) -> None:
+    """Report a refusal of this node for good to the connector, which stops the node."""
+    reason = node_refusal(error) if isinstance(error, grpc.aio.AioRpcError) else None
+    if reason is not None:
+        connection.report_refused(reason)
 
 
 async def _restart_on_new_connection(ctx: RunContext, watcher: Watcher[CuratorConnection]) -> None:

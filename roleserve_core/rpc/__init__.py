@@ -4,7 +4,8 @@ channels that verify nodes by ID, peer identity for handlers, cancellation-safe 
 ::
 
     server: create_server(node credentials) + bind(address)
-            └─ AuthorizationInterceptor: each method's authorization option vs. the peer
+            └─ AuthorizationInterceptor: each method's authorization option vs. the peer,
+               and the server's NodeGate (nodes refused although certified: decommissioned)
                └─ handler: current_peer() → NodePeer | UserPeer | UnauthenticatedPeer
     client: secure_channel(target, credentials, node_id=...)  (verifies: a node of the
             cluster, or exactly that node; never by host name; keepalive pings: a hung
@@ -42,9 +43,12 @@ from roleserve_core.rpc._peer import (
 )
 from roleserve_core.rpc._server import (
     KEEPALIVE_POLICY,
+    NODE_REFUSED_METADATA,
     AuthorizationInterceptor,
+    NodeGate,
     bind,
     create_server,
+    node_refusal,
     server_credentials,
 )
 from roleserve_core.rpc._unary import CancellationSafeCall, unary
@@ -54,12 +58,14 @@ __all__ = [
     "KEEPALIVE_OPTIONS",
     "KEEPALIVE_POLICY",
     "NODE_PERMISSIONS",
+    "NODE_REFUSED_METADATA",
     "RECONNECT_OPTIONS",
     "USER_PERMISSIONS",
     "AuthorizationInterceptor",
     "CancellationSafeCall",
     "CancellationSafeChannel",
     "MethodAuthorization",
+    "NodeGate",
     "NodePeer",
     "Peer",
     "PeerClassifier",
@@ -71,6 +77,7 @@ __all__ = [
     "create_server",
     "current_peer",
     "method_authorization",
+    "node_refusal",
     "permission_name",
     "secure_channel",
     "server_credentials",

@@ -11,7 +11,14 @@
                 │ no
                 ├── unauthenticated peer  ──▶ UNAUTHENTICATED
                 ├── a needed permission missing ──▶ PERMISSION_DENIED
+                ├── a node the server's NodeGate refuses ──▶ PERMISSION_DENIED, marked
+                │       (NODE_REFUSED_METADATA); a response stream open when the gate
+                │       starts refusing its node ends the same way
                 └── handler, with current_peer() = the node or user
+
+The gate is the server's last word on nodes whose certificate is still valid: the leading
+curator's refuses decommissioned nodes (a certificate cannot be taken back). It sits here,
+where every authenticated call passes, so that no method can forget it.
 
 Servers are always nodes: they present their node certificate. Every server permits the
 clients' keepalive pings (``KEEPALIVE_POLICY``; see ``KEEPALIVE_OPTIONS`` in ``_client``).
@@ -19,9 +26,12 @@ clients' keepalive pings (``KEEPALIVE_POLICY``; see ``KEEPALIVE_OPTIONS`` in ``_
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import functools
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any, TypeAlias
+from typing import Any, Protocol, TypeAlias
 
 import grpc
 
@@ -32,6 +42,7 @@ from roleserve_core.rpc._authorization import (
     permission_name,
 )
 from roleserve_core.rpc._peer import (
+    NodePeer,
     Peer,
     PeerClassifier,
     UnauthenticatedPeer,
@@ -41,9 +52,12 @@ from roleserve_core.rpc._peer import (
 
 __all__ = [
     "KEEPALIVE_POLICY",
+    "NODE_REFUSED_METADATA",
     "AuthorizationInterceptor",
+    "NodeGate",
     "bind",
     "create_server",
+    "node_refusal",
     "server_credentials",
 ]
 
@@ -99,7 +113,40 @@ def _refusal(
     return None
 
 
-Admit = Callable[[Context], Awaitable[None]]
+NODE_REFUSED_KEY = "roleserve-node-refused"
+NODE_REFUSED_METADATA = ((NODE_REFUSED_KEY, "1"),)
+"""Trailing metadata of a call a ``NodeGate`` refused: the caller's node may not call the
+cluster any more. Waiting cannot cure that, so a node stops on it (``node_refusal``)."""
+
+
+class NodeGate(Protocol):
+    """Which nodes, holding a valid certificate, a server refuses nevertheless."""
+
+    async def refusal(self, node_id: str) -> str | None:
+        """Why ``node_id`` may not call now (one line naming it and what to do); None if it
+        may. May wait for what it needs to know (the leader's node cache)."""
+
+    async def wait_refusal(self, node_id: str) -> str:
+        """Return, with the reason, once ``node_id`` is refused (for open streams)."""
+
+
+def node_refusal(error: grpc.aio.AioRpcError) -> str | None:
+    """The reason, if ``error`` is a ``NodeGate``'s refusal of the calling node."""
+    if error.code() is not grpc.StatusCode.PERMISSION_DENIED:
+        return None
+    metadata = error.trailing_metadata() or ()
+    if any(key == NODE_REFUSED_KEY for key, _ in metadata):
+        return str(error.details())
+    return None
+
+
+async def _abort_refused(context: Context, reason: str) -> None:
+    await context.abort(grpc.StatusCode.PERMISSION_DENIED, reason, NODE_REFUSED_METADATA)
+
+
+Admit = Callable[[Context], Awaitable["Guard"]]
+Guard = Callable[[], Awaitable[str]] | None
+"""What ends an admitted response stream: returns the reason once its caller is refused."""
 
 ADMITTED_METADATA_KEY = "roleserve-admitted"
 ADMITTED_METADATA = ((ADMITTED_METADATA_KEY, "1"),)
@@ -116,8 +163,9 @@ The handler itself can therefore not send initial metadata of its own on such me
 class AuthorizationInterceptor(grpc.aio.ServerInterceptor):
     """Enforces every method's ``authorization`` option and sets ``current_peer()``."""
 
-    def __init__(self, classifier: PeerClassifier) -> None:
+    def __init__(self, classifier: PeerClassifier, gate: NodeGate | None = None) -> None:
         self.classifier = classifier
+        self.gate = gate
 
     async def intercept_service(
         self,
@@ -130,14 +178,26 @@ class AuthorizationInterceptor(grpc.aio.ServerInterceptor):
         method: str = handler_call_details.method
         authorization = method_authorization(method)
 
-        async def admit(context: Context) -> None:
+        async def admit(context: Context) -> Guard:
             peer = self.classifier.peer(context)
             refusal = _refusal(method, authorization, peer)
             if refusal is not None:
                 await context.abort(*refusal)
             _set_current_peer(peer)
+            gate = self.gate
+            if gate is None or not isinstance(peer, NodePeer) or _open_to_all(authorization):
+                return None
+            reason = await gate.refusal(peer.node_id)
+            if reason is not None:
+                await _abort_refused(context, reason)
+            return functools.partial(gate.wait_refusal, peer.node_id)
 
         return _guarded(handler, admit)
+
+
+def _open_to_all(authorization: MethodAuthorization | None) -> bool:
+    """Whether the method lets anyone in: a gate has nothing to add to those."""
+    return authorization is not None and authorization.allow_unauthenticated
 
 
 def _guarded(handler: Handler, admit: Admit) -> Handler:
@@ -164,9 +224,10 @@ def _guarded(handler: Handler, admit: Admit) -> Handler:
 def _announcing(admit: Admit) -> Admit:
     """``admit``, then tell the client it may start sending (see ``ADMITTED_METADATA``)."""
 
-    async def admit_and_announce(context: Context) -> None:
-        await admit(context)
+    async def admit_and_announce(context: Context) -> Guard:
+        guard = await admit(context)
         await context.send_initial_metadata(ADMITTED_METADATA)
+        return guard
 
     return admit_and_announce
 
@@ -175,7 +236,7 @@ def _admitting_coroutine(
     behaviour: Callable[[Any, Context], Any], admit: Admit
 ) -> Callable[[Any, Context], Awaitable[Any]]:
     async def guarded(request: Any, context: Context) -> Any:
-        await admit(context)
+        await admit(context)  # a unary answer comes at once: admission suffices
         result = behaviour(request, context)
         return await result if inspect.isawaitable(result) else result
 
@@ -186,11 +247,59 @@ def _admitting_generator(
     behaviour: Callable[[Any, Context], AsyncIterator[Any]], admit: Admit
 ) -> Callable[[Any, Context], AsyncIterator[Any]]:
     async def guarded(request: Any, context: Context) -> AsyncIterator[Any]:
-        await admit(context)
-        async for response in behaviour(request, context):
+        guard = await admit(context)
+        responses = behaviour(request, context)
+        if guard is None:
+            async for response in responses:
+                yield response
+            return
+        async for response in _until_refused(responses, guard, context):
             yield response
 
     return guarded
+
+
+async def _until_refused(
+    responses: AsyncIterator[Any], guard: Callable[[], Awaitable[str]], context: Context
+) -> AsyncIterator[Any]:
+    """``responses``, until ``guard`` returns: then the call ends with its refusal.
+
+    Each response is awaited in a task of its own, raced against the guard: a stream that
+    waits for changes (Watch) or for requests (Heartbeat) would otherwise notice nothing.
+    A response ready when the refusal comes is sent first. grpc.aio serves on asyncio, so
+    this uses asyncio's tasks; each copies the context, and so sees ``current_peer()``.
+    """
+    refused = asyncio.ensure_future(guard())
+    step: asyncio.Future[Any] | None = None
+    try:
+        while True:
+            step = asyncio.ensure_future(anext(responses))
+            await asyncio.wait((step, refused), return_when=asyncio.FIRST_COMPLETED)
+            if not step.done():
+                break
+            try:
+                response = step.result()
+            except StopAsyncIteration:
+                return
+            step = None
+            yield response
+            if refused.done():
+                break
+        await _abort_refused(context, refused.result())
+    finally:
+        for task in (step, refused):
+            if task is not None:
+                await _discarded(task)
+        aclose = getattr(responses, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+async def _discarded(task: asyncio.Future[Any]) -> None:
+    """Cancel ``task`` unless done, and take its outcome (asyncio logs one never taken)."""
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await task
 
 
 def create_server(
@@ -198,6 +307,7 @@ def create_server(
     *,
     classifier: PeerClassifier | None = None,
     options: Sequence[tuple[str, Any]] = (),
+    gate: NodeGate | None = None,
 ) -> grpc.aio.Server:
     """A grpc.aio server that authorizes every call for the cluster of ``credentials``.
 
@@ -205,12 +315,13 @@ def create_server(
 
     :param options: gRPC server options, added to (and replacing the same names of)
         ``KEEPALIVE_POLICY``.
+    :param gate: nodes refused although their certificate is valid (see ``NodeGate``).
     """
     classifier = classifier or PeerClassifier(credentials.ca_certificate)
     given = {option for option, _ in options}
     policy = [(option, value) for option, value in KEEPALIVE_POLICY if option not in given]
     return grpc.aio.server(
-        interceptors=[AuthorizationInterceptor(classifier)], options=[*policy, *options]
+        interceptors=[AuthorizationInterceptor(classifier, gate)], options=[*policy, *options]
     )
 
 

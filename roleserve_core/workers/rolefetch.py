@@ -127,8 +127,9 @@ class RoleFetch:
             ctx.log.error("cannot save the roles to %s: %s", self.path, exc.strerror)
 
     def _decommissioned(self, ctx: RunContext) -> None:
-        """Say so: the node runs on (it has no roles, so no role workers), but nothing it
-        does matters to the cluster any more."""
+        """Say so: it has no roles, so no role workers. The leader ends this stream at once
+        with its refusal of the node (``rpc.node_refusal``), which stops the node; this
+        record may come first, or not at all."""
         ctx.set_note("this node is decommissioned")
         if not self.decommissioned:
             self.decommissioned = True

@@ -18,6 +18,8 @@ Values: reads ``roles``, ``bootstrap``, ``node_credentials`` and ``network``; wr
                 once the curator follows or leads: local_control_plane set, healthy
                 restart only when *whether* a control plane is wanted flips (not when
                 peers or certificates in the role change: etcd keeps its own membership)
+        bootstrap.pb: the CA keys dropped from it once the bootstrap committed; the file
+                deleted once node_credentials is set (the node is enrolled)
 
 As in Monogon, bootstrap data wins over roles: a node that bootstraps runs a control plane
 whatever its roles say.
@@ -75,6 +77,10 @@ from roleserve_core.roles import roles_from_proto
 __all__ = ["ControlPlaneSettings", "Startup", "controlplane_worker", "wants_control_plane"]
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+BOOTSTRAP_FILE = "bootstrap.pb"
+"""The bootstrap material in the plugin's directory: with the CA keys until the bootstrap
+transaction committed, without them until the node is enrolled, then deleted."""
 
 
 def wants_control_plane(roles: NodeRoles | None, bootstrap: BootstrapRequest | None) -> bool:
@@ -148,6 +154,18 @@ class ControlPlane:
         """Where the etcd member keeps its data and TLS files."""
         return self.node.data_dir / "etcd"
 
+    @property
+    def bootstrap_file(self) -> Path:
+        """The bootstrap material, while a bootstrap is unfinished (see ``curator.bootstrap``)."""
+        return self.node.data_dir / BOOTSTRAP_FILE
+
+    def _forget_bootstrap_once_enrolled(self, ctx: RunContext, credentials: object) -> None:
+        """Delete the bootstrap material once the node's credentials are set: the core sets
+        them after saving them, so the node is enrolled and no bootstrap will resume."""
+        if credentials is not None and self.bootstrap_file.exists():
+            self.bootstrap_file.unlink()
+            ctx.log.info("the bootstrap is complete; removed %s", self.bootstrap_file)
+
     async def run(self, ctx: RunContext) -> None:
         """Runs etcd and the curator while this node bootstraps or is a consensus member."""
         values = self.node.values
@@ -167,6 +185,7 @@ class ControlPlane:
                     if not isinstance(startup, str):
                         await self._start(ctx, startup)
                 while _wanted(current) == wanted:
+                    self._forget_bootstrap_once_enrolled(ctx, current[2])
                     current = await inputs.get()
                 change = "given" if not wanted else "gone"
                 ctx.log.info("consensus_member role %s: restarting", change)
@@ -222,7 +241,7 @@ class ControlPlane:
         assert startup.bootstrap is not None
         network = self.settings.network  # a bad one ends the worker before etcd starts
         material = BootstrapMaterial.load_or_create(
-            self.node.data_dir / "bootstrap.pb", startup.bootstrap.node_key, startup.address
+            self.bootstrap_file, startup.bootstrap.node_key, startup.address
         )
         config = self._member_config(startup, material.node.node_id, material.member, binary)
         if config.mode() is MemberMode.JOIN:
@@ -237,6 +256,7 @@ class ControlPlane:
             await serving.get(filter=bool)
         async with EtcdClient([config.endpoint], material.member) as client:
             written = await _retrying_until_written(client, material, startup.address, network)
+        material = material.without_ca_keys(self.bootstrap_file)  # etcd holds them now
         ctx.log.info("bootstrapped a new cluster" if written else "the cluster was bootstrapped")
         roles = roles_from_proto(material.first_node(startup.address, self.settings.network).roles)
         self.node.values.set(BOOTSTRAPPED, Bootstrapped(material.node, material.owner, roles))

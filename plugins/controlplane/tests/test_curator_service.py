@@ -243,12 +243,13 @@ async def test_heartbeats_make_a_node_healthy_and_others_stay_unknown_in_the_gra
     assert nodes[new].health == Health.HEALTH_UNKNOWN
 
 
-async def test_a_node_that_is_not_up_is_of_unknown_health_even_when_it_beats(
+async def test_a_node_that_is_not_up_is_of_unknown_health_even_when_it_beat(
     api: CuratorApi, curators
 ) -> None:
+    """It beat just before it was decommissioned (it may beat no more after that)."""
     node = await curators.enrol(1)
-    await api.decommission(node.node_id)
     await heartbeat(api, node.credentials)
+    await api.decommission(node.node_id)
     await api.settled(
         lambda nodes: nodes[node.node_id].state == common_pb2.NODE_STATE_DECOMMISSIONED
     )

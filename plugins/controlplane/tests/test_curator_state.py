@@ -112,7 +112,7 @@ def test_bootstrap_material_is_saved_privately_and_reloaded(tmp_path: Path) -> N
     assert loaded.to_proto() == created.to_proto()
     assert loaded.node.node_id == node_id(key.public_key())
     assert loaded.owner.identity == OWNER_IDENTITY
-    _verify_member_certificate(loaded.member.certificate, loaded.authority, loaded.node.node_id)
+    _verify_member_certificate(loaded.member.certificate, _authority(loaded), loaded.node.node_id)
 
 
 def test_bootstrap_material_of_another_node_key_is_refused(tmp_path: Path) -> None:
@@ -158,6 +158,59 @@ def _material() -> BootstrapMaterial:
     return BootstrapMaterial.create(generate_key(), ADDRESS)
 
 
+def _authority(material: BootstrapMaterial) -> ClusterAuthority:
+    assert material.authority is not None, "material without CA keys"
+    return material.authority
+
+
+def _private_keys_in(path: Path) -> set[bytes]:
+    """Every PEM private key block in the file at ``path``."""
+    data = path.read_bytes()
+    return {block.split(b"-----END")[0] for block in data.split(b"-----BEGIN PRIVATE KEY-----")[1:]}
+
+
+@pytest.mark.anyio
+async def test_a_committed_bootstrap_keeps_no_ca_key_on_disk_and_resumes_without_it(
+    etcd_client: EtcdClient, tmp_path: Path
+) -> None:
+    """Interrupted before the commit, the material (CA keys and all) is reused and the
+    transaction written; once committed, the file holds the node's and the owner's keys
+    only, and a resumed bootstrap with it writes nothing and finds its cluster."""
+    path, key = tmp_path / "bootstrap.pb", generate_key()
+    first = BootstrapMaterial.load_or_create(path, key, ADDRESS)  # then interrupted
+    resumed = BootstrapMaterial.load_or_create(path, key, ADDRESS)
+    assert await write_bootstrap(etcd_client, resumed, ADDRESS)
+    assert await ClusterState(etcd_client).secrets() == _authority(first).secrets()
+
+    committed = resumed.without_ca_keys(path)
+    assert path.stat().st_mode & 0o777 == 0o600
+    secrets = _authority(first).secrets()
+    on_disk = path.read_bytes()
+    assert secrets.ca_key not in on_disk
+    assert secrets.consensus_ca_key not in on_disk
+    assert len(_private_keys_in(path)) == 2  # the node's and the owner's, nothing else
+
+    again = BootstrapMaterial.load_or_create(path, key, ADDRESS)
+    assert again.authority is None
+    assert again.to_proto() == committed.to_proto()
+    assert (again.node.certificate_pem, again.owner.certificate_pem) == (
+        first.node.certificate_pem,
+        first.owner.certificate_pem,
+    )
+    assert not await write_bootstrap(etcd_client, again, ADDRESS)
+
+
+@pytest.mark.anyio
+async def test_committed_material_refuses_an_etcd_without_its_cluster(
+    etcd_client: EtcdClient, tmp_path: Path
+) -> None:
+    """It cannot bootstrap (it has no CA keys to store): etcd's data was lost."""
+    committed = _material().without_ca_keys(tmp_path / "bootstrap.pb")
+    with pytest.raises(CredentialsError, match="etcd holds no cluster"):
+        await write_bootstrap(etcd_client, committed, ADDRESS)
+    assert await ClusterState(etcd_client).secrets() is None
+
+
 @pytest.mark.anyio
 async def test_bootstrap_writes_the_cluster_and_its_first_node_at_once(
     etcd_client: EtcdClient,
@@ -165,7 +218,7 @@ async def test_bootstrap_writes_the_cluster_and_its_first_node_at_once(
     material = _material()
     assert await write_bootstrap(etcd_client, material, ADDRESS, heartbeat_interval=2.5)
     state = ClusterState(etcd_client)  # reads need no leadership
-    assert await state.secrets() == material.authority.secrets()
+    assert await state.secrets() == _authority(material).secrets()
     configuration = await state.configuration()
     assert configuration.heartbeat_interval.ToNanoseconds() == 2_500_000_000
     assert len(await state.ticket()) == 32
@@ -179,7 +232,7 @@ async def test_bootstrap_writes_the_cluster_and_its_first_node_at_once(
     assert first.certificate == material.node.certificate_pem
     member = first.roles.consensus_member
     assert first.roles.HasField("consensus_member")
-    assert member.ca_certificate == material.authority.consensus_ca_pem
+    assert member.ca_certificate == material.consensus_ca_pem
     assert member.peer_certificate == material.member.certificate_pem
     assert [(peer.name, peer.url) for peer in member.peers] == [
         (first.id, f"https://{ADDRESS}:{DEFAULT_PEER_PORT}")
@@ -208,7 +261,7 @@ async def test_bootstrap_material_of_another_cluster_is_refused(etcd_client: Etc
     assert await write_bootstrap(etcd_client, ours, ADDRESS)
     with pytest.raises(CredentialsError, match="etcd holds another cluster"):
         await write_bootstrap(etcd_client, _material(), ADDRESS)
-    assert await ClusterState(etcd_client).secrets() == ours.authority.secrets()
+    assert await ClusterState(etcd_client).secrets() == _authority(ours).secrets()
 
 
 # -- leader-guarded writes -----------------------------------------------------------

@@ -17,9 +17,17 @@ import pytest
 from roleserve_controlplane import hooks
 from roleserve_controlplane.consensus import FAULT_VARIABLE, EtcdBinary, EtcdClient
 from roleserve_controlplane.curator import BootstrapMaterial
+from roleserve_controlplane.proto import state_pb2
 from roleserve_controlplane.testing import enrol_node, wait_healthy_through_backoff
+from roleserve_controlplane.worker_controlplane import BOOTSTRAP_FILE
 from roleserve_core import NodeRoles, State
-from roleserve_core.identity import Credentials, NodeCredentials, certificate_from_pem, generate_key
+from roleserve_core.identity import (
+    Credentials,
+    NodeCredentials,
+    certificate_from_pem,
+    certificate_to_pem,
+    generate_key,
+)
 from roleserve_core.keys import (
     BOOTSTRAP,
     BOOTSTRAPPED,
@@ -40,7 +48,13 @@ from roleserve_core.proto import (
 )
 from roleserve_core.roles import roles_from_proto
 from roleserve_core.rpc import secure_channel
-from roleserve_core.testing import FakeClock, NodeHarness, PluginHarness, wait_for_value
+from roleserve_core.testing import (
+    FakeClock,
+    NodeHarness,
+    PluginHarness,
+    poll_until,
+    wait_for_value,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -291,3 +305,27 @@ async def test_a_bootstrap_interrupted_at_any_step_ends_in_one_bootstrapped_clus
     )
     _, members = await etcd_view(f"{address}:7836", material.member)
     assert members == [(boot.node.node_id, False)]
+
+
+async def test_after_the_bootstrap_the_ca_keys_live_in_etcd_alone(
+    node: StartNode, binary: EtcdBinary, tmp_path: Path
+) -> None:
+    """Once the bootstrap committed, ``bootstrap.pb`` holds no CA key; once the node is
+    enrolled (its credentials set), the file is gone."""
+    harness = await start(node, binary, tmp_path, subnet()(0))
+    harness.set(BOOTSTRAP, BootstrapRequest(generate_key()))
+    boot: Bootstrapped = await wait_for_value(
+        harness.runtime.registry.read(BOOTSTRAPPED, "test"), lambda _: True, timeout=60
+    )
+    material_file = tmp_path / "plugins" / "controlplane" / BOOTSTRAP_FILE
+    stored = state_pb2.BootstrapMaterial.FromString(material_file.read_bytes())
+    assert (stored.secrets.ca_key, stored.secrets.consensus_ca_key) == (b"", b"")
+    assert stored.secrets.ca_certificate == certificate_to_pem(boot.node.ca_certificate)
+    assert material_file.stat().st_mode & 0o777 == 0o600
+
+    harness.set(NODE_CREDENTIALS, boot.node)  # as the core does once it saved them
+
+    async def present() -> bool:
+        return material_file.exists()
+
+    await poll_until(f"{material_file} is deleted", present, lambda there: not there)

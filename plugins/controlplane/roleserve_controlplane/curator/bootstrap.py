@@ -12,18 +12,27 @@
                                              first node: UP, consensus_member (its own member
                                              only) + kubernetes_controller, its address,
                                              the first prefix of the cluster network
+          ▼
+    material.without_ca_keys(path)           committed: the CA keys live in etcd alone; the
+                                             file keeps only what a resumed bootstrap needs
+          ▼
+    the node is enrolled (node_credentials)  the worker deletes the file
 
 Repeating it is harmless: the transaction writes nothing once the secrets exist, and the
 material on disk is reused, so a retry after a crash finds the same CA in etcd that its
-certificates chain to.
+certificates chain to. Material without CA keys never writes: it only checks that etcd
+holds its CA (etcd without a cluster then is an error: its data was lost after the commit).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
+
+from cryptography import x509
 
 from roleserve_controlplane.consensus import DEFAULT_PEER_PORT, EtcdClient
 from roleserve_controlplane.curator.authority import ClusterAuthority
@@ -67,12 +76,33 @@ IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 class BootstrapMaterial:
     """Everything the first node makes before its etcd starts."""
 
-    authority: ClusterAuthority
+    authority: ClusterAuthority | None
+    """The CAs with their keys; None once the bootstrap committed (see ``without_ca_keys``):
+    the CA certificates are then those of ``node`` and ``member``."""
     node: NodeCredentials
-    """The first node's key and node certificate."""
+    """The first node's key and node certificate (and the cluster CA certificate)."""
     member: Credentials
-    """The same key with its etcd member certificate (consensus CA)."""
+    """The same key with its etcd member certificate (and the consensus CA certificate)."""
     owner: UserCredentials
+
+    @property
+    def ca_certificate(self) -> x509.Certificate:
+        """The cluster CA certificate."""
+        return self.node.ca_certificate
+
+    @property
+    def consensus_ca_pem(self) -> bytes:
+        """PEM of the consensus CA certificate."""
+        assert self.member.ca_certificate is not None  # always given, by create and load
+        return certificate_to_pem(self.member.ca_certificate)
+
+    def without_ca_keys(self, path: Path) -> BootstrapMaterial:
+        """This material without the CAs' private keys, saved at ``path`` (0600) over the
+        full one. Call it once the bootstrap transaction committed: the keys are in etcd
+        then, and the one copy on a node's disk would outlive its purpose."""
+        stripped = dataclasses.replace(self, authority=None)
+        write_atomically(path, stripped.to_proto().SerializeToString(), 0o600)
+        return stripped
 
     @classmethod
     def create(
@@ -122,7 +152,7 @@ class BootstrapMaterial:
     def to_proto(self) -> state_pb2.BootstrapMaterial:
         """The record saved on disk."""
         return state_pb2.BootstrapMaterial(
-            secrets=self.authority.secrets(),
+            secrets=self._secrets(),
             node_key=private_key_to_pem(self.node.key),
             node_certificate=self.node.certificate_pem,
             member_certificate=self.member.certificate_pem,
@@ -131,27 +161,36 @@ class BootstrapMaterial:
             owner_identity=self.owner.identity,
         )
 
+    def _secrets(self) -> state_pb2.ClusterSecrets:
+        """The CAs: with their keys while there is an authority, else certificates only."""
+        if self.authority is not None:
+            return self.authority.secrets()
+        return state_pb2.ClusterSecrets(
+            ca_certificate=certificate_to_pem(self.ca_certificate),
+            consensus_ca_certificate=self.consensus_ca_pem,
+        )
+
     @classmethod
     def from_proto(cls, stored: state_pb2.BootstrapMaterial) -> BootstrapMaterial:
-        """The material a record holds (checked: keys and certificates must match)."""
-        authority = ClusterAuthority.from_secrets(stored.secrets)
+        """The material a record holds (checked: keys and certificates must match).
+
+        A record without CA keys (``without_ca_keys``) gives material without authority.
+        """
+        secrets = stored.secrets
+        authority = None
+        if secrets.ca_key or secrets.consensus_ca_key:
+            authority = ClusterAuthority.from_secrets(secrets)
+        ca = certificate_from_pem(secrets.ca_certificate, "the cluster CA certificate")
+        consensus_ca = certificate_from_pem(
+            secrets.consensus_ca_certificate, "the consensus CA certificate"
+        )
         key = private_key_from_pem(stored.node_key, "the node key")
         owner_key = private_key_from_pem(stored.owner_key, "the owner key")
         return cls(
             authority,
-            NodeCredentials(
-                key, certificate_from_pem(stored.node_certificate), authority.ca_certificate
-            ),
-            Credentials(
-                key,
-                certificate_from_pem(stored.member_certificate),
-                authority.consensus.certificate,
-            ),
-            UserCredentials(
-                owner_key,
-                certificate_from_pem(stored.owner_certificate),
-                authority.ca_certificate,
-            ),
+            NodeCredentials(key, certificate_from_pem(stored.node_certificate), ca),
+            Credentials(key, certificate_from_pem(stored.member_certificate), consensus_ca),
+            UserCredentials(owner_key, certificate_from_pem(stored.owner_certificate), ca),
         )
 
     def first_node(
@@ -167,7 +206,7 @@ class BootstrapMaterial:
             cluster_prefix=str((network or ClusterNetwork.parse()).prefix(0)),
         )
         member = record.roles.consensus_member
-        member.ca_certificate = self.authority.consensus_ca_pem
+        member.ca_certificate = self.consensus_ca_pem
         member.peer_certificate = self.member.certificate_pem
         member.peers.add(name=self.node.node_id, url=peer_url(str(address), DEFAULT_PEER_PORT))
         record.roles.kubernetes_controller.SetInParent()
@@ -189,8 +228,13 @@ async def write_bootstrap(
     ``network`` is the cluster network (default 10.192.0.0/11, /24 per node); it is kept in
     the configuration, and the first node gets its first prefix.
 
-    :raises CredentialsError: if the cluster in etcd has another CA than ``material``.
+    :raises CredentialsError: if the cluster in etcd has another CA than ``material``, or
+        none while the material holds no CA keys (the bootstrap committed, and etcd's data
+        was lost since).
     """
+    if material.authority is None:
+        await _check_committed(ClusterState(client), material)
+        return False
     configuration = state_pb2.ClusterConfiguration()
     configuration.heartbeat_interval.FromNanoseconds(int(heartbeat_interval * 1e9))
     network = network or ClusterNetwork.parse()
@@ -211,9 +255,18 @@ async def write_bootstrap(
         ]
     )
     if not written:
-        stored = await state.secrets()
-        if stored is None or stored.ca_certificate != certificate_to_pem(
-            material.authority.ca_certificate
-        ):
-            raise CredentialsError("etcd holds another cluster than this bootstrap material")
+        await _check_committed(state, material)
     return written
+
+
+async def _check_committed(state: ClusterState, material: BootstrapMaterial) -> None:
+    """Check that etcd holds the cluster of ``material``."""
+    stored = await state.secrets()
+    if stored is None:
+        raise CredentialsError(
+            "this bootstrap committed (its material holds no CA keys any more), but etcd "
+            "holds no cluster: the member's data was lost; bootstrap anew from an empty "
+            "data directory"
+        )
+    if stored.ca_certificate != certificate_to_pem(material.ca_certificate):
+        raise CredentialsError("etcd holds another cluster than this bootstrap material")

@@ -74,7 +74,10 @@ class NodeCache:
         self.revision = 0
         self.ready = anyio.Event()
         """Set once the first snapshot is loaded."""
-        self._subscriptions: set[Subscription] = set()
+        self._subscriptions: dict[str | None, set[Subscription]] = {}
+        """By the node they follow (None: every node), so that a change of one node wakes
+        only its own followers and those of every node: each open stream of a node also
+        holds a subscription to its own record (the leader's gate, ``standing``)."""
 
     def get(self, node_id: str) -> state_pb2.NodeRecord | None:
         """A node's current record, or None."""
@@ -85,11 +88,14 @@ class NodeCache:
         """Changes from now on, of one node or of all. Take the snapshot (``nodes``) in the
         same step, before awaiting anything, and no change falls between the two."""
         subscription = Subscription(node_id)
-        self._subscriptions.add(subscription)
+        followers = self._subscriptions.setdefault(node_id, set())
+        followers.add(subscription)
         try:
             yield subscription
         finally:
-            self._subscriptions.discard(subscription)
+            followers.discard(subscription)
+            if not followers:
+                self._subscriptions.pop(node_id, None)
 
     async def run(self) -> None:
         """Load the nodes, then follow every change until cancelled."""
@@ -134,14 +140,15 @@ class NodeCache:
             self.nodes.pop(node_id, None)
         else:
             self.nodes[node_id] = record
-        for subscription in self._subscriptions:
-            subscription._offer(node_id, record)
+        for key in (node_id, None):
+            for subscription in self._subscriptions.get(key, ()):
+                subscription._offer(node_id, record)
 
     def statistics(self) -> dict[str, int]:
         """Nodes cached, open subscriptions, and changes waiting in the slowest."""
-        slowest = max((s.pending for s in self._subscriptions), default=0)
+        subscriptions = [s for followers in self._subscriptions.values() for s in followers]
         return {
             "nodes": len(self.nodes),
-            "subscriptions": len(self._subscriptions),
-            "slowest_pending": slowest,
+            "subscriptions": len(subscriptions),
+            "slowest_pending": max((s.pending for s in subscriptions), default=0),
         }

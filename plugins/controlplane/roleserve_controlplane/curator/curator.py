@@ -9,7 +9,8 @@
            ─── meanwhile, every 2 s: a lost quorum said in the note and log
       won: stop the follower server ─── start the leader's state: node cache (one etcd
            watch), heartbeats, learner promotion, prefixes for approved nodes lacking one
-           ─── serve Curator, Management and CuratorLocal
+           ─── serve Curator, Management and CuratorLocal, refusing decommissioned nodes
+           (standing.py)
       lost (lease unconfirmed): stop the leader's server at once (clients see their streams
            end and look for the new leader), drop the leader's state, follow again
 
@@ -49,6 +50,7 @@ from roleserve_controlplane.curator.service_curator import CuratorService
 from roleserve_controlplane.curator.service_local import CuratorLocalService
 from roleserve_controlplane.curator.service_management import ManagementService
 from roleserve_controlplane.curator.service_not_leading import NotLeadingHandler
+from roleserve_controlplane.curator.standing import DecommissionedGate
 from roleserve_controlplane.curator.state import (
     APPROVED_STATES,
     LEADER_PREFIX,
@@ -61,7 +63,7 @@ from roleserve_core.clock import Clock, MonotonicClock
 from roleserve_core.errors import RoleserveError
 from roleserve_core.identity import Credentials, NodeCredentials
 from roleserve_core.proto import curator_pb2_grpc, management_pb2_grpc
-from roleserve_core.rpc import bind, create_server
+from roleserve_core.rpc import NodeGate, bind, create_server
 
 __all__ = ["Curator", "CuratorConfig", "CuratorRole", "allocate_missing_prefixes"]
 
@@ -189,6 +191,7 @@ class Curator:
                     CuratorLocalService(node_id, leader.state, election, self.leader_value),
                     CuratorService(leader),
                     ManagementService(leader),
+                    gate=DecommissionedGate(leader.cache),
                 )
             )
             self._announce(ctx, "leading")
@@ -203,9 +206,12 @@ class Curator:
         self.role.set(role)
 
     @contextlib.asynccontextmanager
-    async def _serving(self, *services: object) -> AsyncIterator[grpc.aio.Server]:
-        """A started server of ``services``; stopped without grace on exit."""
-        server = create_server(self.config.node)
+    async def _serving(
+        self, *services: object, gate: NodeGate | None = None
+    ) -> AsyncIterator[grpc.aio.Server]:
+        """A started server of ``services``, refusing the nodes ``gate`` refuses; stopped
+        without grace on exit."""
+        server = create_server(self.config.node, gate=gate)
         for service in services:
             _add(server, service)
         bind(server, f"{self.config.address}:{self.config.port}", self.config.node)

@@ -167,7 +167,7 @@ class CuratorCluster:
         material = BootstrapMaterial.create(node.key, node.address)
         node.credentials = material.node
         self.owner = material.owner
-        self.consensus_ca = material.authority.consensus_ca_pem
+        self.consensus_ca = material.consensus_ca_pem
         config = self.etcd.config(0, name=node.node_id, credentials=material.member)
         node.member = await self.etcd.start(config)
         async with node.member.client(material.member) as client:
