@@ -33,6 +33,7 @@ from typing_extensions import override
 
 from roleserve_core.access import ClusterAccess
 from roleserve_core.cli import main
+from roleserve_core.cli.ctl import _session as session_module
 from roleserve_core.cli.ctl._errors import CtlError
 from roleserve_core.cli.ctl._format import format_age, state_name
 from roleserve_core.cli.ctl._resolve import match_node
@@ -109,6 +110,9 @@ class FakeCluster:
     """A method that, once called, presses Ctrl-C in the main thread and never answers."""
     no_quorum: curator_pb2.NoQuorum | None = None
     """Set: GetCurrentLeader names no leader and says this, as a curator without a quorum."""
+    hung_leader: tuple[str, str, int] | None = None
+    """Set: the next GetCurrentLeader names this leader (node ID, host, port) instead, as a
+    follower names a hung leader until its lease runs out; then the fake's own again."""
     requests: list[tuple[str, Any]] = field(default_factory=list)
     server: grpc.aio.Server | None = None
 
@@ -145,6 +149,12 @@ class FakeCuratorLocal(curator_pb2_grpc.CuratorLocalServicer):
         self, request: curator_pb2.GetCurrentLeaderRequest, context: Context
     ) -> AsyncIterator[curator_pb2.GetCurrentLeaderResponse]:
         leader_id = self.cluster.leader.node_id
+        if self.cluster.hung_leader is not None:
+            (hung_id, host, port), self.cluster.hung_leader = self.cluster.hung_leader, None
+            yield curator_pb2.GetCurrentLeaderResponse(
+                leader_node_id=hung_id, leader_host=host, leader_port=port, this_node_id=leader_id
+            )
+            return
         if self.cluster.no_quorum is not None:
             quorum = self.cluster.no_quorum
             yield curator_pb2.GetCurrentLeaderResponse(this_node_id=leader_id, no_quorum=quorum)
@@ -1100,6 +1110,25 @@ def test_no_leader(setup: Setup, ctl: Any) -> None:
         f"roleserve ctl: error: no curator at {host}:{port} named a leader within 0.3 s; is "
         "the cluster running, and are these its addresses?\n"
     )
+
+
+def test_a_leader_that_does_not_answer_is_said_and_left_for_the_next(
+    setup: Setup, ctl: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hung leader accepts TCP and never completes a connection; the curators name it
+    until its lease runs out. ctl says so and asks again, rather than waiting out its
+    deadline on the hung one and failing."""
+    monkeypatch.setattr(session_module, "LEADER_ANSWER_TIMEOUT", 0.2)
+    with socket.create_server((str(random_loopback()), 0)) as silent:  # accepts, never answers
+        host, port = silent.getsockname()
+        setup.cluster.hung_leader = (setup.new_id, host, port)
+        result = ctl("nodes")
+    assert result.code == 0, result.err
+    assert result.err == (
+        f"roleserve ctl: the leader {setup.new_id} at {host}:{port} does not answer; "
+        "waiting for the other curators to elect another\n"
+    )
+    assert f"*  {setup.leader_id}" in result.out
 
 
 def without_quorum(setup: Setup) -> str:

@@ -46,7 +46,7 @@ import grpc
 from roleserve_core.errors import ExpectedError
 from roleserve_core.event import Watcher
 from roleserve_core.keys import CURATOR_CONNECTION, CuratorConnection
-from roleserve_core.rpc import node_refusal
+from roleserve_core.rpc import node_refusal, until_ready
 from roleserve_core.supervisor import RunContext
 from roleserve_core.values import PluginValues
 
@@ -56,9 +56,6 @@ LEADER_CHANGE_WINDOW = 15.0
 """Seconds a failed session waits for a new connection before it counts as a failure:
 longer than an election takes after a leader dies (its lease, 10 s by default, runs out
 first)."""
-
-READY_POLL_INTERVAL = 0.1
-"""Seconds between looks at a channel that lost its server (see ``_restart_once_ready``)."""
 
 Session = Callable[[CuratorConnection], Awaitable[None]]
 
@@ -130,13 +127,7 @@ def _lost_its_server(channel: grpc.aio.Channel) -> bool:
 
 
 async def _restart_once_ready(ctx: RunContext, channel: grpc.aio.Channel) -> None:
-    """Restart ``ctx``'s runnable once ``channel`` is connected again.
-
-    Polled, not awaited with ``channel_ready()``: gRPC cannot cancel that wait, and the
-    connectivity watch it leaves behind fires into whatever event loop is current later.
-    """
-    ready = grpc.ChannelConnectivity.READY
-    while channel.get_state(try_to_connect=True) is not ready:  # noqa: ASYNC110 -- see above
-        await anyio.sleep(READY_POLL_INTERVAL)
+    """Restart ``ctx``'s runnable once ``channel`` is connected again."""
+    await until_ready(channel)
     ctx.log.info("the curator answers again; starting over")
     ctx.restart()

@@ -32,6 +32,7 @@ from roleserve_core.rpc._client import (
     CancellationSafeChannel,
     channel_credentials,
     secure_channel,
+    until_ready,
 )
 from roleserve_core.rpc._peer import (
     NodePeer,
@@ -82,4 +83,5 @@ __all__ = [
     "secure_channel",
     "server_credentials",
     "unary",
+    "until_ready",
 ]

@@ -39,6 +39,7 @@ __all__ = [
     "CancellationSafeChannel",
     "channel_credentials",
     "secure_channel",
+    "until_ready",
 ]
 
 _log = logging.getLogger("roleserve.rpc")
@@ -66,6 +67,22 @@ down for minutes still notices within 5 s that it is up again."""
 
 CHANNEL_OPTIONS = KEEPALIVE_OPTIONS + RECONNECT_OPTIONS
 """What every channel of ``secure_channel`` starts from."""
+
+
+READY_POLL_INTERVAL = 0.1
+"""Seconds between looks at a channel that is not connected (``until_ready``)."""
+
+
+async def until_ready(channel: grpc.aio.Channel) -> None:
+    """Return once ``channel`` is connected to its server, connecting if it is not; bound
+    it with ``anyio.move_on_after``.
+
+    Polled rather than awaited with ``channel_ready()``: gRPC cannot cancel that wait, and
+    the connectivity watch it leaves behind fires into whatever event loop is current later.
+    """
+    ready = grpc.ChannelConnectivity.READY
+    while channel.get_state(try_to_connect=True) is not ready:  # noqa: ASYNC110 -- see above
+        await anyio.sleep(READY_POLL_INTERVAL)
 
 
 def channel_credentials(credentials: Credentials) -> grpc.ChannelCredentials:

@@ -159,6 +159,11 @@ def _handler(
     return handler
 
 
+def _note(line: str) -> None:
+    """Tell the person waiting, on stderr, why the command takes longer."""
+    print(f"{PROG}: {line}", file=sys.stderr, flush=True)
+
+
 def _run(run: Run, args: argparse.Namespace, *, without_leader: bool = False) -> None:
     """Load the access directory and run the command in a session (``without_leader``:
     see ``add``).
@@ -179,7 +184,9 @@ def _run(run: Run, args: argparse.Namespace, *, without_leader: bool = False) ->
     from roleserve_core.connection import NoQuorumError
 
     async def in_session() -> None:
-        async with open_session(access, args.timeout, without_leader=without_leader) as session:
+        async with open_session(
+            access, args.timeout, without_leader=without_leader, say=_note
+        ) as session:
             if session.quorum is not None:
                 said = NoQuorumError(session.quorum, _start_them(directory))
                 print(f"{PROG}: {said}; reaching the members that answer", file=sys.stderr)

@@ -5,7 +5,9 @@
     access directory (--credentials, $ROLESERVE_CREDENTIALS, ~/.config/roleserve/owner)
       │ user credentials + curator endpoints (or --endpoint ...)
       ▼
-    find_leader ──▶ Management channel to the leader, verified as exactly that node
+    find_leader ──▶ Management channel to the leader, verified as exactly that node, once
+      it completes a connection within 2 s (a hung leader is said, and the curators are
+      asked again until they name one that answers)
       (no leader because the consensus has no quorum: NoQuorumError at once; a command
       that needs one node only (tree, logs) may go on without a leader, reaching the
       consensus members that answer: ``without_leader``)
@@ -23,17 +25,18 @@ session closes everything, whichever way the command ends.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+import anyio
 import grpc
 
 from roleserve_core.access import ClusterAccess
 from roleserve_core.cli.ctl._errors import CtlError, rpc_failure
 from roleserve_core.cli.ctl._resolve import match_node
-from roleserve_core.connection import LeaderInfo, NoQuorumError, find_leader
+from roleserve_core.connection import LeaderInfo, NoLeaderError, NoQuorumError, find_leader
 from roleserve_core.ports import CURATOR_PORT, NODE_MANAGEMENT_PORT, endpoint
 from roleserve_core.proto import (
     curator_pb2,
@@ -41,13 +44,18 @@ from roleserve_core.proto import (
     management_pb2_grpc,
     nodemanagement_pb2_grpc,
 )
-from roleserve_core.rpc import secure_channel
+from roleserve_core.rpc import secure_channel, until_ready
 
 if TYPE_CHECKING:
     from roleserve_core.proto.management_pb2_grpc import ManagementAsyncStub
     from roleserve_core.proto.nodemanagement_pb2_grpc import NodeManagementAsyncStub
 
 __all__ = ["NodeClient", "Session", "open_session", "remember_curators"]
+
+LEADER_ANSWER_TIMEOUT = 2.0
+"""Seconds the leader's curator has to complete a connection before it counts as hung."""
+ASK_AGAIN = 0.5
+"""Seconds between asking the curators again while the leader they name does not answer."""
 
 Request = TypeVar("Request")
 Response = TypeVar("Response")
@@ -186,11 +194,17 @@ class Session:
 
 @contextlib.asynccontextmanager
 async def open_session(
-    access: ClusterAccess, call_timeout: float, *, without_leader: bool = False
+    access: ClusterAccess,
+    call_timeout: float,
+    *,
+    without_leader: bool = False,
+    say: Callable[[str], None] = lambda line: None,
 ) -> AsyncIterator[Session]:
     """Find the leader and open the Management channel to it.
 
     :param call_timeout: seconds to find the leader, and for each call of the session.
+    :param say: where to tell the person waiting why it takes longer (a leader found
+        that does not answer).
     :param without_leader: when the consensus has no quorum, open a session without a
         leader (``Session.quorum``) instead of failing: for commands that talk to one node.
     :raises LeaderRefusedError: as soon as every endpoint refused the connection: a
@@ -201,13 +215,7 @@ async def open_session(
     """
     quorum = None
     try:
-        leader: LeaderInfo | None = await find_leader(
-            access.endpoints,
-            access.credentials,
-            timeout=call_timeout,
-            refused_is_final=True,
-            no_quorum_is_final=True,
-        )
+        leader: LeaderInfo | None = await _leader_that_answers(access, call_timeout, say)
     except NoQuorumError as exc:
         if not without_leader:
             raise
@@ -218,6 +226,59 @@ async def open_session(
         await channels.enter_async_context(channel)
         management = management_pb2_grpc.ManagementStub(channel)
         yield Session(access, leader, management, call_timeout, channels, quorum)
+
+
+async def _leader_that_answers(
+    access: ClusterAccess,
+    timeout: float,  # noqa: ASYNC109 -- named in the error it raises
+    say: Callable[[str], None],
+) -> LeaderInfo:
+    """The leader, once its curator completes a connection within ``LEADER_ANSWER_TIMEOUT``.
+
+    A hung leader (a stopped process, a paused VM) still accepts TCP, and the other curators
+    name it until its lease runs out: a call to it would wait out the whole deadline and
+    fail. So a leader that does not answer is said once, and the curators are asked again
+    until they name one that does (the new leader, a lease TTL after the hang).
+
+    :raises NoLeaderError: if none answered within ``timeout`` seconds.
+    """
+    deadline = anyio.current_time() + timeout
+    silent: set[str] = set()
+    left = timeout
+    while True:
+        leader = await find_leader(
+            access.endpoints,
+            access.credentials,
+            timeout=left,
+            refused_is_final=True,
+            no_quorum_is_final=True,
+        )
+        if await _answers(leader, access):
+            return leader
+        if leader.node_id not in silent:
+            silent.add(leader.node_id)
+            say(
+                f"the leader {leader.node_id} at {leader.endpoint} does not answer; waiting "
+                "for the other curators to elect another"
+            )
+        await anyio.sleep(ASK_AGAIN)
+        left = deadline - anyio.current_time()
+        if left <= 0:
+            raise NoLeaderError(
+                f"the leader {leader.node_id} at {leader.endpoint} does not answer, and no "
+                f"other curator took over within {timeout:g} s; is its node stopped or its "
+                "machine paused? The others elect a new leader once its lease runs out "
+                "(lease_ttl); a longer --timeout waits for that"
+            )
+
+
+async def _answers(leader: LeaderInfo, access: ClusterAccess) -> bool:
+    """Whether the leader's curator completes a connection (TLS included) in time."""
+    async with secure_channel(leader.endpoint, access.credentials, node_id=leader.node_id) as ch:
+        with anyio.move_on_after(LEADER_ANSWER_TIMEOUT):
+            await until_ready(ch)
+            return True
+    return False
 
 
 def _management_target(
