@@ -54,7 +54,9 @@ __all__ = [
 ]
 
 DEFAULT_VALIDITY = datetime.timedelta(days=3650)
-"""Ten years: roleserve does not rotate certificates yet, so they must outlive the cluster."""
+"""Ten years, for the CAs and user certificates, which are not rotated yet. Node
+certificates get the cluster's shorter lifetime from the curator (``not_after``), and
+nodes renew them (``roleserve_core.workers.renewal``)."""
 
 CLOCK_SKEW = datetime.timedelta(minutes=5)
 """Certificates start this much in the past, so a peer whose clock lags accepts them."""

@@ -8,11 +8,13 @@ gathers the checked values into one typed object for the worker.
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from roleserve_controlplane.consensus import DEFAULT_TTL
+from roleserve_controlplane.curator.authority import DEFAULT_NODE_CERTIFICATE_LIFETIME
 from roleserve_controlplane.curator.prefixes import (
     DEFAULT_CLUSTER_NETWORK,
     DEFAULT_NODE_PREFIX_LENGTH,
@@ -27,6 +29,7 @@ __all__ = [
     "ETCD",
     "HEARTBEAT_MS",
     "LEASE_TTL",
+    "NODE_CERTIFICATE_LIFETIME",
     "NODE_PREFIX_LENGTH",
     "SETTINGS",
     "ControlPlaneSettings",
@@ -64,6 +67,13 @@ NODE_PREFIX_LENGTH: Setting[int] = Setting(
     "The length of each node's prefix of the cluster network; used at bootstrap only.",
 )
 
+NODE_CERTIFICATE_LIFETIME: Setting[int] = Setting(
+    "node_certificate_lifetime",
+    int,
+    int(DEFAULT_NODE_CERTIFICATE_LIFETIME.total_seconds()),
+    "Seconds node certificates are valid (nodes renew after two thirds); used at bootstrap only.",
+)
+
 SETTINGS: tuple[Setting[Any], ...] = (
     ETCD,
     LEASE_TTL,
@@ -71,6 +81,7 @@ SETTINGS: tuple[Setting[Any], ...] = (
     ELECTION_MS,
     CLUSTER_NETWORK,
     NODE_PREFIX_LENGTH,
+    NODE_CERTIFICATE_LIFETIME,
 )
 """Everything ``[plugins.controlplane]`` accepts, in the order ``roleserve plugins`` lists."""
 
@@ -85,6 +96,20 @@ class ControlPlaneSettings:
     election_ms: int = ELECTION_MS.default
     cluster_network: str = CLUSTER_NETWORK.default
     node_prefix_length: int = NODE_PREFIX_LENGTH.default
+    node_certificate_lifetime: int = NODE_CERTIFICATE_LIFETIME.default
+
+    @property
+    def certificate_lifetime(self) -> datetime.timedelta:
+        """The node certificate lifetime a bootstrap configures.
+
+        :raises ValueError: if it is not positive, naming the setting (a final error).
+        """
+        if self.node_certificate_lifetime <= 0:
+            raise ValueError(
+                "[plugins.controlplane] node_certificate_lifetime must be a positive number "
+                f"of seconds, not {self.node_certificate_lifetime}"
+            )
+        return datetime.timedelta(seconds=self.node_certificate_lifetime)
 
     @property
     def network(self) -> ClusterNetwork:
@@ -109,4 +134,5 @@ class ControlPlaneSettings:
             election_ms=ELECTION_MS.read(config),
             cluster_network=CLUSTER_NETWORK.read(config),
             node_prefix_length=NODE_PREFIX_LENGTH.read(config),
+            node_certificate_lifetime=NODE_CERTIFICATE_LIFETIME.read(config),
         )

@@ -17,7 +17,9 @@ Values: reads ``roles``, ``bootstrap``, ``node_credentials`` and ``network``; wr
                                         until the member has recorded its bootstrap)
                 once the curator follows or leads: local_control_plane set, healthy
                 restart only when *whether* a control plane is wanted flips (not when
-                peers or certificates in the role change: etcd keeps its own membership)
+                peers or certificates in the role change: etcd keeps its own membership),
+                or when the node certificate the curator serves with is renewed (the
+                core's worker ``renewal``): the curator's server presents the new one then
         bootstrap.pb: the CA keys dropped from it once the bootstrap committed; the file
                 deleted once node_credentials is set (the node is enrolled)
 
@@ -27,6 +29,7 @@ whatever its roles say.
 
 from __future__ import annotations
 
+import datetime
 import ipaddress
 import shutil
 from collections.abc import Mapping
@@ -74,7 +77,13 @@ from roleserve_core.keys import (
 )
 from roleserve_core.roles import roles_from_proto
 
-__all__ = ["ControlPlaneSettings", "Startup", "controlplane_worker", "wants_control_plane"]
+__all__ = [
+    "ControlPlaneSettings",
+    "Startup",
+    "certificate_renewed",
+    "controlplane_worker",
+    "wants_control_plane",
+]
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -91,6 +100,15 @@ def wants_control_plane(roles: NodeRoles | None, bootstrap: BootstrapRequest | N
 def _wanted(current: tuple[Any, ...]) -> bool:
     roles, bootstrap, *_ = current
     return wants_control_plane(roles, bootstrap)
+
+
+def certificate_renewed(serving: NodeCredentials | None, latest: NodeCredentials | None) -> bool:
+    """Whether the node certificate changed from the one the curator serves with.
+
+    Credentials that appear only after the start (a bootstrap sets them once it is done,
+    from the certificate it served with) are no renewal.
+    """
+    return serving is not None and latest is not None and latest.certificate != serving.certificate
 
 
 @dataclass(frozen=True)
@@ -184,11 +202,18 @@ class ControlPlane:
                         startup = fold(*current)
                     if not isinstance(startup, str):
                         await self._start(ctx, startup)
+                serving = current[2]
                 while _wanted(current) == wanted:
                     self._forget_bootstrap_once_enrolled(ctx, current[2])
                     current = await inputs.get()
-                change = "given" if not wanted else "gone"
-                ctx.log.info("consensus_member role %s: restarting", change)
+                    if wanted and certificate_renewed(serving, current[2]):
+                        break
+                    serving = serving or current[2]
+                if _wanted(current) == wanted:
+                    ctx.log.info("the node certificate was renewed: restarting with it")
+                else:
+                    change = "given" if not wanted else "gone"
+                    ctx.log.info("consensus_member role %s: restarting", change)
                 ctx.restart()
                 await anyio.sleep_forever()
             finally:
@@ -240,8 +265,9 @@ class ControlPlane:
     async def _bootstrap(self, ctx: RunContext, startup: Startup, binary: Any) -> None:
         assert startup.bootstrap is not None
         network = self.settings.network  # a bad one ends the worker before etcd starts
+        lifetime = self.settings.certificate_lifetime  # so does a bad lifetime
         material = BootstrapMaterial.load_or_create(
-            self.bootstrap_file, startup.bootstrap.node_key, startup.address
+            self.bootstrap_file, startup.bootstrap.node_key, startup.address, lifetime
         )
         config = self._member_config(startup, material.node.node_id, material.member, binary)
         if config.mode() is MemberMode.JOIN:
@@ -255,7 +281,9 @@ class ControlPlane:
         with member.serving.watch() as serving:
             await serving.get(filter=bool)
         async with EtcdClient([config.endpoint], material.member) as client:
-            written = await _retrying_until_written(client, material, startup.address, network)
+            written = await _retrying_until_written(
+                client, material, startup.address, network, lifetime
+            )
         material = material.without_ca_keys(self.bootstrap_file)  # etcd holds them now
         ctx.log.info("bootstrapped a new cluster" if written else "the cluster was bootstrapped")
         roles = roles_from_proto(material.first_node(startup.address, self.settings.network).roles)
@@ -290,13 +318,19 @@ class ControlPlane:
 
 
 async def _retrying_until_written(
-    client: EtcdClient, material: BootstrapMaterial, address: IPAddress, network: ClusterNetwork
+    client: EtcdClient,
+    material: BootstrapMaterial,
+    address: IPAddress,
+    network: ClusterNetwork,
+    lifetime: datetime.timedelta,
 ) -> bool:
     """Write the bootstrap records once etcd answers."""
     delay = 0.05
     while True:
         try:
-            return await write_bootstrap(client, material, address, network=network)
+            return await write_bootstrap(
+                client, material, address, network=network, node_certificate_lifetime=lifetime
+            )
         except EtcdRequestError:
             await anyio.sleep(delay)
             delay = min(delay * 2, 1.0)

@@ -1,0 +1,114 @@
+"""Node certificates have the cluster's lifetime, and a node renews its own, on real etcd
+over mTLS: same key and node ID, a new lifetime from now; never a decommissioned node."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import AsyncIterator
+
+import grpc
+import pytest
+
+from roleserve_controlplane.curator import node_certificate_lifetime
+from roleserve_controlplane.proto import state_pb2
+from roleserve_controlplane.testing.curator import CuratorCluster, CuratorNode
+from roleserve_controlplane.testing.curator_api import CuratorApi, refused
+from roleserve_controlplane.testing.etcd import EtcdCluster
+from roleserve_controlplane.worker_controlplane import ControlPlaneSettings, certificate_renewed
+from roleserve_core.identity import NodeCredentials, certificate_from_pem
+from roleserve_core.proto import common_pb2, curator_pb2
+from roleserve_core.testing import ThrowawayCA
+
+pytestmark = pytest.mark.anyio
+
+LIFETIME = datetime.timedelta(hours=6)
+SLACK = datetime.timedelta(minutes=1)
+"""Between issuing a certificate and checking it (``CLOCK_SKEW`` backdates its start)."""
+
+
+@pytest.fixture
+async def short_lived(cluster: EtcdCluster) -> AsyncIterator[CuratorCluster]:
+    """A bootstrapped cluster whose configuration gives node certificates ``LIFETIME``."""
+    async with CuratorCluster(cluster, node_certificate_lifetime=LIFETIME) as curators:
+        await curators.bootstrap()
+        yield curators
+
+
+def _expires_in_lifetime(certificate: bytes | object, lifetime: datetime.timedelta) -> None:
+    assert isinstance(certificate, bytes)
+    parsed = certificate_from_pem(certificate)
+    end = datetime.datetime.now(datetime.UTC) + lifetime
+    assert end - SLACK <= parsed.not_valid_after_utc <= end
+
+
+async def _renew(api: CuratorApi, node: CuratorNode) -> curator_pb2.RenewCertificateResponse:
+    assert node.credentials is not None
+    async with api.curator(node.credentials) as curator:
+        response: curator_pb2.RenewCertificateResponse = await curator.RenewCertificate(
+            curator_pb2.RenewCertificateRequest()
+        )
+    return response
+
+
+async def test_enrolment_and_renewal_give_the_configured_lifetime_for_the_same_node(
+    short_lived: CuratorCluster,
+) -> None:
+    api = CuratorApi(short_lived)
+    node = await short_lived.enrol(1)
+    assert node.credentials is not None
+    _expires_in_lifetime(node.credentials.certificate_pem, LIFETIME)
+    _expires_in_lifetime(short_lived.nodes[0].credentials.certificate_pem, LIFETIME)  # type: ignore[union-attr]
+
+    renewed = await _renew(api, node)
+
+    _expires_in_lifetime(renewed.node_certificate, LIFETIME)
+    certificate = certificate_from_pem(renewed.node_certificate)
+    assert certificate != node.credentials.certificate
+    credentials = NodeCredentials(
+        node.credentials.key, certificate, node.credentials.ca_certificate
+    )
+    assert credentials.node_id == node.node_id
+    node.credentials = credentials
+    await _renew(api, node)  # the renewed certificate opens the curator
+
+
+def test_a_configuration_without_a_lifetime_means_thirty_days() -> None:
+    """Clusters bootstrapped before the field existed."""
+    unset = state_pb2.ClusterConfiguration()
+    assert node_certificate_lifetime(unset) == datetime.timedelta(days=30)
+
+
+async def test_the_default_bootstrap_gives_thirty_days(curators: CuratorCluster) -> None:
+    node = await curators.enrol(1)
+    renewed = await _renew(CuratorApi(curators), node)
+    _expires_in_lifetime(renewed.node_certificate, datetime.timedelta(days=30))
+
+
+async def test_a_decommissioned_node_cannot_renew(curators: CuratorCluster) -> None:
+    api = CuratorApi(curators)
+    node = await curators.enrol(1)
+    await api.decommission(node.node_id)
+    await api.settled(
+        lambda nodes: nodes[node.node_id].state == common_pb2.NODE_STATE_DECOMMISSIONED
+    )
+    with refused(grpc.StatusCode.PERMISSION_DENIED, f"node {node.node_id} is decommissioned"):
+        await _renew(api, node)
+
+
+def test_the_control_plane_restarts_for_a_renewed_certificate_only() -> None:
+    """Its curator then serves with the new certificate; credentials that a bootstrap sets
+    after the start are the ones it served with already."""
+    ca = ThrowawayCA()
+    first = ca.node()
+    renewed = ca.node(first.key)
+    assert certificate_renewed(first, renewed)
+    assert not certificate_renewed(first, first)
+    assert not certificate_renewed(None, first)  # set once a bootstrap is done
+
+
+def test_a_lifetime_that_is_not_positive_is_refused_in_one_line() -> None:
+    with pytest.raises(ValueError, match=r"^\[plugins.controlplane\] node_certificate_lifetime "):
+        ControlPlaneSettings(node_certificate_lifetime=0).certificate_lifetime  # noqa: B018
+    assert ControlPlaneSettings(node_certificate_lifetime=60).certificate_lifetime == (
+        datetime.timedelta(minutes=1)
+    )
