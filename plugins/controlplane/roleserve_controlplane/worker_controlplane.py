@@ -24,7 +24,8 @@ Values: reads ``roles``, ``bootstrap``, ``node_credentials`` and ``network``; wr
                 deleted once node_credentials is set (the node is enrolled)
 
 As in Monogon, bootstrap data wins over roles: a node that bootstraps runs a control plane
-whatever its roles say.
+whatever its roles say; once it is enrolled and knows its member role, a restart in the same
+process runs that member (the bootstrap material is gone by then).
 """
 
 from __future__ import annotations
@@ -134,7 +135,7 @@ def fold(
     if network is None or network.external_address is None:
         return "waiting for the node's address"
     address = network.external_address
-    if bootstrap is not None:
+    if bootstrap is not None and not _bootstrapped_member(roles, credentials):
         return Startup(address, bootstrap=bootstrap)
     if credentials is None:
         return "waiting for the node's credentials"
@@ -148,6 +149,13 @@ def fold(
     )
     peers = {peer.name: peer.url for peer in role.peers}
     return Startup(address, credentials=credentials, member=member, peers=peers)
+
+
+def _bootstrapped_member(roles: NodeRoles | None, credentials: NodeCredentials | None) -> bool:
+    """Whether a bootstrapping node is done and knows its member role: a restart of the
+    worker in the same process (for a renewed certificate) then runs the member its role
+    describes. Bootstrapping again would make new material, the file being gone."""
+    return credentials is not None and roles is not None and roles.consensus_member is not None
 
 
 def controlplane_worker(node: NodeContext) -> Worker:

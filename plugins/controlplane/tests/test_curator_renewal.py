@@ -4,19 +4,28 @@ over mTLS: same key and node ID, a new lifetime from now; never a decommissioned
 from __future__ import annotations
 
 import datetime
+import ipaddress
 from collections.abc import AsyncIterator
 
 import grpc
 import pytest
 
+from roleserve_controlplane.consensus import ConsensusCA
 from roleserve_controlplane.curator import node_certificate_lifetime
 from roleserve_controlplane.proto import state_pb2
 from roleserve_controlplane.testing.curator import CuratorCluster, CuratorNode
 from roleserve_controlplane.testing.curator_api import CuratorApi, refused
 from roleserve_controlplane.testing.etcd import EtcdCluster
-from roleserve_controlplane.worker_controlplane import ControlPlaneSettings, certificate_renewed
-from roleserve_core.identity import NodeCredentials, certificate_from_pem
+from roleserve_controlplane.worker_controlplane import (
+    ControlPlaneSettings,
+    Startup,
+    certificate_renewed,
+    fold,
+)
+from roleserve_core.identity import NodeCredentials, certificate_from_pem, certificate_to_pem
+from roleserve_core.keys import BootstrapRequest, NetworkStatus
 from roleserve_core.proto import common_pb2, curator_pb2
+from roleserve_core.roles import ConsensusMember, NodeRoles
 from roleserve_core.testing import ThrowawayCA
 
 pytestmark = pytest.mark.anyio
@@ -112,3 +121,30 @@ def test_a_lifetime_that_is_not_positive_is_refused_in_one_line() -> None:
     assert ControlPlaneSettings(node_certificate_lifetime=60).certificate_lifetime == (
         datetime.timedelta(minutes=1)
     )
+
+
+def test_a_bootstrapped_member_restarts_as_the_member_of_its_role() -> None:
+    """The restart for a renewed certificate, in the process that bootstrapped: the
+    bootstrap material is gone, so the member its role describes runs, not a bootstrap."""
+    credentials = ThrowawayCA().node()
+    address = ipaddress.IPv4Address("192.0.2.1")
+    consensus = ConsensusCA.create()
+    peer = consensus.member_certificate(
+        credentials.key.public_key(), credentials.node_id, [address]
+    )
+    roles = NodeRoles(
+        consensus_member=ConsensusMember(
+            ca_certificate=certificate_to_pem(consensus.certificate),
+            peer_certificate=certificate_to_pem(peer),
+        )
+    )
+    bootstrap = BootstrapRequest(credentials.key)
+    network = NetworkStatus(address)
+
+    startup = fold(roles, bootstrap, credentials, network)
+    assert isinstance(startup, Startup)
+    assert (startup.bootstrap, startup.credentials) == (None, credentials)
+    for unfinished in [(roles, None), (None, credentials)]:
+        started = fold(unfinished[0], bootstrap, unfinished[1], network)
+        assert isinstance(started, Startup)
+        assert started.bootstrap is bootstrap
