@@ -19,8 +19,9 @@ curator's configuration, 30 days by default); the node learns it from the certif
 
 Who picks the new certificate up: the connector makes a new channel to the leader when
 ``node_credentials`` changes, and the node management server restarts with it (its
-``restart_needed``); the controlplane plugin's curator and etcd member restart likewise.
-Connections open at the change keep their handshake, which an expiry does not end.
+``restart_needed``); the controlplane plugin's curator server reads the latest
+``node_credentials`` at each TLS handshake (``rpc.bind(..., current=...)``). Connections
+open at the change keep their handshake, which an expiry does not end.
 
 Why sleep in steps of at most RECHECK: a monotonic sleep does not count the time a machine
 is suspended, and an operator may set the wall clock; waking at least hourly puts the

@@ -17,9 +17,10 @@ Values: reads ``roles``, ``bootstrap``, ``node_credentials`` and ``network``; wr
                                         until the member has recorded its bootstrap)
                 once the curator follows or leads: local_control_plane set, healthy
                 restart only when *whether* a control plane is wanted flips (not when
-                peers or certificates in the role change: etcd keeps its own membership),
-                or when the node certificate the curator serves with is renewed (the
-                core's worker ``renewal``): the curator's server presents the new one then
+                peers or certificates in the role change: etcd keeps its own membership;
+                nor when the node certificate is renewed, by the core's worker
+                ``renewal``: the curator's server reads the latest node_credentials at
+                each TLS handshake and presents the renewed certificate)
         bootstrap.pb: the CA keys dropped from it once the bootstrap committed; the file
                 deleted once node_credentials is set (the node is enrolled)
 
@@ -81,7 +82,6 @@ from roleserve_core.roles import roles_from_proto
 __all__ = [
     "ControlPlaneSettings",
     "Startup",
-    "certificate_renewed",
     "controlplane_worker",
     "wants_control_plane",
 ]
@@ -101,15 +101,6 @@ def wants_control_plane(roles: NodeRoles | None, bootstrap: BootstrapRequest | N
 def _wanted(current: tuple[Any, ...]) -> bool:
     roles, bootstrap, *_ = current
     return wants_control_plane(roles, bootstrap)
-
-
-def certificate_renewed(serving: NodeCredentials | None, latest: NodeCredentials | None) -> bool:
-    """Whether the node certificate changed from the one the curator serves with.
-
-    Credentials that appear only after the start (a bootstrap sets them once it is done,
-    from the certificate it served with) are no renewal.
-    """
-    return serving is not None and latest is not None and latest.certificate != serving.certificate
 
 
 @dataclass(frozen=True)
@@ -210,18 +201,11 @@ class ControlPlane:
                         startup = fold(*current)
                     if not isinstance(startup, str):
                         await self._start(ctx, startup)
-                serving = current[2]
                 while _wanted(current) == wanted:
                     self._forget_bootstrap_once_enrolled(ctx, current[2])
                     current = await inputs.get()
-                    if wanted and certificate_renewed(serving, current[2]):
-                        break
-                    serving = serving or current[2]
-                if _wanted(current) == wanted:
-                    ctx.log.info("the node certificate was renewed: restarting with it")
-                else:
-                    change = "given" if not wanted else "gone"
-                    ctx.log.info("consensus_member role %s: restarting", change)
+                change = "given" if not wanted else "gone"
+                ctx.log.info("consensus_member role %s: restarting", change)
                 ctx.restart()
                 await anyio.sleep_forever()
             finally:
@@ -298,6 +282,12 @@ class ControlPlane:
         self.node.values.set(BOOTSTRAPPED, Bootstrapped(material.node, material.owner, roles))
         await self._run_curator(ctx, config, material.node, member)
 
+    def _latest_credentials(self, started: NodeCredentials) -> NodeCredentials:
+        """The node's credentials as renewed since the curator started with ``started``
+        (a bootstrapping node sets them after its curator started, to the same)."""
+        latest = self.node.values.read(NODE_CREDENTIALS)
+        return latest.get_nowait() if latest.statistics().is_set else started
+
     async def _run_curator(
         self, ctx: RunContext, config: MemberConfig, node: NodeCredentials, member: EtcdMember
     ) -> None:
@@ -309,6 +299,7 @@ class ControlPlane:
                 address=config.address,
                 port=CURATOR_PORT,
                 lease_ttl=self.settings.lease_ttl,
+                current_node=lambda: self._latest_credentials(node),
             )
         )
         ctx.run("curator", curator)

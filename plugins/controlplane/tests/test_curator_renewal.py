@@ -19,14 +19,13 @@ from roleserve_controlplane.testing.etcd import EtcdCluster
 from roleserve_controlplane.worker_controlplane import (
     ControlPlaneSettings,
     Startup,
-    certificate_renewed,
     fold,
 )
 from roleserve_core.identity import NodeCredentials, certificate_from_pem, certificate_to_pem
 from roleserve_core.keys import BootstrapRequest, NetworkStatus
 from roleserve_core.proto import common_pb2, curator_pb2
 from roleserve_core.roles import ConsensusMember, NodeRoles
-from roleserve_core.testing import ThrowawayCA
+from roleserve_core.testing import ThrowawayCA, presented_certificate
 
 pytestmark = pytest.mark.anyio
 
@@ -104,17 +103,6 @@ async def test_a_decommissioned_node_cannot_renew(curators: CuratorCluster) -> N
         await _renew(api, node)
 
 
-def test_the_control_plane_restarts_for_a_renewed_certificate_only() -> None:
-    """Its curator then serves with the new certificate; credentials that a bootstrap sets
-    after the start are the ones it served with already."""
-    ca = ThrowawayCA()
-    first = ca.node()
-    renewed = ca.node(first.key)
-    assert certificate_renewed(first, renewed)
-    assert not certificate_renewed(first, first)
-    assert not certificate_renewed(None, first)  # set once a bootstrap is done
-
-
 def test_a_lifetime_that_is_not_positive_is_refused_in_one_line() -> None:
     with pytest.raises(ValueError, match=r"^\[plugins.controlplane\] node_certificate_lifetime "):
         ControlPlaneSettings(node_certificate_lifetime=0).certificate_lifetime  # noqa: B018
@@ -148,3 +136,26 @@ def test_a_bootstrapped_member_restarts_as_the_member_of_its_role() -> None:
         started = fold(unfinished[0], bootstrap, unfinished[1], network)
         assert isinstance(started, Startup)
         assert started.bootstrap is bootstrap
+
+
+async def test_the_curator_presents_its_nodes_renewed_certificate_without_a_restart(
+    curators: CuratorCluster,
+) -> None:
+    api = CuratorApi(curators)
+    leader = curators.nodes[0]
+    assert leader.credentials is not None
+    assert leader.curator is not None
+    host, port = str(leader.address), 7835
+    owner = curators.owner
+    assert owner is not None
+    before = await presented_certificate(host, port, owner)
+    assert before == leader.credentials.certificate
+
+    renewed = await _renew(api, leader)
+    certificate = certificate_from_pem(renewed.node_certificate)
+    leader.credentials = NodeCredentials(
+        leader.credentials.key, certificate, leader.credentials.ca_certificate
+    )
+
+    assert await presented_certificate(host, port, owner) == certificate
+    assert leader.curator.role.get_nowait() == "leading"  # the same curator, still leading

@@ -233,6 +233,7 @@ class CuratorCluster:
     async def _start_curator(self, node: CuratorNode, member: Credentials) -> None:
         assert node.credentials is not None
         assert node.member is not None
+        credentials = node.credentials  # the curator presents the node's latest ones
         node.curator = Curator(
             CuratorConfig(
                 node=node.credentials,
@@ -241,6 +242,7 @@ class CuratorCluster:
                 address=node.address,
                 lease_ttl=self.lease_ttl,
                 promote_every=0.2,
+                current_node=lambda: node.credentials or credentials,
             )
         )
         node.supervisor = await self._runner.start(node.curator)
