@@ -43,6 +43,7 @@ IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 __all__ = [
     "ANY_NODE_NAME",
     "CA_NAME",
+    "CLOCK_SKEW",
     "DEFAULT_VALIDITY",
     "ENROLMENT_CA_NAME",
     "create_ca",

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import time
 from collections.abc import AsyncIterator
 
 import grpc
 import pytest
 
 from roleserve_controlplane.consensus import ConsensusCA
-from roleserve_controlplane.curator import node_certificate_lifetime
+from roleserve_controlplane.curator import ClusterAuthority, node_certificate_lifetime
 from roleserve_controlplane.proto import state_pb2
 from roleserve_controlplane.testing.curator import CuratorCluster, CuratorNode
 from roleserve_controlplane.testing.curator_api import CuratorApi, refused
@@ -26,6 +27,7 @@ from roleserve_core.keys import BootstrapRequest, NetworkStatus
 from roleserve_core.proto import common_pb2, curator_pb2
 from roleserve_core.roles import ConsensusMember, NodeRoles
 from roleserve_core.testing import ThrowawayCA, presented_certificate
+from roleserve_core.workers.renewal import renewal_due
 
 pytestmark = pytest.mark.anyio
 
@@ -159,3 +161,17 @@ async def test_the_curator_presents_its_nodes_renewed_certificate_without_a_rest
 
     assert await presented_certificate(host, port, owner) == certificate
     assert leader.curator.role.get_nowait() == "leading"  # the same curator, still leading
+
+
+@pytest.mark.parametrize("seconds", [60, 600, 30 * 24 * 3600])
+def test_a_node_certificate_is_renewed_after_two_thirds_of_its_lifetime_from_now(
+    seconds: int,
+) -> None:
+    """Even for a lifetime shorter than the clock skew its start allows (test clusters)."""
+    authority = ClusterAuthority.create()
+    credentials = ThrowawayCA().node()
+    lifetime = datetime.timedelta(seconds=seconds)
+    certificate = authority.node_certificate(credentials.key.public_key(), lifetime)
+    renewed = NodeCredentials(credentials.key, certificate, authority.ca_certificate)
+    due_in = renewal_due(renewed) - time.time()
+    assert seconds * 0.6 <= due_in <= seconds * 2 / 3

@@ -23,6 +23,7 @@ from cryptography import x509
 from roleserve_controlplane.consensus import ConsensusCA
 from roleserve_controlplane.proto import state_pb2
 from roleserve_core.identity import (
+    CLOCK_SKEW,
     PrivateKey,
     PublicKey,
     certificate_from_pem,
@@ -95,11 +96,17 @@ class ClusterAuthority:
         public_key: PublicKey,
         lifetime: datetime.timedelta = DEFAULT_NODE_CERTIFICATE_LIFETIME,
     ) -> x509.Certificate:
-        """A node certificate for ``public_key``, valid for ``lifetime`` from now (less
-        the clock skew its start allows)."""
+        """A node certificate for ``public_key``, valid for ``lifetime`` from now.
+
+        Its start is backdated for peers whose clock lags, by ``CLOCK_SKEW`` but at most a
+        tenth of ``lifetime``: the node renews after two thirds of the certificate's whole
+        validity, which a 5 min backdate would put in the past for a lifetime under 15 min
+        (test clusters), and the node would renew at once, again and again.
+        """
         now = datetime.datetime.now(datetime.UTC)
+        start = now - min(CLOCK_SKEW, lifetime / 10)
         return issue_node_certificate(
-            self.ca_key, self.ca_certificate, public_key, not_after=now + lifetime
+            self.ca_key, self.ca_certificate, public_key, not_before=start, not_after=now + lifetime
         )
 
     def user_certificate(self, public_key: PublicKey, identity: str) -> x509.Certificate:
