@@ -22,6 +22,7 @@ from roleserve_controlplane.curator.prefixes import (
     ClusterNetworkError,
 )
 from roleserve_core import Setting
+from roleserve_core.errors import ConfigError, FinalError
 
 __all__ = [
     "CLUSTER_NETWORK",
@@ -32,6 +33,7 @@ __all__ = [
     "NODE_CERTIFICATE_LIFETIME",
     "NODE_PREFIX_LENGTH",
     "SETTINGS",
+    "CertificateLifetimeError",
     "ControlPlaneSettings",
 ]
 
@@ -66,6 +68,12 @@ NODE_PREFIX_LENGTH: Setting[int] = Setting(
     DEFAULT_NODE_PREFIX_LENGTH,
     "The length of each node's prefix of the cluster network; used at bootstrap only.",
 )
+
+
+class CertificateLifetimeError(ConfigError, FinalError):
+    """``node_certificate_lifetime`` is not positive: a bootstrap with it cannot succeed,
+    so it is not retried (the worker stays DEAD with one line)."""
+
 
 NODE_CERTIFICATE_LIFETIME: Setting[int] = Setting(
     "node_certificate_lifetime",
@@ -102,10 +110,10 @@ class ControlPlaneSettings:
     def certificate_lifetime(self) -> datetime.timedelta:
         """The node certificate lifetime a bootstrap configures.
 
-        :raises ValueError: if it is not positive, naming the setting (a final error).
+        :raises CertificateLifetimeError: if it is not positive, naming the setting.
         """
         if self.node_certificate_lifetime <= 0:
-            raise ValueError(
+            raise CertificateLifetimeError(
                 "[plugins.controlplane] node_certificate_lifetime must be a positive number "
                 f"of seconds, not {self.node_certificate_lifetime}"
             )

@@ -14,6 +14,7 @@ import pytest
 from roleserve_controlplane.consensus import ConsensusCA
 from roleserve_controlplane.curator import ClusterAuthority, node_certificate_lifetime
 from roleserve_controlplane.proto import state_pb2
+from roleserve_controlplane.settings import CertificateLifetimeError
 from roleserve_controlplane.testing.curator import CuratorCluster, CuratorNode
 from roleserve_controlplane.testing.curator_api import CuratorApi, refused
 from roleserve_controlplane.testing.etcd import EtcdCluster
@@ -106,7 +107,9 @@ async def test_a_decommissioned_node_cannot_renew(curators: CuratorCluster) -> N
 
 
 def test_a_lifetime_that_is_not_positive_is_refused_in_one_line() -> None:
-    with pytest.raises(ValueError, match=r"^\[plugins.controlplane\] node_certificate_lifetime "):
+    with pytest.raises(
+        CertificateLifetimeError, match=r"^\[plugins.controlplane\] node_certificate_lifetime "
+    ):
         ControlPlaneSettings(node_certificate_lifetime=0).certificate_lifetime  # noqa: B018
     assert ControlPlaneSettings(node_certificate_lifetime=60).certificate_lifetime == (
         datetime.timedelta(minutes=1)
