@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -50,6 +51,7 @@ def short_lived(cluster: FakeCluster, clock: FakeClock) -> NodeCredentials:
 
 
 Started = tuple[NodeHarness, Renewal, FakeCurator, NodeCredentials]
+Start = Callable[..., Awaitable[Started]]
 
 
 @pytest.fixture
@@ -58,11 +60,12 @@ def start(
     fake_clock: FakeClock,
     node: Callable[..., Awaitable[NodeHarness]],
     tmp_path: Path,
-) -> Callable[[], Awaitable[Started]]:
-    """Start the node with the core's workers, short-lived credentials and a leader."""
+) -> Start:
+    """Start the node with the core's workers, short-lived credentials and a leader
+    (``FakeCurator`` options)."""
 
-    async def started() -> Started:
-        leader = await fake_cluster.curator()
+    async def started(**curator: Any) -> Started:
+        leader = await fake_cluster.curator(**curator)
         harness = await node(PluginHarness(core_workers=True).runtime(tmp_path))
         credentials = short_lived(fake_cluster, fake_clock)
         harness.set(NODE_CREDENTIALS, credentials)
@@ -86,7 +89,7 @@ async def renewed(harness: NodeHarness, old: NodeCredentials) -> NodeCredentials
 
 
 async def test_renews_at_two_thirds_of_the_lifetime_saves_and_sets_the_credentials(
-    start: Callable[[], Awaitable[Started]], fake_clock: FakeClock, tmp_path: Path
+    start: Start, fake_clock: FakeClock, tmp_path: Path
 ) -> None:
     harness, renewal, leader, credentials = await start()
     due = renewal_due(credentials) - fake_clock.wall()
@@ -112,7 +115,7 @@ async def test_renews_at_two_thirds_of_the_lifetime_saves_and_sets_the_credentia
 
 
 async def test_a_failed_renewal_is_retried_with_a_doubling_backoff(
-    start: Callable[[], Awaitable[Started]], fake_clock: FakeClock
+    start: Start, fake_clock: FakeClock
 ) -> None:
     harness, renewal, leader, credentials = await start()
     leader.refuse("RenewCertificate", grpc.StatusCode.UNAVAILABLE, "not now")
@@ -133,3 +136,19 @@ async def test_a_failed_renewal_is_retried_with_a_doubling_backoff(
     fake_clock.advance(2 * RETRY_FIRST)
     await renewed(harness, credentials)
     assert len(leader.requests("RenewCertificate")) == 3
+
+
+async def test_a_certificate_due_when_it_comes_is_renewed_again_only_after_a_pause(
+    start: Start, fake_clock: FakeClock
+) -> None:
+    """A curator whose certificates are due at once (here: valid for 1 s, backdated by the
+    clock skew) gets one call per RETRY_FIRST, not a storm."""
+    harness, renewal, leader, credentials = await start(
+        certificate_lifetime=datetime.timedelta(seconds=1)
+    )
+    due = renewal_due(credentials) - fake_clock.wall()
+    await wakes_in(renewal, fake_clock, due)
+    fake_clock.advance(due)
+    await renewed(harness, credentials)
+    await wakes_in(renewal, fake_clock, RETRY_FIRST)
+    assert len(leader.requests("RenewCertificate")) == 1

@@ -11,6 +11,7 @@ core owns it) and the credentials in the node's data directory.
              ok      ─▶ save cert.pem (atomic renames) ─▶ set node_credentials ─▶ due anew
              failed  ─▶ one warning line, a note; retry after RETRY_FIRST s, doubling up to
                         RETRY_MAX s, on the current connection then
+        never two renewals within RETRY_FIRST s (a certificate already due when it comes)
 
 The key stays the node's own: the node ID is derived from it, and the curator proves the
 key by the TLS handshake of the call, so the node sends no CSR and the curator signs the
@@ -104,14 +105,18 @@ class Renewal:
         with self.node.values.watch(NODE_CREDENTIALS) as watcher:
             credentials = await watcher.get()
         ctx.signal_healthy()
+        earliest = clock.wall()
         while True:
-            due = renewal_due(credentials)
+            # Never again within RETRY_FIRST: a certificate already due when it comes (a
+            # clock far behind the curator's) would be renewed again and again at once.
+            due = max(renewal_due(credentials), earliest)
             ctx.set_note(f"renews at {_utc(due)}")
             while clock.wall() < due:
                 await self._sleep(clock, min(due - clock.wall(), RECHECK))
             credentials = await self._renewed(ctx, clock, credentials)
             credentials.save(self.credentials_directory)
             self.node.values.set(NODE_CREDENTIALS, credentials)
+            earliest = clock.wall() + RETRY_FIRST
             ctx.log.info(
                 "renewed the node certificate; valid until %s",
                 _utc(credentials.certificate.not_valid_after_utc.timestamp()),
