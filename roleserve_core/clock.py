@@ -5,10 +5,15 @@ crash-loop windows) asks a ``Clock`` instead of calling ``anyio.sleep`` directly
 uses ``MonotonicClock``; tests use ``roleserve_core.testing.FakeClock``, which only moves
 when the test advances it, so a 60 s backoff costs no real time and no test guesses how long
 something takes.
+
+``wall()`` is the same clock on the wall-clock scale (``time.time()``), for what is due at a
+wall-clock time, such as a certificate's renewal: a worker sleeps on ``sleep`` until
+``wall()`` reaches it, so the fake clock moves certificates' time as well.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Protocol
 
 import anyio
@@ -23,6 +28,10 @@ class Clock(Protocol):
         """Seconds on a monotonic scale; only differences are meaningful."""
         ...
 
+    def wall(self) -> float:
+        """Seconds since the epoch (``time.time()``'s scale), moving as ``now()`` does."""
+        ...
+
     async def sleep(self, seconds: float) -> None:
         """Wait until ``now()`` has advanced by at least ``seconds``."""
         ...
@@ -34,6 +43,10 @@ class MonotonicClock:
     def now(self) -> float:
         """The event loop's monotonic time."""
         return anyio.current_time()
+
+    def wall(self) -> float:
+        """``time.time()``: the system's wall clock, which an operator may set."""
+        return time.time()
 
     async def sleep(self, seconds: float) -> None:
         """``anyio.sleep(seconds)``."""

@@ -33,7 +33,7 @@ JSON_KEYS = {"name", "distribution", "version", "state", "error", "hooks", "work
 Install = Callable[..., None]
 
 CORE_VALUES = [key.name for key in core_keys.roleserve_values()]
-CORE_WORKERS = ["rolefetch", "statuspush", "heartbeat", "nodemgmt", "nodewatch"]
+CORE_WORKERS = ["rolefetch", "statuspush", "heartbeat", "nodemgmt", "nodewatch", "renewal"]
 
 
 @pytest.fixture
@@ -309,6 +309,7 @@ def test_the_installed_command_lists_the_workspace_plugins(allow: str | None) ->
             "election_ms",
             "cluster_network",
             "node_prefix_length",
+            "node_certificate_lifetime",
         ]
     else:
         assert plugins["hello"]["reason"] == "not named in ROLESERVE_PLUGINS"

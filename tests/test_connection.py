@@ -1115,3 +1115,41 @@ async def test_connector_leaves_the_leaders_own_stream_once_it_learns_another_cu
     await wait_for_value(follower.leader_answers, lambda answers: answers >= 1)
     assert connection_of(harness).get_nowait() is first
     assert connection_of(harness).statistics().sets == 1
+
+
+async def test_connector_makes_a_new_channel_with_renewed_credentials(
+    cluster: FakeCluster,
+    known: RecordingCurators,
+    start_connector: StartConnector,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The renewal worker sets new credentials (same key, new certificate): the leader gets
+    a new channel that presents them, and the old one keeps working until it is closed."""
+    presented: list[Credentials] = []
+
+    def recording(target: str, credentials: Credentials, **options: Any) -> Any:
+        presented.append(credentials)
+        return secure_channel(target, credentials, **options)
+
+    monkeypatch.setattr(connector_module, "secure_channel", recording)
+    leader = await cluster.curator()
+    leader.lead()
+    known.set_seeds([leader.endpoint])
+    harness = await start_connector()
+    harness.set(NODE_CREDENTIALS, cluster.credentials)
+    old = await wait_connection(harness)
+
+    renewed = cluster.ca.node(cluster.credentials.key)
+    harness.set(NODE_CREDENTIALS, renewed)
+    new = await wait_connection(harness, lambda found: found is not old)
+
+    assert (new.leader_node_id, new.node_id) == (leader.node_id, renewed.node_id)
+    assert [c.certificate for c in presented] == [
+        cluster.credentials.certificate,
+        renewed.certificate,
+    ]
+    await report(new)
+    await report(old)
+    assert [call.caller for call in await leader.wait_calls("UpdateNodeStatus", 2)] == [
+        renewed.node_id
+    ] * 2

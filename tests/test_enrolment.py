@@ -21,6 +21,7 @@ shortened; tests wait for calls, values, states and files, never on a sleep.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import errno
 import importlib
 import itertools
@@ -532,6 +533,35 @@ async def test_join_with_mismatched_credentials_stops_the_node(
     expected = f"{datadir.credentials}: the private key does not belong to the certificate"
     assert node.stops == [expected]
     assert failed.restart_in is not None  # waiting out its backoff
+    assert not node.value(NODE_CREDENTIALS).statistics().is_set
+
+
+async def test_join_with_an_expired_certificate_stops_the_node_saying_how_to_enrol_anew(
+    ca: ThrowawayCA, enrol: Enrol, datadir: NodeDataDirectory
+) -> None:
+    now = datetime.datetime.now(datetime.UTC)
+    expired_at = (now - datetime.timedelta(days=1)).replace(microsecond=0)
+    key = generate_key()
+    certificate = issue_node_certificate(
+        ca.key,
+        ca.certificate,
+        key.public_key(),
+        not_before=now - datetime.timedelta(days=31),
+        not_after=expired_at,
+    )
+    datadir.create()
+    ca.node(key).save(datadir.credentials)  # then its certificate expired:
+    (datadir.credentials / CERTIFICATE_FILE).write_bytes(certificate_to_pem(certificate))
+    identity = node_id(key.public_key())
+
+    node = await enrol()
+    await node.wait(lambda status: status.failures == 1)
+    assert node.stops == [
+        f"the node certificate of {identity} expired at "
+        f"{expired_at:%Y-%m-%d %H:%M:%S} UTC; the cluster no longer accepts it: decommission "
+        f"the node (roleserve ctl decommission --yes {identity}), remove the data "
+        f"directory {datadir.root} and register the machine anew"
+    ]
     assert not node.value(NODE_CREDENTIALS).statistics().is_set
 
 

@@ -35,6 +35,12 @@ stops the node: at a restart, that is the first call of the first worker (rolefe
 Watch), moments after the leader is found; a running node learns it when the decommission
 ends its streams.
 
+New credentials (the core's ``renewal`` worker renewed the node certificate) are followed
+like a report: the child ``credentials`` stops following, and the leader found anew gets a
+new channel that presents the new certificate (the old one is closed after the grace, as
+on a leader change). TLS checks a certificate at the handshake only, so calls open on the
+old channel are not cut short.
+
 A report about a replaced connection is ignored. The reported endpoint stays last among
 the candidates until the next report: asked last, never left out (it may be the only one).
 
@@ -91,6 +97,8 @@ class CuratorConnector:
         self.known = known
         self.values = values
         self.stop = stop
+        self._credentials: NodeCredentials | None = None
+        """The credentials new channels present: the latest ``node_credentials``."""
         self._current: CuratorConnection | None = None
         self._following: anyio.CancelScope | None = None
         self._on_leaders_own_stream = False
@@ -99,8 +107,9 @@ class CuratorConnector:
     async def __call__(self, ctx: RunContext) -> None:
         ctx.set_note("waiting for the node's credentials")
         with self.values.watch(NODE_CREDENTIALS) as watcher:
-            credentials = await watcher.get()
+            self._credentials = await watcher.get()
         ctx.run("curators", self._learn_curators)
+        ctx.run("credentials", self._follow_credentials)
         ctx.set_note(f"looking for the leader at {', '.join(self.known.candidates())}")
         channel: CancellationSafeChannel | None = None
         last: str | None = None  # the endpoint to ask last
@@ -109,6 +118,7 @@ class CuratorConnector:
                 while True:
                     with anyio.CancelScope() as self._following:
                         candidates = _asking_last(self.known.candidates, last)
+                        credentials = self._credentials
                         following = follow_leader(
                             candidates, credentials, answer_timeout=ANSWER_TIMEOUT
                         )
@@ -169,6 +179,21 @@ class CuratorConnector:
             reason,
         )
         self._following.cancel()
+
+    async def _follow_credentials(self, ctx: RunContext) -> None:
+        """Child ``credentials``: new node credentials get a new connection (see above)."""
+        with self.values.watch(NODE_CREDENTIALS) as watcher:
+            ctx.signal_healthy()
+            while True:
+                latest = await watcher.get()
+                current = self._credentials
+                if current is not None and latest.certificate == current.certificate:
+                    continue
+                self._credentials = latest
+                if self._following is not None:
+                    ctx.log.info("new node credentials: connecting to the leader with them")
+                    self._moving_off = False  # a new connection, even to the same leader
+                    self._following.cancel()
 
     async def _learn_curators(self, ctx: RunContext) -> None:
         """Child ``curators``: keep the known curators current from the cluster's nodes."""

@@ -18,6 +18,7 @@ Modules: ``_keys`` (keys, IDs, PEM), ``_certificates`` (issuing), ``_verify`` (c
 from roleserve_core.identity._certificates import (
     ANY_NODE_NAME,
     CA_NAME,
+    CLOCK_SKEW,
     DEFAULT_VALIDITY,
     create_ca,
     enrolment_ca,
@@ -60,6 +61,7 @@ __all__ = [
     "CA_FILE",
     "CA_NAME",
     "CERTIFICATE_FILE",
+    "CLOCK_SKEW",
     "DEFAULT_VALIDITY",
     "KEY_FILE",
     "NODE_ID_PREFIX",

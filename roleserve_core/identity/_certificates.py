@@ -43,6 +43,7 @@ IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 __all__ = [
     "ANY_NODE_NAME",
     "CA_NAME",
+    "CLOCK_SKEW",
     "DEFAULT_VALIDITY",
     "ENROLMENT_CA_NAME",
     "create_ca",
@@ -54,7 +55,9 @@ __all__ = [
 ]
 
 DEFAULT_VALIDITY = datetime.timedelta(days=3650)
-"""Ten years: roleserve does not rotate certificates yet, so they must outlive the cluster."""
+"""Ten years, for the CAs and user certificates, which are not rotated yet. Node
+certificates get the cluster's shorter lifetime from the curator (``not_after``), and
+nodes renew them (``roleserve_core.workers.renewal``)."""
 
 CLOCK_SKEW = datetime.timedelta(minutes=5)
 """Certificates start this much in the past, so a peer whose clock lags accepts them."""

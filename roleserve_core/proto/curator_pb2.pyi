@@ -438,6 +438,41 @@ class UpdateNodeClusterNetworkingResponse(_message.Message):
 Global___UpdateNodeClusterNetworkingResponse: _TypeAlias = UpdateNodeClusterNetworkingResponse  # noqa: Y015
 
 @_typing.final
+class RenewCertificateRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RenewCertificateRequest: _TypeAlias = RenewCertificateRequest  # noqa: Y015
+
+@_typing.final
+class RenewCertificateResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NODE_CERTIFICATE_FIELD_NUMBER: _builtins.int
+    node_certificate: _builtins.bytes
+    """PEM of the new node certificate, for the key of the caller's certificate."""
+    def __init__(
+        self,
+        *,
+        node_certificate: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["node_certificate", b"node_certificate"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RenewCertificateResponse: _TypeAlias = RenewCertificateResponse  # noqa: Y015
+
+@_typing.final
 class GetCurrentLeaderRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

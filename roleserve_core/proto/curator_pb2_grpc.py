@@ -69,6 +69,11 @@ class CuratorStub:
                 request_serializer=roleserve__core_dot_proto_dot_curator__pb2.UpdateNodeClusterNetworkingRequest.SerializeToString,
                 response_deserializer=roleserve__core_dot_proto_dot_curator__pb2.UpdateNodeClusterNetworkingResponse.FromString,
                 _registered_method=True)
+        self.RenewCertificate = channel.unary_unary(
+                '/roleserve.curator.Curator/RenewCertificate',
+                request_serializer=roleserve__core_dot_proto_dot_curator__pb2.RenewCertificateRequest.SerializeToString,
+                response_deserializer=roleserve__core_dot_proto_dot_curator__pb2.RenewCertificateResponse.FromString,
+                _registered_method=True)
 
 
 class CuratorServicer:
@@ -125,6 +130,15 @@ class CuratorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RenewCertificate(self, request, context):
+        """A new node certificate for the caller's own key, valid for the cluster's node
+        certificate lifetime from now. The key and so the node ID stay the same: the node
+        proves it holds the key by the TLS handshake, so it sends no CSR.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CuratorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -162,6 +176,11 @@ def add_CuratorServicer_to_server(servicer, server):
                     servicer.UpdateNodeClusterNetworking,
                     request_deserializer=roleserve__core_dot_proto_dot_curator__pb2.UpdateNodeClusterNetworkingRequest.FromString,
                     response_serializer=roleserve__core_dot_proto_dot_curator__pb2.UpdateNodeClusterNetworkingResponse.SerializeToString,
+            ),
+            'RenewCertificate': grpc.unary_unary_rpc_method_handler(
+                    servicer.RenewCertificate,
+                    request_deserializer=roleserve__core_dot_proto_dot_curator__pb2.RenewCertificateRequest.FromString,
+                    response_serializer=roleserve__core_dot_proto_dot_curator__pb2.RenewCertificateResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -353,6 +372,33 @@ class Curator:
             '/roleserve.curator.Curator/UpdateNodeClusterNetworking',
             roleserve__core_dot_proto_dot_curator__pb2.UpdateNodeClusterNetworkingRequest.SerializeToString,
             roleserve__core_dot_proto_dot_curator__pb2.UpdateNodeClusterNetworkingResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RenewCertificate(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/roleserve.curator.Curator/RenewCertificate',
+            roleserve__core_dot_proto_dot_curator__pb2.RenewCertificateRequest.SerializeToString,
+            roleserve__core_dot_proto_dot_curator__pb2.RenewCertificateResponse.FromString,
             options,
             channel_credentials,
             insecure,

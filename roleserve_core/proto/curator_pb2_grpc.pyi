@@ -52,6 +52,11 @@ class CuratorStub:
     """A registered node restarting: proves its join key with its ephemeral certificate."""
     UpdateNodeClusterNetworking: _grpc.UnaryUnaryMultiCallable[_curator_pb2.UpdateNodeClusterNetworkingRequest, _curator_pb2.UpdateNodeClusterNetworkingResponse]
     """Replace the caller's own WireGuard key and prefixes."""
+    RenewCertificate: _grpc.UnaryUnaryMultiCallable[_curator_pb2.RenewCertificateRequest, _curator_pb2.RenewCertificateResponse]
+    """A new node certificate for the caller's own key, valid for the cluster's node
+    certificate lifetime from now. The key and so the node ID stay the same: the node
+    proves it holds the key by the TLS handshake, so it sends no CSR.
+    """
 
 @_typing.type_check_only
 class CuratorAsyncStub(CuratorStub):
@@ -73,6 +78,11 @@ class CuratorAsyncStub(CuratorStub):
     """A registered node restarting: proves its join key with its ephemeral certificate."""
     UpdateNodeClusterNetworking: _aio.UnaryUnaryMultiCallable[_curator_pb2.UpdateNodeClusterNetworkingRequest, _curator_pb2.UpdateNodeClusterNetworkingResponse]  # type: ignore[assignment]
     """Replace the caller's own WireGuard key and prefixes."""
+    RenewCertificate: _aio.UnaryUnaryMultiCallable[_curator_pb2.RenewCertificateRequest, _curator_pb2.RenewCertificateResponse]  # type: ignore[assignment]
+    """A new node certificate for the caller's own key, valid for the cluster's node
+    certificate lifetime from now. The key and so the node ID stay the same: the node
+    proves it holds the key by the TLS handshake, so it sends no CSR.
+    """
 
 class CuratorServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -133,6 +143,17 @@ class CuratorServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_curator_pb2.UpdateNodeClusterNetworkingResponse, _abc.Awaitable[_curator_pb2.UpdateNodeClusterNetworkingResponse]]:
         """Replace the caller's own WireGuard key and prefixes."""
+
+    @_abc_1.abstractmethod
+    def RenewCertificate(
+        self,
+        request: _curator_pb2.RenewCertificateRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_curator_pb2.RenewCertificateResponse, _abc.Awaitable[_curator_pb2.RenewCertificateResponse]]:
+        """A new node certificate for the caller's own key, valid for the cluster's node
+        certificate lifetime from now. The key and so the node ID stay the same: the node
+        proves it holds the key by the TLS handshake, so it sends no CSR.
+        """
 
 def add_CuratorServicer_to_server(servicer: CuratorServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
 

@@ -22,6 +22,11 @@ where every authenticated call passes, so that no method can forget it.
 
 Servers are always nodes: they present their node certificate. Every server permits the
 clients' keepalive pings (``KEEPALIVE_POLICY``; see ``KEEPALIVE_OPTIONS`` in ``_client``).
+
+A node renews its certificate while it serves (``workers.renewal``): ``bind(...,
+current=...)`` reads the latest credentials at each TLS handshake (gRPC's dynamic server
+credentials), so new connections get the renewed certificate without a restart of the
+server, and open ones keep theirs (TLS checks a certificate at the handshake only).
 """
 
 from __future__ import annotations
@@ -78,14 +83,47 @@ Context: TypeAlias = "grpc.aio.ServicerContext[Any, Any]"
 Handler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"
 
 
-def server_credentials(credentials: NodeCredentials) -> grpc.ServerCredentials:
+def server_credentials(
+    credentials: NodeCredentials, current: Callable[[], NodeCredentials] | None = None
+) -> grpc.ServerCredentials:
     """TLS for a node's server: its node certificate, client certificates required and
-    verified against the cluster CA or the enrolment CA (see ``identity``)."""
-    roots = certificate_to_pem(credentials.ca_certificate) + certificate_to_pem(enrolment_ca()[1])
-    return grpc.ssl_server_credentials(
-        [(credentials.key_pem, credentials.certificate_pem)],
-        root_certificates=roots,
-        require_client_auth=True,
+    verified against the cluster CA or the enrolment CA (see ``identity``).
+
+    :param current: the latest credentials, asked at each handshake: the server presents
+        the certificate they hold (a renewed one) from then on. None: ``credentials`` for
+        good.
+    """
+    if current is None:
+        return grpc.ssl_server_credentials(
+            [(credentials.key_pem, credentials.certificate_pem)],
+            root_certificates=_roots(credentials),
+            require_client_auth=True,
+        )
+    presented = [credentials.certificate]
+
+    def fetch() -> grpc.ServerCertificateConfiguration | None:
+        latest = current()
+        if latest.certificate == presented[0]:
+            return None  # unchanged: gRPC keeps the configuration it has
+        presented[0] = latest.certificate
+        return _configuration(latest)
+
+    # grpc's stubs type the fetcher's result without None, which its documentation allows
+    # ("or None for no change").
+    return grpc.dynamic_ssl_server_credentials(
+        _configuration(credentials),
+        fetch,  # type: ignore[arg-type]
+        require_client_authentication=True,
+    )
+
+
+def _roots(credentials: NodeCredentials) -> bytes:
+    return certificate_to_pem(credentials.ca_certificate) + certificate_to_pem(enrolment_ca()[1])
+
+
+def _configuration(credentials: NodeCredentials) -> grpc.ServerCertificateConfiguration:
+    return grpc.ssl_server_certificate_configuration(
+        [(credentials.key_pem, credentials.certificate_pem)], root_certificates=_roots(credentials)
     )
 
 
@@ -325,14 +363,21 @@ def create_server(
     )
 
 
-def bind(server: grpc.aio.Server, address: str, credentials: NodeCredentials) -> int:
+def bind(
+    server: grpc.aio.Server,
+    address: str,
+    credentials: NodeCredentials,
+    current: Callable[[], NodeCredentials] | None = None,
+) -> int:
     """Listen on ``address`` (``host:port``; port 0 picks one) with the node's TLS.
 
+    :param current: the latest credentials, for a server that presents a renewed
+        certificate without a restart (see ``server_credentials``).
     :returns: the port bound.
     :raises OSError: if the address cannot be bound, naming it.
     """
     try:
-        port = server.add_secure_port(address, server_credentials(credentials))
+        port = server.add_secure_port(address, server_credentials(credentials, current))
     except RuntimeError as exc:
         raise OSError(f"cannot listen on {address}: {exc}") from None
     if port == 0:

@@ -19,6 +19,7 @@ from roleserve_core.testing._harness import (
 )
 from roleserve_core.testing._real import REQUIRE_REAL_ENV, require_real
 from roleserve_core.testing._records import node_record
+from roleserve_core.testing._tls import presented_certificate
 from roleserve_core.testing._tmpfs import Tmpfs, mounted_tmpfs
 from roleserve_core.testing._wait import (
     DEFAULT_TIMEOUT,
@@ -47,6 +48,7 @@ __all__ = [
     "mounted_tmpfs",
     "node_record",
     "poll_until",
+    "presented_certificate",
     "random_loopback",
     "require_real",
     "wait_for_state",

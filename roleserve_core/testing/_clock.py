@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import time
 
 import anyio
 
@@ -24,6 +25,9 @@ class FakeClock:
 
     def __init__(self, start: float = 1000.0) -> None:
         self._now = start
+        self._wall_offset = time.time() - start
+        """``wall()`` starts at the real time of creation (certificates issued then are
+        valid), and moves only with ``advance``."""
         self._sleepers: list[tuple[float, int, anyio.Event]] = []
         self._order = itertools.count()
         self._count: Value[int] = Value()
@@ -32,6 +36,11 @@ class FakeClock:
     def now(self) -> float:
         """The fake time."""
         return self._now
+
+    def wall(self) -> float:
+        """The fake time on the wall-clock scale: the real time at creation, plus every
+        ``advance`` since."""
+        return self._now + self._wall_offset
 
     async def sleep(self, seconds: float) -> None:
         """Wait until the clock is advanced by at least ``seconds``."""

@@ -78,7 +78,9 @@ class FakeCluster:
     """Closed when the test ends: stops the curators, closes the connections."""
 
     async def curator(self, **options: Any) -> FakeCurator:
-        """A fake curator (``FakeCurator`` options), serving until the test ends."""
+        """A fake curator (``FakeCurator`` options), serving until the test ends; it
+        renews certificates with this cluster's CA."""
+        options.setdefault("ca_key", self.ca.key)
         return await self.stack.enter_async_context(FakeCurator(self.ca.node(), **options))
 
     def connect(self, curator: FakeCurator) -> CuratorConnection:

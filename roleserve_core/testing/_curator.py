@@ -16,7 +16,9 @@ a snapshot whose last event is marked ``PROGRESS_LAST_BACKLOGGED``, then one eve
 change; GetCurrentLeader names the leader and then every change of it; a heartbeat is
 answered with the interval to keep; a status report replaces the status of the node's
 record, and a clusternet update its ``clusternet``, if the test gave it one
-(``set_node``).
+(``set_node``). ``RenewCertificate`` issues a new certificate for the caller's key, valid
+for ``certificate_lifetime``, when the fake knows the CA's key (``FakeCluster.curator``
+gives it); a test refuses it (``refuse``) to see the node retry.
 
 What it records, ``calls``, is a ``Value`` of every call so far (a heartbeat counts once
 per message), so a test waits for the calls it expects and compares the whole sequence.
@@ -25,6 +27,7 @@ per message), so a test waits for the calls it expects and compares the whole se
 from __future__ import annotations
 
 import contextlib
+import datetime
 import ipaddress
 import random
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
@@ -37,7 +40,14 @@ from google.protobuf.message import Message
 from typing_extensions import override
 
 from roleserve_core.event import Value
-from roleserve_core.identity import NodeCredentials, certificate_to_pem
+from roleserve_core.identity import (
+    NodeCredentials,
+    PrivateKey,
+    PublicKey,
+    certificate_from_pem,
+    certificate_to_pem,
+    issue_node_certificate,
+)
 from roleserve_core.ports import CURATOR_PORT, endpoint
 from roleserve_core.proto import curator_pb2, curator_pb2_grpc
 from roleserve_core.rpc import NodePeer, bind, create_server, current_peer
@@ -80,6 +90,8 @@ class FakeCurator(curator_pb2_grpc.CuratorServicer, curator_pb2_grpc.CuratorLoca
     :param credentials: its node credentials in the cluster under test.
     :param address: where it listens (port 7835); a random loopback address by default.
     :param heartbeat_interval: the interval its heartbeat replies name.
+    :param ca_key: the cluster CA's key, to renew certificates with (UNIMPLEMENTED without).
+    :param certificate_lifetime: how long the certificates it renews are valid.
     """
 
     def __init__(
@@ -88,8 +100,12 @@ class FakeCurator(curator_pb2_grpc.CuratorServicer, curator_pb2_grpc.CuratorLoca
         *,
         address: ipaddress.IPv4Address | None = None,
         heartbeat_interval: float = 5.0,
+        ca_key: PrivateKey | None = None,
+        certificate_lifetime: datetime.timedelta = datetime.timedelta(days=30),
     ) -> None:
         self.credentials = credentials
+        self.ca_key = ca_key
+        self.certificate_lifetime = certificate_lifetime
         self.address = address or random_loopback()
         self._fixed_address = address is not None
         self.heartbeat_interval = heartbeat_interval
@@ -369,6 +385,27 @@ class FakeCurator(curator_pb2_grpc.CuratorServicer, curator_pb2_grpc.CuratorLoca
         await self._admit("GetCACertificate", request, context)
         ca = certificate_to_pem(self.credentials.ca_certificate)
         return curator_pb2.GetCACertificateResponse(ca_certificate=ca)
+
+    @override
+    async def RenewCertificate(
+        self, request: curator_pb2.RenewCertificateRequest, context: Context
+    ) -> curator_pb2.RenewCertificateResponse:
+        if self.ca_key is None:
+            return await self._unimplemented("RenewCertificate", request, context)
+        await self._admit("RenewCertificate", request, context)
+        pem = context.auth_context()["x509_pem_cert"][0]
+        key = certificate_from_pem(pem, "the caller's certificate").public_key()
+        assert isinstance(key, PublicKey)  # the server admits P-256 node certificates only
+        now = datetime.datetime.now(datetime.UTC)
+        certificate = issue_node_certificate(
+            self.ca_key,
+            self.credentials.ca_certificate,
+            key,
+            not_after=now + self.certificate_lifetime,
+        )
+        return curator_pb2.RenewCertificateResponse(
+            node_certificate=certificate_to_pem(certificate)
+        )
 
     # What a node's core does not call on a running cluster: enrolment has tests of its own
     # against the real curator.

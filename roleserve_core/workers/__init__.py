@@ -15,6 +15,10 @@
     nodewatch   root.role.nodewatch     curator_connection            keeps cluster_nodes from
                                                                       one Watch of every node,
                                                                       while anyone reads it
+    renewal     root.role.renewal       node_credentials,             renews the node
+                                        curator_connection            certificate after 2/3 of
+                                                                      its lifetime; saves and
+                                                                      sets node_credentials
 
 heartbeat and statuspush send the process's instance ID (``_identity``): the curator keeps
 one process per node identity, and the refused one says so and retries.
@@ -26,6 +30,7 @@ from roleserve_core.node import NodeContext, Worker
 from roleserve_core.workers.heartbeat import heartbeat_worker
 from roleserve_core.workers.nodemgmt import nodemgmt_worker
 from roleserve_core.workers.nodewatch import nodewatch_worker
+from roleserve_core.workers.renewal import renewal_worker
 from roleserve_core.workers.rolefetch import rolefetch_worker
 from roleserve_core.workers.statuspush import statuspush_worker
 
@@ -40,4 +45,5 @@ def core_workers(node: NodeContext) -> list[Worker]:
         heartbeat_worker(node),
         nodemgmt_worker(node),
         nodewatch_worker(node),
+        renewal_worker(node),
     ]

@@ -8,11 +8,13 @@ gathers the checked values into one typed object for the worker.
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from roleserve_controlplane.consensus import DEFAULT_TTL
+from roleserve_controlplane.curator.authority import DEFAULT_NODE_CERTIFICATE_LIFETIME
 from roleserve_controlplane.curator.prefixes import (
     DEFAULT_CLUSTER_NETWORK,
     DEFAULT_NODE_PREFIX_LENGTH,
@@ -20,6 +22,7 @@ from roleserve_controlplane.curator.prefixes import (
     ClusterNetworkError,
 )
 from roleserve_core import Setting
+from roleserve_core.errors import ConfigError, FinalError
 
 __all__ = [
     "CLUSTER_NETWORK",
@@ -27,8 +30,10 @@ __all__ = [
     "ETCD",
     "HEARTBEAT_MS",
     "LEASE_TTL",
+    "NODE_CERTIFICATE_LIFETIME",
     "NODE_PREFIX_LENGTH",
     "SETTINGS",
+    "CertificateLifetimeError",
     "ControlPlaneSettings",
 ]
 
@@ -64,6 +69,19 @@ NODE_PREFIX_LENGTH: Setting[int] = Setting(
     "The length of each node's prefix of the cluster network; used at bootstrap only.",
 )
 
+
+class CertificateLifetimeError(ConfigError, FinalError):
+    """``node_certificate_lifetime`` is not positive: a bootstrap with it cannot succeed,
+    so it is not retried (the worker stays DEAD with one line)."""
+
+
+NODE_CERTIFICATE_LIFETIME: Setting[int] = Setting(
+    "node_certificate_lifetime",
+    int,
+    int(DEFAULT_NODE_CERTIFICATE_LIFETIME.total_seconds()),
+    "Seconds node certificates are valid (nodes renew after two thirds); used at bootstrap only.",
+)
+
 SETTINGS: tuple[Setting[Any], ...] = (
     ETCD,
     LEASE_TTL,
@@ -71,6 +89,7 @@ SETTINGS: tuple[Setting[Any], ...] = (
     ELECTION_MS,
     CLUSTER_NETWORK,
     NODE_PREFIX_LENGTH,
+    NODE_CERTIFICATE_LIFETIME,
 )
 """Everything ``[plugins.controlplane]`` accepts, in the order ``roleserve plugins`` lists."""
 
@@ -85,6 +104,20 @@ class ControlPlaneSettings:
     election_ms: int = ELECTION_MS.default
     cluster_network: str = CLUSTER_NETWORK.default
     node_prefix_length: int = NODE_PREFIX_LENGTH.default
+    node_certificate_lifetime: int = NODE_CERTIFICATE_LIFETIME.default
+
+    @property
+    def certificate_lifetime(self) -> datetime.timedelta:
+        """The node certificate lifetime a bootstrap configures.
+
+        :raises CertificateLifetimeError: if it is not positive, naming the setting.
+        """
+        if self.node_certificate_lifetime <= 0:
+            raise CertificateLifetimeError(
+                "[plugins.controlplane] node_certificate_lifetime must be a positive number "
+                f"of seconds, not {self.node_certificate_lifetime}"
+            )
+        return datetime.timedelta(seconds=self.node_certificate_lifetime)
 
     @property
     def network(self) -> ClusterNetwork:
@@ -109,4 +142,5 @@ class ControlPlaneSettings:
             election_ms=ELECTION_MS.read(config),
             cluster_network=CLUSTER_NETWORK.read(config),
             node_prefix_length=NODE_PREFIX_LENGTH.read(config),
+            node_certificate_lifetime=NODE_CERTIFICATE_LIFETIME.read(config),
         )

@@ -17,16 +17,21 @@ Values: reads ``roles``, ``bootstrap``, ``node_credentials`` and ``network``; wr
                                         until the member has recorded its bootstrap)
                 once the curator follows or leads: local_control_plane set, healthy
                 restart only when *whether* a control plane is wanted flips (not when
-                peers or certificates in the role change: etcd keeps its own membership)
+                peers or certificates in the role change: etcd keeps its own membership;
+                nor when the node certificate is renewed, by the core's worker
+                ``renewal``: the curator's server reads the latest node_credentials at
+                each TLS handshake and presents the renewed certificate)
         bootstrap.pb: the CA keys dropped from it once the bootstrap committed; the file
                 deleted once node_credentials is set (the node is enrolled)
 
 As in Monogon, bootstrap data wins over roles: a node that bootstraps runs a control plane
-whatever its roles say.
+whatever its roles say; once it is enrolled and knows its member role, a restart in the same
+process runs that member (the bootstrap material is gone by then).
 """
 
 from __future__ import annotations
 
+import datetime
 import ipaddress
 import shutil
 from collections.abc import Mapping
@@ -74,7 +79,12 @@ from roleserve_core.keys import (
 )
 from roleserve_core.roles import roles_from_proto
 
-__all__ = ["ControlPlaneSettings", "Startup", "controlplane_worker", "wants_control_plane"]
+__all__ = [
+    "ControlPlaneSettings",
+    "Startup",
+    "controlplane_worker",
+    "wants_control_plane",
+]
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -116,7 +126,7 @@ def fold(
     if network is None or network.external_address is None:
         return "waiting for the node's address"
     address = network.external_address
-    if bootstrap is not None:
+    if bootstrap is not None and not _bootstrapped_member(roles, credentials):
         return Startup(address, bootstrap=bootstrap)
     if credentials is None:
         return "waiting for the node's credentials"
@@ -130,6 +140,13 @@ def fold(
     )
     peers = {peer.name: peer.url for peer in role.peers}
     return Startup(address, credentials=credentials, member=member, peers=peers)
+
+
+def _bootstrapped_member(roles: NodeRoles | None, credentials: NodeCredentials | None) -> bool:
+    """Whether a bootstrapping node is done and knows its member role: a restart of the
+    worker in the same process (for a renewed certificate) then runs the member its role
+    describes. Bootstrapping again would make new material, the file being gone."""
+    return credentials is not None and roles is not None and roles.consensus_member is not None
 
 
 def controlplane_worker(node: NodeContext) -> Worker:
@@ -240,8 +257,9 @@ class ControlPlane:
     async def _bootstrap(self, ctx: RunContext, startup: Startup, binary: Any) -> None:
         assert startup.bootstrap is not None
         network = self.settings.network  # a bad one ends the worker before etcd starts
+        lifetime = self.settings.certificate_lifetime  # so does a bad lifetime
         material = BootstrapMaterial.load_or_create(
-            self.bootstrap_file, startup.bootstrap.node_key, startup.address
+            self.bootstrap_file, startup.bootstrap.node_key, startup.address, lifetime
         )
         config = self._member_config(startup, material.node.node_id, material.member, binary)
         if config.mode() is MemberMode.JOIN:
@@ -255,12 +273,20 @@ class ControlPlane:
         with member.serving.watch() as serving:
             await serving.get(filter=bool)
         async with EtcdClient([config.endpoint], material.member) as client:
-            written = await _retrying_until_written(client, material, startup.address, network)
+            written = await _retrying_until_written(
+                client, material, startup.address, network, lifetime
+            )
         material = material.without_ca_keys(self.bootstrap_file)  # etcd holds them now
         ctx.log.info("bootstrapped a new cluster" if written else "the cluster was bootstrapped")
         roles = roles_from_proto(material.first_node(startup.address, self.settings.network).roles)
         self.node.values.set(BOOTSTRAPPED, Bootstrapped(material.node, material.owner, roles))
         await self._run_curator(ctx, config, material.node, member)
+
+    def _latest_credentials(self, started: NodeCredentials) -> NodeCredentials:
+        """The node's credentials as renewed since the curator started with ``started``
+        (a bootstrapping node sets them after its curator started, to the same)."""
+        latest = self.node.values.read(NODE_CREDENTIALS)
+        return latest.get_nowait() if latest.statistics().is_set else started
 
     async def _run_curator(
         self, ctx: RunContext, config: MemberConfig, node: NodeCredentials, member: EtcdMember
@@ -273,6 +299,7 @@ class ControlPlane:
                 address=config.address,
                 port=CURATOR_PORT,
                 lease_ttl=self.settings.lease_ttl,
+                current_node=lambda: self._latest_credentials(node),
             )
         )
         ctx.run("curator", curator)
@@ -290,13 +317,19 @@ class ControlPlane:
 
 
 async def _retrying_until_written(
-    client: EtcdClient, material: BootstrapMaterial, address: IPAddress, network: ClusterNetwork
+    client: EtcdClient,
+    material: BootstrapMaterial,
+    address: IPAddress,
+    network: ClusterNetwork,
+    lifetime: datetime.timedelta,
 ) -> bool:
     """Write the bootstrap records once etcd answers."""
     delay = 0.05
     while True:
         try:
-            return await write_bootstrap(client, material, address, network=network)
+            return await write_bootstrap(
+                client, material, address, network=network, node_certificate_lifetime=lifetime
+            )
         except EtcdRequestError:
             await anyio.sleep(delay)
             delay = min(delay * 2, 1.0)

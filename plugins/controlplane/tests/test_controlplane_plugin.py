@@ -38,6 +38,7 @@ def test_declares_its_settings_once() -> None:
         ("election_ms", "int", 1000),
         ("cluster_network", "str", "10.192.0.0/11"),
         ("node_prefix_length", "int", 24),
+        ("node_certificate_lifetime", "int", 30 * 24 * 3600),
     ]
     assert [field.name for field in fields(ControlPlaneSettings)] == [s.name for s in SETTINGS]
     assert ControlPlaneSettings.of({}) == ControlPlaneSettings()

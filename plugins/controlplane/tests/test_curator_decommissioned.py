@@ -66,11 +66,17 @@ async def _update_clusternet(api: CuratorApi, node: CuratorNode) -> object:
         return await curator.UpdateNodeClusterNetworking(request)
 
 
+async def _renew_certificate(api: CuratorApi, node: CuratorNode) -> object:
+    async with api.curator(_credentials(node)) as curator:
+        return await curator.RenewCertificate(curator_pb2.RenewCertificateRequest())
+
+
 CALLS: dict[str, Call] = {
     "Watch": _watch,
     "UpdateNodeStatus": _update_status,
     "Heartbeat": _heartbeat,
     "UpdateNodeClusterNetworking": _update_clusternet,
+    "RenewCertificate": _renew_certificate,
 }
 
 

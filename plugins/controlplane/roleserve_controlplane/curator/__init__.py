@@ -18,7 +18,11 @@ changes), ``prefixes`` (the cluster network and node prefixes), ``bootstrap``,
 ``authority`` (the CAs), ``validation``, ``errors``.
 """
 
-from roleserve_controlplane.curator.authority import ClusterAuthority
+from roleserve_controlplane.curator.authority import (
+    DEFAULT_NODE_CERTIFICATE_LIFETIME,
+    ClusterAuthority,
+    node_certificate_lifetime,
+)
 from roleserve_controlplane.curator.bootstrap import (
     OWNER_IDENTITY,
     BootstrapMaterial,
@@ -42,6 +46,7 @@ from roleserve_controlplane.curator.state import ClusterState, NodeNotFoundError
 __all__ = [
     "CURATOR_PORT",
     "DEFAULT_HEARTBEAT_INTERVAL",
+    "DEFAULT_NODE_CERTIFICATE_LIFETIME",
     "MISSED_BEATS",
     "OWNER_IDENTITY",
     "BootstrapMaterial",
@@ -57,5 +62,6 @@ __all__ = [
     "NodeNotFoundError",
     "PrefixesExhaustedError",
     "Subscription",
+    "node_certificate_lifetime",
     "write_bootstrap",
 ]

@@ -3,10 +3,17 @@
 The cluster CA issues node and user certificates (the gRPC identities); the consensus CA
 issues etcd member certificates. Both keys live in etcd (``ClusterSecrets``), which only
 curators reach, through etcd's mutual TLS with the consensus CA.
+
+Node certificates are valid for the cluster's ``node_certificate_lifetime`` (cluster
+configuration; 30 days when unset, as in clusters bootstrapped before the field existed):
+a node renews its own after two thirds of it (``RenewCertificate``), so a decommissioned
+node, which may no longer renew, holds a certificate that stops opening anything within one
+lifetime. User certificates and the CAs keep their ten years.
 """
 
 from __future__ import annotations
 
+import datetime
 import ipaddress
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,6 +23,7 @@ from cryptography import x509
 from roleserve_controlplane.consensus import ConsensusCA
 from roleserve_controlplane.proto import state_pb2
 from roleserve_core.identity import (
+    CLOCK_SKEW,
     PrivateKey,
     PublicKey,
     certificate_from_pem,
@@ -28,7 +36,10 @@ from roleserve_core.identity import (
     private_key_to_pem,
 )
 
-__all__ = ["ClusterAuthority"]
+__all__ = ["DEFAULT_NODE_CERTIFICATE_LIFETIME", "ClusterAuthority", "node_certificate_lifetime"]
+
+DEFAULT_NODE_CERTIFICATE_LIFETIME = datetime.timedelta(days=30)
+"""How long a node certificate is valid when the cluster configuration does not say."""
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -80,9 +91,23 @@ class ClusterAuthority:
         """PEM of the consensus CA certificate."""
         return certificate_to_pem(self.consensus.certificate)
 
-    def node_certificate(self, public_key: PublicKey) -> x509.Certificate:
-        """A node certificate for ``public_key``."""
-        return issue_node_certificate(self.ca_key, self.ca_certificate, public_key)
+    def node_certificate(
+        self,
+        public_key: PublicKey,
+        lifetime: datetime.timedelta = DEFAULT_NODE_CERTIFICATE_LIFETIME,
+    ) -> x509.Certificate:
+        """A node certificate for ``public_key``, valid for ``lifetime`` from now.
+
+        Its start is backdated for peers whose clock lags, by ``CLOCK_SKEW`` but at most a
+        tenth of ``lifetime``: the node renews after two thirds of the certificate's whole
+        validity, which a 5 min backdate would put in the past for a lifetime under 15 min
+        (test clusters), and the node would renew at once, again and again.
+        """
+        now = datetime.datetime.now(datetime.UTC)
+        start = now - min(CLOCK_SKEW, lifetime / 10)
+        return issue_node_certificate(
+            self.ca_key, self.ca_certificate, public_key, not_before=start, not_after=now + lifetime
+        )
 
     def user_certificate(self, public_key: PublicKey, identity: str) -> x509.Certificate:
         """A user certificate for ``public_key``, named ``identity``."""
@@ -94,3 +119,10 @@ class ClusterAuthority:
         """An etcd member certificate for a node's key (the node keeps its key; the
         certificate travels in its ConsensusMember role)."""
         return self.consensus.member_certificate(public_key, node_id, addresses)
+
+
+def node_certificate_lifetime(configuration: state_pb2.ClusterConfiguration) -> datetime.timedelta:
+    """The lifetime of node certificates in ``configuration``; the default when unset."""
+    if not configuration.HasField("node_certificate_lifetime"):
+        return DEFAULT_NODE_CERTIFICATE_LIFETIME
+    return configuration.node_certificate_lifetime.ToTimedelta()

@@ -27,6 +27,7 @@ holds its CA (etcd without a cluster then is an error: its data was lost after t
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import ipaddress
 import secrets
 from dataclasses import dataclass
@@ -35,7 +36,10 @@ from pathlib import Path
 from cryptography import x509
 
 from roleserve_controlplane.consensus import DEFAULT_PEER_PORT, EtcdClient
-from roleserve_controlplane.curator.authority import ClusterAuthority
+from roleserve_controlplane.curator.authority import (
+    DEFAULT_NODE_CERTIFICATE_LIFETIME,
+    ClusterAuthority,
+)
 from roleserve_controlplane.curator.health import DEFAULT_HEARTBEAT_INTERVAL
 from roleserve_controlplane.curator.leader import CURATOR_PORT, peer_url
 from roleserve_controlplane.curator.prefixes import ClusterNetwork, prefix_key
@@ -106,12 +110,19 @@ class BootstrapMaterial:
 
     @classmethod
     def create(
-        cls, node_key: PrivateKey, address: IPAddress, owner_identity: str = OWNER_IDENTITY
+        cls,
+        node_key: PrivateKey,
+        address: IPAddress,
+        owner_identity: str = OWNER_IDENTITY,
+        lifetime: datetime.timedelta = DEFAULT_NODE_CERTIFICATE_LIFETIME,
     ) -> BootstrapMaterial:
-        """New CAs and certificates for the node with ``node_key`` at ``address``."""
+        """New CAs and certificates for the node with ``node_key`` at ``address``; its node
+        certificate is valid for ``lifetime`` (the cluster's node certificate lifetime)."""
         authority = ClusterAuthority.create()
         node = NodeCredentials(
-            node_key, authority.node_certificate(node_key.public_key()), authority.ca_certificate
+            node_key,
+            authority.node_certificate(node_key.public_key(), lifetime),
+            authority.ca_certificate,
         )
         member = Credentials(
             node_key,
@@ -128,14 +139,19 @@ class BootstrapMaterial:
 
     @classmethod
     def load_or_create(
-        cls, path: Path, node_key: PrivateKey, address: IPAddress
+        cls,
+        path: Path,
+        node_key: PrivateKey,
+        address: IPAddress,
+        lifetime: datetime.timedelta = DEFAULT_NODE_CERTIFICATE_LIFETIME,
     ) -> BootstrapMaterial:
-        """The material saved at ``path``, or new material saved there (0600).
+        """The material saved at ``path``, or new material saved there (0600), with a node
+        certificate valid for ``lifetime``.
 
         :raises CredentialsError: if the saved material is corrupt or of another node key.
         """
         if not path.exists():
-            material = cls.create(node_key, address)
+            material = cls.create(node_key, address, lifetime=lifetime)
             path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             write_atomically(path, material.to_proto().SerializeToString(), 0o600)
             return material
@@ -222,11 +238,13 @@ async def write_bootstrap(
     *,
     heartbeat_interval: float = DEFAULT_HEARTBEAT_INTERVAL,
     network: ClusterNetwork | None = None,
+    node_certificate_lifetime: datetime.timedelta = DEFAULT_NODE_CERTIFICATE_LIFETIME,
 ) -> bool:
     """Write the new cluster's records in one transaction; False if it already has them.
 
     ``network`` is the cluster network (default 10.192.0.0/11, /24 per node); it is kept in
-    the configuration, and the first node gets its first prefix.
+    the configuration, and the first node gets its first prefix. So is
+    ``node_certificate_lifetime``, the validity of every node certificate the curator issues.
 
     :raises CredentialsError: if the cluster in etcd has another CA than ``material``, or
         none while the material holds no CA keys (the bootstrap committed, and etcd's data
@@ -237,6 +255,7 @@ async def write_bootstrap(
         return False
     configuration = state_pb2.ClusterConfiguration()
     configuration.heartbeat_interval.FromNanoseconds(int(heartbeat_interval * 1e9))
+    configuration.node_certificate_lifetime.FromTimedelta(node_certificate_lifetime)
     network = network or ClusterNetwork.parse()
     network.configure(configuration)
     owner = state_pb2.OwnerRecord(

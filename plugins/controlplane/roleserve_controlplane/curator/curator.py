@@ -24,7 +24,7 @@ import contextlib
 import functools
 import ipaddress
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 
@@ -93,6 +93,9 @@ class CuratorConfig:
     """Seconds between looks for learners that have caught up."""
     clock: Clock = field(default_factory=MonotonicClock)
     """The clock heartbeats are measured with."""
+    current_node: Callable[[], NodeCredentials] | None = None
+    """The node's latest credentials (renewed ones), asked at each TLS handshake of its
+    server; None: ``node`` for good."""
 
 
 class Curator:
@@ -214,7 +217,8 @@ class Curator:
         server = create_server(self.config.node, gate=gate)
         for service in services:
             _add(server, service)
-        bind(server, f"{self.config.address}:{self.config.port}", self.config.node)
+        endpoint = f"{self.config.address}:{self.config.port}"
+        bind(server, endpoint, self.config.node, self.config.current_node)
         await server.start()
         try:
             yield server

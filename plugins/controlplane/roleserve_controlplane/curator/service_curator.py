@@ -13,6 +13,13 @@
     UpdateNodeClusterNetworking  the caller's own WireGuard key and prefixes (its own
                              address, inside its allocated prefix, or inside the cluster
                              network and clear of other nodes' allocated prefixes)
+    RenewCertificate         the caller's own node, UP: a new certificate for its stored key,
+                             valid for the configured lifetime, kept in its record
+
+Node certificates are issued for the cluster configuration's ``node_certificate_lifetime``
+(``authority.node_certificate_lifetime``). A decommissioned node never reaches
+RenewCertificate (the node gate refuses it, like every node-authenticated method); the
+check of the state here covers a record that changes between the gate and the write.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from typing import Any
 import grpc
 from typing_extensions import override
 
+from roleserve_controlplane.curator.authority import node_certificate_lifetime
 from roleserve_controlplane.curator.errors import RefusedError, handled
 from roleserve_controlplane.curator.health import Connection
 from roleserve_controlplane.curator.leader import LeaderState, api_node, now_timestamp
@@ -262,6 +270,7 @@ class CuratorService(curator_pb2_grpc.CuratorServicer):
         key = _ephemeral_key()
         identity = node_id(key)
         authority = self.leader.authority
+        lifetime = node_certificate_lifetime(await self.leader.state.configuration())
 
         def commit(record: state_pb2.NodeRecord) -> None:
             if record.state == common_pb2.NODE_STATE_NEW:
@@ -274,7 +283,7 @@ class CuratorService(curator_pb2_grpc.CuratorServicer):
                     grpc.StatusCode.FAILED_PRECONDITION, f"node {identity} is decommissioned"
                 )
             if record.state == common_pb2.NODE_STATE_STANDBY or not record.certificate:
-                record.certificate = certificate_to_pem(authority.node_certificate(key))
+                record.certificate = certificate_to_pem(authority.node_certificate(key, lifetime))
                 record.state = common_pb2.NODE_STATE_UP
 
         # An UP node gets its certificate again: a commit whose answer was lost can be
@@ -283,6 +292,29 @@ class CuratorService(curator_pb2_grpc.CuratorServicer):
         return curator_pb2.CommitNodeResponse(
             ca_certificate=authority.ca_pem, node_certificate=record.certificate
         )
+
+    @override
+    @handled
+    async def RenewCertificate(
+        self, request: curator_pb2.RenewCertificateRequest, context: Context
+    ) -> curator_pb2.RenewCertificateResponse:
+        caller = _calling_node()
+        authority = self.leader.authority
+        lifetime = node_certificate_lifetime(await self.leader.state.configuration())
+
+        def renew(record: state_pb2.NodeRecord) -> None:
+            if record.state != common_pb2.NODE_STATE_UP:
+                state = common_pb2.NodeState.Name(record.state)
+                raise RefusedError(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    f"node {caller} is {state}: only UP nodes renew their certificate",
+                )
+            key = public_key_from_der(record.public_key)
+            record.certificate = certificate_to_pem(authority.node_certificate(key, lifetime))
+
+        # Kept in the record, so that a repeated CommitNode hands out the latest one.
+        record = await self.leader.state.update_node(caller, renew)
+        return curator_pb2.RenewCertificateResponse(node_certificate=record.certificate)
 
     @override
     @handled

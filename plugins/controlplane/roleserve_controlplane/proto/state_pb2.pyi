@@ -126,6 +126,7 @@ class ClusterConfiguration(_message.Message):
     HEARTBEAT_INTERVAL_FIELD_NUMBER: _builtins.int
     CLUSTER_NETWORK_FIELD_NUMBER: _builtins.int
     NODE_PREFIX_LENGTH_FIELD_NUMBER: _builtins.int
+    NODE_CERTIFICATE_LIFETIME_FIELD_NUMBER: _builtins.int
     cluster_network: _builtins.str
     """The network node prefixes are allocated from (canonical CIDR); empty: 10.192.0.0/11.
     Set at bootstrap only.
@@ -136,16 +137,23 @@ class ClusterConfiguration(_message.Message):
     def heartbeat_interval(self) -> _duration_pb2.Duration:
         """How often nodes send heartbeats; a node misses three before it is HEARTBEAT_TIMEOUT."""
 
+    @_builtins.property
+    def node_certificate_lifetime(self) -> _duration_pb2.Duration:
+        """How long node certificates the curator issues are valid; unset (a cluster
+        bootstrapped before the field existed): 30 days. Nodes renew theirs after two thirds.
+        """
+
     def __init__(
         self,
         *,
         heartbeat_interval: _duration_pb2.Duration | None = ...,
         cluster_network: _builtins.str = ...,
         node_prefix_length: _builtins.int = ...,
+        node_certificate_lifetime: _duration_pb2.Duration | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["heartbeat_interval", b"heartbeat_interval"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["heartbeat_interval", b"heartbeat_interval", "node_certificate_lifetime", b"node_certificate_lifetime"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_network", b"cluster_network", "heartbeat_interval", b"heartbeat_interval", "node_prefix_length", b"node_prefix_length"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_network", b"cluster_network", "heartbeat_interval", b"heartbeat_interval", "node_certificate_lifetime", b"node_certificate_lifetime", "node_prefix_length", b"node_prefix_length"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

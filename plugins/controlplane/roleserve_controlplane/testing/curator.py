@@ -17,6 +17,7 @@ curator from the role); everything else goes through the curator's API over mutu
 
 from __future__ import annotations
 
+import datetime
 import ipaddress
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -25,6 +26,7 @@ from typing import Any
 import anyio
 
 from roleserve_controlplane.curator import (
+    DEFAULT_NODE_CERTIFICATE_LIFETIME,
     BootstrapMaterial,
     Curator,
     CuratorConfig,
@@ -94,6 +96,8 @@ class CuratorCluster:
     heartbeat_interval: float = 5.0
     lease_ttl: int = TEST_TTL
     """Seconds of the election lease: short in tests, for quick failovers."""
+    node_certificate_lifetime: datetime.timedelta = DEFAULT_NODE_CERTIFICATE_LIFETIME
+    """The cluster configuration's node certificate lifetime, written by ``bootstrap``."""
     nodes: list[CuratorNode] = field(default_factory=list)
     owner: UserCredentials | None = None
     consensus_ca: bytes = b""
@@ -164,7 +168,9 @@ class CuratorCluster:
     async def bootstrap(self) -> CuratorNode:
         """Node 0 bootstraps the cluster; returns it once its curator leads."""
         node = CuratorNode(0, generate_key(), self.etcd.address(0))
-        material = BootstrapMaterial.create(node.key, node.address)
+        material = BootstrapMaterial.create(
+            node.key, node.address, lifetime=self.node_certificate_lifetime
+        )
         node.credentials = material.node
         self.owner = material.owner
         self.consensus_ca = material.consensus_ca_pem
@@ -172,7 +178,11 @@ class CuratorCluster:
         node.member = await self.etcd.start(config)
         async with node.member.client(material.member) as client:
             await write_bootstrap(
-                client, material, node.address, heartbeat_interval=self.heartbeat_interval
+                client,
+                material,
+                node.address,
+                heartbeat_interval=self.heartbeat_interval,
+                node_certificate_lifetime=self.node_certificate_lifetime,
             )
         self.nodes.append(node)
         await self._start_curator(node, material.member)
@@ -223,6 +233,7 @@ class CuratorCluster:
     async def _start_curator(self, node: CuratorNode, member: Credentials) -> None:
         assert node.credentials is not None
         assert node.member is not None
+        credentials = node.credentials  # the curator presents the node's latest ones
         node.curator = Curator(
             CuratorConfig(
                 node=node.credentials,
@@ -231,6 +242,7 @@ class CuratorCluster:
                 address=node.address,
                 lease_ttl=self.lease_ttl,
                 promote_every=0.2,
+                current_node=lambda: node.credentials or credentials,
             )
         )
         node.supervisor = await self._runner.start(node.curator)
