@@ -276,7 +276,8 @@ async def serve(cluster: FakeCluster) -> grpc.aio.Server:
     fake_local = FakeCuratorLocal(cluster)  # type: ignore[abstract]
     fake_node = FakeNodeManagement(cluster)
     curator_pb2_grpc.add_CuratorLocalServicer_to_server(fake_local, server)
-    management_pb2_grpc.add_ManagementServicer_to_server(FakeManagement(cluster), server)
+    fake_management = FakeManagement(cluster)  # type: ignore[abstract]
+    management_pb2_grpc.add_ManagementServicer_to_server(fake_management, server)
     nodemanagement_pb2_grpc.add_NodeManagementServicer_to_server(fake_node, server)
     bind(server, f"{cluster.address}:{CURATOR_PORT}", cluster.leader)
     bind(server, f"{cluster.address}:{NODE_MANAGEMENT_PORT}", cluster.leader)

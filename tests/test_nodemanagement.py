@@ -560,10 +560,11 @@ async def test_a_node_certificate_is_refused(served: Served, method: str) -> Non
             ),
         }
         code, details = await refused(calls[method]())
+    needed = "OPERATE_NODE" if method == "RestartRunnable" else "READ_NODE"
     assert code is grpc.StatusCode.PERMISSION_DENIED
     assert details == (
-        f"node {other.node_id} lacks OPERATE_NODE, needed by "
-        f"/roleserve.nodemanagement.NodeManagement/{method}"
+        f"node {other.node_id} lacks {needed}, "
+        f"needed by /roleserve.nodemanagement.NodeManagement/{method}"
     )
     assert served.node.status(CHATTY).restarts == 0
 

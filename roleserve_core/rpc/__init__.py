@@ -13,17 +13,20 @@ channels that verify nodes by ID, peer identity for handlers, cancellation-safe 
             a refused connection is tried again after 0.25 s, RECONNECT_OPTIONS)
             └─ unary calls awaited through unary(): anyio cancellation stays anyio's
 
-Modules: ``_authorization`` (method options, permissions), ``_peer`` (classifying callers),
+Modules: ``_authorization`` (method options, permissions, scopes), ``_peer`` (classifying callers),
 ``_server``, ``_client``, ``_unary``.
 """
 
 from roleserve_core.rpc._authorization import (
     NODE_PERMISSIONS,
+    SCOPE_PERMISSIONS,
     USER_PERMISSIONS,
     MethodAuthorization,
     Permission,
     method_authorization,
     permission_name,
+    scope_permissions,
+    smallest_scope,
 )
 from roleserve_core.rpc._client import (
     CHANNEL_OPTIONS,
@@ -46,6 +49,7 @@ from roleserve_core.rpc._server import (
     NODE_REFUSED_METADATA,
     AuthorizationInterceptor,
     NodeGate,
+    Revocations,
     bind,
     create_server,
     node_refusal,
@@ -60,6 +64,7 @@ __all__ = [
     "NODE_PERMISSIONS",
     "NODE_REFUSED_METADATA",
     "RECONNECT_OPTIONS",
+    "SCOPE_PERMISSIONS",
     "USER_PERMISSIONS",
     "AuthorizationInterceptor",
     "CancellationSafeCall",
@@ -70,6 +75,7 @@ __all__ = [
     "Peer",
     "PeerClassifier",
     "Permission",
+    "Revocations",
     "UnauthenticatedPeer",
     "UserPeer",
     "bind",
@@ -79,7 +85,9 @@ __all__ = [
     "method_authorization",
     "node_refusal",
     "permission_name",
+    "scope_permissions",
     "secure_channel",
     "server_credentials",
+    "smallest_scope",
     "unary",
 ]

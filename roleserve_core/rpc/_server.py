@@ -10,7 +10,10 @@
              3. allow_unauthenticated? ──yes──▶ handler (any peer; current_peer() tells who)
                 │ no
                 ├── unauthenticated peer  ──▶ UNAUTHENTICATED
-                ├── a needed permission missing ──▶ PERMISSION_DENIED
+                ├── a needed permission missing ──▶ PERMISSION_DENIED (a user: naming its
+                │       scope and the scope that would do)
+                ├── a user whose certificate the server's Revocations name ──▶ PERMISSION_DENIED
+                │       (checked when a call starts; an open stream is not ended)
                 ├── a node the server's NodeGate refuses ──▶ PERMISSION_DENIED, marked
                 │       (NODE_REFUSED_METADATA); a response stream open when the gate
                 │       starts refusing its node ends the same way
@@ -40,6 +43,7 @@ from roleserve_core.rpc._authorization import (
     MethodAuthorization,
     method_authorization,
     permission_name,
+    smallest_scope,
 )
 from roleserve_core.rpc._peer import (
     NodePeer,
@@ -55,6 +59,7 @@ __all__ = [
     "NODE_REFUSED_METADATA",
     "AuthorizationInterceptor",
     "NodeGate",
+    "Revocations",
     "bind",
     "create_server",
     "node_refusal",
@@ -106,11 +111,31 @@ def _refusal(
             f"{method} needs a node or user certificate of this cluster",
         )
     missing = sorted(authorization.need - peer.permissions)
-    if missing:
-        who = f"user {peer.identity!r}" if isinstance(peer, UserPeer) else f"node {peer.node_id}"
-        names = ", ".join(permission_name(p) for p in missing)
-        return grpc.StatusCode.PERMISSION_DENIED, f"{who} lacks {names}, needed by {method}"
-    return None
+    if not missing:
+        return None
+    names = ", ".join(permission_name(p) for p in missing)
+    if isinstance(peer, UserPeer):
+        return grpc.StatusCode.PERMISSION_DENIED, _user_refusal(method, authorization, peer, names)
+    return (
+        grpc.StatusCode.PERMISSION_DENIED,
+        f"node {peer.node_id} lacks {names}, needed by {method}",
+    )
+
+
+def _user_refusal(
+    method: str, authorization: MethodAuthorization, peer: UserPeer, names: str
+) -> str:
+    """``viewer credentials cannot UpdateNodeRoles (needs MANAGE_ROLES); ask the owner for
+    operator credentials``: what was refused, why, and which credentials would do."""
+    name = method.rsplit("/", 1)[-1]
+    scope = peer.scope or "unscoped"
+    wanted = smallest_scope(authorization.need)
+    remedy = (
+        f"ask the owner for {wanted} credentials"
+        if wanted is not None
+        else "only nodes may call it"
+    )
+    return f"{scope} credentials cannot {name} (needs {names}); {remedy}"
 
 
 NODE_REFUSED_KEY = "roleserve-node-refused"
@@ -128,6 +153,21 @@ class NodeGate(Protocol):
 
     async def wait_refusal(self, node_id: str) -> str:
         """Return, with the reason, once ``node_id`` is refused (for open streams)."""
+
+
+class Revocations(Protocol):
+    """Which user certificates, valid and of the cluster, were revoked nevertheless."""
+
+    def revoked(self, serial: int) -> bool:
+        """Whether the user certificate with ``serial`` is revoked; asked on each call of a
+        user, so it answers from memory (the leader's watch of etcd)."""
+
+
+def _revoked_refusal(peer: UserPeer) -> str:
+    return (
+        f"credentials {peer.identity!r} (serial {peer.serial:x}) were revoked; "
+        "ask the owner for new credentials"
+    )
 
 
 def node_refusal(error: grpc.aio.AioRpcError) -> str | None:
@@ -163,9 +203,15 @@ The handler itself can therefore not send initial metadata of its own on such me
 class AuthorizationInterceptor(grpc.aio.ServerInterceptor):
     """Enforces every method's ``authorization`` option and sets ``current_peer()``."""
 
-    def __init__(self, classifier: PeerClassifier, gate: NodeGate | None = None) -> None:
+    def __init__(
+        self,
+        classifier: PeerClassifier,
+        gate: NodeGate | None = None,
+        revocations: Revocations | None = None,
+    ) -> None:
         self.classifier = classifier
         self.gate = gate
+        self.revocations = revocations
 
     async def intercept_service(
         self,
@@ -184,6 +230,14 @@ class AuthorizationInterceptor(grpc.aio.ServerInterceptor):
             if refusal is not None:
                 await context.abort(*refusal)
             _set_current_peer(peer)
+            revocations = self.revocations
+            if (
+                revocations is not None
+                and isinstance(peer, UserPeer)
+                and not _open_to_all(authorization)
+                and revocations.revoked(peer.serial)
+            ):
+                await context.abort(grpc.StatusCode.PERMISSION_DENIED, _revoked_refusal(peer))
             gate = self.gate
             if gate is None or not isinstance(peer, NodePeer) or _open_to_all(authorization):
                 return None
@@ -308,6 +362,7 @@ def create_server(
     classifier: PeerClassifier | None = None,
     options: Sequence[tuple[str, Any]] = (),
     gate: NodeGate | None = None,
+    revocations: Revocations | None = None,
 ) -> grpc.aio.Server:
     """A grpc.aio server that authorizes every call for the cluster of ``credentials``.
 
@@ -316,12 +371,14 @@ def create_server(
     :param options: gRPC server options, added to (and replacing the same names of)
         ``KEEPALIVE_POLICY``.
     :param gate: nodes refused although their certificate is valid (see ``NodeGate``).
+    :param revocations: user certificates refused although valid (see ``Revocations``).
     """
     classifier = classifier or PeerClassifier(credentials.ca_certificate)
     given = {option for option, _ in options}
     policy = [(option, value) for option, value in KEEPALIVE_POLICY if option not in given]
     return grpc.aio.server(
-        interceptors=[AuthorizationInterceptor(classifier, gate)], options=[*policy, *options]
+        interceptors=[AuthorizationInterceptor(classifier, gate, revocations)],
+        options=[*policy, *options],
     )
 
 

@@ -18,6 +18,7 @@ from roleserve_controlplane.proto import state_pb2
 from roleserve_core.identity import (
     PrivateKey,
     PublicKey,
+    Scope,
     certificate_from_pem,
     certificate_to_pem,
     create_ca,
@@ -84,9 +85,14 @@ class ClusterAuthority:
         """A node certificate for ``public_key``."""
         return issue_node_certificate(self.ca_key, self.ca_certificate, public_key)
 
-    def user_certificate(self, public_key: PublicKey, identity: str) -> x509.Certificate:
-        """A user certificate for ``public_key``, named ``identity``."""
-        return issue_user_certificate(self.ca_key, self.ca_certificate, public_key, identity)
+    def user_certificate(
+        self, public_key: PublicKey, identity: str, scope: Scope | None = None
+    ) -> x509.Certificate:
+        """A user certificate for ``public_key``, named ``identity``; with ``scope`` in its
+        scope extension (None: no extension, an owner's, as bootstrap issues)."""
+        return issue_user_certificate(
+            self.ca_key, self.ca_certificate, public_key, identity, scope=scope
+        )
 
     def member_certificate(
         self, public_key: PublicKey, node_id: str, addresses: Sequence[IPAddress]

@@ -1,0 +1,145 @@
+"""Scoped user credentials on the real curator over mutual TLS, on real etcd: issued for a
+key the caller keeps, listed, revoked, and then refused by the leader."""
+
+from __future__ import annotations
+
+import anyio
+import grpc
+import pytest
+
+from roleserve_controlplane.testing.curator_api import CuratorApi, refused
+from roleserve_core.identity import (
+    UserCredentials,
+    certificate_from_pem,
+    certificate_scope,
+    generate_key,
+    signing_request,
+)
+from roleserve_core.proto import management_pb2
+from roleserve_core.testing import DEFAULT_TIMEOUT
+
+pytestmark = pytest.mark.anyio
+
+Code = grpc.StatusCode
+RETRY_EVERY = 0.05
+"""Seconds between looks while waiting for the leader's watch to see a revocation."""
+
+
+@pytest.fixture
+def api(curators) -> CuratorApi:
+    return CuratorApi(curators)
+
+
+async def issue(api: CuratorApi, name: str, scope: str) -> UserCredentials:
+    """Credentials issued by the leader for a new key generated here."""
+    key = generate_key()
+    request = management_pb2.IssueCredentialsRequest(
+        name=name, scope=scope, csr=signing_request(key, name)
+    )
+    async with api.management() as management:
+        response = await management.IssueCredentials(request)
+    return UserCredentials(
+        key,
+        certificate_from_pem(response.certificate),
+        certificate_from_pem(response.ca_certificate),
+    )
+
+
+async def listed(api: CuratorApi) -> list[tuple[str, str, str, bool]]:
+    async with api.management() as management:
+        response = await management.ListCredentials(management_pb2.ListCredentialsRequest())
+    return [(c.name, c.scope, c.serial, c.revoked) for c in response.credentials]
+
+
+async def cluster_info(api: CuratorApi, credentials: UserCredentials) -> None:
+    async with api.management(credentials) as management:
+        await management.GetClusterInfo(management_pb2.GetClusterInfoRequest())
+
+
+async def first_refusal(api: CuratorApi, credentials: UserCredentials) -> grpc.aio.AioRpcError:
+    """The first refusal of a call with ``credentials``, retried until one comes: the
+    leader learns of a revocation through its watch of etcd, seconds at most."""
+    with anyio.fail_after(DEFAULT_TIMEOUT):
+        while True:
+            try:
+                await cluster_info(api, credentials)
+            except grpc.aio.AioRpcError as exc:
+                return exc
+            await anyio.sleep(RETRY_EVERY)
+
+
+async def test_issued_credentials_are_listed_revoked_and_then_refused(api: CuratorApi) -> None:
+    viewer = await issue(api, "alice", "viewer")
+    serial = format(viewer.certificate.serial_number, "x")
+    assert (viewer.identity, certificate_scope(viewer.certificate)) == ("alice", "viewer")
+    await cluster_info(api, viewer)
+    assert await listed(api) == [("alice", "viewer", serial, False)]
+
+    async with api.management() as management:
+        await management.RevokeCredentials(management_pb2.RevokeCredentialsRequest(name="alice"))
+    refusal = await first_refusal(api, viewer)
+    assert refusal.code() is Code.PERMISSION_DENIED
+    assert refusal.details() == (
+        f"credentials 'alice' (serial {serial}) were revoked; ask the owner for new credentials"
+    )
+    assert await listed(api) == [("alice", "viewer", serial, True)]
+
+
+async def test_a_viewer_may_read_but_not_change_roles(api: CuratorApi, curators) -> None:
+    viewer = await issue(api, "bob", "viewer")
+    request = management_pb2.UpdateNodeRolesRequest(node_id=curators.nodes[0].node_id)
+    async with api.management(viewer) as management:
+        await management.GetClusterInfo(management_pb2.GetClusterInfoRequest())
+        with refused(
+            Code.PERMISSION_DENIED,
+            "viewer credentials cannot UpdateNodeRoles (needs MANAGE_ROLES); "
+            "ask the owner for operator credentials",
+        ):
+            await management.UpdateNodeRoles(request)
+
+
+async def test_only_the_owner_issues_credentials(api: CuratorApi) -> None:
+    operator = await issue(api, "carol", "operator")
+    key = generate_key()
+    request = management_pb2.IssueCredentialsRequest(
+        name="dave", scope="owner", csr=signing_request(key, "dave")
+    )
+    async with api.management(operator) as management:
+        with refused(
+            Code.PERMISSION_DENIED,
+            "operator credentials cannot IssueCredentials (needs MANAGE_CREDENTIALS); "
+            "ask the owner for owner credentials",
+        ):
+            await management.IssueCredentials(request)
+
+
+@pytest.mark.parametrize(
+    ("name", "scope", "csr", "code", "message"),
+    [
+        ("eve", "root", True, Code.INVALID_ARGUMENT, "scope 'root' is none of owner, operator"),
+        ("Eve!", "viewer", True, Code.INVALID_ARGUMENT, "credentials name 'Eve!' is not"),
+        ("owner", "viewer", True, Code.INVALID_ARGUMENT, "is the bootstrap owner's"),
+        ("eve", "viewer", False, Code.INVALID_ARGUMENT, "is not valid DER PKCS#10"),
+    ],
+)
+async def test_bad_requests_are_refused(
+    api: CuratorApi, name: str, scope: str, csr: bool, code: Code, message: str
+) -> None:
+    request = management_pb2.IssueCredentialsRequest(
+        name=name, scope=scope, csr=signing_request(generate_key(), name) if csr else b"junk"
+    )
+    async with api.management() as management:
+        with refused(code, message):
+            await management.IssueCredentials(request)
+    assert await listed(api) == []
+
+
+async def test_a_name_is_issued_once_and_an_unknown_one_is_not_revoked(api: CuratorApi) -> None:
+    await issue(api, "frank", "metrics")
+    with refused(Code.ALREADY_EXISTS, "credentials named 'frank' were issued before"):
+        await issue(api, "frank", "metrics")
+    async with api.management() as management:
+        with refused(Code.NOT_FOUND, "no credentials named 'grace'"):
+            await management.RevokeCredentials(
+                management_pb2.RevokeCredentialsRequest(name="grace")
+            )
