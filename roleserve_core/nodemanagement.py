@@ -4,8 +4,8 @@ Every node serves ``NodeManagement`` (``proto/nodemanagement.proto``) on its own
 port 7839 (the worker ``nodemgmt`` runs the server). Reading needs the permission
 READ_NODE (owner, operator, viewer credentials), restarting OPERATE_NODE (owner, operator);
 no node holds either. The server's ``AuthorizationInterceptor`` refuses everyone else
-before a handler runs (revoked user certificates are not known here yet: only the leading
-curator refuses them, see docs/wire-api.md, "Revocation")::
+before a handler runs, and revoked user certificates too (the value
+``revoked_credentials``, which the ``revocations`` worker keeps from the leader)::
 
     roleserve ctl tree/values/logs/restart ──mTLS, user certificate──▶ node:7839
                                                                           │

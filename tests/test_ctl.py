@@ -1163,7 +1163,10 @@ def test_credentials_list_and_revoke(setup: Setup, ctl: Any) -> None:
     revoked = ctl("credentials", "revoke", "alice")
     assert revoked.code == 0, revoked.err
     assert [r.name for r in setup.cluster.received("RevokeCredentials")] == ["alice"]
-    assert revoked.out.startswith("revoked credentials 'alice': the curator refuses them")
+    assert revoked.out == (
+        "revoked credentials 'alice': the curator and every node's management server refuse "
+        "them within seconds\n"
+    )
 
 
 def test_the_scope_choices_are_the_scopes() -> None:

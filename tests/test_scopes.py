@@ -54,6 +54,7 @@ OPEN = {"RegisterNode", "CommitNode", "JoinNode", "GetCurrentLeader", "GetCACert
 NODE_ONLY = {"UpdateNodeStatus", "Heartbeat", "UpdateNodeClusterNetworking"}
 VIEWER = {
     "Watch",
+    "WatchRevokedCredentials",
     "GetClusterInfo",
     "GetNodes",
     "GetConsensusStatus",

@@ -52,6 +52,10 @@ class CuratorStub:
     """A registered node restarting: proves its join key with its ephemeral certificate."""
     UpdateNodeClusterNetworking: _grpc.UnaryUnaryMultiCallable[_curator_pb2.UpdateNodeClusterNetworkingRequest, _curator_pb2.UpdateNodeClusterNetworkingResponse]
     """Replace the caller's own WireGuard key and prefixes."""
+    WatchRevokedCredentials: _grpc.UnaryStreamMultiCallable[_curator_pb2.WatchRevokedCredentialsRequest, _curator_pb2.RevokedCredentials]
+    """The serials of every revoked user certificate: the whole set at once, then again at
+    each revocation. Every node's node management server refuses them.
+    """
 
 @_typing.type_check_only
 class CuratorAsyncStub(CuratorStub):
@@ -73,6 +77,10 @@ class CuratorAsyncStub(CuratorStub):
     """A registered node restarting: proves its join key with its ephemeral certificate."""
     UpdateNodeClusterNetworking: _aio.UnaryUnaryMultiCallable[_curator_pb2.UpdateNodeClusterNetworkingRequest, _curator_pb2.UpdateNodeClusterNetworkingResponse]  # type: ignore[assignment]
     """Replace the caller's own WireGuard key and prefixes."""
+    WatchRevokedCredentials: _aio.UnaryStreamMultiCallable[_curator_pb2.WatchRevokedCredentialsRequest, _curator_pb2.RevokedCredentials]  # type: ignore[assignment]
+    """The serials of every revoked user certificate: the whole set at once, then again at
+    each revocation. Every node's node management server refuses them.
+    """
 
 class CuratorServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -133,6 +141,16 @@ class CuratorServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_curator_pb2.UpdateNodeClusterNetworkingResponse, _abc.Awaitable[_curator_pb2.UpdateNodeClusterNetworkingResponse]]:
         """Replace the caller's own WireGuard key and prefixes."""
+
+    @_abc_1.abstractmethod
+    def WatchRevokedCredentials(
+        self,
+        request: _curator_pb2.WatchRevokedCredentialsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_curator_pb2.RevokedCredentials], _abc.AsyncIterator[_curator_pb2.RevokedCredentials]]:
+        """The serials of every revoked user certificate: the whole set at once, then again at
+        each revocation. Every node's node management server refuses them.
+        """
 
 def add_CuratorServicer_to_server(servicer: CuratorServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
 

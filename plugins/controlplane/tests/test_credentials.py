@@ -15,7 +15,7 @@ from roleserve_core.identity import (
     generate_key,
     signing_request,
 )
-from roleserve_core.proto import management_pb2
+from roleserve_core.proto import curator_pb2, management_pb2
 from roleserve_core.testing import DEFAULT_TIMEOUT
 
 pytestmark = pytest.mark.anyio
@@ -143,3 +143,19 @@ async def test_a_name_is_issued_once_and_an_unknown_one_is_not_revoked(api: Cura
             await management.RevokeCredentials(
                 management_pb2.RevokeCredentialsRequest(name="grace")
             )
+
+
+async def test_nodes_hear_of_each_revocation(api: CuratorApi, curators) -> None:
+    alice = await issue(api, "alice", "operator")
+    request = curator_pb2.WatchRevokedCredentialsRequest()
+    async with api.curator(curators.nodes[0].credentials) as curator:
+        stream = curator.WatchRevokedCredentials(request, timeout=DEFAULT_TIMEOUT)
+        answers = aiter(stream)
+        assert list((await anext(answers)).serials) == []
+        async with api.management() as management:
+            await management.RevokeCredentials(
+                management_pb2.RevokeCredentialsRequest(name="alice")
+            )
+        serial = format(alice.certificate.serial_number, "x")
+        assert list((await anext(answers)).serials) == [serial]
+        stream.cancel()

@@ -92,7 +92,7 @@ def add_parsers(commands: Any) -> None:
         help="revoke issued credentials",
         description=(
             "Revoke the credentials issued as NAME: the leading curator refuses them "
-            "within seconds. Node management servers do not check revocations yet."
+            "within seconds, and so does every node's management server."
         ),
     )
     parser.add_argument("name", metavar="NAME", help="as `credentials list` shows it")
@@ -175,8 +175,8 @@ async def revoke(session: Session, args: argparse.Namespace) -> None:
         management_pb2.RevokeCredentialsRequest(name=args.name),
     )
     print(
-        f"revoked credentials {args.name!r}: the curator refuses them within seconds "
-        "(node management servers do not check revocations yet)"
+        f"revoked credentials {args.name!r}: the curator and every node's management "
+        "server refuse them within seconds"
     )
 
 

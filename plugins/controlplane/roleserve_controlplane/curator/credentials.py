@@ -8,7 +8,10 @@
     RevokeCredentials(name) ─▶ the record's ``revoked`` set (compare-and-swap on its revision)
 
     etcd /credentials/ ──one watch──▶ RevokedSerials {serial}
-                                          └─▶ AuthorizationInterceptor refuses those users
+                                          ├─▶ AuthorizationInterceptor refuses those users
+                                          └─▶ Curator.WatchRevokedCredentials ─▶ every
+                                              node's ``revocations`` worker ─▶ its node
+                                              management server refuses them too
 
 Only the leading curator serves user calls (the others answer every authenticated call with
 "not the leader"), and each new leader loads the records before serving: so "every curator
@@ -175,10 +178,23 @@ class RevokedSerials:
         """Record name → its serial, for the revoked ones."""
         self._serials: frozenset[int] = frozenset()
         self._revision = 0
+        self._changed = anyio.Event()
+        """Set (and replaced) at each change of the serials."""
 
     def revoked(self, serial: int) -> bool:
         """Whether the certificate with ``serial`` was revoked."""
         return serial in self._serials
+
+    @property
+    def serials(self) -> frozenset[int]:
+        """Every revoked serial, now."""
+        return self._serials
+
+    async def wait_changed(self, seen: frozenset[int]) -> frozenset[int]:
+        """The revoked serials, once they differ from ``seen`` (for the nodes' stream)."""
+        while self._serials == seen:
+            await self._changed.wait()
+        return self._serials
 
     async def run(self) -> None:
         """Load the records, then follow every change until cancelled."""
@@ -209,4 +225,8 @@ class RevokedSerials:
     def _apply(self, record: state_pb2.CredentialsRecord) -> None:
         if record.revoked:
             self._revoked[record.name] = int(record.serial, 16)
-            self._serials = frozenset(self._revoked.values())
+            serials = frozenset(self._revoked.values())
+            if serials != self._serials:
+                self._serials = serials
+                changed, self._changed = self._changed, anyio.Event()
+                changed.set()

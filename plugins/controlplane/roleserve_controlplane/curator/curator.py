@@ -187,16 +187,15 @@ class Curator:
             tasks.start_soon(leader.cache.run)
             tasks.start_soon(self._promote_learners, leader)
             tasks.start_soon(allocate_missing_prefixes, leader.state, leader.network)
-            revoked = RevokedSerials(client)
-            tasks.start_soon(revoked.run)
-            await revoked.ready.wait()  # serving before would let a revoked user in
+            tasks.start_soon(leader.revoked.run)
+            await leader.revoked.ready.wait()  # serving before would let a revoked user in
             await stack.enter_async_context(
                 self._serving(
                     CuratorLocalService(node_id, leader.state, election, self.leader_value),
                     CuratorService(leader),
                     ManagementService(leader),
                     gate=DecommissionedGate(leader.cache),
-                    revocations=revoked,
+                    revocations=leader.revoked,
                 )
             )
             self._announce(ctx, "leading")
@@ -247,6 +246,7 @@ class Curator:
             cache=NodeCache(client),
             heartbeats=Heartbeats(self.config.clock, interval or DEFAULT_HEARTBEAT_INTERVAL),
             network=ClusterNetwork.of(configuration),
+            revoked=RevokedSerials(client),
         )
 
     async def _promote_learners(self, leader: LeaderState) -> None:

@@ -13,6 +13,8 @@
     UpdateNodeClusterNetworking  the caller's own WireGuard key and prefixes (its own
                              address, inside its allocated prefix, or inside the cluster
                              network and clear of other nodes' allocated prefixes)
+    WatchRevokedCredentials  the revoked user serials: all at once, then again at each
+                             change (credentials.py), for the nodes' management servers
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 import grpc
 from typing_extensions import override
 
+from roleserve_controlplane.curator.credentials import serial_text
 from roleserve_controlplane.curator.errors import RefusedError, handled
 from roleserve_controlplane.curator.health import Connection
 from roleserve_controlplane.curator.leader import LeaderState, api_node, now_timestamp
@@ -300,6 +303,18 @@ class CuratorService(curator_pb2_grpc.CuratorServicer):
                 f"node {stored.record.id} is {common_pb2.NodeState.Name(stored.record.state)}",
             )
         return curator_pb2.JoinNodeResponse(node_id=stored.record.id, state=stored.record.state)
+
+    @override
+    @handled
+    async def WatchRevokedCredentials(
+        self, request: curator_pb2.WatchRevokedCredentialsRequest, context: Context
+    ) -> AsyncIterator[curator_pb2.RevokedCredentials]:
+        revoked = self.leader.revoked
+        await revoked.ready.wait()
+        serials = revoked.serials
+        while True:
+            yield curator_pb2.RevokedCredentials(serials=sorted(map(serial_text, serials)))
+            serials = await revoked.wait_changed(serials)
 
 
 def _snapshot_events(records: list[state_pb2.NodeRecord]) -> list[curator_pb2.WatchEvent]:
