@@ -3,6 +3,8 @@ key the caller keeps, listed, revoked, and then refused by the leader."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import anyio
 import grpc
 import pytest
@@ -21,6 +23,24 @@ from roleserve_core.testing import DEFAULT_TIMEOUT
 pytestmark = pytest.mark.anyio
 
 Code = grpc.StatusCode
+MANAGEMENT = management_pb2.DESCRIPTOR.services_by_name["Management"]
+
+OPERATOR_MAY = {
+    "GetClusterInfo",
+    "GetNodes",
+    "GetConsensusStatus",
+    "ApproveNode",
+    "UpdateNodeRoles",
+    "DecommissionNode",
+}
+"""Management methods an operator may call; a viewer only the first three, metrics none,
+the owner every one (written out: the test checks the protos against issue 11)."""
+MAY: dict[str, set[str]] = {
+    "owner": {method.name for method in MANAGEMENT.methods},
+    "operator": OPERATOR_MAY,
+    "viewer": {"GetClusterInfo", "GetNodes", "GetConsensusStatus"},
+    "metrics": set(),
+}
 RETRY_EVERY = 0.05
 """Seconds between looks while waiting for the leader's watch to see a revocation."""
 
@@ -83,6 +103,36 @@ async def test_issued_credentials_are_listed_revoked_and_then_refused(api: Curat
         f"credentials 'alice' (serial {serial}) were revoked; ask the owner for new credentials"
     )
     assert await listed(api) == [("alice", "viewer", serial, True)]
+
+
+async def refused_or_not(channel: Any, method: str) -> bool:
+    """Whether an empty request of ``method`` is refused PERMISSION_DENIED (an empty
+    request changes nothing: every write needs a node or a name, so it is NOT_FOUND or
+    INVALID_ARGUMENT when let in)."""
+    path = f"/{MANAGEMENT.full_name}/{method}"
+    try:
+        if MANAGEMENT.methods_by_name[method].server_streaming:
+            async for _ in channel.unary_stream(path)(b"", timeout=DEFAULT_TIMEOUT):
+                pass
+        else:
+            await channel.unary_unary(path)(b"", timeout=DEFAULT_TIMEOUT)
+    except grpc.aio.AioRpcError as exc:
+        return exc.code() is Code.PERMISSION_DENIED
+    return False
+
+
+async def test_every_scope_against_every_management_method(api: CuratorApi, curators) -> None:
+    leader = await curators.leader()
+    denied: dict[str, set[str]] = {}
+    for scope in MAY:
+        credentials = await issue(api, f"user-{scope}", scope)
+        async with curators.channel(leader, credentials) as channel:
+            denied[scope] = {
+                m.name for m in MANAGEMENT.methods if await refused_or_not(channel, m.name)
+            }
+    everything = {method.name for method in MANAGEMENT.methods}
+    assert denied == {scope: everything - may for scope, may in MAY.items()}
+    assert [name for name, *_ in await listed(api)] == [f"user-{scope}" for scope in sorted(MAY)]
 
 
 async def test_a_viewer_may_read_but_not_change_roles(api: CuratorApi, curators) -> None:
