@@ -78,6 +78,9 @@ class RevokedOthers:
     def revoked(self, serial: int) -> bool:
         return serial in self.serials
 
+    async def wait_revoked(self, serial: int) -> None:
+        await anyio.Event().wait()  # never: nobody is revoked while the benchmark runs
+
 
 class OpenGate:
     """A node gate that refuses nobody: a dict lookup per call, an event per stream."""

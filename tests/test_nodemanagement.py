@@ -633,3 +633,18 @@ async def test_a_revoked_user_certificate_is_refused_from_the_next_call(served: 
     )
     async with served.client() as owner:  # another certificate of the cluster: still in
         await owner.GetValues(pb.GetValuesRequest(), timeout=CALL_TIMEOUT)
+
+
+async def test_a_followed_log_of_a_user_ends_when_it_is_revoked(served: Served) -> None:
+    operator = scoped(served.ca, Scope.OPERATOR, "otto")
+    serial = operator.certificate.serial_number
+    async with served.client(operator) as stub:
+        call = stub.GetLogs(pb.GetLogsRequest(dn=CHATTY, backlog=1, follow=True))
+        with anyio.fail_after(CALL_TIMEOUT):
+            await call.read()  # the backlog: the call follows now
+            served.node.set(REVOKED_CREDENTIALS, RevokedCredentials(frozenset({serial})))
+            code, details = await refused(call.read())
+    assert code is grpc.StatusCode.PERMISSION_DENIED
+    assert details == (
+        f"credentials 'otto' (serial {serial:x}) were revoked; ask the owner for new credentials"
+    )

@@ -4,8 +4,9 @@ channels that verify nodes by ID, peer identity for handlers, cancellation-safe 
 ::
 
     server: create_server(node credentials) + bind(address)
-            └─ AuthorizationInterceptor: each method's authorization option vs. the peer,
-               and the server's NodeGate (nodes refused although certified: decommissioned)
+            └─ AuthorizationInterceptor: each method's authorization option vs. the peer
+               (a user: its certificate's scope), the server's NodeGate (nodes refused
+               although certified: decommissioned) and Revocations (revoked users)
                └─ handler: current_peer() → NodePeer | UserPeer | UnauthenticatedPeer
     client: secure_channel(target, credentials, node_id=...)  (verifies: a node of the
             cluster, or exactly that node; never by host name; keepalive pings: a hung

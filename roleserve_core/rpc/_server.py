@@ -12,8 +12,8 @@
                 ├── unauthenticated peer  ──▶ UNAUTHENTICATED
                 ├── a needed permission missing ──▶ PERMISSION_DENIED (a user: naming its
                 │       scope and the scope that would do)
-                ├── a user whose certificate the server's Revocations name ──▶ PERMISSION_DENIED
-                │       (checked when a call starts; an open stream is not ended)
+                ├── a user whose certificate the server's Revocations name ──▶ PERMISSION_DENIED;
+                │       a response stream open when it is revoked ends the same way
                 ├── a node the server's NodeGate refuses ──▶ PERMISSION_DENIED, marked
                 │       (NODE_REFUSED_METADATA); a response stream open when the gate
                 │       starts refusing its node ends the same way
@@ -162,6 +162,9 @@ class Revocations(Protocol):
         """Whether the user certificate with ``serial`` is revoked; asked on each call of a
         user, so it answers from memory (the leader's watch of etcd)."""
 
+    async def wait_revoked(self, serial: int) -> None:
+        """Return once the user certificate with ``serial`` is revoked (for open streams)."""
+
 
 def _revoked_refusal(peer: UserPeer) -> str:
     return (
@@ -184,9 +187,22 @@ async def _abort_refused(context: Context, reason: str) -> None:
     await context.abort(grpc.StatusCode.PERMISSION_DENIED, reason, NODE_REFUSED_METADATA)
 
 
+Metadata = tuple[tuple[str, str], ...]
 Admit = Callable[[Context], Awaitable["Guard"]]
-Guard = Callable[[], Awaitable[str]] | None
-"""What ends an admitted response stream: returns the reason once its caller is refused."""
+Guard = Callable[[], Awaitable[tuple[str, Metadata]]] | None
+"""What ends an admitted response stream: returns the reason, and the trailing metadata to
+end the call with, once its caller is refused (a node by the gate, a user revoked)."""
+
+
+async def _node_refused(gate: NodeGate, node_id: str) -> tuple[str, Metadata]:
+    return await gate.wait_refusal(node_id), NODE_REFUSED_METADATA
+
+
+async def _user_revoked(revocations: Revocations, peer: UserPeer) -> tuple[str, Metadata]:
+    # No NODE_REFUSED_METADATA: that marks a node refused for good, which stops a node.
+    await revocations.wait_revoked(peer.serial)
+    return _revoked_refusal(peer), ()
+
 
 ADMITTED_METADATA_KEY = "roleserve-admitted"
 ADMITTED_METADATA = ((ADMITTED_METADATA_KEY, "1"),)
@@ -230,23 +246,34 @@ class AuthorizationInterceptor(grpc.aio.ServerInterceptor):
             if refusal is not None:
                 await context.abort(*refusal)
             _set_current_peer(peer)
-            revocations = self.revocations
-            if (
-                revocations is not None
-                and isinstance(peer, UserPeer)
-                and not _open_to_all(authorization)
-                and revocations.revoked(peer.serial)
-            ):
-                await context.abort(grpc.StatusCode.PERMISSION_DENIED, _revoked_refusal(peer))
-            gate = self.gate
-            if gate is None or not isinstance(peer, NodePeer) or _open_to_all(authorization):
+            if _open_to_all(authorization):
                 return None
-            reason = await gate.refusal(peer.node_id)
-            if reason is not None:
-                await _abort_refused(context, reason)
-            return functools.partial(gate.wait_refusal, peer.node_id)
+            if isinstance(peer, UserPeer):
+                return await self._admit_user(peer, context)
+            if isinstance(peer, NodePeer):
+                return await self._admit_node(peer, context)
+            return None
 
         return _guarded(handler, admit)
+
+    async def _admit_user(self, peer: UserPeer, context: Context) -> Guard:
+        """Refuse a revoked user; else what ends its stream should it be revoked."""
+        revocations = self.revocations
+        if revocations is None:
+            return None
+        if revocations.revoked(peer.serial):
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, _revoked_refusal(peer))
+        return functools.partial(_user_revoked, revocations, peer)
+
+    async def _admit_node(self, peer: NodePeer, context: Context) -> Guard:
+        """Refuse a node the gate refuses; else what ends its stream should it be."""
+        gate = self.gate
+        if gate is None:
+            return None
+        reason = await gate.refusal(peer.node_id)
+        if reason is not None:
+            await _abort_refused(context, reason)
+        return functools.partial(_node_refused, gate, peer.node_id)
 
 
 def _open_to_all(authorization: MethodAuthorization | None) -> bool:
@@ -314,7 +341,9 @@ def _admitting_generator(
 
 
 async def _until_refused(
-    responses: AsyncIterator[Any], guard: Callable[[], Awaitable[str]], context: Context
+    responses: AsyncIterator[Any],
+    guard: Callable[[], Awaitable[tuple[str, Metadata]]],
+    context: Context,
 ) -> AsyncIterator[Any]:
     """``responses``, until ``guard`` returns: then the call ends with its refusal.
 
@@ -339,7 +368,8 @@ async def _until_refused(
             yield response
             if refused.done():
                 break
-        await _abort_refused(context, refused.result())
+        reason, metadata = refused.result()
+        await context.abort(grpc.StatusCode.PERMISSION_DENIED, reason, metadata)
     finally:
         for task in (step, refused):
             if task is not None:

@@ -165,6 +165,11 @@ class _RevokedFromValue:
         """Whether the leader last said ``serial`` is revoked."""
         return self.view.statistics().is_set and serial in self.view.get_nowait().serials
 
+    async def wait_revoked(self, serial: int) -> None:
+        """Return once the leader says ``serial`` is revoked (ends that user's streams)."""
+        with self.view.watch() as revoked:
+            await revoked.get(filter=lambda value: serial in value.serials)
+
 
 def _introspection(node: NodeContext) -> NodeIntrospection:
     """The node's introspection, or a clear error.

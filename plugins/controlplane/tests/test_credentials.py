@@ -209,3 +209,20 @@ async def test_nodes_hear_of_each_revocation(api: CuratorApi, curators) -> None:
         serial = format(alice.certificate.serial_number, "x")
         assert list((await anext(answers)).serials) == [serial]
         stream.cancel()
+
+
+async def test_a_revoked_users_open_watch_ends(api: CuratorApi) -> None:
+    viewer = await issue(api, "victor", "viewer")
+    every_node = curator_pb2.WatchRequest(
+        nodes_in_cluster=curator_pb2.WatchRequest.NodesInCluster()
+    )
+    async with api.curator(viewer) as curator:
+        watch = curator.Watch(every_node, timeout=DEFAULT_TIMEOUT)
+        await watch.read()  # the snapshot: the stream is open
+        async with api.management() as management:
+            await management.RevokeCredentials(
+                management_pb2.RevokeCredentialsRequest(name="victor")
+            )
+        with refused(Code.PERMISSION_DENIED, "credentials 'victor' (serial "):
+            while True:  # change events may come first; the revocation ends the stream
+                await watch.read()

@@ -190,6 +190,11 @@ class RevokedSerials:
         """Every revoked serial, now."""
         return self._serials
 
+    async def wait_revoked(self, serial: int) -> None:
+        """Return once ``serial`` is revoked (the interceptor ends that user's streams)."""
+        while serial not in self._serials:
+            await self._changed.wait()
+
     async def wait_changed(self, seen: frozenset[int]) -> frozenset[int]:
         """The revoked serials, once they differ from ``seen`` (for the nodes' stream)."""
         while self._serials == seen:
