@@ -12,6 +12,10 @@ servicer in this process, on loopback; the client calls them one call at a time:
      curator refuses decommissioned nodes; this one refuses nobody, from a dict, as the
      curator's does from its node cache); baseline: (r1) without the gate.
 (r4) (r2) likewise: each response of a gated stream is raced against the gate.
+(r5) sequential unary calls of a user (``Management.GetClusterInfo``, owner credentials)
+     through a server that checks revocations (``create_server(revocations=...)``, 1000
+     revoked serials, none the caller's, as the leader's ``RevokedSerials``); baseline: the
+     same calls through the same kind of server without revocations.
 """
 
 from __future__ import annotations
@@ -26,8 +30,15 @@ import grpc
 from _report import print_comparison, summarise
 from typing_extensions import override
 
-from roleserve_core.identity import NodeCredentials, create_ca, generate_key, issue_node_certificate
-from roleserve_core.proto import curator_pb2, curator_pb2_grpc
+from roleserve_core.identity import (
+    NodeCredentials,
+    UserCredentials,
+    create_ca,
+    generate_key,
+    issue_node_certificate,
+    issue_user_certificate,
+)
+from roleserve_core.proto import curator_pb2, curator_pb2_grpc, management_pb2, management_pb2_grpc
 from roleserve_core.rpc import bind, create_server, secure_channel
 
 
@@ -48,6 +59,29 @@ class Curator(curator_pb2_grpc.CuratorServicer):
             yield curator_pb2.HeartbeatResponse()
 
 
+class Management(management_pb2_grpc.ManagementServicer):
+    """Answers at once, as ``Curator`` does."""
+
+    @override
+    async def GetClusterInfo(
+        self, request: management_pb2.GetClusterInfoRequest, context: Any
+    ) -> management_pb2.GetClusterInfoResponse:
+        return management_pb2.GetClusterInfoResponse()
+
+
+class RevokedOthers:
+    """Revocations naming 1000 serials, none the caller's: a set lookup per call."""
+
+    def __init__(self) -> None:
+        self.serials = frozenset(range(1, 1001))
+
+    def revoked(self, serial: int) -> bool:
+        return serial in self.serials
+
+    async def wait_revoked(self, serial: int) -> None:
+        await anyio.Event().wait()  # never: nobody is revoked while the benchmark runs
+
+
 class OpenGate:
     """A node gate that refuses nobody: a dict lookup per call, an event per stream."""
 
@@ -63,15 +97,31 @@ class OpenGate:
         return self.refused[node_id]
 
 
-def node_credentials() -> tuple[NodeCredentials, NodeCredentials]:
-    """A server's and a client's node credentials of one throwaway cluster."""
+def cluster_credentials() -> tuple[NodeCredentials, NodeCredentials, UserCredentials]:
+    """A server's and a client's node credentials of one throwaway cluster, and its
+    owner's."""
     ca_key = generate_key()
     ca = create_ca(ca_key)
     pair = []
     for _ in range(2):
         key = generate_key()
         pair.append(NodeCredentials(key, issue_node_certificate(ca_key, ca, key.public_key()), ca))
-    return pair[0], pair[1]
+    key = generate_key()
+    owner = UserCredentials(key, issue_user_certificate(ca_key, ca, key.public_key(), "owner"), ca)
+    return pair[0], pair[1], owner
+
+
+async def user_latencies(channel: grpc.aio.Channel, calls: int) -> list[float]:
+    stub = management_pb2_grpc.ManagementStub(channel)
+    request = management_pb2.GetClusterInfoRequest()
+    for _ in range(100):  # warm up: connection, caches
+        await stub.GetClusterInfo(request)
+    samples = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        await stub.GetClusterInfo(request)
+        samples.append(time.perf_counter() - start)
+    return samples
 
 
 async def unary_latencies(channel: grpc.aio.Channel, calls: int) -> list[float]:
@@ -112,16 +162,20 @@ async def ping_pong_latencies(channel: grpc.aio.Channel, rounds: int) -> list[fl
 
 async def main(calls: int) -> None:
     """Run both benchmarks and print the figures."""
-    server_credentials, client_credentials = node_credentials()
+    server_credentials, client_credentials, owner = cluster_credentials()
     secure = create_server(server_credentials)
     gated = create_server(server_credentials, gate=OpenGate())
+    checking = create_server(server_credentials, revocations=RevokedOthers())
     insecure = grpc.aio.server()
-    for server in (secure, gated, insecure):
+    servers = (secure, gated, checking, insecure)
+    for server in servers:
         curator_pb2_grpc.add_CuratorServicer_to_server(Curator(), server)  # type: ignore[abstract]
+        management_pb2_grpc.add_ManagementServicer_to_server(Management(), server)  # type: ignore[abstract]
     secure_port = bind(secure, "127.0.0.1:0", server_credentials)
     gated_port = bind(gated, "127.0.0.1:0", server_credentials)
+    checking_port = bind(checking, "127.0.0.1:0", server_credentials)
     insecure_port = insecure.add_insecure_port("127.0.0.1:0")
-    for server in (secure, gated, insecure):
+    for server in servers:
         await server.start()
     server_id = server_credentials.node_id
     try:
@@ -133,6 +187,8 @@ async def main(calls: int) -> None:
                 f"127.0.0.1:{gated_port}", client_credentials, node_id=server_id
             ) as gate,
             grpc.aio.insecure_channel(f"127.0.0.1:{insecure_port}") as plain,
+            secure_channel(f"127.0.0.1:{secure_port}", owner, node_id=server_id) as user,
+            secure_channel(f"127.0.0.1:{checking_port}", owner, node_id=server_id) as checked_user,
         ):
             print_comparison(
                 f"(r1) sequential unary calls over mTLS + authorization ({calls} calls)",
@@ -158,8 +214,14 @@ async def main(calls: int) -> None:
                 summarise(await ping_pong_latencies(mtls, calls)),
                 "the same server without a gate",
             )
+            print_comparison(
+                f"(r5) a user's unary calls through revocation checks ({calls} calls)",
+                summarise(await user_latencies(checked_user, calls)),
+                summarise(await user_latencies(user, calls)),
+                "the same server without revocations",
+            )
     finally:
-        for server in (secure, gated, insecure):
+        for server in servers:
             await server.stop(None)
 
 

@@ -15,14 +15,22 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import grpc
 import pytest
 
 from roleserve_core.connection import find_leader
+from roleserve_core.identity import UserCredentials
 from roleserve_core.localcluster import LocalCluster, LocalNode
-from roleserve_core.ports import CURATOR_PORT, endpoint
+from roleserve_core.ports import CURATOR_PORT, NODE_MANAGEMENT_PORT, endpoint
 from roleserve_core.process import read_record
 from roleserve_core.process._proc import read_stat
-from roleserve_core.proto import common_pb2, management_pb2, management_pb2_grpc, nodemanagement_pb2
+from roleserve_core.proto import (
+    common_pb2,
+    management_pb2,
+    management_pb2_grpc,
+    nodemanagement_pb2,
+    nodemanagement_pb2_grpc,
+)
 from roleserve_core.roles import roles_from_proto
 from roleserve_core.rpc import secure_channel
 from roleserve_core.testing import poll_until
@@ -33,7 +41,7 @@ TIMEOUT = 90.0
 """Seconds for a change to show across the cluster (an etcd member joining takes ~6 s)."""
 HELLO = "root.role.hello"
 CURATOR = "root.role.controlplane.curator"
-CORE_WORKERS = ("rolefetch", "statuspush", "heartbeat", "nodemgmt", "controlplane")
+CORE_WORKERS = ("rolefetch", "statuspush", "heartbeat", "nodemgmt", "revocations", "controlplane")
 
 
 async def nodes(cluster: LocalCluster) -> dict[str, management_pb2.Node]:
@@ -82,16 +90,32 @@ def hello_state(found: dict[str, Any]) -> str:
 
 def ctl(cluster: LocalCluster, *args: str) -> str:
     """Run ``roleserve ctl`` as the owner; its standard output."""
+    result = ctl_as(cluster.owner_directory, *args)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def ctl_as(credentials: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``roleserve ctl --credentials CREDENTIALS ...``, whatever it exits with."""
     command = [sys.executable, "-m", "roleserve_core", "ctl", "--credentials"]
-    result = subprocess.run(
-        [*command, str(cluster.owner_directory), *args],
+    return subprocess.run(
+        [*command, str(credentials), *args],
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
-    assert result.returncode == 0, result.stderr
-    return result.stdout
+
+
+async def node_values_as(target: str, node_id: str, credentials: UserCredentials) -> str:
+    """GetValues of a node with ``credentials``: "" if answered, else the refusal."""
+    async with secure_channel(target, credentials, node_id=node_id) as channel:
+        stub = nodemanagement_pb2_grpc.NodeManagementStub(channel)
+        try:
+            await stub.GetValues(nodemanagement_pb2.GetValuesRequest(), timeout=10)
+        except grpc.aio.AioRpcError as exc:
+            return exc.details() or ""
+    return ""
 
 
 async def test_every_node_is_up_healthy_and_runs_the_core_workers(cluster: LocalCluster) -> None:
@@ -159,6 +183,42 @@ async def test_ctl_tree_logs_and_restart_name_a_workers_dn(cluster: LocalCluster
         assert logs.count(f"{HELLO}: greeting: hello") == 2, logs
     finally:
         await set_role(cluster, chosen, "custom:hello", False)
+
+
+async def test_scoped_credentials_issued_by_ctl_are_refused_everywhere_once_revoked(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    vera = tmp_path / "vera"
+    ctl(cluster, "credentials", "issue", "vera", "--scope", "viewer", "--out", str(vera))
+    whoami = ctl_as(vera, "whoami")
+    assert "scope:        viewer" in whoami.stdout, whoami.stderr
+    chosen = cluster.nodes[1]
+    identity = cluster.node_id(chosen)
+    assert identity is not None
+    assert ctl_as(vera, "nodes").returncode == 0
+    roles = ctl_as(vera, "roles", "set", identity, "custom:hello")
+    assert roles.returncode == 1
+    assert (
+        "viewer credentials cannot UpdateNodeRoles (needs MANAGE_ROLES); "
+        "ask the owner for operator credentials" in roles.stderr
+    ), roles.stderr
+    credentials = UserCredentials.load(vera)
+    target = endpoint(chosen.address, NODE_MANAGEMENT_PORT)
+    assert await node_values_as(target, identity, credentials) == ""
+
+    ctl(cluster, "credentials", "revoke", "vera")
+    revoked = f"credentials 'vera' (serial {credentials.certificate.serial_number:x}) were revoked"
+    await poll_until(
+        "the node refuses vera",
+        lambda: node_values_as(target, identity, credentials),
+        lambda refusal: refusal.startswith(revoked),
+        timeout=TIMEOUT,
+    )
+    nodes_as_vera = ctl_as(vera, "nodes")
+    assert nodes_as_vera.returncode == 1
+    assert revoked in nodes_as_vera.stderr, nodes_as_vera.stderr
+    listed = ctl(cluster, "credentials", "list").splitlines()
+    assert listed[1].split()[::4] == ["vera", "yes"], listed
 
 
 async def test_a_restarted_node_rejoins_without_flags(cluster: LocalCluster) -> None:

@@ -52,6 +52,7 @@ __all__ = [
     "NODE_CREDENTIALS",
     "NODE_ID",
     "POD_NETWORK",
+    "REVOKED_CREDENTIALS",
     "ROLES",
     "BootstrapRequest",
     "Bootstrapped",
@@ -60,6 +61,7 @@ __all__ = [
     "LocalControlPlane",
     "NetworkStatus",
     "PodNetwork",
+    "RevokedCredentials",
 ]
 
 ROLESERVE_PLUGIN_API = 1
@@ -176,6 +178,14 @@ class KubernetesStatus:
 
 
 @dataclass(frozen=True, slots=True)
+class RevokedCredentials:
+    """The cluster's revoked user certificates, as the leader last sent them: the node
+    management server refuses their calls (``workers/revocations.py``)."""
+
+    serials: frozenset[int]
+
+
+@dataclass(frozen=True, slots=True)
 class PodNetwork:
     """The pod prefixes Kubernetes assigned to this node, to announce over the cluster mesh."""
 
@@ -238,13 +248,19 @@ CLUSTER_NODES: ValueKey[ClusterNodes] = ValueKey(
     "Every node of the cluster (node ID -> curator record), from one Watch of the leader; "
     "set after its backlog, once per change; kept only while a running worker reads it.",
 )
+REVOKED_CREDENTIALS: ValueKey[RevokedCredentials] = ValueKey(
+    "revoked_credentials",
+    RevokedCredentials,
+    "Serials of the cluster's revoked user certificates, from the leader's "
+    "WatchRevokedCredentials; the node management server refuses them.",
+)
 
 
 @hookimpl
 def roleserve_values() -> list[ValueKey[Any]]:
     """The core owns the node's identity and credentials, its bootstrap request, its roles,
-    curator connection and network, which custom roles its plugins handle, and the
-    cluster's nodes."""
+    curator connection and network, which custom roles its plugins handle, the cluster's
+    nodes, and the revoked user certificates."""
     return [
         NODE_ID,
         NODE_CREDENTIALS,
@@ -254,4 +270,5 @@ def roleserve_values() -> list[ValueKey[Any]]:
         NETWORK,
         HANDLED_CUSTOM_ROLES,
         CLUSTER_NODES,
+        REVOKED_CREDENTIALS,
     ]

@@ -1,13 +1,15 @@
 """The node management service: what a node tells its owner about itself.
 
 Every node serves ``NodeManagement`` (``proto/nodemanagement.proto``) on its own address,
-port 7839 (the worker ``nodemgmt`` runs the server). Every method needs the permission
-OPERATE_NODE, which only user certificates (the owner's) carry; the server's
-``AuthorizationInterceptor`` refuses everyone else before a handler runs::
+port 7839 (the worker ``nodemgmt`` runs the server). Reading needs the permission
+READ_NODE (owner, operator, viewer credentials), restarting OPERATE_NODE (owner, operator);
+no node holds either. The server's ``AuthorizationInterceptor`` refuses everyone else
+before a handler runs, and revoked user certificates too (the value
+``revoked_credentials``, which the ``revocations`` worker keeps from the leader)::
 
     roleserve ctl tree/values/logs/restart ──mTLS, user certificate──▶ node:7839
                                                                           │
-                          AuthorizationInterceptor (OPERATE_NODE) ◀───────┘
+              AuthorizationInterceptor (READ_NODE / OPERATE_NODE) ◀───────┘
                                                                           │
     NodeManagementService(introspection) ─────────────────────────────────┘
       GetSupervisionTree ──▶ supervisor.status(dn)  ──▶ [Runnable], parents first

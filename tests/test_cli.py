@@ -33,7 +33,15 @@ JSON_KEYS = {"name", "distribution", "version", "state", "error", "hooks", "work
 Install = Callable[..., None]
 
 CORE_VALUES = [key.name for key in core_keys.roleserve_values()]
-CORE_WORKERS = ["rolefetch", "statuspush", "heartbeat", "nodemgmt", "nodewatch", "renewal"]
+CORE_WORKERS = [
+    "rolefetch",
+    "statuspush",
+    "heartbeat",
+    "nodemgmt",
+    "nodewatch",
+    "renewal",
+    "revocations",
+]
 
 
 @pytest.fixture

@@ -31,9 +31,11 @@ from roleserve_core.keys import (
     LOCAL_CONTROL_PLANE,
     NETWORK,
     NODE_CREDENTIALS,
+    REVOKED_CREDENTIALS,
     ROLES,
     LocalControlPlane,
     NetworkStatus,
+    RevokedCredentials,
 )
 from roleserve_core.ports import CURATOR_PORT, ETCD_CLIENT_PORT, endpoint
 from roleserve_core.proto import common_pb2, curator_pb2
@@ -66,6 +68,7 @@ STATUSPUSH = "root.role.statuspush"
 HEARTBEAT = "root.role.heartbeat"
 ROLEFETCH = "root.role.rolefetch"
 WATCHER = "root.role.rolefetch.watcher"
+REVOCATIONS = "root.role.revocations"
 
 CONTROL_PLANE_PLUGIN = "fake_controlplane"
 """A test plugin that owns ``local_control_plane``, as the controlplane plugin does."""
@@ -667,3 +670,22 @@ async def test_rolefetch_watches_again_on_a_new_connection(
     await wait_for_value(roles_value(harness), lambda roles: roles == MEMBER)
     assert harness.status(WATCHER).failures == 0
     assert harness.status(ROLEFETCH).restarts == 0  # the saved roles are not read again
+
+
+# -- revocations ------------------------------------------------------------------------------
+
+
+async def test_revocations_keeps_the_leaders_revoked_serials(
+    cluster: FakeCluster, start: Start
+) -> None:
+    leader = await cluster.curator()
+    harness = await start()
+    revoked = harness.runtime.registry.read(REVOKED_CREDENTIALS, "test")
+    harness.set(CURATOR_CONNECTION, cluster.connect(leader))
+    await harness.wait_state(REVOCATIONS)
+    assert revoked.get_nowait() == RevokedCredentials(frozenset())
+    leader.revoked.set(frozenset({0x1F, 0xABC}))
+    await wait_for_value(revoked, lambda value: value.serials == {0x1F, 0xABC})
+    calls = leader.calls.get_nowait()
+    watches = [call.caller for call in calls if call.method == "WatchRevokedCredentials"]
+    assert watches == [cluster.credentials.node_id]

@@ -29,16 +29,27 @@ from typing import Any, TypeVar
 
 import grpc
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ec
 from typing_extensions import override
 
 from roleserve_core.access import ClusterAccess
 from roleserve_core.cli import main
 from roleserve_core.cli.ctl import _session as session_module
+from roleserve_core.cli.ctl._credentials import SCOPES
 from roleserve_core.cli.ctl._errors import CtlError
 from roleserve_core.cli.ctl._format import format_age, state_name
 from roleserve_core.cli.ctl._resolve import match_node
 from roleserve_core.enrolment.ticket import RegisterTicket
-from roleserve_core.identity import NodeCredentials, certificate_to_pem
+from roleserve_core.identity import (
+    NodeCredentials,
+    Scope,
+    UserCredentials,
+    certificate_scope,
+    certificate_to_pem,
+    issue_user_certificate,
+)
 from roleserve_core.ports import CURATOR_PORT, NODE_MANAGEMENT_PORT
 from roleserve_core.proto import (
     common_pb2,
@@ -115,6 +126,10 @@ class FakeCluster:
     follower names a hung leader until its lease runs out; then the fake's own again."""
     requests: list[tuple[str, Any]] = field(default_factory=list)
     server: grpc.aio.Server | None = None
+    issuer: ThrowawayCA | None = None
+    """Signs IssueCredentials' requests, as the leader signs them with the cluster CA."""
+    issued: list[management_pb2.IssuedCredentials] = field(default_factory=list)
+    """What ListCredentials answers."""
 
     def received(self, method: str) -> list[Any]:
         """The requests of ``method``, in order."""
@@ -235,6 +250,36 @@ class FakeManagement(management_pb2_grpc.ManagementServicer):
         await self.cluster.answer("GetConsensusStatus", request, context)
         return management_pb2.GetConsensusStatusResponse(members=self.cluster.consensus)
 
+    @override
+    async def IssueCredentials(
+        self, request: management_pb2.IssueCredentialsRequest, context: Context
+    ) -> management_pb2.IssueCredentialsResponse:
+        await self.cluster.answer("IssueCredentials", request, context)
+        issuer = self.cluster.issuer
+        assert issuer is not None
+        key = x509.load_der_x509_csr(request.csr).public_key()
+        assert isinstance(key, ec.EllipticCurvePublicKey)
+        certificate = issue_user_certificate(
+            issuer.key, issuer.certificate, key, request.name, scope=Scope(request.scope)
+        )
+        return management_pb2.IssueCredentialsResponse(
+            certificate=certificate_to_pem(certificate), ca_certificate=self.cluster.ca_pem
+        )
+
+    @override
+    async def ListCredentials(
+        self, request: management_pb2.ListCredentialsRequest, context: Context
+    ) -> management_pb2.ListCredentialsResponse:
+        await self.cluster.answer("ListCredentials", request, context)
+        return management_pb2.ListCredentialsResponse(credentials=self.cluster.issued)
+
+    @override
+    async def RevokeCredentials(
+        self, request: management_pb2.RevokeCredentialsRequest, context: Context
+    ) -> management_pb2.RevokeCredentialsResponse:
+        await self.cluster.answer("RevokeCredentials", request, context)
+        return management_pb2.RevokeCredentialsResponse()
+
 
 class FakeNodeManagement(nodemanagement_pb2_grpc.NodeManagementServicer):
     def __init__(self, cluster: FakeCluster) -> None:
@@ -286,7 +331,8 @@ async def serve(cluster: FakeCluster) -> grpc.aio.Server:
     fake_local = FakeCuratorLocal(cluster)  # type: ignore[abstract]
     fake_node = FakeNodeManagement(cluster)
     curator_pb2_grpc.add_CuratorLocalServicer_to_server(fake_local, server)
-    management_pb2_grpc.add_ManagementServicer_to_server(FakeManagement(cluster), server)
+    fake_management = FakeManagement(cluster)
+    management_pb2_grpc.add_ManagementServicer_to_server(fake_management, server)
     nodemanagement_pb2_grpc.add_NodeManagementServicer_to_server(fake_node, server)
     bind(server, f"{cluster.address}:{CURATOR_PORT}", cluster.leader)
     bind(server, f"{cluster.address}:{NODE_MANAGEMENT_PORT}", cluster.leader)
@@ -316,7 +362,7 @@ def start_fake(thread: ServerThread, leader: NodeCredentials, ca: ThrowawayCA) -
     """A fake cluster serving on a random loopback address; ``.server`` to stop it."""
     for attempt in range(3):
         address = str(random_loopback())
-        cluster = FakeCluster(address, leader, ca_pem=certificate_to_pem(ca.certificate))
+        cluster = FakeCluster(address, leader, ca_pem=certificate_to_pem(ca.certificate), issuer=ca)
         try:
             cluster.server = thread.run(serve(cluster))
         except OSError:  # another process holds that address's ports: take another
@@ -1036,6 +1082,105 @@ def test_logs_follow_ends_when_the_node_ends_the_stream(setup: Setup, ctl: Any) 
     assert setup.cluster.received("GetLogs") == [
         nodemanagement_pb2.GetLogsRequest(dn="root", subtree=True, backlog=5, follow=True)
     ]
+
+
+# -- whoami, credentials issue|list|revoke --------------------------------------------------
+
+
+def test_credentials_issue_writes_an_access_directory_whoami_reads(
+    setup: Setup, ctl: Any, cli: Any, tmp_path: Path
+) -> None:
+    out = tmp_path / "alice"
+    issued = ctl("credentials", "issue", "alice", "--scope", "viewer", "--out", str(out))
+    assert issued.code == 0, issued.err
+    [request] = setup.cluster.received("IssueCredentials")
+    assert (request.name, request.scope) == ("alice", "viewer")
+    credentials = UserCredentials.load(out)  # checked: key, certificate and CA belong together
+    assert credentials.identity == "alice"
+    assert certificate_scope(credentials.certificate) == "viewer"
+    assert ClusterAccess.load(out).endpoints == (f"{setup.cluster.address}:{CURATOR_PORT}",)
+    assert (out / "key.pem").stat().st_mode & 0o777 == 0o600
+    serial = f"{credentials.certificate.serial_number:x}"
+    assert issued.out.startswith(f"issued viewer credentials 'alice' (serial {serial}, expires ")
+    assert issued.out.rstrip().endswith(f"use them with: roleserve ctl --credentials {out} whoami")
+
+    whoami = cli("ctl", "--credentials", str(out), "whoami")
+    assert whoami.code == 0, whoami.err
+    fingerprint = credentials.ca_certificate.fingerprint(hashes.SHA256()).hex()
+    expires = credentials.certificate.not_valid_after_utc.isoformat()
+    assert whoami.out.splitlines() == [
+        "identity:     alice",
+        "scope:        viewer",
+        "permissions:  READ_CLUSTER_STATUS READ_NODE",
+        f"serial:       {serial}",
+        f"expires:      {expires}",
+        f"cluster ca:   sha256:{fingerprint}",
+        f"leader:       {setup.leader_id} at {setup.cluster.address}:{CURATOR_PORT}",
+    ]
+
+
+def test_whoami_of_credentials_without_a_scope_says_owner(setup: Setup, ctl: Any) -> None:
+    result = ctl("whoami", "--json")
+    assert result.code == 0, result.err
+    facts = json.loads(result.out)
+    assert (facts["identity"], facts["scope"]) == ("owner", "owner")
+    assert "MANAGE_CREDENTIALS" in facts["permissions"].split()
+
+
+def test_credentials_issue_never_writes_over_a_directory_in_use(setup: Setup, ctl: Any) -> None:
+    before = (setup.access_dir / "key.pem").read_bytes()
+    result = ctl("credentials", "issue", "x", "--scope", "viewer", "--out", str(setup.access_dir))
+    assert result.code == 2
+    assert result.err == (
+        f"roleserve ctl: error: {setup.access_dir} exists and is not an empty directory; "
+        "give a new one to --out\n"
+    )
+    assert setup.cluster.received("IssueCredentials") == []
+    assert (setup.access_dir / "key.pem").read_bytes() == before
+
+
+def test_credentials_issue_refused_says_why_in_one_line(
+    setup: Setup, ctl: Any, tmp_path: Path
+) -> None:
+    setup.cluster.refusals["IssueCredentials"] = (
+        grpc.StatusCode.PERMISSION_DENIED,
+        "viewer credentials cannot IssueCredentials (needs MANAGE_CREDENTIALS); "
+        "ask the owner for owner credentials",
+    )
+    out = tmp_path / "x"
+    result = ctl("credentials", "issue", "x", "--scope", "viewer", "--out", str(out))
+    assert result.code == 1
+    assert result.err == (
+        "roleserve ctl: error: issuing credentials 'x': viewer credentials cannot "
+        "IssueCredentials (needs MANAGE_CREDENTIALS); ask the owner for owner credentials "
+        "(PERMISSION_DENIED)\n"
+    )
+    assert not out.exists()
+
+
+def test_credentials_list_and_revoke(setup: Setup, ctl: Any) -> None:
+    listed = management_pb2.IssuedCredentials(
+        name="alice", scope="viewer", serial="1f", revoked=True
+    )
+    listed.not_after.FromSeconds(LOG_TIME)
+    setup.cluster.issued = [listed]
+    table = ctl("credentials", "list")
+    assert table.code == 0, table.err
+    assert [line.split() for line in table.out.splitlines()] == [
+        ["NAME", "SCOPE", "SERIAL", "EXPIRES", "REVOKED"],
+        ["alice", "viewer", "1f", "2023-11-14", "yes"],
+    ]
+    revoked = ctl("credentials", "revoke", "alice")
+    assert revoked.code == 0, revoked.err
+    assert [r.name for r in setup.cluster.received("RevokeCredentials")] == ["alice"]
+    assert revoked.out == (
+        "revoked credentials 'alice': the curator and every node's management server refuse "
+        "them within seconds\n"
+    )
+
+
+def test_the_scope_choices_are_the_scopes() -> None:
+    assert tuple(scope.value for scope in Scope) == SCOPES
 
 
 # -- credentials and connection ----------------------------------------------------------------

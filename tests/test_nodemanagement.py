@@ -27,8 +27,21 @@ import grpc
 import pytest
 
 from roleserve_core import FinalError, NodeContext, RunContext, State, Worker, hookimpl
-from roleserve_core.identity import Credentials, NodeCredentials
-from roleserve_core.keys import NETWORK, NODE_CREDENTIALS, NetworkStatus
+from roleserve_core.identity import (
+    Credentials,
+    NodeCredentials,
+    Scope,
+    UserCredentials,
+    generate_key,
+    issue_user_certificate,
+)
+from roleserve_core.keys import (
+    NETWORK,
+    NODE_CREDENTIALS,
+    REVOKED_CREDENTIALS,
+    NetworkStatus,
+    RevokedCredentials,
+)
 from roleserve_core.logtree import LogTree
 from roleserve_core.node import NodeIntrospection
 from roleserve_core.nodemanagement import BATCH_ENTRIES, NodeManagementService
@@ -560,10 +573,11 @@ async def test_a_node_certificate_is_refused(served: Served, method: str) -> Non
             ),
         }
         code, details = await refused(calls[method]())
+    needed = "OPERATE_NODE" if method == "RestartRunnable" else "READ_NODE"
     assert code is grpc.StatusCode.PERMISSION_DENIED
     assert details == (
-        f"node {other.node_id} lacks OPERATE_NODE, needed by "
-        f"/roleserve.nodemanagement.NodeManagement/{method}"
+        f"node {other.node_id} lacks {needed}, "
+        f"needed by /roleserve.nodemanagement.NodeManagement/{method}"
     )
     assert served.node.status(CHATTY).restarts == 0
 
@@ -580,3 +594,57 @@ async def test_before_the_supervisor_runs_the_tree_is_unavailable() -> None:
     assert tree.value.code is grpc.StatusCode.UNAVAILABLE
     assert restart.value.code is grpc.StatusCode.UNAVAILABLE
     assert logs.value.code is grpc.StatusCode.NOT_FOUND
+
+
+# -- scopes and revocation --------------------------------------------------------------------
+
+
+def scoped(ca: ThrowawayCA, scope: Scope, name: str) -> UserCredentials:
+    key = generate_key()
+    certificate = issue_user_certificate(
+        ca.key, ca.certificate, key.public_key(), name, scope=scope
+    )
+    return UserCredentials(key, certificate, ca.certificate)
+
+
+async def test_a_viewer_reads_but_does_not_restart(served: Served) -> None:
+    async with served.client(scoped(served.ca, Scope.VIEWER, "vera")) as stub:
+        await stub.GetValues(pb.GetValuesRequest(), timeout=CALL_TIMEOUT)
+        request = pb.RestartRunnableRequest(dn=CHATTY)
+        code, details = await refused(stub.RestartRunnable(request, timeout=CALL_TIMEOUT))
+    assert code is grpc.StatusCode.PERMISSION_DENIED
+    assert details == (
+        "viewer credentials cannot RestartRunnable (needs OPERATE_NODE); "
+        "ask the owner for operator credentials"
+    )
+    assert served.node.status(CHATTY).restarts == 0
+
+
+async def test_a_revoked_user_certificate_is_refused_from_the_next_call(served: Served) -> None:
+    operator = scoped(served.ca, Scope.OPERATOR, "otto")
+    serial = operator.certificate.serial_number
+    async with served.client(operator) as stub:
+        await stub.GetValues(pb.GetValuesRequest(), timeout=CALL_TIMEOUT)
+        served.node.set(REVOKED_CREDENTIALS, RevokedCredentials(frozenset({serial})))
+        code, details = await refused(stub.GetValues(pb.GetValuesRequest(), timeout=CALL_TIMEOUT))
+    assert code is grpc.StatusCode.PERMISSION_DENIED
+    assert details == (
+        f"credentials 'otto' (serial {serial:x}) were revoked; ask the owner for new credentials"
+    )
+    async with served.client() as owner:  # another certificate of the cluster: still in
+        await owner.GetValues(pb.GetValuesRequest(), timeout=CALL_TIMEOUT)
+
+
+async def test_a_followed_log_of_a_user_ends_when_it_is_revoked(served: Served) -> None:
+    operator = scoped(served.ca, Scope.OPERATOR, "otto")
+    serial = operator.certificate.serial_number
+    async with served.client(operator) as stub:
+        call = stub.GetLogs(pb.GetLogsRequest(dn=CHATTY, backlog=1, follow=True))
+        with anyio.fail_after(CALL_TIMEOUT):
+            await call.read()  # the backlog: the call follows now
+            served.node.set(REVOKED_CREDENTIALS, RevokedCredentials(frozenset({serial})))
+            code, details = await refused(call.read())
+    assert code is grpc.StatusCode.PERMISSION_DENIED
+    assert details == (
+        f"credentials 'otto' (serial {serial:x}) were revoked; ask the owner for new credentials"
+    )

@@ -42,7 +42,15 @@ from roleserve_core.runtime import NodeRuntime
 from roleserve_core.testing import NO_CHANNEL, NodeHarness, wait_for_value
 from roleserve_core.version import core_version
 
-CORE_WORKERS = ["rolefetch", "statuspush", "heartbeat", "nodemgmt", "nodewatch", "renewal"]
+CORE_WORKERS = [
+    "rolefetch",
+    "statuspush",
+    "heartbeat",
+    "nodemgmt",
+    "nodewatch",
+    "renewal",
+    "revocations",
+]
 """The built-in plugin core's workers, in the order they start."""
 
 T = TypeVar("T")

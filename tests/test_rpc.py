@@ -70,7 +70,12 @@ class CA(ThrowawayCA):
             cert = issue_node_certificate(self.key, self.certificate, key.public_key(), **validity)
         else:
             cert = issue_user_certificate(
-                self.key, self.certificate, key.public_key(), "owner", **validity
+                self.key,
+                self.certificate,
+                key.public_key(),
+                "owner",
+                not_before=validity.get("not_before"),
+                not_after=validity.get("not_after"),
             )
         return cast(NodeCredentials, Credentials(key, cert, self.certificate))
 
@@ -310,7 +315,8 @@ async def test_client_verifies_the_server_by_node_id(cluster: Cluster) -> None:
     await call(cluster, owner, approve)  # any node of the cluster
     code, _ = await refused(call(cluster, owner, approve, node=cluster.ca.node().node_id))
     assert code is grpc.StatusCode.UNAVAILABLE
-    assert cluster.recorder.peers == [UserPeer("owner", USER_PERMISSIONS)] * 2
+    serial = owner.certificate.serial_number
+    assert cluster.recorder.peers == [UserPeer("owner", USER_PERMISSIONS, "owner", serial)] * 2
 
 
 async def test_client_refuses_a_server_of_another_cluster(cluster: Cluster) -> None:
@@ -328,7 +334,7 @@ async def test_user_certificate_where_a_node_is_required(cluster: Cluster) -> No
     code, details = await refused(call(cluster, cluster.ca.user(), update_status))
     assert code is grpc.StatusCode.PERMISSION_DENIED
     assert details == (
-        "user 'owner' lacks UPDATE_NODE_SELF, needed by /roleserve.curator.Curator/UpdateNodeStatus"
+        "owner credentials cannot UpdateNodeStatus (needs UPDATE_NODE_SELF); only nodes may call it"
     )
     assert cluster.recorder.peers == []
 
@@ -338,7 +344,7 @@ async def test_node_certificate_where_a_user_is_required(cluster: Cluster) -> No
     code, details = await refused(call(cluster, node, approve))
     assert code is grpc.StatusCode.PERMISSION_DENIED
     assert details == (
-        f"node {node.node_id} lacks MANAGE_CLUSTER, needed by "
+        f"node {node.node_id} lacks MANAGE_NODES, needed by "
         "/roleserve.management.Management/ApproveNode"
     )
     assert cluster.recorder.peers == []
@@ -377,7 +383,7 @@ async def test_node_and_user_certificates_on_an_unauthenticated_method(cluster: 
     assert (await call(cluster, owner, register)).node_id == ""
     assert cluster.recorder.peers == [
         NodePeer(node.node_id, NODE_PERMISSIONS),
-        UserPeer("owner", USER_PERMISSIONS),
+        UserPeer("owner", USER_PERMISSIONS, "owner", owner.certificate.serial_number),
     ]
 
 
@@ -399,7 +405,7 @@ def test_every_method_of_the_api_declares_its_authorization() -> None:
         nodemanagement_pb2.DESCRIPTOR.services_by_name["NodeManagement"],
     ]
     methods = [f"/{s.full_name}/{m.name}" for s in services for m in s.methods]
-    assert len(methods) == 21
+    assert len(methods) == 25
     assert [m for m in methods if method_authorization(m) is None] == []
 
 

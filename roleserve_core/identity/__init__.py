@@ -7,12 +7,13 @@
     create_ca(key) ──▶ cluster CA ──issue_node_certificate()──▶ node certificate
                                   └─issue_user_certificate()──▶ user certificate
     issue_ephemeral_certificate(key) ──▶ ephemeral certificate (enrolment CA)
+    certificate_scope(user certificate) ──▶ "owner" | "operator" | "viewer" | "metrics"
 
     verify_node_certificate / verify_user_certificate / verify_ephemeral_certificate
     NodeCredentials / UserCredentials: key + certificate + CA, checked, saved, loaded
 
 Modules: ``_keys`` (keys, IDs, PEM), ``_certificates`` (issuing), ``_verify`` (checking),
-``_credentials`` (what a peer connects with, on disk).
+``_credentials`` (what a peer connects with, on disk), ``_scope`` (what a user may do).
 """
 
 from roleserve_core.identity._certificates import (
@@ -26,6 +27,7 @@ from roleserve_core.identity._certificates import (
     issue_ephemeral_certificate,
     issue_node_certificate,
     issue_user_certificate,
+    signing_request,
 )
 from roleserve_core.identity._credentials import (
     CA_FILE,
@@ -49,6 +51,7 @@ from roleserve_core.identity._keys import (
     public_key_der,
     public_key_from_der,
 )
+from roleserve_core.identity._scope import SCOPE_OID, Scope, certificate_scope, scope_extension
 from roleserve_core.identity._verify import (
     verify_ca,
     verify_ephemeral_certificate,
@@ -65,13 +68,16 @@ __all__ = [
     "DEFAULT_VALIDITY",
     "KEY_FILE",
     "NODE_ID_PREFIX",
+    "SCOPE_OID",
     "Credentials",
     "EphemeralCredentials",
     "NodeCredentials",
     "PrivateKey",
     "PublicKey",
+    "Scope",
     "UserCredentials",
     "certificate_from_pem",
+    "certificate_scope",
     "certificate_to_pem",
     "create_ca",
     "enrolment_ca",
@@ -85,6 +91,8 @@ __all__ = [
     "private_key_to_pem",
     "public_key_der",
     "public_key_from_der",
+    "scope_extension",
+    "signing_request",
     "verify_ca",
     "verify_ephemeral_certificate",
     "verify_node_certificate",

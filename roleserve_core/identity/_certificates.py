@@ -4,7 +4,8 @@
 
     cluster CA (self-signed, CA:TRUE, path length 0)
     ├── node certificate   CN = SAN = node ID (+ SAN ANY_NODE_NAME); ServerAuth + ClientAuth
-    └── user certificate   CN = identity (e.g. "owner");             ClientAuth only
+    └── user certificate   CN = identity (e.g. "owner");             ClientAuth only;
+                           its scope in an extension (``_scope``; none: owner)
 
     enrolment CA (derived from a published seed: anyone can issue with it)
     └── ephemeral certificate   CN = node ID of its key;             ClientAuth only
@@ -32,11 +33,12 @@ import ipaddress
 from collections.abc import Sequence
 
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from roleserve_core.identity._keys import PrivateKey, PublicKey, node_id
+from roleserve_core.identity._scope import Scope, scope_extension
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -52,6 +54,7 @@ __all__ = [
     "issue_ephemeral_certificate",
     "issue_node_certificate",
     "issue_user_certificate",
+    "signing_request",
 ]
 
 DEFAULT_VALIDITY = datetime.timedelta(days=3650)
@@ -176,6 +179,7 @@ def issue_certificate(
     client: bool = True,
     dns_names: Sequence[str] = (),
     ip_addresses: Sequence[IPAddress] = (),
+    extensions: Sequence[x509.ExtensionType] = (),
     not_before: datetime.datetime | None = None,
     not_after: datetime.datetime | None = None,
 ) -> x509.Certificate:
@@ -197,6 +201,8 @@ def issue_certificate(
     names += [x509.IPAddress(address) for address in ip_addresses]
     if names:
         builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
+    for extension in extensions:
+        builder = builder.add_extension(extension, critical=False)
     usages = [ExtendedKeyUsageOID.SERVER_AUTH] if server else []
     usages += [ExtendedKeyUsageOID.CLIENT_AUTH] if client else []
     return _leaf(builder, usages).sign(ca_key, hashes.SHA256())
@@ -230,14 +236,25 @@ def issue_user_certificate(
     public_key: PublicKey,
     identity: str,
     *,
+    scope: Scope | None = None,
     not_before: datetime.datetime | None = None,
     not_after: datetime.datetime | None = None,
 ) -> x509.Certificate:
-    """A user certificate for ``public_key``: CN = ``identity``, client use only."""
+    """A user certificate for ``public_key``: CN = ``identity``, client use only.
+
+    :param scope: what its holder may do, carried in the scope extension (see ``_scope``);
+        None: no extension, which is an owner certificate.
+    """
     if not identity:
         raise ValueError("a user certificate needs an identity")
     return issue_certificate(
-        ca_key, ca_certificate, public_key, identity, not_before=not_before, not_after=not_after
+        ca_key,
+        ca_certificate,
+        public_key,
+        identity,
+        extensions=[scope_extension(scope)] if scope is not None else [],
+        not_before=not_before,
+        not_after=not_after,
     )
 
 
@@ -283,3 +300,11 @@ def issue_ephemeral_certificate(
         not_before=not_before,
         not_after=not_after,
     )
+
+
+def signing_request(key: PrivateKey, common_name: str) -> bytes:
+    """DER of a PKCS#10 request for ``key``, signed by it: how a user asks the curator for
+    a certificate without the key leaving its machine (the curator names the certificate,
+    whatever ``common_name`` says; the signature is what it checks)."""
+    request = x509.CertificateSigningRequestBuilder().subject_name(_name(common_name))
+    return request.sign(key, hashes.SHA256()).public_bytes(serialization.Encoding.DER)

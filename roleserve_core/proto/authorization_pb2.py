@@ -25,15 +25,15 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import descriptor_pb2 as google_dot_protobuf_dot_descriptor__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n(roleserve_core/proto/authorization.proto\x12\x0froleserve.authz\x1a google/protobuf/descriptor.proto\"Y\n\rAuthorization\x12)\n\x04need\x18\x01 \x03(\x0e\x32\x1b.roleserve.authz.Permission\x12\x1d\n\x15\x61llow_unauthenticated\x18\x02 \x01(\x08*}\n\nPermission\x12\x1a\n\x16PERMISSION_UNSPECIFIED\x10\x00\x12\x17\n\x13READ_CLUSTER_STATUS\x10\x01\x12\x14\n\x10UPDATE_NODE_SELF\x10\x02\x12\x12\n\x0eMANAGE_CLUSTER\x10\x03\x12\x10\n\x0cOPERATE_NODE\x10\x04:W\n\rauthorization\x12\x1e.google.protobuf.MethodOptions\x18\xb8\x8e\x03 \x01(\x0b\x32\x1e.roleserve.authz.Authorizationb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n(roleserve_core/proto/authorization.proto\x12\x0froleserve.authz\x1a google/protobuf/descriptor.proto\"Y\n\rAuthorization\x12)\n\x04need\x18\x01 \x03(\x0e\x32\x1b.roleserve.authz.Permission\x12\x1d\n\x15\x61llow_unauthenticated\x18\x02 \x01(\x08*\xdc\x01\n\nPermission\x12\x1a\n\x16PERMISSION_UNSPECIFIED\x10\x00\x12\x17\n\x13READ_CLUSTER_STATUS\x10\x01\x12\x14\n\x10UPDATE_NODE_SELF\x10\x02\x12\x12\n\x0eMANAGE_CLUSTER\x10\x03\x12\x10\n\x0cOPERATE_NODE\x10\x04\x12\x10\n\x0cMANAGE_ROLES\x10\x05\x12\x10\n\x0cMANAGE_NODES\x10\x06\x12\r\n\tREAD_NODE\x10\x07\x12\x16\n\x12MANAGE_CREDENTIALS\x10\x08\x12\x12\n\x0eSCRAPE_METRICS\x10\t:W\n\rauthorization\x12\x1e.google.protobuf.MethodOptions\x18\xb8\x8e\x03 \x01(\x0b\x32\x1e.roleserve.authz.Authorizationb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'roleserve_core.proto.authorization_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_PERMISSION']._serialized_start=186
-  _globals['_PERMISSION']._serialized_end=311
+  _globals['_PERMISSION']._serialized_start=187
+  _globals['_PERMISSION']._serialized_end=407
   _globals['_AUTHORIZATION']._serialized_start=95
   _globals['_AUTHORIZATION']._serialized_end=184
 # @@protoc_insertion_point(module_scope)

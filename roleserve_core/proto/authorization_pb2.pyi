@@ -38,16 +38,29 @@ class _PermissionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Permission
     UPDATE_NODE_SELF: _Permission.ValueType  # 2
     """Report about the caller's own node: status, heartbeats, cluster networking."""
     MANAGE_CLUSTER: _Permission.ValueType  # 3
-    """Change the cluster: approve nodes, assign roles, issue tickets, decommission."""
+    """Let more nodes in: issue register tickets."""
     OPERATE_NODE: _Permission.ValueType  # 4
-    """Operate one node: read its logs, supervision tree and values, restart runnables."""
+    """Act on one node's supervision tree: restart runnables."""
+    MANAGE_ROLES: _Permission.ValueType  # 5
+    """Assign and remove roles of nodes."""
+    MANAGE_NODES: _Permission.ValueType  # 6
+    """Approve new nodes, decommission nodes."""
+    READ_NODE: _Permission.ValueType  # 7
+    """Read one node's supervision tree, values and logs."""
+    MANAGE_CREDENTIALS: _Permission.ValueType  # 8
+    """Issue, list and revoke user credentials."""
+    SCRAPE_METRICS: _Permission.ValueType  # 9
+    """Scrape metrics (the metrics plugin's endpoint)."""
 
 class Permission(_Permission, metaclass=_PermissionEnumTypeWrapper):
     """A permission a caller may hold.
 
-    Nodes hold READ_CLUSTER_STATUS and UPDATE_NODE_SELF. Users (the cluster owner) hold
-    READ_CLUSTER_STATUS, MANAGE_CLUSTER and OPERATE_NODE. So a method that needs
-    UPDATE_NODE_SELF is for nodes only, and one that needs MANAGE_CLUSTER for users only.
+    Nodes hold READ_CLUSTER_STATUS and UPDATE_NODE_SELF. Users hold the permissions of the
+    scope their certificate carries (docs/wire-api.md, "Scopes"): owner every one but
+    UPDATE_NODE_SELF; operator READ_CLUSTER_STATUS, READ_NODE, OPERATE_NODE, MANAGE_ROLES,
+    MANAGE_NODES; viewer READ_CLUSTER_STATUS and READ_NODE; metrics SCRAPE_METRICS alone.
+    So a method that needs UPDATE_NODE_SELF is for nodes only, and one that needs
+    MANAGE_CLUSTER or MANAGE_CREDENTIALS for the owner only.
     """
 
 PERMISSION_UNSPECIFIED: Permission.ValueType  # 0
@@ -56,9 +69,19 @@ READ_CLUSTER_STATUS: Permission.ValueType  # 1
 UPDATE_NODE_SELF: Permission.ValueType  # 2
 """Report about the caller's own node: status, heartbeats, cluster networking."""
 MANAGE_CLUSTER: Permission.ValueType  # 3
-"""Change the cluster: approve nodes, assign roles, issue tickets, decommission."""
+"""Let more nodes in: issue register tickets."""
 OPERATE_NODE: Permission.ValueType  # 4
-"""Operate one node: read its logs, supervision tree and values, restart runnables."""
+"""Act on one node's supervision tree: restart runnables."""
+MANAGE_ROLES: Permission.ValueType  # 5
+"""Assign and remove roles of nodes."""
+MANAGE_NODES: Permission.ValueType  # 6
+"""Approve new nodes, decommission nodes."""
+READ_NODE: Permission.ValueType  # 7
+"""Read one node's supervision tree, values and logs."""
+MANAGE_CREDENTIALS: Permission.ValueType  # 8
+"""Issue, list and revoke user credentials."""
+SCRAPE_METRICS: Permission.ValueType  # 9
+"""Scrape metrics (the metrics plugin's endpoint)."""
 Global___Permission: _TypeAlias = Permission  # noqa: Y015
 
 @_typing.final

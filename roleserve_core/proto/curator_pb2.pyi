@@ -608,3 +608,40 @@ class GetCACertificateResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetCACertificateResponse: _TypeAlias = GetCACertificateResponse  # noqa: Y015
+
+@_typing.final
+class WatchRevokedCredentialsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WatchRevokedCredentialsRequest: _TypeAlias = WatchRevokedCredentialsRequest  # noqa: Y015
+
+@_typing.final
+class RevokedCredentials(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SERIALS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def serials(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Serial numbers of every revoked user certificate, in lowercase hex, sorted."""
+
+    def __init__(
+        self,
+        *,
+        serials: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["serials", b"serials"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RevokedCredentials: _TypeAlias = RevokedCredentials  # noqa: Y015

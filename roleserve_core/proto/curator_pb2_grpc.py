@@ -74,6 +74,11 @@ class CuratorStub:
                 request_serializer=roleserve__core_dot_proto_dot_curator__pb2.RenewCertificateRequest.SerializeToString,
                 response_deserializer=roleserve__core_dot_proto_dot_curator__pb2.RenewCertificateResponse.FromString,
                 _registered_method=True)
+        self.WatchRevokedCredentials = channel.unary_stream(
+                '/roleserve.curator.Curator/WatchRevokedCredentials',
+                request_serializer=roleserve__core_dot_proto_dot_curator__pb2.WatchRevokedCredentialsRequest.SerializeToString,
+                response_deserializer=roleserve__core_dot_proto_dot_curator__pb2.RevokedCredentials.FromString,
+                _registered_method=True)
 
 
 class CuratorServicer:
@@ -139,6 +144,14 @@ class CuratorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WatchRevokedCredentials(self, request, context):
+        """The serials of every revoked user certificate: the whole set at once, then again at
+        each revocation. Every node's node management server refuses them.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CuratorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -181,6 +194,11 @@ def add_CuratorServicer_to_server(servicer, server):
                     servicer.RenewCertificate,
                     request_deserializer=roleserve__core_dot_proto_dot_curator__pb2.RenewCertificateRequest.FromString,
                     response_serializer=roleserve__core_dot_proto_dot_curator__pb2.RenewCertificateResponse.SerializeToString,
+            ),
+            'WatchRevokedCredentials': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchRevokedCredentials,
+                    request_deserializer=roleserve__core_dot_proto_dot_curator__pb2.WatchRevokedCredentialsRequest.FromString,
+                    response_serializer=roleserve__core_dot_proto_dot_curator__pb2.RevokedCredentials.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -399,6 +417,33 @@ class Curator:
             '/roleserve.curator.Curator/RenewCertificate',
             roleserve__core_dot_proto_dot_curator__pb2.RenewCertificateRequest.SerializeToString,
             roleserve__core_dot_proto_dot_curator__pb2.RenewCertificateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchRevokedCredentials(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/roleserve.curator.Curator/WatchRevokedCredentials',
+            roleserve__core_dot_proto_dot_curator__pb2.WatchRevokedCredentialsRequest.SerializeToString,
+            roleserve__core_dot_proto_dot_curator__pb2.RevokedCredentials.FromString,
             options,
             channel_credentials,
             insecure,

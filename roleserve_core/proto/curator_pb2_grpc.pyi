@@ -57,6 +57,10 @@ class CuratorStub:
     certificate lifetime from now. The key and so the node ID stay the same: the node
     proves it holds the key by the TLS handshake, so it sends no CSR.
     """
+    WatchRevokedCredentials: _grpc.UnaryStreamMultiCallable[_curator_pb2.WatchRevokedCredentialsRequest, _curator_pb2.RevokedCredentials]
+    """The serials of every revoked user certificate: the whole set at once, then again at
+    each revocation. Every node's node management server refuses them.
+    """
 
 @_typing.type_check_only
 class CuratorAsyncStub(CuratorStub):
@@ -82,6 +86,10 @@ class CuratorAsyncStub(CuratorStub):
     """A new node certificate for the caller's own key, valid for the cluster's node
     certificate lifetime from now. The key and so the node ID stay the same: the node
     proves it holds the key by the TLS handshake, so it sends no CSR.
+    """
+    WatchRevokedCredentials: _aio.UnaryStreamMultiCallable[_curator_pb2.WatchRevokedCredentialsRequest, _curator_pb2.RevokedCredentials]  # type: ignore[assignment]
+    """The serials of every revoked user certificate: the whole set at once, then again at
+    each revocation. Every node's node management server refuses them.
     """
 
 class CuratorServicer(metaclass=_abc_1.ABCMeta):
@@ -153,6 +161,16 @@ class CuratorServicer(metaclass=_abc_1.ABCMeta):
         """A new node certificate for the caller's own key, valid for the cluster's node
         certificate lifetime from now. The key and so the node ID stay the same: the node
         proves it holds the key by the TLS handshake, so it sends no CSR.
+        """
+
+    @_abc_1.abstractmethod
+    def WatchRevokedCredentials(
+        self,
+        request: _curator_pb2.WatchRevokedCredentialsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_curator_pb2.RevokedCredentials], _abc.AsyncIterator[_curator_pb2.RevokedCredentials]]:
+        """The serials of every revoked user certificate: the whole set at once, then again at
+        each revocation. Every node's node management server refuses them.
         """
 
 def add_CuratorServicer_to_server(servicer: CuratorServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -23,11 +23,12 @@ _sym_db = _symbol_database.Default()
 
 
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
+from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 from roleserve_core.proto import authorization_pb2 as roleserve__core_dot_proto_dot_authorization__pb2
 from roleserve_core.proto import common_pb2 as roleserve__core_dot_proto_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%roleserve_core/proto/management.proto\x12\x14roleserve.management\x1a\x1egoogle/protobuf/duration.proto\x1a(roleserve_core/proto/authorization.proto\x1a!roleserve_core/proto/common.proto\"\x17\n\x15GetClusterInfoRequest\"o\n\x16GetClusterInfoResponse\x12=\n\x11\x63luster_directory\x18\x01 \x01(\x0b\x32\".roleserve.common.ClusterDirectory\x12\x16\n\x0e\x63\x61_certificate\x18\x02 \x01(\x0c\"^\n\x0fGetNodesRequest\x12\x10\n\x08node_ids\x18\x01 \x03(\t\x12+\n\x06states\x18\x02 \x03(\x0e\x32\x1b.roleserve.common.NodeState\x12\x0c\n\x04role\x18\x03 \x01(\t\"\xeb\x03\n\x04Node\x12\n\n\x02id\x18\x01 \x01(\t\x12*\n\x05roles\x18\x02 \x01(\x0b\x32\x1b.roleserve.common.NodeRoles\x12,\n\x06status\x18\x03 \x01(\x0b\x32\x1c.roleserve.common.NodeStatus\x12;\n\nclusternet\x18\x04 \x01(\x0b\x32\'.roleserve.common.NodeClusterNetworking\x12*\n\x05state\x18\x05 \x01(\x0e\x32\x1b.roleserve.common.NodeState\x12,\n\x06labels\x18\x06 \x01(\x0b\x32\x1c.roleserve.common.NodeLabels\x12\x31\n\x06health\x18\x07 \x01(\x0e\x32!.roleserve.management.Node.Health\x12\x37\n\x14time_since_heartbeat\x18\x08 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x0e\n\x06leader\x18\t \x01(\x08\x12\x10\n\x08\x63onflict\x18\n \x01(\t\x12\x16\n\x0e\x63luster_prefix\x18\x0b \x01(\t\"@\n\x06Health\x12\x12\n\x0eHEALTH_UNKNOWN\x10\x00\x12\x0b\n\x07HEALTHY\x10\x01\x12\x15\n\x11HEARTBEAT_TIMEOUT\x10\x02\"%\n\x12\x41pproveNodeRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\t\"\x15\n\x13\x41pproveNodeResponse\"\xa4\x02\n\x16UpdateNodeRolesRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x44\n\x07\x63hanges\x18\x02 \x03(\x0b\x32\x33.roleserve.management.UpdateNodeRolesRequest.Change\x1a\xb2\x01\n\x06\x43hange\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x0e\n\x06\x61ssign\x18\x02 \x01(\x08\x12W\n\nparameters\x18\x03 \x03(\x0b\x32\x43.roleserve.management.UpdateNodeRolesRequest.Change.ParametersEntry\x1a\x31\n\x0fParametersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"E\n\x17UpdateNodeRolesResponse\x12*\n\x05roles\x18\x01 \x01(\x0b\x32\x1b.roleserve.common.NodeRoles\"\x1a\n\x18GetRegisterTicketRequest\"+\n\x19GetRegisterTicketResponse\x12\x0e\n\x06ticket\x18\x01 \x01(\x0c\"*\n\x17\x44\x65\x63ommissionNodeRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\t\"\x1a\n\x18\x44\x65\x63ommissionNodeResponse\"\x1b\n\x19GetConsensusStatusRequest\"\xa9\x02\n\x1aGetConsensusStatusResponse\x12H\n\x07members\x18\x01 \x03(\x0b\x32\x37.roleserve.management.GetConsensusStatusResponse.Member\x1a\xc0\x01\n\x06Member\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12N\n\x06status\x18\x02 \x01(\x0e\x32>.roleserve.management.GetConsensusStatusResponse.Member.Status\x12\x10\n\x08peer_url\x18\x03 \x01(\t\x12\x0e\n\x06leader\x18\x04 \x01(\x08\"3\n\x06Status\x12\x12\n\x0eSTATUS_UNKNOWN\x10\x00\x12\x0b\n\x07LEARNER\x10\x01\x12\x08\n\x04\x46ULL\x10\x02\x32\xc0\x06\n\nManagement\x12t\n\x0eGetClusterInfo\x12+.roleserve.management.GetClusterInfoRequest\x1a,.roleserve.management.GetClusterInfoResponse\"\x07\xc2\xf3\x18\x03\n\x01\x01\x12X\n\x08GetNodes\x12%.roleserve.management.GetNodesRequest\x1a\x1a.roleserve.management.Node\"\x07\xc2\xf3\x18\x03\n\x01\x01\x30\x01\x12k\n\x0b\x41pproveNode\x12(.roleserve.management.ApproveNodeRequest\x1a).roleserve.management.ApproveNodeResponse\"\x07\xc2\xf3\x18\x03\n\x01\x03\x12w\n\x0fUpdateNodeRoles\x12,.roleserve.management.UpdateNodeRolesRequest\x1a-.roleserve.management.UpdateNodeRolesResponse\"\x07\xc2\xf3\x18\x03\n\x01\x03\x12}\n\x11GetRegisterTicket\x12..roleserve.management.GetRegisterTicketRequest\x1a/.roleserve.management.GetRegisterTicketResponse\"\x07\xc2\xf3\x18\x03\n\x01\x03\x12z\n\x10\x44\x65\x63ommissionNode\x12-.roleserve.management.DecommissionNodeRequest\x1a..roleserve.management.DecommissionNodeResponse\"\x07\xc2\xf3\x18\x03\n\x01\x03\x12\x80\x01\n\x12GetConsensusStatus\x12/.roleserve.management.GetConsensusStatusRequest\x1a\x30.roleserve.management.GetConsensusStatusResponse\"\x07\xc2\xf3\x18\x03\n\x01\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%roleserve_core/proto/management.proto\x12\x14roleserve.management\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a(roleserve_core/proto/authorization.proto\x1a!roleserve_core/proto/common.proto\"\x17\n\x15GetClusterInfoRequest\"o\n\x16GetClusterInfoResponse\x12=\n\x11\x63luster_directory\x18\x01 \x01(\x0b\x32\".roleserve.common.ClusterDirectory\x12\x16\n\x0e\x63\x61_certificate\x18\x02 \x01(\x0c\"^\n\x0fGetNodesRequest\x12\x10\n\x08node_ids\x18\x01 \x03(\t\x12+\n\x06states\x18\x02 \x03(\x0e\x32\x1b.roleserve.common.NodeState\x12\x0c\n\x04role\x18\x03 \x01(\t\"\xeb\x03\n\x04Node\x12\n\n\x02id\x18\x01 \x01(\t\x12*\n\x05roles\x18\x02 \x01(\x0b\x32\x1b.roleserve.common.NodeRoles\x12,\n\x06status\x18\x03 \x01(\x0b\x32\x1c.roleserve.common.NodeStatus\x12;\n\nclusternet\x18\x04 \x01(\x0b\x32\'.roleserve.common.NodeClusterNetworking\x12*\n\x05state\x18\x05 \x01(\x0e\x32\x1b.roleserve.common.NodeState\x12,\n\x06labels\x18\x06 \x01(\x0b\x32\x1c.roleserve.common.NodeLabels\x12\x31\n\x06health\x18\x07 \x01(\x0e\x32!.roleserve.management.Node.Health\x12\x37\n\x14time_since_heartbeat\x18\x08 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x0e\n\x06leader\x18\t \x01(\x08\x12\x10\n\x08\x63onflict\x18\n \x01(\t\x12\x16\n\x0e\x63luster_prefix\x18\x0b \x01(\t\"@\n\x06Health\x12\x12\n\x0eHEALTH_UNKNOWN\x10\x00\x12\x0b\n\x07HEALTHY\x10\x01\x12\x15\n\x11HEARTBEAT_TIMEOUT\x10\x02\"%\n\x12\x41pproveNodeRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\t\"\x15\n\x13\x41pproveNodeResponse\"\xa4\x02\n\x16UpdateNodeRolesRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x44\n\x07\x63hanges\x18\x02 \x03(\x0b\x32\x33.roleserve.management.UpdateNodeRolesRequest.Change\x1a\xb2\x01\n\x06\x43hange\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x0e\n\x06\x61ssign\x18\x02 \x01(\x08\x12W\n\nparameters\x18\x03 \x03(\x0b\x32\x43.roleserve.management.UpdateNodeRolesRequest.Change.ParametersEntry\x1a\x31\n\x0fParametersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"E\n\x17UpdateNodeRolesResponse\x12*\n\x05roles\x18\x01 \x01(\x0b\x32\x1b.roleserve.common.NodeRoles\"\x1a\n\x18GetRegisterTicketRequest\"+\n\x19GetRegisterTicketResponse\x12\x0e\n\x06ticket\x18\x01 \x01(\x0c\"*\n\x17\x44\x65\x63ommissionNodeRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\t\"\x1a\n\x18\x44\x65\x63ommissionNodeResponse\"\x1b\n\x19GetConsensusStatusRequest\"\xa9\x02\n\x1aGetConsensusStatusResponse\x12H\n\x07members\x18\x01 \x03(\x0b\x32\x37.roleserve.management.GetConsensusStatusResponse.Member\x1a\xc0\x01\n\x06Member\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12N\n\x06status\x18\x02 \x01(\x0e\x32>.roleserve.management.GetConsensusStatusResponse.Member.Status\x12\x10\n\x08peer_url\x18\x03 \x01(\t\x12\x0e\n\x06leader\x18\x04 \x01(\x08\"3\n\x06Status\x12\x12\n\x0eSTATUS_UNKNOWN\x10\x00\x12\x0b\n\x07LEARNER\x10\x01\x12\x08\n\x04\x46ULL\x10\x02\"C\n\x17IssueCredentialsRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05scope\x18\x02 \x01(\t\x12\x0b\n\x03\x63sr\x18\x03 \x01(\x0c\"G\n\x18IssueCredentialsResponse\x12\x13\n\x0b\x63\x65rtificate\x18\x01 \x01(\x0c\x12\x16\n\x0e\x63\x61_certificate\x18\x02 \x01(\x0c\"\x18\n\x16ListCredentialsRequest\"\x80\x01\n\x11IssuedCredentials\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05scope\x18\x02 \x01(\t\x12\x0e\n\x06serial\x18\x03 \x01(\t\x12-\n\tnot_after\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0f\n\x07revoked\x18\x05 \x01(\x08\"W\n\x17ListCredentialsResponse\x12<\n\x0b\x63redentials\x18\x01 \x03(\x0b\x32\'.roleserve.management.IssuedCredentials\"(\n\x18RevokeCredentialsRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\x1b\n\x19RevokeCredentialsResponse2\xb4\t\n\nManagement\x12t\n\x0eGetClusterInfo\x12+.roleserve.management.GetClusterInfoRequest\x1a,.roleserve.management.GetClusterInfoResponse\"\x07\xc2\xf3\x18\x03\n\x01\x01\x12X\n\x08GetNodes\x12%.roleserve.management.GetNodesRequest\x1a\x1a.roleserve.management.Node\"\x07\xc2\xf3\x18\x03\n\x01\x01\x30\x01\x12k\n\x0b\x41pproveNode\x12(.roleserve.management.ApproveNodeRequest\x1a).roleserve.management.ApproveNodeResponse\"\x07\xc2\xf3\x18\x03\n\x01\x06\x12w\n\x0fUpdateNodeRoles\x12,.roleserve.management.UpdateNodeRolesRequest\x1a-.roleserve.management.UpdateNodeRolesResponse\"\x07\xc2\xf3\x18\x03\n\x01\x05\x12}\n\x11GetRegisterTicket\x12..roleserve.management.GetRegisterTicketRequest\x1a/.roleserve.management.GetRegisterTicketResponse\"\x07\xc2\xf3\x18\x03\n\x01\x03\x12z\n\x10\x44\x65\x63ommissionNode\x12-.roleserve.management.DecommissionNodeRequest\x1a..roleserve.management.DecommissionNodeResponse\"\x07\xc2\xf3\x18\x03\n\x01\x06\x12\x80\x01\n\x12GetConsensusStatus\x12/.roleserve.management.GetConsensusStatusRequest\x1a\x30.roleserve.management.GetConsensusStatusResponse\"\x07\xc2\xf3\x18\x03\n\x01\x01\x12z\n\x10IssueCredentials\x12-.roleserve.management.IssueCredentialsRequest\x1a..roleserve.management.IssueCredentialsResponse\"\x07\xc2\xf3\x18\x03\n\x01\x08\x12w\n\x0fListCredentials\x12,.roleserve.management.ListCredentialsRequest\x1a-.roleserve.management.ListCredentialsResponse\"\x07\xc2\xf3\x18\x03\n\x01\x08\x12}\n\x11RevokeCredentials\x12..roleserve.management.RevokeCredentialsRequest\x1a/.roleserve.management.RevokeCredentialsResponse\"\x07\xc2\xf3\x18\x03\n\x01\x08\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -41,53 +42,73 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_MANAGEMENT'].methods_by_name['GetNodes']._loaded_options = None
   _globals['_MANAGEMENT'].methods_by_name['GetNodes']._serialized_options = b'\302\363\030\003\n\001\001'
   _globals['_MANAGEMENT'].methods_by_name['ApproveNode']._loaded_options = None
-  _globals['_MANAGEMENT'].methods_by_name['ApproveNode']._serialized_options = b'\302\363\030\003\n\001\003'
+  _globals['_MANAGEMENT'].methods_by_name['ApproveNode']._serialized_options = b'\302\363\030\003\n\001\006'
   _globals['_MANAGEMENT'].methods_by_name['UpdateNodeRoles']._loaded_options = None
-  _globals['_MANAGEMENT'].methods_by_name['UpdateNodeRoles']._serialized_options = b'\302\363\030\003\n\001\003'
+  _globals['_MANAGEMENT'].methods_by_name['UpdateNodeRoles']._serialized_options = b'\302\363\030\003\n\001\005'
   _globals['_MANAGEMENT'].methods_by_name['GetRegisterTicket']._loaded_options = None
   _globals['_MANAGEMENT'].methods_by_name['GetRegisterTicket']._serialized_options = b'\302\363\030\003\n\001\003'
   _globals['_MANAGEMENT'].methods_by_name['DecommissionNode']._loaded_options = None
-  _globals['_MANAGEMENT'].methods_by_name['DecommissionNode']._serialized_options = b'\302\363\030\003\n\001\003'
+  _globals['_MANAGEMENT'].methods_by_name['DecommissionNode']._serialized_options = b'\302\363\030\003\n\001\006'
   _globals['_MANAGEMENT'].methods_by_name['GetConsensusStatus']._loaded_options = None
   _globals['_MANAGEMENT'].methods_by_name['GetConsensusStatus']._serialized_options = b'\302\363\030\003\n\001\001'
-  _globals['_GETCLUSTERINFOREQUEST']._serialized_start=172
-  _globals['_GETCLUSTERINFOREQUEST']._serialized_end=195
-  _globals['_GETCLUSTERINFORESPONSE']._serialized_start=197
-  _globals['_GETCLUSTERINFORESPONSE']._serialized_end=308
-  _globals['_GETNODESREQUEST']._serialized_start=310
-  _globals['_GETNODESREQUEST']._serialized_end=404
-  _globals['_NODE']._serialized_start=407
-  _globals['_NODE']._serialized_end=898
-  _globals['_NODE_HEALTH']._serialized_start=834
-  _globals['_NODE_HEALTH']._serialized_end=898
-  _globals['_APPROVENODEREQUEST']._serialized_start=900
-  _globals['_APPROVENODEREQUEST']._serialized_end=937
-  _globals['_APPROVENODERESPONSE']._serialized_start=939
-  _globals['_APPROVENODERESPONSE']._serialized_end=960
-  _globals['_UPDATENODEROLESREQUEST']._serialized_start=963
-  _globals['_UPDATENODEROLESREQUEST']._serialized_end=1255
-  _globals['_UPDATENODEROLESREQUEST_CHANGE']._serialized_start=1077
-  _globals['_UPDATENODEROLESREQUEST_CHANGE']._serialized_end=1255
-  _globals['_UPDATENODEROLESREQUEST_CHANGE_PARAMETERSENTRY']._serialized_start=1206
-  _globals['_UPDATENODEROLESREQUEST_CHANGE_PARAMETERSENTRY']._serialized_end=1255
-  _globals['_UPDATENODEROLESRESPONSE']._serialized_start=1257
-  _globals['_UPDATENODEROLESRESPONSE']._serialized_end=1326
-  _globals['_GETREGISTERTICKETREQUEST']._serialized_start=1328
-  _globals['_GETREGISTERTICKETREQUEST']._serialized_end=1354
-  _globals['_GETREGISTERTICKETRESPONSE']._serialized_start=1356
-  _globals['_GETREGISTERTICKETRESPONSE']._serialized_end=1399
-  _globals['_DECOMMISSIONNODEREQUEST']._serialized_start=1401
-  _globals['_DECOMMISSIONNODEREQUEST']._serialized_end=1443
-  _globals['_DECOMMISSIONNODERESPONSE']._serialized_start=1445
-  _globals['_DECOMMISSIONNODERESPONSE']._serialized_end=1471
-  _globals['_GETCONSENSUSSTATUSREQUEST']._serialized_start=1473
-  _globals['_GETCONSENSUSSTATUSREQUEST']._serialized_end=1500
-  _globals['_GETCONSENSUSSTATUSRESPONSE']._serialized_start=1503
-  _globals['_GETCONSENSUSSTATUSRESPONSE']._serialized_end=1800
-  _globals['_GETCONSENSUSSTATUSRESPONSE_MEMBER']._serialized_start=1608
-  _globals['_GETCONSENSUSSTATUSRESPONSE_MEMBER']._serialized_end=1800
-  _globals['_GETCONSENSUSSTATUSRESPONSE_MEMBER_STATUS']._serialized_start=1749
-  _globals['_GETCONSENSUSSTATUSRESPONSE_MEMBER_STATUS']._serialized_end=1800
-  _globals['_MANAGEMENT']._serialized_start=1803
-  _globals['_MANAGEMENT']._serialized_end=2635
+  _globals['_MANAGEMENT'].methods_by_name['IssueCredentials']._loaded_options = None
+  _globals['_MANAGEMENT'].methods_by_name['IssueCredentials']._serialized_options = b'\302\363\030\003\n\001\010'
+  _globals['_MANAGEMENT'].methods_by_name['ListCredentials']._loaded_options = None
+  _globals['_MANAGEMENT'].methods_by_name['ListCredentials']._serialized_options = b'\302\363\030\003\n\001\010'
+  _globals['_MANAGEMENT'].methods_by_name['RevokeCredentials']._loaded_options = None
+  _globals['_MANAGEMENT'].methods_by_name['RevokeCredentials']._serialized_options = b'\302\363\030\003\n\001\010'
+  _globals['_GETCLUSTERINFOREQUEST']._serialized_start=205
+  _globals['_GETCLUSTERINFOREQUEST']._serialized_end=228
+  _globals['_GETCLUSTERINFORESPONSE']._serialized_start=230
+  _globals['_GETCLUSTERINFORESPONSE']._serialized_end=341
+  _globals['_GETNODESREQUEST']._serialized_start=343
+  _globals['_GETNODESREQUEST']._serialized_end=437
+  _globals['_NODE']._serialized_start=440
+  _globals['_NODE']._serialized_end=931
+  _globals['_NODE_HEALTH']._serialized_start=867
+  _globals['_NODE_HEALTH']._serialized_end=931
+  _globals['_APPROVENODEREQUEST']._serialized_start=933
+  _globals['_APPROVENODEREQUEST']._serialized_end=970
+  _globals['_APPROVENODERESPONSE']._serialized_start=972
+  _globals['_APPROVENODERESPONSE']._serialized_end=993
+  _globals['_UPDATENODEROLESREQUEST']._serialized_start=996
+  _globals['_UPDATENODEROLESREQUEST']._serialized_end=1288
+  _globals['_UPDATENODEROLESREQUEST_CHANGE']._serialized_start=1110
+  _globals['_UPDATENODEROLESREQUEST_CHANGE']._serialized_end=1288
+  _globals['_UPDATENODEROLESREQUEST_CHANGE_PARAMETERSENTRY']._serialized_start=1239
+  _globals['_UPDATENODEROLESREQUEST_CHANGE_PARAMETERSENTRY']._serialized_end=1288
+  _globals['_UPDATENODEROLESRESPONSE']._serialized_start=1290
+  _globals['_UPDATENODEROLESRESPONSE']._serialized_end=1359
+  _globals['_GETREGISTERTICKETREQUEST']._serialized_start=1361
+  _globals['_GETREGISTERTICKETREQUEST']._serialized_end=1387
+  _globals['_GETREGISTERTICKETRESPONSE']._serialized_start=1389
+  _globals['_GETREGISTERTICKETRESPONSE']._serialized_end=1432
+  _globals['_DECOMMISSIONNODEREQUEST']._serialized_start=1434
+  _globals['_DECOMMISSIONNODEREQUEST']._serialized_end=1476
+  _globals['_DECOMMISSIONNODERESPONSE']._serialized_start=1478
+  _globals['_DECOMMISSIONNODERESPONSE']._serialized_end=1504
+  _globals['_GETCONSENSUSSTATUSREQUEST']._serialized_start=1506
+  _globals['_GETCONSENSUSSTATUSREQUEST']._serialized_end=1533
+  _globals['_GETCONSENSUSSTATUSRESPONSE']._serialized_start=1536
+  _globals['_GETCONSENSUSSTATUSRESPONSE']._serialized_end=1833
+  _globals['_GETCONSENSUSSTATUSRESPONSE_MEMBER']._serialized_start=1641
+  _globals['_GETCONSENSUSSTATUSRESPONSE_MEMBER']._serialized_end=1833
+  _globals['_GETCONSENSUSSTATUSRESPONSE_MEMBER_STATUS']._serialized_start=1782
+  _globals['_GETCONSENSUSSTATUSRESPONSE_MEMBER_STATUS']._serialized_end=1833
+  _globals['_ISSUECREDENTIALSREQUEST']._serialized_start=1835
+  _globals['_ISSUECREDENTIALSREQUEST']._serialized_end=1902
+  _globals['_ISSUECREDENTIALSRESPONSE']._serialized_start=1904
+  _globals['_ISSUECREDENTIALSRESPONSE']._serialized_end=1975
+  _globals['_LISTCREDENTIALSREQUEST']._serialized_start=1977
+  _globals['_LISTCREDENTIALSREQUEST']._serialized_end=2001
+  _globals['_ISSUEDCREDENTIALS']._serialized_start=2004
+  _globals['_ISSUEDCREDENTIALS']._serialized_end=2132
+  _globals['_LISTCREDENTIALSRESPONSE']._serialized_start=2134
+  _globals['_LISTCREDENTIALSRESPONSE']._serialized_end=2221
+  _globals['_REVOKECREDENTIALSREQUEST']._serialized_start=2223
+  _globals['_REVOKECREDENTIALSREQUEST']._serialized_end=2263
+  _globals['_REVOKECREDENTIALSRESPONSE']._serialized_start=2265
+  _globals['_REVOKECREDENTIALSRESPONSE']._serialized_end=2292
+  _globals['_MANAGEMENT']._serialized_start=2295
+  _globals['_MANAGEMENT']._serialized_end=3499
 # @@protoc_insertion_point(module_scope)

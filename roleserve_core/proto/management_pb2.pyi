@@ -7,6 +7,7 @@ from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import message as _message
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from roleserve_core.proto import common_pb2 as _common_pb2
@@ -444,3 +445,163 @@ class GetConsensusStatusResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetConsensusStatusResponse: _TypeAlias = GetConsensusStatusResponse  # noqa: Y015
+
+@_typing.final
+class IssueCredentialsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    SCOPE_FIELD_NUMBER: _builtins.int
+    CSR_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """The certificate's identity (its CN): lowercase letters, digits, '.', '_', '-', at
+    most 63; unique in the cluster for good (a revoked name is not issued again).
+    """
+    scope: _builtins.str
+    """"owner", "operator", "viewer" or "metrics"."""
+    csr: _builtins.bytes
+    """DER of a PKCS#10 certificate signing request for the new key (P-256), signed by it."""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        scope: _builtins.str = ...,
+        csr: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["csr", b"csr", "name", b"name", "scope", b"scope"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___IssueCredentialsRequest: _TypeAlias = IssueCredentialsRequest  # noqa: Y015
+
+@_typing.final
+class IssueCredentialsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CERTIFICATE_FIELD_NUMBER: _builtins.int
+    CA_CERTIFICATE_FIELD_NUMBER: _builtins.int
+    certificate: _builtins.bytes
+    """PEM of the new user certificate."""
+    ca_certificate: _builtins.bytes
+    """PEM of the cluster CA certificate."""
+    def __init__(
+        self,
+        *,
+        certificate: _builtins.bytes = ...,
+        ca_certificate: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ca_certificate", b"ca_certificate", "certificate", b"certificate"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___IssueCredentialsResponse: _TypeAlias = IssueCredentialsResponse  # noqa: Y015
+
+@_typing.final
+class ListCredentialsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListCredentialsRequest: _TypeAlias = ListCredentialsRequest  # noqa: Y015
+
+@_typing.final
+class IssuedCredentials(_message.Message):
+    """A user certificate the curator issued."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    SCOPE_FIELD_NUMBER: _builtins.int
+    SERIAL_FIELD_NUMBER: _builtins.int
+    NOT_AFTER_FIELD_NUMBER: _builtins.int
+    REVOKED_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    scope: _builtins.str
+    serial: _builtins.str
+    """The certificate's serial number, in lowercase hex."""
+    revoked: _builtins.bool
+    @_builtins.property
+    def not_after(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        scope: _builtins.str = ...,
+        serial: _builtins.str = ...,
+        not_after: _timestamp_pb2.Timestamp | None = ...,
+        revoked: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["not_after", b"not_after"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "not_after", b"not_after", "revoked", b"revoked", "scope", b"scope", "serial", b"serial"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___IssuedCredentials: _TypeAlias = IssuedCredentials  # noqa: Y015
+
+@_typing.final
+class ListCredentialsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CREDENTIALS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def credentials(self) -> _containers.RepeatedCompositeFieldContainer[Global___IssuedCredentials]:
+        """Sorted by name."""
+
+    def __init__(
+        self,
+        *,
+        credentials: _abc.Iterable[Global___IssuedCredentials] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["credentials", b"credentials"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListCredentialsResponse: _TypeAlias = ListCredentialsResponse  # noqa: Y015
+
+@_typing.final
+class RevokeCredentialsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RevokeCredentialsRequest: _TypeAlias = RevokeCredentialsRequest  # noqa: Y015
+
+@_typing.final
+class RevokeCredentialsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RevokeCredentialsResponse: _TypeAlias = RevokeCredentialsResponse  # noqa: Y015

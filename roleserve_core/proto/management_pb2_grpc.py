@@ -69,6 +69,21 @@ class ManagementStub:
                 request_serializer=roleserve__core_dot_proto_dot_management__pb2.GetConsensusStatusRequest.SerializeToString,
                 response_deserializer=roleserve__core_dot_proto_dot_management__pb2.GetConsensusStatusResponse.FromString,
                 _registered_method=True)
+        self.IssueCredentials = channel.unary_unary(
+                '/roleserve.management.Management/IssueCredentials',
+                request_serializer=roleserve__core_dot_proto_dot_management__pb2.IssueCredentialsRequest.SerializeToString,
+                response_deserializer=roleserve__core_dot_proto_dot_management__pb2.IssueCredentialsResponse.FromString,
+                _registered_method=True)
+        self.ListCredentials = channel.unary_unary(
+                '/roleserve.management.Management/ListCredentials',
+                request_serializer=roleserve__core_dot_proto_dot_management__pb2.ListCredentialsRequest.SerializeToString,
+                response_deserializer=roleserve__core_dot_proto_dot_management__pb2.ListCredentialsResponse.FromString,
+                _registered_method=True)
+        self.RevokeCredentials = channel.unary_unary(
+                '/roleserve.management.Management/RevokeCredentials',
+                request_serializer=roleserve__core_dot_proto_dot_management__pb2.RevokeCredentialsRequest.SerializeToString,
+                response_deserializer=roleserve__core_dot_proto_dot_management__pb2.RevokeCredentialsResponse.FromString,
+                _registered_method=True)
 
 
 class ManagementServicer:
@@ -123,6 +138,27 @@ class ManagementServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def IssueCredentials(self, request, context):
+        """Sign a new user certificate for a key the caller generated (its CSR), with a scope.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListCredentials(self, request, context):
+        """Every user certificate issued by IssueCredentials, revoked ones too.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RevokeCredentials(self, request, context):
+        """Revoke the certificate issued under a name: every curator refuses it within seconds.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ManagementServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -160,6 +196,21 @@ def add_ManagementServicer_to_server(servicer, server):
                     servicer.GetConsensusStatus,
                     request_deserializer=roleserve__core_dot_proto_dot_management__pb2.GetConsensusStatusRequest.FromString,
                     response_serializer=roleserve__core_dot_proto_dot_management__pb2.GetConsensusStatusResponse.SerializeToString,
+            ),
+            'IssueCredentials': grpc.unary_unary_rpc_method_handler(
+                    servicer.IssueCredentials,
+                    request_deserializer=roleserve__core_dot_proto_dot_management__pb2.IssueCredentialsRequest.FromString,
+                    response_serializer=roleserve__core_dot_proto_dot_management__pb2.IssueCredentialsResponse.SerializeToString,
+            ),
+            'ListCredentials': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListCredentials,
+                    request_deserializer=roleserve__core_dot_proto_dot_management__pb2.ListCredentialsRequest.FromString,
+                    response_serializer=roleserve__core_dot_proto_dot_management__pb2.ListCredentialsResponse.SerializeToString,
+            ),
+            'RevokeCredentials': grpc.unary_unary_rpc_method_handler(
+                    servicer.RevokeCredentials,
+                    request_deserializer=roleserve__core_dot_proto_dot_management__pb2.RevokeCredentialsRequest.FromString,
+                    response_serializer=roleserve__core_dot_proto_dot_management__pb2.RevokeCredentialsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -351,6 +402,87 @@ class Management:
             '/roleserve.management.Management/GetConsensusStatus',
             roleserve__core_dot_proto_dot_management__pb2.GetConsensusStatusRequest.SerializeToString,
             roleserve__core_dot_proto_dot_management__pb2.GetConsensusStatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def IssueCredentials(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/roleserve.management.Management/IssueCredentials',
+            roleserve__core_dot_proto_dot_management__pb2.IssueCredentialsRequest.SerializeToString,
+            roleserve__core_dot_proto_dot_management__pb2.IssueCredentialsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListCredentials(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/roleserve.management.Management/ListCredentials',
+            roleserve__core_dot_proto_dot_management__pb2.ListCredentialsRequest.SerializeToString,
+            roleserve__core_dot_proto_dot_management__pb2.ListCredentialsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RevokeCredentials(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/roleserve.management.Management/RevokeCredentials',
+            roleserve__core_dot_proto_dot_management__pb2.RevokeCredentialsRequest.SerializeToString,
+            roleserve__core_dot_proto_dot_management__pb2.RevokeCredentialsResponse.FromString,
             options,
             channel_credentials,
             insecure,

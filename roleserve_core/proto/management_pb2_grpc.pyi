@@ -45,6 +45,12 @@ class ManagementStub:
     """Remove a node from the cluster for good."""
     GetConsensusStatus: _grpc.UnaryUnaryMultiCallable[_management_pb2.GetConsensusStatusRequest, _management_pb2.GetConsensusStatusResponse]
     """The etcd members and their state."""
+    IssueCredentials: _grpc.UnaryUnaryMultiCallable[_management_pb2.IssueCredentialsRequest, _management_pb2.IssueCredentialsResponse]
+    """Sign a new user certificate for a key the caller generated (its CSR), with a scope."""
+    ListCredentials: _grpc.UnaryUnaryMultiCallable[_management_pb2.ListCredentialsRequest, _management_pb2.ListCredentialsResponse]
+    """Every user certificate issued by IssueCredentials, revoked ones too."""
+    RevokeCredentials: _grpc.UnaryUnaryMultiCallable[_management_pb2.RevokeCredentialsRequest, _management_pb2.RevokeCredentialsResponse]
+    """Revoke the certificate issued under a name: every curator refuses it within seconds."""
 
 @_typing.type_check_only
 class ManagementAsyncStub(ManagementStub):
@@ -63,6 +69,12 @@ class ManagementAsyncStub(ManagementStub):
     """Remove a node from the cluster for good."""
     GetConsensusStatus: _aio.UnaryUnaryMultiCallable[_management_pb2.GetConsensusStatusRequest, _management_pb2.GetConsensusStatusResponse]  # type: ignore[assignment]
     """The etcd members and their state."""
+    IssueCredentials: _aio.UnaryUnaryMultiCallable[_management_pb2.IssueCredentialsRequest, _management_pb2.IssueCredentialsResponse]  # type: ignore[assignment]
+    """Sign a new user certificate for a key the caller generated (its CSR), with a scope."""
+    ListCredentials: _aio.UnaryUnaryMultiCallable[_management_pb2.ListCredentialsRequest, _management_pb2.ListCredentialsResponse]  # type: ignore[assignment]
+    """Every user certificate issued by IssueCredentials, revoked ones too."""
+    RevokeCredentials: _aio.UnaryUnaryMultiCallable[_management_pb2.RevokeCredentialsRequest, _management_pb2.RevokeCredentialsResponse]  # type: ignore[assignment]
+    """Revoke the certificate issued under a name: every curator refuses it within seconds."""
 
 class ManagementServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -120,5 +132,29 @@ class ManagementServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_management_pb2.GetConsensusStatusResponse, _abc.Awaitable[_management_pb2.GetConsensusStatusResponse]]:
         """The etcd members and their state."""
+
+    @_abc_1.abstractmethod
+    def IssueCredentials(
+        self,
+        request: _management_pb2.IssueCredentialsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_management_pb2.IssueCredentialsResponse, _abc.Awaitable[_management_pb2.IssueCredentialsResponse]]:
+        """Sign a new user certificate for a key the caller generated (its CSR), with a scope."""
+
+    @_abc_1.abstractmethod
+    def ListCredentials(
+        self,
+        request: _management_pb2.ListCredentialsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_management_pb2.ListCredentialsResponse, _abc.Awaitable[_management_pb2.ListCredentialsResponse]]:
+        """Every user certificate issued by IssueCredentials, revoked ones too."""
+
+    @_abc_1.abstractmethod
+    def RevokeCredentials(
+        self,
+        request: _management_pb2.RevokeCredentialsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_management_pb2.RevokeCredentialsResponse, _abc.Awaitable[_management_pb2.RevokeCredentialsResponse]]:
+        """Revoke the certificate issued under a name: every curator refuses it within seconds."""
 
 def add_ManagementServicer_to_server(servicer: ManagementServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -4,8 +4,9 @@ channels that verify nodes by ID, peer identity for handlers, cancellation-safe 
 ::
 
     server: create_server(node credentials) + bind(address)
-            └─ AuthorizationInterceptor: each method's authorization option vs. the peer,
-               and the server's NodeGate (nodes refused although certified: decommissioned)
+            └─ AuthorizationInterceptor: each method's authorization option vs. the peer
+               (a user: its certificate's scope), the server's NodeGate (nodes refused
+               although certified: decommissioned) and Revocations (revoked users)
                └─ handler: current_peer() → NodePeer | UserPeer | UnauthenticatedPeer
     client: secure_channel(target, credentials, node_id=...)  (verifies: a node of the
             cluster, or exactly that node; never by host name; keepalive pings: a hung
@@ -13,17 +14,20 @@ channels that verify nodes by ID, peer identity for handlers, cancellation-safe 
             a refused connection is tried again after 0.25 s, RECONNECT_OPTIONS)
             └─ unary calls awaited through unary(): anyio cancellation stays anyio's
 
-Modules: ``_authorization`` (method options, permissions), ``_peer`` (classifying callers),
+Modules: ``_authorization`` (method options, permissions, scopes), ``_peer`` (classifying callers),
 ``_server``, ``_client``, ``_unary``.
 """
 
 from roleserve_core.rpc._authorization import (
     NODE_PERMISSIONS,
+    SCOPE_PERMISSIONS,
     USER_PERMISSIONS,
     MethodAuthorization,
     Permission,
     method_authorization,
     permission_name,
+    scope_permissions,
+    smallest_scope,
 )
 from roleserve_core.rpc._client import (
     CHANNEL_OPTIONS,
@@ -47,6 +51,7 @@ from roleserve_core.rpc._server import (
     NODE_REFUSED_METADATA,
     AuthorizationInterceptor,
     NodeGate,
+    Revocations,
     bind,
     create_server,
     node_refusal,
@@ -61,6 +66,7 @@ __all__ = [
     "NODE_PERMISSIONS",
     "NODE_REFUSED_METADATA",
     "RECONNECT_OPTIONS",
+    "SCOPE_PERMISSIONS",
     "USER_PERMISSIONS",
     "AuthorizationInterceptor",
     "CancellationSafeCall",
@@ -71,6 +77,7 @@ __all__ = [
     "Peer",
     "PeerClassifier",
     "Permission",
+    "Revocations",
     "UnauthenticatedPeer",
     "UserPeer",
     "bind",
@@ -80,8 +87,10 @@ __all__ = [
     "method_authorization",
     "node_refusal",
     "permission_name",
+    "scope_permissions",
     "secure_channel",
     "server_credentials",
+    "smallest_scope",
     "unary",
     "until_ready",
 ]

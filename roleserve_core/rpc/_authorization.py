@@ -1,5 +1,6 @@
 """Who may call what: the ``authorization`` option of each method, and who holds which
-permission.
+permission: nodes ``NODE_PERMISSIONS``, users those of the scope their certificate carries
+(``SCOPE_PERMISSIONS``; see ``identity._scope``).
 
 The option is read from the protobuf descriptor pool, where the generated modules put every
 service; a method that has none, or that the pool does not know, has no authorization, and
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 
 from google.protobuf import descriptor_pool
 
+from roleserve_core.identity import Scope
 from roleserve_core.proto import (  # noqa: F401 - imported to register the services
     authorization_pb2,
     curator_pb2,
@@ -22,11 +24,14 @@ from roleserve_core.proto import (  # noqa: F401 - imported to register the serv
 
 __all__ = [
     "NODE_PERMISSIONS",
+    "SCOPE_PERMISSIONS",
     "USER_PERMISSIONS",
     "MethodAuthorization",
     "Permission",
     "method_authorization",
     "permission_name",
+    "scope_permissions",
+    "smallest_scope",
 ]
 
 Permission = authorization_pb2.Permission
@@ -37,14 +42,43 @@ NODE_PERMISSIONS: frozenset[int] = frozenset(
 )
 """What every node of the cluster may do."""
 
-USER_PERMISSIONS: frozenset[int] = frozenset(
-    {
-        authorization_pb2.READ_CLUSTER_STATUS,
+_VIEWER = frozenset({authorization_pb2.READ_CLUSTER_STATUS, authorization_pb2.READ_NODE})
+_OPERATOR = _VIEWER | {
+    authorization_pb2.OPERATE_NODE,
+    authorization_pb2.MANAGE_ROLES,
+    authorization_pb2.MANAGE_NODES,
+}
+
+SCOPE_PERMISSIONS: dict[str, frozenset[int]] = {
+    Scope.OWNER: _OPERATOR
+    | {
         authorization_pb2.MANAGE_CLUSTER,
-        authorization_pb2.OPERATE_NODE,
-    }
-)
-"""What a user of the cluster (the owner) may do."""
+        authorization_pb2.MANAGE_CREDENTIALS,
+        authorization_pb2.SCRAPE_METRICS,
+    },
+    Scope.OPERATOR: _OPERATOR,
+    Scope.VIEWER: _VIEWER,
+    Scope.METRICS: frozenset({authorization_pb2.SCRAPE_METRICS}),
+}
+"""What a user certificate of each scope may do; docs/wire-api.md has the same table.
+Operators do not scrape metrics: a scope that may do everything else may not read them
+without asking, so the metrics scope stays the one way to hand out scraping."""
+
+USER_PERMISSIONS: frozenset[int] = SCOPE_PERMISSIONS[Scope.OWNER]
+"""What the owner may do: every permission but a node's own (UPDATE_NODE_SELF)."""
+
+
+def scope_permissions(scope: str) -> frozenset[int]:
+    """The permissions of the scope named ``scope``; none for a name no scope has (a
+    certificate from a newer cluster, or a malformed extension: fail safe)."""
+    return SCOPE_PERMISSIONS.get(scope, frozenset())
+
+
+def smallest_scope(needed: frozenset[int]) -> str | None:
+    """The scope with the fewest permissions that holds every one of ``needed``; None if
+    no user scope does (a node's permission)."""
+    holding = [scope for scope, held in SCOPE_PERMISSIONS.items() if needed <= held]
+    return min(holding, key=lambda scope: len(SCOPE_PERMISSIONS[scope]), default=None)
 
 
 def permission_name(permission: int) -> str:

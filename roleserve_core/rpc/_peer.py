@@ -4,7 +4,8 @@
 
     client certificate (verified by TLS against the cluster CA or the enrolment CA)
         ├── a node certificate of the cluster ──▶ NodePeer(node_id, permissions)
-        ├── a user certificate of the cluster ──▶ UserPeer(identity, permissions)
+        ├── a user certificate of the cluster ──▶ UserPeer(identity, permissions of its
+        │                                          scope, scope, serial)
         └── an ephemeral certificate ───────────▶ UnauthenticatedPeer(public_key)
 
 Handlers read the peer with ``current_peer()``; the interceptor sets it for each call.
@@ -26,11 +27,12 @@ from roleserve_core.errors import CertificateVerificationError, IdentityError
 from roleserve_core.identity import (
     PublicKey,
     certificate_from_pem,
+    certificate_scope,
     verify_ephemeral_certificate,
     verify_node_certificate,
     verify_user_certificate,
 )
-from roleserve_core.rpc._authorization import NODE_PERMISSIONS, USER_PERMISSIONS
+from roleserve_core.rpc._authorization import NODE_PERMISSIONS, scope_permissions
 
 __all__ = [
     "NodePeer",
@@ -56,6 +58,11 @@ class UserPeer:
 
     identity: str
     permissions: frozenset[int]
+    """Those of its scope (``SCOPE_PERMISSIONS``)."""
+    scope: str = "owner"
+    """The scope its certificate carries (``owner`` if none: see ``identity._scope``)."""
+    serial: int = 0
+    """Its certificate's serial number, which revocation names."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,12 +119,10 @@ class PeerClassifier:
         ca: x509.Certificate,
         *,
         node_permissions: frozenset[int] = NODE_PERMISSIONS,
-        user_permissions: frozenset[int] = USER_PERMISSIONS,
         cache_size: int = 4096,
     ) -> None:
         self.ca = ca
         self.node_permissions = node_permissions
-        self.user_permissions = user_permissions
         self._classify_pem = functools.lru_cache(maxsize=cache_size)(self._classify)
 
     def peer(self, context: grpc.aio.ServicerContext[object, object]) -> Peer:
@@ -151,7 +156,9 @@ class PeerClassifier:
             pass
         try:
             user = verify_user_certificate(certificate, self.ca)
-            return _Verdict(UserPeer(user, self.user_permissions), start, end)
+            scope = certificate_scope(certificate)
+            peer = UserPeer(user, scope_permissions(scope), scope, certificate.serial_number)
+            return _Verdict(peer, start, end)
         except CertificateVerificationError:
             pass
         try:

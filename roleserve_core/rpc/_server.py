@@ -10,7 +10,10 @@
              3. allow_unauthenticated? ──yes──▶ handler (any peer; current_peer() tells who)
                 │ no
                 ├── unauthenticated peer  ──▶ UNAUTHENTICATED
-                ├── a needed permission missing ──▶ PERMISSION_DENIED
+                ├── a needed permission missing ──▶ PERMISSION_DENIED (a user: naming its
+                │       scope and the scope that would do)
+                ├── a user whose certificate the server's Revocations name ──▶ PERMISSION_DENIED;
+                │       a response stream open when it is revoked ends the same way
                 ├── a node the server's NodeGate refuses ──▶ PERMISSION_DENIED, marked
                 │       (NODE_REFUSED_METADATA); a response stream open when the gate
                 │       starts refusing its node ends the same way
@@ -45,6 +48,7 @@ from roleserve_core.rpc._authorization import (
     MethodAuthorization,
     method_authorization,
     permission_name,
+    smallest_scope,
 )
 from roleserve_core.rpc._peer import (
     NodePeer,
@@ -60,6 +64,7 @@ __all__ = [
     "NODE_REFUSED_METADATA",
     "AuthorizationInterceptor",
     "NodeGate",
+    "Revocations",
     "bind",
     "create_server",
     "node_refusal",
@@ -144,11 +149,31 @@ def _refusal(
             f"{method} needs a node or user certificate of this cluster",
         )
     missing = sorted(authorization.need - peer.permissions)
-    if missing:
-        who = f"user {peer.identity!r}" if isinstance(peer, UserPeer) else f"node {peer.node_id}"
-        names = ", ".join(permission_name(p) for p in missing)
-        return grpc.StatusCode.PERMISSION_DENIED, f"{who} lacks {names}, needed by {method}"
-    return None
+    if not missing:
+        return None
+    names = ", ".join(permission_name(p) for p in missing)
+    if isinstance(peer, UserPeer):
+        return grpc.StatusCode.PERMISSION_DENIED, _user_refusal(method, authorization, peer, names)
+    return (
+        grpc.StatusCode.PERMISSION_DENIED,
+        f"node {peer.node_id} lacks {names}, needed by {method}",
+    )
+
+
+def _user_refusal(
+    method: str, authorization: MethodAuthorization, peer: UserPeer, names: str
+) -> str:
+    """``viewer credentials cannot UpdateNodeRoles (needs MANAGE_ROLES); ask the owner for
+    operator credentials``: what was refused, why, and which credentials would do."""
+    name = method.rsplit("/", 1)[-1]
+    scope = peer.scope or "unscoped"
+    wanted = smallest_scope(authorization.need)
+    remedy = (
+        f"ask the owner for {wanted} credentials"
+        if wanted is not None
+        else "only nodes may call it"
+    )
+    return f"{scope} credentials cannot {name} (needs {names}); {remedy}"
 
 
 NODE_REFUSED_KEY = "roleserve-node-refused"
@@ -168,6 +193,24 @@ class NodeGate(Protocol):
         """Return, with the reason, once ``node_id`` is refused (for open streams)."""
 
 
+class Revocations(Protocol):
+    """Which user certificates, valid and of the cluster, were revoked nevertheless."""
+
+    def revoked(self, serial: int) -> bool:
+        """Whether the user certificate with ``serial`` is revoked; asked on each call of a
+        user, so it answers from memory (the leader's watch of etcd)."""
+
+    async def wait_revoked(self, serial: int) -> None:
+        """Return once the user certificate with ``serial`` is revoked (for open streams)."""
+
+
+def _revoked_refusal(peer: UserPeer) -> str:
+    return (
+        f"credentials {peer.identity!r} (serial {peer.serial:x}) were revoked; "
+        "ask the owner for new credentials"
+    )
+
+
 def node_refusal(error: grpc.aio.AioRpcError) -> str | None:
     """The reason, if ``error`` is a ``NodeGate``'s refusal of the calling node."""
     if error.code() is not grpc.StatusCode.PERMISSION_DENIED:
@@ -182,9 +225,22 @@ async def _abort_refused(context: Context, reason: str) -> None:
     await context.abort(grpc.StatusCode.PERMISSION_DENIED, reason, NODE_REFUSED_METADATA)
 
 
+Metadata = tuple[tuple[str, str], ...]
 Admit = Callable[[Context], Awaitable["Guard"]]
-Guard = Callable[[], Awaitable[str]] | None
-"""What ends an admitted response stream: returns the reason once its caller is refused."""
+Guard = Callable[[], Awaitable[tuple[str, Metadata]]] | None
+"""What ends an admitted response stream: returns the reason, and the trailing metadata to
+end the call with, once its caller is refused (a node by the gate, a user revoked)."""
+
+
+async def _node_refused(gate: NodeGate, node_id: str) -> tuple[str, Metadata]:
+    return await gate.wait_refusal(node_id), NODE_REFUSED_METADATA
+
+
+async def _user_revoked(revocations: Revocations, peer: UserPeer) -> tuple[str, Metadata]:
+    # No NODE_REFUSED_METADATA: that marks a node refused for good, which stops a node.
+    await revocations.wait_revoked(peer.serial)
+    return _revoked_refusal(peer), ()
+
 
 ADMITTED_METADATA_KEY = "roleserve-admitted"
 ADMITTED_METADATA = ((ADMITTED_METADATA_KEY, "1"),)
@@ -201,9 +257,15 @@ The handler itself can therefore not send initial metadata of its own on such me
 class AuthorizationInterceptor(grpc.aio.ServerInterceptor):
     """Enforces every method's ``authorization`` option and sets ``current_peer()``."""
 
-    def __init__(self, classifier: PeerClassifier, gate: NodeGate | None = None) -> None:
+    def __init__(
+        self,
+        classifier: PeerClassifier,
+        gate: NodeGate | None = None,
+        revocations: Revocations | None = None,
+    ) -> None:
         self.classifier = classifier
         self.gate = gate
+        self.revocations = revocations
 
     async def intercept_service(
         self,
@@ -222,15 +284,34 @@ class AuthorizationInterceptor(grpc.aio.ServerInterceptor):
             if refusal is not None:
                 await context.abort(*refusal)
             _set_current_peer(peer)
-            gate = self.gate
-            if gate is None or not isinstance(peer, NodePeer) or _open_to_all(authorization):
+            if _open_to_all(authorization):
                 return None
-            reason = await gate.refusal(peer.node_id)
-            if reason is not None:
-                await _abort_refused(context, reason)
-            return functools.partial(gate.wait_refusal, peer.node_id)
+            if isinstance(peer, UserPeer):
+                return await self._admit_user(peer, context)
+            if isinstance(peer, NodePeer):
+                return await self._admit_node(peer, context)
+            return None
 
         return _guarded(handler, admit)
+
+    async def _admit_user(self, peer: UserPeer, context: Context) -> Guard:
+        """Refuse a revoked user; else what ends its stream should it be revoked."""
+        revocations = self.revocations
+        if revocations is None:
+            return None
+        if revocations.revoked(peer.serial):
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, _revoked_refusal(peer))
+        return functools.partial(_user_revoked, revocations, peer)
+
+    async def _admit_node(self, peer: NodePeer, context: Context) -> Guard:
+        """Refuse a node the gate refuses; else what ends its stream should it be."""
+        gate = self.gate
+        if gate is None:
+            return None
+        reason = await gate.refusal(peer.node_id)
+        if reason is not None:
+            await _abort_refused(context, reason)
+        return functools.partial(_node_refused, gate, peer.node_id)
 
 
 def _open_to_all(authorization: MethodAuthorization | None) -> bool:
@@ -298,7 +379,9 @@ def _admitting_generator(
 
 
 async def _until_refused(
-    responses: AsyncIterator[Any], guard: Callable[[], Awaitable[str]], context: Context
+    responses: AsyncIterator[Any],
+    guard: Callable[[], Awaitable[tuple[str, Metadata]]],
+    context: Context,
 ) -> AsyncIterator[Any]:
     """``responses``, until ``guard`` returns: then the call ends with its refusal.
 
@@ -323,7 +406,8 @@ async def _until_refused(
             yield response
             if refused.done():
                 break
-        await _abort_refused(context, refused.result())
+        reason, metadata = refused.result()
+        await context.abort(grpc.StatusCode.PERMISSION_DENIED, reason, metadata)
     finally:
         for task in (step, refused):
             if task is not None:
@@ -346,6 +430,7 @@ def create_server(
     classifier: PeerClassifier | None = None,
     options: Sequence[tuple[str, Any]] = (),
     gate: NodeGate | None = None,
+    revocations: Revocations | None = None,
 ) -> grpc.aio.Server:
     """A grpc.aio server that authorizes every call for the cluster of ``credentials``.
 
@@ -354,12 +439,14 @@ def create_server(
     :param options: gRPC server options, added to (and replacing the same names of)
         ``KEEPALIVE_POLICY``.
     :param gate: nodes refused although their certificate is valid (see ``NodeGate``).
+    :param revocations: user certificates refused although valid (see ``Revocations``).
     """
     classifier = classifier or PeerClassifier(credentials.ca_certificate)
     given = {option for option, _ in options}
     policy = [(option, value) for option, value in KEEPALIVE_POLICY if option not in given]
     return grpc.aio.server(
-        interceptors=[AuthorizationInterceptor(classifier, gate)], options=[*policy, *options]
+        interceptors=[AuthorizationInterceptor(classifier, gate, revocations)],
+        options=[*policy, *options],
     )
 
 

@@ -121,6 +121,9 @@ class FakeCurator(curator_pb2_grpc.CuratorServicer, curator_pb2_grpc.CuratorLoca
         self.open_watches: Value[int] = Value()
         """How many Watch streams are open now (counted as each opens and ends)."""
         self.open_watches.set(0)
+        self.revoked: Value[frozenset[int]] = Value()
+        """The serials WatchRevokedCredentials sends: set it to revoke user certificates."""
+        self.revoked.set(frozenset())
         self._leader: curator_pb2.GetCurrentLeaderResponse | None = None
         self._nodes: dict[str, tuple[int, curator_pb2.Node]] = {}
         self._version = 0
@@ -338,6 +341,16 @@ class FakeCurator(curator_pb2_grpc.CuratorServicer, curator_pb2_grpc.CuratorLoca
                     return
                 nodes = {key: entry for key, entry in self._nodes.items() if only in (None, key)}
                 yield _catch_up(sent, nodes)
+
+    @override
+    async def WatchRevokedCredentials(
+        self, request: curator_pb2.WatchRevokedCredentialsRequest, context: Context
+    ) -> AsyncIterator[curator_pb2.RevokedCredentials]:
+        await self._admit("WatchRevokedCredentials", request, context)
+        with self.revoked.watch() as revoked:
+            while True:
+                serials = await revoked.get()
+                yield curator_pb2.RevokedCredentials(serials=[f"{s:x}" for s in sorted(serials)])
 
     @override
     async def Heartbeat(

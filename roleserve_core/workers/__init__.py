@@ -11,7 +11,8 @@
                                                                       its record differs
     heartbeat   root.role.heartbeat     curator_connection            beats at the curator's
                                                                       interval
-    nodemgmt    root.role.nodemgmt      node_credentials, network     serves NodeManagement
+    nodemgmt    root.role.nodemgmt      node_credentials, network,    serves NodeManagement,
+                                        revoked_credentials           refusing revoked users
     nodewatch   root.role.nodewatch     curator_connection            keeps cluster_nodes from
                                                                       one Watch of every node,
                                                                       while anyone reads it
@@ -19,6 +20,9 @@
                                         curator_connection            certificate after 2/3 of
                                                                       its lifetime; saves and
                                                                       sets node_credentials
+    revocations root.role.revocations   curator_connection            keeps revoked_credentials
+                                                                      (for nodemgmt) from the
+                                                                      leader's stream of them
 
 heartbeat and statuspush send the process's instance ID (``_identity``): the curator keeps
 one process per node identity, and the refused one says so and retries.
@@ -31,6 +35,7 @@ from roleserve_core.workers.heartbeat import heartbeat_worker
 from roleserve_core.workers.nodemgmt import nodemgmt_worker
 from roleserve_core.workers.nodewatch import nodewatch_worker
 from roleserve_core.workers.renewal import renewal_worker
+from roleserve_core.workers.revocations import revocations_worker
 from roleserve_core.workers.rolefetch import rolefetch_worker
 from roleserve_core.workers.statuspush import statuspush_worker
 
@@ -46,4 +51,5 @@ def core_workers(node: NodeContext) -> list[Worker]:
         nodemgmt_worker(node),
         nodewatch_worker(node),
         renewal_worker(node),
+        revocations_worker(node),
     ]

@@ -18,7 +18,9 @@ on a wildcard, so several nodes on one machine each serve on their loopback addr
 signals healthy once the server has started, and stops the server without grace when it
 is cancelled: a following ``GetLogs`` would otherwise hold a graceful stop forever.
 
-Reads ``node_credentials`` and ``network``; writes no value. It needs the node's
+Reads ``node_credentials`` and ``network``, and ``revoked_credentials`` on each call (the
+``revocations`` worker keeps it; not waited for: until it is set, no certificate is
+refused as revoked); writes no value. It needs the node's
 introspection (``NodeContext.introspection``), which only a ``NodeRuntime`` provides.
 
 When it restarts:
@@ -46,14 +48,21 @@ import anyio
 import grpc
 
 from roleserve_core.errors import RoleserveError
-from roleserve_core.event import Combined
+from roleserve_core.event import Combined, ValueWatch
 from roleserve_core.identity import NodeCredentials
-from roleserve_core.keys import NETWORK, NODE_CREDENTIALS, IPAddress, NetworkStatus
+from roleserve_core.keys import (
+    NETWORK,
+    NODE_CREDENTIALS,
+    REVOKED_CREDENTIALS,
+    IPAddress,
+    NetworkStatus,
+    RevokedCredentials,
+)
 from roleserve_core.node import NodeContext, NodeIntrospection, Worker
 from roleserve_core.nodemanagement import NodeManagementService
 from roleserve_core.ports import NODE_MANAGEMENT_PORT, endpoint
 from roleserve_core.proto import nodemanagement_pb2_grpc
-from roleserve_core.rpc import bind, create_server
+from roleserve_core.rpc import Revocations, bind, create_server
 from roleserve_core.supervisor import RunContext
 
 __all__ = ["SERVER_OPTIONS", "Listen", "nodemgmt_worker", "plan", "restart_needed"]
@@ -130,7 +139,8 @@ def nodemgmt_worker(node: NodeContext) -> Worker:
                     break
                 ctx.set_note(listen)
             service = NodeManagementService(introspection, log=ctx.log, serving_dn=ctx.dn)
-            async with _serving(service, listen):
+            revoked = _RevokedFromValue(node.values.read(REVOKED_CREDENTIALS))
+            async with _serving(service, listen, revoked):
                 ctx.set_note(f"serving at {listen.endpoint}")
                 ctx.log.info("serving node management at %s", listen.endpoint)
                 ctx.signal_healthy()
@@ -141,7 +151,24 @@ def nodemgmt_worker(node: NodeContext) -> Worker:
                 ctx.restart()
                 await anyio.sleep_forever()  # until the restart's cancellation arrives
 
-    return Worker("nodemgmt", run, reads=(NODE_CREDENTIALS, NETWORK))
+    return Worker("nodemgmt", run, reads=(NODE_CREDENTIALS, NETWORK, REVOKED_CREDENTIALS))
+
+
+class _RevokedFromValue:
+    """``rpc.Revocations`` from the ``revoked_credentials`` value, read on each call: none
+    until the ``revocations`` worker has heard from the leader."""
+
+    def __init__(self, view: ValueWatch[RevokedCredentials]) -> None:
+        self.view = view
+
+    def revoked(self, serial: int) -> bool:
+        """Whether the leader last said ``serial`` is revoked."""
+        return self.view.statistics().is_set and serial in self.view.get_nowait().serials
+
+    async def wait_revoked(self, serial: int) -> None:
+        """Return once the leader says ``serial`` is revoked (ends that user's streams)."""
+        with self.view.watch() as revoked:
+            await revoked.get(filter=lambda value: serial in value.serials)
 
 
 def _introspection(node: NodeContext) -> NodeIntrospection:
@@ -159,12 +186,17 @@ def _introspection(node: NodeContext) -> NodeIntrospection:
 
 
 @contextlib.asynccontextmanager
-async def _serving(service: NodeManagementService, listen: Listen) -> AsyncIterator[None]:
-    """A started server of ``service`` at ``listen``; stopped without grace on exit.
+async def _serving(
+    service: NodeManagementService, listen: Listen, revocations: Revocations
+) -> AsyncIterator[None]:
+    """A started server of ``service`` at ``listen``, refusing the user certificates
+    ``revocations`` names; stopped without grace on exit.
 
     :raises OSError: naming the address, if it cannot listen there.
     """
-    server: grpc.aio.Server = create_server(listen.credentials, options=SERVER_OPTIONS)
+    server: grpc.aio.Server = create_server(
+        listen.credentials, options=SERVER_OPTIONS, revocations=revocations
+    )
     nodemanagement_pb2_grpc.add_NodeManagementServicer_to_server(service, server)
     try:
         bind(server, listen.endpoint, listen.credentials)

@@ -217,7 +217,7 @@ async def test_a_user_may_not_call_what_only_nodes_do(api: CuratorApi, method: s
     call = NODE_ONLY[method]
     async with api.curator(api.owner) as curator:
         needed = (
-            f"user 'owner' lacks UPDATE_NODE_SELF, needed by /roleserve.curator.Curator/{method}"
+            f"owner credentials cannot {method} (needs UPDATE_NODE_SELF); only nodes may call it"
         )
         with refused(Code.PERMISSION_DENIED, needed):
             await call(curator)

@@ -1,4 +1,5 @@
-"""``roleserve ctl``: operate a cluster with an operator's (the owner's) credentials.
+"""``roleserve ctl``: operate a cluster with a user's credentials (the owner's, or scoped
+ones the owner issued: ``credentials issue``).
 
 ::
 
@@ -6,6 +7,7 @@
         │
         ├─ access directory ─▶ find_leader ─▶ Management (leading curator, port 7835)
         │     nodes  approve  decommission  roles set|unset  ticket  leader  consensus
+        │     whoami  credentials issue|list|revoke
         │
         └─ GetNodes: NODE (ID or unique prefix) ─▶ its address ─▶ NodeManagement (7839)
               tree  restart  values  logs
@@ -13,7 +15,8 @@
 Modules, one concern each: ``_command`` (options, the handler every sub-command shares),
 ``_session`` (channels and calls), ``_errors`` (exit codes, one-line failures), ``_resolve``
 (node prefixes), ``_format`` (cells and JSON), then one module per group of sub-commands:
-``_nodes``, ``_roles``, ``_ticket``, ``_consensus``, ``_tree``, ``_values``, ``_logs``.
+``_nodes``, ``_roles``, ``_ticket``, ``_consensus``, ``_tree``, ``_values``, ``_logs``,
+``_credentials``.
 
 Every sub-command prints a table (or plain lines) for people and, where it lists things,
 ``--json`` for scripts. Every failure is one line on stderr, ``roleserve ctl: error: ...``,
@@ -26,12 +29,21 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from roleserve_core.cli.ctl import _consensus, _logs, _nodes, _roles, _ticket, _tree, _values
+from roleserve_core.cli.ctl import (
+    _consensus,
+    _credentials,
+    _logs,
+    _nodes,
+    _roles,
+    _ticket,
+    _tree,
+    _values,
+)
 from roleserve_core.cli.ctl._command import add_connection_options
 
 __all__ = ["add_parser"]
 
-SUBCOMMAND_MODULES = (_nodes, _roles, _ticket, _consensus, _tree, _values, _logs)
+SUBCOMMAND_MODULES = (_nodes, _roles, _ticket, _consensus, _tree, _values, _logs, _credentials)
 """In the order ``roleserve ctl --help`` lists their sub-commands."""
 
 

@@ -26,6 +26,7 @@ from roleserve_core.identity import (
     CLOCK_SKEW,
     PrivateKey,
     PublicKey,
+    Scope,
     certificate_from_pem,
     certificate_to_pem,
     create_ca,
@@ -109,9 +110,14 @@ class ClusterAuthority:
             self.ca_key, self.ca_certificate, public_key, not_before=start, not_after=now + lifetime
         )
 
-    def user_certificate(self, public_key: PublicKey, identity: str) -> x509.Certificate:
-        """A user certificate for ``public_key``, named ``identity``."""
-        return issue_user_certificate(self.ca_key, self.ca_certificate, public_key, identity)
+    def user_certificate(
+        self, public_key: PublicKey, identity: str, scope: Scope | None = None
+    ) -> x509.Certificate:
+        """A user certificate for ``public_key``, named ``identity``; with ``scope`` in its
+        scope extension (None: no extension, an owner's, as bootstrap issues)."""
+        return issue_user_certificate(
+            self.ca_key, self.ca_certificate, public_key, identity, scope=scope
+        )
 
     def member_certificate(
         self, public_key: PublicKey, node_id: str, addresses: Sequence[IPAddress]

@@ -10,7 +10,7 @@
       won: stop the follower server ─── start the leader's state: node cache (one etcd
            watch), heartbeats, learner promotion, prefixes for approved nodes lacking one
            ─── serve Curator, Management and CuratorLocal, refusing decommissioned nodes
-           (standing.py)
+           (standing.py) and revoked user certificates (credentials.py: one etcd watch)
       lost (lease unconfirmed): stop the leader's server at once (clients see their streams
            end and look for the new leader), drop the leader's state, follow again
 
@@ -42,6 +42,7 @@ from roleserve_controlplane.consensus import (
 )
 from roleserve_controlplane.curator.authority import ClusterAuthority
 from roleserve_controlplane.curator.cache import NodeCache
+from roleserve_controlplane.curator.credentials import RevokedSerials
 from roleserve_controlplane.curator.health import DEFAULT_HEARTBEAT_INTERVAL, Heartbeats
 from roleserve_controlplane.curator.leader import CURATOR_PORT, LeaderState
 from roleserve_controlplane.curator.prefixes import ClusterNetwork, PrefixesExhaustedError
@@ -63,7 +64,7 @@ from roleserve_core.clock import Clock, MonotonicClock
 from roleserve_core.errors import RoleserveError
 from roleserve_core.identity import Credentials, NodeCredentials
 from roleserve_core.proto import curator_pb2_grpc, management_pb2_grpc
-from roleserve_core.rpc import NodeGate, bind, create_server
+from roleserve_core.rpc import NodeGate, Revocations, bind, create_server
 
 __all__ = ["Curator", "CuratorConfig", "CuratorRole", "allocate_missing_prefixes"]
 
@@ -189,12 +190,15 @@ class Curator:
             tasks.start_soon(leader.cache.run)
             tasks.start_soon(self._promote_learners, leader)
             tasks.start_soon(allocate_missing_prefixes, leader.state, leader.network)
+            tasks.start_soon(leader.revoked.run)
+            await leader.revoked.ready.wait()  # serving before would let a revoked user in
             await stack.enter_async_context(
                 self._serving(
                     CuratorLocalService(node_id, leader.state, election, self.leader_value),
                     CuratorService(leader),
                     ManagementService(leader),
                     gate=DecommissionedGate(leader.cache),
+                    revocations=leader.revoked,
                 )
             )
             self._announce(ctx, "leading")
@@ -210,11 +214,14 @@ class Curator:
 
     @contextlib.asynccontextmanager
     async def _serving(
-        self, *services: object, gate: NodeGate | None = None
+        self,
+        *services: object,
+        gate: NodeGate | None = None,
+        revocations: Revocations | None = None,
     ) -> AsyncIterator[grpc.aio.Server]:
-        """A started server of ``services``, refusing the nodes ``gate`` refuses; stopped
-        without grace on exit."""
-        server = create_server(self.config.node, gate=gate)
+        """A started server of ``services``, refusing the nodes ``gate`` refuses and the
+        users ``revocations`` name; stopped without grace on exit."""
+        server = create_server(self.config.node, gate=gate, revocations=revocations)
         for service in services:
             _add(server, service)
         endpoint = f"{self.config.address}:{self.config.port}"
@@ -243,6 +250,7 @@ class Curator:
             cache=NodeCache(client),
             heartbeats=Heartbeats(self.config.clock, interval or DEFAULT_HEARTBEAT_INTERVAL),
             network=ClusterNetwork.of(configuration),
+            revoked=RevokedSerials(client),
         )
 
     async def _promote_learners(self, leader: LeaderState) -> None:

@@ -17,6 +17,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from roleserve_controlplane.consensus import EtcdClient, Leadership, Membership
 from roleserve_controlplane.curator.authority import ClusterAuthority
 from roleserve_controlplane.curator.cache import NodeCache
+from roleserve_controlplane.curator.credentials import RevokedSerials
 from roleserve_controlplane.curator.health import Heartbeats
 from roleserve_controlplane.curator.prefixes import ClusterNetwork
 from roleserve_controlplane.curator.state import ClusterState
@@ -52,6 +53,8 @@ class LeaderState:
     heartbeats: Heartbeats
     network: ClusterNetwork
     """The cluster network node prefixes are allocated from (from the configuration)."""
+    revoked: RevokedSerials
+    """The serials of revoked user certificates, from one etcd watch."""
 
     @property
     def membership(self) -> Membership:

@@ -15,6 +15,8 @@
                              network and clear of other nodes' allocated prefixes)
     RenewCertificate         the caller's own node, UP: a new certificate for its stored key,
                              valid for the configured lifetime, kept in its record
+    WatchRevokedCredentials  the revoked user serials: all at once, then again at each
+                             change (credentials.py), for the nodes' management servers
 
 Node certificates are issued for the cluster configuration's ``node_certificate_lifetime``
 (``authority.node_certificate_lifetime``). A decommissioned node never reaches
@@ -32,6 +34,7 @@ import grpc
 from typing_extensions import override
 
 from roleserve_controlplane.curator.authority import node_certificate_lifetime
+from roleserve_controlplane.curator.credentials import serial_text
 from roleserve_controlplane.curator.errors import RefusedError, handled
 from roleserve_controlplane.curator.health import Connection
 from roleserve_controlplane.curator.leader import LeaderState, api_node, now_timestamp
@@ -332,6 +335,18 @@ class CuratorService(curator_pb2_grpc.CuratorServicer):
                 f"node {stored.record.id} is {common_pb2.NodeState.Name(stored.record.state)}",
             )
         return curator_pb2.JoinNodeResponse(node_id=stored.record.id, state=stored.record.state)
+
+    @override
+    @handled
+    async def WatchRevokedCredentials(
+        self, request: curator_pb2.WatchRevokedCredentialsRequest, context: Context
+    ) -> AsyncIterator[curator_pb2.RevokedCredentials]:
+        revoked = self.leader.revoked
+        await revoked.ready.wait()
+        serials = revoked.serials
+        while True:
+            yield curator_pb2.RevokedCredentials(serials=sorted(map(serial_text, serials)))
+            serials = await revoked.wait_changed(serials)
 
 
 def _snapshot_events(records: list[state_pb2.NodeRecord]) -> list[curator_pb2.WatchEvent]:

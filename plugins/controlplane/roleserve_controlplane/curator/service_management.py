@@ -8,6 +8,11 @@ from typing import Any
 import grpc
 from typing_extensions import override
 
+from roleserve_controlplane.curator.credentials import (
+    issue_credentials,
+    list_credentials,
+    revoke_credentials,
+)
 from roleserve_controlplane.curator.errors import RefusedError, handled
 from roleserve_controlplane.curator.leader import (
     LeaderState,
@@ -16,6 +21,7 @@ from roleserve_controlplane.curator.leader import (
 )
 from roleserve_controlplane.curator.roles import RoleChanges, check_role, has_role
 from roleserve_controlplane.proto import state_pb2
+from roleserve_core.identity import certificate_from_pem, certificate_to_pem
 from roleserve_core.proto import common_pb2, management_pb2, management_pb2_grpc
 
 __all__ = ["ManagementService"]
@@ -135,3 +141,37 @@ class ManagementService(management_pb2_grpc.ManagementServicer):
                 leader=health.member.id in leaders,
             )
         return response
+
+    @override
+    @handled
+    async def IssueCredentials(
+        self, request: management_pb2.IssueCredentialsRequest, context: Context
+    ) -> management_pb2.IssueCredentialsResponse:
+        certificate = await issue_credentials(
+            self.leader.state, self.leader.authority, request.name, request.scope, request.csr
+        )
+        return management_pb2.IssueCredentialsResponse(
+            certificate=certificate_to_pem(certificate), ca_certificate=self.leader.authority.ca_pem
+        )
+
+    @override
+    @handled
+    async def ListCredentials(
+        self, request: management_pb2.ListCredentialsRequest, context: Context
+    ) -> management_pb2.ListCredentialsResponse:
+        response = management_pb2.ListCredentialsResponse()
+        for record in await list_credentials(self.leader.state):
+            listed = response.credentials.add(
+                name=record.name, scope=record.scope, serial=record.serial, revoked=record.revoked
+            )
+            certificate = certificate_from_pem(record.certificate, f"credentials {record.name}")
+            listed.not_after.FromDatetime(certificate.not_valid_after_utc)
+        return response
+
+    @override
+    @handled
+    async def RevokeCredentials(
+        self, request: management_pb2.RevokeCredentialsRequest, context: Context
+    ) -> management_pb2.RevokeCredentialsResponse:
+        await revoke_credentials(self.leader.state, request.name)
+        return management_pb2.RevokeCredentialsResponse()

@@ -9,6 +9,7 @@
     /nodes/<node ID>        NodeRecord
     /join-keys/<sha256>     node ID
     /clusternet/prefixes/<cidr>  node ID          see prefixes.py
+    /credentials/<name>     CredentialsRecord (issued user certificates)   see credentials.py
 
 Every write is a transaction guarded twice: by the writer's leadership (its campaign key
 must still exist, so a deposed leader cannot write) and by the record's modification
@@ -263,6 +264,16 @@ class ClusterState:
         if races:
             raise RoleserveError(f"node {node_id} lost {races} races for a free prefix")
         raise RoleserveError(f"node {node_id} changed {MAX_CONFLICT_RETRIES} times while updated")
+
+    async def create(self, key: str, value: Message) -> bool:
+        """Write a record that must not exist yet; False if it does (nothing written)."""
+        compare = [compare_version(key, "=", 0)]
+        return await self._commit(compare, [put_operation(key, value.SerializeToString())])
+
+    async def replace(self, key: str, value: Message, mod_revision: int) -> bool:
+        """Overwrite a record read at ``mod_revision``; False if it changed since."""
+        compare = [compare_mod_revision(key, "=", mod_revision)]
+        return await self._commit(compare, [put_operation(key, value.SerializeToString())])
 
     async def put(self, key: str, value: bytes | Message) -> None:
         """Write one record under the leadership's guard."""

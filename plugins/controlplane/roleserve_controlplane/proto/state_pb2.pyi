@@ -184,6 +184,44 @@ class OwnerRecord(_message.Message):
 Global___OwnerRecord: _TypeAlias = OwnerRecord  # noqa: Y015
 
 @_typing.final
+class CredentialsRecord(_message.Message):
+    """A user certificate issued by IssueCredentials, under /credentials/<name>. Kept after
+    revocation: its serial stays refused, and its name is never issued again.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    SCOPE_FIELD_NUMBER: _builtins.int
+    SERIAL_FIELD_NUMBER: _builtins.int
+    CERTIFICATE_FIELD_NUMBER: _builtins.int
+    REVOKED_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    scope: _builtins.str
+    """The scope name the certificate carries."""
+    serial: _builtins.str
+    """The certificate's serial number, in lowercase hex."""
+    certificate: _builtins.bytes
+    """PEM of the certificate."""
+    revoked: _builtins.bool
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        scope: _builtins.str = ...,
+        serial: _builtins.str = ...,
+        certificate: _builtins.bytes = ...,
+        revoked: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["certificate", b"certificate", "name", b"name", "revoked", b"revoked", "scope", b"scope", "serial", b"serial"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CredentialsRecord: _TypeAlias = CredentialsRecord  # noqa: Y015
+
+@_typing.final
 class LeaderValue(_message.Message):
     """The value of a curator's campaign key: who it is and where clients reach it."""
 

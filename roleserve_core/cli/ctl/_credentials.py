@@ -1,0 +1,220 @@
+"""``ctl whoami`` and ``ctl credentials issue|list|revoke``: scoped user credentials.
+
+::
+
+    credentials issue NAME --scope S --out DIR
+        new key (here; it never leaves) ─▶ CSR ─▶ IssueCredentials (owner only)
+        ─▶ DIR/{ca.pem, cert.pem, key.pem, endpoints}: an access directory like the owner's,
+           so `ctl --credentials DIR ...` works with it at once
+    credentials list      ─▶ ListCredentials: name, scope, serial, expiry, revoked
+    credentials revoke NAME ─▶ RevokeCredentials: the leader refuses them within seconds
+    whoami                ─▶ the access directory's certificate: who, scope, which cluster,
+                             until when (and the leader that answered)
+
+``--out`` must be a new or empty directory: writing over another access directory (the
+owner's!) would lose the credentials in it, and with them the way into the cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from roleserve_core.cli._table import render_table
+from roleserve_core.cli.ctl import _command
+from roleserve_core.cli.ctl._errors import EXIT_USAGE, CtlError
+from roleserve_core.cli.ctl._format import print_json
+
+if TYPE_CHECKING:
+    from cryptography import x509
+
+    from roleserve_core.cli.ctl._session import Session
+    from roleserve_core.proto import management_pb2
+
+__all__ = ["SCOPES", "add_parsers", "issue", "list_issued", "revoke", "whoami"]
+
+SCOPES = ("owner", "operator", "viewer", "metrics")
+"""The names of ``identity.Scope``, spelt out so that ``--help`` loads no cryptography (a
+test checks they are the same)."""
+HEADERS = ("NAME", "SCOPE", "SERIAL", "EXPIRES", "REVOKED")
+
+
+def add_parsers(commands: Any) -> None:
+    """Register ``whoami`` and ``credentials issue|list|revoke``."""
+    parser = _command.add(
+        commands,
+        "whoami",
+        whoami,
+        help="show whose credentials these are, their scope and expiry",
+        description=(
+            "Show the identity of the access directory's certificate, its scope (what it "
+            "may do), its serial and expiry, the cluster it belongs to (its CA) and the "
+            "leader that answered."
+        ),
+    )
+    _command.add_json_option(parser)
+    credentials = commands.add_parser(
+        "credentials",
+        help="issue, list and revoke scoped user credentials (owner only)",
+        description="Issue, list and revoke user credentials of a scope (owner only).",
+    )
+    actions = credentials.add_subparsers(title="actions", metavar="ACTION", required=True)
+    parser = _command.add(
+        actions,
+        "issue",
+        issue,
+        help="issue credentials of a scope into a new access directory",
+        description=(
+            "Generate a key here, have the leader sign it for NAME with SCOPE, and write "
+            "an access directory (ca.pem, cert.pem, key.pem, endpoints) to DIR, which "
+            "must be new or empty. Scopes: owner (everything), operator (roles, approve, "
+            "decommission, node management and restarts), viewer (read status, nodes, "
+            "trees, values, logs), metrics (scrape metrics only)."
+        ),
+    )
+    parser.add_argument("name", metavar="NAME", help="the new certificate's identity")
+    parser.add_argument("--scope", required=True, choices=SCOPES, help="what it may do")
+    parser.add_argument("--out", required=True, metavar="DIR", type=Path, help="where to")
+    parser = _command.add(
+        actions,
+        "list",
+        list_issued,
+        help="list issued credentials",
+        description="List the credentials issued: name, scope, serial, expiry, revoked.",
+    )
+    _command.add_json_option(parser)
+    parser = _command.add(
+        actions,
+        "revoke",
+        revoke,
+        help="revoke issued credentials",
+        description=(
+            "Revoke the credentials issued as NAME: the leading curator refuses them "
+            "within seconds, and so does every node's management server."
+        ),
+    )
+    parser.add_argument("name", metavar="NAME", help="as `credentials list` shows it")
+
+
+def _check_out(directory: Path) -> None:
+    if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
+        raise CtlError(
+            f"{directory} exists and is not an empty directory; give a new one to --out",
+            EXIT_USAGE,
+        )
+
+
+async def issue(session: Session, args: argparse.Namespace) -> None:
+    """``ctl credentials issue NAME --scope S --out DIR``."""
+    from roleserve_core.access import ClusterAccess
+    from roleserve_core.identity import (
+        UserCredentials,
+        certificate_from_pem,
+        generate_key,
+        signing_request,
+    )
+    from roleserve_core.proto import management_pb2
+
+    _check_out(args.out)
+    key = generate_key()
+    request = management_pb2.IssueCredentialsRequest(
+        name=args.name, scope=args.scope, csr=signing_request(key, args.name)
+    )
+    answer = await session.call(
+        f"issuing credentials {args.name!r}", session.management.IssueCredentials, request
+    )
+    certificate = certificate_from_pem(answer.certificate, "the certificate the leader sent")
+    ca = certificate_from_pem(answer.ca_certificate, "the cluster CA the leader sent")
+    credentials = UserCredentials(key, certificate, ca)
+    ClusterAccess.of(credentials, session.access.endpoints).save(args.out)
+    print(
+        f"issued {args.scope} credentials {args.name!r} (serial {certificate.serial_number:x}, "
+        f"expires {_day(certificate.not_valid_after_utc)}) into {args.out}; "
+        f"use them with: roleserve ctl --credentials {args.out} whoami"
+    )
+
+
+async def list_issued(session: Session, args: argparse.Namespace) -> None:
+    """``ctl credentials list``."""
+    from roleserve_core.proto import management_pb2
+
+    answer = await session.call(
+        "listing credentials",
+        session.management.ListCredentials,
+        management_pb2.ListCredentialsRequest(),
+    )
+    if args.json:
+        print_json([_issued_json(issued) for issued in answer.credentials])
+        return
+    rows = [
+        [c.name, c.scope, c.serial, _day(c.not_after.ToDatetime(datetime.UTC)), _yes(c.revoked)]
+        for c in answer.credentials
+    ]
+    print(render_table(HEADERS, rows))
+
+
+def _issued_json(issued: management_pb2.IssuedCredentials) -> dict[str, Any]:
+    return {
+        "name": issued.name,
+        "scope": issued.scope,
+        "serial": issued.serial,
+        "expires": issued.not_after.ToDatetime(datetime.UTC).isoformat(),
+        "revoked": issued.revoked,
+    }
+
+
+async def revoke(session: Session, args: argparse.Namespace) -> None:
+    """``ctl credentials revoke NAME``."""
+    from roleserve_core.proto import management_pb2
+
+    await session.call(
+        f"revoking credentials {args.name!r}",
+        session.management.RevokeCredentials,
+        management_pb2.RevokeCredentialsRequest(name=args.name),
+    )
+    print(
+        f"revoked credentials {args.name!r}: the curator and every node's management "
+        "server refuse them within seconds"
+    )
+
+
+async def whoami(session: Session, args: argparse.Namespace) -> None:
+    """``ctl whoami``: read from the access directory's certificate; the leader only says
+    that the cluster answered, and which node leads it."""
+    from roleserve_core.identity import certificate_scope
+    from roleserve_core.rpc import permission_name, scope_permissions
+
+    credentials = session.access.credentials
+    certificate = credentials.certificate
+    scope = certificate_scope(certificate)
+    facts = {
+        "identity": credentials.identity,
+        "scope": scope or "(unreadable: no permission)",
+        "permissions": " ".join(sorted(permission_name(p) for p in scope_permissions(scope))),
+        "serial": f"{certificate.serial_number:x}",
+        "expires": certificate.not_valid_after_utc.isoformat(),
+        "cluster_ca": _fingerprint(credentials.ca_certificate),
+        "leader": f"{session.leader.node_id} at {session.leader.endpoint}",
+    }
+    if args.json:
+        print_json(facts)
+        return
+    for name, value in facts.items():
+        print(f"{name.replace('_', ' ') + ':':<13} {value}")
+
+
+def _fingerprint(certificate: x509.Certificate) -> str:
+    """SHA-256 of the CA certificate: tells clusters apart (each has its own CA)."""
+    from cryptography.hazmat.primitives import hashes
+
+    return "sha256:" + certificate.fingerprint(hashes.SHA256()).hex()
+
+
+def _day(moment: datetime.datetime) -> str:
+    return moment.strftime("%Y-%m-%d")
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"
