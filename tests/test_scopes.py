@@ -51,7 +51,7 @@ SERVICES: tuple[ServiceDescriptor, ...] = (
 
 OPEN = {"RegisterNode", "CommitNode", "JoinNode", "GetCurrentLeader", "GetCACertificate"}
 """Methods anyone may call (enrolment, finding the leader)."""
-NODE_ONLY = {"UpdateNodeStatus", "Heartbeat", "UpdateNodeClusterNetworking"}
+NODE_ONLY = {"UpdateNodeStatus", "Heartbeat", "UpdateNodeClusterNetworking", "RenewCertificate"}
 VIEWER = {
     "Watch",
     "WatchRevokedCredentials",
