@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 
 import anyio
 import pytest
 
-from roleserve_controlplane.consensus import EtcdClient
+from roleserve_controlplane.consensus import EtcdClient, KeyValue
 from roleserve_controlplane.curator import NodeCache, Subscription
 from roleserve_controlplane.curator.state import node_key
 from roleserve_controlplane.proto import state_pb2
@@ -138,8 +138,8 @@ class _WatchDownAfterFirstLoad(NodeCache):
         super().__init__(client)
         self._meanwhile: Callable[[], Awaitable[None]] | None = meanwhile
 
-    async def _load(self) -> None:
-        await super()._load()
+    async def _load(self, stored: Sequence[KeyValue], revision: int) -> None:
+        await super()._load(stored, revision)
         meanwhile, self._meanwhile = self._meanwhile, None
         if meanwhile is not None:
             await meanwhile()

@@ -18,8 +18,10 @@ default unless given), so no caller waits forever on an unreachable cluster.
 
 from __future__ import annotations
 
+import contextlib
 import enum
-from collections.abc import AsyncGenerator, Awaitable, Sequence
+import logging
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, TypeVar
@@ -38,6 +40,8 @@ from roleserve_controlplane.consensus.certificates import ETCD_SERVER_NAME
 from roleserve_controlplane.consensus.errors import EtcdRequestError, WatchCompactedError
 from roleserve_core.identity import Credentials
 from roleserve_core.rpc import CancellationSafeChannel, channel_credentials
+
+log = logging.getLogger("roleserve.consensus")
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -386,6 +390,32 @@ class EtcdClient:
             raise EtcdRequestError(f"etcd watch of {prefix!r}: {exc}") from exc
         finally:
             await stream.aclose()  # type: ignore[attr-defined]  # an async generator
+
+    async def mirror_prefix(
+        self,
+        prefix: str,
+        *,
+        load: Callable[[Sequence[KeyValue], int], Awaitable[None]],
+        apply: Callable[[WatchEvent], None],
+    ) -> None:
+        """Keep a copy of the keys under ``prefix``, until cancelled: ``load`` gets every key
+        and the revision they were read at, then ``apply`` each change after that revision.
+
+        A watch that ends, or falls behind a compaction (the copy missed changes), starts
+        over from a new ``load``: the caller's copy is replaced whole, never patched across
+        a gap. The node cache and the revoked serials keep their copies this way.
+        """
+        while True:
+            stored, revision = await self.get_prefix(prefix)
+            await load(stored, revision)
+            watch = self.watch_prefix(prefix, start_revision=revision + 1)
+            try:
+                async with contextlib.aclosing(watch):
+                    async for events in watch:
+                        for event in events:
+                            apply(event)
+            except WatchCompactedError as exc:
+                log.warning("watch of %r fell behind a compaction (%s); reloading", prefix, exc)
 
     # -- leases ----------------------------------------------------------------------
 

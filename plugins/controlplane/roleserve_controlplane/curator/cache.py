@@ -20,18 +20,15 @@ not by the number of changes, and the cache never waits for it.
 from __future__ import annotations
 
 import contextlib
-import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import anyio
 
-from roleserve_controlplane.consensus import EtcdClient, EventKind, WatchCompactedError
+from roleserve_controlplane.consensus import EtcdClient, EventKind, KeyValue, WatchEvent
 from roleserve_controlplane.curator.state import NODES_PREFIX
 from roleserve_controlplane.proto import state_pb2
 
 __all__ = ["NodeCache", "Subscription"]
-
-log = logging.getLogger("roleserve.curator")
 
 Batch = dict[str, state_pb2.NodeRecord | None]
 """Node ID → its newest record, or None if it was deleted."""
@@ -98,16 +95,11 @@ class NodeCache:
                 self._subscriptions.pop(node_id, None)
 
     async def run(self) -> None:
-        """Load the nodes, then follow every change until cancelled."""
-        while True:
-            await self._load()
-            try:
-                await self._follow()
-            except WatchCompactedError as exc:
-                log.warning("node watch fell behind a compaction (%s); reloading", exc)
+        """Load the nodes, then follow every change until cancelled (reloading after a
+        gap: ``EtcdClient.mirror_prefix``)."""
+        await self.client.mirror_prefix(NODES_PREFIX, load=self._load, apply=self._change)
 
-    async def _load(self) -> None:
-        stored, revision = await self.client.get_prefix(NODES_PREFIX)
+    async def _load(self, stored: Sequence[KeyValue], revision: int) -> None:
         fresh = {}
         for kv in stored:
             record = state_pb2.NodeRecord()
@@ -121,19 +113,15 @@ class NodeCache:
         self.revision = revision
         self.ready.set()
 
-    async def _follow(self) -> None:
-        watch = self.client.watch_prefix(NODES_PREFIX, start_revision=self.revision + 1)
-        async with contextlib.aclosing(watch):
-            async for events in watch:
-                for event in events:
-                    node_id = event.key.decode().removeprefix(NODES_PREFIX)
-                    if event.kind is EventKind.DELETE:
-                        self._apply(node_id, None)
-                    else:
-                        record = state_pb2.NodeRecord()
-                        record.ParseFromString(event.value)
-                        self._apply(node_id, record)
-                    self.revision = max(self.revision, event.revision)
+    def _change(self, event: WatchEvent) -> None:
+        node_id = event.key.decode().removeprefix(NODES_PREFIX)
+        if event.kind is EventKind.DELETE:
+            self._apply(node_id, None)
+        else:
+            record = state_pb2.NodeRecord()
+            record.ParseFromString(event.value)
+            self._apply(node_id, record)
+        self.revision = max(self.revision, event.revision)
 
     def _apply(self, node_id: str, record: state_pb2.NodeRecord | None) -> None:
         if record is None:

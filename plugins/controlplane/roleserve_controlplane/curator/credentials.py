@@ -23,16 +23,16 @@ not issued again, so a name always means one certificate in ``ctl credentials li
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import re
+from collections.abc import Sequence
 
 import anyio
 import grpc
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from roleserve_controlplane.consensus import EtcdClient, EventKind, WatchCompactedError
+from roleserve_controlplane.consensus import EtcdClient, EventKind, KeyValue, WatchEvent
 from roleserve_controlplane.curator.authority import ClusterAuthority
 from roleserve_controlplane.curator.errors import RefusedError
 from roleserve_controlplane.curator.state import ClusterState
@@ -177,7 +177,6 @@ class RevokedSerials:
         self._revoked: dict[str, int] = {}
         """Record name → its serial, for the revoked ones."""
         self._serials: frozenset[int] = frozenset()
-        self._revision = 0
         self._changed = anyio.Event()
         """Set (and replaced) at each change of the serials."""
 
@@ -202,30 +201,19 @@ class RevokedSerials:
         return self._serials
 
     async def run(self) -> None:
-        """Load the records, then follow every change until cancelled."""
-        while True:
-            await self._load()
-            try:
-                await self._follow()
-            except WatchCompactedError as exc:
-                log.warning("credentials watch fell behind a compaction (%s); reloading", exc)
+        """Load the records, then follow every change until cancelled (reloading after a
+        gap: ``EtcdClient.mirror_prefix``)."""
+        await self.client.mirror_prefix(CREDENTIALS_PREFIX, load=self._load, apply=self._change)
 
-    async def _load(self) -> None:
-        stored, revision = await self.client.get_prefix(CREDENTIALS_PREFIX)
+    async def _load(self, stored: Sequence[KeyValue], revision: int) -> None:
         self._revoked = {}
         for kv in stored:
             self._apply(_record(kv.value))
-        self._revision = revision
         self.ready.set()
 
-    async def _follow(self) -> None:
-        watch = self.client.watch_prefix(CREDENTIALS_PREFIX, start_revision=self._revision + 1)
-        async with contextlib.aclosing(watch):
-            async for events in watch:
-                for event in events:
-                    if event.kind is not EventKind.DELETE:
-                        self._apply(_record(event.value))
-                    self._revision = max(self._revision, event.revision)
+    def _change(self, event: WatchEvent) -> None:
+        if event.kind is not EventKind.DELETE:
+            self._apply(_record(event.value))
 
     def _apply(self, record: state_pb2.CredentialsRecord) -> None:
         if record.revoked:
