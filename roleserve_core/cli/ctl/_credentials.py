@@ -22,6 +22,7 @@ import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from roleserve_core.cli._invocation import roleserve_command
 from roleserve_core.cli._table import render_table
 from roleserve_core.cli.ctl import _command
 from roleserve_core.cli.ctl._errors import EXIT_USAGE, CtlError
@@ -132,7 +133,7 @@ async def issue(session: Session, args: argparse.Namespace) -> None:
     print(
         f"issued {args.scope} credentials {args.name!r} (serial {certificate.serial_number:x}, "
         f"expires {_day(certificate.not_valid_after_utc)}) into {args.out}; "
-        f"use them with: roleserve ctl --credentials {args.out} whoami"
+        f"use them with: {roleserve_command()} ctl --credentials {args.out} whoami"
     )
 
 
