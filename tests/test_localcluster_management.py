@@ -2,7 +2,7 @@
 
 A fake curator on real gRPC with mutual TLS (a random loopback address of the test's own)
 names itself the leader and answers ``Management`` after refusing the first calls with
-UNAVAILABLE, as a curator does that stopped leading while a stopped cluster comes back.
+UNAVAILABLE or CANCELLED, as a curator does that stopped leading while a stopped cluster comes back.
 """
 
 from __future__ import annotations
@@ -91,8 +91,13 @@ def ca() -> ThrowawayCA:
     return ThrowawayCA()
 
 
-async def test_a_call_refused_as_unavailable_is_made_again_on_the_leader(ca: ThrowawayCA) -> None:
-    curator, server, access = await serve(ca, refusals=2)
+@pytest.mark.parametrize("code", [grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED])
+async def test_a_call_refused_as_not_leading_is_made_again_on_the_leader(
+    ca: ThrowawayCA, code: grpc.StatusCode
+) -> None:
+    """UNAVAILABLE: it stopped leading before the call; CANCELLED: during it (its handler
+    was cancelled with its leadership; CI saw a GetNodes end so while members rejoined)."""
+    curator, server, access = await serve(ca, refusals=2, code=code)
     management = LeaderManagement(access, patience=30)
     try:
         with anyio.fail_after(30):

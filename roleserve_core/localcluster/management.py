@@ -6,7 +6,8 @@ stub on one channel would fail the first call after such a change, so every call
 through ``LeaderManagement``::
 
     call ─▶ channel to the leader (found with find_leader when there is none)
-      UNAVAILABLE (nothing listens, it stopped leading, its store did not answer):
+      UNAVAILABLE (nothing listens, it stopped leading, its store did not answer) or
+      CANCELLED (it stopped leading during the call, which ended its handler):
           close the channel, wait a little, find the leader again, call again
       any other answer: the caller's
     until STEP_TIMEOUT, then NoLeaderError (naming the last UNAVAILABLE's details)
@@ -30,6 +31,9 @@ from roleserve_core.proto import management_pb2_grpc
 from roleserve_core.rpc import secure_channel
 
 __all__ = ["LeaderManagement"]
+
+RETRIED_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED})
+"""Answers that mean "this curator no longer leads", not "this request is wrong"."""
 
 RETRY_AFTER = 0.25
 """Seconds between a call that found no leader and the next attempt."""
@@ -84,7 +88,7 @@ class LeaderManagement:
                 try:
                     return await call(await self._leader())
                 except grpc.aio.AioRpcError as exc:
-                    if exc.code() != grpc.StatusCode.UNAVAILABLE:
+                    if exc.code() not in RETRIED_CODES:
                         raise
                     last = exc
                 await self.aclose()
@@ -94,7 +98,7 @@ class LeaderManagement:
                 f"no curator at {', '.join(self.access.endpoints)} named a leader that "
                 f"answered within {self.patience:g} s; is the cluster running?"
             )
-        # Only UNAVAILABLE is retried (see above): the leaders found all stopped leading or
+        # Only RETRIED_CODES are retried (see above): the leaders found all stopped leading or
         # answering; said as no leader, so that ``cluster up`` says it in one line.
         raise NoLeaderError(
             f"no leader answered within {self.patience:g} s (the last: {last.details()})"
