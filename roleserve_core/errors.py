@@ -1,11 +1,23 @@
 """Every exception roleserve raises on purpose, in one tree.
 
+Most are defined here; those that belong to one module's code are defined there, and the
+tree names the module. A test keeps the tree whole: every exception class of the core is a
+``RoleserveError`` named below.
+
 ::
 
     RoleserveError
     ├── FinalError                    restarting cannot fix this; the operator must act
     ├── ExpectedError                 a failure normal operation brings (a peer restarting)
-    │   └── ResourceError             the node lacks what only the operator can give (disk space)
+    │   ├── ResourceError             the node lacks what only the operator can give (disk space)
+    │   ├── NoLeaderError             no curator named a leader in time (.connection)
+    │   │   ├── LeaderRefusedError    nothing listens at any curator endpoint
+    │   │   └── NoQuorumError         the curators answer, but consensus has no quorum
+    │   ├── LeaderUnresponsiveError   the leader stopped answering; the connection moves on
+    │   └── StreamClosedError         the curator ended the heartbeat stream (.workers.heartbeat)
+    ├── RefusedError                  a gRPC handler's deliberate refusal: status code + message
+    ├── RecordWatchEndedError         the curator ended the Watch of the node's own record
+    │                                 (.workers.statuspush)
     ├── EventError
     │   ├── ConcurrentGetError        a second get() on one watcher while one is pending
     │   └── WatcherClosedError        get() on a closed watcher
@@ -27,14 +39,24 @@
     ├── IdentityError                 a key or certificate that is not what it must be
     │   ├── CertificateVerificationError  a certificate fails verification (reason given)
     │   └── CredentialsError          saved credentials missing, corrupt or mismatched
-    ├── ProgramError                  a program could not start or stopped (roleserve_core.process)
+    ├── ProgramError                  a program could not start or stopped (.process)
     │   ├── ProgramNotFoundError      no executable binary (also final)
     │   ├── PortInUseError            an address it binds is held by a process not ours
     │   └── ProgramExitedError        it ended by itself (exit status, last error lines)
-    └── NodeSetupError                the node process cannot start as it was asked to
-        ├── ConfigError               roleserve.toml or a command-line option is invalid
-        ├── DataDirectoryError        the data directory is in use, unreadable or corrupt
-        └── EnrolmentError            the enrolment does not fit, or was refused (also final)
+    ├── NodeSetupError                the node process cannot start as it was asked to
+    │   ├── ConfigError               roleserve.toml or a command-line option is invalid
+    │   │   └── InvalidTicketError    a register ticket that cannot be used (.enrolment.ticket)
+    │   ├── DataDirectoryError        the data directory is in use, unreadable or corrupt
+    │   │   └── SavedRolesError       the saved roles cannot be read; the node fetches them
+    │   │                             again (.workers.rolefetch)
+    │   └── EnrolmentError            the enrolment does not fit, or was refused (also final)
+    ├── LocalClusterError             a step of a local cluster failed (.localcluster.cluster)
+    ├── NetnsError                    a --netns cluster's network cannot be made
+    │                                 (.localcluster.netns)
+    ├── NodeConfigError               a node's roleserve.toml that up cannot add a setting to
+    │                                 (.localcluster.nodeconfig)
+    └── CtlError                      a ctl command's one-line failure, with its exit code
+                                      (.cli.ctl._errors)
 
 Errors that describe a misuse of an API by a runnable (``InvalidSignalError`` and friends)
 are raised inside that runnable, so they fail that runnable alone, with the DN in the status
@@ -59,6 +81,11 @@ Plugins mark their own errors by inheriting from them (multiple inheritance is f
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import grpc
+
 __all__ = [
     "CertificateVerificationError",
     "ChildrenAfterHealthyError",
@@ -80,6 +107,7 @@ __all__ = [
     "PluginAPIVersionError",
     "PluginError",
     "PluginLoadError",
+    "RefusedError",
     "ResourceError",
     "RoleserveError",
     "RunnableCancelledError",
@@ -124,6 +152,16 @@ class ResourceError(ExpectedError):
     on by itself, with nothing lost. The message names what is missing, where, and what to
     do, in one line: it is the line ``cluster up`` shows when a node cannot start.
     """
+
+
+class RefusedError(RoleserveError):
+    """A gRPC handler's deliberate refusal: the status code and one-line message the client
+    receives (the curator's and node management's handlers raise it; their wrappers turn it
+    into the call's status). Anything else a handler raises is a bug, answered UNKNOWN."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class EventError(RoleserveError):

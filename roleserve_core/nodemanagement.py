@@ -44,7 +44,7 @@ import grpc
 from google.protobuf import duration_pb2, timestamp_pb2
 from typing_extensions import override
 
-from roleserve_core.errors import RoleserveError, RunnableNotFoundError, UnknownValueKeyError
+from roleserve_core.errors import RefusedError, RunnableNotFoundError, UnknownValueKeyError
 from roleserve_core.logtree import LogEntry, LogFollower
 from roleserve_core.node import NodeIntrospection
 from roleserve_core.proto import nodemanagement_pb2 as pb
@@ -76,14 +76,6 @@ limit, so that a backlog of long tracebacks still fits."""
 
 DEFAULT_FOLLOW_BUFFER = 10_000
 """Unread records a following call keeps before it drops the oldest (see the module doc)."""
-
-
-class RefusedError(RoleserveError):
-    """A handler's deliberate refusal: the status code and message the client receives."""
-
-    def __init__(self, code: grpc.StatusCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 @contextlib.asynccontextmanager

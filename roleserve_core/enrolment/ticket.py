@@ -21,7 +21,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 from google.protobuf.message import DecodeError
 
-from roleserve_core.errors import CertificateVerificationError, RoleserveError
+from roleserve_core.errors import CertificateVerificationError, ConfigError
 from roleserve_core.identity import verify_ca
 from roleserve_core.proto import node_pb2
 
@@ -30,7 +30,7 @@ __all__ = ["TICKET_PREFIX", "InvalidTicketError", "RegisterTicket"]
 TICKET_PREFIX = "rs1-"
 
 
-class InvalidTicketError(RoleserveError):
+class InvalidTicketError(ConfigError):
     """A register ticket string that cannot be used."""
 
 

@@ -24,6 +24,7 @@ from google.protobuf.message import DecodeError
 
 from roleserve_core.clusternodes import NodeWatchFold
 from roleserve_core.connection.session import on_each_connection
+from roleserve_core.errors import DataDirectoryError
 from roleserve_core.files import write_atomically
 from roleserve_core.keys import CURATOR_CONNECTION, ROLES, CuratorConnection
 from roleserve_core.node import NodeContext, Worker
@@ -36,7 +37,7 @@ __all__ = ["ROLES_FILE", "load_saved_roles", "rolefetch_worker", "save_roles"]
 ROLES_FILE = "roles.pb"
 
 
-class SavedRolesError(ValueError):
+class SavedRolesError(DataDirectoryError, ValueError):
     """The saved roles cannot be read."""
 
 

@@ -37,6 +37,7 @@ from types import MappingProxyType
 
 from roleserve_core.clusternodes import node_address
 from roleserve_core.proto import common_pb2, curator_pb2
+from roleserve_hostsfile.errors import MalformedBlockError
 
 __all__ = [
     "BEGIN",
@@ -85,11 +86,6 @@ class Fold:
     """Every node the block lists, read-only."""
     skipped: tuple[Skipped, ...]
     """The nodes of the view whose address or ID cannot go into a hosts file, sorted."""
-
-
-class MalformedBlockError(ValueError):
-    """The file holds a BEGIN line without an END line after it: replacing "the block"
-    would take every line after it, which may be the operator's."""
 
 
 def fold_addresses(

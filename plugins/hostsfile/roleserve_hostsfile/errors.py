@@ -6,6 +6,8 @@
     └── HostsfileError            a failure of the worker hostsfile, told in one line
         ├── FileUpdateError       a file it keeps (the hosts file, the machine ID file)
         │                         cannot be read or replaced; names the path and the reason
+        ├── MalformedBlockError   the hosts file has a BEGIN line without an END line
+        │                         (raised by the block's merge; said as a FileUpdateError)
         └── HostnameError         the hostname could not be set to the node ID
 
 All of them are ``ExpectedError``: the worker goes DEAD with one WARNING line (no
@@ -22,7 +24,7 @@ from pathlib import Path
 
 from roleserve_core.errors import ExpectedError
 
-__all__ = ["FileUpdateError", "HostnameError", "HostsfileError"]
+__all__ = ["FileUpdateError", "HostnameError", "HostsfileError", "MalformedBlockError"]
 
 
 class HostsfileError(ExpectedError):
@@ -44,6 +46,11 @@ class FileUpdateError(HostsfileError):
             reason = _reason(reason)
         self.reason = reason
         super().__init__(f"cannot {action} the {what} {path}: {reason}")
+
+
+class MalformedBlockError(HostsfileError, ValueError):
+    """The file holds a BEGIN line without an END line after it: replacing "the block"
+    would take every line after it, which may be the operator's."""
 
 
 class HostnameError(HostsfileError):

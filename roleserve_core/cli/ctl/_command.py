@@ -197,6 +197,8 @@ def _run(run: Run, args: argparse.Namespace, *, without_leader: bool = False) ->
     try:
         with sole_error():
             anyio.run(in_session)
+    except CtlError:  # already said as this command says it, with its own exit code
+        raise
     except grpc.aio.AioRpcError as exc:  # a call made outside Session.call/stream
         raise rpc_failure("the cluster refused", exc) from None
     except NoQuorumError as exc:

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from roleserve_core.errors import RoleserveError
+
 if TYPE_CHECKING:
     import grpc
 
@@ -29,7 +31,7 @@ EXIT_INTERRUPTED = 130
 """128 + SIGINT, as shells report a command stopped by Ctrl-C."""
 
 
-class CtlError(Exception):
+class CtlError(RoleserveError):
     """A failure to report in one line, with the exit code to leave with."""
 
     def __init__(self, message: str, exit_code: int = EXIT_REFUSED) -> None:

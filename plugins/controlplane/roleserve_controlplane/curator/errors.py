@@ -23,21 +23,13 @@ import grpc
 from roleserve_controlplane.consensus import EtcdRequestError, LeadershipLostError, QuorumError
 from roleserve_controlplane.curator.prefixes import PrefixesExhaustedError
 from roleserve_controlplane.curator.state import NodeNotFoundError
-from roleserve_core.errors import RoleserveError
+from roleserve_core.errors import RefusedError
 
 __all__ = ["RefusedError", "handled"]
 
 log = logging.getLogger("roleserve.curator")
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-class RefusedError(RoleserveError):
-    """A handler's refusal, with the status code the client receives."""
-
-    def __init__(self, code: grpc.StatusCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 def _status_of(error: Exception) -> tuple[grpc.StatusCode, str] | None:
