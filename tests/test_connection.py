@@ -50,6 +50,7 @@ from roleserve_core.runtime import CORE_READER
 from roleserve_core.supervisor import RunContext, State
 from roleserve_core.testing import (
     NO_CHANNEL,
+    FakeClock,
     FakeCluster,
     FakeCurator,
     NodeHarness,
@@ -1018,6 +1019,7 @@ async def test_connector_leaves_a_leader_that_stops_answering_heartbeats(
     node: Callable[..., Awaitable[NodeHarness]],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
+    fake_clock: FakeClock,
 ) -> None:
     """A hung leader whose own stream is all the connector follows (the other curator did
     not answer then): its connections stay open and its streams never end, so only the
@@ -1033,16 +1035,21 @@ async def test_connector_leaves_a_leader_that_stops_answering_heartbeats(
     known.set_seeds([hung.endpoint, follower.endpoint])
     harness = await start_core_with_connector(cluster, known, node, tmp_path)
     first = await wait_connection(harness, lambda found: found.leader_node_id == hung.node_id)
+    await hung.wait_calls("Heartbeat", 1)
+    await fake_clock.wake_sleeper(0.05)
     beats = await hung.wait_calls("Heartbeat", 2)
     assert follower.leader_answers.get_nowait() == 0  # refused: the hung one's own stream
     assert connection_of(harness).get_nowait() is first
 
     follower.allow("GetCurrentLeader")
     hung.hold_heartbeats()  # stopped: it reads, and answers nothing any more
+    await fake_clock.wake_sleeper(0.05)  # the beat it leaves unanswered
     successor.lead()
     follower.follow(successor)
     moved = await wait_connection(harness, lambda found: found.leader_node_id == successor.node_id)
     assert (moved.leader_endpoint, moved.channel is first.channel) == (successor.endpoint, False)
+    await successor.wait_calls("Heartbeat", 1)
+    await fake_clock.wake_sleeper(0.05)
     await successor.wait_calls("Heartbeat", 2)
     await harness.wait_state(HEARTBEAT)
     assert len(hung.requests("Heartbeat")) == len(beats) + 1  # the one left unanswered
@@ -1054,6 +1061,7 @@ async def test_connector_follows_the_leader_through_a_follower_when_one_answers(
     known: RecordingCurators,
     node: Callable[..., Awaitable[NodeHarness]],
     tmp_path: Path,
+    fake_clock: FakeClock,
 ) -> None:
     """The leader named itself first; the connector keeps that connection but follows a
     follower's stream, which names the next leader as soon as it is elected: no reply has
@@ -1068,6 +1076,8 @@ async def test_connector_follows_the_leader_through_a_follower_when_one_answers(
     first = await wait_connection(harness, lambda found: found.leader_node_id == leader.node_id)
     await wait_for_value(follower.leader_answers, lambda answers: answers >= 1)
     assert asked_by(follower) == [cluster.credentials.node_id]
+    await leader.wait_calls("Heartbeat", 1)
+    await fake_clock.wake_sleeper(0.05)
     await leader.wait_calls("Heartbeat", 2)
     assert connection_of(harness).get_nowait() is first  # the same leader: kept
 

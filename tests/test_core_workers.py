@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
-import itertools
 import logging
 import stat
 import uuid
@@ -371,7 +370,7 @@ async def test_statuspush_reports_again_when_the_curators_record_differs(
 
 
 async def test_a_refused_second_process_says_so_once_and_takes_over_when_free(
-    cluster: FakeCluster, start: Start, caplog: pytest.LogCaptureFixture
+    cluster: FakeCluster, start: Start, caplog: pytest.LogCaptureFixture, fake_clock: FakeClock
 ) -> None:
     leader = await cluster.curator()
     node_id = cluster.credentials.node_id
@@ -389,6 +388,7 @@ async def test_a_refused_second_process_says_so_once_and_takes_over_when_free(
     assert refused.state is State.NEW
 
     leader.allow("Heartbeat")  # the other process stopped
+    await fake_clock.wake_sleeper(0.01)  # its retry, on the node's clock
     accepted = await harness.wait_state(HEARTBEAT)
     assert accepted.note == ""
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == [refused.note]
@@ -396,7 +396,7 @@ async def test_a_refused_second_process_says_so_once_and_takes_over_when_free(
 
 
 async def test_a_refused_status_report_is_said_once_and_sent_when_accepted(
-    cluster: FakeCluster, start: Start, caplog: pytest.LogCaptureFixture
+    cluster: FakeCluster, start: Start, caplog: pytest.LogCaptureFixture, fake_clock: FakeClock
 ) -> None:
     leader = await cluster.curator()
     conflict = "node X is already connected from 10.0.0.7:40000; two processes share it"
@@ -411,6 +411,7 @@ async def test_a_refused_status_report_is_said_once_and_sent_when_accepted(
     said = f"the curator refused this process: {conflict}"
     refused = await harness.wait_status(STATUSPUSH, lambda s: s.note.startswith(said))
     leader.allow("UpdateNodeStatus")
+    await fake_clock.wake_sleeper(0.01)  # its retry, on the node's clock
     await harness.wait_status(STATUSPUSH, lambda s: s.note == "")
     requests = await leader.wait_calls("UpdateNodeStatus", 2)
     assert {call.request.SerializeToString() for call in requests} == {
@@ -433,9 +434,9 @@ def heartbeat_of(harness: NodeHarness) -> Heartbeat:
 
 
 async def test_heartbeat_is_healthy_once_answered_and_keeps_the_curators_interval(
-    cluster: FakeCluster, start: Start
+    cluster: FakeCluster, start: Start, fake_clock: FakeClock
 ) -> None:
-    interval = 0.05
+    interval = 2.0
     leader = await cluster.curator(heartbeat_interval=interval)
     leader.hold_heartbeats()
     harness = await start()
@@ -451,16 +452,21 @@ async def test_heartbeat_is_healthy_once_answered_and_keeps_the_curators_interva
     leader.answer_heartbeats()
     await harness.wait_state(HEARTBEAT)
 
-    # At the curator's interval, not the default: six beats long before one default
-    # interval has passed, none of them closer together than about one interval.
-    beats = await leader.wait_calls("Heartbeat", 6, timeout=DEFAULT_INTERVAL * 0.8)
-    gaps = [later.at - earlier.at for earlier, later in itertools.pairwise(beats[1:])]
-    assert min(gaps) >= interval * 0.6, gaps
+    # At the curator's interval, not the default, on the node's clock: each beat waits out
+    # exactly that interval, and none goes out before it has passed.
+    assert interval != DEFAULT_INTERVAL
+    for sent in range(1, 5):
+        await fake_clock.wait_deadline(fake_clock.now() + interval)
+        assert len(leader.requests("Heartbeat")) == sent
+        fake_clock.advance(interval)
+        await leader.wait_calls("Heartbeat", sent + 1)
 
     # Every reply counts once: with the next beat held, the worker heard exactly the
     # replies the curator sent, and it waits for the held one rather than beating on.
+    await fake_clock.wait_deadline(fake_clock.now() + interval)
     leader.hold_heartbeats()
     answered = len(leader.requests("Heartbeat"))
+    fake_clock.advance(interval)
     await leader.wait_calls("Heartbeat", answered + 1)
     assert leader.heartbeat_replies.get_nowait() == answered
     assert beating.last_reply.statistics().sets == answered
@@ -468,7 +474,7 @@ async def test_heartbeat_is_healthy_once_answered_and_keeps_the_curators_interva
 
 
 async def test_heartbeat_reports_a_leader_that_does_not_reply_and_waits_for_the_next(
-    cluster: FakeCluster, start: Start
+    cluster: FakeCluster, start: Start, fake_clock: FakeClock
 ) -> None:
     leader = await cluster.curator(heartbeat_interval=0.05)
     successor = await cluster.curator(heartbeat_interval=0.05)
@@ -481,6 +487,7 @@ async def test_heartbeat_reports_a_leader_that_does_not_reply_and_waits_for_the_
     await harness.wait_state(HEARTBEAT)
 
     leader.hold_heartbeats()
+    await fake_clock.wake_sleeper(0.05)  # the next beat, which is not answered
     said = "no heartbeat reply within 0.2 s"
     waiting = await harness.wait_status(HEARTBEAT, lambda s: s.note.startswith(said))
     assert reports == [said]
@@ -491,6 +498,8 @@ async def test_heartbeat_reports_a_leader_that_does_not_reply_and_waits_for_the_
 
     # The connector's next connection: beating there at once, nothing counted as failed.
     harness.set(CURATOR_CONNECTION, cluster.connect(successor))
+    await successor.wait_calls("Heartbeat", 1)
+    await fake_clock.wake_sleeper(0.05)
     await successor.wait_calls("Heartbeat", 2)
     assert harness.status(HEARTBEAT).failures == 0
     assert reports == [said]
@@ -505,6 +514,7 @@ async def test_heartbeat_fails_when_the_curator_ends_the_stream(
     await harness.wait_state(HEARTBEAT)
 
     leader.end_streams("Heartbeat")
+    await fake_clock.wake_sleeper(0.05)  # the next beat finds the stream ended
     failed = await harness.wait_status(HEARTBEAT, lambda s: s.failures == 1)
     assert failed.restart_in is not None  # waiting out its backoff (on the fake clock)
     assert failed.last_error is not None
@@ -522,7 +532,7 @@ async def test_heartbeat_fails_when_the_curator_ends_the_stream(
 
 
 async def test_heartbeat_waits_for_a_new_leader_when_the_call_fails_between_beats(
-    cluster: FakeCluster, start: Start
+    cluster: FakeCluster, start: Start, fake_clock: FakeClock
 ) -> None:
     """The leader goes away while the worker waits for its next beat: gRPC closes the
     request stream, and the worker reports the call's error (and waits for a new leader,
@@ -532,7 +542,9 @@ async def test_heartbeat_waits_for_a_new_leader_when_the_call_fails_between_beat
     harness.set(CURATOR_CONNECTION, cluster.connect(leader))
     await harness.wait_state(HEARTBEAT)
 
+    await fake_clock.wait_deadline(fake_clock.now() + 5.0)  # between beats
     await leader.stop()
+    fake_clock.advance(5.0)
     waiting = await harness.wait_status(HEARTBEAT, lambda s: s.note.startswith("UNAVAILABLE"))
     assert waiting.note.endswith("waiting up to 15 s for a new leader")
     assert waiting.failures == 0

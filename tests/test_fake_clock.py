@@ -163,3 +163,29 @@ async def test_cancelled_sleeper_is_removed() -> None:
             assert (woke, clock.sleepers(), clock.next_deadline()) == ([1.0], 1, 1003.0)
             clock.advance(1.0)
     assert woke == [1.0, 3.0]
+
+
+async def test_wake_sleeper_ends_the_one_wait_of_that_length_and_nothing_later() -> None:
+    clock = FakeClock()
+    woke: list[float] = []
+    async with anyio.create_task_group() as tasks:
+        await start_sleepers(tasks, clock, [5.0, 3.0], woke)
+        with anyio.fail_after(DEFAULT_TIMEOUT):
+            await clock.wake_sleeper(3.0)
+        await anyio.wait_all_tasks_blocked()  # the woken one has run on
+        assert (woke, clock.now(), clock.next_deadline()) == ([3.0], 1003.0, 1005.0)
+        tasks.cancel_scope.cancel()
+
+
+async def test_a_wait_for_sleepers_that_never_come_fails_saying_why() -> None:
+    """A worker that waits with anyio.sleep never sleeps on the fake clock: the kit fails
+    with what it waited for and the likely cause, instead of hanging the test."""
+    clock = FakeClock()
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(anyio.sleep, 3600)  # as such a worker does
+        with pytest.raises(TimeoutError, match=r"for 1 task\(s\) asleep on the fake clock; 0 are"):
+            await clock.wait_sleepers(1, timeout=0.05)
+        with pytest.raises(TimeoutError, match=r"until now \+ 5 s; .* wait with ctx.clock.sleep"):
+            await clock.wake_sleeper(5.0, timeout=0.05)
+        assert clock.now() == 1000.0  # nothing advanced
+        tasks.cancel_scope.cancel()

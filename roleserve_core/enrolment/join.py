@@ -35,7 +35,7 @@ async def join(ctx: RunContext, datadir: NodeDataDirectory, values: PluginValues
     :raises CredentialsError: if they are missing, corrupt or mismatched (naming the file),
         or the certificate has expired (saying how to enrol the machine anew).
     """
-    _check_not_expired(datadir, ctx.supervisor.clock.wall())
+    _check_not_expired(datadir, ctx.clock.wall())
     credentials = NodeCredentials.load(datadir.credentials)
     datadir.bootstrapping.unlink(missing_ok=True)
     datadir.registration.unlink(missing_ok=True)

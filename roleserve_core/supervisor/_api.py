@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, TypeAlias
 from roleserve_core.errors import SupervisorError
 
 if TYPE_CHECKING:
+    from roleserve_core.clock import Clock
     from roleserve_core.supervisor._node import Node
     from roleserve_core.supervisor._supervisor import Supervisor
 
@@ -128,6 +129,18 @@ class RunContext:
     def done(self) -> bool:
         """Whether this run has called ``signal_done()``."""
         return self._node.signaled_done
+
+    @property
+    def clock(self) -> Clock:
+        """The node's clock: wait a duration with ``await ctx.clock.sleep(seconds)`` and
+        read time with ``ctx.clock.now()`` (``wall()`` for what is due at a date).
+
+        Not ``anyio.sleep``: in a plugin's tests the test kit runs the node on a fake
+        clock, and only a wait on this one moves when the test advances it (a backup
+        every hour then costs no real time). Timeouts of real I/O (a peer that must
+        answer within 5 s) stay on ``anyio``: no fake clock can make a peer answer.
+        """
+        return self._supervisor.clock
 
     @property
     def supervisor(self) -> Supervisor:

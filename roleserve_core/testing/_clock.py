@@ -9,6 +9,7 @@ import time
 import anyio
 
 from roleserve_core.event import Value
+from roleserve_core.testing._wait import DEFAULT_TIMEOUT
 
 __all__ = ["FakeClock"]
 
@@ -76,10 +77,52 @@ class FakeClock:
         """How many tasks are asleep on this clock."""
         return len(self._sleepers)
 
-    async def wait_sleepers(self, count: int) -> None:
-        """Wait until at least ``count`` tasks are asleep. Bound it with a timeout."""
-        with self._count.watch() as watcher:
+    async def wait_sleepers(self, count: int, *, timeout: float = DEFAULT_TIMEOUT) -> None:
+        """Wait until at least ``count`` tasks are asleep on this clock.
+
+        :raises TimeoutError: after ``timeout`` real seconds, saying how many sleep; the
+            usual cause is a worker that waits with ``anyio.sleep`` (which this clock
+            never sees) instead of ``ctx.clock.sleep``.
+        """
+        with anyio.move_on_after(timeout), self._count.watch() as watcher:
             await watcher.get(filter=lambda n: n >= count)
+            return
+        raise TimeoutError(
+            f"waited {timeout:g} s for {count} task(s) asleep on the fake clock; "
+            f"{self.sleepers()} are. A worker that waits with anyio.sleep is not one of "
+            "them: wait with ctx.clock.sleep"
+        )
+
+    async def wait_deadline(self, deadline: float, *, timeout: float = DEFAULT_TIMEOUT) -> None:
+        """Wait until a task sleeps until ``deadline`` exactly (``now() + interval`` when
+        it went to sleep): the one sleeper a test cares about, whatever else sleeps.
+
+        :raises TimeoutError: after ``timeout`` real seconds, naming the deadlines there are.
+        """
+
+        def asleep(_: int) -> bool:
+            return any(abs(entry[0] - deadline) < 1e-9 for entry in self._sleepers)
+
+        with anyio.move_on_after(timeout), self._count.watch() as watcher:
+            await watcher.get(filter=asleep)
+            return
+        there = sorted(entry[0] - self._now for entry in self._sleepers)
+        raise TimeoutError(
+            f"waited {timeout:g} s for a task asleep on the fake clock until "
+            f"now + {deadline - self._now:g} s; the sleepers wake in {there} s. A worker "
+            "that waits with anyio.sleep is not one of them: wait with ctx.clock.sleep"
+        )
+
+    async def wake_sleeper(self, seconds: float, *, timeout: float = DEFAULT_TIMEOUT) -> None:
+        """Wait until a task sleeps ``seconds`` from now (a worker's interval, a retry),
+        then advance the clock by ``seconds``: that wait is over, and nothing later wakes::
+
+            await fake_clock.wake_sleeper(interval)   # the next heartbeat goes out
+
+        :raises TimeoutError: as ``wait_deadline``.
+        """
+        await self.wait_deadline(self._now + seconds, timeout=timeout)
+        self.advance(seconds)
 
     async def advance_to_next(self) -> float:
         """Wait for a sleeper, then advance exactly to its deadline; returns the step."""

@@ -36,10 +36,22 @@ async def wait_for_value(
 ) -> T:
     """Wait until ``value`` holds something ``predicate`` accepts, and return it.
 
-    The current value counts. Fails with ``TimeoutError`` after ``timeout`` seconds.
+    The current value counts. Fails with ``TimeoutError`` after ``timeout`` seconds,
+    naming the last value it saw.
     """
-    with anyio.fail_after(timeout), value.watch() as watcher:
+    with anyio.move_on_after(timeout), value.watch() as watcher:
         return await watcher.get(filter=predicate)
+    raise TimeoutError(
+        f"no value that the predicate accepts within {timeout:g} s; the last: {_last(value)!r}"
+    )
+
+
+def _last(value: Value[T] | ValueWatch[T]) -> object:
+    """What ``value`` holds now, or a word saying it holds nothing yet."""
+    try:
+        return value.get_nowait()
+    except LookupError:
+        return "(never set)"
 
 
 async def wait_for_status(

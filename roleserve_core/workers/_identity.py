@@ -16,7 +16,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import Awaitable, Callable
 
-import anyio
 import grpc
 
 from roleserve_core.supervisor import RunContext
@@ -55,7 +54,7 @@ async def retry_while_refused(
         if message != said:
             ctx.log.error("%s", message)
             said = message
-        await anyio.sleep(retry)
+        await ctx.clock.sleep(retry)
 
 
 def signal_healthy_once(ctx: RunContext) -> Callable[[], None]:

@@ -101,7 +101,7 @@ class Heartbeat:
             answers = aiter(stream)
             async with send:
                 while True:
-                    sent = anyio.current_time()
+                    sent = ctx.clock.now()
                     try:
                         await send.send(curator_pb2.HeartbeatRequest(instance=PROCESS_INSTANCE))
                     except anyio.BrokenResourceError:
@@ -122,7 +122,7 @@ class Heartbeat:
                         ctx.log.info(
                             "beating to %s every %g s", connection.leader_node_id, interval
                         )
-                    await anyio.sleep_until(sent + interval)
+                    await ctx.clock.sleep(sent + interval - ctx.clock.now())
         finally:
             stream.cancel()
             # The request generator closes it once it runs; a call that ends before it is

@@ -101,7 +101,7 @@ class Renewal:
 
     async def run(self, ctx: RunContext) -> None:
         """Renews the node certificate after two thirds of its lifetime."""
-        clock = ctx.supervisor.clock
+        clock = ctx.clock
         with self.node.values.watch(NODE_CREDENTIALS) as watcher:
             credentials = await watcher.get()
         ctx.signal_healthy()
