@@ -315,7 +315,8 @@ async def test_find_leader_does_not_wait_for_a_curator_that_never_answers(
     with anyio.fail_after(ANSWER_TIMEOUT / 2):
         found = await find_leader([hanging.endpoint, follower.endpoint], cluster.credentials)
     assert found == named(leader, follower)
-    assert len(asked_by(hanging)) == 1
+    # Not asserted: that the hung one saw the call. Asked at once, it may still be
+    # cancelled before its server records it, once the follower answered first.
 
 
 async def test_find_leader_names_the_endpoints_when_nobody_answers(cluster: FakeCluster) -> None:
