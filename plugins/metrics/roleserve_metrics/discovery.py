@@ -75,7 +75,9 @@ __all__ = [
     "MODES",
     "NONE",
     "NOT_RUNNING",
+    "SERVING",
     "WAITING",
+    "WAITING_NOTE",
     "DiscoveryView",
     "discovery_mode",
     "discovery_routes",
@@ -113,6 +115,8 @@ WAITING = "discovery has no whole view of the cluster's nodes yet; try again in 
 """The 503 body before the first whole view."""
 NOT_RUNNING = "discovery does not run on this node now ([plugins.metrics] discovery = {mode!r})"
 """The 503 body after the feed stopped (``str.format`` with ``mode``)."""
+SERVING = "serving /discovery"
+"""How the worker's log line about each change starts."""
 WAITING_NOTE = "waiting for the cluster's nodes (cluster_nodes)"
 """The worker's note until the first whole view."""
 RETRY_AFTER = "5"
@@ -284,37 +288,40 @@ async def feed_discovery(
     view: DiscoveryView,
     *,
     mode: str = CONSENSUS,
-    ready: Callable[[], None] = lambda: None,
+    changed: Callable[[int], None] = lambda count: None,
 ) -> None:
     """Keep ``view`` at the latest whole view of ``cluster_nodes``, until cancelled; then
-    ``view`` answers 503 again, naming ``mode``. ``ready`` is called once, after the first
-    whole view. The worker running it must declare ``reads=(CLUSTER_NODES,)``."""
-    served = False
+    ``view`` answers 503 again, naming ``mode``. ``changed(count)`` is called whenever what
+    is served changed (the first whole view included), with the number of target groups.
+    The worker running it must declare ``reads=(CLUSTER_NODES,)``."""
     try:
         with values.watch(CLUSTER_NODES) as views:
             async for nodes in views:
-                view.update(nodes)
-                if nodes.backlogged and not served:
-                    served = True
-                    ready()
+                if view.update(nodes):
+                    changed(len(view.targets or ()))
     finally:
         view.clear(NOT_RUNNING.format(mode=mode))
 
 
 def discovery_worker(values: PluginValues, view: DiscoveryView, mode: str) -> Worker:
     """The worker ``metrics_discovery``: ``feed_discovery`` while this node serves
-    discovery (``discovery_when``); healthy once it serves the first whole view. With
-    ``none``, no worker is needed at all."""
+    discovery (``discovery_when``); healthy once it serves the first whole view; logs the
+    number of targets on each change. With ``none``, no worker is needed at all."""
 
     async def metrics_discovery(ctx: RunContext) -> None:
         """Keeps /discovery's Prometheus targets at the cluster's nodes."""
         ctx.set_note(WAITING_NOTE)
+        healthy = False
 
-        def ready() -> None:
-            ctx.set_note("")
-            ctx.signal_healthy()
+        def changed(count: int) -> None:
+            nonlocal healthy
+            if not healthy:
+                healthy = True
+                ctx.set_note("")
+                ctx.signal_healthy()
+            ctx.log.info("%s: %d UP node%s", SERVING, count, "" if count == 1 else "s")
 
-        await feed_discovery(values, view, mode=mode, ready=ready)
+        await feed_discovery(values, view, mode=mode, changed=changed)
 
     return Worker(
         "metrics_discovery", metrics_discovery, when=discovery_when(mode), reads=(CLUSTER_NODES,)
