@@ -15,6 +15,7 @@ real SIGINT, sent by a fake once it holds the call, as a terminal would send it.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import io
 import json
 import re
@@ -42,6 +43,7 @@ from roleserve_core.cli.ctl import _session as session_module
 from roleserve_core.cli.ctl._credentials import SCOPES
 from roleserve_core.cli.ctl._errors import CtlError
 from roleserve_core.cli.ctl._format import format_age, state_name
+from roleserve_core.cli.ctl._metrics import figure_lines, node_figures
 from roleserve_core.cli.ctl._prometheus import default_name
 from roleserve_core.cli.ctl._resolve import match_node
 from roleserve_core.enrolment.ticket import RegisterTicket
@@ -980,6 +982,75 @@ def test_a_node_without_an_address_cannot_be_inspected(setup: Setup, ctl: Any) -
     assert f"node {setup.new_id} has not reported its address yet" in result.err
 
 
+def key_figures_of_a_node() -> tuple[
+    list[nodemanagement_pb2.Runnable], list[nodemanagement_pb2.Value], datetime.datetime
+]:
+    now = datetime.datetime(2026, 12, 3, 12, 0, tzinfo=datetime.UTC)
+    root = runnable("root")
+    root.since.FromDatetime(now - datetime.timedelta(seconds=3725))
+    runnables = [
+        root,
+        runnable("root.role"),
+        runnable("root.role.heartbeat", restarts=1, failures=1),
+        runnable("root.role.nodemgmt", "DEAD", restarts=3, failures=3, crash_looping=True),
+        runnable("root.role.controlplane", "DEAD", failures=1, final=True),
+        runnable("root.role.hello", "NEW"),
+    ]
+    network = nodemanagement_pb2.Value(name="network", is_set=True, sets=3)
+    network.last_changed.FromDatetime(now - datetime.timedelta(seconds=2.5))
+    roles = nodemanagement_pb2.Value(name="roles", is_set=True, sets=2)
+    roles.last_changed.FromDatetime(now - datetime.timedelta(seconds=60))
+    values = [network, roles, nodemanagement_pb2.Value(name="kubernetes_status")]
+    return runnables, values, now
+
+
+def test_metrics_sums_a_node_up(setup: Setup) -> None:
+    runnables, values, now = key_figures_of_a_node()
+    node = setup.cluster.node(setup.leader_id)
+    figures = node_figures(node, runnables, values, now)
+    assert figure_lines(figures) == [
+        f"node:       {setup.leader_id} (UP, HEALTHY, version 0.1.0, {setup.cluster.address})",
+        "heartbeat:  2.1s ago",
+        "root:       HEALTHY for 1h02m",
+        "runnables:  6: 3 HEALTHY, 1 NEW, 2 DEAD",
+        "            crash-looping: root.role.nodemgmt",
+        "            final: root.role.controlplane",
+        "restarts:   4 (failures 5), most: root.role.nodemgmt (3)",
+        "values:     2 of 3 set, 5 changes, the last 2.5s ago (network)",
+    ]
+    assert figures["runnables_by_state"] == {"HEALTHY": 3, "NEW": 1, "DEAD": 2}
+    assert figures["last_value_change"] == {"name": "network", "age": 2.5}
+
+
+def test_metrics_of_a_node_with_nothing_to_say(setup: Setup) -> None:
+    node = setup.cluster.node(setup.new_id)
+    now = datetime.datetime(2026, 12, 3, tzinfo=datetime.UTC)
+    assert figure_lines(node_figures(node, [], [], now)) == [
+        f"node:       {setup.new_id} (NEW, UNKNOWN, no address)",
+        "heartbeat:  -",
+        "root:       -",
+        "runnables:  0",
+        "restarts:   0 (failures 0)",
+        "values:     0 of 0 set, 0 changes",
+    ]
+
+
+def test_metrics_reads_the_tree_and_the_values_of_the_node(setup: Setup, ctl: Any) -> None:
+    runnables, values, _ = key_figures_of_a_node()
+    setup.cluster.runnables, setup.cluster.values = runnables, values
+    result = ctl("metrics", setup.leader_id[:9])
+    assert result.code == 0, result.err
+    lines = result.out.splitlines()
+    assert lines[0].startswith(f"node:       {setup.leader_id} (UP, HEALTHY")
+    assert lines[3] == "runnables:  6: 3 HEALTHY, 1 NEW, 2 DEAD"
+    assert setup.cluster.received("GetSupervisionTree") == [
+        nodemanagement_pb2.GetSupervisionTreeRequest(dn="root")
+    ]
+    assert setup.cluster.received("GetValues") == [nodemanagement_pb2.GetValuesRequest()]
+    figures = json.loads(ctl("metrics", setup.leader_id, "--json").out)
+    assert (figures["node"], figures["restarts"], figures["values_set"]) == (setup.leader_id, 4, 2)
+
+
 def test_values_table(setup: Setup, ctl: Any) -> None:
     setup.cluster.values = [
         nodemanagement_pb2.Value(
@@ -1331,8 +1402,6 @@ def test_prometheus_config_without_members_or_refused_says_why(
 
 
 def test_the_default_name() -> None:
-    import datetime
-
     name = default_name(datetime.date(2026, 12, 3))
     assert re.fullmatch(r"prometheus-20261203-[0-9a-f]{6}", name)
     assert default_name() != default_name()

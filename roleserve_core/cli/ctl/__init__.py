@@ -10,13 +10,13 @@ ones the owner issued: ``credentials issue``).
         │     whoami  credentials issue|list|revoke  prometheus-config
         │
         └─ GetNodes: NODE (ID or unique prefix) ─▶ its address ─▶ NodeManagement (7839)
-              tree  restart  values  logs
+              tree  restart  values  logs  metrics
 
 Modules, one concern each: ``_command`` (options, the handler every sub-command shares),
 ``_session`` (channels and calls), ``_errors`` (exit codes, one-line failures), ``_resolve``
 (node prefixes), ``_format`` (cells and JSON), then one module per group of sub-commands:
 ``_nodes``, ``_roles``, ``_ticket``, ``_consensus``, ``_tree``, ``_values``, ``_logs``,
-``_credentials``, ``_prometheus``.
+``_metrics``, ``_credentials``, ``_prometheus``.
 
 Every sub-command prints a table (or plain lines) for people and, where it lists things,
 ``--json`` for scripts. Every failure is one line on stderr, ``roleserve ctl: error: ...``,
@@ -33,6 +33,7 @@ from roleserve_core.cli.ctl import (
     _consensus,
     _credentials,
     _logs,
+    _metrics,
     _nodes,
     _prometheus,
     _roles,
@@ -52,6 +53,7 @@ SUBCOMMAND_MODULES = (
     _tree,
     _values,
     _logs,
+    _metrics,
     _credentials,
     _prometheus,
 )
