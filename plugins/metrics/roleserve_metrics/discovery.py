@@ -48,6 +48,14 @@ default, as Monogon: only consensus members, which is where the scrape config th
 ``roleserve ctl prometheus-config`` writes looks), ``all`` (every node), ``none``.
 ``serves_discovery`` decides for one node's roles; ``discovery_when`` is the same as a
 worker's ``when=``.
+
+Wiring, for the plugin's hooks and server::
+
+    roleserve_settings: [..., DISCOVERY_SETTING]
+    roleserve_workers:  view = DiscoveryView(discovery_mode(node.config))   (ConfigError: bad)
+                        discovery_worker(node.values, view)   (runs while serves_discovery)
+    server:             app.add_routes(discovery_routes(view))   on every node: one that
+                        does not serve discovery answers 503 saying where it runs
 """
 
 from __future__ import annotations
@@ -111,10 +119,21 @@ ROLE_LABEL = "roleserve_role_"
 NODE_LABEL_PREFIX = "roleserve_label_"
 BUILTIN_ROLES = ("consensus_member", "kubernetes_controller", "kubernetes_worker")
 
-WAITING = "discovery has no whole view of the cluster's nodes yet; try again in a moment"
-"""The 503 body before the first whole view."""
-NOT_RUNNING = "discovery does not run on this node now ([plugins.metrics] discovery = {mode!r})"
-"""The 503 body after the feed stopped (``str.format`` with ``mode``)."""
+WHO = {
+    CONSENSUS: "on consensus members only",
+    ALL: "on every node",
+    NONE: "on no node",
+}
+WAITING = (
+    "discovery has no whole view of the cluster's nodes yet; it runs {who} "
+    "([plugins.metrics] discovery = {mode!r})"
+)
+"""The 503 body before the first whole view (``str.format`` with ``who`` and ``mode``)."""
+NOT_RUNNING = (
+    "discovery does not run on this node now; it runs {who} "
+    "([plugins.metrics] discovery = {mode!r})"
+)
+"""The 503 body after the feed stopped (``str.format`` with ``who`` and ``mode``)."""
 SERVING = "serving /discovery"
 """How the worker's log line about each change starts."""
 WAITING_NOTE = "waiting for the cluster's nodes (cluster_nodes)"
@@ -222,14 +241,19 @@ class DiscoveryView:
     """The targets of the latest whole view of ``cluster_nodes``, and the handler serving them.
 
     Fed with ``update`` (by ``feed_discovery``); answers 503 until the first whole view and
-    again after ``clear``. The JSON is rendered on change, so a request costs no work.
+    again after ``clear``, saying why and which nodes serve discovery under ``mode`` (the
+    setting). The JSON is rendered on change, so a request costs no work.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, mode: str = CONSENSUS) -> None:
+        self.mode = mode
         self._nodes: Mapping[str, Node] = {}
         self._groups: dict[str, TargetGroup] = {}
         self._body: bytes | None = None
-        self._unavailable = WAITING
+        self._unavailable = self._reason(WAITING)
+
+    def _reason(self, template: str) -> str:
+        return template.format(who=WHO.get(self.mode, "?"), mode=self.mode)
 
     @property
     def targets(self) -> list[TargetGroup] | None:
@@ -259,12 +283,12 @@ class DiscoveryView:
         self._body = json.dumps(self._sorted(), separators=(",", ":")).encode()
         return True
 
-    def clear(self, reason: str = WAITING) -> None:
-        """Answer 503 with ``reason`` until the next whole view (the feed stopped)."""
+    def clear(self) -> None:
+        """Answer 503 again until the next whole view: the feed stopped."""
         self._nodes = {}
         self._groups = {}
         self._body = None
-        self._unavailable = reason
+        self._unavailable = self._reason(NOT_RUNNING)
 
     async def handle(self, request: web.Request) -> web.Response:
         """``GET /discovery``."""
@@ -287,11 +311,10 @@ async def feed_discovery(
     values: PluginValues,
     view: DiscoveryView,
     *,
-    mode: str = CONSENSUS,
     changed: Callable[[int], None] = lambda count: None,
 ) -> None:
     """Keep ``view`` at the latest whole view of ``cluster_nodes``, until cancelled; then
-    ``view`` answers 503 again, naming ``mode``. ``changed(count)`` is called whenever what
+    ``view`` answers 503 again (``clear``). ``changed(count)`` is called whenever what
     is served changed (the first whole view included), with the number of target groups.
     The worker running it must declare ``reads=(CLUSTER_NODES,)``."""
     try:
@@ -300,13 +323,13 @@ async def feed_discovery(
                 if view.update(nodes):
                     changed(len(view.targets or ()))
     finally:
-        view.clear(NOT_RUNNING.format(mode=mode))
+        view.clear()
 
 
-def discovery_worker(values: PluginValues, view: DiscoveryView, mode: str) -> Worker:
+def discovery_worker(values: PluginValues, view: DiscoveryView) -> Worker:
     """The worker ``metrics_discovery``: ``feed_discovery`` while this node serves
-    discovery (``discovery_when``); healthy once it serves the first whole view; logs the
-    number of targets on each change. With ``none``, no worker is needed at all."""
+    discovery under ``view.mode`` (``discovery_when``); healthy once it serves the first
+    whole view; logs the number of targets on each change. With ``none`` it never runs."""
 
     async def metrics_discovery(ctx: RunContext) -> None:
         """Keeps /discovery's Prometheus targets at the cluster's nodes."""
@@ -321,8 +344,11 @@ def discovery_worker(values: PluginValues, view: DiscoveryView, mode: str) -> Wo
                 ctx.signal_healthy()
             ctx.log.info("%s: %d UP node%s", SERVING, count, "" if count == 1 else "s")
 
-        await feed_discovery(values, view, mode=mode, changed=changed)
+        await feed_discovery(values, view, changed=changed)
 
     return Worker(
-        "metrics_discovery", metrics_discovery, when=discovery_when(mode), reads=(CLUSTER_NODES,)
+        "metrics_discovery",
+        metrics_discovery,
+        when=discovery_when(view.mode),
+        reads=(CLUSTER_NODES,),
     )

@@ -10,7 +10,7 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
-from aiohttp.test_utils import TestServer
+from aiohttp.test_utils import TestServer, make_mocked_request
 
 from roleserve_core import ConsensusMember, KubernetesWorker, NodeRoles
 from roleserve_core.clusternodes import ClusterNodes
@@ -23,8 +23,6 @@ from roleserve_metrics.discovery import (
     DISCOVERY_SETTING,
     MODES,
     NONE,
-    NOT_RUNNING,
-    WAITING,
     DiscoveryView,
     discovery_mode,
     discovery_routes,
@@ -182,7 +180,7 @@ def test_the_view_waits_for_a_whole_view_and_follows_every_role_change() -> None
     assert view.update(cluster(new))
     assert targets_of(view) == []
 
-    view.clear("stopped")
+    view.clear()
     assert targets_of(view) is None
 
 
@@ -206,7 +204,10 @@ async def test_503_until_the_first_whole_view_then_the_targets(
     view, client, url = served
     async with client.get(url) as response:
         assert response.status == 503
-        assert await response.text() == WAITING
+        assert await response.text() == (
+            "discovery has no whole view of the cluster's nodes yet; it runs on consensus "
+            "members only ([plugins.metrics] discovery = 'consensus')"
+        )
         assert response.headers["Retry-After"] == "5"
 
     view.update(cluster(node_record("node-a", "10.0.0.1", roles=MEMBER), backlogged=False))
@@ -223,11 +224,12 @@ async def test_503_until_the_first_whole_view_then_the_targets(
         assert response.content_type == "application/json"
         assert json.loads(await response.read()) == http_sd_targets(nodes)
 
-    view.clear(NOT_RUNNING.format(mode=CONSENSUS))
+    view.clear()
     async with client.get(url) as response:
         assert response.status == 503
         assert await response.text() == (
-            "discovery does not run on this node now ([plugins.metrics] discovery = 'consensus')"
+            "discovery does not run on this node now; it runs on consensus members only "
+            "([plugins.metrics] discovery = 'consensus')"
         )
 
 
@@ -279,3 +281,16 @@ def test_the_setting() -> None:
     assert str(raised.value) == (
         "[plugins.metrics] discovery must be one of consensus, all, none, not 'members'"
     )
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("mode", "who"), [(ALL, "on every node"), (NONE, "on no node"), (CONSENSUS, "on consensus")]
+)
+async def test_a_503_says_where_discovery_runs(mode: str, who: str) -> None:
+    view = DiscoveryView(mode)
+    response = await view.handle(make_mocked_request("GET", "/discovery"))
+    assert response.status == 503
+    assert response.text is not None
+    assert f"it runs {who}" in response.text
+    assert response.text.endswith(f"([plugins.metrics] discovery = {mode!r})")

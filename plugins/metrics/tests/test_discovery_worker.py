@@ -52,7 +52,7 @@ class DiscoveryPlugin:
     """What the metrics plugin's hooks do with discovery, without its server."""
 
     def __init__(self) -> None:
-        self.view = DiscoveryView()
+        self.view: DiscoveryView | None = None
 
     @hookimpl
     def roleserve_settings(self) -> list[Setting[Any]]:
@@ -60,7 +60,8 @@ class DiscoveryPlugin:
 
     @hookimpl
     def roleserve_workers(self, node: NodeContext) -> list[Worker]:
-        return [discovery_worker(node.values, self.view, discovery_mode(node.config))]
+        self.view = DiscoveryView(discovery_mode(node.config))
+        return [discovery_worker(node.values, self.view)]
 
 
 async def start(
@@ -70,6 +71,7 @@ async def start(
     plugins = PluginHarness(cluster_nodes=True)
     plugins.register(plugin, "metrics")
     harness = await node(plugins.runtime(tmp_path / "node", config={"metrics": settings}))
+    assert plugin.view is not None
     return harness, plugin.view
 
 
