@@ -227,7 +227,14 @@ def http_sd_targets(nodes: Mapping[str, Node]) -> list[TargetGroup]:
 
 
 def _counts(node: Node) -> bool:
-    return target_group(node) is not None
+    """Whether ``node`` has a group (as ``target_group``, without building it: ``changes``
+    asks this of every node of both views on every event)."""
+    if node.state != common_pb2.NODE_STATE_UP:
+        return False
+    try:
+        return node_address(node) is not None
+    except ValueError:
+        return False
 
 
 def _same_group(old: Node, new: Node) -> bool:
