@@ -15,11 +15,14 @@ real SIGINT, sent by a fake once it holds the call, as a terminal would send it.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import io
 import json
 import re
+import shutil
 import signal
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import AsyncIterator, Coroutine, Iterator
@@ -40,6 +43,8 @@ from roleserve_core.cli.ctl import _session as session_module
 from roleserve_core.cli.ctl._credentials import SCOPES
 from roleserve_core.cli.ctl._errors import CtlError
 from roleserve_core.cli.ctl._format import format_age, state_name
+from roleserve_core.cli.ctl._metrics import figure_lines, node_figures
+from roleserve_core.cli.ctl._prometheus import default_name
 from roleserve_core.cli.ctl._resolve import match_node
 from roleserve_core.enrolment.ticket import RegisterTicket
 from roleserve_core.identity import (
@@ -61,7 +66,7 @@ from roleserve_core.proto import (
     nodemanagement_pb2_grpc,
 )
 from roleserve_core.rpc import bind, create_server
-from roleserve_core.testing import ThrowawayCA, random_loopback
+from roleserve_core.testing import ThrowawayCA, random_loopback, require_real
 
 T = TypeVar("T")
 Context = Any
@@ -977,6 +982,75 @@ def test_a_node_without_an_address_cannot_be_inspected(setup: Setup, ctl: Any) -
     assert f"node {setup.new_id} has not reported its address yet" in result.err
 
 
+def key_figures_of_a_node() -> tuple[
+    list[nodemanagement_pb2.Runnable], list[nodemanagement_pb2.Value], datetime.datetime
+]:
+    now = datetime.datetime(2026, 12, 3, 12, 0, tzinfo=datetime.UTC)
+    root = runnable("root")
+    root.since.FromDatetime(now - datetime.timedelta(seconds=3725))
+    runnables = [
+        root,
+        runnable("root.role"),
+        runnable("root.role.heartbeat", restarts=1, failures=1),
+        runnable("root.role.nodemgmt", "DEAD", restarts=3, failures=3, crash_looping=True),
+        runnable("root.role.controlplane", "DEAD", failures=1, final=True),
+        runnable("root.role.hello", "NEW"),
+    ]
+    network = nodemanagement_pb2.Value(name="network", is_set=True, sets=3)
+    network.last_changed.FromDatetime(now - datetime.timedelta(seconds=2.5))
+    roles = nodemanagement_pb2.Value(name="roles", is_set=True, sets=2)
+    roles.last_changed.FromDatetime(now - datetime.timedelta(seconds=60))
+    values = [network, roles, nodemanagement_pb2.Value(name="kubernetes_status")]
+    return runnables, values, now
+
+
+def test_metrics_sums_a_node_up(setup: Setup) -> None:
+    runnables, values, now = key_figures_of_a_node()
+    node = setup.cluster.node(setup.leader_id)
+    figures = node_figures(node, runnables, values, now)
+    assert figure_lines(figures) == [
+        f"node:       {setup.leader_id} (UP, HEALTHY, version 0.1.0, {setup.cluster.address})",
+        "heartbeat:  2.1s ago",
+        "root:       HEALTHY for 1h02m",
+        "runnables:  6: 3 HEALTHY, 1 NEW, 2 DEAD",
+        "            crash-looping: root.role.nodemgmt",
+        "            final: root.role.controlplane",
+        "restarts:   4 (failures 5), most: root.role.nodemgmt (3)",
+        "values:     2 of 3 set, 5 changes, the last 2.5s ago (network)",
+    ]
+    assert figures["runnables_by_state"] == {"HEALTHY": 3, "NEW": 1, "DEAD": 2}
+    assert figures["last_value_change"] == {"name": "network", "age": 2.5}
+
+
+def test_metrics_of_a_node_with_nothing_to_say(setup: Setup) -> None:
+    node = setup.cluster.node(setup.new_id)
+    now = datetime.datetime(2026, 12, 3, tzinfo=datetime.UTC)
+    assert figure_lines(node_figures(node, [], [], now)) == [
+        f"node:       {setup.new_id} (NEW, UNKNOWN, no address)",
+        "heartbeat:  -",
+        "root:       -",
+        "runnables:  0",
+        "restarts:   0 (failures 0)",
+        "values:     0 of 0 set, 0 changes",
+    ]
+
+
+def test_metrics_reads_the_tree_and_the_values_of_the_node(setup: Setup, ctl: Any) -> None:
+    runnables, values, _ = key_figures_of_a_node()
+    setup.cluster.runnables, setup.cluster.values = runnables, values
+    result = ctl("metrics", setup.leader_id[:9])
+    assert result.code == 0, result.err
+    lines = result.out.splitlines()
+    assert lines[0].startswith(f"node:       {setup.leader_id} (UP, HEALTHY")
+    assert lines[3] == "runnables:  6: 3 HEALTHY, 1 NEW, 2 DEAD"
+    assert setup.cluster.received("GetSupervisionTree") == [
+        nodemanagement_pb2.GetSupervisionTreeRequest(dn="root")
+    ]
+    assert setup.cluster.received("GetValues") == [nodemanagement_pb2.GetValuesRequest()]
+    figures = json.loads(ctl("metrics", setup.leader_id, "--json").out)
+    assert (figures["node"], figures["restarts"], figures["values_set"]) == (setup.leader_id, 4, 2)
+
+
 def test_values_table(setup: Setup, ctl: Any) -> None:
     setup.cluster.values = [
         nodemanagement_pb2.Value(
@@ -1181,6 +1255,156 @@ def test_credentials_list_and_revoke(setup: Setup, ctl: Any) -> None:
 
 def test_the_scope_choices_are_the_scopes() -> None:
     assert tuple(scope.value for scope in Scope) == SCOPES
+
+
+# -- prometheus-config -------------------------------------------------------------------------
+
+
+def promtool_check(config: Path) -> None:
+    """``promtool check config`` accepts ``config`` (Debian's prometheus package)."""
+    promtool = shutil.which("promtool")
+    require_real("promtool", promtool, "apt-get install prometheus")
+    assert promtool is not None
+    checked = subprocess.run(
+        [promtool, "check", "config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def directory_of(*members: str) -> common_pb2.ClusterDirectory:
+    directory = common_pb2.ClusterDirectory()
+    for index, address in enumerate(members):
+        directory.nodes.add(id=f"node-{index}", addresses=[address])
+    return directory
+
+
+def test_prometheus_config_writes_credentials_and_a_config_promtool_accepts(
+    setup: Setup, ctl: Any, cli: Any, tmp_path: Path
+) -> None:
+    setup.cluster.directory = directory_of(setup.cluster.address, "fd00::2")
+    out = tmp_path / "prometheus"
+    result = ctl("prometheus-config", "--out", str(out))
+    assert result.code == 0, result.err
+
+    [request] = setup.cluster.received("IssueCredentials")
+    assert request.scope == "metrics"
+    assert re.fullmatch(r"prometheus-\d{8}-[0-9a-f]{6}", request.name)
+    credentials = UserCredentials.load(out)  # key, certificate and CA belong together
+    assert credentials.identity == request.name
+    assert certificate_scope(credentials.certificate) == "metrics"
+    assert credentials.ca_certificate == setup.cluster.issuer.certificate  # type: ignore[union-attr]
+    assert ClusterAccess.load(out).endpoints == (f"{setup.cluster.address}:{CURATOR_PORT}",)
+    assert (out / "key.pem").stat().st_mode & 0o777 == 0o600
+
+    config = out / "prometheus.yml"
+    promtool_check(config)
+    text = config.read_text()
+    for exporter in ("core", "node", "etcd"):
+        assert f'- job_name: "roleserve-{exporter}"' in text
+        assert f'metrics_path: "/metrics/{exporter}"' in text
+    assert text.count(f'url: "https://{setup.cluster.address}:7840/discovery"') == 3
+    assert text.count('url: "https://[fd00::2]:7840/discovery"') == 3
+    assert text.count('server_name: "any-node.roleserve.invalid"') == 3 * 3
+    assert text.count(f'cert_file: "{out.resolve()}/cert.pem"') == 3 * 3
+    assert text.count('source_labels: ["roleserve_role_consensus_member"]') == 1
+
+    serial = f"{credentials.certificate.serial_number:x}"
+    assert result.out.splitlines() == [
+        f"issued metrics credentials {request.name!r} (serial {serial}, expires "
+        f"{credentials.certificate.not_valid_after_utc:%Y-%m-%d}) and wrote {config}: jobs "
+        "roleserve-core, roleserve-node, roleserve-etcd, targets from /discovery on 2 "
+        "consensus members",
+        f"check it with: promtool check config {config}",
+    ]
+
+    # the directory is an access directory too: whoami names the metrics credentials
+    whoami = cli("ctl", "--credentials", str(out), "whoami", "--json")
+    assert whoami.code == 0, whoami.err
+    assert json.loads(whoami.out)["scope"] == "metrics"
+
+
+def test_prometheus_config_name_install_dir_and_force(
+    setup: Setup, ctl: Any, tmp_path: Path
+) -> None:
+    setup.cluster.directory = directory_of(setup.cluster.address)
+    out = tmp_path / "prometheus"
+    first = ctl("prometheus-config", "--out", str(out), "--name", "scraper-1")
+    assert first.code == 0, first.err
+
+    again = ctl("prometheus-config", "--out", str(out), "--name", "scraper-2")
+    assert again.code == 2
+    assert again.err == (
+        f"roleserve ctl: error: {out} exists and is not an empty directory; "
+        "give a new one to --out\n"
+    )
+
+    elsewhere = "/etc/prometheus/roleserve"
+    forced = ctl(
+        "prometheus-config", "--out", str(out), "--name", "scraper-2", "--force",
+        "--install-dir", elsewhere,
+    )  # fmt: skip
+    assert forced.code == 0, forced.err
+    assert [r.name for r in setup.cluster.received("IssueCredentials")] == [
+        "scraper-1",
+        "scraper-2",
+    ]
+    assert UserCredentials.load(out).identity == "scraper-2"
+    assert forced.out.splitlines()[-1] == (
+        "the credentials 'scraper-1' it replaced stay valid until revoked: "
+        "roleserve ctl credentials revoke scraper-1"
+    )
+    text = (out / "prometheus.yml").read_text()
+    assert f'key_file: "{elsewhere}/key.pem"' in text
+    assert str(out) not in text
+
+
+def test_prometheus_config_force_never_writes_over_an_access_directory(
+    setup: Setup, ctl: Any
+) -> None:
+    setup.cluster.directory = directory_of(setup.cluster.address)
+    before = (setup.access_dir / "key.pem").read_bytes()
+    result = ctl("prometheus-config", "--out", str(setup.access_dir), "--force")
+    assert result.code == 2
+    assert result.err == (
+        f"roleserve ctl: error: {setup.access_dir} holds no prometheus.yml of an earlier run; "
+        "--force replaces only those: give a new or empty directory to --out\n"
+    )
+    assert setup.cluster.received("IssueCredentials") == []
+    assert (setup.access_dir / "key.pem").read_bytes() == before
+
+
+def test_prometheus_config_without_members_or_refused_says_why(
+    setup: Setup, ctl: Any, tmp_path: Path
+) -> None:
+    out = tmp_path / "prometheus"
+    result = ctl("prometheus-config", "--out", str(out))
+    assert (result.code, result.err) == (
+        1,
+        "roleserve ctl: error: the cluster names no consensus member with an address to "
+        "discover from\n",
+    )
+    setup.cluster.directory = directory_of(setup.cluster.address)
+    setup.cluster.refusals["IssueCredentials"] = (
+        grpc.StatusCode.PERMISSION_DENIED,
+        "metrics credentials cannot IssueCredentials (needs MANAGE_CREDENTIALS)",
+    )
+    result = ctl("prometheus-config", "--out", str(out), "--name", "p")
+    assert result.code == 1
+    assert result.err == (
+        "roleserve ctl: error: issuing credentials 'p': metrics credentials cannot "
+        "IssueCredentials (needs MANAGE_CREDENTIALS) (PERMISSION_DENIED)\n"
+    )
+    assert not out.exists()
+
+
+def test_the_default_name() -> None:
+    name = default_name(datetime.date(2026, 12, 3))
+    assert re.fullmatch(r"prometheus-20261203-[0-9a-f]{6}", name)
+    assert default_name() != default_name()
 
 
 # -- credentials and connection ----------------------------------------------------------------

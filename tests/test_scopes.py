@@ -8,6 +8,7 @@ a real grpc.aio server on loopback whose handlers answer at once: the intercepto
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +19,7 @@ from cryptography import x509
 from google.protobuf.descriptor import MethodDescriptor, ServiceDescriptor
 
 from roleserve_core.identity import (
+    LEGACY_SCOPE_OID,
     SCOPE_OID,
     Scope,
     UserCredentials,
@@ -201,6 +203,28 @@ def test_the_scope_travels_in_a_non_critical_extension() -> None:
     assert isinstance(extension.value, x509.UnrecognizedExtension)
     assert extension.value.value == b"\x0c\x07metrics"  # DER UTF8String "metrics"
     assert certificate_scope(certificate) == "metrics"
+
+
+def test_every_arc_of_the_oid_fits_what_go_parses() -> None:
+    """Go's x509 parser refuses a certificate with an extension OID arc of 2^31 or more
+    ("malformed extension OID field"): Prometheus could not use a metrics certificate."""
+    arcs = [int(arc) for arc in SCOPE_OID.dotted_string.split(".")]
+    assert max(arcs) < 2**31
+    assert uuid.UUID(int=int(LEGACY_SCOPE_OID.dotted_string.split(".")[-1])) == uuid.UUID(
+        "".join(f"{arc:04x}" for arc in arcs[-7:-2]) + "".join(f"{arc:06x}" for arc in arcs[-2:])
+    )  # the same UUID as the first version's OID
+
+
+@pytest.mark.parametrize("scope", ["viewer", "metrics"])
+def test_a_certificate_with_the_first_versions_oid_keeps_its_scope(scope: str) -> None:
+    ca = ThrowawayCA()
+    key = generate_key()
+    name = scope.encode()
+    legacy = x509.UnrecognizedExtension(LEGACY_SCOPE_OID, bytes([0x0C, len(name)]) + name)
+    certificate = issue_certificate(
+        ca.key, ca.certificate, key.public_key(), "alice", extensions=[legacy]
+    )
+    assert certificate_scope(certificate) == scope  # never an owner's
 
 
 def test_a_certificate_without_the_extension_is_the_owners() -> None:

@@ -51,7 +51,13 @@ from roleserve_core.identity._keys import (
     public_key_der,
     public_key_from_der,
 )
-from roleserve_core.identity._scope import SCOPE_OID, Scope, certificate_scope, scope_extension
+from roleserve_core.identity._scope import (
+    LEGACY_SCOPE_OID,
+    SCOPE_OID,
+    Scope,
+    certificate_scope,
+    scope_extension,
+)
 from roleserve_core.identity._verify import (
     verify_ca,
     verify_ephemeral_certificate,
@@ -67,6 +73,7 @@ __all__ = [
     "CLOCK_SKEW",
     "DEFAULT_VALIDITY",
     "KEY_FILE",
+    "LEGACY_SCOPE_OID",
     "NODE_ID_PREFIX",
     "SCOPE_OID",
     "Credentials",

@@ -10,12 +10,17 @@
           ▼ rpc.SCOPE_PERMISSIONS (an unknown name: no permission at all)
     the permissions the authorization interceptor checks
 
-The extension sits under ``2.25`` (ITU-T X.667: an OID made of a UUID, which needs no
-registration) and is **non-critical**: TLS stacks refuse a certificate with a critical
+The extension's OID is made of a UUID without registration, the way Microsoft's arc
+``1.2.840.113556.1.8000.2554`` allows anyone to (the UUID's 128 bits in seven arcs of 16 and
+24 bits), and it is **non-critical**: TLS stacks refuse a certificate with a critical
 extension they do not understand, and the TLS layer only checks the chain; what the scope
-allows is the interceptor's business. A certificate without the extension is an owner
-certificate: every user certificate issued before scopes existed (the owner's, written at
-bootstrap) keeps doing what it did.
+allows is the interceptor's business. Not ``2.25.<the UUID as one integer>`` (ITU-T X.667),
+which the first version used: Go's x509 parser refuses any OID arc of 2^31 or more
+("x509: malformed extension OID field"), so Prometheus, etcdctl or kubectl could not load a
+scoped certificate at all (a metrics certificate is made for Prometheus). A certificate
+with that first OID (``LEGACY_SCOPE_OID``) is still read as its scope, never as an owner's.
+A certificate without either extension is an owner certificate: every user certificate
+issued before scopes existed (the owner's, written at bootstrap) keeps doing what it did.
 
 The scope is only read from certificates the interceptor already verified against the
 cluster CA, so it is as trustworthy as the CA's signature over it.
@@ -27,10 +32,16 @@ import enum
 
 from cryptography import x509
 
-__all__ = ["SCOPE_OID", "Scope", "certificate_scope", "scope_extension"]
+__all__ = ["LEGACY_SCOPE_OID", "SCOPE_OID", "Scope", "certificate_scope", "scope_extension"]
 
-SCOPE_OID = x509.ObjectIdentifier("2.25.339849260656971510891440090394777831165")
-"""The OID of the scope extension (``2.25.<UUID as an integer>``, see the module doc)."""
+SCOPE_OID = x509.ObjectIdentifier(
+    "1.2.840.113556.1.8000.2554.65452.38454.26791.17227.45007.11338280.9914109"
+)
+"""The OID of the scope extension: UUID ffac9636-68a7-434b-afcf-ad02289746fd under
+Microsoft's arc for unregistered OIDs, every arc below 2^24 (see the module doc)."""
+LEGACY_SCOPE_OID = x509.ObjectIdentifier("2.25.339849260656971510891440090394777831165")
+"""The same UUID as ``2.25.<one integer>``: what the first version issued, which Go cannot
+parse; read, never issued."""
 
 _UTF8_STRING = 0x0C
 """The DER tag of a UTF8String."""
@@ -62,9 +73,14 @@ def certificate_scope(certificate: x509.Certificate) -> str:
     An extension that is not a short DER UTF8String gives ``""``, which no scope is named,
     so such a certificate holds no permission (fail safe), rather than being an owner's.
     """
-    try:
-        extension = certificate.extensions.get_extension_for_oid(SCOPE_OID).value
-    except x509.ExtensionNotFound:
+    extension = None
+    for oid in (SCOPE_OID, LEGACY_SCOPE_OID):
+        try:
+            extension = certificate.extensions.get_extension_for_oid(oid).value
+        except x509.ExtensionNotFound:
+            continue
+        break
+    if extension is None:
         return Scope.OWNER.value
     data = extension.value if isinstance(extension, x509.UnrecognizedExtension) else b""
     if len(data) < 2 or data[0] != _UTF8_STRING or data[1] != len(data) - 2:

@@ -7,16 +7,16 @@ ones the owner issued: ``credentials issue``).
         │
         ├─ access directory ─▶ find_leader ─▶ Management (leading curator, port 7835)
         │     nodes  approve  decommission  roles set|unset  ticket  leader  consensus
-        │     whoami  credentials issue|list|revoke
+        │     whoami  credentials issue|list|revoke  prometheus-config
         │
         └─ GetNodes: NODE (ID or unique prefix) ─▶ its address ─▶ NodeManagement (7839)
-              tree  restart  values  logs
+              tree  restart  values  logs  metrics
 
 Modules, one concern each: ``_command`` (options, the handler every sub-command shares),
 ``_session`` (channels and calls), ``_errors`` (exit codes, one-line failures), ``_resolve``
 (node prefixes), ``_format`` (cells and JSON), then one module per group of sub-commands:
 ``_nodes``, ``_roles``, ``_ticket``, ``_consensus``, ``_tree``, ``_values``, ``_logs``,
-``_credentials``.
+``_metrics``, ``_credentials``, ``_prometheus``.
 
 Every sub-command prints a table (or plain lines) for people and, where it lists things,
 ``--json`` for scripts. Every failure is one line on stderr, ``roleserve ctl: error: ...``,
@@ -33,7 +33,9 @@ from roleserve_core.cli.ctl import (
     _consensus,
     _credentials,
     _logs,
+    _metrics,
     _nodes,
+    _prometheus,
     _roles,
     _ticket,
     _tree,
@@ -43,7 +45,18 @@ from roleserve_core.cli.ctl._command import add_connection_options
 
 __all__ = ["add_parser"]
 
-SUBCOMMAND_MODULES = (_nodes, _roles, _ticket, _consensus, _tree, _values, _logs, _credentials)
+SUBCOMMAND_MODULES = (
+    _nodes,
+    _roles,
+    _ticket,
+    _consensus,
+    _tree,
+    _values,
+    _logs,
+    _metrics,
+    _credentials,
+    _prometheus,
+)
 """In the order ``roleserve ctl --help`` lists their sub-commands."""
 
 

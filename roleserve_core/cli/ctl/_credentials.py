@@ -32,9 +32,20 @@ if TYPE_CHECKING:
     from cryptography import x509
 
     from roleserve_core.cli.ctl._session import Session
+    from roleserve_core.identity import UserCredentials
     from roleserve_core.proto import management_pb2
 
-__all__ = ["SCOPES", "add_parsers", "issue", "list_issued", "revoke", "whoami"]
+__all__ = [
+    "SCOPES",
+    "add_parsers",
+    "check_out",
+    "issue",
+    "issue_credentials",
+    "list_issued",
+    "revoke",
+    "save_access",
+    "whoami",
+]
 
 SCOPES = ("owner", "operator", "viewer", "metrics")
 """The names of ``identity.Scope``, spelt out so that ``--help`` loads no cryptography (a
@@ -99,7 +110,8 @@ def add_parsers(commands: Any) -> None:
     parser.add_argument("name", metavar="NAME", help="as `credentials list` shows it")
 
 
-def _check_out(directory: Path) -> None:
+def check_out(directory: Path) -> None:
+    """:raises CtlError: unless ``directory`` is new or an empty directory."""
     if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
         raise CtlError(
             f"{directory} exists and is not an empty directory; give a new one to --out",
@@ -109,7 +121,23 @@ def _check_out(directory: Path) -> None:
 
 async def issue(session: Session, args: argparse.Namespace) -> None:
     """``ctl credentials issue NAME --scope S --out DIR``."""
-    from roleserve_core.access import ClusterAccess
+    check_out(args.out)
+    credentials = await issue_credentials(session, args.name, args.scope)
+    save_access(session, credentials, args.out)
+    certificate = credentials.certificate
+    print(
+        f"issued {args.scope} credentials {args.name!r} (serial {certificate.serial_number:x}, "
+        f"expires {_day(certificate.not_valid_after_utc)}) into {args.out}; "
+        f"use them with: {roleserve_command()} ctl --credentials {args.out} whoami"
+    )
+
+
+async def issue_credentials(session: Session, name: str, scope: str) -> UserCredentials:
+    """New credentials of ``scope`` for ``name``: a key generated here (it never leaves),
+    and the certificate the leader signs for its CSR.
+
+    :raises CtlError: if the leader refuses (not an owner, a name issued before, ...).
+    """
     from roleserve_core.identity import (
         UserCredentials,
         certificate_from_pem,
@@ -118,23 +146,24 @@ async def issue(session: Session, args: argparse.Namespace) -> None:
     )
     from roleserve_core.proto import management_pb2
 
-    _check_out(args.out)
     key = generate_key()
     request = management_pb2.IssueCredentialsRequest(
-        name=args.name, scope=args.scope, csr=signing_request(key, args.name)
+        name=name, scope=scope, csr=signing_request(key, name)
     )
     answer = await session.call(
-        f"issuing credentials {args.name!r}", session.management.IssueCredentials, request
+        f"issuing credentials {name!r}", session.management.IssueCredentials, request
     )
     certificate = certificate_from_pem(answer.certificate, "the certificate the leader sent")
     ca = certificate_from_pem(answer.ca_certificate, "the cluster CA the leader sent")
-    credentials = UserCredentials(key, certificate, ca)
-    ClusterAccess.of(credentials, session.access.endpoints).save(args.out)
-    print(
-        f"issued {args.scope} credentials {args.name!r} (serial {certificate.serial_number:x}, "
-        f"expires {_day(certificate.not_valid_after_utc)}) into {args.out}; "
-        f"use them with: {roleserve_command()} ctl --credentials {args.out} whoami"
-    )
+    return UserCredentials(key, certificate, ca)
+
+
+def save_access(session: Session, credentials: UserCredentials, directory: Path) -> None:
+    """``credentials`` as an access directory (ca.pem, cert.pem, key.pem, endpoints: the
+    session's), so that ``ctl --credentials DIRECTORY`` works with it at once."""
+    from roleserve_core.access import ClusterAccess
+
+    ClusterAccess.of(credentials, session.access.endpoints).save(directory)
 
 
 async def list_issued(session: Session, args: argparse.Namespace) -> None:
