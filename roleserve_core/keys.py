@@ -54,6 +54,7 @@ __all__ = [
     "POD_NETWORK",
     "REVOKED_CREDENTIALS",
     "ROLES",
+    "SHARED_KEYS",
     "BootstrapRequest",
     "Bootstrapped",
     "CuratorConnection",
@@ -254,6 +255,27 @@ REVOKED_CREDENTIALS: ValueKey[RevokedCredentials] = ValueKey(
     "Serials of the cluster's revoked user certificates, from the leader's "
     "WatchRevokedCredentials; the node management server refuses them.",
 )
+
+SHARED_KEYS: frozenset[ValueKey[Any]] = frozenset(
+    {
+        NODE_ID,
+        NODE_CREDENTIALS,
+        BOOTSTRAP,
+        BOOTSTRAPPED,
+        ROLES,
+        CURATOR_CONNECTION,
+        NETWORK,
+        HANDLED_CUSTOM_ROLES,
+        LOCAL_CONTROL_PLANE,
+        KUBERNETES_STATUS,
+        POD_NETWORK,
+        CLUSTER_NODES,
+        REVOKED_CREDENTIALS,
+    }
+)
+"""Every key this module declares. Their names are chosen here, for all plugins at once,
+so they need not begin with their owner's name (the rule for a plugin's own keys,
+``values.unprefixed_key_warning``)."""
 
 
 @hookimpl

@@ -25,6 +25,7 @@ arguments and its result at INFO on the ``roleserve.hooks`` logger.
 
 from __future__ import annotations
 
+import difflib
 import enum
 import importlib
 import importlib.metadata
@@ -32,8 +33,10 @@ import inspect
 import logging
 import os
 import traceback
+import types
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pluggy
@@ -69,6 +72,8 @@ ENTRY_POINT_GROUP = "roleserve.plugins"
 """Entry-point group of installed plugins: name = plugin name, value = hook module."""
 
 API_ATTRIBUTE = "ROLESERVE_PLUGIN_API"
+MARKER_ATTRIBUTE = f"{hookspecs.PROJECT}_impl"
+"""Where pluggy's ``@hookimpl`` leaves its options on a function."""
 
 log = logging.getLogger("roleserve.plugins")
 trace_log = logging.getLogger("roleserve.hooks")
@@ -80,14 +85,43 @@ class BuiltinPlugin:
 
     name: str
     module: str
-    essential: bool = False
-    """Essential plugins refuse to be disabled: the node cannot work without them."""
+    """Where the plugin is, as an entry point's value: ``module`` or ``module:attribute``."""
+    essential: str | None = None
+    """Why the node cannot run without it; None if ``ROLESERVE_DISABLE_PLUGINS`` may name
+    it. An essential plugin refuses to be disabled, with this reason."""
+    context: str | None = None
+    """The plugin whose ``NodeContext`` its hooks get, if not its own: the core's worker
+    plugins act for ``core``, which owns the values they write."""
+
+    def load(self) -> object:
+        """Import the module, and take the attribute if one is named."""
+        module, _, attribute = self.module.partition(":")
+        loaded: object = importlib.import_module(module)
+        return getattr(loaded, attribute) if attribute else loaded
+
+
+def _core_worker(name: str, essential: str | None = None) -> BuiltinPlugin:
+    return BuiltinPlugin(name, f"roleserve_core.builtin:{name.upper()}", essential, "core")
 
 
 BUILTIN_PLUGINS: tuple[BuiltinPlugin, ...] = (
-    BuiltinPlugin("core", "roleserve_core.builtin", essential=True),
+    BuiltinPlugin("core", "roleserve_core.builtin", essential="it owns the node's values"),
+    _core_worker("rolefetch", essential="without it the node never learns its roles"),
+    _core_worker(
+        "statuspush", essential="without it the cluster does not learn the node's address"
+    ),
+    _core_worker("heartbeat", essential="without it the cluster takes the node for dead"),
+    _core_worker("nodemgmt"),
+    _core_worker("nodewatch", essential="the connection to the curator finds curators through it"),
+    _core_worker(
+        "renewal", essential="without it the node certificate expires and the node is cut off"
+    ),
+    _core_worker("revocations"),
 )
-"""The core's own plugins, registered first, in this order."""
+"""The core's own plugins, registered first, in this order; their workers start in it.
+
+Only ``nodemgmt`` (the NodeManagement API) and ``revocations`` (which only ``nodemgmt``
+reads: without it, ``nodemgmt`` fails rather than serve revoked users) may be disabled."""
 
 
 class PluginState(enum.StrEnum):
@@ -109,7 +143,10 @@ class PluginInfo:
     builtin: bool
     state: PluginState
     error: str | None = None
-    """Why it failed, one line; None unless failed."""
+    """Why it failed and what to do, one line; None unless failed."""
+    file: str | None = None
+    """The file of its hook module (or class), named in its errors; None if unknown (it
+    failed to import)."""
     traceback: str | None = None
     """The full traceback of the failure, if an exception caused it."""
     reason: str | None = None
@@ -128,6 +165,11 @@ class PluginInfo:
     hook_failures: dict[str, int] = field(default_factory=dict)
     """Hook name → how many calls of it raised or timed out."""
 
+    @property
+    def where(self) -> str:
+        """``plugin 'NAME' (FILE)``: how each of its errors and warnings begins."""
+        return f"plugin {self.name!r}" + (f" ({self.file})" if self.file else "")
+
     def as_json(self) -> dict[str, Any]:
         """The JSON form printed by ``roleserve plugins --json``."""
         return {
@@ -143,6 +185,7 @@ class PluginInfo:
             "settings": [_setting_json(setting) for setting in self.settings],
             "builtin": self.builtin,
             "module": self.module,
+            "file": self.file,
             "description": self.description,
             "reason": self.reason,
             "warnings": list(self.warnings),
@@ -246,6 +289,7 @@ class PluginSet:
         self.manager.add_hookspecs(hookspecs)
         self._infos: dict[str, PluginInfo] = {}
         self._plugins: dict[str, object] = {}
+        self._contexts: dict[str, str] = {}
         self.warnings: list[str] = []
         """Problems not tied to one plugin (e.g. an allow list naming a missing plugin)."""
 
@@ -282,12 +326,14 @@ class PluginSet:
     def _load_builtin(self, builtin: BuiltinPlugin) -> None:
         if builtin.essential and builtin.name in self.selection.block:
             raise EssentialPluginError(
-                f"plugin {builtin.name!r} is essential and cannot be disabled; "
-                "remove it from ROLESERVE_DISABLE_PLUGINS"
+                f"plugin {builtin.name!r} is essential and cannot be disabled: "
+                f"{builtin.essential}; remove it from {DISABLE_PLUGINS_ENV}"
             )
         info = self._new_info(builtin.name, CORE_DISTRIBUTION, core_version(), builtin.module, True)
+        if builtin.context is not None:
+            self._contexts[builtin.name] = builtin.context
         if info is not None:
-            self._import_and_register(info, lambda: importlib.import_module(builtin.module))
+            self._import_and_register(info, builtin.load)
 
     def _load_entry_point(self, entry_point: importlib.metadata.EntryPoint) -> None:
         dist = entry_point.dist
@@ -325,21 +371,7 @@ class PluginSet:
         except Exception as exc:
             self._failed(info, f"import failed: {type(exc).__name__}: {exc}", exc)
             return
-        declared = getattr(plugin, API_ATTRIBUTE, None)
-        if declared != PLUGIN_API_VERSION:
-            error = PluginAPIVersionError(
-                f"plugin {info.name!r} ({info.distribution or info.module}) "
-                + (
-                    f"does not declare {API_ATTRIBUTE}"
-                    if declared is None
-                    else f"was written for plugin API {declared!r}"
-                )
-                + f"; this roleserve-core provides plugin API {PLUGIN_API_VERSION}. "
-                "Install a version of the plugin made for it."
-            )
-            self._failed(info, str(error), None, error)
-            return
-        self._register(info, plugin)
+        self._register(info, plugin, check_api=True)
 
     def register(
         self,
@@ -349,10 +381,12 @@ class PluginSet:
         distribution: str | None = None,
         version: str | None = None,
     ) -> PluginInfo:
-        """Register a plugin object directly (tests, embedding); no API-version check.
+        """Register a plugin object directly (tests, embedding).
 
-        The selection still applies. Returns the plugin's info, whose ``state`` says
-        whether it loaded.
+        The selection still applies. A module must declare ``ROLESERVE_PLUGIN_API`` as an
+        installed plugin's must, since it is what an entry point would load; an object
+        built in a test need not. Returns the plugin's info, whose ``state`` says whether it
+        loaded.
         """
         if name in self._infos:
             raise PluginError(f"a plugin named {name!r} is already registered")
@@ -360,13 +394,24 @@ class PluginSet:
         info = self._new_info(name, distribution, version, module, False)
         if info is None:
             return self._infos[name]
-        self._register(info, plugin)
+        self._register(info, plugin, check_api=isinstance(plugin, types.ModuleType))
         return info
 
-    def _register(self, info: PluginInfo, plugin: object) -> None:
+    def _register(self, info: PluginInfo, plugin: object, *, check_api: bool) -> None:
+        """Check the declared plugin API if asked to, then register with pluggy and call
+        the plugin's load hooks; any failure is recorded on ``info``."""
+        info.file = _source_file(plugin)
         info.description = _describe(plugin)
+        problem = _api_problem(plugin, info.file) if check_api else None
+        if problem is not None:
+            self._failed(info, problem, None, PluginAPIVersionError)
+            return
         try:
             self.manager.register(plugin, name=info.name)
+        except pluggy.PluginValidationError as exc:
+            problem = _signature_problem(self.manager, plugin)
+            self._failed(info, problem or f"invalid hook implementation: {exc}", exc)
+            return
         except Exception as exc:
             self._failed(info, f"invalid hook implementation: {exc}", exc)
             return
@@ -394,7 +439,7 @@ class PluginSet:
         info: PluginInfo,
         message: str,
         exc: BaseException | None,
-        raise_as: PluginError | None = None,
+        raise_as: type[PluginError] = PluginLoadError,
     ) -> None:
         info.state = PluginState.FAILED
         # One line, as PluginInfo.error promises and the table shows it (pluggy's validation
@@ -405,9 +450,9 @@ class PluginSet:
         plugin = self._plugins.pop(info.name, None)
         if plugin is not None and self.manager.is_registered(plugin):
             self.manager.unregister(plugin)
-        log.error("plugin %r failed: %s", info.name, message)
+        log.error("%s failed: %s", info.where, message)
         if self.strict:
-            raise raise_as or PluginLoadError(f"plugin {info.name!r} failed: {message}") from exc
+            raise raise_as(f"{info.where} failed: {message}") from exc
 
     def fail(self, name: str, exc: BaseException | str, *, during: str) -> None:
         """Mark a loaded plugin failed (it raised in ``during``) and unregister it.
@@ -433,20 +478,26 @@ class PluginSet:
                 self.warnings.append(f"{variable} names {missing!r}, which is not installed")
 
     def check_unknown_hooks(self) -> None:
-        """Warn about implementations of hooks nobody specified (likely a typo)."""
-        for hook_name, caller in sorted(vars(self.manager.hook).items()):
+        """Warn about implementations of hooks nobody specified (likely a typo), naming the
+        hook meant if one is close; in strict mode, raise instead.
+
+        :raises PluginLoadError: in strict mode, on the first such implementation.
+        """
+        callers = sorted(vars(self.manager.hook).items())
+        specified = [name for name, caller in callers if caller.spec is not None]
+        for hook_name, caller in callers:
             if caller.spec is not None:
                 continue
             for impl in caller.get_hookimpls():
-                if impl.optionalhook:
-                    continue
-                message = (
-                    f"implements {hook_name!r}, which no loaded plugin defines; misspelled? "
-                    "(mark it @hookimpl(optionalhook=True) if it belongs to an optional plugin)"
-                )
                 info = self._infos.get(impl.plugin_name)
-                if info is not None and message not in info.warnings:
+                if impl.optionalhook or info is None:
+                    continue
+                message = _unknown_hook_message(hook_name, specified)
+                if self.strict:
+                    raise PluginLoadError(f"{info.where}: {message}")
+                if message not in info.warnings:
                     info.warnings.append(message)
+                    log.warning("%s: %s", info.where, message)
 
     # -- using ------------------------------------------------------------------------
 
@@ -461,6 +512,11 @@ class PluginSet:
     def loaded(self) -> list[str]:
         """Names of the plugins that are loaded now, in load order."""
         return list(self._plugins)
+
+    def context_name(self, plugin: str) -> str:
+        """The plugin whose ``NodeContext`` ``plugin``'s hooks get: its own, but for the
+        core's worker plugins (``BuiltinPlugin.context``)."""
+        return self._contexts.get(plugin, plugin)
 
     def settings(self) -> dict[str, list[Setting[Any]]]:
         """Each loaded plugin's declared settings (``[]`` if it declares none), in load
@@ -487,3 +543,86 @@ class PluginSet:
         """Count a failed call of ``hook`` against ``plugin``."""
         failures = self._infos[plugin].hook_failures
         failures[hook] = failures.get(hook, 0) + 1
+
+
+def _source_file(plugin: object) -> str | None:
+    """The file that defines ``plugin`` (a module, a class, or an instance of one), relative
+    to the working directory when under it; None if it has none (built in a REPL)."""
+    source: Any = plugin
+    if not inspect.ismodule(plugin) and not inspect.isclass(plugin):
+        # An object: where its hook implementations are (a SimpleNamespace's type is not).
+        marked = (getattr(plugin, name, None) for name in dir(plugin))
+        source = next((f for f in marked if hasattr(f, MARKER_ATTRIBUTE)), type(plugin))
+    try:
+        found = inspect.getsourcefile(source)
+    except TypeError:
+        return None
+    if found is None:
+        return None
+    path = Path(found)
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _api_problem(plugin: object, file: str | None) -> str | None:
+    """What is wrong with the plugin API ``plugin`` declares, and the fix; None if right."""
+    declared = getattr(plugin, API_ATTRIBUTE, None)
+    if declared == PLUGIN_API_VERSION:
+        return None
+    if declared is None:
+        return (
+            f"does not declare the plugin API it was written for; add the line "
+            f"`{API_ATTRIBUTE} = {PLUGIN_API_VERSION}` to {file or 'its hook module'}"
+        )
+    return (
+        f"was written for plugin API {declared!r}; this roleserve-core provides plugin API "
+        f"{PLUGIN_API_VERSION}. Install a version of the plugin made for it."
+    )
+
+
+def _unknown_hook_message(hook: str, specified: list[str]) -> str:
+    """The warning for an implementation of ``hook``, which nobody specified."""
+    # 0.85: a slip of one or two letters (on_role, roleserve_wrokers), not every hook that
+    # shares the roleserve_ prefix (roleserve_greeting is not roleserve_settings misspelled).
+    close = difflib.get_close_matches(hook, specified, n=1, cutoff=0.85)
+    guess = f"did you mean {close[0]!r}?" if close else "misspelled?"
+    return (
+        f"implements {hook!r}, which no loaded plugin defines; {guess} "
+        "(mark it @hookimpl(optionalhook=True) if it belongs to an optional plugin)"
+    )
+
+
+def _signature_problem(manager: pluggy.PluginManager, plugin: object) -> str | None:
+    """The first hook implementation of ``plugin`` that asks for an argument its hook does
+    not pass, said with the signature to use; None if there is none (pluggy refused it for
+    another reason)."""
+    for attribute in dir(plugin):
+        options = manager.parse_hookimpl_opts(plugin, attribute)
+        if options is None:
+            continue
+        hook = options.get("specname") or attribute
+        caller = getattr(manager.hook, hook, None)
+        if caller is None or caller.spec is None:
+            continue
+        asked = _required_arguments(getattr(plugin, attribute))
+        extra = [name for name in asked if name not in caller.spec.argnames]
+        if extra:
+            passed = ", ".join(caller.spec.argnames)
+            return (
+                f"{attribute}({', '.join(asked)}) asks for {', '.join(map(repr, extra))}, "
+                f"which the hook does not pass; define it as {hook}({passed}), "
+                "leaving out the arguments it does not use"
+            )
+    return None
+
+
+def _required_arguments(function: Callable[..., Any]) -> list[str]:
+    """The arguments a hook implementation must be called with (pluggy's ``argnames``)."""
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return [
+        parameter.name
+        for parameter in inspect.signature(function).parameters.values()
+        if parameter.kind in positional and parameter.default is inspect.Parameter.empty
+    ]
