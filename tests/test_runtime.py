@@ -401,33 +401,43 @@ def test_reading_a_key_nobody_owns_is_reported(
     assert logged == [(logging.WARNING, f"plugin 'reader': {message}") for message in expected]
 
 
-def test_a_worker_name_with_a_dash_fails_the_harness_with_the_name_to_use(
-    plugin_manager: PluginHarness, tmp_path: Path
-) -> None:
-    plugin_manager.register(plugin(roleserve_workers=lambda node: [Worker("a-b", forever)]), "p")
-    with pytest.raises(PluginLoadError) as caught:
-        plugin_manager.runtime(tmp_path)
-    assert str(caught.value) == (
-        "plugin 'p' (tests/test_runtime.py) failed: roleserve_workers raised "
-        "InvalidRunnableNameError: invalid worker name 'a-b'; names must match "
-        "^[a-z0-9_]{1,64}$ (the last part of its DN): call it 'a_b'"
-    )
+SHARED: ValueKey[str] = ValueKey("first_shared", str, "Owned by 'first'.")
 
 
-def test_a_key_owned_twice_blames_the_plugin_that_loads_second(
-    plugin_manager: PluginHarness, tmp_path: Path
+@pytest.mark.parametrize(
+    ("hooks", "line"),
+    [
+        pytest.param(
+            {"p": {"roleserve_workers": lambda node: [Worker("a-b", forever)]}},
+            "plugin 'p' (tests/test_runtime.py) failed: roleserve_workers raised "
+            "InvalidRunnableNameError: invalid worker name 'a-b'; names must match "
+            "^[a-z0-9_]{1,64}$ (the last part of its DN): call it 'a_b'",
+            id="worker-name-with-a-dash",
+        ),
+        pytest.param(
+            {
+                "first": {"roleserve_values": lambda: [SHARED]},
+                "second": {"roleserve_values": lambda: [SHARED]},
+            },
+            "plugin 'second' (tests/test_runtime.py) failed: roleserve_values raised "
+            "DuplicateValueKeyError: value 'first_shared' is already owned by plugin 'first', "
+            "which loaded first; a value has exactly one owner: name this plugin's key "
+            "'second_first_shared', or read the one 'first' owns",
+            id="key-owned-twice-blames-the-second",
+        ),
+    ],
+)
+def test_a_mistake_fails_the_strict_harness_with_one_line_naming_the_fix(
+    plugin_manager: PluginHarness,
+    tmp_path: Path,
+    hooks: dict[str, dict[str, Callable[..., Any]]],
+    line: str,
 ) -> None:
-    shared: ValueKey[str] = ValueKey("first_shared", str, "Owned by 'first'.")
-    plugin_manager.register(plugin(roleserve_values=lambda: [shared]), "first")
-    plugin_manager.register(plugin(roleserve_values=lambda: [shared]), "second")
+    for name, implementations in hooks.items():
+        plugin_manager.register(plugin(**implementations), name)
     with pytest.raises(PluginLoadError) as caught:
         plugin_manager.runtime(tmp_path)
-    assert str(caught.value) == (
-        "plugin 'second' (tests/test_runtime.py) failed: roleserve_values raised "
-        "DuplicateValueKeyError: value 'first_shared' is already owned by plugin 'first', "
-        "which loaded first; a value has exactly one owner: name this plugin's key "
-        "'second_first_shared', or read the one 'first' owns"
-    )
+    assert str(caught.value) == line
 
 
 def test_a_key_not_named_for_its_plugin_gives_a_warning(
