@@ -520,8 +520,13 @@ class PluginSet:
 
     def settings(self) -> dict[str, list[Setting[Any]]]:
         """Each loaded plugin's declared settings (``[]`` if it declares none), in load
-        order."""
-        return {name: list(self._infos[name].settings) for name in self._plugins}
+        order; without the core's worker plugins, which act for ``core`` and so read its
+        section (a ``[plugins.rolefetch]`` would be read by nobody)."""
+        return {
+            name: list(self._infos[name].settings)
+            for name in self._plugins
+            if self.context_name(name) == name
+        }
 
     def implementations(self, hook: str, *, only: str | None = None) -> list[HookCall]:
         """The implementations of ``hook`` by loaded plugins, in load order.

@@ -429,7 +429,7 @@ def test_node_config_json(
     assert json.loads(out) == {
         "node": {"address": None, "log_level": "info", "strict_plugins": False},
         "plugins": {
-            **{name: {} for name in BUILTINS},
+            "core": {},
             "configurable": {
                 "greeting": "hello",
                 "times": 1,
