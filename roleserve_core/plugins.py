@@ -11,6 +11,10 @@
                                         ▼ (strict mode: raised)
                                     PluginSet ──▶ implementations(hook): one call per plugin
 
+Every problem is one line that names the plugin and its file, and says what to do: the
+``ROLESERVE_PLUGIN_API`` line to add, the hook a misspelled one probably meant, the
+signature a hook implementation should have.
+
 The core's features are plugins too (``BUILTIN_PLUGINS``, the way pytest lists its own
 modules), registered exactly like installed ones; only the essential ones refuse to be
 disabled. Each entry point is loaded on its own instead of with pluggy's bulk loader, so a
@@ -307,7 +311,8 @@ class PluginSet:
         :param selection: defaults to ``PluginSelection.from_env()``.
         :param entry_points: defaults to the installed ``roleserve.plugins`` entry points.
         :raises EssentialPluginError: if the block list names an essential plugin.
-        :raises PluginLoadError: in strict mode, on the first plugin that fails.
+        :raises PluginLoadError: in strict mode, on the first plugin that fails or
+            implements a hook that no plugin defines.
         """
         plugins = cls(strict=strict, selection=selection or PluginSelection.from_env())
         for builtin in builtins:
