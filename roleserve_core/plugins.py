@@ -29,7 +29,6 @@ arguments and its result at INFO on the ``roleserve.hooks`` logger.
 
 from __future__ import annotations
 
-import difflib
 import enum
 import importlib
 import importlib.metadata
@@ -40,7 +39,6 @@ import traceback
 import types
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pluggy
@@ -52,6 +50,13 @@ from roleserve_core.errors import (
     PluginAPIVersionError,
     PluginError,
     PluginLoadError,
+)
+from roleserve_core.plugincheck import (
+    PLUGIN_API_VERSION,
+    api_problem,
+    signature_problem,
+    source_file,
+    unknown_hook_message,
 )
 from roleserve_core.settings import Setting, check_declaration
 from roleserve_core.version import CORE_DISTRIBUTION, core_version
@@ -68,16 +73,10 @@ __all__ = [
     "PluginState",
 ]
 
-PLUGIN_API_VERSION = 1
-"""The plugin API this roleserve-core provides; a plugin module declares the one it was
-written for as ``ROLESERVE_PLUGIN_API = 1``. Bumped only on incompatible hook changes."""
 
 ENTRY_POINT_GROUP = "roleserve.plugins"
 """Entry-point group of installed plugins: name = plugin name, value = hook module."""
 
-API_ATTRIBUTE = "ROLESERVE_PLUGIN_API"
-MARKER_ATTRIBUTE = f"{hookspecs.PROJECT}_impl"
-"""Where pluggy's ``@hookimpl`` leaves its options on a function."""
 
 log = logging.getLogger("roleserve.plugins")
 trace_log = logging.getLogger("roleserve.hooks")
@@ -405,16 +404,16 @@ class PluginSet:
     def _register(self, info: PluginInfo, plugin: object, *, check_api: bool) -> None:
         """Check the declared plugin API if asked to, then register with pluggy and call
         the plugin's load hooks; any failure is recorded on ``info``."""
-        info.file = _source_file(plugin)
+        info.file = source_file(plugin)
         info.description = _describe(plugin)
-        problem = _api_problem(plugin, info.file) if check_api else None
+        problem = api_problem(plugin, info.file) if check_api else None
         if problem is not None:
             self._failed(info, problem, None, PluginAPIVersionError)
             return
         try:
             self.manager.register(plugin, name=info.name)
         except pluggy.PluginValidationError as exc:
-            problem = _signature_problem(self.manager, plugin)
+            problem = signature_problem(self.manager, plugin)
             self._failed(info, problem or f"invalid hook implementation: {exc}", exc)
             return
         except Exception as exc:
@@ -497,7 +496,7 @@ class PluginSet:
                 info = self._infos.get(impl.plugin_name)
                 if impl.optionalhook or info is None:
                     continue
-                message = _unknown_hook_message(hook_name, specified)
+                message = unknown_hook_message(hook_name, specified)
                 if self.strict:
                     raise PluginLoadError(f"{info.where}: {message}")
                 if message not in info.warnings:
@@ -553,86 +552,3 @@ class PluginSet:
         """Count a failed call of ``hook`` against ``plugin``."""
         failures = self._infos[plugin].hook_failures
         failures[hook] = failures.get(hook, 0) + 1
-
-
-def _source_file(plugin: object) -> str | None:
-    """The file that defines ``plugin`` (a module, a class, or an instance of one), relative
-    to the working directory when under it; None if it has none (built in a REPL)."""
-    source: Any = plugin
-    if not inspect.ismodule(plugin) and not inspect.isclass(plugin):
-        # An object: where its hook implementations are (a SimpleNamespace's type is not).
-        marked = (getattr(plugin, name, None) for name in dir(plugin))
-        source = next((f for f in marked if hasattr(f, MARKER_ATTRIBUTE)), type(plugin))
-    try:
-        found = inspect.getsourcefile(source)
-    except TypeError:
-        return None
-    if found is None:
-        return None
-    path = Path(found)
-    try:
-        return str(path.relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
-
-
-def _api_problem(plugin: object, file: str | None) -> str | None:
-    """What is wrong with the plugin API ``plugin`` declares, and the fix; None if right."""
-    declared = getattr(plugin, API_ATTRIBUTE, None)
-    if declared == PLUGIN_API_VERSION:
-        return None
-    if declared is None:
-        return (
-            f"does not declare the plugin API it was written for; add the line "
-            f"`{API_ATTRIBUTE} = {PLUGIN_API_VERSION}` to {file or 'its hook module'}"
-        )
-    return (
-        f"was written for plugin API {declared!r}; this roleserve-core provides plugin API "
-        f"{PLUGIN_API_VERSION}. Install a version of the plugin made for it."
-    )
-
-
-def _unknown_hook_message(hook: str, specified: list[str]) -> str:
-    """The warning for an implementation of ``hook``, which nobody specified."""
-    # 0.85: a slip of one or two letters (on_role, roleserve_wrokers), not every hook that
-    # shares the roleserve_ prefix (roleserve_greeting is not roleserve_settings misspelled).
-    close = difflib.get_close_matches(hook, specified, n=1, cutoff=0.85)
-    guess = f"did you mean {close[0]!r}?" if close else "misspelled?"
-    return (
-        f"implements {hook!r}, which no loaded plugin defines; {guess} "
-        "(mark it @hookimpl(optionalhook=True) if it belongs to an optional plugin)"
-    )
-
-
-def _signature_problem(manager: pluggy.PluginManager, plugin: object) -> str | None:
-    """The first hook implementation of ``plugin`` that asks for an argument its hook does
-    not pass, said with the signature to use; None if there is none (pluggy refused it for
-    another reason)."""
-    for attribute in dir(plugin):
-        options = manager.parse_hookimpl_opts(plugin, attribute)
-        if options is None:
-            continue
-        hook = options.get("specname") or attribute
-        caller = getattr(manager.hook, hook, None)
-        if caller is None or caller.spec is None:
-            continue
-        asked = _required_arguments(getattr(plugin, attribute))
-        extra = [name for name in asked if name not in caller.spec.argnames]
-        if extra:
-            passed = ", ".join(caller.spec.argnames)
-            return (
-                f"{attribute}({', '.join(asked)}) asks for {', '.join(map(repr, extra))}, "
-                f"which the hook does not pass; define it as {hook}({passed}), "
-                "leaving out the arguments it does not use"
-            )
-    return None
-
-
-def _required_arguments(function: Callable[..., Any]) -> list[str]:
-    """The arguments a hook implementation must be called with (pluggy's ``argnames``)."""
-    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    return [
-        parameter.name
-        for parameter in inspect.signature(function).parameters.values()
-        if parameter.kind in positional and parameter.default is inspect.Parameter.empty
-    ]
