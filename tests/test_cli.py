@@ -237,6 +237,32 @@ def test_blocking_core_exits_2(
             "plugin 'typo_hook' (tests/plugins/typo_hook.py): implements 'on_role', which no "
             "loaded plugin defines; did you mean 'on_roles'?",
         ),
+        (
+            "no_api",
+            "plugin 'no_api' (tests/plugins/no_api.py) failed: does not declare the plugin "
+            "API it was written for; add the line `ROLESERVE_PLUGIN_API = 1` to "
+            "tests/plugins/no_api.py\n",
+        ),
+        (
+            "bad_signature",
+            "plugin 'bad_signature' (tests/plugins/bad_signature.py) failed: "
+            "roleserve_workers(node, cluster) asks for 'cluster', which the hook does not "
+            "pass; define it as roleserve_workers(node), leaving out the arguments it does "
+            "not use\n",
+        ),
+        (
+            "dash_worker",
+            "plugin 'dash_worker' (tests/plugins/dash_worker.py) failed: roleserve_workers "
+            "raised InvalidRunnableNameError: invalid worker name 'dash-worker'; names must "
+            "match ^[a-z0-9_]{1,64}$ (the last part of its DN): call it 'dash_worker'\n",
+        ),
+        (
+            "owned_key",
+            "plugin 'owned_key' (tests/plugins/owned_key.py) failed: roleserve_values raised "
+            "DuplicateValueKeyError: value 'roles' is already owned by plugin 'core', which "
+            "loaded first; a value has exactly one owner: name this plugin's key "
+            "'owned_key_roles', or read the one 'core' owns\n",
+        ),
     ],
 )
 def test_strict_exits_1_when_a_plugin_fails(
