@@ -19,9 +19,11 @@ core, never on the plugin that owns the key::
     kubernetes_status        KubernetesStatus    kubernetes     status push, metrics
     pod_network              PodNetwork          kubernetes     clusternet
 
-The built-in plugin ``core`` (``roleserve_core.builtin``) owns the first eight keys; this
-module's ``roleserve_values`` declares them, and test harnesses register this module alone
-when they want the core's values without its workers.
+The built-in plugin ``core`` (``roleserve_core.builtin``) owns the core's keys, which this
+module's ``roleserve_values`` declares; the core's workers are built-in plugins of their
+own, which test harnesses leave out when they want the core's values without its workers.
+``SHARED_KEYS`` is every key above: their names are chosen here for all plugins, so they
+need not begin with their owner's name.
 """
 
 from __future__ import annotations
