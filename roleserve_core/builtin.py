@@ -1,4 +1,4 @@
-"""The built-in plugin core, which owns the node's values, and one plugin per core worker.
+"""The built-in plugin core: the node's values; each of its workers is a plugin of its own.
 
 Each is registered like any installed plugin, through the same hooks, so ``roleserve
 plugins`` lists them one by one, ``ROLESERVE_DISABLE_PLUGINS`` can leave out the ones a node

@@ -200,8 +200,8 @@ def test_plugins_table(install: Install, capsys: pytest.CaptureFixture[str]) -> 
         "'on_roles'? (mark it @hookimpl(optionalhook=True) if it belongs to an optional plugin)",
     ]
     assert details.splitlines()[:2] == [
-        "core: The built-in plugin core, which owns the node's values, and one plugin per core "
-        "worker.",
+        "core: The built-in plugin core: the node's values; each of its workers is a plugin of "
+        "its own.",
         "rolefetch: Watches this node at the curator; sets and saves its roles.",
     ]
 
