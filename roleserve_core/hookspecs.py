@@ -111,10 +111,13 @@ def roleserve_values() -> list[ValueKey[Any]]:
         anyone may read them. Return ``[]`` if it owns none.
 
     Synchronous only. If it raises, or declares a key that another plugin already
-    declared, this plugin is marked failed and unloaded; the node starts without it.
+    declared, this plugin is marked failed and unloaded; the node starts without it. Of two
+    plugins declaring one key, the one that loads second is refused, with both named.
 
-    Implement it by returning module constants: ``return [POD_NETWORK]``. Define keys where
-    their type lives, so readers import the key, not the owner.
+    Implement it by returning module constants: ``return [HELLO_GREETING]``. Define keys
+    where their type lives, so readers import the key, not the owner. Name them
+    ``<plugin>_<what>``, so that no other plugin's key can take the name: a key of another
+    name loads, with a warning (but for the shared keys ``roleserve_core.keys`` declares).
     """
     raise NotImplementedError  # pragma: no cover - specification only
 

@@ -19,9 +19,11 @@ core, never on the plugin that owns the key::
     kubernetes_status        KubernetesStatus    kubernetes     status push, metrics
     pod_network              PodNetwork          kubernetes     clusternet
 
-The built-in plugin ``core`` (``roleserve_core.builtin``) owns the first eight keys; this
-module's ``roleserve_values`` declares them, and test harnesses register this module alone
-when they want the core's values without its workers.
+The built-in plugin ``core`` (``roleserve_core.builtin``) owns the core's keys, which this
+module's ``roleserve_values`` declares; the core's workers are built-in plugins of their
+own, which test harnesses leave out when they want the core's values without its workers.
+``SHARED_KEYS`` is every key above: their names are chosen here for all plugins, so they
+need not begin with their owner's name.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ __all__ = [
     "POD_NETWORK",
     "REVOKED_CREDENTIALS",
     "ROLES",
+    "SHARED_KEYS",
     "BootstrapRequest",
     "Bootstrapped",
     "CuratorConnection",
@@ -254,6 +257,27 @@ REVOKED_CREDENTIALS: ValueKey[RevokedCredentials] = ValueKey(
     "Serials of the cluster's revoked user certificates, from the leader's "
     "WatchRevokedCredentials; the node management server refuses them.",
 )
+
+SHARED_KEYS: frozenset[ValueKey[Any]] = frozenset(
+    {
+        NODE_ID,
+        NODE_CREDENTIALS,
+        BOOTSTRAP,
+        BOOTSTRAPPED,
+        ROLES,
+        CURATOR_CONNECTION,
+        NETWORK,
+        HANDLED_CUSTOM_ROLES,
+        LOCAL_CONTROL_PLANE,
+        KUBERNETES_STATUS,
+        POD_NETWORK,
+        CLUSTER_NODES,
+        REVOKED_CREDENTIALS,
+    }
+)
+"""Every key this module declares. Their names are chosen here, for all plugins at once,
+so they need not begin with their owner's name (the rule for a plugin's own keys,
+``values.unprefixed_key_warning``)."""
 
 
 @hookimpl

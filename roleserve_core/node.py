@@ -19,6 +19,7 @@ warns about a role no plugin on the node handles (a typo, or a plugin not instal
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -100,13 +101,20 @@ class Worker:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not NAME_PATTERN.fullmatch(self.name):
             raise InvalidRunnableNameError(
-                f"invalid worker name {self.name!r}; names must match ^[a-z0-9_]{{1,64}}$"
+                f"invalid worker name {self.name!r}; names must match ^[a-z0-9_]{{1,64}}$ "
+                f"(the last part of its DN): call it {_worker_name(self.name)!r}"
             )
         # A blank docstring has no first line: (run.__doc__ or "").strip() may be empty.
         lines = (self.run.__doc__ or "").strip().splitlines()
         if not self.doc and lines:
             object.__setattr__(self, "doc", lines[0])
         object.__setattr__(self, "reads", tuple(self.reads))
+
+
+def _worker_name(name: object) -> str:
+    """A valid worker name close to ``name``: lower case, every other character ``_``."""
+    fixed = re.sub(r"[^a-z0-9_]", "_", str(name).lower())[:64]
+    return fixed or "worker"
 
 
 @dataclass(frozen=True)
@@ -130,8 +138,10 @@ class NodeContext:
     values: PluginValues
     """The node's values: read any, set those this plugin owns."""
     data_dir: Path
-    """A directory of this plugin's own (``<node data dir>/plugins/<name>``); created on
-    first use by the plugin, not by the core, so that listing plugins writes nothing."""
+    """A directory of this plugin's own (``<node data dir>/plugins/<name>``), mode 0700. The
+    node creates it before it starts any worker, so a worker may write there at once; hooks
+    called while assembling (``roleserve_workers``, also run by ``roleserve plugins``) must
+    not expect it, as listing plugins writes nothing."""
     config: Mapping[str, Any] = field(default_factory=dict)
     """The plugin's section of ``roleserve.toml`` (``[plugins.<name>]``), read-only: every
     setting the plugin declares (``roleserve_settings``), checked, with the defaults filled

@@ -11,6 +11,10 @@
                                         ▼ (strict mode: raised)
                                     PluginSet ──▶ implementations(hook): one call per plugin
 
+Every problem is one line that names the plugin and its file, and says what to do: the
+``ROLESERVE_PLUGIN_API`` line to add, the hook a misspelled one probably meant, the
+signature a hook implementation should have.
+
 The core's features are plugins too (``BUILTIN_PLUGINS``, the way pytest lists its own
 modules), registered exactly like installed ones; only the essential ones refuse to be
 disabled. Each entry point is loaded on its own instead of with pluggy's bulk loader, so a
@@ -32,6 +36,7 @@ import inspect
 import logging
 import os
 import traceback
+import types
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +50,13 @@ from roleserve_core.errors import (
     PluginAPIVersionError,
     PluginError,
     PluginLoadError,
+)
+from roleserve_core.plugincheck import (
+    PLUGIN_API_VERSION,
+    api_problem,
+    signature_problem,
+    source_file,
+    unknown_hook_message,
 )
 from roleserve_core.settings import Setting, check_declaration
 from roleserve_core.version import CORE_DISTRIBUTION, core_version
@@ -61,14 +73,10 @@ __all__ = [
     "PluginState",
 ]
 
-PLUGIN_API_VERSION = 1
-"""The plugin API this roleserve-core provides; a plugin module declares the one it was
-written for as ``ROLESERVE_PLUGIN_API = 1``. Bumped only on incompatible hook changes."""
 
 ENTRY_POINT_GROUP = "roleserve.plugins"
 """Entry-point group of installed plugins: name = plugin name, value = hook module."""
 
-API_ATTRIBUTE = "ROLESERVE_PLUGIN_API"
 
 log = logging.getLogger("roleserve.plugins")
 trace_log = logging.getLogger("roleserve.hooks")
@@ -80,14 +88,43 @@ class BuiltinPlugin:
 
     name: str
     module: str
-    essential: bool = False
-    """Essential plugins refuse to be disabled: the node cannot work without them."""
+    """Where the plugin is, as an entry point's value: ``module`` or ``module:attribute``."""
+    essential: str | None = None
+    """Why the node cannot run without it; None if ``ROLESERVE_DISABLE_PLUGINS`` may name
+    it. An essential plugin refuses to be disabled, with this reason."""
+    context: str | None = None
+    """The plugin whose ``NodeContext`` its hooks get, if not its own: the core's worker
+    plugins act for ``core``, which owns the values they write."""
+
+    def load(self) -> object:
+        """Import the module, and take the attribute if one is named."""
+        module, _, attribute = self.module.partition(":")
+        loaded: object = importlib.import_module(module)
+        return getattr(loaded, attribute) if attribute else loaded
+
+
+def _core_worker(name: str, essential: str | None = None) -> BuiltinPlugin:
+    return BuiltinPlugin(name, f"roleserve_core.builtin:{name.upper()}", essential, "core")
 
 
 BUILTIN_PLUGINS: tuple[BuiltinPlugin, ...] = (
-    BuiltinPlugin("core", "roleserve_core.builtin", essential=True),
+    BuiltinPlugin("core", "roleserve_core.builtin", essential="it owns the node's values"),
+    _core_worker("rolefetch", essential="without it the node never learns its roles"),
+    _core_worker(
+        "statuspush", essential="without it the cluster does not learn the node's address"
+    ),
+    _core_worker("heartbeat", essential="without it the cluster takes the node for dead"),
+    _core_worker("nodemgmt"),
+    _core_worker("nodewatch", essential="the connection to the curator finds curators through it"),
+    _core_worker(
+        "renewal", essential="without it the node certificate expires and the node is cut off"
+    ),
+    _core_worker("revocations"),
 )
-"""The core's own plugins, registered first, in this order."""
+"""The core's own plugins, registered first, in this order; their workers start in it.
+
+Only ``nodemgmt`` (the NodeManagement API) and ``revocations`` (which only ``nodemgmt``
+reads: without it, ``nodemgmt`` fails rather than serve revoked users) may be disabled."""
 
 
 class PluginState(enum.StrEnum):
@@ -109,7 +146,10 @@ class PluginInfo:
     builtin: bool
     state: PluginState
     error: str | None = None
-    """Why it failed, one line; None unless failed."""
+    """Why it failed and what to do, one line; None unless failed."""
+    file: str | None = None
+    """The file of its hook module (or class), named in its errors; None if unknown (it
+    failed to import)."""
     traceback: str | None = None
     """The full traceback of the failure, if an exception caused it."""
     reason: str | None = None
@@ -128,6 +168,11 @@ class PluginInfo:
     hook_failures: dict[str, int] = field(default_factory=dict)
     """Hook name → how many calls of it raised or timed out."""
 
+    @property
+    def where(self) -> str:
+        """``plugin 'NAME' (FILE)``: how each of its errors and warnings begins."""
+        return f"plugin {self.name!r}" + (f" ({self.file})" if self.file else "")
+
     def as_json(self) -> dict[str, Any]:
         """The JSON form printed by ``roleserve plugins --json``."""
         return {
@@ -143,6 +188,7 @@ class PluginInfo:
             "settings": [_setting_json(setting) for setting in self.settings],
             "builtin": self.builtin,
             "module": self.module,
+            "file": self.file,
             "description": self.description,
             "reason": self.reason,
             "warnings": list(self.warnings),
@@ -246,6 +292,7 @@ class PluginSet:
         self.manager.add_hookspecs(hookspecs)
         self._infos: dict[str, PluginInfo] = {}
         self._plugins: dict[str, object] = {}
+        self._contexts: dict[str, str] = {}
         self.warnings: list[str] = []
         """Problems not tied to one plugin (e.g. an allow list naming a missing plugin)."""
 
@@ -263,7 +310,8 @@ class PluginSet:
         :param selection: defaults to ``PluginSelection.from_env()``.
         :param entry_points: defaults to the installed ``roleserve.plugins`` entry points.
         :raises EssentialPluginError: if the block list names an essential plugin.
-        :raises PluginLoadError: in strict mode, on the first plugin that fails.
+        :raises PluginLoadError: in strict mode, on the first plugin that fails or
+            implements a hook that no plugin defines.
         """
         plugins = cls(strict=strict, selection=selection or PluginSelection.from_env())
         for builtin in builtins:
@@ -282,12 +330,14 @@ class PluginSet:
     def _load_builtin(self, builtin: BuiltinPlugin) -> None:
         if builtin.essential and builtin.name in self.selection.block:
             raise EssentialPluginError(
-                f"plugin {builtin.name!r} is essential and cannot be disabled; "
-                "remove it from ROLESERVE_DISABLE_PLUGINS"
+                f"plugin {builtin.name!r} is essential and cannot be disabled: "
+                f"{builtin.essential}; remove it from {DISABLE_PLUGINS_ENV}"
             )
         info = self._new_info(builtin.name, CORE_DISTRIBUTION, core_version(), builtin.module, True)
+        if builtin.context is not None:
+            self._contexts[builtin.name] = builtin.context
         if info is not None:
-            self._import_and_register(info, lambda: importlib.import_module(builtin.module))
+            self._import_and_register(info, builtin.load)
 
     def _load_entry_point(self, entry_point: importlib.metadata.EntryPoint) -> None:
         dist = entry_point.dist
@@ -325,21 +375,7 @@ class PluginSet:
         except Exception as exc:
             self._failed(info, f"import failed: {type(exc).__name__}: {exc}", exc)
             return
-        declared = getattr(plugin, API_ATTRIBUTE, None)
-        if declared != PLUGIN_API_VERSION:
-            error = PluginAPIVersionError(
-                f"plugin {info.name!r} ({info.distribution or info.module}) "
-                + (
-                    f"does not declare {API_ATTRIBUTE}"
-                    if declared is None
-                    else f"was written for plugin API {declared!r}"
-                )
-                + f"; this roleserve-core provides plugin API {PLUGIN_API_VERSION}. "
-                "Install a version of the plugin made for it."
-            )
-            self._failed(info, str(error), None, error)
-            return
-        self._register(info, plugin)
+        self._register(info, plugin, check_api=True)
 
     def register(
         self,
@@ -349,10 +385,12 @@ class PluginSet:
         distribution: str | None = None,
         version: str | None = None,
     ) -> PluginInfo:
-        """Register a plugin object directly (tests, embedding); no API-version check.
+        """Register a plugin object directly (tests, embedding).
 
-        The selection still applies. Returns the plugin's info, whose ``state`` says
-        whether it loaded.
+        The selection still applies. A module must declare ``ROLESERVE_PLUGIN_API`` as an
+        installed plugin's must, since it is what an entry point would load; an object
+        built in a test need not. Returns the plugin's info, whose ``state`` says whether it
+        loaded.
         """
         if name in self._infos:
             raise PluginError(f"a plugin named {name!r} is already registered")
@@ -360,13 +398,24 @@ class PluginSet:
         info = self._new_info(name, distribution, version, module, False)
         if info is None:
             return self._infos[name]
-        self._register(info, plugin)
+        self._register(info, plugin, check_api=isinstance(plugin, types.ModuleType))
         return info
 
-    def _register(self, info: PluginInfo, plugin: object) -> None:
+    def _register(self, info: PluginInfo, plugin: object, *, check_api: bool) -> None:
+        """Check the declared plugin API if asked to, then register with pluggy and call
+        the plugin's load hooks; any failure is recorded on ``info``."""
+        info.file = source_file(plugin)
         info.description = _describe(plugin)
+        problem = api_problem(plugin, info.file) if check_api else None
+        if problem is not None:
+            self._failed(info, problem, None, PluginAPIVersionError)
+            return
         try:
             self.manager.register(plugin, name=info.name)
+        except pluggy.PluginValidationError as exc:
+            problem = signature_problem(self.manager, plugin)
+            self._failed(info, problem or f"invalid hook implementation: {exc}", exc)
+            return
         except Exception as exc:
             self._failed(info, f"invalid hook implementation: {exc}", exc)
             return
@@ -394,7 +443,7 @@ class PluginSet:
         info: PluginInfo,
         message: str,
         exc: BaseException | None,
-        raise_as: PluginError | None = None,
+        raise_as: type[PluginError] = PluginLoadError,
     ) -> None:
         info.state = PluginState.FAILED
         # One line, as PluginInfo.error promises and the table shows it (pluggy's validation
@@ -405,9 +454,9 @@ class PluginSet:
         plugin = self._plugins.pop(info.name, None)
         if plugin is not None and self.manager.is_registered(plugin):
             self.manager.unregister(plugin)
-        log.error("plugin %r failed: %s", info.name, message)
+        log.error("%s failed: %s", info.where, message)
         if self.strict:
-            raise raise_as or PluginLoadError(f"plugin {info.name!r} failed: {message}") from exc
+            raise raise_as(f"{info.where} failed: {message}") from exc
 
     def fail(self, name: str, exc: BaseException | str, *, during: str) -> None:
         """Mark a loaded plugin failed (it raised in ``during``) and unregister it.
@@ -433,20 +482,26 @@ class PluginSet:
                 self.warnings.append(f"{variable} names {missing!r}, which is not installed")
 
     def check_unknown_hooks(self) -> None:
-        """Warn about implementations of hooks nobody specified (likely a typo)."""
-        for hook_name, caller in sorted(vars(self.manager.hook).items()):
+        """Warn about implementations of hooks nobody specified (likely a typo), naming the
+        hook meant if one is close; in strict mode, raise instead.
+
+        :raises PluginLoadError: in strict mode, on the first such implementation.
+        """
+        callers = sorted(vars(self.manager.hook).items())
+        specified = [name for name, caller in callers if caller.spec is not None]
+        for hook_name, caller in callers:
             if caller.spec is not None:
                 continue
             for impl in caller.get_hookimpls():
-                if impl.optionalhook:
-                    continue
-                message = (
-                    f"implements {hook_name!r}, which no loaded plugin defines; misspelled? "
-                    "(mark it @hookimpl(optionalhook=True) if it belongs to an optional plugin)"
-                )
                 info = self._infos.get(impl.plugin_name)
-                if info is not None and message not in info.warnings:
+                if impl.optionalhook or info is None:
+                    continue
+                message = unknown_hook_message(hook_name, specified)
+                if self.strict:
+                    raise PluginLoadError(f"{info.where}: {message}")
+                if message not in info.warnings:
                     info.warnings.append(message)
+                    log.warning("%s: %s", info.where, message)
 
     # -- using ------------------------------------------------------------------------
 
@@ -462,10 +517,20 @@ class PluginSet:
         """Names of the plugins that are loaded now, in load order."""
         return list(self._plugins)
 
+    def context_name(self, plugin: str) -> str:
+        """The plugin whose ``NodeContext`` ``plugin``'s hooks get: its own, but for the
+        core's worker plugins (``BuiltinPlugin.context``)."""
+        return self._contexts.get(plugin, plugin)
+
     def settings(self) -> dict[str, list[Setting[Any]]]:
         """Each loaded plugin's declared settings (``[]`` if it declares none), in load
-        order."""
-        return {name: list(self._infos[name].settings) for name in self._plugins}
+        order; without the core's worker plugins, which act for ``core`` and so read its
+        section (a ``[plugins.rolefetch]`` would be read by nobody)."""
+        return {
+            name: list(self._infos[name].settings)
+            for name in self._plugins
+            if self.context_name(name) == name
+        }
 
     def implementations(self, hook: str, *, only: str | None = None) -> list[HookCall]:
         """The implementations of ``hook`` by loaded plugins, in load order.

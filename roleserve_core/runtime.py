@@ -41,14 +41,14 @@ import anyio
 
 from roleserve_core.errors import DuplicateValueKeyError
 from roleserve_core.event import Watcher
-from roleserve_core.keys import CURATOR_CONNECTION, HANDLED_CUSTOM_ROLES, ROLES
+from roleserve_core.keys import CURATOR_CONNECTION, HANDLED_CUSTOM_ROLES, ROLES, SHARED_KEYS
 from roleserve_core.logtree import LogTree
 from roleserve_core.node import NodeContext, NodeIntrospection, RolePredicate, Worker
 from roleserve_core.plugins import PluginSet
 from roleserve_core.roles import NodeRoles
 from roleserve_core.settings import resolve_plugin_config
 from roleserve_core.supervisor import RunContext, Runnable, Supervisor
-from roleserve_core.values import ValueKey, ValueRegistry
+from roleserve_core.values import ValueKey, ValueRegistry, prefixed, unprefixed_key_warning
 
 __all__ = ["CORE_READER", "DEFAULT_HOOK_TIMEOUT", "NodeRuntime"]
 
@@ -104,7 +104,9 @@ class NodeRuntime:
     # -- assembly ----------------------------------------------------------------------
 
     def context(self, plugin: str) -> NodeContext:
-        """The ``NodeContext`` of ``plugin`` (created on first use)."""
+        """The ``NodeContext`` of ``plugin`` (created on first use); a worker plugin of the
+        core gets the core's (``BuiltinPlugin.context``)."""
+        plugin = self.plugins.context_name(plugin)
         context = self.contexts.get(plugin)
         if context is None:
             section = self.config.get(plugin, {})
@@ -123,16 +125,21 @@ class NodeRuntime:
         for call in self.plugins.implementations("roleserve_values"):
             try:
                 keys = list(call())
-                self._check_keys(keys)
+                self._check_keys(call.plugin, keys)
             except Exception as exc:
                 self.plugins.fail(call.plugin, exc, during="roleserve_values")
                 continue
+            info = self.plugins.info(call.plugin)
             for key in keys:
                 self.registry.declare(key, call.plugin)
-            self.plugins.info(call.plugin).values = [key.name for key in keys]
+                if not info.builtin and key not in SHARED_KEYS:
+                    self._warn(call.plugin, unprefixed_key_warning(call.plugin, key))
+            info.values = [key.name for key in keys]
 
-    def _check_keys(self, keys: list[Any]) -> None:
-        """Validate a whole declaration first, so a refused plugin declares nothing."""
+    def _check_keys(self, plugin: str, keys: list[Any]) -> None:
+        """Validate a whole declaration first, so a refused plugin declares nothing. A key
+        owned twice is blamed on the plugin that loads second, whichever it is: plugins
+        declare in load order, and the first declaration stands."""
         names: set[str] = set()
         for key in keys:
             if not isinstance(key, ValueKey):
@@ -143,8 +150,9 @@ class NodeRuntime:
             if key in self.registry:
                 owner = self.registry.owner_of(key)
                 raise DuplicateValueKeyError(
-                    f"value {key.name!r} is already owned by {owner!r}; "
-                    "a value has exactly one owner"
+                    f"value {key.name!r} is already owned by plugin {owner!r}, which loaded "
+                    f"first; a value has exactly one owner: name this plugin's key "
+                    f"{prefixed(plugin, key.name)!r}, or read the one {owner!r} owns"
                 )
 
     def _collect_workers(self) -> None:
@@ -182,14 +190,20 @@ class NodeRuntime:
 
     def _report_unowned_reads(self) -> None:
         for reader, name in self.registry.unowned_reads():
-            message = (
+            self._warn(
+                reader,
                 f"its workers read value {name!r}, which no loaded plugin owns; "
-                "they will fail when they read it"
+                "they will fail when they read it",
             )
-            warnings = self.plugins.info(reader).warnings
-            if message not in warnings:  # a second runtime of the same plugins
-                warnings.append(message)
-            self.log.warning("plugin %r: %s", reader, message)
+
+    def _warn(self, plugin: str, message: str | None) -> None:
+        """Record a warning against ``plugin`` (once) and log it; None is no warning."""
+        if message is None:
+            return
+        warnings = self.plugins.info(plugin).warnings
+        if message not in warnings:  # a second runtime of the same plugins
+            warnings.append(message)
+        self.log.warning("plugin %r: %s", plugin, message)
 
     def _announce_custom_roles(self) -> None:
         """Set ``handled_custom_roles`` from the workers gated with ``custom_role()``, for
@@ -200,6 +214,13 @@ class NodeRuntime:
         handled = tuple(sorted(name for name in names if name is not None))
         owner = self.registry.owner_of(HANDLED_CUSTOM_ROLES)  # "core", or a test's name for it
         self.registry.scoped(owner).set(HANDLED_CUSTOM_ROLES, handled)
+
+    def _make_data_dirs(self) -> None:
+        """Create ``NodeContext.data_dir`` of every plugin (mode 0700): a worker may write
+        there from its first line. Here, not while assembling, so that ``roleserve plugins``
+        writes nothing."""
+        for plugin in self.plugins.loaded():
+            self.context(plugin).data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
 
     def add_service(self, name: str, runnable: Runnable) -> None:
         """Run ``runnable`` at ``root.<name>``, started before the workers; the node
@@ -215,8 +236,10 @@ class NodeRuntime:
         return Supervisor(self.root, logtree=self.logtree, **options)
 
     async def root(self, ctx: RunContext) -> None:
-        """The root runnable: the role runtime and the hook dispatchers."""
+        """The root runnable: the role runtime and the hook dispatchers, started once every
+        plugin's data directory exists."""
         self.introspection.supervisor.set(ctx.supervisor)
+        await anyio.to_thread.run_sync(self._make_data_dirs)
         for name, service in self.services.items():
             ctx.run(name, service)
         ctx.run("role", self._run_role)

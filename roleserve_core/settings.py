@@ -208,7 +208,10 @@ def resolve_plugin_config(
     :param source: the file the sections came from, for messages.
     :raises ConfigError: one line naming ``source``, the section, the key and what to do.
     """
-    infos = {info.name: info for info in plugins.infos()}
+    # The core's worker plugins act for core and read its section: none of their own.
+    infos = {
+        info.name: info for info in plugins.infos() if plugins.context_name(info.name) == info.name
+    }
     warnings = [
         warning
         for name in sections

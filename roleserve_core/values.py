@@ -44,7 +44,15 @@ from roleserve_core.errors import (
 )
 from roleserve_core.event import Value, ValueWatch, Watcher
 
-__all__ = ["PluginValues", "ValueInfo", "ValueKey", "ValueRegistry", "value_details"]
+__all__ = [
+    "PluginValues",
+    "ValueInfo",
+    "ValueKey",
+    "ValueRegistry",
+    "prefixed",
+    "unprefixed_key_warning",
+    "value_details",
+]
 
 T = TypeVar("T")
 
@@ -66,6 +74,31 @@ class ValueKey(Generic[T]):
 
     def __repr__(self) -> str:
         return f"ValueKey({self.name!r}, {self.type.__qualname__})"
+
+
+def prefixed(plugin: str, name: str) -> str:
+    """``name`` as a key of plugin ``plugin`` would be named: ``<plugin>_<name>``."""
+    prefix = plugin.replace("-", "_")
+    return name if name == prefix or name.startswith(f"{prefix}_") else f"{prefix}_{name}"
+
+
+def unprefixed_key_warning(plugin: str, key: ValueKey[Any]) -> str | None:
+    """The warning for a plugin's own key whose name does not begin with the plugin's
+    name, None if it does.
+
+    Key names share one namespace per node, so a key named for its plugin cannot collide
+    with another plugin's by accident (``hello_greeting``, ``clusternet_status``). A
+    warning rather than a refusal: keys the core declares for several plugins to meet on
+    (``keys.py``: ``pod_network``, ``local_control_plane``) are named for what they hold,
+    and plugins written before the rule keep loading.
+    """
+    wanted = prefixed(plugin, key.name)
+    if wanted == key.name:
+        return None
+    return (
+        f"value {key.name!r} does not begin with the plugin's name; name it {wanted!r} so "
+        "that no other plugin's value can take its name"
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,7 @@ import roleserve_core
 from roleserve_core import keys as core_keys
 from roleserve_core.cli import main
 from roleserve_core.cli._invocation import COMMAND_ENV, roleserve_command
-from roleserve_core.plugins import ENTRY_POINT_GROUP
+from roleserve_core.plugins import BUILTIN_PLUGINS, ENTRY_POINT_GROUP
 from roleserve_core.version import core_version
 
 PLUGINS_DIR = Path(__file__).parent / "plugins"
@@ -33,15 +33,9 @@ JSON_KEYS = {"name", "distribution", "version", "state", "error", "hooks", "work
 Install = Callable[..., None]
 
 CORE_VALUES = [key.name for key in core_keys.roleserve_values()]
-CORE_WORKERS = [
-    "rolefetch",
-    "statuspush",
-    "heartbeat",
-    "nodemgmt",
-    "nodewatch",
-    "renewal",
-    "revocations",
-]
+BUILTINS = [builtin.name for builtin in BUILTIN_PLUGINS]
+"""core, then one plugin per worker of the core, named as its worker."""
+CORE_WORKERS = BUILTINS[1:]
 
 
 @pytest.fixture
@@ -86,18 +80,21 @@ def listing(capsys: pytest.CaptureFixture[str], *options: str) -> dict[str, dict
 def test_plugins_json(install: Install, capsys: pytest.CaptureFixture[str]) -> None:
     install("good", "broken_import")
     plugins = listing(capsys)
-    assert list(plugins) == ["core", "broken_import", "good"]
-    core, broken, good = plugins.values()
+    assert list(plugins) == [*BUILTINS, "broken_import", "good"]
+    core, broken, good = plugins["core"], plugins["broken_import"], plugins["good"]
     assert {key: core[key] for key in JSON_KEYS} == {
         "name": "core",
         "distribution": "roleserve-core",
         "version": core_version(),
         "state": "loaded",
         "error": None,
-        "hooks": ["roleserve_values", "roleserve_workers"],
-        "workers": list(CORE_WORKERS),
+        "hooks": ["roleserve_values"],
+        "workers": [],
         "values": CORE_VALUES,
     }
+    assert [(plugins[name]["workers"], plugins[name]["hooks"]) for name in CORE_WORKERS] == [
+        ([name], ["roleserve_workers"]) for name in CORE_WORKERS
+    ]
     assert (good["state"], good["workers"], good["values"], good["reads"]) == (
         "loaded",
         ["good_worker"],
@@ -135,7 +132,7 @@ def test_plugins_json_honours_the_selection(
     monkeypatch.setenv(variable, value)
     plugins = listing(capsys)
     assert {name: (entry["state"], entry["reason"]) for name, entry in plugins.items()} == {
-        "core": ("loaded", None),
+        **dict.fromkeys(BUILTINS, ("loaded", None)),
         "broken_import": ("blocked", reason),
         "good": ("loaded", None),
     }
@@ -148,7 +145,7 @@ def test_plugins_json_keeps_warnings_off_stdout(
     monkeypatch.setenv("ROLESERVE_PLUGINS", "good,gone")
     code, out, err = run(capsys, "plugins", "--json")
     assert code == 0
-    assert [entry["name"] for entry in json.loads(out)] == ["core", "good"]
+    assert [entry["name"] for entry in json.loads(out)] == [*BUILTINS, "good"]
     assert err == "warning: ROLESERVE_PLUGINS names 'gone', which is not installed\n"
 
 
@@ -172,14 +169,13 @@ def test_plugins_table(install: Install, capsys: pytest.CaptureFixture[str]) -> 
     assert table(listed) == [
         ["NAME", "DISTRIBUTION", "VERSION", "STATE", "WORKERS", "VALUES", "HOOKS"],
         [
-            "core",
-            "roleserve-core",
-            core_version(),
-            "loaded",
-            ", ".join(CORE_WORKERS),
-            ", ".join(CORE_VALUES),
-            "roleserve_values, roleserve_workers",
+            *("core", "roleserve-core", core_version(), "loaded", "-"),
+            *(", ".join(CORE_VALUES), "roleserve_values"),
         ],
+        *(
+            [name, "roleserve-core", core_version(), "loaded", name, "-", "roleserve_workers"]
+            for name in CORE_WORKERS
+        ),
         ["broken_import", "-", "-", "failed", "-", "-", "-"],
         [
             "good",
@@ -192,16 +188,21 @@ def test_plugins_table(install: Install, capsys: pytest.CaptureFixture[str]) -> 
         ],
         ["typo_hook", "-", "-", "loaded", "-", "-", "on_role, roleserve_metrics_exporters"],
     ]
-    assert details.splitlines() == [
-        "core: The built-in plugin core: the node's shared values and its own workers.",
+    assert details.splitlines()[len(BUILTINS) :] == [
         "broken_import: (no description)",
         "  error: import failed: ModuleNotFoundError: "
         "No module named 'roleserve_test_missing_dependency'",
         "good: A well-behaved test plugin: one value of its own per hook, and a gated worker.",
         "typo_hook: A test plugin with a misspelled hook, and an optional hook of a plugin "
         "that is absent.",
-        "  warning: implements 'on_role', which no loaded plugin defines; misspelled? "
-        "(mark it @hookimpl(optionalhook=True) if it belongs to an optional plugin)",
+        "  file: tests/plugins/typo_hook.py",
+        "  warning: implements 'on_role', which no loaded plugin defines; did you mean "
+        "'on_roles'? (mark it @hookimpl(optionalhook=True) if it belongs to an optional plugin)",
+    ]
+    assert details.splitlines()[:2] == [
+        "core: The built-in plugin core: the node's values; each of its workers is a plugin of "
+        "its own.",
+        "rolefetch: Watches this node at the curator; sets and saves its roles.",
     ]
 
 
@@ -213,8 +214,8 @@ def test_blocking_core_exits_2(
     assert run(capsys, "plugins") == (
         2,
         "",
-        "roleserve plugins: plugin 'core' is essential and cannot be disabled; "
-        "remove it from ROLESERVE_DISABLE_PLUGINS\n",
+        "roleserve plugins: plugin 'core' is essential and cannot be disabled: it owns the "
+        "node's values; remove it from ROLESERVE_DISABLE_PLUGINS\n",
     )
 
 
@@ -222,8 +223,46 @@ def test_blocking_core_exits_2(
     ("broken", "message"),
     [
         ("broken_import", "plugin 'broken_import' failed: import failed: ModuleNotFoundError"),
-        ("wrong_api", "plugin 'wrong_api' (wrong_api) was written for plugin API 2"),
-        ("raising_values", "plugin 'raising_values' failed: roleserve_values raised"),
+        (
+            "wrong_api",
+            "plugin 'wrong_api' (tests/plugins/wrong_api.py) failed: was written for plugin API 2",
+        ),
+        (
+            "raising_values",
+            "plugin 'raising_values' (tests/plugins/raising_values.py) failed: "
+            "roleserve_values raised",
+        ),
+        (
+            "typo_hook",
+            "plugin 'typo_hook' (tests/plugins/typo_hook.py): implements 'on_role', which no "
+            "loaded plugin defines; did you mean 'on_roles'?",
+        ),
+        (
+            "no_api",
+            "plugin 'no_api' (tests/plugins/no_api.py) failed: does not declare the plugin "
+            "API it was written for; add the line `ROLESERVE_PLUGIN_API = 1` to "
+            "tests/plugins/no_api.py\n",
+        ),
+        (
+            "bad_signature",
+            "plugin 'bad_signature' (tests/plugins/bad_signature.py) failed: "
+            "roleserve_workers(node, cluster) asks for 'cluster', which the hook does not "
+            "pass; define it as roleserve_workers(node), leaving out the arguments it does "
+            "not use\n",
+        ),
+        (
+            "dash_worker",
+            "plugin 'dash_worker' (tests/plugins/dash_worker.py) failed: roleserve_workers "
+            "raised InvalidRunnableNameError: invalid worker name 'dash-worker'; names must "
+            "match ^[a-z0-9_]{1,64}$ (the last part of its DN): call it 'dash_worker'\n",
+        ),
+        (
+            "owned_key",
+            "plugin 'owned_key' (tests/plugins/owned_key.py) failed: roleserve_values raised "
+            "DuplicateValueKeyError: value 'roles' is already owned by plugin 'core', which "
+            "loaded first; a value has exactly one owner: name this plugin's key "
+            "'owned_key_roles', or read the one 'core' owns\n",
+        ),
     ],
 )
 def test_strict_exits_1_when_a_plugin_fails(
@@ -292,13 +331,13 @@ def test_the_installed_command_lists_the_workspace_plugins(allow: str | None) ->
     assert (done.returncode, done.stderr) == (0, "")
     plugins = {entry["name"]: entry for entry in json.loads(done.stdout)}
     names = ["clusternet", "controlplane", "hello", "hostsfile", "kubernetes", "metrics"]
-    assert list(plugins) == ["core", *names]
-    loaded = {"core", "hostsfile"} if allow else {"core", *names}
+    assert list(plugins) == [*BUILTINS, *names]
+    loaded = {*BUILTINS, "hostsfile"} if allow else {*BUILTINS, *names}
     assert {name: entry["state"] for name, entry in plugins.items()} == {
         name: "loaded" if name in loaded else "blocked" for name in plugins
     }
     assert {name: entry["distribution"] for name, entry in plugins.items()} == {
-        "core": "roleserve-core",
+        **dict.fromkeys(BUILTINS, "roleserve-core"),
         **{name: f"roleserve-{name}" for name in names},
         "hello": "roleserve-example-hello",
     }

@@ -227,7 +227,7 @@ def direct_service(**options: Any) -> tuple[NodeManagementService, LogTree]:
 async def test_nodemgmt_waits_for_credentials_and_address_then_serves(
     started: NodeHarness, ca: ThrowawayCA
 ) -> None:
-    assert "nodemgmt" in started.runtime.plugins.info("core").workers
+    assert started.runtime.plugins.info("nodemgmt").workers == ["nodemgmt"]
     status = await started.wait_status(
         NODEMGMT, lambda s: s.note == "waiting for node credentials and address"
     )

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import anyio
 import pytest
 
-from roleserve_core import NodeRoles, Setting, State, ValueKey, hookimpl
+from roleserve_core import NodeRoles, RunContext, Setting, State, ValueKey, Worker, hookimpl
 from roleserve_core import keys as core_keys
 from roleserve_core.errors import (
     EssentialPluginError,
@@ -32,6 +32,7 @@ from roleserve_core.errors import (
 )
 from roleserve_core.keys import CURATOR_CONNECTION, ROLES, CuratorConnection
 from roleserve_core.plugins import (
+    BUILTIN_PLUGINS,
     ENTRY_POINT_GROUP,
     HookCall,
     PluginSelection,
@@ -52,6 +53,10 @@ CORE_WORKERS = [
     "revocations",
 ]
 """The built-in plugin core's workers, in the order they start."""
+
+BUILTINS = [builtin.name for builtin in BUILTIN_PLUGINS]
+"""core, then a plugin per worker of the core (CORE_WORKERS)."""
+BUILTINS_LOADED = dict.fromkeys(BUILTINS, (PluginState.LOADED, None))
 
 T = TypeVar("T")
 
@@ -112,7 +117,7 @@ def plugin_log(caplog: pytest.LogCaptureFixture) -> list[tuple[int, str]]:
 def test_builtins_load_first(load: Load) -> None:
     plugins = load(entry_point("good", "alpha"))
     core = plugins.info("core")
-    assert plugins.loaded() == ["core", "alpha"]
+    assert plugins.loaded() == [*BUILTINS, "alpha"]
     assert (core.builtin, core.distribution, core.version, core.module) == (
         True,
         "roleserve-core",
@@ -133,9 +138,69 @@ def test_builtins_load_first(load: Load) -> None:
     ]
 
 
-def test_core_is_essential(load: Load) -> None:
-    with pytest.raises(EssentialPluginError, match="'core' is essential and cannot be disabled"):
-        load("good", environ={"ROLESERVE_DISABLE_PLUGINS": "good,core"})
+ESSENTIAL = {
+    "core": "it owns the node's values",
+    "rolefetch": "without it the node never learns its roles",
+    "statuspush": "without it the cluster does not learn the node's address",
+    "heartbeat": "without it the cluster takes the node for dead",
+    "nodewatch": "the connection to the curator finds curators through it",
+    "renewal": "without it the node certificate expires and the node is cut off",
+}
+
+
+def test_the_builtins_are_core_then_a_plugin_per_core_worker() -> None:
+    assert [builtin.name for builtin in BUILTIN_PLUGINS] == ["core", *CORE_WORKERS]
+    assert {b.name: b.essential for b in BUILTIN_PLUGINS if b.essential} == ESSENTIAL
+
+
+@pytest.mark.parametrize("name", sorted(ESSENTIAL))
+def test_an_essential_builtin_refuses_to_be_disabled_and_says_why(load: Load, name: str) -> None:
+    with pytest.raises(EssentialPluginError) as caught:
+        load("good", environ={"ROLESERVE_DISABLE_PLUGINS": f"good,{name}"})
+    assert str(caught.value) == (
+        f"plugin {name!r} is essential and cannot be disabled: {ESSENTIAL[name]}; "
+        "remove it from ROLESERVE_DISABLE_PLUGINS"
+    )
+
+
+def test_nodemgmt_and_revocations_can_be_disabled(load: Load, tmp_path: Path) -> None:
+    blocked_workers = ("nodemgmt", "revocations")
+    plugins = load(environ={"ROLESERVE_DISABLE_PLUGINS": ",".join(blocked_workers)})
+    blocked = (BLOCKED, "named in ROLESERVE_DISABLE_PLUGINS")
+    assert states(plugins) == {**BUILTINS_LOADED, "nodemgmt": blocked, "revocations": blocked}
+    runtime = NodeRuntime(plugins, data_dir=tmp_path)
+    assert list(runtime.workers) == [w for w in CORE_WORKERS if w not in blocked_workers]
+
+
+def test_a_core_worker_plugin_acts_for_core(load: Load, tmp_path: Path) -> None:
+    """Its worker writes the core's values and keeps its files where the core's are."""
+    runtime = NodeRuntime(load(), data_dir=tmp_path)
+    assert runtime.workers["rolefetch"][0] == "rolefetch"
+    assert runtime.context("rolefetch") is runtime.context("core")
+    assert runtime.context("rolefetch").data_dir == tmp_path / "plugins/core"
+    assert runtime.registry.owner_of(ROLES) == "core"
+
+
+async def reported(ctx: RunContext) -> None:
+    """The test's own statuspush."""
+
+
+def test_a_test_puts_a_plugin_of_its_own_in_place_of_a_builtin(tmp_path: Path) -> None:
+    """As pytest's default_plugins: the tuple without statuspush, and a plugin of the test's
+    own under its name, whose worker runs at statuspush's DN."""
+    builtins = tuple(b for b in BUILTIN_PLUGINS if b.name != "statuspush")
+    plugins = PluginSet.load(
+        strict=True, selection=PluginSelection(), entry_points=[], builtins=builtins
+    )
+    mine = SimpleNamespace(
+        roleserve_workers=hookimpl(lambda node: [Worker("statuspush", reported)])
+    )
+    assert plugins.register(mine, "statuspush").state is LOADED
+    runtime = NodeRuntime(plugins, data_dir=tmp_path)
+    assert [name for name, _ in runtime.workers.items()][-1] == "statuspush"
+    plugin, worker = runtime.workers["statuspush"]
+    assert (plugin, worker.run, plugins.info(plugin).builtin) == ("statuspush", reported, False)
+    assert runtime.context("statuspush").data_dir == tmp_path / "plugins/statuspush"
 
 
 @pytest.mark.parametrize(
@@ -150,24 +215,23 @@ def test_core_is_essential(load: Load) -> None:
         ),
         pytest.param(
             "wrong_api",
-            "plugin 'wrong_api' (wrong_api) was written for plugin API 2; this roleserve-core "
-            "provides plugin API 1. Install a version of the plugin made for it.",
+            "was written for plugin API 2; this roleserve-core provides plugin API 1. Install "
+            "a version of the plugin made for it.",
             None,
             id="other-api-version",
         ),
         pytest.param(
             "no_api",
-            "plugin 'no_api' (no_api) does not declare ROLESERVE_PLUGIN_API; this "
-            "roleserve-core provides plugin API 1. Install a version of the plugin made for it.",
+            "does not declare the plugin API it was written for; add the line "
+            "`ROLESERVE_PLUGIN_API = 1` to tests/plugins/no_api.py",
             None,
             id="no-api-version",
         ),
         pytest.param(
             "bad_signature",
-            "invalid hook implementation: Plugin 'bad_signature' for hook 'roleserve_workers'; "
-            "hookimpl definition: roleserve_workers(node: roleserve_core.node.NodeContext, "
-            "cluster: str) -> list[roleserve_core.node.Worker]; Argument(s) {'cluster'} are "
-            "declared in the hookimpl but can not be found in the hookspec",
+            "roleserve_workers(node, cluster) asks for 'cluster', which the hook does not "
+            "pass; define it as roleserve_workers(node), leaving out the arguments it does "
+            "not use",
             "PluginValidationError",
             id="invalid-hook-signature",
         ),
@@ -184,9 +248,10 @@ def test_a_broken_plugin_is_recorded_and_the_others_load(
     else:
         assert info.traceback is not None
         assert f"{exception}: " in info.traceback
-    assert plugins.loaded() == ["core", "zulu"]
+    assert plugins.loaded() == [*BUILTINS, "zulu"]
     assert plugins.manager.get_plugin(module) is None
-    assert plugin_log(caplog) == [(logging.ERROR, f"plugin {module!r} failed: {error}")]
+    where = f"plugin {module!r}" if info.file is None else f"plugin {module!r} ({info.file})"
+    assert plugin_log(caplog) == [(logging.ERROR, f"{where} failed: {error}")]
 
 
 @pytest.mark.parametrize(
@@ -215,13 +280,13 @@ def test_strict_mode_keeps_the_cause(load: Load) -> None:
     [
         pytest.param(
             {},
-            {"core": (LOADED, None), "broken_import": (FAILED, None), "good": (LOADED, None)},
+            {**BUILTINS_LOADED, "broken_import": (FAILED, None), "good": (LOADED, None)},
             id="no-selection",
         ),
         pytest.param(
             {"ROLESERVE_PLUGINS": "good"},
             {
-                "core": (LOADED, None),
+                **BUILTINS_LOADED,
                 "broken_import": (BLOCKED, "not named in ROLESERVE_PLUGINS"),
                 "good": (LOADED, None),
             },
@@ -230,7 +295,7 @@ def test_strict_mode_keeps_the_cause(load: Load) -> None:
         pytest.param(
             {"ROLESERVE_PLUGINS": ""},
             {
-                "core": (LOADED, None),
+                **BUILTINS_LOADED,
                 "broken_import": (BLOCKED, "not named in ROLESERVE_PLUGINS"),
                 "good": (BLOCKED, "not named in ROLESERVE_PLUGINS"),
             },
@@ -239,7 +304,7 @@ def test_strict_mode_keeps_the_cause(load: Load) -> None:
         pytest.param(
             {"ROLESERVE_DISABLE_PLUGINS": " broken_import , "},
             {
-                "core": (LOADED, None),
+                **BUILTINS_LOADED,
                 "broken_import": (BLOCKED, "named in ROLESERVE_DISABLE_PLUGINS"),
                 "good": (LOADED, None),
             },
@@ -248,7 +313,7 @@ def test_strict_mode_keeps_the_cause(load: Load) -> None:
         pytest.param(
             {"ROLESERVE_PLUGINS": "good,broken_import", "ROLESERVE_DISABLE_PLUGINS": "good"},
             {
-                "core": (LOADED, None),
+                **BUILTINS_LOADED,
                 "broken_import": (FAILED, None),
                 "good": (BLOCKED, "named in ROLESERVE_DISABLE_PLUGINS"),
             },
@@ -272,7 +337,7 @@ def test_selection_names_that_are_not_installed_give_warnings(load: Load) -> Non
         "ROLESERVE_PLUGINS names 'gone', which is not installed",
         "ROLESERVE_DISABLE_PLUGINS names 'missing', which is not installed",
     ]
-    assert plugins.loaded() == ["core", "good"]
+    assert plugins.loaded() == [*BUILTINS, "good"]
 
 
 def test_selection_reads_the_process_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -294,7 +359,7 @@ def test_duplicate_entry_point_names_keep_the_first(load: Load) -> None:
 
 def test_an_entry_point_cannot_take_a_builtin_name(load: Load) -> None:
     plugins = load(entry_point("good", "core"))
-    assert plugins.loaded() == ["core"]
+    assert plugins.loaded() == BUILTINS
     assert plugins.info("core").module == "roleserve_core.builtin"
     assert plugins.warnings == [
         "plugin name 'core' of good is already used by roleserve-core; the second one is ignored"
@@ -307,9 +372,10 @@ def test_register_refuses_a_taken_name(load: Load) -> None:
         plugins.register(object(), "good")
 
 
-def unknown_hook_warning(hook: str) -> str:
+def unknown_hook_warning(hook: str, meant: str | None = None) -> str:
+    guess = "misspelled?" if meant is None else f"did you mean {meant!r}?"
     return (
-        f"implements {hook!r}, which no loaded plugin defines; misspelled? "
+        f"implements {hook!r}, which no loaded plugin defines; {guess} "
         "(mark it @hookimpl(optionalhook=True) if it belongs to an optional plugin)"
     )
 
@@ -317,7 +383,16 @@ def unknown_hook_warning(hook: str) -> str:
 def test_a_hook_nobody_specified_gives_a_warning_unless_optional(load: Load) -> None:
     """typo_hook implements on_role (a typo) and, marked optional, a hook of an absent plugin."""
     info = load("typo_hook").info("typo_hook")
-    assert (info.state, info.warnings) == (LOADED, [unknown_hook_warning("on_role")])
+    assert (info.state, info.warnings) == (LOADED, [unknown_hook_warning("on_role", "on_roles")])
+
+
+def test_a_misspelled_hook_fails_strict_mode_with_the_hook_meant(load: Load) -> None:
+    with pytest.raises(PluginLoadError) as caught:
+        load("good", "typo_hook", strict=True)
+    assert str(caught.value) == (
+        "plugin 'typo_hook' (tests/plugins/typo_hook.py): "
+        + unknown_hook_warning("on_role", "on_roles")
+    )
 
 
 def test_roleserve_add_hookspecs_that_raises_fails_the_plugin(load: Load) -> None:
@@ -329,7 +404,7 @@ def test_roleserve_add_hookspecs_that_raises_fails_the_plugin(load: Load) -> Non
     )
     assert info.traceback is not None
     assert "RuntimeError: hookspecs are broken" in info.traceback
-    assert plugins.loaded() == ["core", "good"]
+    assert plugins.loaded() == [*BUILTINS, "good"]
     assert plugins.manager.get_plugin("raising_hookspecs") is None
 
 
@@ -342,8 +417,8 @@ def test_implementations_follow_load_order(load: Load) -> None:
     plugins = load(entry_point("good", "b"), entry_point("raising_workers", "a"))
     late = plugins.register(SimpleNamespace(roleserve_values=hookimpl(no_values)), "late")
     assert late.state is LOADED
-    assert [info.name for info in plugins.infos()] == ["core", "a", "b", "late"]
-    assert plugins.loaded() == ["core", "a", "b", "late"]
+    assert [info.name for info in plugins.infos()] == [*BUILTINS, "a", "b", "late"]
+    assert plugins.loaded() == [*BUILTINS, "a", "b", "late"]
     calls = plugins.implementations("roleserve_values")
     assert [(call.plugin, call.hook) for call in calls] == [
         ("core", "roleserve_values"),
@@ -398,7 +473,7 @@ def test_hook_roleserve_add_hookspecs(load: Load, names: tuple[str, str]) -> Non
     user, provider = names
     plugins = load(entry_point("uses_hook", user), entry_point("adds_hook", provider))
     assert [(info.name, info.state, info.warnings) for info in plugins.infos()] == [
-        ("core", LOADED, []),
+        *((name, LOADED, []) for name in BUILTINS),
         ("a", LOADED, []),
         ("b", LOADED, []),
     ]
@@ -433,7 +508,7 @@ def test_hook_roleserve_values(load: Load, tmp_path: Path) -> None:
         "roleserve_values raised RuntimeError: values are broken",
         [],
     )
-    assert plugins.loaded() == ["core", "good"]
+    assert plugins.loaded() == [*BUILTINS, "good"]
 
 
 @pytest.mark.anyio
@@ -462,7 +537,7 @@ async def test_hook_roleserve_settings(load: Load, node: StartNode, tmp_path: Pa
         "log_file": None,
     }
     assert isinstance(seen["pause"], float)
-    assert plugins.loaded() == ["core", "configurable"]
+    assert plugins.loaded() == [*BUILTINS, "configurable"]
 
 
 @pytest.mark.parametrize(
@@ -485,7 +560,7 @@ def test_a_broken_settings_declaration_fails_the_plugin(
     plugins = load()
     info = plugins.register(SimpleNamespace(roleserve_settings=hookimpl(declared)), "broken")
     assert (info.state, info.error, info.settings) == (FAILED, error, [])
-    assert plugins.loaded() == ["core"]
+    assert plugins.loaded() == BUILTINS
 
 
 @pytest.mark.anyio

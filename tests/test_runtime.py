@@ -31,11 +31,18 @@ from roleserve_core import keys as core_keys
 from roleserve_core.errors import (
     InvalidRunnableNameError,
     NotValueOwnerError,
+    PluginLoadError,
     RunnableNotFoundError,
 )
 from roleserve_core.event import Value
 from roleserve_core.hookspecs import hookimpl
-from roleserve_core.keys import CURATOR_CONNECTION, NODE_ID, ROLES, CuratorConnection
+from roleserve_core.keys import (
+    CURATOR_CONNECTION,
+    NODE_ID,
+    POD_NETWORK,
+    ROLES,
+    CuratorConnection,
+)
 from roleserve_core.plugins import PluginState
 from roleserve_core.supervisor import RunnableStatus
 from roleserve_core.testing import NO_CHANNEL, NodeHarness, PluginHarness, wait_for_value
@@ -280,6 +287,13 @@ def test_a_custom_role_name_is_validated() -> None:
 # -- assembly -----------------------------------------------------------------------------
 
 
+@pytest.fixture
+def lenient() -> PluginHarness:
+    """A harness that records a broken plugin and goes on, as a node does, instead of
+    raising as the kit's strict default does."""
+    return PluginHarness(strict=False)
+
+
 def raise_error(*args: Any) -> Any:
     raise RuntimeError("broken")
 
@@ -296,12 +310,14 @@ def raise_error(*args: Any) -> Any:
         (
             lambda: [OWN, ROLES],
             "roleserve_values raised DuplicateValueKeyError: value 'roles' is already owned "
-            "by 'core'; a value has exactly one owner",
+            "by plugin 'core', which loaded first; a value has exactly one owner: name this "
+            "plugin's key 'bad_roles', or read the one 'core' owns",
         ),
         (
             lambda: [OWN, ValueKey("roles", int, "another type")],
             "roleserve_values raised DuplicateValueKeyError: value 'roles' is already owned "
-            "by 'core'; a value has exactly one owner",
+            "by plugin 'core', which loaded first; a value has exactly one owner: name this "
+            "plugin's key 'bad_roles', or read the one 'core' owns",
         ),
         (
             lambda: [OWN, OWN],
@@ -311,15 +327,15 @@ def raise_error(*args: Any) -> Any:
     ids=["raises", "not-a-key", "owned-by-another", "owned-with-another-type", "twice"],
 )
 def test_a_plugin_whose_values_are_refused_is_left_out(
-    plugin_manager: PluginHarness, tmp_path: Path, declare: Callable[[], Any], error: str
+    lenient: PluginHarness, tmp_path: Path, declare: Callable[[], Any], error: str
 ) -> None:
     """Nothing of its declaration stays, and its other hooks are not called."""
-    plugin_manager.register(plugin(roleserve_values=declare, roleserve_workers=raise_error), "bad")
-    plugin_manager.register(with_workers(Worker("fine", forever)), "fine")
-    runtime = plugin_manager.runtime(tmp_path)
-    bad = plugin_manager.plugins.info("bad")
+    lenient.register(plugin(roleserve_values=declare, roleserve_workers=raise_error), "bad")
+    lenient.register(with_workers(Worker("fine", forever)), "fine")
+    runtime = lenient.runtime(tmp_path)
+    bad = lenient.plugins.info("bad")
     assert (bad.state, bad.error, bad.values) == (PluginState.FAILED, error, [])
-    assert plugin_manager.plugins.loaded() == ["core", "fine"]
+    assert lenient.plugins.loaded() == ["core", "fine"]
     core = core_keys.roleserve_values()
     assert [info.owner for info in runtime.registry.entries()] == ["core"] * len(core)
     assert list(runtime.workers) == ["fine"]
@@ -346,33 +362,31 @@ def test_a_plugin_whose_values_are_refused_is_left_out(
     ids=["raises", "not-a-worker", "name-taken", "twice"],
 )
 def test_a_plugin_whose_workers_are_refused_is_left_out_with_its_values(
-    plugin_manager: PluginHarness, tmp_path: Path, workers: Callable[..., Any], error: str
+    lenient: PluginHarness, tmp_path: Path, workers: Callable[..., Any], error: str
 ) -> None:
-    plugin_manager.register(with_workers(Worker("taken", forever)), "first")
-    plugin_manager.register(
+    lenient.register(with_workers(Worker("taken", forever)), "first")
+    lenient.register(
         plugin(roleserve_values=lambda: [OWN], roleserve_workers=workers, on_roles=raise_error),
         "bad",
     )
-    runtime = plugin_manager.runtime(tmp_path)
-    bad = plugin_manager.plugins.info("bad")
+    runtime = lenient.runtime(tmp_path)
+    bad = lenient.plugins.info("bad")
     assert (bad.state, bad.error, bad.values, bad.workers) == (PluginState.FAILED, error, [], [])
     assert OWN not in runtime.registry
     assert list(runtime.workers) == ["taken"]
-    assert plugin_manager.plugins.implementations("on_roles") == []
+    assert lenient.plugins.implementations("on_roles") == []
 
 
 def test_reading_a_key_nobody_owns_is_reported(
-    plugin_manager: PluginHarness, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    lenient: PluginHarness, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Also a key whose owner was refused: its values are forgotten."""
     nobody: ValueKey[int] = ValueKey("nobody_owns", int, "Declared by no plugin.")
     reads = (ROLES, OWN, nobody)
-    plugin_manager.register(with_workers(Worker("reader", forever, reads=reads)), "reader")
-    plugin_manager.register(
-        plugin(roleserve_values=lambda: [OWN], roleserve_workers=raise_error), "owner"
-    )
-    runtime = plugin_manager.runtime(tmp_path)
-    reader = plugin_manager.plugins.info("reader")
+    lenient.register(with_workers(Worker("reader", forever, reads=reads)), "reader")
+    lenient.register(plugin(roleserve_values=lambda: [OWN], roleserve_workers=raise_error), "own")
+    runtime = lenient.runtime(tmp_path)
+    reader = lenient.plugins.info("reader")
     expected = [
         f"its workers read value {name!r}, which no loaded plugin owns; "
         "they will fail when they read it"
@@ -385,6 +399,91 @@ def test_reading_a_key_nobody_owns_is_reported(
     )
     logged = [(entry.level, entry.message) for entry in runtime.logtree.entries("runtime")]
     assert logged == [(logging.WARNING, f"plugin 'reader': {message}") for message in expected]
+
+
+SHARED: ValueKey[str] = ValueKey("first_shared", str, "Owned by 'first'.")
+
+
+@pytest.mark.parametrize(
+    ("hooks", "line"),
+    [
+        pytest.param(
+            {"p": {"roleserve_workers": lambda node: [Worker("a-b", forever)]}},
+            "plugin 'p' (tests/test_runtime.py) failed: roleserve_workers raised "
+            "InvalidRunnableNameError: invalid worker name 'a-b'; names must match "
+            "^[a-z0-9_]{1,64}$ (the last part of its DN): call it 'a_b'",
+            id="worker-name-with-a-dash",
+        ),
+        pytest.param(
+            {
+                "first": {"roleserve_values": lambda: [SHARED]},
+                "second": {"roleserve_values": lambda: [SHARED]},
+            },
+            "plugin 'second' (tests/test_runtime.py) failed: roleserve_values raised "
+            "DuplicateValueKeyError: value 'first_shared' is already owned by plugin 'first', "
+            "which loaded first; a value has exactly one owner: name this plugin's key "
+            "'second_first_shared', or read the one 'first' owns",
+            id="key-owned-twice-blames-the-second",
+        ),
+    ],
+)
+def test_a_mistake_fails_the_strict_harness_with_one_line_naming_the_fix(
+    plugin_manager: PluginHarness,
+    tmp_path: Path,
+    hooks: dict[str, dict[str, Callable[..., Any]]],
+    line: str,
+) -> None:
+    for name, implementations in hooks.items():
+        plugin_manager.register(plugin(**implementations), name)
+    with pytest.raises(PluginLoadError) as caught:
+        plugin_manager.runtime(tmp_path)
+    assert str(caught.value) == line
+
+
+def test_a_key_not_named_for_its_plugin_gives_a_warning(
+    plugin_manager: PluginHarness, tmp_path: Path
+) -> None:
+    """Only a warning: a key of the core's keys.py (pod_network, owned by kubernetes) is
+    named for what it holds, and needs no prefix."""
+    named: ValueKey[str] = ValueKey("p_named", str, "Named for its plugin.")
+    bare: ValueKey[str] = ValueKey("status", str, "Named for nothing.")
+    plugin_manager.register(plugin(roleserve_values=lambda: [named, bare, POD_NETWORK]), "p")
+    runtime = plugin_manager.runtime(tmp_path)
+    warning = (
+        "value 'status' does not begin with the plugin's name; name it 'p_status' so that "
+        "no other plugin's value can take its name"
+    )
+    info = plugin_manager.plugins.info("p")
+    assert (info.state, info.values, info.warnings) == (
+        PluginState.LOADED,
+        ["p_named", "status", "pod_network"],
+        [warning],
+    )
+    logged = [(entry.level, entry.message) for entry in runtime.logtree.entries("runtime")]
+    assert logged == [(logging.WARNING, f"plugin 'p': {warning}")]
+
+
+@pytest.mark.anyio
+async def test_each_plugin_data_dir_exists_before_its_workers_start(
+    plugin_manager: PluginHarness, node: StartNode, tmp_path: Path
+) -> None:
+    """Created when the node starts, mode 0700; a worker may write there at once."""
+    seen: Value[bool] = Value()
+
+    def roleserve_workers(node: NodeContext) -> list[Worker]:
+        async def writer(ctx: RunContext) -> None:
+            seen.set(node.data_dir.is_dir())
+            ctx.signal_healthy()
+            await anyio.sleep_forever()
+
+        return [Worker("writer", writer)]
+
+    plugin_manager.register(plugin(roleserve_workers=roleserve_workers), "p")
+    runtime = plugin_manager.runtime(tmp_path)
+    assert not (tmp_path / "plugins").exists()  # assembling writes nothing
+    await node(runtime)
+    assert await wait_for_value(seen) is True
+    assert (tmp_path / "plugins/p").stat().st_mode & 0o777 == 0o700
 
 
 def test_node_context(plugin_manager: PluginHarness, tmp_path: Path) -> None:

@@ -279,6 +279,16 @@ def test_an_unknown_section(load: Load) -> None:
     )
 
 
+def test_a_section_of_a_core_worker_plugin_is_refused(load: Load) -> None:
+    """rolefetch acts for core and reads [plugins.core]: its own section would be read by
+    nobody, so it names no plugin a section can configure."""
+    assert refusal(load("good"), {"rolefetch": {}}) == (
+        f"{SOURCE}: [plugins.rolefetch] names no installed plugin; known plugins: core, good. "
+        "Remove the section, install the plugin, or name it in ROLESERVE_DISABLE_PLUGINS if it "
+        "is left out on purpose"
+    )
+
+
 def test_an_unknown_section_is_refused_even_with_an_allow_list(load: Load) -> None:
     """The allow list says which installed plugins load; it does not excuse a typo."""
     plugins = load("good", environ={"ROLESERVE_PLUGINS": "good"})

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
+from types import SimpleNamespace
 
 import anyio
 import pytest
 
-from roleserve_core import RunContext, State, Value
+from roleserve_core import NodeContext, RunContext, State, Value, Worker, hookimpl
+from roleserve_core.errors import PluginAPIVersionError, PluginLoadError
 from roleserve_core.plugins import PluginState
 from roleserve_core.testing import (
     REQUIRE_REAL_ENV,
@@ -139,3 +142,55 @@ def test_an_event_loop_lingers_after_its_close(monkeypatch: pytest.MonkeyPatch) 
     finally:
         close_lingering_loops()
     assert all(loop.is_closed() for loop in loops)
+
+
+# -- the harness is strict ------------------------------------------------------------------
+
+PLUGINS_DIR = Path(__file__).parent / "plugins"
+
+
+def roleserve_worker(node: NodeContext) -> list[Worker]:
+    """roleserve_workers, misspelled."""
+    return []
+
+
+def test_a_misspelled_hook_fails_the_harness_at_once_with_the_hook_meant(tmp_path: Path) -> None:
+    """Not a worker that never starts and a wait that times out: the one line to fix."""
+    harness = PluginHarness()
+    harness.register(SimpleNamespace(roleserve_worker=hookimpl(roleserve_worker)), "typo")
+    with pytest.raises(PluginLoadError) as caught:
+        harness.runtime(tmp_path)
+    assert str(caught.value) == (
+        "plugin 'typo' (tests/test_testing_kit.py): implements 'roleserve_worker', which no "
+        "loaded plugin defines; did you mean 'roleserve_workers'? (mark it "
+        "@hookimpl(optionalhook=True) if it belongs to an optional plugin)"
+    )
+
+
+def test_a_hook_module_without_the_api_marker_fails_the_harness_with_the_line_to_add(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What the plugin's entry point would load, so what it needs: ROLESERVE_PLUGIN_API."""
+    monkeypatch.syspath_prepend(str(PLUGINS_DIR))
+    module = importlib.import_module("no_api")
+    with pytest.raises(PluginAPIVersionError) as caught:
+        PluginHarness().register(module, "no_api")
+    assert str(caught.value) == (
+        "plugin 'no_api' (tests/plugins/no_api.py) failed: does not declare the plugin API it "
+        "was written for; add the line `ROLESERVE_PLUGIN_API = 1` to tests/plugins/no_api.py"
+    )
+
+
+def test_a_lenient_harness_records_what_a_strict_one_raises(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.syspath_prepend(str(PLUGINS_DIR))
+    harness = PluginHarness(strict=False)
+    failed = harness.register(importlib.import_module("no_api"), "no_api")
+    typo = harness.register(SimpleNamespace(roleserve_worker=hookimpl(roleserve_worker)), "typo")
+    harness.runtime(tmp_path)
+    assert (failed.state, typo.state, len(typo.warnings)) == (
+        PluginState.FAILED,
+        PluginState.LOADED,
+        1,
+    )

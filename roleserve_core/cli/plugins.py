@@ -44,7 +44,10 @@ def add_parser(commands: Any) -> None:
     parser.add_argument(
         "--strict",
         action="store_true",
-        help="fail (exit 1) if any plugin fails to load, as `node run --strict-plugins` would",
+        help=(
+            "fail (exit 1) if any plugin fails to load or implements a hook that no plugin "
+            "defines, as `node run --strict-plugins` would"
+        ),
     )
     parser.set_defaults(handler=run)
 
@@ -113,6 +116,8 @@ def _format(infos: list[PluginInfo], warnings: list[str]) -> str:
         out.append(f"{info.name}: {info.description or '(no description)'}")
         if info.reason:
             out.append(f"  blocked: {info.reason}")
+        if info.file and (info.error or info.warnings):
+            out.append(f"  file: {info.file}")
         if info.error:
             out.append(f"  error: {info.error}")
         out.extend(_settings(info))

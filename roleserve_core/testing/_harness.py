@@ -53,33 +53,40 @@ NO_CHANNEL: Any = _NoChannel()
 """The channel of a ``CuratorConnection`` built by a test that never calls through it
 (hook dispatch, value plumbing)."""
 
-CORE_VALUES_ONLY = BuiltinPlugin("core", "roleserve_core.keys", essential=True)
-"""The built-in plugin ``core`` with its values but without its workers."""
-CORE_WITH_NODEWATCH = BuiltinPlugin(
-    "core", "roleserve_core.testing._core_nodewatch", essential=True
-)
-"""The built-in plugin ``core`` with its values and ``nodewatch`` (keeps cluster_nodes)."""
+
+def _builtins(*names: str) -> tuple[BuiltinPlugin, ...]:
+    """The built-in plugins of these names, in their load order."""
+    return tuple(builtin for builtin in BUILTIN_PLUGINS if builtin.name in names)
 
 
 class PluginHarness:
-    """The built-in plugin ``core`` plus exactly the plugins a test registers.
+    """The built-in plugin ``core`` (the node's values) plus exactly the plugins a test
+    registers.
 
     Installed entry-point plugins stay out, so a test sees the same plugins on every
-    machine. The core's own workers (rolefetch, statuspush, heartbeat, nodemgmt) stay out
-    too unless ``core_workers=True``: a test of one plugin's worker wants that worker's tree,
-    not the node's whole. ``cluster_nodes=True`` adds the one core worker ``nodewatch``, for
-    a worker that reads ``cluster_nodes`` (connect the node to a ``fake_cluster`` curator).
+    machine. The built-in plugins of the core's workers (rolefetch, statuspush, heartbeat,
+    nodemgmt...) stay out too unless ``core_workers=True``: a test of one plugin's worker
+    wants that worker's tree, not the node's whole. ``cluster_nodes=True`` adds the one
+    built-in ``nodewatch``, for a worker that reads ``cluster_nodes`` (connect the node to a
+    ``fake_cluster`` curator).
+
+    Strict by default, as ``roleserve plugins --strict`` is: a plugin module without
+    ``ROLESERVE_PLUGIN_API``, a misspelled hook, a hook with a wrong signature, a bad worker
+    name or a value key another plugin owns raises ``PluginError`` at ``register`` or
+    ``runtime``, with the one line that says what to fix, instead of surfacing later as a
+    worker that never starts. A test of how the node isolates a broken plugin passes
+    ``strict=False``.
     """
 
     def __init__(
-        self, *, strict: bool = False, core_workers: bool = False, cluster_nodes: bool = False
+        self, *, strict: bool = True, core_workers: bool = False, cluster_nodes: bool = False
     ) -> None:
         if core_workers:
-            builtins: tuple[BuiltinPlugin, ...] = BUILTIN_PLUGINS
+            builtins = BUILTIN_PLUGINS
         elif cluster_nodes:
-            builtins = (CORE_WITH_NODEWATCH,)
+            builtins = _builtins("core", "nodewatch")
         else:
-            builtins = (CORE_VALUES_ONLY,)
+            builtins = _builtins("core")
         self.plugins = PluginSet.load(
             strict=strict, selection=PluginSelection(), entry_points=[], builtins=builtins
         )
@@ -89,7 +96,12 @@ class PluginHarness:
         return self.plugins.register(plugin, name)
 
     def runtime(self, data_dir: Path, **options: Any) -> NodeRuntime:
-        """Assemble a ``NodeRuntime`` from the registered plugins (starts nothing)."""
+        """Assemble a ``NodeRuntime`` from the registered plugins (starts nothing).
+
+        Hooks nobody defines are checked here, once every plugin is in: a later one may
+        define the hook an earlier one implements.
+        """
+        self.plugins.check_unknown_hooks()
         return NodeRuntime(self.plugins, data_dir=data_dir, **options)
 
 

@@ -11,7 +11,8 @@ test suite has these fixtures without a conftest:
 ``value_registry``
     An empty ``ValueRegistry``.
 ``plugin_manager``
-    A ``PluginHarness``: the built-in plugins plus what the test registers.
+    A ``PluginHarness``: the built-in plugin ``core`` (the node's values) plus what the
+    test registers; strict, so a plugin's mistake fails the test at once with its line.
 ``supervisor_runner``
     Starts supervisors (``await supervisor_runner.start(root)``) and stops them after the
     test.
@@ -73,7 +74,7 @@ def value_registry() -> ValueRegistry:
 
 @pytest.fixture
 def plugin_manager() -> PluginHarness:
-    """The built-in plugins plus the plugins this test registers."""
+    """The built-in plugin core plus the plugins this test registers, strictly."""
     return PluginHarness()
 
 

@@ -1,4 +1,5 @@
-"""The node's own workers, one module each, run by the built-in plugin ``core``.
+"""The node's own workers, one module each, each run by a built-in plugin of its name
+(``roleserve_core.builtin``, listed in ``plugins.BUILTIN_PLUGINS``).
 
 ::
 
@@ -28,28 +29,4 @@ heartbeat and statuspush send the process's instance ID (``_identity``): the cur
 one process per node identity, and the refused one says so and retries.
 """
 
-from __future__ import annotations
-
-from roleserve_core.node import NodeContext, Worker
-from roleserve_core.workers.heartbeat import heartbeat_worker
-from roleserve_core.workers.nodemgmt import nodemgmt_worker
-from roleserve_core.workers.nodewatch import nodewatch_worker
-from roleserve_core.workers.renewal import renewal_worker
-from roleserve_core.workers.revocations import revocations_worker
-from roleserve_core.workers.rolefetch import rolefetch_worker
-from roleserve_core.workers.statuspush import statuspush_worker
-
-__all__ = ["core_workers"]
-
-
-def core_workers(node: NodeContext) -> list[Worker]:
-    """Every worker of the core, for the built-in plugin's ``roleserve_workers``."""
-    return [
-        rolefetch_worker(node),
-        statuspush_worker(node),
-        heartbeat_worker(node),
-        nodemgmt_worker(node),
-        nodewatch_worker(node),
-        renewal_worker(node),
-        revocations_worker(node),
-    ]
+__all__: list[str] = []

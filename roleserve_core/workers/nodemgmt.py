@@ -126,7 +126,7 @@ def restart_needed(serving: Listen, latest: Listen | str) -> bool:
 
 
 def nodemgmt_worker(node: NodeContext) -> Worker:
-    """The worker ``nodemgmt`` of the built-in plugin ``core``; always runs."""
+    """The worker of the built-in plugin ``nodemgmt``; always runs."""
 
     async def run(ctx: RunContext) -> None:
         """Serves node management (tree, values, logs, restarts) on port 7839."""

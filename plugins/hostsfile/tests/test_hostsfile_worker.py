@@ -204,7 +204,8 @@ async def test_both_are_off_by_default(
     harness = await start(node, tmp_path, path=str(tmp_path / "hosts"))
     await enrolled(harness, fake_cluster, leader)
     await harness.wait_state(DN, State.HEALTHY)
-    assert os.listdir(tmp_path) == ["hosts"]
+    # Only the hosts file, beside the node's data directory (which the node creates).
+    assert sorted(os.listdir(tmp_path)) == ["hosts", "node"]
 
 
 async def test_a_refused_hostname_makes_the_worker_dead(
