@@ -106,7 +106,8 @@ async def test_runs_on_consensus_members_and_follows_the_cluster(
     leader.set_node(node_record("node-a", "10.0.0.1", roles=MEMBER))
 
     harness.set_roles(WORKER)  # discovery = consensus: not on a worker
-    assert harness.status(DN).state == State.NEW
+    gated = await harness.wait_status(DN, lambda s: s.note == "waiting for its roles")
+    assert gated.state == State.NEW
     assert view.targets is None
 
     with harness.runtime.logtree.follow(DN) as log:
