@@ -87,6 +87,7 @@ def test_the_distribution_it_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert new("backup_agent", "--role", "nightly-backup") == 0
     plugin = tmp_path / "roleserve-backup-agent"  # the default directory
     assert files_under(plugin) == [
+        ".gitignore",
         "CHANGELOG.md",
         "README.md",
         "pyproject.toml",

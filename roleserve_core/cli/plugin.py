@@ -4,6 +4,7 @@ What it writes comes from the templates in ``plugin_template/`` (package data, r
 ``importlib.resources``), filled in with ``string.Template``; their paths map so::
 
     plugin_template/pyproject.toml.tmpl        ─▶ DIR/pyproject.toml
+    plugin_template/gitignore.tmpl             ─▶ DIR/.gitignore
     plugin_template/package/hooks.py.tmpl      ─▶ DIR/roleserve_NAME/hooks.py
     plugin_template/package/worker.py.tmpl     ─▶ DIR/roleserve_NAME/worker_NAME.py
     plugin_template/tests/test_plugin.py.tmpl  ─▶ DIR/tests/test_NAME.py
@@ -104,6 +105,8 @@ class NewPlugin:
     def target(self, template: str) -> str:
         """Where a template's file goes, relative to the plugin's directory."""
         path = template.removesuffix(SUFFIX)
+        if path == "gitignore":  # stored without its dot, as package data may drop dotfiles
+            return ".gitignore"
         path = re.sub(r"^package/", f"{self.package}/", path)
         path = path.replace("/worker.py", f"/worker_{self.name}.py")
         return path.replace("tests/test_plugin.py", f"tests/test_{self.name}.py")
