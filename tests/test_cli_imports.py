@@ -49,6 +49,7 @@ def _heavy_modules_loaded(*argv: str) -> list[str]:
         ["cluster", "up", "--help"],
         ["node", "run", "--help"],
         ["plugins", "--help"],
+        ["plugin", "new", "--help"],
     ],
     ids=" ".join,
 )

@@ -1,0 +1,36 @@
+"""``./dev``: the refusals it makes before doing anything (the rest runs in every CI run)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+DEV = Path(__file__).resolve().parents[1] / "dev"
+
+
+def test_alone_refuses_a_directory_outside_the_workspace_in_one_line(tmp_path: Path) -> None:
+    """A plugin of one's own is tested in its own directory; uv's own message ("not in the
+    workspace") said nothing of that."""
+    done = subprocess.run(
+        [str(DEV), "alone", str(tmp_path)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1
+    assert done.stderr.startswith(
+        "dev: alone runs a plugin of this workspace (plugins/NAME, examples/NAME), "
+        f"not {tmp_path}; test a plugin of your own in its own directory"
+    )
+    assert "docs/plugin-guide.md" in done.stderr
+
+
+def test_uv_runs_in_the_callers_directory(tmp_path: Path) -> None:
+    """``./dev uv`` takes paths as the caller gave them, not relative to the checkout."""
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "elsewhere"\nversion = "1"\n')
+    done = subprocess.run(
+        [str(DEV), "uv", "version", "--short"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (done.returncode, done.stdout.strip()) == (0, "1"), done.stderr
