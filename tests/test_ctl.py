@@ -256,6 +256,13 @@ class FakeManagement(management_pb2_grpc.ManagementServicer):
         return management_pb2.GetConsensusStatusResponse(members=self.cluster.consensus)
 
     @override
+    async def RebuildConsensusMember(
+        self, request: management_pb2.RebuildConsensusMemberRequest, context: Context
+    ) -> management_pb2.RebuildConsensusMemberResponse:
+        await self.cluster.answer("RebuildConsensusMember", request, context)
+        return management_pb2.RebuildConsensusMemberResponse(done="removed member 1, added 2")
+
+    @override
     async def IssueCredentials(
         self, request: management_pb2.IssueCredentialsRequest, context: Context
     ) -> management_pb2.IssueCredentialsResponse:
@@ -850,6 +857,33 @@ def test_consensus_table_and_json(setup: Setup, ctl: Any) -> None:
         "leader": False,
     }
     assert members[2]["leader"] is True
+
+
+def test_consensus_rebuild_names_the_node_and_what_the_leader_did(setup: Setup, ctl: Any) -> None:
+    result = ctl("consensus", "rebuild", setup.worker_id[:12])
+    assert (result.code, result.out) == (
+        0,
+        f"rebuilding {setup.worker_id}: removed member 1, added 2; `ctl consensus` shows it "
+        "LEARNER, then FULL\n",
+    )
+    assert setup.cluster.received("RebuildConsensusMember") == [
+        management_pb2.RebuildConsensusMemberRequest(node_id=setup.worker_id)
+    ]
+    assert setup.cluster.received("GetConsensusStatus") == []
+
+
+def test_consensus_rebuild_refused_is_the_leaders_line(setup: Setup, ctl: Any) -> None:
+    message = "not rebuilding node x: cannot remove x (1): 1 of the 2 voting members left ..."
+    setup.cluster.refusals["RebuildConsensusMember"] = (
+        grpc.StatusCode.FAILED_PRECONDITION,
+        message,
+    )
+    result = ctl("consensus", "rebuild", setup.worker_id)
+    assert (result.code, result.out) == (1, "")
+    assert result.err == (
+        f"roleserve ctl: error: rebuilding the etcd member of {setup.worker_id}: {message} "
+        "(FAILED_PRECONDITION)\n"
+    )
 
 
 # -- tree, values, logs --------------------------------------------------------------------

@@ -64,7 +64,13 @@ VIEWER = {
     "GetSupervisionTree",
     "GetValues",
 }
-OPERATOR = VIEWER | {"ApproveNode", "UpdateNodeRoles", "DecommissionNode", "RestartRunnable"}
+OPERATOR = VIEWER | {
+    "ApproveNode",
+    "UpdateNodeRoles",
+    "DecommissionNode",
+    "RebuildConsensusMember",
+    "RestartRunnable",
+}
 OWNER_ONLY = {"GetRegisterTicket", "IssueCredentials", "ListCredentials", "RevokeCredentials"}
 
 ALLOWED: dict[str | None, set[str]] = {

@@ -369,6 +369,45 @@ class DecommissionNodeResponse(_message.Message):
 Global___DecommissionNodeResponse: _TypeAlias = DecommissionNodeResponse  # noqa: Y015
 
 @_typing.final
+class RebuildConsensusMemberRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NODE_ID_FIELD_NUMBER: _builtins.int
+    node_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        node_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["node_id", b"node_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RebuildConsensusMemberRequest: _TypeAlias = RebuildConsensusMemberRequest  # noqa: Y015
+
+@_typing.final
+class RebuildConsensusMemberResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DONE_FIELD_NUMBER: _builtins.int
+    done: _builtins.str
+    """What was done, in words (the member removed, the learner added)."""
+    def __init__(
+        self,
+        *,
+        done: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["done", b"done"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RebuildConsensusMemberResponse: _TypeAlias = RebuildConsensusMemberResponse  # noqa: Y015
+
+@_typing.final
 class GetConsensusStatusRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

@@ -69,6 +69,11 @@ class ManagementStub:
                 request_serializer=roleserve__core_dot_proto_dot_management__pb2.GetConsensusStatusRequest.SerializeToString,
                 response_deserializer=roleserve__core_dot_proto_dot_management__pb2.GetConsensusStatusResponse.FromString,
                 _registered_method=True)
+        self.RebuildConsensusMember = channel.unary_unary(
+                '/roleserve.management.Management/RebuildConsensusMember',
+                request_serializer=roleserve__core_dot_proto_dot_management__pb2.RebuildConsensusMemberRequest.SerializeToString,
+                response_deserializer=roleserve__core_dot_proto_dot_management__pb2.RebuildConsensusMemberResponse.FromString,
+                _registered_method=True)
         self.IssueCredentials = channel.unary_unary(
                 '/roleserve.management.Management/IssueCredentials',
                 request_serializer=roleserve__core_dot_proto_dot_management__pb2.IssueCredentialsRequest.SerializeToString,
@@ -138,6 +143,15 @@ class ManagementServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RebuildConsensusMember(self, request, context):
+        """Replace a node's etcd member, whose data is corrupt, by a learner at its peer URL: the
+        node moves its data aside and joins as that learner, which is promoted once it has
+        caught up. Refused (FAILED_PRECONDITION) when removing the member would cost the quorum.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def IssueCredentials(self, request, context):
         """Sign a new user certificate for a key the caller generated (its CSR), with a scope.
         """
@@ -196,6 +210,11 @@ def add_ManagementServicer_to_server(servicer, server):
                     servicer.GetConsensusStatus,
                     request_deserializer=roleserve__core_dot_proto_dot_management__pb2.GetConsensusStatusRequest.FromString,
                     response_serializer=roleserve__core_dot_proto_dot_management__pb2.GetConsensusStatusResponse.SerializeToString,
+            ),
+            'RebuildConsensusMember': grpc.unary_unary_rpc_method_handler(
+                    servicer.RebuildConsensusMember,
+                    request_deserializer=roleserve__core_dot_proto_dot_management__pb2.RebuildConsensusMemberRequest.FromString,
+                    response_serializer=roleserve__core_dot_proto_dot_management__pb2.RebuildConsensusMemberResponse.SerializeToString,
             ),
             'IssueCredentials': grpc.unary_unary_rpc_method_handler(
                     servicer.IssueCredentials,
@@ -402,6 +421,33 @@ class Management:
             '/roleserve.management.Management/GetConsensusStatus',
             roleserve__core_dot_proto_dot_management__pb2.GetConsensusStatusRequest.SerializeToString,
             roleserve__core_dot_proto_dot_management__pb2.GetConsensusStatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RebuildConsensusMember(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/roleserve.management.Management/RebuildConsensusMember',
+            roleserve__core_dot_proto_dot_management__pb2.RebuildConsensusMemberRequest.SerializeToString,
+            roleserve__core_dot_proto_dot_management__pb2.RebuildConsensusMemberResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -45,6 +45,11 @@ class ManagementStub:
     """Remove a node from the cluster for good."""
     GetConsensusStatus: _grpc.UnaryUnaryMultiCallable[_management_pb2.GetConsensusStatusRequest, _management_pb2.GetConsensusStatusResponse]
     """The etcd members and their state."""
+    RebuildConsensusMember: _grpc.UnaryUnaryMultiCallable[_management_pb2.RebuildConsensusMemberRequest, _management_pb2.RebuildConsensusMemberResponse]
+    """Replace a node's etcd member, whose data is corrupt, by a learner at its peer URL: the
+    node moves its data aside and joins as that learner, which is promoted once it has
+    caught up. Refused (FAILED_PRECONDITION) when removing the member would cost the quorum.
+    """
     IssueCredentials: _grpc.UnaryUnaryMultiCallable[_management_pb2.IssueCredentialsRequest, _management_pb2.IssueCredentialsResponse]
     """Sign a new user certificate for a key the caller generated (its CSR), with a scope."""
     ListCredentials: _grpc.UnaryUnaryMultiCallable[_management_pb2.ListCredentialsRequest, _management_pb2.ListCredentialsResponse]
@@ -69,6 +74,11 @@ class ManagementAsyncStub(ManagementStub):
     """Remove a node from the cluster for good."""
     GetConsensusStatus: _aio.UnaryUnaryMultiCallable[_management_pb2.GetConsensusStatusRequest, _management_pb2.GetConsensusStatusResponse]  # type: ignore[assignment]
     """The etcd members and their state."""
+    RebuildConsensusMember: _aio.UnaryUnaryMultiCallable[_management_pb2.RebuildConsensusMemberRequest, _management_pb2.RebuildConsensusMemberResponse]  # type: ignore[assignment]
+    """Replace a node's etcd member, whose data is corrupt, by a learner at its peer URL: the
+    node moves its data aside and joins as that learner, which is promoted once it has
+    caught up. Refused (FAILED_PRECONDITION) when removing the member would cost the quorum.
+    """
     IssueCredentials: _aio.UnaryUnaryMultiCallable[_management_pb2.IssueCredentialsRequest, _management_pb2.IssueCredentialsResponse]  # type: ignore[assignment]
     """Sign a new user certificate for a key the caller generated (its CSR), with a scope."""
     ListCredentials: _aio.UnaryUnaryMultiCallable[_management_pb2.ListCredentialsRequest, _management_pb2.ListCredentialsResponse]  # type: ignore[assignment]
@@ -132,6 +142,17 @@ class ManagementServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_management_pb2.GetConsensusStatusResponse, _abc.Awaitable[_management_pb2.GetConsensusStatusResponse]]:
         """The etcd members and their state."""
+
+    @_abc_1.abstractmethod
+    def RebuildConsensusMember(
+        self,
+        request: _management_pb2.RebuildConsensusMemberRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_management_pb2.RebuildConsensusMemberResponse, _abc.Awaitable[_management_pb2.RebuildConsensusMemberResponse]]:
+        """Replace a node's etcd member, whose data is corrupt, by a learner at its peer URL: the
+        node moves its data aside and joins as that learner, which is promoted once it has
+        caught up. Refused (FAILED_PRECONDITION) when removing the member would cost the quorum.
+        """
 
     @_abc_1.abstractmethod
     def IssueCredentials(

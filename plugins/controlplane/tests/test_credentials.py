@@ -31,6 +31,7 @@ OPERATOR_MAY = {
     "ApproveNode",
     "UpdateNodeRoles",
     "DecommissionNode",
+    "RebuildConsensusMember",
 }
 """Management methods an operator may call; a viewer only the first three, metrics none,
 the owner every one (written out: the test checks the protos against issue 11)."""

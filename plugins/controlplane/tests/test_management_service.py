@@ -350,3 +350,53 @@ async def test_consensus_status_of_a_new_cluster_is_its_first_node(
             leader=True,
         )
     ]
+
+
+# -- RebuildConsensusMember -----------------------------------------------------------------
+
+
+async def rebuild(api: CuratorApi, node_id: str) -> str:
+    async with api.management() as management:
+        request = management_pb2.RebuildConsensusMemberRequest(node_id=node_id)
+        return (await management.RebuildConsensusMember(request)).done
+
+
+async def test_rebuild_is_refused_without_the_role_and_for_the_leaders_own_member(
+    api: CuratorApi, curators
+) -> None:
+    leader = curators.nodes[0]
+    plain = await curators.enrol(1)
+    with refused(Code.NOT_FOUND, "no node node-unknown"):
+        await rebuild(api, "node-unknown")
+    with refused(
+        Code.FAILED_PRECONDITION,
+        f"node {plain.node_id} is not a consensus member: it has no etcd data to rebuild",
+    ):
+        await rebuild(api, plain.node_id)
+    with refused(Code.FAILED_PRECONDITION, f"node {leader.node_id}'s curator leads the cluster"):
+        await rebuild(api, leader.node_id)
+    assert [m.node_id for m in await consensus(api)] == [leader.node_id]
+
+
+async def test_rebuild_is_refused_when_the_quorum_would_go(api: CuratorApi, curators) -> None:
+    """Three voters, one down: removing a second would leave one of two voters."""
+    leader = curators.nodes[0]
+    second, third = await curators.add_consensus(1), await curators.add_consensus(2)
+    assert await curators.leader() is leader
+    await curators.crash(third)
+    with refused(
+        Code.FAILED_PRECONDITION,
+        f"not rebuilding node {second.node_id}: cannot remove {second.node_id} (",
+    ):
+        await rebuild(api, second.node_id)
+    with refused(
+        Code.FAILED_PRECONDITION,
+        "1 of the 2 voting members left are reachable, and a quorum needs 2",
+    ):
+        await rebuild(api, second.node_id)
+    statuses = {m.node_id: m.status for m in await consensus(api)}
+    assert statuses == {
+        leader.node_id: Member.FULL,
+        second.node_id: Member.FULL,
+        third.node_id: Member.STATUS_UNKNOWN,
+    }

@@ -1,4 +1,5 @@
-"""``ctl leader`` and ``ctl consensus``: who leads the curators, and the etcd members.
+"""``ctl leader`` and ``ctl consensus [rebuild NODE]``: who leads the curators, the etcd
+members, and making a member with corrupt data anew.
 
 The two leaders differ: the curator leader holds an election lease in etcd and serves
 Management; etcd's raft leader is whichever member raft elected. They are often on
@@ -20,7 +21,14 @@ if TYPE_CHECKING:
 
     Member = GetConsensusStatusResponse.Member
 
-__all__ = ["add_parsers", "member_json", "member_row", "show_consensus", "show_leader"]
+__all__ = [
+    "add_parsers",
+    "member_json",
+    "member_row",
+    "rebuild_member",
+    "show_consensus",
+    "show_leader",
+]
 
 HEADERS = ("", "NODE", "STATUS", "PEER URL")
 """The first column holds ``*`` for the member that leads raft."""
@@ -46,10 +54,27 @@ def add_parsers(commands: Any) -> None:
         help="list the etcd members",
         description=(
             "List the etcd members: their node, whether each is a LEARNER (catching up, "
-            "not voting) or a FULL member, its peer URL; '*' marks etcd's raft leader."
+            "not voting) or a FULL member, its peer URL; '*' marks etcd's raft leader. "
+            "'consensus rebuild NODE' makes a member whose etcd data is corrupt anew."
         ),
     )
     _command.add_json_option(parser)
+    actions = parser.add_subparsers(title="actions", metavar="ACTION")
+    parser = _command.add(
+        actions,
+        "rebuild",
+        rebuild_member,
+        help="make a member whose etcd data is corrupt anew, from the other members",
+        description=(
+            "Rebuild NODE's etcd member, when its node says its etcd data is corrupt: the "
+            "leader removes the member and adds a learner at its peer URL; the node moves "
+            "its data aside (data.corrupt-<time>, nothing is deleted), joins as the "
+            "learner and catches up from the others, and the leader promotes it. Refused "
+            "when removing the member would cost the quorum (the voters left that answer "
+            "could not form one), and for a node that is no consensus member."
+        ),
+    )
+    _command.add_node_argument(parser)
 
 
 async def show_leader(session: Session, args: argparse.Namespace) -> None:
@@ -101,3 +126,17 @@ async def show_consensus(session: Session, args: argparse.Namespace) -> None:
         print_json([member_json(member) for member in status.members])
     else:
         print(render_table(HEADERS, [member_row(member) for member in status.members]))
+
+
+async def rebuild_member(session: Session, args: argparse.Namespace) -> None:
+    """``ctl consensus rebuild NODE``."""
+    from roleserve_core.proto import management_pb2
+
+    node = await session.resolve(args.node)
+    request = management_pb2.RebuildConsensusMemberRequest(node_id=node.id)
+    answer = await session.call(
+        f"rebuilding the etcd member of {node.id}",
+        session.management.RebuildConsensusMember,
+        request,
+    )
+    print(f"rebuilding {node.id}: {answer.done}; `ctl consensus` shows it LEARNER, then FULL")

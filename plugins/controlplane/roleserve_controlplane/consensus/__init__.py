@@ -8,6 +8,8 @@
     EtcdMember(MemberConfig) ── a supervisor runnable: bootstrap / join / restart a member,
                                 as its MembershipRecord says (written once etcd served);
                                 refuses without the disk space etcd needs (``space``),
+                                names corrupt data in one line (``corruption``) and
+                                rejoins once the leader rebuilds it (``record``),
                                 restarts an etcd that stops answering (``liveness``)
     EtcdClient ── adapter over etcd3aio: keys, transactions, watches, leases, members
     Membership ── add learner, promote once caught up, remove (refused if quorum would go)
@@ -44,6 +46,7 @@ from roleserve_controlplane.consensus.election import (
 )
 from roleserve_controlplane.consensus.errors import (
     ConsensusError,
+    CorruptDataError,
     DiskSpaceError,
     EtcdDowngradeError,
     EtcdExitedError,
@@ -85,6 +88,7 @@ __all__ = [
     "Campaign",
     "ConsensusCA",
     "ConsensusError",
+    "CorruptDataError",
     "DiskSpaceError",
     "Election",
     "EtcdBinary",

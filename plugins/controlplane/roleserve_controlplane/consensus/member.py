@@ -26,8 +26,10 @@
     ├── then probes it (``liveness``): no answer ──▶ the note says since when; after
     │   ``config.liveness.failures`` probes in a row, EtcdNotAnsweringError (restarted)
     └── fails (DEAD, so the supervisor backs off) when etcd exits: EtcdExitedError, with
-        etcd's last error lines, or DiskSpaceError when they say "no space left on device";
-        on cancellation: SIGTERM to its group, then SIGKILL after ``stop_grace``
+        etcd's last error lines, or DiskSpaceError when they say "no space left on device",
+        or CorruptDataError when they say its data cannot be read (``corruption``: one line
+        naming ``ctl consensus rebuild NODE``; the rebuild is found at the next start, see
+        ``record``); on cancellation: SIGTERM to its group, then SIGKILL after ``stop_grace``
 
 Clients and peers both use mutual TLS with the consensus CA.
 """
@@ -51,7 +53,9 @@ from roleserve_controlplane.consensus.binary import (
 )
 from roleserve_controlplane.consensus.certificates import TLSFiles, write_tls_files
 from roleserve_controlplane.consensus.client import EtcdClient, Member, MemberStatus
+from roleserve_controlplane.consensus.corruption import corrupt_data
 from roleserve_controlplane.consensus.errors import (
+    CorruptDataError,
     DiskSpaceError,
     EtcdExitedError,
     EtcdRequestError,
@@ -257,11 +261,16 @@ class EtcdMember:
         except ProgramExitedError as exc:
             raise self._exit_error(exc) from None
 
-    def _exit_error(self, exc: ProgramExitedError) -> DiskSpaceError | EtcdExitedError:
+    def _exit_error(
+        self, exc: ProgramExitedError
+    ) -> DiskSpaceError | CorruptDataError | EtcdExitedError:
         """What etcd's exit stands for: a full disk when its last lines say so (one line,
-        retried until space is freed), else the exit with its last error lines."""
-        full = disk_full(exc.lines, self.config.directory)
-        return full or EtcdExitedError(exc.name, exc.returncode, exc.lines)
+        retried until space is freed), corrupt data when they say that (one line, retried
+        until the operator has it rebuilt), else the exit with its last error lines."""
+        config = self.config
+        full = disk_full(exc.lines, config.directory)
+        corrupt = corrupt_data(exc.lines, config.data_dir, config.name)
+        return full or corrupt or EtcdExitedError(exc.name, exc.returncode, exc.lines)
 
     def program_spec(self, tls: TLSFiles, start: Start | None = None) -> ProgramSpec:
         """etcd as the runner starts it: the binary ``find_etcd`` chose, its record in the

@@ -11,7 +11,11 @@ leaves (a crash, SIGKILL, ENOSPC while etcd creates its WAL); started on it with
 
     plan_start(config)
     ├── record ──▶ RESTART (etcd: "existing", never "new")
-    │     ├── no WAL under data/ ──▶ MembershipRecordError (final): the data is lost
+    │     ├── a peer answers: the member is gone from its list, and a learner that never
+    │     │   started waits at this member's peer URL ──▶ a rebuild (below): the data moved
+    │     │                        aside, the record removed; JOIN as that learner
+    │     ├── no WAL under data/ ──▶ CorruptDataError (retried until the operator has it
+    │     │                        rebuilt: ``ctl consensus rebuild NODE``)
     │     └── a peer answers, and its cluster is another or lacks the member
     │                            ──▶ NotAMemberError (final): starting would fork or fail
     ├── no record, no data ──▶ BOOTSTRAP (no peers) or JOIN (peers)
@@ -33,9 +37,24 @@ leaves (a crash, SIGKILL, ENOSPC while etcd creates its WAL); started on it with
                               when a member's log is behind its commit), then the data
                               moved aside; JOIN with the cluster's current members
 
-Moved aside means renamed to ``data.interrupted-<UTC time>`` with one WARNING line naming
-it: never deleted. Peers are asked on their client port, the same as this member's (as on
-every roleserve node), with the member's own certificate.
+Moved aside means renamed to ``data.interrupted-<UTC time>`` (``data.corrupt-<UTC time>``
+for a rebuild) with one WARNING line naming it: never deleted. Peers are asked on their
+client port, the same as this member's (as on every roleserve node), with the member's own
+certificate.
+
+A rebuild (``ctl consensus rebuild NODE``, the leader's ``curator.rebuild``) replaces a
+member whose data is corrupt. Decided so, the simplest mechanism that survives a crash at
+any step: the leader removes the member and adds a learner at the same peer URL, exactly
+as it adds one for a node given the consensus_member role; the node's member sees that at
+its next start (a corrupt member restarts after the supervisor's backoff, ``corruption``)
+and joins as that learner, which the leader promotes once it has caught up. The cluster's
+member list is the mark: no key to keep in step with it, nothing for the node to watch, and
+a node that was down meanwhile finds it too. A member removed without a learner waiting
+(its role taken away) is still refused (NotAMemberError), and only a learner that never
+started counts, so a running member is never taken for one to rebuild. The record is
+removed after the data is moved aside: a crash in between leaves the record without data,
+and the next start, finding the learner still waiting, finishes the rebuild; a crash after
+leaves data-less, record-less state, a plain join.
 """
 
 from __future__ import annotations
@@ -51,6 +70,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from roleserve_controlplane.consensus.client import EtcdClient, Member
+from roleserve_controlplane.consensus.corruption import corrupt_data_error
 from roleserve_controlplane.consensus.errors import (
     EtcdRequestError,
     MembershipRecordError,
@@ -130,8 +150,12 @@ async def plan_start(config: MemberConfig, log: logging.Logger) -> Start:
     """Decide how ``config``'s member starts (see the module docstring)."""
     record = MembershipRecord.load(config.membership_file)
     if record is not None:
+        view = await _ask_cluster(config)
+        learner = _rebuild_learner(config, record, view)
+        if view is not None and learner is not None:
+            return _rebuild(config, log, view, learner)
         _refuse_lost_data(config)
-        await _refuse_unknown(config, record)
+        _refuse_unknown(config, record, view)
         return Start(MemberMode.RESTART, config.peers)
     if not (config.data_dir / "member").exists():
         return Start(config.mode(), config.peers)
@@ -152,18 +176,59 @@ def _has_wal(config: MemberConfig) -> bool:
 
 
 def _refuse_lost_data(config: MemberConfig) -> None:
+    """Refuse to start etcd without the WAL of a recorded member: started, etcd would found
+    a new cluster, or join without its log. The same one line as corrupt data, retried
+    after the backoff, so that the member finds the rebuild the operator asks for."""
     if not _has_wal(config):
-        raise MembershipRecordError(
-            f"node {config.name}: {config.membership_file} says it is a member, but its etcd "
-            f"data in {config.data_dir} is gone; remove the node's consensus_member role and "
-            "give it again to rejoin"
+        raise corrupt_data_error(
+            config.data_dir,
+            config.name,
+            f"its write-ahead log is gone, though {config.membership_file.name} says this "
+            "node is a member",
         )
 
 
-async def _refuse_unknown(config: MemberConfig, record: MembershipRecord) -> None:
+def _rebuild_learner(
+    config: MemberConfig, record: MembershipRecord, view: _ClusterView | None
+) -> Member | None:
+    """The learner the leader added to rebuild this member (see the module docstring), if
+    the cluster that answered lists one: at this member's peer URL, never started, in the
+    recorded cluster, which no longer lists the recorded member."""
+    if view is None or view.cluster_id != record.cluster_id:
+        return None
+    if any(member.id == record.member_id for member in view.members):
+        return None
+    return next(
+        (
+            member
+            for member in view.members
+            if config.peer_url in member.peer_urls and member.is_learner and not member.name
+        ),
+        None,
+    )
+
+
+def _rebuild(
+    config: MemberConfig, log: logging.Logger, view: _ClusterView, learner: Member
+) -> Start:
+    """Move the data aside, then the record; join as ``learner``."""
+    log.warning(
+        "the cluster (asked %s) removed this member and waits for it as learner %x: "
+        "rebuilding it from the other members",
+        view.endpoint,
+        learner.id,
+    )
+    if config.data_dir.exists():
+        _move_aside(config, log, "a rebuilt member", suffix="corrupt")
+    config.membership_file.unlink(missing_ok=True)
+    return Start(MemberMode.JOIN, _initial_cluster(config, view.members))
+
+
+def _refuse_unknown(
+    config: MemberConfig, record: MembershipRecord, view: _ClusterView | None
+) -> None:
     """Refuse to start a member the cluster, asked, does not know; if no peer answers (the
     whole cluster starting, or a one-member cluster), etcd's own data decides."""
-    view = await _ask_cluster(config)
     if view is None:
         return
     if view.cluster_id != record.cluster_id:
@@ -239,15 +304,20 @@ def _move_aside(
     config: MemberConfig,
     log: logging.Logger,
     what: str,
+    *,
+    suffix: str = "interrupted",
 ) -> None:
     aside = config.data_dir.with_name(
-        f"{config.data_dir.name}.interrupted-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+        f"{config.data_dir.name}.{suffix}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
     )
+    if aside.exists():  # moved aside twice within a second (a rebuild's crash, then another)
+        aside = aside.with_name(f"{aside.name}-{time.monotonic_ns()}")
     config.data_dir.rename(aside)
+    why = f"no {MEMBERSHIP_FILE}" if suffix == "interrupted" else "the operator asked"
     log.warning(
-        "moved aside the etcd data of %s (no %s): %s; delete it once this member serves",
+        "moved aside the etcd data of %s (%s): %s; delete it once this member serves",
         what,
-        MEMBERSHIP_FILE,
+        why,
         aside,
     )
 

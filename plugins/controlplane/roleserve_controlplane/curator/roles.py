@@ -31,7 +31,7 @@ from roleserve_core.identity import certificate_to_pem, public_key_from_der
 from roleserve_core.proto import common_pb2, management_pb2
 from roleserve_core.roles import CUSTOM_ROLE_NAME
 
-__all__ = ["BUILTIN_ROLES", "RoleChanges", "check_role", "has_role"]
+__all__ = ["BUILTIN_ROLES", "RoleChanges", "check_role", "has_role", "member_of"]
 
 BUILTIN_ROLES = ("consensus_member", "kubernetes_controller", "kubernetes_worker")
 
@@ -171,12 +171,12 @@ class RoleChanges:
 
     async def _leave_consensus(self, record: state_pb2.NodeRecord) -> None:
         # The roles after the request were checked before: kubernetes_controller goes too.
-        member = _member_of(await self.leader.client.members(), record)
+        member = member_of(await self.leader.client.members(), record)
         if member is not None:
             await self.leader.membership.remove(member.id)
 
 
-def _member_of(members: Sequence[Member], record: state_pb2.NodeRecord) -> Member | None:
+def member_of(members: Sequence[Member], record: state_pb2.NodeRecord) -> Member | None:
     """The etcd member of a node: by name, or (not started yet) by peer URL."""
     for member in members:
         if member.name == record.id:

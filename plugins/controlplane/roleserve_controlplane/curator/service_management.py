@@ -19,6 +19,7 @@ from roleserve_controlplane.curator.leader import (
     cluster_directory,
     management_node,
 )
+from roleserve_controlplane.curator.rebuild import rebuild_member
 from roleserve_controlplane.curator.roles import RoleChanges, check_role, has_role
 from roleserve_controlplane.proto import state_pb2
 from roleserve_core.identity import certificate_from_pem, certificate_to_pem
@@ -141,6 +142,14 @@ class ManagementService(management_pb2_grpc.ManagementServicer):
                 leader=health.member.id in leaders,
             )
         return response
+
+    @override
+    @handled
+    async def RebuildConsensusMember(
+        self, request: management_pb2.RebuildConsensusMemberRequest, context: Context
+    ) -> management_pb2.RebuildConsensusMemberResponse:
+        done = await rebuild_member(self.leader, request.node_id)
+        return management_pb2.RebuildConsensusMemberResponse(done=done)
 
     @override
     @handled
