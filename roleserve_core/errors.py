@@ -27,6 +27,7 @@
     ├── IdentityError                 a key or certificate that is not what it must be
     │   ├── CertificateVerificationError  a certificate fails verification (reason given)
     │   └── CredentialsError          saved credentials missing, corrupt or mismatched
+    ├── RequestLimitError             a request field beyond its limit (roleserve_core.limits)
     ├── ProgramError                  a program could not start or stopped (roleserve_core.process)
     │   ├── ProgramNotFoundError      no executable binary (also final)
     │   ├── PortInUseError            an address it binds is held by a process not ours
@@ -80,6 +81,7 @@ __all__ = [
     "PluginAPIVersionError",
     "PluginError",
     "PluginLoadError",
+    "RequestLimitError",
     "ResourceError",
     "RoleserveError",
     "RunnableCancelledError",
@@ -214,6 +216,11 @@ class CertificateVerificationError(IdentityError):
 
 class CredentialsError(IdentityError):
     """Saved credentials are missing, corrupt, or do not belong together."""
+
+
+class RequestLimitError(RoleserveError, ValueError):
+    """A field of a request exceeds its limit (``roleserve_core.limits``); the message
+    names the field and the limit. Servers answer INVALID_ARGUMENT with it."""
 
 
 class NodeSetupError(RoleserveError):
