@@ -39,6 +39,7 @@ tree names the module. A test keeps the tree whole: every exception class of the
     ├── IdentityError                 a key or certificate that is not what it must be
     │   ├── CertificateVerificationError  a certificate fails verification (reason given)
     │   └── CredentialsError          saved credentials missing, corrupt or mismatched
+    ├── RequestLimitError             a request field beyond its limit (.limits)
     ├── ProgramError                  a program could not start or stopped (.process)
     │   ├── ProgramNotFoundError      no executable binary (also final)
     │   ├── PortInUseError            an address it binds is held by a process not ours
@@ -108,6 +109,7 @@ __all__ = [
     "PluginError",
     "PluginLoadError",
     "RefusedError",
+    "RequestLimitError",
     "ResourceError",
     "RoleserveError",
     "RunnableCancelledError",
@@ -252,6 +254,11 @@ class CertificateVerificationError(IdentityError):
 
 class CredentialsError(IdentityError):
     """Saved credentials are missing, corrupt, or do not belong together."""
+
+
+class RequestLimitError(RoleserveError, ValueError):
+    """A field of a request exceeds its limit (``roleserve_core.limits``); the message
+    names the field and the limit. Servers answer INVALID_ARGUMENT with it."""
 
 
 class NodeSetupError(RoleserveError):

@@ -20,7 +20,8 @@ before a handler runs, and revoked user certificates too (the value
 
 Refusals are raised as ``RefusedError`` anywhere in a handler and become the call's status
 in one place (``_answering``): NOT_FOUND for an unknown DN, UNAVAILABLE before the node's
-supervisor runs, INVALID_ARGUMENT for a request that can never succeed.
+supervisor runs, INVALID_ARGUMENT for a request that can never succeed or that is beyond a
+limit of ``roleserve_core.limits`` (DNs, value names).
 
 Following logs never blocks the code that logs: a ``LogFollower`` keeps at most
 ``follow_buffer`` unread records and drops the oldest when the client reads too slowly. The
@@ -44,7 +45,13 @@ import grpc
 from google.protobuf import duration_pb2, timestamp_pb2
 from typing_extensions import override
 
-from roleserve_core.errors import RefusedError, RunnableNotFoundError, UnknownValueKeyError
+from roleserve_core.errors import (
+    RefusedError,
+    RequestLimitError,
+    RunnableNotFoundError,
+    UnknownValueKeyError,
+)
+from roleserve_core.limits import MAX_DN_LENGTH, MAX_VALUE_NAME_LENGTH, check_text
 from roleserve_core.logtree import LogEntry, LogFollower
 from roleserve_core.node import NodeIntrospection
 from roleserve_core.proto import nodemanagement_pb2 as pb
@@ -80,7 +87,8 @@ DEFAULT_FOLLOW_BUFFER = 10_000
 
 @contextlib.asynccontextmanager
 async def _answering(context: Context) -> AsyncIterator[None]:
-    """Turn a ``RefusedError`` raised in the block into the call's status.
+    """Turn a ``RefusedError`` raised in the block into the call's status, and a
+    ``RequestLimitError`` (``roleserve_core.limits``) into INVALID_ARGUMENT.
 
     Anything else propagates, and grpc answers UNKNOWN: a bug, not a refusal, and it is
     logged by grpc with its traceback.
@@ -89,6 +97,8 @@ async def _answering(context: Context) -> AsyncIterator[None]:
         yield
     except RefusedError as refusal:
         await context.abort(refusal.code, str(refusal))
+    except RequestLimitError as beyond:
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(beyond))
 
 
 class NodeManagementService(pb_grpc.NodeManagementServicer):
@@ -125,7 +135,7 @@ class NodeManagementService(pb_grpc.NodeManagementServicer):
     ) -> pb.GetSupervisionTreeResponse:
         """The runnables of ``dn``'s subtree, parents first, as ``Supervisor.status``."""
         async with _answering(context):
-            dn = request.dn or ROOT_DN
+            dn = check_text("dn", request.dn, MAX_DN_LENGTH) or ROOT_DN
             try:
                 statuses = self._supervisor().status(dn)
             except RunnableNotFoundError as exc:
@@ -146,6 +156,7 @@ class NodeManagementService(pb_grpc.NodeManagementServicer):
         if not request.name:
             return pb.GetValuesResponse(values=map(_value, registry.entries()))
         async with _answering(context):
+            check_text("name", request.name, MAX_VALUE_NAME_LENGTH)
             try:
                 info = registry.entry(request.name)
             except UnknownValueKeyError as exc:
@@ -166,7 +177,7 @@ class NodeManagementService(pb_grpc.NodeManagementServicer):
         has not started yet is a fine thing to follow.
         """
         async with _answering(context):
-            dn = request.dn or ROOT_DN
+            dn = check_text("dn", request.dn, MAX_DN_LENGTH) or ROOT_DN
             if request.backlog < -1:
                 raise RefusedError(
                     grpc.StatusCode.INVALID_ARGUMENT,
@@ -222,7 +233,7 @@ class NodeManagementService(pb_grpc.NodeManagementServicer):
         """Restart ``dn`` and its subtree (no backoff); never ``root``, which holds this
         very service, and each request is logged with who made it."""
         async with _answering(context):
-            dn = request.dn
+            dn = check_text("dn", request.dn, MAX_DN_LENGTH)
             if not dn:
                 raise RefusedError(
                     grpc.StatusCode.INVALID_ARGUMENT, "name the runnable to restart by its DN"

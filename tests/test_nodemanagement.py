@@ -42,6 +42,7 @@ from roleserve_core.keys import (
     NetworkStatus,
     RevokedCredentials,
 )
+from roleserve_core.limits import MAX_DN_LENGTH, MAX_VALUE_NAME_LENGTH
 from roleserve_core.logtree import LogTree
 from roleserve_core.node import NodeIntrospection
 from roleserve_core.nodemanagement import BATCH_ENTRIES, NodeManagementService
@@ -594,6 +595,25 @@ async def test_before_the_supervisor_runs_the_tree_is_unavailable() -> None:
     assert tree.value.code is grpc.StatusCode.UNAVAILABLE
     assert restart.value.code is grpc.StatusCode.UNAVAILABLE
     assert logs.value.code is grpc.StatusCode.NOT_FOUND
+
+
+async def test_names_beyond_the_request_limits_are_refused_as_invalid() -> None:
+    """A DN or value name longer than ``roleserve_core.limits`` allows is refused, naming the
+    field and the limit, before it is looked up (or quoted in a NOT_FOUND)."""
+    service, _ = direct_service()
+    context = cast(Any, FakeContext())
+    long_dn = "root." + "x" * MAX_DN_LENGTH
+    calls = [
+        service.GetSupervisionTree(pb.GetSupervisionTreeRequest(dn=long_dn), context),
+        service.RestartRunnable(pb.RestartRunnableRequest(dn=long_dn), context),
+        anext(service.GetLogs(pb.GetLogsRequest(dn=long_dn), context)),
+        service.GetValues(pb.GetValuesRequest(name="v" * (MAX_VALUE_NAME_LENGTH + 1)), context),
+    ]
+    for refused_call in calls:
+        with pytest.raises(AbortedError) as caught:
+            await refused_call
+        assert caught.value.code is grpc.StatusCode.INVALID_ARGUMENT
+        assert "characters long; at most" in caught.value.details
 
 
 # -- scopes and revocation --------------------------------------------------------------------

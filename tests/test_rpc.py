@@ -8,7 +8,8 @@ interceptor refuses ends in the status it chose.
 from __future__ import annotations
 
 import datetime
-from collections.abc import AsyncIterator, Awaitable, Callable
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -27,6 +28,7 @@ from roleserve_core.identity import (
     issue_user_certificate,
     node_id,
 )
+from roleserve_core.limits import MAX_REQUEST_BYTES
 from roleserve_core.proto import (
     curator_pb2,
     curator_pb2_grpc,
@@ -39,6 +41,7 @@ from roleserve_core.rpc import (
     KEEPALIVE_POLICY,
     NODE_PERMISSIONS,
     RECONNECT_OPTIONS,
+    REQUEST_LIMITS,
     USER_PERMISSIONS,
     NodePeer,
     Peer,
@@ -498,8 +501,97 @@ def test_every_server_permits_the_clients_pings(ca: CA, monkeypatch: pytest.Monk
     create_server(ca.node(), options=[("grpc.so_reuseport", 0)])
     [options] = made
     policy = dict(options)
-    assert policy == {**dict(KEEPALIVE_POLICY), "grpc.so_reuseport": 0}
+    assert policy == {**dict(KEEPALIVE_POLICY), **dict(REQUEST_LIMITS), "grpc.so_reuseport": 0}
     pings_every_ms = dict(KEEPALIVE_OPTIONS)["grpc.keepalive_time_ms"]
     assert policy["grpc.http2.min_recv_ping_interval_without_data_ms"] <= pings_every_ms
     assert policy["grpc.keepalive_permit_without_calls"] == 1
     assert policy["grpc.http2.max_ping_strikes"] == 0  # a burst after a stall is no abuse
+
+
+# -- requests that do not parse, and the request size limit ---------------------------------
+
+NOT_UTF8 = b"\x0a\x02\xc3\x28"
+"""An UpdateNodeStatusRequest or HeartbeatRequest whose field 1 (a string) is not UTF-8."""
+
+
+class LoggedTracebacks(logging.Handler):
+    """ERROR records with a traceback, logged while installed on the root logger."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.exc_info is not None:
+            self.records.append(record)
+
+
+@pytest.fixture
+def tracebacks() -> Iterator[LoggedTracebacks]:
+    handler = LoggedTracebacks()
+    logging.getLogger().addHandler(handler)
+    try:
+        yield handler
+    finally:
+        logging.getLogger().removeHandler(handler)
+
+
+async def test_a_unary_request_that_is_not_utf8_is_refused_as_invalid(
+    cluster: Cluster, tracebacks: LoggedTracebacks
+) -> None:
+    """Was UNKNOWN ("Unexpected DecodeError"), with a traceback logged by grpc: found by the
+    fuzz suites (issue 11, item 5)."""
+
+    def update(channel: Any) -> Any:  # raw bytes: the stubs' types do not fit
+        return channel.unary_unary("/roleserve.curator.Curator/UpdateNodeStatus")(
+            NOT_UTF8, timeout=CALL_TIMEOUT
+        )
+
+    code, details = await refused(call(cluster, cluster.ca.node(), update))
+    assert code is grpc.StatusCode.INVALID_ARGUMENT
+    assert "not a valid roleserve.curator.UpdateNodeStatusRequest" in details
+    assert "UTF-8" in details
+    assert cluster.recorder.peers == []  # the handler never ran
+    assert tracebacks.records == []
+
+
+async def test_a_request_stream_ends_invalid_at_a_request_that_does_not_parse(
+    cluster: Cluster, tracebacks: LoggedTracebacks
+) -> None:
+    def beats(channel: Any) -> Awaitable[Any]:
+        stream = channel.stream_stream("/roleserve.curator.Curator/Heartbeat")(
+            iter([b"", NOT_UTF8]), timeout=CALL_TIMEOUT
+        )
+
+        async def read() -> list[bytes]:
+            return [response async for response in stream]
+
+        return read()
+
+    code, details = await refused(call(cluster, cluster.ca.node(), beats))
+    assert code is grpc.StatusCode.INVALID_ARGUMENT
+    assert "not a valid roleserve.curator.HeartbeatRequest" in details
+    assert tracebacks.records == []
+
+
+async def test_a_refused_caller_learns_its_refusal_before_a_bad_request(cluster: Cluster) -> None:
+    def update(channel: Any) -> Any:  # raw bytes: the stubs' types do not fit
+        return channel.unary_unary("/roleserve.curator.Curator/UpdateNodeStatus")(
+            NOT_UTF8, timeout=CALL_TIMEOUT
+        )
+
+    code, _ = await refused(call(cluster, cluster.ca.user(), update))
+    assert code is grpc.StatusCode.PERMISSION_DENIED
+
+
+async def test_a_request_beyond_the_limit_is_not_read(cluster: Cluster) -> None:
+    def update(size: int) -> Callable[[grpc.aio.Channel], Awaitable[Any]]:
+        request = curator_pb2.UpdateNodeStatusRequest(instance="x" * size)
+        return lambda channel: curator_pb2_grpc.CuratorStub(channel).UpdateNodeStatus(
+            request, timeout=CALL_TIMEOUT
+        )
+
+    node = cluster.ca.node()
+    await call(cluster, node, update(MAX_REQUEST_BYTES - 16))  # the whole request fits
+    code, details = await refused(call(cluster, node, update(MAX_REQUEST_BYTES)))
+    assert code is grpc.StatusCode.RESOURCE_EXHAUSTED, details

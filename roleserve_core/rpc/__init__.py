@@ -3,7 +3,8 @@ channels that verify nodes by ID, peer identity for handlers, cancellation-safe 
 
 ::
 
-    server: create_server(node credentials) + bind(address)
+    server: create_server(node credentials) + bind(address)   (requests ≤ 1 MiB,
+            REQUEST_LIMITS; one that does not parse: INVALID_ARGUMENT)
             └─ AuthorizationInterceptor: each method's authorization option vs. the peer
                (a user: its certificate's scope), the server's NodeGate (nodes refused
                although certified: decommissioned) and Revocations (revoked users)
@@ -49,6 +50,7 @@ from roleserve_core.rpc._peer import (
 from roleserve_core.rpc._server import (
     KEEPALIVE_POLICY,
     NODE_REFUSED_METADATA,
+    REQUEST_LIMITS,
     AuthorizationInterceptor,
     NodeGate,
     Revocations,
@@ -66,6 +68,7 @@ __all__ = [
     "NODE_PERMISSIONS",
     "NODE_REFUSED_METADATA",
     "RECONNECT_OPTIONS",
+    "REQUEST_LIMITS",
     "SCOPE_PERMISSIONS",
     "USER_PERMISSIONS",
     "AuthorizationInterceptor",

@@ -30,6 +30,7 @@ __all__ = [
     "Permission",
     "method_authorization",
     "permission_name",
+    "request_type",
     "scope_permissions",
     "smallest_scope",
 ]
@@ -115,3 +116,16 @@ def method_authorization(method: str) -> MethodAuthorization | None:
         return None
     option = options.Extensions[authorization_pb2.authorization]
     return MethodAuthorization(frozenset(option.need), option.allow_unauthenticated)
+
+
+@functools.cache
+def request_type(method: str) -> str | None:
+    """The full name of the request message of ``/package.Service/Method``; None if the
+    descriptor pool does not know the method."""
+    service_name, _, method_name = method.lstrip("/").partition("/")
+    try:
+        service = descriptor_pool.Default().FindServiceByName(service_name)
+    except KeyError:
+        return None
+    descriptor = service.methods_by_name.get(method_name)
+    return None if descriptor is None else descriptor.input_type.full_name

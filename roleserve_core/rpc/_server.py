@@ -24,7 +24,14 @@ curator's refuses decommissioned nodes (a certificate cannot be taken back). It 
 where every authenticated call passes, so that no method can forget it.
 
 Servers are always nodes: they present their node certificate. Every server permits the
-clients' keepalive pings (``KEEPALIVE_POLICY``; see ``KEEPALIVE_OPTIONS`` in ``_client``).
+clients' keepalive pings (``KEEPALIVE_POLICY``; see ``KEEPALIVE_OPTIONS`` in ``_client``),
+and reads requests of at most ``limits.MAX_REQUEST_BYTES`` (``REQUEST_LIMITS``; gRPC
+answers a larger one RESOURCE_EXHAUSTED without reading it).
+
+A request that does not parse as its method's message (bytes cut short, a string field that
+is not UTF-8, which proto3 forbids) is answered INVALID_ARGUMENT, naming the message, once
+the caller is admitted: grpc.aio would answer UNKNOWN and log a traceback, as if the server
+had failed.
 
 A node renews its certificate while it serves (``workers.renewal``): ``bind(...,
 current=...)`` reads the latest credentials at each TLS handshake (gRPC's dynamic server
@@ -44,10 +51,12 @@ from typing import Any, Protocol, TypeAlias
 import grpc
 
 from roleserve_core.identity import NodeCredentials, certificate_to_pem, enrolment_ca
+from roleserve_core.limits import MAX_REQUEST_BYTES
 from roleserve_core.rpc._authorization import (
     MethodAuthorization,
     method_authorization,
     permission_name,
+    request_type,
     smallest_scope,
 )
 from roleserve_core.rpc._peer import (
@@ -62,6 +71,7 @@ from roleserve_core.rpc._peer import (
 __all__ = [
     "KEEPALIVE_POLICY",
     "NODE_REFUSED_METADATA",
+    "REQUEST_LIMITS",
     "AuthorizationInterceptor",
     "NodeGate",
     "Revocations",
@@ -82,6 +92,11 @@ KEEPALIVE_POLICY: tuple[tuple[str, int], ...] = (
 ``too_many_pings`` after two. And never count strikes at all: a server resumed after a
 stall (SIGSTOP, a paused VM) reads the pings its clients sent meanwhile in one burst, and
 answered every connection with GOAWAY ``too_many_pings`` (seen in benchmarks/failover.py)."""
+
+REQUEST_LIMITS: tuple[tuple[str, int], ...] = (
+    ("grpc.max_receive_message_length", MAX_REQUEST_BYTES),
+)
+"""The largest request every server reads (see ``roleserve_core.limits``)."""
 
 # Generic in the type stubs only: at run time the grpc classes are not subscriptable.
 Context: TypeAlias = "grpc.aio.ServicerContext[Any, Any]"
@@ -292,7 +307,7 @@ class AuthorizationInterceptor(grpc.aio.ServerInterceptor):
                 return await self._admit_node(peer, context)
             return None
 
-        return _guarded(handler, admit)
+        return _guarded(handler, admit, request_type(method))
 
     async def _admit_user(self, peer: UserPeer, context: Context) -> Guard:
         """Refuse a revoked user; else what ends its stream should it be revoked."""
@@ -319,8 +334,48 @@ def _open_to_all(authorization: MethodAuthorization | None) -> bool:
     return authorization is not None and authorization.allow_unauthenticated
 
 
-def _guarded(handler: Handler, admit: Admit) -> Handler:
-    """``handler`` with ``admit(context)`` run before its behaviour, whatever its kind."""
+class _Undecodable:
+    """A request that did not parse: what the handler gets instead, to refuse it."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+def _tolerant(
+    deserializer: Callable[[bytes], Any] | None, message: str
+) -> Callable[[bytes], Any] | None:
+    """``deserializer``, returning an ``_Undecodable`` where it raises."""
+    if deserializer is None:
+        return None
+    parse = deserializer
+
+    def deserialize(data: bytes) -> Any:
+        try:
+            return parse(data)
+        except Exception as exc:  # protobuf's DecodeError, or any other parser's failure
+            return _Undecodable(f"the request is not a valid {message}: {exc}")
+
+    return deserialize
+
+
+async def _refuse_undecodable(request: Any, context: Context) -> None:
+    if isinstance(request, _Undecodable):
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.reason)
+
+
+async def _checked_requests(requests: AsyncIterator[Any], context: Context) -> AsyncIterator[Any]:
+    """A request stream, ended with INVALID_ARGUMENT at the first request that did not
+    parse."""
+    async for request in requests:
+        await _refuse_undecodable(request, context)
+        yield request
+
+
+def _guarded(handler: Handler, admit: Admit, message: str | None = None) -> Handler:
+    """``handler`` with ``admit(context)`` run before its behaviour, whatever its kind, and
+    requests that do not parse (as ``message``) refused once admitted."""
     kinds: dict[tuple[bool, bool], tuple[str, Callable[..., Handler]]] = {
         (False, False): ("unary_unary", grpc.unary_unary_rpc_method_handler),
         (False, True): ("unary_stream", grpc.unary_stream_rpc_method_handler),
@@ -331,11 +386,12 @@ def _guarded(handler: Handler, admit: Admit) -> Handler:
     behaviour = getattr(handler, attribute)
     if handler.request_streaming:
         admit = _announcing(admit)
+    streaming = handler.request_streaming
     return build(
-        _admitting_generator(behaviour, admit)
+        _admitting_generator(behaviour, admit, streaming)
         if inspect.isasyncgenfunction(behaviour)
-        else _admitting_coroutine(behaviour, admit),
-        request_deserializer=handler.request_deserializer,
+        else _admitting_coroutine(behaviour, admit, streaming),
+        request_deserializer=_tolerant(handler.request_deserializer, message or "request"),
         response_serializer=handler.response_serializer,
     )
 
@@ -352,10 +408,14 @@ def _announcing(admit: Admit) -> Admit:
 
 
 def _admitting_coroutine(
-    behaviour: Callable[[Any, Context], Any], admit: Admit
+    behaviour: Callable[[Any, Context], Any], admit: Admit, streaming: bool
 ) -> Callable[[Any, Context], Awaitable[Any]]:
     async def guarded(request: Any, context: Context) -> Any:
         await admit(context)  # a unary answer comes at once: admission suffices
+        if streaming:
+            request = _checked_requests(request, context)
+        else:
+            await _refuse_undecodable(request, context)
         result = behaviour(request, context)
         return await result if inspect.isawaitable(result) else result
 
@@ -363,10 +423,14 @@ def _admitting_coroutine(
 
 
 def _admitting_generator(
-    behaviour: Callable[[Any, Context], AsyncIterator[Any]], admit: Admit
+    behaviour: Callable[[Any, Context], AsyncIterator[Any]], admit: Admit, streaming: bool
 ) -> Callable[[Any, Context], AsyncIterator[Any]]:
     async def guarded(request: Any, context: Context) -> AsyncIterator[Any]:
         guard = await admit(context)
+        if streaming:
+            request = _checked_requests(request, context)
+        else:
+            await _refuse_undecodable(request, context)
         responses = behaviour(request, context)
         if guard is None:
             async for response in responses:
@@ -437,13 +501,14 @@ def create_server(
     Add servicers, then ``server.add_secure_port(address, server_credentials(credentials))``.
 
     :param options: gRPC server options, added to (and replacing the same names of)
-        ``KEEPALIVE_POLICY``.
+        ``KEEPALIVE_POLICY`` and ``REQUEST_LIMITS``.
     :param gate: nodes refused although their certificate is valid (see ``NodeGate``).
     :param revocations: user certificates refused although valid (see ``Revocations``).
     """
     classifier = classifier or PeerClassifier(credentials.ca_certificate)
     given = {option for option, _ in options}
-    policy = [(option, value) for option, value in KEEPALIVE_POLICY if option not in given]
+    defaults = (*KEEPALIVE_POLICY, *REQUEST_LIMITS)
+    policy = [(option, value) for option, value in defaults if option not in given]
     return grpc.aio.server(
         interceptors=[AuthorizationInterceptor(classifier, gate, revocations)],
         options=[*policy, *options],

@@ -5,6 +5,10 @@ The fixtures live in ``roleserve_core.testing.plugin``, registered with pytest t
 ``pytest11`` entry point. The rule behind all of it: tests wait on conditions (a value
 satisfying a predicate, a runnable reaching a state, a task falling asleep on the fake
 clock), each under a timeout, and never on ``sleep``.
+
+``roleserve_core.testing.fuzz`` (hypothesis strategies of gRPC requests, for fuzzing a
+server) is imported by name only: it needs hypothesis, a test dependency, and this package
+is imported in every suite through the pytest plugin.
 """
 
 from roleserve_core.testing._clock import FakeClock

@@ -10,13 +10,32 @@ import grpc
 import pytest
 
 from roleserve_controlplane.curator.errors import RefusedError
+from roleserve_controlplane.curator.roles import check_changes
 from roleserve_controlplane.curator.validation import (
     MAX_LABELS,
     check_address,
     check_clusternet,
     check_labels,
+    check_node_id,
+    check_status,
 )
-from roleserve_core.proto import common_pb2
+from roleserve_controlplane.proto import state_pb2
+from roleserve_core.errors import RequestLimitError
+from roleserve_core.limits import (
+    ETCD_MAX_REQUEST_BYTES,
+    MAX_CUSTOM_ROLES,
+    MAX_HANDLED_CUSTOM_ROLES,
+    MAX_KEY_BYTES,
+    MAX_LABEL_LENGTH,
+    MAX_PREFIXES,
+    MAX_REQUEST_BYTES,
+    MAX_ROLE_CHANGES,
+    MAX_ROLE_PARAMETER_VALUE_LENGTH,
+    MAX_ROLE_PARAMETERS,
+    MAX_TICKET_BYTES,
+    MAX_VERSION_LENGTH,
+)
+from roleserve_core.proto import common_pb2, curator_pb2, management_pb2
 
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
 KEY = base64.b64encode(bytes(range(32))).decode()
@@ -30,6 +49,17 @@ def _refused(check: Callable[[], object], code: grpc.StatusCode, *words: str) ->
     with pytest.raises(RefusedError) as caught:
         check()
     assert caught.value.code == code
+    for word in words:
+        assert word in str(caught.value)
+
+
+def _refused_or_beyond(check: Callable[[], object], *words: str) -> None:
+    """``check()`` refuses as INVALID_ARGUMENT (a RefusedError, or a RequestLimitError,
+    which the services answer so), in a message containing each of ``words``."""
+    with pytest.raises((RefusedError, RequestLimitError)) as caught:
+        check()
+    if isinstance(caught.value, RefusedError):
+        assert caught.value.code == INVALID
     for word in words:
         assert word in str(caught.value)
 
@@ -247,3 +277,154 @@ def test_the_configured_network_replaces_the_default() -> None:
         INVALID,
         "neither inside fd00:10::/48",
     )
+
+
+# -- request limits (roleserve_core.limits) --------------------------------------------
+
+
+def test_a_refusal_quotes_a_long_text_cut_short() -> None:
+    """A refusal travels in gRPC trailers, which clients take up to 8 KiB of: a refused
+    100 000-character address used to be quoted whole."""
+    with pytest.raises(RefusedError) as caught:
+        check_address("1" * 100_000)
+    assert len(str(caught.value)) < 200
+    assert "(100000 characters)" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("status", "words"),
+    [
+        (
+            common_pb2.NodeStatus(external_address="192.0.2.7", version="v" * 65),
+            ["version", "65", "at most 64"],
+        ),
+        (
+            common_pb2.NodeStatus(external_address="192.0.2.7", boot_id=b"\x01" * 17),
+            ["boot_id", "17 bytes"],
+        ),
+        (
+            common_pb2.NodeStatus(
+                external_address="192.0.2.7",
+                running_curator=common_pb2.NodeStatus.RunningCurator(port=-1),
+            ),
+            ["running_curator.port -1"],
+        ),
+        (
+            common_pb2.NodeStatus(external_address="192.0.2.7", handled_custom_roles=["gpu"] * 65),
+            ["handled_custom_roles", "65 entries", "at most 64"],
+        ),
+        (
+            common_pb2.NodeStatus(external_address="192.0.2.7", handled_custom_roles=["GPU"]),
+            ["'GPU' is not a custom role name"],
+        ),
+        (common_pb2.NodeStatus(external_address="x"), ["not an IP address"]),
+    ],
+    ids=["version", "boot-id", "port", "many-roles", "role-name", "address"],
+)
+def test_a_status_beyond_the_limits_is_refused(
+    status: common_pb2.NodeStatus, words: list[str]
+) -> None:
+    _refused_or_beyond(lambda: check_status(status), *words)
+
+
+def test_a_status_within_the_limits_is_accepted() -> None:
+    check_status(
+        common_pb2.NodeStatus(
+            external_address="2001:db8::7",
+            running_curator=common_pb2.NodeStatus.RunningCurator(port=7835),
+            version="v" * 64,
+            boot_id=b"\x01" * 16,
+            handled_custom_roles=[f"role-{i}" for i in range(64)],
+        )
+    )
+
+
+@pytest.mark.parametrize(
+    ("node_id", "words"),
+    [("", ["node_id is empty"]), ("n" * 65, ["node_id is 65 characters long", "at most 64"])],
+    ids=["empty", "long"],
+)
+def test_a_node_id_beyond_the_limits_is_refused(node_id: str, words: list[str]) -> None:
+    _refused_or_beyond(lambda: check_node_id(node_id), *words)
+
+
+def test_too_many_prefixes_are_refused() -> None:
+    prefixes = [f"10.192.{i}.0/24" for i in range(MAX_PREFIXES + 1)]
+    _refused_or_beyond(
+        lambda: check_clusternet(_clusternet(*prefixes), OWN_V4, set()), "prefixes has 65 entries"
+    )
+
+
+def _change(role: str, **parameters: str) -> management_pb2.UpdateNodeRolesRequest.Change:
+    return management_pb2.UpdateNodeRolesRequest.Change(
+        role=role, assign=True, parameters=parameters
+    )
+
+
+@pytest.mark.parametrize(
+    ("changes", "words"),
+    [
+        ([_change("custom:x")] * 17, ["changes has 17 entries", "at most 16"]),
+        ([_change("custom:" + "x" * 100)], ["role is 107 characters long", "at most 70"]),
+        ([_change("x" * 70)], ["unknown role 'xxxx"]),
+        (
+            [_change("custom:x", **{f"k{i}": "v" for i in range(17)})],
+            ["parameters of custom:x", "17 entries"],
+        ),
+        ([_change("custom:x", **{"k" * 64: "v"})], ["key is 64 characters long"]),
+        ([_change("custom:x", **{"": "v"})], ["a key is empty"]),
+        (
+            [_change("custom:x", k="v" * 257)],
+            ["value of 'k' is 257 characters long", "at most 256"],
+        ),
+    ],
+    ids=["changes", "role", "unknown-role", "parameters", "key", "empty-key", "value"],
+)
+def test_role_changes_beyond_the_limits_are_refused(
+    changes: list[management_pb2.UpdateNodeRolesRequest.Change], words: list[str]
+) -> None:
+    _refused_or_beyond(lambda: check_changes(changes), *words)
+
+
+def test_role_changes_at_the_limits_are_accepted() -> None:
+    parameters = {f"{i:02d}" + "k" * 61: "v" * MAX_ROLE_PARAMETER_VALUE_LENGTH for i in range(16)}
+    check_changes([_change(f"custom:r{i}", **parameters) for i in range(MAX_ROLE_CHANGES)])
+
+
+def test_the_largest_node_record_fits_one_etcd_request() -> None:
+    """Every limit at once, in the widest characters: a node's record (and so every write of
+    it) stays below etcd's request limit, whatever callers send."""
+    wide = "\U0010ffff"  # four bytes of UTF-8
+    record = state_pb2.NodeRecord(id="node-" + "0" * 32, labels=_many(MAX_LABELS))
+    for pair in record.labels.pairs:
+        pair.key, pair.value = "k" * MAX_LABEL_LENGTH, "v" * MAX_LABEL_LENGTH
+    for index in range(MAX_CUSTOM_ROLES):
+        custom = record.roles.custom[f"{index:02d}" + "r" * 61].parameters
+        for key in range(MAX_ROLE_PARAMETERS):
+            custom[f"{key:02d}" + wide * 61] = wide * MAX_ROLE_PARAMETER_VALUE_LENGTH
+    record.status.CopyFrom(
+        common_pb2.NodeStatus(
+            external_address="ffff:" * 7 + "ffff",
+            version=wide * MAX_VERSION_LENGTH,
+            boot_id=b"\xff" * 16,
+            handled_custom_roles=["r" * 63] * MAX_HANDLED_CUSTOM_ROLES,
+        )
+    )
+    record.clusternet.prefixes.extend(["ffff:" * 7 + "ffff/128"] * MAX_PREFIXES)
+    record.certificate = b"c" * 4096
+    assert record.ByteSize() < ETCD_MAX_REQUEST_BYTES // 2
+
+
+def test_the_largest_valid_requests_fit_the_request_limit() -> None:
+    wide = "\U0010ffff"  # four bytes of UTF-8
+    parameters = {f"{i:02d}" + wide * 61: wide * MAX_ROLE_PARAMETER_VALUE_LENGTH for i in range(16)}
+    changes = [_change("custom:" + f"{i:02d}" + "r" * 61, **parameters) for i in range(16)]
+    check_changes(changes)
+    roles = management_pb2.UpdateNodeRolesRequest(node_id="n" * 64, changes=changes)
+    labels = _labels(*(((f"{i:03d}" + "k" * 60), "v" * 63) for i in range(MAX_LABELS)))
+    check_labels(labels)
+    register = curator_pb2.RegisterNodeRequest(
+        register_ticket=b"t" * MAX_TICKET_BYTES, join_key=b"k" * MAX_KEY_BYTES, labels=labels
+    )
+    for request in (roles, register):
+        assert request.ByteSize() < MAX_REQUEST_BYTES // 2

@@ -30,14 +30,22 @@ from collections.abc import Sequence
 import anyio
 import grpc
 from cryptography import x509
+from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from roleserve_controlplane.consensus import EtcdClient, EventKind, KeyValue, WatchEvent
 from roleserve_controlplane.curator.authority import ClusterAuthority
 from roleserve_controlplane.curator.errors import RefusedError
 from roleserve_controlplane.curator.state import ClusterState
+from roleserve_controlplane.curator.validation import shown
 from roleserve_controlplane.proto import state_pb2
 from roleserve_core.identity import PublicKey, Scope, certificate_to_pem
+from roleserve_core.limits import (
+    MAX_CREDENTIALS_NAME_LENGTH,
+    MAX_CSR_BYTES,
+    check_bytes,
+    check_text,
+)
 
 __all__ = [
     "CREDENTIALS_PREFIX",
@@ -75,7 +83,7 @@ def _invalid(message: str) -> RefusedError:
 def _checked_name(name: str) -> str:
     if not NAME.match(name):
         raise _invalid(
-            f"credentials name {name!r} is not 1-63 of a-z, 0-9, '.', '_', '-' "
+            f"credentials name {shown(name)} is not 1-63 of a-z, 0-9, '.', '_', '-' "
             "(starting with a letter or digit)"
         )
     if name in RESERVED_NAMES:
@@ -88,16 +96,19 @@ def _checked_scope(scope: str) -> Scope:
         return Scope(scope)
     except ValueError:
         names = ", ".join(s.value for s in Scope)
-        raise _invalid(f"scope {scope!r} is none of {names}") from None
+        raise _invalid(f"scope {shown(scope)} is none of {names}") from None
 
 
 def _csr_key(csr: bytes) -> PublicKey:
     """The key a CSR proves its sender holds (its signature checks out with it)."""
+    check_bytes("csr", csr, MAX_CSR_BYTES)
     try:
         request = x509.load_der_x509_csr(csr)
         key = request.public_key()
         valid = request.is_signature_valid
-    except ValueError:  # cryptography's parse failures: the caller's bad input
+    # cryptography's parse failures, and a well-formed key or signature of an algorithm it
+    # cannot load: the caller's bad input either way.
+    except (ValueError, UnsupportedAlgorithm):
         raise _invalid("the certificate signing request is not valid DER PKCS#10") from None
     if not isinstance(key, ec.EllipticCurvePublicKey) or not isinstance(key.curve, ec.SECP256R1):
         raise _invalid("the certificate signing request's key is not ECDSA P-256")
@@ -143,12 +154,13 @@ async def revoke_credentials(state: ClusterState, name: str) -> None:
 
     :raises RefusedError: NOT_FOUND if none were issued under it.
     """
+    check_text("name", name, MAX_CREDENTIALS_NAME_LENGTH)
     while True:
         stored = await state.client.get(credentials_key(name))
         if stored is None:
             raise RefusedError(
                 grpc.StatusCode.NOT_FOUND,
-                f"no credentials named {name!r}; `ctl credentials list` shows the names",
+                f"no credentials named {shown(name)}; `ctl credentials list` shows the names",
             )
         record = _record(stored.value)
         if record.revoked:

@@ -3,6 +3,7 @@
 ::
 
     RefusedError(code, message)     a deliberate refusal: the status and message the client gets
+    RequestLimitError          INVALID_ARGUMENT   (a field beyond roleserve_core.limits)
     NodeNotFoundError          NOT_FOUND
     LeadershipLostError        UNAVAILABLE   (the client should find the new leader)
     QuorumError                FAILED_PRECONDITION
@@ -23,7 +24,7 @@ import grpc
 from roleserve_controlplane.consensus import EtcdRequestError, LeadershipLostError, QuorumError
 from roleserve_controlplane.curator.prefixes import PrefixesExhaustedError
 from roleserve_controlplane.curator.state import NodeNotFoundError
-from roleserve_core.errors import RefusedError
+from roleserve_core.errors import RefusedError, RequestLimitError
 
 __all__ = ["RefusedError", "handled"]
 
@@ -35,6 +36,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 def _status_of(error: Exception) -> tuple[grpc.StatusCode, str] | None:
     if isinstance(error, RefusedError):
         return error.code, str(error)
+    if isinstance(error, RequestLimitError):
+        return grpc.StatusCode.INVALID_ARGUMENT, str(error)
     if isinstance(error, NodeNotFoundError):
         return grpc.StatusCode.NOT_FOUND, str(error)
     if isinstance(error, LeadershipLostError):

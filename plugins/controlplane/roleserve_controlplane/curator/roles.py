@@ -12,7 +12,8 @@
     custom:<name>            any valid name, with string parameters
 
 All changes of one request are checked before anything happens, so a request with one bad
-change changes nothing.
+change changes nothing. The limits (changes per request, custom roles per node, parameters
+per role and their lengths) are ``roleserve_core.limits``'.
 """
 
 from __future__ import annotations
@@ -26,12 +27,23 @@ from roleserve_controlplane.consensus import DEFAULT_PEER_PORT, Member
 from roleserve_controlplane.consensus.faults import fault_point
 from roleserve_controlplane.curator.errors import RefusedError
 from roleserve_controlplane.curator.leader import LeaderState, peer_url
+from roleserve_controlplane.curator.validation import shown
 from roleserve_controlplane.proto import state_pb2
 from roleserve_core.identity import certificate_to_pem, public_key_from_der
+from roleserve_core.limits import (
+    MAX_CUSTOM_ROLES,
+    MAX_ROLE_CHANGES,
+    MAX_ROLE_LENGTH,
+    MAX_ROLE_PARAMETER_KEY_LENGTH,
+    MAX_ROLE_PARAMETER_VALUE_LENGTH,
+    MAX_ROLE_PARAMETERS,
+    check_count,
+    check_text,
+)
 from roleserve_core.proto import common_pb2, management_pb2
 from roleserve_core.roles import CUSTOM_ROLE_NAME
 
-__all__ = ["BUILTIN_ROLES", "RoleChanges", "check_role", "has_role", "member_of"]
+__all__ = ["BUILTIN_ROLES", "RoleChanges", "check_changes", "check_role", "has_role", "member_of"]
 
 BUILTIN_ROLES = ("consensus_member", "kubernetes_controller", "kubernetes_worker")
 
@@ -51,19 +63,34 @@ def has_role(roles: common_pb2.NodeRoles, role: str) -> bool:
 
 def check_role(role: str) -> None:
     """Refuse (INVALID_ARGUMENT) a role that is neither built in nor ``custom:<name>``."""
+    check_text("role", role, MAX_ROLE_LENGTH)
     if role.startswith("custom:"):
         if not CUSTOM_ROLE_NAME.fullmatch(role.removeprefix("custom:")):
             raise _refuse(
                 grpc.StatusCode.INVALID_ARGUMENT,
-                f"invalid custom role {role!r}: lower case letters, digits and '_.-', "
+                f"invalid custom role {shown(role)}: lower case letters, digits and '_.-', "
                 "at most 63 characters",
             )
     elif role not in BUILTIN_ROLES:
         raise _refuse(
             grpc.StatusCode.INVALID_ARGUMENT,
-            f"unknown role {role!r}; built-in roles are {', '.join(BUILTIN_ROLES)}, "
+            f"unknown role {shown(role)}; built-in roles are {', '.join(BUILTIN_ROLES)}, "
             "third-party roles are written custom:<name>",
         )
+
+
+def check_changes(changes: Sequence[Change]) -> None:
+    """Refuse (INVALID_ARGUMENT) changes beyond the limits, or naming an unknown role."""
+    check_count("changes", changes, MAX_ROLE_CHANGES)
+    for change in changes:
+        check_role(change.role)
+        field = f"parameters of {change.role}"
+        check_count(field, change.parameters, MAX_ROLE_PARAMETERS)
+        for key, value in change.parameters.items():
+            if not key:
+                raise _refuse(grpc.StatusCode.INVALID_ARGUMENT, f"{field}: a key is empty")
+            check_text(f"{field}: key", key, MAX_ROLE_PARAMETER_KEY_LENGTH)
+            check_text(f"{field}: value of {shown(key)}", value, MAX_ROLE_PARAMETER_VALUE_LENGTH)
 
 
 def _changed(
@@ -78,6 +105,12 @@ def _changed(
             _apply(target, change)
     if not consensus:
         target.ClearField("consensus_member")
+    if len(target.custom) > len(roles.custom) and len(target.custom) > MAX_CUSTOM_ROLES:
+        raise _refuse(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"the node would hold {len(target.custom)} custom roles; at most "
+            f"{MAX_CUSTOM_ROLES} are allowed",
+        )
     if target.HasField("kubernetes_controller") and not consensus:
         raise _refuse(
             grpc.StatusCode.FAILED_PRECONDITION,
@@ -110,6 +143,7 @@ class RoleChanges:
 
     async def apply(self, node_id: str, changes: Sequence[Change]) -> common_pb2.NodeRoles:
         """Check every change, then make them; returns the node's new roles."""
+        check_changes(changes)
         # The record from etcd, not from the node cache, which may not show the last
         # change yet (the node's address, its state, or roles a request just set).
         stored = await self.leader.state.node(node_id)
@@ -119,8 +153,6 @@ class RoleChanges:
         if record.state != common_pb2.NODE_STATE_UP:
             state = common_pb2.NodeState.Name(record.state)
             raise _refuse(grpc.StatusCode.FAILED_PRECONDITION, f"node {node_id} is {state}, not UP")
-        for change in changes:
-            check_role(change.role)
         consensus = [change for change in changes if change.role == "consensus_member"]
         had_consensus = record.roles.HasField("consensus_member")
         wants_consensus = consensus[-1].assign if consensus else had_consensus

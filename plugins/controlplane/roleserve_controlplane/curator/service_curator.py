@@ -40,9 +40,11 @@ from roleserve_controlplane.curator.health import Connection
 from roleserve_controlplane.curator.leader import LeaderState, api_node, now_timestamp
 from roleserve_controlplane.curator.state import NodeNotFoundError
 from roleserve_controlplane.curator.validation import (
-    check_address,
     check_clusternet,
+    check_instance,
     check_labels,
+    check_node_id,
+    check_status,
 )
 from roleserve_controlplane.proto import state_pb2
 from roleserve_core.errors import IdentityError
@@ -53,6 +55,7 @@ from roleserve_core.identity import (
     public_key_der,
     public_key_from_der,
 )
+from roleserve_core.limits import MAX_KEY_BYTES, MAX_TICKET_BYTES, check_bytes
 from roleserve_core.proto import common_pb2, curator_pb2, curator_pb2_grpc
 from roleserve_core.rpc import NodePeer, UnauthenticatedPeer, current_peer
 
@@ -115,9 +118,7 @@ class CuratorService(curator_pb2_grpc.CuratorServicer):
         await cache.ready.wait()
         kind = request.WhichOneof("kind")
         if kind == "node_in_cluster":
-            wanted: str | None = request.node_in_cluster.node_id
-            if not wanted:
-                raise RefusedError(grpc.StatusCode.INVALID_ARGUMENT, "node_id is empty")
+            wanted: str | None = check_node_id(request.node_in_cluster.node_id)
         elif kind == "nodes_in_cluster":
             wanted = None
         else:
@@ -139,14 +140,15 @@ class CuratorService(curator_pb2_grpc.CuratorServicer):
         self, request: curator_pb2.UpdateNodeStatusRequest, context: Context
     ) -> curator_pb2.UpdateNodeStatusResponse:
         caller = _calling_node()
-        if request.node_id != caller:
+        if check_node_id(request.node_id) != caller:
             raise RefusedError(
                 grpc.StatusCode.PERMISSION_DENIED,
                 f"node {caller} may update only its own status, not {request.node_id}'s",
             )
         if not request.HasField("status"):
             raise RefusedError(grpc.StatusCode.INVALID_ARGUMENT, "the status is missing")
-        check_address(request.status.external_address)
+        check_status(request.status)
+        check_instance(request.instance)
         holder = self.leader.heartbeats.refuse_other(caller, _connection(context, request.instance))
         if holder is not None:
             raise _identity_conflict(caller, holder)
@@ -174,7 +176,7 @@ class CuratorService(curator_pb2_grpc.CuratorServicer):
         try:
             async for request in request_iterator:
                 if connection is None:  # the first beat says which process this is
-                    connection = _connection(context, request.instance)
+                    connection = _connection(context, check_instance(request.instance))
                     holder = heartbeats.connect(caller, connection)
                     if holder is not None:
                         connection = None
@@ -237,6 +239,8 @@ class CuratorService(curator_pb2_grpc.CuratorServicer):
         self, request: curator_pb2.RegisterNodeRequest, context: Context
     ) -> curator_pb2.RegisterNodeResponse:
         key = _ephemeral_key()
+        check_bytes("register_ticket", request.register_ticket, MAX_TICKET_BYTES)
+        check_bytes("join_key", request.join_key, MAX_KEY_BYTES)
         ticket = await self.leader.state.ticket()
         if not ticket or not hmac.compare_digest(request.register_ticket, ticket):
             raise RefusedError(grpc.StatusCode.PERMISSION_DENIED, "wrong register ticket")

@@ -21,8 +21,10 @@ from roleserve_controlplane.curator.leader import (
 )
 from roleserve_controlplane.curator.rebuild import rebuild_member
 from roleserve_controlplane.curator.roles import RoleChanges, check_role, has_role
+from roleserve_controlplane.curator.validation import check_node_id
 from roleserve_controlplane.proto import state_pb2
 from roleserve_core.identity import certificate_from_pem, certificate_to_pem
+from roleserve_core.limits import MAX_FILTER_ENTRIES, check_count
 from roleserve_core.proto import common_pb2, management_pb2, management_pb2_grpc
 
 __all__ = ["ManagementService"]
@@ -56,11 +58,15 @@ class ManagementService(management_pb2_grpc.ManagementServicer):
     ) -> AsyncIterator[management_pb2.Node]:
         if request.role:
             check_role(request.role)  # else has_role fails on it: UNKNOWN, not INVALID_ARGUMENT
+        check_count("node_ids", request.node_ids, MAX_FILTER_ENTRIES)
+        check_count("states", request.states, MAX_FILTER_ENTRIES)
+        # Sets: a repeated field's ``in`` reads every entry, for every node.
+        node_ids, states = set(request.node_ids), set(request.states)
         await self.leader.cache.ready.wait()
         for record in sorted(self.leader.cache.nodes.values(), key=lambda r: r.id):
-            if request.node_ids and record.id not in request.node_ids:
+            if node_ids and record.id not in node_ids:
                 continue
-            if request.states and record.state not in request.states:
+            if states and record.state not in states:
                 continue
             if request.role and not has_role(record.roles, request.role):
                 continue
@@ -82,7 +88,8 @@ class ManagementService(management_pb2_grpc.ManagementServicer):
         # The node's prefix of the cluster network comes with the approval, in its
         # transaction: no approved node is left without one. With none free, the approval
         # is refused (RESOURCE_EXHAUSTED) and the node stays NEW.
-        await self.leader.state.update_node(request.node_id, approve, allocate=self.leader.network)
+        node_id = check_node_id(request.node_id)
+        await self.leader.state.update_node(node_id, approve, allocate=self.leader.network)
         return management_pb2.ApproveNodeResponse()
 
     @override
@@ -90,8 +97,9 @@ class ManagementService(management_pb2_grpc.ManagementServicer):
     async def UpdateNodeRoles(
         self, request: management_pb2.UpdateNodeRolesRequest, context: Context
     ) -> management_pb2.UpdateNodeRolesResponse:
+        node_id = check_node_id(request.node_id)
         await self.leader.cache.ready.wait()
-        roles = await self.roles.apply(request.node_id, request.changes)
+        roles = await self.roles.apply(node_id, request.changes)
         return management_pb2.UpdateNodeRolesResponse(roles=roles)
 
     @override
@@ -120,7 +128,7 @@ class ManagementService(management_pb2_grpc.ManagementServicer):
             # to a decommissioned one, and a later node may be given the prefix.
             record.cluster_prefix = ""
 
-        await self.leader.state.update_node(request.node_id, decommission)
+        await self.leader.state.update_node(check_node_id(request.node_id), decommission)
         return management_pb2.DecommissionNodeResponse()
 
     @override

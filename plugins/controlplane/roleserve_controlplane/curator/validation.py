@@ -1,4 +1,9 @@
-"""Checks of what nodes and operators send, each failing with a message that says why."""
+"""Checks of what nodes and operators send, each failing with a message that says why.
+
+The limits themselves (counts, lengths) are ``roleserve_core.limits``; a text that breaks
+one is never echoed whole (``shown``): a refusal's message travels in gRPC trailers, which
+clients take up to 8 KiB of.
+"""
 
 from __future__ import annotations
 
@@ -11,14 +16,30 @@ from collections.abc import Mapping
 import grpc
 
 from roleserve_controlplane.curator.errors import RefusedError
+from roleserve_core.limits import (
+    MAX_HANDLED_CUSTOM_ROLES,
+    MAX_INSTANCE_LENGTH,
+    MAX_LABEL_LENGTH,
+    MAX_LABELS,
+    MAX_NODE_ID_LENGTH,
+    MAX_PREFIXES,
+    MAX_VERSION_LENGTH,
+    check_count,
+    check_text,
+)
 from roleserve_core.proto import common_pb2
+from roleserve_core.roles import CUSTOM_ROLE_NAME
 
 __all__ = [
     "CLUSTER_NETWORK",
     "MAX_LABELS",
     "check_address",
     "check_clusternet",
+    "check_instance",
     "check_labels",
+    "check_node_id",
+    "check_status",
+    "shown",
 ]
 
 CLUSTER_NETWORK: ipaddress.IPv4Network | ipaddress.IPv6Network = ipaddress.ip_network(
@@ -27,12 +48,47 @@ CLUSTER_NETWORK: ipaddress.IPv4Network | ipaddress.IPv6Network = ipaddress.ip_ne
 """The default cluster network: the prefixes nodes may announce over the WireGuard mesh
 (pods), as in Monogon. A cluster's own is in its configuration (see prefixes.py)."""
 
-MAX_LABELS = 128
-_LABEL = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}")
+_LABEL = re.compile(rf"[a-zA-Z0-9][a-zA-Z0-9_.-]{{0,{MAX_LABEL_LENGTH - 1}}}")
+SHOWN = 80
+"""Characters of a refused text that a message quotes."""
 
 
 def _invalid(message: str) -> RefusedError:
     return RefusedError(grpc.StatusCode.INVALID_ARGUMENT, message)
+
+
+def shown(text: str) -> str:
+    """``repr(text)`` for a message, cut to its first ``SHOWN`` characters if longer."""
+    if len(text) <= SHOWN:
+        return repr(text)
+    return f"{text[:SHOWN]!r}… ({len(text)} characters)"
+
+
+def check_node_id(node_id: str, field: str = "node_id") -> str:
+    """A node ID named in a request: not empty, at most ``MAX_NODE_ID_LENGTH``."""
+    if not node_id:
+        raise _invalid(f"{field} is empty; name a node")
+    return check_text(field, node_id, MAX_NODE_ID_LENGTH)
+
+
+def check_instance(instance: str) -> str:
+    """A node process's instance ID: at most ``MAX_INSTANCE_LENGTH`` characters."""
+    return check_text("instance", instance, MAX_INSTANCE_LENGTH)
+
+
+def check_status(status: common_pb2.NodeStatus) -> None:
+    """A node's report about itself: an IP address, a TCP port for its curator, a version
+    and custom role names within the limits, a boot ID of 16 bytes or none."""
+    check_address(status.external_address)
+    if not 0 <= status.running_curator.port <= 65535:
+        raise _invalid(f"running_curator.port {status.running_curator.port} is not a TCP port")
+    check_text("version", status.version, MAX_VERSION_LENGTH)
+    if len(status.boot_id) not in (0, 16):
+        raise _invalid(f"boot_id is {len(status.boot_id)} bytes long; give 16 bytes or none")
+    check_count("handled_custom_roles", status.handled_custom_roles, MAX_HANDLED_CUSTOM_ROLES)
+    for name in status.handled_custom_roles:
+        if not CUSTOM_ROLE_NAME.fullmatch(name):
+            raise _invalid(f"handled_custom_roles: {shown(name)} is not a custom role name")
 
 
 def check_address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
@@ -40,11 +96,11 @@ def check_address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
     try:
         address = ipaddress.ip_address(text)
     except ValueError:
-        raise _invalid(f"external address {text!r} is not an IP address") from None
+        raise _invalid(f"external address {shown(text)} is not an IP address") from None
     # Python accepts an IPv6 zone ("fe80::1%eth0"), which means nothing to other nodes;
     # Go's net.ParseIP, which Monogon uses, refuses it.
     if isinstance(address, ipaddress.IPv6Address) and address.scope_id is not None:
-        raise _invalid(f"external address {text!r} has a zone; give a plain IP address")
+        raise _invalid(f"external address {shown(text)} has a zone; give a plain IP address")
     return address
 
 
@@ -58,8 +114,8 @@ def check_labels(labels: common_pb2.NodeLabels) -> None:
         for what, text in (("key", pair.key), ("value", pair.value)):
             if not _LABEL.fullmatch(text):
                 raise _invalid(
-                    f"label {what} {text!r}: use 1–63 characters of letters, digits and "
-                    "'_.-', starting with a letter or digit"
+                    f"label {what} {shown(text)}: use 1–{MAX_LABEL_LENGTH} characters of "
+                    "letters, digits and '_.-', starting with a letter or digit"
                 )
         if pair.key in seen:
             raise _invalid(f"label {pair.key!r} is given twice")
@@ -80,6 +136,7 @@ def check_clusternet(
     ``own_prefix``, or inside the cluster ``network`` without overlapping a prefix
     ``allocated`` (prefix → node ID) to another node: a node may not take traffic meant
     for another's prefix."""
+    check_count("prefixes", clusternet.prefixes, MAX_PREFIXES)
     try:
         key = base64.b64decode(clusternet.wireguard_pubkey, validate=True)
     except (binascii.Error, ValueError):
@@ -105,7 +162,7 @@ def check_clusternet(
         try:
             prefix = ipaddress.ip_network(text, strict=True)
         except ValueError:
-            raise _invalid(f"prefix {text!r} is not in canonical CIDR form") from None
+            raise _invalid(f"prefix {shown(text)} is not in canonical CIDR form") from None
         if str(prefix) != text:
             raise _invalid(f"prefix {text!r} is not in canonical form ({prefix})")
         if prefix == own or (mine is not None and _inside(prefix, mine)):
