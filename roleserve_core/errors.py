@@ -56,8 +56,10 @@ tree names the module. A test keeps the tree whole: every exception class of the
     │                                 (.localcluster.netns)
     ├── NodeConfigError               a node's roleserve.toml that up cannot add a setting to
     │                                 (.localcluster.nodeconfig)
-    └── CtlError                      a ctl command's one-line failure, with its exit code
-                                      (.cli.ctl._errors)
+    ├── CtlError                      a ctl command's one-line failure, with its exit code
+    │                                 (.cli.ctl._errors)
+    └── NewPluginError                `plugin new` refuses its arguments or its directory
+                                      (.cli.plugin)
 
 Errors that describe a misuse of an API by a runnable (``InvalidSignalError`` and friends)
 are raised inside that runnable, so they fail that runnable alone, with the DN in the status
