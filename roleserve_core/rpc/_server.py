@@ -58,6 +58,8 @@ from roleserve_core.rpc._peer import (
     UserPeer,
     _set_current_peer,
 )
+from roleserve_core.rpc._stats import StatsInterceptor
+from roleserve_core.stats import RpcStats
 
 __all__ = [
     "KEEPALIVE_POLICY",
@@ -431,6 +433,7 @@ def create_server(
     options: Sequence[tuple[str, Any]] = (),
     gate: NodeGate | None = None,
     revocations: Revocations | None = None,
+    stats: RpcStats | None = None,
 ) -> grpc.aio.Server:
     """A grpc.aio server that authorizes every call for the cluster of ``credentials``.
 
@@ -440,12 +443,16 @@ def create_server(
         ``KEEPALIVE_POLICY``.
     :param gate: nodes refused although their certificate is valid (see ``NodeGate``).
     :param revocations: user certificates refused although valid (see ``Revocations``).
+    :param stats: where to count the calls handled, refused ones included (the node's
+        ``NodeIntrospection.stats.rpc``, which the metrics plugin reads); None: not counted.
     """
     classifier = classifier or PeerClassifier(credentials.ca_certificate)
     given = {option for option, _ in options}
     policy = [(option, value) for option, value in KEEPALIVE_POLICY if option not in given]
+    authorization = AuthorizationInterceptor(classifier, gate, revocations)
+    counting = [StatsInterceptor(stats)] if stats is not None else []
     return grpc.aio.server(
-        interceptors=[AuthorizationInterceptor(classifier, gate, revocations)],
+        interceptors=[*counting, authorization],
         options=[*policy, *options],
     )
 

@@ -65,6 +65,7 @@ from roleserve_core.errors import RoleserveError
 from roleserve_core.identity import Credentials, NodeCredentials
 from roleserve_core.proto import curator_pb2_grpc, management_pb2_grpc
 from roleserve_core.rpc import NodeGate, Revocations, bind, create_server
+from roleserve_core.stats import RpcStats
 
 __all__ = ["Curator", "CuratorConfig", "CuratorRole", "allocate_missing_prefixes"]
 
@@ -97,6 +98,9 @@ class CuratorConfig:
     current_node: Callable[[], NodeCredentials] | None = None
     """The node's latest credentials (renewed ones), asked at each TLS handshake of its
     server; None: ``node`` for good."""
+    stats: RpcStats | None = None
+    """Where its server counts the calls it handles (the node's, for metrics); None: not
+    counted."""
 
 
 class Curator:
@@ -221,7 +225,9 @@ class Curator:
     ) -> AsyncIterator[grpc.aio.Server]:
         """A started server of ``services``, refusing the nodes ``gate`` refuses and the
         users ``revocations`` name; stopped without grace on exit."""
-        server = create_server(self.config.node, gate=gate, revocations=revocations)
+        server = create_server(
+            self.config.node, gate=gate, revocations=revocations, stats=self.config.stats
+        )
         for service in services:
             _add(server, service)
         endpoint = f"{self.config.address}:{self.config.port}"
