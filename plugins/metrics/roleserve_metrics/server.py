@@ -166,34 +166,28 @@ async def render(registry: CollectorRegistry) -> bytes:
     return await anyio.to_thread.run_sync(generate_latest, _Collected(families))
 
 
+SESSION = web.AppKey("session", aiohttp.ClientSession)
+"""The client session proxied requests use: the app's own, closed with it."""
+
+
+async def _client_session(app: web.Application) -> AsyncIterator[None]:
+    app[SESSION] = aiohttp.ClientSession()
+    yield
+    await app[SESSION].close()
+
+
 def build_app(
-    exporters: ExporterTable,
-    admission: Admission,
-    *,
-    timeout: float = 10.0,
-    session: aiohttp.ClientSession | None = None,
+    exporters: ExporterTable, admission: Admission, *, timeout: float = 10.0
 ) -> web.Application:
     """The application: admission, then ``/metrics/<name>`` (see the module docstring).
 
     :param timeout: seconds a proxied exporter may take (then 504).
-    :param session: the client session proxied requests use; None: one of the app's own,
-        closed with it.
     """
     app = web.Application(middlewares=[_admit])
     app[EXPORTERS] = exporters
     app[ADMISSION] = admission
-    client_timeout = aiohttp.ClientTimeout(total=timeout)
-    sessions: list[aiohttp.ClientSession] = [session] if session is not None else []
-
-    async def own_session(app: web.Application) -> AsyncIterator[None]:
-        if not sessions:
-            sessions.append(aiohttp.ClientSession(auto_decompress=True))
-            yield
-            await sessions[0].close()
-        else:
-            yield
-
-    app.cleanup_ctx.append(own_session)
+    app.cleanup_ctx.append(_client_session)
+    limit = aiohttp.ClientTimeout(total=timeout)
 
     async def metrics(request: web.Request) -> web.StreamResponse:
         name = request.match_info["name"]
@@ -207,7 +201,7 @@ def build_app(
             return web.Response(
                 body=await render(exporter.registry), headers={"Content-Type": CONTENT_TYPE_LATEST}
             )
-        return await _proxy(sessions[0], exporter, request, client_timeout)
+        return await _proxy(request.app[SESSION], exporter, request, limit)
 
     app.router.add_route("*", "/metrics/{name}", metrics)
     return app

@@ -145,6 +145,8 @@ class MetricsServer:
             if refusal not in self.reported:
                 self.reported.add(refusal)
                 self.ctx.log.error("%s", refusal)
+        if sorted(gathered.exporters) != self.table.names() and self.table.names():
+            self.ctx.log.info("exporters now: %s", ", ".join(sorted(gathered.exporters)))
         self.table.replace(gathered.exporters)
 
 

@@ -11,7 +11,7 @@ import signal
 import socket
 import ssl
 import tempfile
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -154,7 +154,7 @@ async def silent() -> AsyncIterator[str]:
 async def start_node(
     node: StartNode,
     tmp_path: Path,
-    plugins: list[tuple[object, str]] = (),  # type: ignore[assignment]
+    plugins: Sequence[tuple[object, str]] = (),
     **settings: Any,
 ) -> Node:
     harness_plugins = PluginHarness()
@@ -304,6 +304,8 @@ async def test_plugin_exporters_duplicates_and_timeouts(
     await poll_until(
         "/metrics/role served", lambda: served.get("role", owner), lambda got: got[0] == 200
     )
+    said = [entry.message for entry in served.harness.runtime.logtree.entries(DN)]
+    assert "exporters now: core, role, silent, things" in said
 
 
 async def test_a_renewed_certificate_is_presented_without_a_restart(
