@@ -39,7 +39,7 @@ import contextlib
 import functools
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any, Protocol, TypeAlias
+from typing import Any, Protocol
 
 import grpc
 
@@ -50,6 +50,7 @@ from roleserve_core.rpc._authorization import (
     permission_name,
     smallest_scope,
 )
+from roleserve_core.rpc._handlers import Context, Handler, rewrapped
 from roleserve_core.rpc._peer import (
     NodePeer,
     Peer,
@@ -86,8 +87,6 @@ stall (SIGSTOP, a paused VM) reads the pings its clients sent meanwhile in one b
 answered every connection with GOAWAY ``too_many_pings`` (seen in benchmarks/failover.py)."""
 
 # Generic in the type stubs only: at run time the grpc classes are not subscriptable.
-Context: TypeAlias = "grpc.aio.ServicerContext[Any, Any]"
-Handler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"
 
 
 def server_credentials(
@@ -323,22 +322,12 @@ def _open_to_all(authorization: MethodAuthorization | None) -> bool:
 
 def _guarded(handler: Handler, admit: Admit) -> Handler:
     """``handler`` with ``admit(context)`` run before its behaviour, whatever its kind."""
-    kinds: dict[tuple[bool, bool], tuple[str, Callable[..., Handler]]] = {
-        (False, False): ("unary_unary", grpc.unary_unary_rpc_method_handler),
-        (False, True): ("unary_stream", grpc.unary_stream_rpc_method_handler),
-        (True, False): ("stream_unary", grpc.stream_unary_rpc_method_handler),
-        (True, True): ("stream_stream", grpc.stream_stream_rpc_method_handler),
-    }
-    attribute, build = kinds[(handler.request_streaming, handler.response_streaming)]
-    behaviour = getattr(handler, attribute)
     if handler.request_streaming:
         admit = _announcing(admit)
-    return build(
-        _admitting_generator(behaviour, admit)
-        if inspect.isasyncgenfunction(behaviour)
-        else _admitting_coroutine(behaviour, admit),
-        request_deserializer=handler.request_deserializer,
-        response_serializer=handler.response_serializer,
+    return rewrapped(
+        handler,
+        lambda behaviour: _admitting_coroutine(behaviour, admit),
+        lambda behaviour: _admitting_generator(behaviour, admit),
     )
 
 

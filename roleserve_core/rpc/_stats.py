@@ -12,23 +12,15 @@ import asyncio
 import inspect
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, TypeAlias
+from typing import Any
 
 import grpc
 
+from roleserve_core.rpc._handlers import Context, Handler, rewrapped
 from roleserve_core.stats import RpcStats
 
 __all__ = ["StatsInterceptor"]
 
-Context: TypeAlias = "grpc.aio.ServicerContext[Any, Any]"
-Handler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"
-
-_BUILDERS: dict[tuple[bool, bool], tuple[str, Callable[..., Handler]]] = {
-    (False, False): ("unary_unary", grpc.unary_unary_rpc_method_handler),
-    (False, True): ("unary_stream", grpc.unary_stream_rpc_method_handler),
-    (True, False): ("stream_unary", grpc.stream_unary_rpc_method_handler),
-    (True, True): ("stream_stream", grpc.stream_stream_rpc_method_handler),
-}
 _CODES = {code.value[0]: code.name for code in grpc.StatusCode}
 
 
@@ -47,17 +39,10 @@ class StatsInterceptor(grpc.aio.ServerInterceptor):
         if handler is None:
             return None
         method: str = handler_call_details.method
-        attribute, build = _BUILDERS[(handler.request_streaming, handler.response_streaming)]
-        behaviour = getattr(handler, attribute)
-        wrapped = (
-            self._generator(method, behaviour)
-            if inspect.isasyncgenfunction(behaviour)
-            else self._coroutine(method, behaviour)
-        )
-        return build(
-            wrapped,
-            request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer,
+        return rewrapped(
+            handler,
+            lambda behaviour: self._coroutine(method, behaviour),
+            lambda behaviour: self._generator(method, behaviour),
         )
 
     def _coroutine(
