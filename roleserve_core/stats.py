@@ -4,8 +4,10 @@
 
     NodeIntrospection.stats: NodeStats
         ├── heartbeat: HeartbeatStats   round trips (a Histogram), wall time of the last reply
-        └── rpc: RpcStats               gRPC served by the node: handled calls by method and
-                                        code, latency (a Histogram) by method
+        ├── rpc: RpcStats               gRPC served by the node: handled calls by method and
+        │                               code, latency (a Histogram) by method
+        └── leader: () -> LeaderSnapshot  set by the controlplane plugin's curator while it
+                                        leads: nodes by state and health, open Watch streams
 
 Plain ints and floats, updated where the thing happens (a heartbeat's reply, a handled
 call) at the cost of a dict lookup and an addition; nothing here knows about Prometheus,
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import bisect
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 __all__ = [
@@ -28,6 +31,7 @@ __all__ = [
     "RPC_BUCKETS",
     "HeartbeatStats",
     "Histogram",
+    "LeaderSnapshot",
     "NodeStats",
     "RpcStats",
 ]
@@ -113,9 +117,21 @@ class RpcStats:
         histogram.observe(seconds)
 
 
+@dataclass(frozen=True, slots=True)
+class LeaderSnapshot:
+    """What the leading curator knows of the cluster, taken when asked (at a scrape)."""
+
+    nodes: Mapping[tuple[str, str], int]
+    """``(state, health)`` names (``NODE_STATE_UP``, ``HEALTHY``) → how many nodes."""
+    watch_streams: int
+    """Open ``Curator.Watch`` streams."""
+
+
 @dataclass(slots=True)
 class NodeStats:
     """Everything of ``stats`` one node keeps (see the module docstring)."""
 
     heartbeat: HeartbeatStats = field(default_factory=HeartbeatStats)
     rpc: RpcStats = field(default_factory=RpcStats)
+    leader: Callable[[], LeaderSnapshot] | None = None
+    """The leading curator's snapshot, while this node's curator leads; None otherwise."""

@@ -303,7 +303,7 @@ class ControlPlane:
                 port=CURATOR_PORT,
                 lease_ttl=self.settings.lease_ttl,
                 current_node=lambda: self._latest_credentials(node),
-                stats=introspection.stats.rpc if introspection is not None else None,
+                stats=introspection.stats if introspection is not None else None,
             )
         )
         ctx.run("curator", curator)

@@ -13,6 +13,8 @@
       │                            roleserve_heartbeat_last_reply_age_seconds
       ├── stats.rpc                roleserve_grpc_server_handled_total{method,code},
       │                            roleserve_grpc_server_handling_seconds{method} (histogram)
+      ├── stats.leader (leading)   roleserve_curator_nodes{state,health},
+      │                            roleserve_curator_watch_streams
       ├── plugins.infos()          roleserve_plugin_info{name,version,state},
       │                            roleserve_plugin_hook_failures_total{name,hook}
       └── core_version()           roleserve_build_info{version,python}
@@ -71,6 +73,7 @@ class CoreCollector(Collector):
         yield from self._values(now)
         yield from self._heartbeat(now)
         yield from self._rpc()
+        yield from self._leader()
         yield from self._plugins()
 
     def describe(self) -> Iterable[Metric]:
@@ -176,6 +179,25 @@ class CoreCollector(Collector):
         for method, histogram in sorted(rpc.latency.items()):
             latency.add_metric((method,), _buckets(histogram), histogram.sum)
         yield latency
+
+    def _leader(self) -> Iterator[Metric]:
+        offer = self.introspection.stats.leader
+        if offer is None:
+            return  # not the leading curator: none of its series
+        snapshot = offer()
+        nodes = GaugeMetricFamily(
+            "roleserve_curator_nodes",
+            "Nodes of the cluster by state and health, as the leading curator sees them.",
+            labels=("state", "health"),
+        )
+        for (state, health), count in sorted(snapshot.nodes.items()):
+            nodes.add_metric((state, health), count)
+        yield nodes
+        yield GaugeMetricFamily(
+            "roleserve_curator_watch_streams",
+            "Curator.Watch streams open on the leading curator.",
+            value=snapshot.watch_streams,
+        )
 
     def _plugins(self) -> Iterator[Metric]:
         plugins = self.introspection.plugins

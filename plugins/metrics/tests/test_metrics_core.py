@@ -15,7 +15,7 @@ from roleserve_core.logtree import LogTree
 from roleserve_core.node import NodeIntrospection
 from roleserve_core.plugins import PluginSelection, PluginSet
 from roleserve_core.rpc._stats import _code
-from roleserve_core.stats import Histogram
+from roleserve_core.stats import Histogram, LeaderSnapshot
 from roleserve_core.supervisor import BackoffPolicy, CrashLoopPolicy, Supervisor
 from roleserve_core.testing import (
     FakeClock,
@@ -174,6 +174,17 @@ def test_values_stats_plugins_and_build_info() -> None:
     # Not connected: no connected seconds, and no connection ever made.
     assert ("roleserve_curator_connected_seconds", ()) not in samples
     assert ("roleserve_runnable_state", ()) not in samples  # no supervisor yet: no series
+    assert ("roleserve_curator_watch_streams", ()) not in samples  # not leading
+
+    stats.leader = lambda: LeaderSnapshot(
+        {("NODE_STATE_UP", "HEALTHY"): 2, ("NODE_STATE_NEW", "HEALTH_UNKNOWN"): 1}, 3
+    )
+    samples = scrape(introspection)
+    assert samples_named(samples, "roleserve_curator_nodes") == {
+        (("health", "HEALTHY"), ("state", "NODE_STATE_UP")): 2,
+        (("health", "HEALTH_UNKNOWN"), ("state", "NODE_STATE_NEW")): 1,
+    }
+    assert samples[("roleserve_curator_watch_streams", ())] == 3
 
 
 def test_histogram_buckets_are_cumulative_and_bounded() -> None:
