@@ -81,6 +81,7 @@ class MetricsServer:
         self.introspection = _introspection(node)
         self.table = ExporterTable()
         self.builtin: list[Exporter] = []
+        """``core`` and ``node``: this plugin's own, before any other plugin's."""
         self.reported: set[str] = set()
         """Refusals already logged: one line each, not one per change of roles."""
 
@@ -95,10 +96,8 @@ class MetricsServer:
                     break
                 self.ctx.set_note(listen)
             host = local_exporter_host(listen.address)
-            self._start_node_exporter(host)
-            self.builtin.insert(
-                0, Exporter("core", collector=CoreCollector(self.introspection), owner=OWNER)
-            )
+            core = Exporter("core", collector=CoreCollector(self.introspection), owner=OWNER)
+            self.builtin = [core, *self._start_node_exporter(host)]
             self._gather()
             tls = TlsIdentity(listen.credentials)
             admission = Admission(
@@ -127,16 +126,17 @@ class MetricsServer:
                         self.ctx.log.info("presenting the renewed node certificate")
                     self._gather()
 
-    def _start_node_exporter(self, host: str) -> None:
+    def _start_node_exporter(self, host: str) -> list[Exporter]:
+        """The child ``node_exporter`` and its exporter ``node``; none if not found."""
         spec = node_exporter_spec(self.settings, host, self.node.data_dir)
         found = resolve_node_exporter(spec)
         if isinstance(found, Exception):
             self.ctx.log.warning("no node exporter: %s", found)
-            return
+            return []
         spec = node_exporter_spec(self.settings, host, self.node.data_dir, found)
         self.ctx.run("node_exporter", node_exporter_runnable(spec))
         url = f"http://{endpoint(host, self.settings.node_exporter_port)}/metrics"
-        self.builtin.append(Exporter("node", url=url, owner=OWNER))
+        return [Exporter("node", url=url, owner=OWNER)]
 
     def _gather(self) -> None:
         """The exporters of now (the builtin ones and the plugins'), for the server."""
