@@ -11,7 +11,8 @@ to a baseline measured in the same run, and the ratio of the two:
 (m2) what holds the node's event loop per scrape: collecting the core registry's families
      (the server then renders them in a worker thread); same baseline.
 (m3) ``GET /metrics/node`` through the HTTPS proxy; baseline: ``GET`` of node_exporter
-     directly over plain HTTP (one kept-alive connection each). Skipped without
+     directly over plain HTTP (one kept-alive connection each; the two interleaved, each
+     after a warm-up of three). Skipped without
      ``prometheus-node-exporter`` on PATH.
 """
 
@@ -219,8 +220,16 @@ async def proxy_node(rounds: int) -> None:
                         async with plain.get(direct_url) as response:
                             await response.read()
 
-                    through = await timed(proxied, rounds)
-                    straight = await timed(direct, rounds)
+                    for _ in range(3):  # warm-up
+                        await proxied()
+                        await direct()
+                    through: list[float] = []
+                    straight: list[float] = []
+                    for _ in range(rounds):  # interleaved: a change of load hits both alike
+                        for call, samples in ((proxied, through), (direct, straight)):
+                            start = time.perf_counter()
+                            await call()
+                            samples.append(time.perf_counter() - start)
                     print_comparison(
                         f"(m3) GET /metrics/node through the HTTPS proxy ({rounds} scrapes)",
                         summarise(through),
