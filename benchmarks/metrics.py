@@ -39,31 +39,18 @@ from prometheus_client import (
     disable_created_metrics,
     generate_latest,
 )
+from supervisor import branch
 
 from roleserve_core.identity import Credentials, certificate_to_pem
 from roleserve_core.logtree import LogTree
 from roleserve_core.node import NodeIntrospection
-from roleserve_core.supervisor import RunContext, Runnable, State, Supervisor
+from roleserve_core.supervisor import RunContext, State, Supervisor
 from roleserve_core.testing import ThrowawayCA
 from roleserve_core.values import ValueRegistry
 from roleserve_metrics.collectors import STATES, CoreCollector, core_registry
 from roleserve_metrics.exporters import Exporter, ExporterTable
 from roleserve_metrics.nodeexporter import node_exporter_arguments
 from roleserve_metrics.server import Admission, TlsIdentity, build_app
-
-
-async def leaf(ctx: RunContext) -> None:
-    ctx.signal_healthy()
-    await anyio.sleep_forever()
-
-
-def branch(width: int) -> Runnable:
-    async def run(ctx: RunContext) -> None:
-        ctx.run_group({f"leaf{i}": leaf for i in range(width)})
-        ctx.signal_healthy()
-        await anyio.sleep_forever()
-
-    return run
 
 
 def static_registry(supervisor: Supervisor) -> CollectorRegistry:
