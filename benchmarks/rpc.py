@@ -16,6 +16,8 @@ servicer in this process, on loopback; the client calls them one call at a time:
      through a server that checks revocations (``create_server(revocations=...)``, 1000
      revoked serials, none the caller's, as the leader's ``RevokedSerials``); baseline: the
      same calls through the same kind of server without revocations.
+(r6) (r1) through a server that counts its calls (``create_server(stats=...)``, as the
+     node's servers do for the metrics plugin); baseline: (r1) without counting.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from roleserve_core.identity import (
 )
 from roleserve_core.proto import curator_pb2, curator_pb2_grpc, management_pb2, management_pb2_grpc
 from roleserve_core.rpc import bind, create_server, secure_channel
+from roleserve_core.stats import RpcStats
 
 
 class Curator(curator_pb2_grpc.CuratorServicer):
@@ -166,14 +169,16 @@ async def main(calls: int) -> None:
     secure = create_server(server_credentials)
     gated = create_server(server_credentials, gate=OpenGate())
     checking = create_server(server_credentials, revocations=RevokedOthers())
+    counting = create_server(server_credentials, stats=RpcStats())
     insecure = grpc.aio.server()
-    servers = (secure, gated, checking, insecure)
+    servers = (secure, gated, checking, counting, insecure)
     for server in servers:
         curator_pb2_grpc.add_CuratorServicer_to_server(Curator(), server)  # type: ignore[abstract]
         management_pb2_grpc.add_ManagementServicer_to_server(Management(), server)  # type: ignore[abstract]
     secure_port = bind(secure, "127.0.0.1:0", server_credentials)
     gated_port = bind(gated, "127.0.0.1:0", server_credentials)
     checking_port = bind(checking, "127.0.0.1:0", server_credentials)
+    counting_port = bind(counting, "127.0.0.1:0", server_credentials)
     insecure_port = insecure.add_insecure_port("127.0.0.1:0")
     for server in servers:
         await server.start()
@@ -189,6 +194,9 @@ async def main(calls: int) -> None:
             grpc.aio.insecure_channel(f"127.0.0.1:{insecure_port}") as plain,
             secure_channel(f"127.0.0.1:{secure_port}", owner, node_id=server_id) as user,
             secure_channel(f"127.0.0.1:{checking_port}", owner, node_id=server_id) as checked_user,
+            secure_channel(
+                f"127.0.0.1:{counting_port}", client_credentials, node_id=server_id
+            ) as counted,
         ):
             print_comparison(
                 f"(r1) sequential unary calls over mTLS + authorization ({calls} calls)",
@@ -219,6 +227,12 @@ async def main(calls: int) -> None:
                 summarise(await user_latencies(checked_user, calls)),
                 summarise(await user_latencies(user, calls)),
                 "the same server without revocations",
+            )
+            print_comparison(
+                f"(r6) sequential unary calls through a counting server ({calls} calls)",
+                summarise(await unary_latencies(counted, calls)),
+                summarise(await unary_latencies(mtls, calls)),
+                "the same server without counting",
             )
     finally:
         for server in servers:

@@ -23,14 +23,18 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roleserve_core.errors import InvalidRunnableNameError
 from roleserve_core.event import Value
 from roleserve_core.logtree import LogTree
 from roleserve_core.roles import NodeRoles, check_custom_role_name
+from roleserve_core.stats import NodeStats
 from roleserve_core.supervisor import NAME_PATTERN, Runnable, Supervisor
 from roleserve_core.values import PluginValues, ValueKey, ValueRegistry
+
+if TYPE_CHECKING:
+    from roleserve_core.plugins import PluginSet
 
 __all__ = [
     "CustomRole",
@@ -127,6 +131,13 @@ class NodeIntrospection:
     logtree: LogTree
     supervisor: Value[Supervisor] = field(default_factory=Value)
     """Set when the node's root runnable starts."""
+    stats: NodeStats = field(default_factory=NodeStats)
+    """Counters the core keeps for metrics: heartbeat round trips, gRPC calls served."""
+    plugins: PluginSet | None = None
+    """The node's plugins (their states, and hooks that plugins define for each other)."""
+    context: Callable[[str], NodeContext] | None = None
+    """A plugin's ``NodeContext`` by its name, for calling a plugin's hook as the core
+    does; None outside a ``NodeRuntime``."""
 
 
 @dataclass(frozen=True)

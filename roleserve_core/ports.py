@@ -9,6 +9,13 @@
     7839  node management (gRPC: NodeManagement)                 TCP
     7840  metrics (Prometheus, HTTPS)                            TCP
 
+Exporters the metrics plugin proxies listen on the node's local exporter host
+(``local_exporter_host``: 127.0.0.1, or the node's own address when that is a loopback
+one), plain HTTP, never reachable from another machine::
+
+    7841  node_exporter                                          TCP
+    7842  etcd metrics (consensus members)                       TCP
+
 Every node listens on its own address, never on a wildcard, so several nodes on one
 machine each take a loopback address of their own (127.0.0.11, 127.0.0.12, ...) and keep
 the standard ports, just as real nodes have their own IPs.
@@ -22,10 +29,13 @@ __all__ = [
     "CLUSTERNET_PORT",
     "CURATOR_PORT",
     "ETCD_CLIENT_PORT",
+    "ETCD_METRICS_PORT",
     "ETCD_PEER_PORT",
     "METRICS_PORT",
+    "NODE_EXPORTER_PORT",
     "NODE_MANAGEMENT_PORT",
     "endpoint",
+    "local_exporter_host",
     "split_endpoint",
 ]
 
@@ -35,6 +45,17 @@ ETCD_PEER_PORT = 7837
 CLUSTERNET_PORT = 7838
 NODE_MANAGEMENT_PORT = 7839
 METRICS_PORT = 7840
+NODE_EXPORTER_PORT = 7841
+ETCD_METRICS_PORT = 7842
+
+
+def local_exporter_host(address: str | ipaddress.IPv4Address | ipaddress.IPv6Address) -> str:
+    """Where a node's local exporters listen: ``127.0.0.1``, unless the node's own
+    ``address`` is a loopback address (several nodes on one machine, ``cluster up``):
+    then that address, so each node's exporters keep the standard ports as its other
+    services do, and still cannot be reached from another machine."""
+    parsed = ipaddress.ip_address(str(address).strip("[]"))
+    return str(parsed) if parsed.is_loopback else "127.0.0.1"
 
 
 def endpoint(host: str | ipaddress.IPv4Address | ipaddress.IPv6Address, port: int) -> str:

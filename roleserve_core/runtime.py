@@ -92,7 +92,9 @@ class NodeRuntime:
         """Runnables of the node process itself, at ``root.<name>``, beside the workers
         (``add_service``)."""
         self.registry = ValueRegistry()
-        self.introspection = NodeIntrospection(self.registry, self.logtree)
+        self.introspection = NodeIntrospection(
+            self.registry, self.logtree, plugins=plugins, context=self.context
+        )
         self.contexts: dict[str, NodeContext] = {}
         self.workers: dict[str, tuple[str, Worker]] = {}
         """Worker name → (plugin, worker), in start order."""

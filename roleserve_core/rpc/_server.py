@@ -46,7 +46,7 @@ import contextlib
 import functools
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any, Protocol, TypeAlias
+from typing import Any, Protocol
 
 import grpc
 
@@ -59,6 +59,7 @@ from roleserve_core.rpc._authorization import (
     request_type,
     smallest_scope,
 )
+from roleserve_core.rpc._handlers import Context, Handler, rewrapped
 from roleserve_core.rpc._peer import (
     NodePeer,
     Peer,
@@ -67,6 +68,8 @@ from roleserve_core.rpc._peer import (
     UserPeer,
     _set_current_peer,
 )
+from roleserve_core.rpc._stats import StatsInterceptor
+from roleserve_core.stats import RpcStats
 
 __all__ = [
     "KEEPALIVE_POLICY",
@@ -99,8 +102,6 @@ REQUEST_LIMITS: tuple[tuple[str, int], ...] = (
 """The largest request every server reads (see ``roleserve_core.limits``)."""
 
 # Generic in the type stubs only: at run time the grpc classes are not subscriptable.
-Context: TypeAlias = "grpc.aio.ServicerContext[Any, Any]"
-Handler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"
 
 
 def server_credentials(
@@ -376,23 +377,14 @@ async def _checked_requests(requests: AsyncIterator[Any], context: Context) -> A
 def _guarded(handler: Handler, admit: Admit, message: str | None = None) -> Handler:
     """``handler`` with ``admit(context)`` run before its behaviour, whatever its kind, and
     requests that do not parse (as ``message``) refused once admitted."""
-    kinds: dict[tuple[bool, bool], tuple[str, Callable[..., Handler]]] = {
-        (False, False): ("unary_unary", grpc.unary_unary_rpc_method_handler),
-        (False, True): ("unary_stream", grpc.unary_stream_rpc_method_handler),
-        (True, False): ("stream_unary", grpc.stream_unary_rpc_method_handler),
-        (True, True): ("stream_stream", grpc.stream_stream_rpc_method_handler),
-    }
-    attribute, build = kinds[(handler.request_streaming, handler.response_streaming)]
-    behaviour = getattr(handler, attribute)
     if handler.request_streaming:
         admit = _announcing(admit)
     streaming = handler.request_streaming
-    return build(
-        _admitting_generator(behaviour, admit, streaming)
-        if inspect.isasyncgenfunction(behaviour)
-        else _admitting_coroutine(behaviour, admit, streaming),
+    return rewrapped(
+        handler,
+        lambda behaviour: _admitting_coroutine(behaviour, admit, streaming),
+        lambda behaviour: _admitting_generator(behaviour, admit, streaming),
         request_deserializer=_tolerant(handler.request_deserializer, message or "request"),
-        response_serializer=handler.response_serializer,
     )
 
 
@@ -495,6 +487,7 @@ def create_server(
     options: Sequence[tuple[str, Any]] = (),
     gate: NodeGate | None = None,
     revocations: Revocations | None = None,
+    stats: RpcStats | None = None,
 ) -> grpc.aio.Server:
     """A grpc.aio server that authorizes every call for the cluster of ``credentials``.
 
@@ -504,13 +497,17 @@ def create_server(
         ``KEEPALIVE_POLICY`` and ``REQUEST_LIMITS``.
     :param gate: nodes refused although their certificate is valid (see ``NodeGate``).
     :param revocations: user certificates refused although valid (see ``Revocations``).
+    :param stats: where to count the calls handled, refused ones included (the node's
+        ``NodeIntrospection.stats.rpc``, which the metrics plugin reads); None: not counted.
     """
     classifier = classifier or PeerClassifier(credentials.ca_certificate)
     given = {option for option, _ in options}
     defaults = (*KEEPALIVE_POLICY, *REQUEST_LIMITS)
     policy = [(option, value) for option, value in defaults if option not in given]
+    authorization = AuthorizationInterceptor(classifier, gate, revocations)
+    counting = [StatsInterceptor(stats)] if stats is not None else []
     return grpc.aio.server(
-        interceptors=[AuthorizationInterceptor(classifier, gate, revocations)],
+        interceptors=[*counting, authorization],
         options=[*policy, *options],
     )
 

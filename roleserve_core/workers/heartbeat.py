@@ -115,7 +115,10 @@ class Heartbeat:
                             f"{said}: the leader {connection.leader_node_id} counts as gone"
                         )
                     interval = reply.interval.ToNanoseconds() / 1e9 or DEFAULT_INTERVAL
-                    self.last_reply.set(anyio.current_time())
+                    replied = anyio.current_time()
+                    self.last_reply.set(replied)
+                    if self.node.introspection is not None:
+                        self.node.introspection.stats.heartbeat.replied(replied - sent)
                     if first:
                         first = False
                         healthy()

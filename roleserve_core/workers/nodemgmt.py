@@ -63,6 +63,7 @@ from roleserve_core.nodemanagement import NodeManagementService
 from roleserve_core.ports import NODE_MANAGEMENT_PORT, endpoint
 from roleserve_core.proto import nodemanagement_pb2_grpc
 from roleserve_core.rpc import Revocations, bind, create_server
+from roleserve_core.stats import RpcStats
 from roleserve_core.supervisor import RunContext
 
 __all__ = ["SERVER_OPTIONS", "Listen", "nodemgmt_worker", "plan", "restart_needed"]
@@ -140,7 +141,7 @@ def nodemgmt_worker(node: NodeContext) -> Worker:
                 ctx.set_note(listen)
             service = NodeManagementService(introspection, log=ctx.log, serving_dn=ctx.dn)
             revoked = _RevokedFromValue(node.values.read(REVOKED_CREDENTIALS))
-            async with _serving(service, listen, revoked):
+            async with _serving(service, listen, revoked, introspection.stats.rpc):
                 ctx.set_note(f"serving at {listen.endpoint}")
                 ctx.log.info("serving node management at %s", listen.endpoint)
                 ctx.signal_healthy()
@@ -187,7 +188,7 @@ def _introspection(node: NodeContext) -> NodeIntrospection:
 
 @contextlib.asynccontextmanager
 async def _serving(
-    service: NodeManagementService, listen: Listen, revocations: Revocations
+    service: NodeManagementService, listen: Listen, revocations: Revocations, stats: RpcStats
 ) -> AsyncIterator[None]:
     """A started server of ``service`` at ``listen``, refusing the user certificates
     ``revocations`` names; stopped without grace on exit.
@@ -195,7 +196,7 @@ async def _serving(
     :raises OSError: naming the address, if it cannot listen there.
     """
     server: grpc.aio.Server = create_server(
-        listen.credentials, options=SERVER_OPTIONS, revocations=revocations
+        listen.credentials, options=SERVER_OPTIONS, revocations=revocations, stats=stats
     )
     nodemanagement_pb2_grpc.add_NodeManagementServicer_to_server(service, server)
     try:

@@ -17,7 +17,8 @@ from typing import Any
 from roleserve_controlplane.settings import SETTINGS
 from roleserve_controlplane.worker_controlplane import controlplane_worker
 from roleserve_core import NodeContext, Setting, Worker, hookimpl
-from roleserve_core.keys import BOOTSTRAPPED, LOCAL_CONTROL_PLANE
+from roleserve_core.keys import BOOTSTRAPPED, LOCAL_CONTROL_PLANE, NETWORK, ROLES
+from roleserve_core.ports import ETCD_METRICS_PORT, endpoint, local_exporter_host
 from roleserve_core.values import ValueKey
 
 ROLESERVE_PLUGIN_API = 1
@@ -39,3 +40,22 @@ def roleserve_values() -> list[ValueKey[Any]]:
 def roleserve_workers(node: NodeContext) -> list[Worker]:
     """The control plane worker."""
     return [controlplane_worker(node)]
+
+
+@hookimpl(optionalhook=True)
+def roleserve_metrics_exporters(node: NodeContext) -> list[tuple[str, str]]:
+    """``etcd``: the local member's metrics (``--listen-metrics-urls``), on consensus
+    members, for the metrics plugin to serve at ``/metrics/etcd``.
+
+    The metrics plugin defines the hook; this plugin implements it without importing that
+    one (an optional hook: quiet when the metrics plugin is not installed). It is asked
+    again whenever the roles change.
+    """
+    roles, network = node.values.read(ROLES), node.values.read(NETWORK)
+    if not roles.statistics().is_set or roles.get_nowait().consensus_member is None:
+        return []
+    address = network.get_nowait().external_address if network.statistics().is_set else None
+    if address is None:
+        return []
+    host = local_exporter_host(address)
+    return [("etcd", f"http://{endpoint(host, ETCD_METRICS_PORT)}/metrics")]

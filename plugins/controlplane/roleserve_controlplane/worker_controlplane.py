@@ -77,6 +77,7 @@ from roleserve_core.keys import (
     LocalControlPlane,
     NetworkStatus,
 )
+from roleserve_core.ports import ETCD_METRICS_PORT
 from roleserve_core.roles import roles_from_proto
 
 __all__ = [
@@ -249,6 +250,7 @@ class ControlPlane:
             binary=binary,
             client_port=DEFAULT_CLIENT_PORT,
             peer_port=DEFAULT_PEER_PORT,
+            metrics_port=ETCD_METRICS_PORT,
             peers=startup.peers,
             heartbeat_ms=self.settings.heartbeat_ms,
             election_ms=self.settings.election_ms,
@@ -291,6 +293,7 @@ class ControlPlane:
     async def _run_curator(
         self, ctx: RunContext, config: MemberConfig, node: NodeCredentials, member: EtcdMember
     ) -> None:
+        introspection = self.node.introspection
         curator = Curator(
             CuratorConfig(
                 node=node,
@@ -300,6 +303,7 @@ class ControlPlane:
                 port=CURATOR_PORT,
                 lease_ttl=self.settings.lease_ttl,
                 current_node=lambda: self._latest_credentials(node),
+                stats=introspection.stats if introspection is not None else None,
             )
         )
         ctx.run("curator", curator)

@@ -3,14 +3,21 @@ and settings."""
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import fields
+from pathlib import Path
 
 import pytest
 
+from roleserve_controlplane import hooks
 from roleserve_controlplane.curator import ClusterNetworkError
 from roleserve_controlplane.settings import SETTINGS, ControlPlaneSettings
+from roleserve_core import NodeContext
 from roleserve_core.errors import ConfigError, FinalError
+from roleserve_core.keys import NETWORK, ROLES, NetworkStatus
+from roleserve_core.roles import ConsensusMember, KubernetesWorker, NodeRoles
 from roleserve_core.testing import load_installed_plugin
+from roleserve_core.values import ValueRegistry
 
 
 def test_loads_with_its_worker_and_values() -> None:
@@ -76,3 +83,21 @@ def test_a_bad_cluster_network_is_refused_in_one_line_when_used(
     assert str(refused.value).startswith("[plugins.controlplane] ")
     assert message in str(refused.value)
     assert "\n" not in str(refused.value)
+
+
+def test_contributes_etcd_metrics_on_consensus_members_only() -> None:
+    """The metrics plugin's hook, implemented without importing that plugin: ``etcd`` on
+    the node's local exporter host while the node holds consensus_member."""
+    registry = ValueRegistry()
+    registry.declare(ROLES, "core")
+    registry.declare(NETWORK, "core")
+    node = NodeContext("controlplane", registry.scoped("controlplane"), Path("/nonexistent"))
+    assert hooks.roleserve_metrics_exporters(node) == []  # no roles yet
+    registry.set(ROLES, NodeRoles(kubernetes_worker=KubernetesWorker()), by="core")
+    registry.set(NETWORK, NetworkStatus(ipaddress.ip_address("10.0.0.7")), by="core")
+    assert hooks.roleserve_metrics_exporters(node) == []
+    member = ConsensusMember(ca_certificate=b"", peer_certificate=b"", peers=())
+    registry.set(ROLES, NodeRoles(consensus_member=member), by="core")
+    assert hooks.roleserve_metrics_exporters(node) == [("etcd", "http://127.0.0.1:7842/metrics")]
+    registry.set(NETWORK, NetworkStatus(ipaddress.ip_address("127.0.77.12")), by="core")
+    assert hooks.roleserve_metrics_exporters(node) == [("etcd", "http://127.0.77.12:7842/metrics")]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import random
+import urllib.request
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -121,6 +122,30 @@ async def update_roles(
     return roles_from_proto(response.roles)
 
 
+async def leader_metrics_and_etcd_metrics(
+    harness: NodeHarness, endpoint: str, boot: Bootstrapped, address: ipaddress.IPv4Address
+) -> None:
+    """The leading curator offers the node's metrics its snapshot (nodes by state, open
+    Watch streams), and etcd serves its metrics on the node's local exporter host."""
+    offer = harness.runtime.introspection.stats.leader
+    assert offer is not None
+    snapshot = offer()
+    assert [state for state, _health in snapshot.nodes] == ["NODE_STATE_UP"]
+    assert sum(snapshot.nodes.values()) == 1
+    assert snapshot.watch_streams == 0
+    async with secure_channel(endpoint, boot.owner, node_id=boot.node.node_id) as channel:
+        request = curator_pb2.WatchRequest(
+            nodes_in_cluster=curator_pb2.WatchRequest.NodesInCluster()
+        )
+        stream = curator_pb2_grpc.CuratorStub(channel).Watch(request)
+        await anext(aiter(stream))
+        assert offer().watch_streams == 1
+        stream.cancel()
+    url = f"http://{address}:7842/metrics"  # a loopback node: its own address
+    with urllib.request.urlopen(url, timeout=10) as response:  # noqa: ASYNC210 - a quick local GET
+        assert b"etcd_server_has_leader 1" in response.read()
+
+
 async def test_bootstrap_then_a_node_joins_and_leaves_with_its_role(
     node: StartNode, binary: EtcdBinary, tmp_path: Path
 ) -> None:
@@ -142,6 +167,7 @@ async def test_bootstrap_then_a_node_joins_and_leaves_with_its_role(
         (boot.node.node_id, common_pb2.NODE_STATE_UP, True)
     ]
     assert roles_from_proto(nodes[0].roles).names() == ["consensus_member", "kubernetes_controller"]
+    await leader_metrics_and_etcd_metrics(first, endpoint, boot, address(0))
 
     # A second node, enrolled, without the role: no control plane.
     second = await start(node, binary, tmp_path / "second", address(1))

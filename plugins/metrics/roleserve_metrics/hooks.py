@@ -1,8 +1,45 @@
-"""Prometheus exporters over mutual TLS, and service discovery: no workers yet.
+"""Prometheus exporters over mutual TLS: the node's own, node_exporter's, other plugins'.
 
-It will serve the node's metrics and the exporters other plugins contribute
-over HTTPS with client certificates, plus Prometheus http_sd discovery. Until then it runs
-nothing.
+Served at ``https://<node address>:7840/metrics/<name>``: ``core`` (the node's own
+metrics), ``node`` (node_exporter's), and what other plugins contribute.
+
+The worker ``metrics`` (see ``worker_metrics``) serves them to holders of a user
+certificate whose scope may scrape (``metrics``, ``owner``). Other plugins contribute
+exporters through the hook this plugin defines, ``roleserve_metrics_exporters``
+(``hookspecs``). The plugin owns no values.
+
+Configuration (``[plugins.metrics]`` in roleserve.toml): ``port``, ``node_exporter``,
+``node_exporter_port``, ``upstream_timeout``; declared in ``settings``, where each is
+documented (``roleserve plugins`` lists them).
 """
 
+from __future__ import annotations
+
+from typing import Any
+
+import pluggy
+
+from roleserve_core import NodeContext, Setting, Worker, hookimpl
+from roleserve_metrics import hookspecs
+from roleserve_metrics.settings import SETTINGS, MetricsSettings
+from roleserve_metrics.worker_metrics import metrics_worker
+
 ROLESERVE_PLUGIN_API = 1
+
+
+@hookimpl
+def roleserve_add_hookspecs(plugin_manager: pluggy.PluginManager) -> None:
+    """Adds ``roleserve_metrics_exporters``, for other plugins' exporters."""
+    plugin_manager.add_hookspecs(hookspecs)
+
+
+@hookimpl
+def roleserve_settings() -> list[Setting[Any]]:
+    """What ``[plugins.metrics]`` accepts (see ``settings``)."""
+    return list(SETTINGS)
+
+
+@hookimpl
+def roleserve_workers(node: NodeContext) -> list[Worker]:
+    """The worker ``metrics``, always running."""
+    return [metrics_worker(node, MetricsSettings.of(node.config))]

@@ -1,12 +1,70 @@
-"""The metrics plugin loads through its entry point and owns what it says it owns."""
+"""The metrics plugin loads through its entry point, defines its hook and declares its
+settings and worker."""
 
 from __future__ import annotations
 
-from roleserve_core.testing import load_installed_plugin
+import pytest
+
+from roleserve_core.errors import ConfigError
+from roleserve_core.testing import PluginHarness, load_installed_plugin
+from roleserve_metrics import hooks
+from roleserve_metrics.exporters import HOOK, Exporter, exporter_of
+from roleserve_metrics.settings import MetricsSettings
 
 
-def test_loads_owns_its_values_and_runs_no_workers_yet() -> None:
+def test_loads_with_its_worker_and_settings() -> None:
     info = load_installed_plugin("metrics")
     assert (info.distribution, info.module) == ("roleserve-metrics", "roleserve_metrics.hooks")
-    assert (info.values, info.workers) == ([], [])
-    assert "no workers yet" in info.description
+    assert (info.values, info.workers) == ([], ["metrics"])
+    assert [setting.name for setting in info.settings] == [
+        "port",
+        "node_exporter",
+        "node_exporter_port",
+        "upstream_timeout",
+    ]
+    assert "roleserve_add_hookspecs" in info.hooks
+
+
+def test_the_hook_is_defined_for_other_plugins() -> None:
+    plugins = PluginHarness()
+    plugins.register(hooks, "metrics")
+    assert hasattr(plugins.plugins.manager.hook, HOOK)
+    spec = getattr(plugins.plugins.manager.hook, HOOK).spec
+    assert spec is not None
+    assert spec.argnames == ("node",)
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"port": 0}, "[plugins.metrics] port must be 1 to 65535, not 0"),
+        ({"node_exporter_port": 70000}, "node_exporter_port must be 1 to 65535, not 70000"),
+        ({"upstream_timeout": 0.0}, "upstream_timeout must be positive, not 0.0"),
+    ],
+)
+def test_settings_refused(config: dict[str, object], message: str) -> None:
+    defaults = {"port": 7840, "node_exporter": "", "node_exporter_port": 7841}
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace(".", r"\.")):
+        MetricsSettings.of({**defaults, "upstream_timeout": 10.0, **config})
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        ("Bad Name", "http://127.0.0.1:1/metrics"),
+        ("ok", "https://example.org/metrics"),
+        ("ok", 42),
+        "ok",
+        ("a", "b", "c"),
+    ],
+)
+def test_malformed_exporters_refused(item: object) -> None:
+    with pytest.raises(ValueError, match="exporter"):
+        exporter_of(item, "plugin")
+
+
+def test_an_exporter_is_a_url_or_a_collector() -> None:
+    with pytest.raises(ValueError, match="exactly one of a URL or a collector"):
+        Exporter("both")
+    exporter = exporter_of(("etcd", "http://127.0.0.1:7842/metrics"), "controlplane")
+    assert (exporter.name, exporter.owner, exporter.registry) == ("etcd", "controlplane", None)

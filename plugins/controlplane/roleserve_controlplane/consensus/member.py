@@ -72,6 +72,7 @@ from roleserve_controlplane.consensus.record import (
 from roleserve_controlplane.consensus.space import disk_full, require_space
 from roleserve_core import RunContext, Value
 from roleserve_core.identity import Credentials
+from roleserve_core.ports import endpoint, local_exporter_host
 from roleserve_core.process import (
     Bind,
     ProgramExitedError,
@@ -129,6 +130,10 @@ class MemberConfig:
     binary: EtcdBinary
     client_port: int = DEFAULT_CLIENT_PORT
     peer_port: int = DEFAULT_PEER_PORT
+    metrics_port: int | None = None
+    """Where etcd serves its Prometheus metrics over plain HTTP, on the node's local
+    exporter host (``local_exporter_host``; the metrics plugin proxies it as ``etcd``);
+    None: nowhere but on the client URL, behind client certificates."""
     peers: Mapping[str, str] = field(default_factory=dict)
     """To join: every member's name → peer URL, this one included. Empty to bootstrap."""
     heartbeat_ms: int = 100
@@ -170,6 +175,13 @@ class MemberConfig:
         return self._url(self.peer_port)
 
     @property
+    def metrics_url(self) -> str | None:
+        """``http://<local exporter host>:metrics_port``, or None without a metrics port."""
+        if self.metrics_port is None:
+            return None
+        return f"http://{endpoint(local_exporter_host(self.address), self.metrics_port)}"
+
+    @property
     def endpoint(self) -> str:
         """``address:client_port``, for an ``EtcdClient``."""
         return self.client_url.removeprefix("https://")
@@ -189,7 +201,9 @@ class MemberConfig:
         """
         mode = mode or self.mode()
         initial = self.peers or {self.name: self.peer_url}
+        metrics = [f"--listen-metrics-urls={self.metrics_url}"] if self.metrics_url else []
         return [
+            *metrics,
             f"--name={self.name}",
             f"--data-dir={self.data_dir}",
             f"--listen-client-urls={self.client_url}",

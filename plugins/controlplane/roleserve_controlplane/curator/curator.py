@@ -63,8 +63,9 @@ from roleserve_core import RunContext, Value
 from roleserve_core.clock import Clock, MonotonicClock
 from roleserve_core.errors import RoleserveError
 from roleserve_core.identity import Credentials, NodeCredentials
-from roleserve_core.proto import curator_pb2_grpc, management_pb2_grpc
+from roleserve_core.proto import common_pb2, curator_pb2_grpc, management_pb2, management_pb2_grpc
 from roleserve_core.rpc import NodeGate, Revocations, bind, create_server
+from roleserve_core.stats import LeaderSnapshot, NodeStats
 
 __all__ = ["Curator", "CuratorConfig", "CuratorRole", "allocate_missing_prefixes"]
 
@@ -97,6 +98,9 @@ class CuratorConfig:
     current_node: Callable[[], NodeCredentials] | None = None
     """The node's latest credentials (renewed ones), asked at each TLS handshake of its
     server; None: ``node`` for good."""
+    stats: NodeStats | None = None
+    """The node's counters, for metrics: its server counts the calls it handles there, and
+    while it leads it offers a snapshot of the cluster (``leader_snapshot``); None: neither."""
 
 
 class Curator:
@@ -192,10 +196,12 @@ class Curator:
             tasks.start_soon(allocate_missing_prefixes, leader.state, leader.network)
             tasks.start_soon(leader.revoked.run)
             await leader.revoked.ready.wait()  # serving before would let a revoked user in
+            curator_service = CuratorService(leader)
+            self._offer_snapshots(stack, leader, curator_service)
             await stack.enter_async_context(
                 self._serving(
                     CuratorLocalService(node_id, leader.state, election, self.leader_value),
-                    CuratorService(leader),
+                    curator_service,
                     ManagementService(leader),
                     gate=DecommissionedGate(leader.cache),
                     revocations=leader.revoked,
@@ -204,6 +210,20 @@ class Curator:
             self._announce(ctx, "leading")
             await leadership.lost.wait()
             tasks.cancel_scope.cancel()
+
+    def _offer_snapshots(
+        self, stack: AsyncExitStack, leader: LeaderState, service: CuratorService
+    ) -> None:
+        """Offer ``leader_snapshot`` to the node's metrics until leadership ends."""
+        stats = self.config.stats
+        if stats is None:
+            return
+        stats.leader = lambda: leader_snapshot(leader, service.open_watches)
+
+        def withdraw() -> None:
+            stats.leader = None
+
+        stack.callback(withdraw)
 
     def _announce(self, ctx: RunContext, role: CuratorRole) -> None:
         if self.role.get_nowait() == "waiting":
@@ -221,7 +241,12 @@ class Curator:
     ) -> AsyncIterator[grpc.aio.Server]:
         """A started server of ``services``, refusing the nodes ``gate`` refuses and the
         users ``revocations`` name; stopped without grace on exit."""
-        server = create_server(self.config.node, gate=gate, revocations=revocations)
+        server = create_server(
+            self.config.node,
+            gate=gate,
+            revocations=revocations,
+            stats=self.config.stats.rpc if self.config.stats is not None else None,
+        )
         for service in services:
             _add(server, service)
         endpoint = f"{self.config.address}:{self.config.port}"
@@ -347,3 +372,16 @@ def _add(server: grpc.aio.Server, service: object) -> None:
         management_pb2_grpc.add_ManagementServicer_to_server(service, server)
     else:
         raise TypeError(f"not a curator service: {service!r}")
+
+
+def leader_snapshot(leader: LeaderState, watch_streams: int) -> LeaderSnapshot:
+    """Nodes by state and health (as ``GetNodes`` reports them) and open Watch streams."""
+    nodes: dict[tuple[str, str], int] = {}
+    for record in leader.cache.nodes.values():
+        health = leader.heartbeats.health(record.id, record.state)
+        key = (
+            common_pb2.NodeState.Name(record.state),
+            management_pb2.Node.Health.Name(health),
+        )
+        nodes[key] = nodes.get(key, 0) + 1
+    return LeaderSnapshot(nodes, watch_streams)

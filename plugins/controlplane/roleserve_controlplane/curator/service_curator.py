@@ -34,6 +34,7 @@ import grpc
 from typing_extensions import override
 
 from roleserve_controlplane.curator.authority import node_certificate_lifetime
+from roleserve_controlplane.curator.cache import NodeCache
 from roleserve_controlplane.curator.credentials import serial_text
 from roleserve_controlplane.curator.errors import RefusedError, handled
 from roleserve_controlplane.curator.health import Connection
@@ -106,6 +107,8 @@ class CuratorService(curator_pb2_grpc.CuratorServicer):
 
     def __init__(self, leader: LeaderState) -> None:
         self.leader = leader
+        self.open_watches = 0
+        """``Watch`` streams open now (for metrics)."""
 
     # -- watching -------------------------------------------------------------------
 
@@ -123,6 +126,16 @@ class CuratorService(curator_pb2_grpc.CuratorServicer):
             wanted = None
         else:
             raise RefusedError(grpc.StatusCode.INVALID_ARGUMENT, "say which nodes to watch")
+        self.open_watches += 1
+        try:
+            async for event in self._watch(cache, wanted):
+                yield event
+        finally:
+            self.open_watches -= 1
+
+    async def _watch(
+        self, cache: NodeCache, wanted: str | None
+    ) -> AsyncIterator[curator_pb2.WatchEvent]:
         with cache.subscribe(wanted) as subscription:
             snapshot = [cache.nodes[wanted]] if wanted in cache.nodes else []
             if wanted is None:
