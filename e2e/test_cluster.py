@@ -34,6 +34,7 @@ from roleserve_core.proto import (
 from roleserve_core.roles import roles_from_proto
 from roleserve_core.rpc import secure_channel
 from roleserve_core.testing import poll_until
+from roleserve_metrics.testing import all_up, free_port, query, run_prometheus, targets_when
 
 pytestmark = pytest.mark.anyio
 
@@ -219,6 +220,60 @@ async def test_scoped_credentials_issued_by_ctl_are_refused_everywhere_once_revo
     assert revoked in nodes_as_vera.stderr, nodes_as_vera.stderr
     listed = ctl(cluster, "credentials", "list").splitlines()
     assert listed[1].split()[::4] == ["vera", "yes"], listed
+
+
+JOBS = ("roleserve-core", "roleserve-node", "roleserve-etcd")
+"""The jobs of ``ctl prometheus-config``; every node of this cluster is a consensus member,
+so each has all three (etcd's only on members)."""
+
+
+async def test_prometheus_scrapes_every_node_from_the_generated_config(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """``ctl prometheus-config`` → a real Prometheus: it finds the nodes through
+    ``/discovery`` on the consensus members and scrapes every exporter of every node over
+    mutual TLS with the metrics credentials; a role change reaches the targets' labels."""
+    out = tmp_path / "prometheus"
+    ctl(cluster, "prometheus-config", "--out", str(out))
+    config = out / "prometheus.yml"
+    # Sooner than an operator needs, so that the test waits seconds: a scrape every second,
+    # discovery asked every 2 s instead of the file's 30 s.
+    written = config.read_text()
+    assert "refresh_interval: 30s" in written
+    quick = written.replace("refresh_interval: 30s", "refresh_interval: 2s")
+    config.write_text("global:\n  scrape_interval: 1s\n" + quick)
+    identities = sorted(str(cluster.node_id(node)) for node in cluster.nodes)
+    address = str(cluster.nodes[0].address)
+
+    with run_prometheus(config, address, free_port(address), tmp_path) as api:
+        active = await targets_when(
+            api, lambda found: len(found) == 3 * len(JOBS) and all_up(found), timeout=TIMEOUT
+        )
+        scraped = sorted((t["labels"]["job"], t["labels"]["roleserve_node"]) for t in active)
+        assert scraped == sorted((job, node) for job in JOBS for node in identities)
+        healthy_roots = await poll_until(
+            "every node's root HEALTHY in Prometheus",
+            lambda: query(api, 'roleserve_runnable_state{dn="root",state="HEALTHY"} == 1'),
+            lambda found: len(found) == len(identities),
+            timeout=TIMEOUT,
+        )
+        assert sorted(s["metric"]["roleserve_node"] for s in healthy_roots) == identities
+
+        chosen = cluster.nodes[2]
+        label = "roleserve_role_custom_hello"
+        await set_role(cluster, chosen, "custom:hello", True)
+        try:
+            relabelled = await targets_when(
+                api,
+                lambda found: (
+                    {t["labels"]["roleserve_node"] for t in found if label in t["labels"]}
+                    == {cluster.node_id(chosen)}
+                ),
+                timeout=TIMEOUT,
+            )
+        finally:
+            await set_role(cluster, chosen, "custom:hello", False)
+    assert sorted(t["labels"]["job"] for t in relabelled if label in t["labels"]) == sorted(JOBS)
 
 
 async def test_a_restarted_node_rejoins_without_flags(cluster: LocalCluster) -> None:

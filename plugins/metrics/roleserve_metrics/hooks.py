@@ -8,9 +8,12 @@ certificate whose scope may scrape (``metrics``, ``owner``). Other plugins contr
 exporters through the hook this plugin defines, ``roleserve_metrics_exporters``
 (``hookspecs``). The plugin owns no values.
 
+The worker ``metrics_discovery`` (see ``discovery``) keeps the Prometheus ``http_sd``
+targets the same server answers at ``/discovery``, on consensus members by default.
+
 Configuration (``[plugins.metrics]`` in roleserve.toml): ``port``, ``node_exporter``,
-``node_exporter_port``, ``upstream_timeout``; declared in ``settings``, where each is
-documented (``roleserve plugins`` lists them).
+``node_exporter_port``, ``upstream_timeout``, ``discovery``; declared in ``settings``, where
+each is documented (``roleserve plugins`` lists them).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import pluggy
 
 from roleserve_core import NodeContext, Setting, Worker, hookimpl
 from roleserve_metrics import hookspecs
+from roleserve_metrics.discovery import DiscoveryView, discovery_mode, discovery_worker
 from roleserve_metrics.settings import SETTINGS, MetricsSettings
 from roleserve_metrics.worker_metrics import metrics_worker
 
@@ -41,5 +45,10 @@ def roleserve_settings() -> list[Setting[Any]]:
 
 @hookimpl
 def roleserve_workers(node: NodeContext) -> list[Worker]:
-    """The worker ``metrics``, always running."""
-    return [metrics_worker(node, MetricsSettings.of(node.config))]
+    """The worker ``metrics``, always running, and ``metrics_discovery``, on the nodes the
+    setting ``discovery`` names; they share the view ``/discovery`` answers from."""
+    view = DiscoveryView(discovery_mode(node.config))
+    return [
+        metrics_worker(node, MetricsSettings.of(node.config), view),
+        discovery_worker(node.values, view),
+    ]

@@ -15,6 +15,7 @@ from typing import Any
 from roleserve_core import Setting
 from roleserve_core.errors import ConfigError
 from roleserve_core.ports import METRICS_PORT, NODE_EXPORTER_PORT
+from roleserve_metrics.discovery import DISCOVERY_SETTING
 
 __all__ = [
     "NODE_EXPORTER",
@@ -51,13 +52,12 @@ UPSTREAM_TIMEOUT: Setting[float] = Setting(
     10.0,
     "Seconds a proxied exporter may take to answer before the scrape gets 504.",
 )
-# The discovery settings (issue 12, items 4-6) go here, and into SETTINGS below.
-
 SETTINGS: tuple[Setting[Any], ...] = (
     PORT,
     NODE_EXPORTER,
     NODE_EXPORTER_PORT_SETTING,
     UPSTREAM_TIMEOUT,
+    DISCOVERY_SETTING,
 )
 """Everything ``[plugins.metrics]`` accepts, in the order ``roleserve plugins`` lists."""
 

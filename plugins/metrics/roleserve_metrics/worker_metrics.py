@@ -21,7 +21,8 @@ Monogon's worker waits for the curator connection first (reference §3.11); this
 only for what its server needs, the node certificate and address, as ``nodemgmt`` does, so
 a node that cannot reach the control plane can still be scraped, which is when its metrics
 matter most. Monogon's ``watch-consensus`` child, which runs discovery on consensus
-members, is the discovery part's (``discovery.py``).
+members, is the worker ``metrics_discovery`` here (``discovery.py``); this worker answers
+``/discovery`` from the view that one keeps, on every node (503 where it does not run).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from roleserve_core.node import NodeIntrospection
 from roleserve_core.ports import endpoint, local_exporter_host
 from roleserve_core.workers.nodemgmt import Listen, plan
 from roleserve_metrics.collectors import CoreCollector
+from roleserve_metrics.discovery import DiscoveryView, discovery_routes
 from roleserve_metrics.exporters import Exporter, ExporterTable, gather_exporters
 from roleserve_metrics.nodeexporter import (
     node_exporter_runnable,
@@ -61,12 +63,15 @@ OWNER = "metrics"
 """The owner named for the builtin exporters (``core``, ``node``): this plugin."""
 
 
-def metrics_worker(node: NodeContext, settings: MetricsSettings) -> Worker:
-    """The worker; see the module docstring."""
+def metrics_worker(
+    node: NodeContext, settings: MetricsSettings, discovery: DiscoveryView | None = None
+) -> Worker:
+    """The worker; see the module docstring. With ``discovery``, it answers ``/discovery``
+    from that view as well (the worker ``metrics_discovery`` keeps it)."""
 
     async def metrics(ctx: RunContext) -> None:
         """Serves Prometheus exporters over mutual TLS on port 7840."""
-        await MetricsServer(ctx, node, settings).run()
+        await MetricsServer(ctx, node, settings, discovery).run()
 
     return Worker("metrics", metrics, reads=(NODE_CREDENTIALS, NETWORK, ROLES, REVOKED_CREDENTIALS))
 
@@ -74,10 +79,17 @@ def metrics_worker(node: NodeContext, settings: MetricsSettings) -> Worker:
 class MetricsServer:
     """One run of the worker."""
 
-    def __init__(self, ctx: RunContext, node: NodeContext, settings: MetricsSettings) -> None:
+    def __init__(
+        self,
+        ctx: RunContext,
+        node: NodeContext,
+        settings: MetricsSettings,
+        discovery: DiscoveryView | None = None,
+    ) -> None:
         self.ctx = ctx
         self.node = node
         self.settings = settings
+        self.discovery = discovery
         self.introspection = _introspection(node)
         self.table = ExporterTable()
         self.builtin: list[Exporter] = []
@@ -104,8 +116,8 @@ class MetricsServer:
                 listen.credentials.ca_certificate, _revoked(values.read(REVOKED_CREDENTIALS))
             )
             app = build_app(self.table, admission, timeout=self.settings.upstream_timeout)
-            # Discovery (issue 12, items 4-6) adds its routes here, before the app runs:
-            # app.router.add_routes(discovery_routes(...)).
+            if self.discovery is not None:
+                app.router.add_routes(discovery_routes(self.discovery))
             address = endpoint(listen.address, self.settings.port)
             async with _serving(app, str(listen.address), self.settings.port, tls):
                 self.ctx.set_note(f"serving at https://{address}")

@@ -14,16 +14,10 @@ relabelling on the role label, and labels usable as they are.
 from __future__ import annotations
 
 import contextlib
-import shutil
-import socket
 import ssl
-import subprocess
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
-import aiohttp
-import anyio
 import pytest
 from aiohttp import web
 
@@ -39,14 +33,12 @@ from roleserve_core.identity import (
     issue_user_certificate,
 )
 from roleserve_core.ports import METRICS_PORT
-from roleserve_core.testing import ThrowawayCA, node_record, random_loopback, require_real
+from roleserve_core.testing import ThrowawayCA, node_record, random_loopback
 from roleserve_metrics import discovery
 from roleserve_metrics.discovery import DiscoveryView, discovery_routes
+from roleserve_metrics.testing import all_up, free_port, run_prometheus, targets_when
 
 pytestmark = pytest.mark.anyio
-
-WAIT = 60.0
-"""Seconds Prometheus may take to start, discover and scrape every target (it takes ~3)."""
 
 
 def test_the_role_label_prefix_is_the_one_discovery_sends() -> None:
@@ -90,64 +82,6 @@ async def fake_node(
         await runner.cleanup()
 
 
-def free_port(address: str) -> int:
-    with socket.socket() as probe:
-        probe.bind((address, 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-@contextlib.contextmanager
-def prometheus(config: Path, address: str, port: int, tmp_path: Path) -> Iterator[None]:
-    binary = shutil.which("prometheus")
-    require_real("prometheus", binary, "apt-get install prometheus")
-    assert binary is not None
-    log = (tmp_path / "prometheus.log").open("wb")
-    process = subprocess.Popen(
-        [
-            binary,
-            f"--config.file={config}",
-            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-            f"--web.listen-address={address}:{port}",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        yield
-    finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.close()
-
-
-async def targets_when_all_up(api: str, expected: int, log: Path) -> list[dict[str, Any]]:
-    """Prometheus's active targets, once ``expected`` of them are all up."""
-    last: Any = None
-    async with aiohttp.ClientSession() as client:
-        with anyio.move_on_after(WAIT):
-            while True:
-                try:
-                    async with client.get(f"{api}/api/v1/targets") as response:
-                        last = await response.json()
-                except aiohttp.ClientError as exc:
-                    last = exc
-                else:
-                    active = last["data"]["activeTargets"]
-                    if len(active) == expected and all(t["health"] == "up" for t in active):
-                        return list(active)
-                await anyio.sleep(0.2)
-    raise AssertionError(f"targets not all up: {last!r}\n{tail(log)}")
-
-
-def tail(log: Path) -> str:
-    return log.read_text()[-3000:]
-
-
 async def test_prometheus_discovers_and_scrapes_over_mutual_tls(tmp_path: Path) -> None:
     ca = ThrowawayCA()
     member, worker = ca.node(), ca.node()
@@ -177,9 +111,8 @@ async def test_prometheus_discovers_and_scrapes_over_mutual_tls(tmp_path: Path) 
         fake_node(member_address, server_context(member, tmp_path), view),
         fake_node(worker_address, server_context(worker, tmp_path), None),
     ):
-        with prometheus(config, member_address, api_port, tmp_path):
-            api = f"http://{member_address}:{api_port}"
-            active = await targets_when_all_up(api, 5, tmp_path / "prometheus.log")
+        with run_prometheus(config, member_address, api_port, tmp_path) as api:
+            active = await targets_when(api, lambda found: len(found) == 5 and all_up(found))
 
     scraped = sorted((t["labels"]["job"], t["labels"]["roleserve_node"]) for t in active)
     assert scraped == sorted(

@@ -15,12 +15,13 @@ from roleserve_metrics.settings import MetricsSettings
 def test_loads_with_its_worker_and_settings() -> None:
     info = load_installed_plugin("metrics")
     assert (info.distribution, info.module) == ("roleserve-metrics", "roleserve_metrics.hooks")
-    assert (info.values, info.workers) == ([], ["metrics"])
+    assert (info.values, info.workers) == ([], ["metrics", "metrics_discovery"])
     assert [setting.name for setting in info.settings] == [
         "port",
         "node_exporter",
         "node_exporter_port",
         "upstream_timeout",
+        "discovery",
     ]
     assert "roleserve_add_hookspecs" in info.hooks
 
