@@ -6,6 +6,8 @@
         ├── heartbeat: HeartbeatStats   round trips (a Histogram), wall time of the last reply
         ├── rpc: RpcStats               gRPC served by the node: handled calls by method and
         │                               code, latency (a Histogram) by method
+        ├── etcd: Latencies             requests the node's curator made of etcd: latency (a
+        │                               Histogram) by operation (get, put, transaction...)
         └── leader: () -> LeaderSnapshot  set by the controlplane plugin's curator while it
                                         leads: nodes by state and health, open Watch streams
 
@@ -31,6 +33,7 @@ __all__ = [
     "RPC_BUCKETS",
     "HeartbeatStats",
     "Histogram",
+    "Latencies",
     "LeaderSnapshot",
     "NodeStats",
     "RpcStats",
@@ -80,6 +83,22 @@ class Histogram:
 
 
 @dataclass(slots=True)
+class Latencies:
+    """A ``Histogram`` per key (a method, an operation), made on the key's first
+    observation. The keys must be bounded: names from code, never from requests."""
+
+    bounds: tuple[float, ...]
+    by_key: dict[str, Histogram] = field(default_factory=dict)
+
+    def observe(self, key: str, seconds: float) -> None:
+        """Count one observation of ``key``."""
+        histogram = self.by_key.get(key)
+        if histogram is None:
+            histogram = self.by_key[key] = Histogram(self.bounds)
+        histogram.observe(seconds)
+
+
+@dataclass(slots=True)
 class HeartbeatStats:
     """What the ``heartbeat`` worker saw of the curator's replies."""
 
@@ -104,17 +123,14 @@ class RpcStats:
 
     handled: dict[tuple[str, str], int] = field(default_factory=dict)
     """``(method, code name)`` → calls that ended with that code."""
-    latency: dict[str, Histogram] = field(default_factory=dict)
+    latency: Latencies = field(default_factory=lambda: Latencies(RPC_BUCKETS))
     """Method → seconds from its start to its end (a stream: its whole life)."""
 
     def record(self, method: str, code: str, seconds: float) -> None:
         """Count one finished call."""
         key = (method, code)
         self.handled[key] = self.handled.get(key, 0) + 1
-        histogram = self.latency.get(method)
-        if histogram is None:
-            histogram = self.latency[method] = Histogram(RPC_BUCKETS)
-        histogram.observe(seconds)
+        self.latency.observe(method, seconds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,5 +149,8 @@ class NodeStats:
 
     heartbeat: HeartbeatStats = field(default_factory=HeartbeatStats)
     rpc: RpcStats = field(default_factory=RpcStats)
+    etcd: Latencies = field(default_factory=lambda: Latencies(RPC_BUCKETS))
+    """Seconds of each etcd request of the node's curator, by operation (``EtcdClient``'s
+    ``observe``); empty on a node without a curator."""
     leader: Callable[[], LeaderSnapshot] | None = None
     """The leading curator's snapshot, while this node's curator leads; None otherwise."""

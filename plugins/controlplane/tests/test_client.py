@@ -20,6 +20,7 @@ from roleserve_controlplane.consensus import (
     get_operation,
     put_operation,
 )
+from roleserve_controlplane.consensus.client import operation_of
 from roleserve_controlplane.testing import EtcdCluster
 
 pytestmark = pytest.mark.anyio
@@ -121,3 +122,19 @@ async def test_an_unreachable_cluster_gives_an_error_naming_the_request(
     async with EtcdClient([f"{nobody}:1"], cluster.admin_credentials(), timeout=0.5) as client:
         with pytest.raises(EtcdRequestError, match="etcd get '/x'"):
             await client.get("/x")
+
+
+@pytest.mark.parametrize(
+    ("what", "operation"),
+    [
+        ("get b'/nodes/x'", "get"),
+        ("get prefix b'/nodes/'", "get prefix"),
+        ("transaction", "transaction"),
+        ("grant lease of 3s", "grant lease of"),
+        ("add learner https://127.0.0.1:7837", "add learner"),
+        ("put '/leader'", "put"),
+    ],
+)
+def test_a_requests_operation_is_its_words_before_the_arguments(what: str, operation: str) -> None:
+    """The label of the curator's etcd latency: bounded, whatever the keys."""
+    assert operation_of(what) == operation

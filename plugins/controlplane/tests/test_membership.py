@@ -6,6 +6,7 @@ import pytest
 
 from roleserve_controlplane.consensus import (
     EtcdClient,
+    EtcdRequestError,
     Member,
     Membership,
     MembershipError,
@@ -82,3 +83,36 @@ async def test_removal_keeps_the_rest_serving_and_a_quorum_breaking_one_is_refus
 async def _members(cluster: EtcdCluster) -> list[Member]:
     async with cluster.client() as client:
         return await client.members()
+
+
+class LateAnswers:
+    """An etcd client whose MemberAdd is applied but answered too late, once (etcd 3.5.1
+    right after a MemberRemove), or not applied at all (``applies=False``)."""
+
+    def __init__(self, *, applies: bool) -> None:
+        self.applies = applies
+        self.listed: list[Member] = []
+        self.adds = 0
+
+    async def add_learner(self, peer_url: str) -> Member:
+        self.adds += 1
+        learner = Member(0xA1, "", (peer_url,), (), is_learner=True)
+        if self.adds == 1:
+            if self.applies:
+                self.listed.append(learner)
+            raise EtcdRequestError(f"etcd add learner {peer_url}: no answer within 5s")
+        return learner
+
+    async def members(self) -> list[Member]:
+        return list(self.listed)
+
+
+@pytest.mark.parametrize("applies", [True, False])
+async def test_an_add_answered_too_late_finds_its_learner_or_asks_again(applies: bool) -> None:
+    """Asked again blindly, an add that etcd applied would fail as a duplicate peer URL."""
+    url = "https://127.0.0.9:7837"
+    client = LateAnswers(applies=applies)
+    membership = Membership(client, None)  # type: ignore[arg-type]  # no member is asked
+    learner = await membership.add_learner(url, patience=5)
+    assert (learner.id, learner.peer_urls, learner.is_learner) == (0xA1, (url,), True)
+    assert client.adds == (1 if applies else 2)

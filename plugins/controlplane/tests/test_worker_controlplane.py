@@ -126,7 +126,11 @@ async def leader_metrics_and_etcd_metrics(
     harness: NodeHarness, endpoint: str, boot: Bootstrapped, address: ipaddress.IPv4Address
 ) -> None:
     """The leading curator offers the node's metrics its snapshot (nodes by state, open
-    Watch streams), and etcd serves its metrics on the node's local exporter host."""
+    Watch streams), its etcd requests are timed by operation, and etcd serves its metrics
+    on the node's local exporter host."""
+    timed = harness.runtime.introspection.stats.etcd.by_key
+    assert {"get prefix", "transaction"} <= set(timed), sorted(timed)  # the cache, the election
+    assert all(histogram.count > 0 for histogram in timed.values())
     offer = harness.runtime.introspection.stats.leader
     assert offer is not None
     snapshot = offer()

@@ -13,6 +13,8 @@
       │                            roleserve_heartbeat_last_reply_age_seconds
       ├── stats.rpc                roleserve_grpc_server_handled_total{method,code},
       │                            roleserve_grpc_server_handling_seconds{method} (histogram)
+      ├── stats.etcd (a curator)   roleserve_curator_etcd_request_seconds{operation}
+      │                            (histogram)
       ├── stats.leader (leading)   roleserve_curator_nodes{state,health},
       │                            roleserve_curator_watch_streams
       ├── plugins.infos()          roleserve_plugin_info{name,version,state},
@@ -47,7 +49,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from roleserve_core.keys import CURATOR_CONNECTION
 from roleserve_core.node import NodeIntrospection
-from roleserve_core.stats import Histogram
+from roleserve_core.stats import Histogram, Latencies
 from roleserve_core.supervisor import State
 from roleserve_core.version import core_version
 
@@ -73,6 +75,7 @@ class CoreCollector(Collector):
         yield from self._values(now)
         yield from self._heartbeat(now)
         yield from self._rpc()
+        yield from self._etcd()
         yield from self._leader()
         yield from self._plugins()
 
@@ -171,14 +174,22 @@ class CoreCollector(Collector):
         for (method, code), count in sorted(rpc.handled.items()):
             handled.add_metric((method, code), count)
         yield handled
-        latency = HistogramMetricFamily(
+        yield _histograms(
             "roleserve_grpc_server_handling_seconds",
             "Seconds from a gRPC call's start to its end (a stream: its whole life).",
-            labels=("method",),
+            "method",
+            rpc.latency,
         )
-        for method, histogram in sorted(rpc.latency.items()):
-            latency.add_metric((method,), _buckets(histogram), histogram.sum)
-        yield latency
+
+    def _etcd(self) -> Iterator[Metric]:
+        etcd = self.introspection.stats.etcd
+        if etcd.by_key:  # a node that runs a curator
+            yield _histograms(
+                "roleserve_curator_etcd_request_seconds",
+                "Seconds of the curator's etcd requests, failed ones too, by operation.",
+                "operation",
+                etcd,
+            )
 
     def _leader(self) -> Iterator[Metric]:
         offer = self.introspection.stats.leader
@@ -228,6 +239,14 @@ def _build_info(build: tuple[str, str]) -> Iterator[Metric]:
     )
     info.add_metric(build, 1.0)
     yield info
+
+
+def _histograms(name: str, documentation: str, label: str, latencies: Latencies) -> Metric:
+    """One histogram family with a series per key of ``latencies``, labelled ``label``."""
+    family = HistogramMetricFamily(name, documentation, labels=(label,))
+    for key, histogram in sorted(latencies.by_key.items()):
+        family.add_metric((key,), _buckets(histogram), histogram.sum)
+    return family
 
 
 def _buckets(histogram: Histogram) -> list[tuple[str, float]]:

@@ -175,6 +175,24 @@ def test_values_stats_plugins_and_build_info() -> None:
     assert ("roleserve_curator_connected_seconds", ()) not in samples
     assert ("roleserve_runnable_state", ()) not in samples  # no supervisor yet: no series
     assert ("roleserve_curator_watch_streams", ()) not in samples  # not leading
+    assert not samples_named(samples, "roleserve_curator_etcd_request_seconds_count")
+
+    stats.etcd.observe("get prefix", 0.003)
+    stats.etcd.observe("get prefix", 0.2)
+    stats.etcd.observe("transaction", 0.004)
+    samples = scrape(introspection)
+    assert samples_named(samples, "roleserve_curator_etcd_request_seconds_count") == {
+        (("operation", "get prefix"),): 2,
+        (("operation", "transaction"),): 1,
+    }
+    prefix_buckets = {
+        dict(labels)["le"]: value
+        for labels, value in samples_named(
+            samples, "roleserve_curator_etcd_request_seconds_bucket"
+        ).items()
+        if dict(labels)["operation"] == "get prefix"
+    }
+    assert (prefix_buckets["0.0025"], prefix_buckets["0.005"], prefix_buckets["0.25"]) == (0, 1, 2)
 
     stats.leader = lambda: LeaderSnapshot(
         {("NODE_STATE_UP", "HEALTHY"): 2, ("NODE_STATE_NEW", "HEALTH_UNKNOWN"): 1}, 3

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import itertools
 import logging
+import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -212,6 +214,13 @@ def _bytes(data: bytes | str) -> bytes:
     return data.encode() if isinstance(data, str) else data
 
 
+def operation_of(what: str) -> str:
+    """The operation a request's description names, without its arguments: the words
+    before the first that is not all letters (``"get prefix b'/nodes/'"`` → ``"get
+    prefix"``). A bounded set, since the words come from this module's code."""
+    return " ".join(itertools.takewhile(str.isalpha, what.split()))
+
+
 class EtcdClient:
     """A client of one etcd cluster, over mutual TLS.
 
@@ -228,11 +237,15 @@ class EtcdClient:
         *,
         timeout: float = DEFAULT_TIMEOUT,
         attempts: int = 3,
+        observe: Callable[[str, float], None] | None = None,
     ) -> None:
+        """:param observe: called with each request's operation (``operation_of``) and
+        seconds, failed ones too (the curator's: ``NodeStats.etcd.observe``)."""
         if not endpoints:
             raise ValueError("an etcd client needs at least one endpoint")
         self.endpoints = tuple(endpoints)
         self.timeout = timeout
+        self.observe = observe
         channel = grpc.aio.secure_channel(
             "ipv4:" + ",".join(endpoints),
             channel_credentials(credentials),
@@ -283,6 +296,7 @@ class EtcdClient:
         :param deadline: seconds after which to give up on ``call`` here too (for calls
             that carry no deadline of their own, such as streams).
         """
+        started = time.perf_counter()
         try:
             with anyio.fail_after(deadline):
                 return await call
@@ -291,6 +305,9 @@ class EtcdClient:
         except TimeoutError:
             limit = deadline or self.timeout
             raise EtcdRequestError(f"etcd {what}: no answer within {limit:.2g}s") from None
+        finally:
+            if self.observe is not None:
+                self.observe(operation_of(what), time.perf_counter() - started)
 
     # -- keys ------------------------------------------------------------------------
 

@@ -101,18 +101,39 @@ class Membership:
 
         :param patience: seconds to keep trying while etcd refuses the change because its
             leader has not been connected to every peer for long enough (etcd's "unhealthy
-            cluster", for a few seconds after each membership change), or because a member
-            at ``peer_url`` was removed within the same second (``_READDED``).
+            cluster", for a few seconds after each membership change), because a member
+            at ``peer_url`` was removed within the same second (``_READDED``), or does not
+            answer in time (``_NO_ANSWER``: then the learner may have been added all the
+            same, and is looked for before asking again).
         :raises MembershipError: if the cluster stays unhealthy that long.
         """
+
+        async def add() -> Member:
+            try:
+                return await self.client.add_learner(peer_url)
+            except EtcdRequestError as exc:
+                if not any(reason in str(exc) for reason in _NO_ANSWER):
+                    raise
+                added = await self._learner_at(peer_url)
+                if added is None:
+                    raise
+                return added
+
         member = await _retrying(
-            lambda: self.client.add_learner(peer_url),
+            add,
             patience,
-            _UNHEALTHY + _READDED,
+            _UNHEALTHY + _READDED + _NO_ANSWER,
             f"cannot add a learner at {peer_url}: the cluster stayed unhealthy for {patience}s",
         )
         log.info("added learner %x at %s", member.id, peer_url)
         return member
+
+    async def _learner_at(self, peer_url: str) -> Member | None:
+        """The learner that waits at ``peer_url``, if etcd lists one."""
+        for member in await self.client.members():
+            if member.is_learner and peer_url in member.peer_urls:
+                return member
+        return None
 
     async def promote(self, member_id: int, *, patience: float = 30.0) -> None:
         """Promote the learner ``member_id`` once it has caught up.
@@ -165,6 +186,9 @@ _UNHEALTHY = ("unhealthy cluster",)
 """etcd refuses membership changes until its leader has been connected to all peers for a
 while (5 s in etcd 3.4 and 3.5): after every change, the next one must wait."""
 _NOT_CAUGHT_UP = ("in sync", "not ready")
+_NO_ANSWER = ("no answer within",)
+"""etcd 3.5.1 sometimes answers a MemberAdd right after a MemberRemove only after seconds
+(seen: more than the client's 5 s), having added the member meanwhile or not."""
 _READDED = ("member not found",)
 """etcd derives a new member's ID from its peer URLs and the time in seconds: a learner
 re-added at the URL of one removed within the same second gets the removed ID, and etcd

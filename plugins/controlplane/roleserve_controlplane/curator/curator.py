@@ -122,7 +122,8 @@ class Curator:
     async def __call__(self, ctx: RunContext) -> None:
         config = self.config
         self.role.set("waiting")  # a restart begins where the first start did
-        async with EtcdClient(config.etcd_endpoints, config.etcd) as client:
+        observe = config.stats.etcd.observe if config.stats is not None else None
+        async with EtcdClient(config.etcd_endpoints, config.etcd, observe=observe) as client:
             election = Election(client, LEADER_PREFIX, ttl=config.lease_ttl)
             # Served while waiting too, so that clients hear "no quorum" from a curator
             # whose members are down, rather than a refused connection.
