@@ -91,7 +91,7 @@ async def test_calls_are_counted_by_method_and_code() -> None:
         (TREE, "NOT_FOUND"): 1,
         (NODES, "UNKNOWN"): 1,
     }
-    assert {method: histogram.count for method, histogram in stats.latency.items()} == {
+    assert {method: histogram.count for method, histogram in stats.latency.by_key.items()} == {
         INFO: 3,
         TREE: 1,
         NODES: 1,
