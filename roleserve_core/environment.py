@@ -14,6 +14,7 @@ __all__ = [
     "DISABLE_PLUGINS_ENV",
     "PLUGINS_ENV",
     "REGISTER_TICKET_ENV",
+    "TEST_ETCD_ENV",
     "TEST_FAULT_ENV",
     "TRACE_HOOKS_ENV",
 ]
@@ -40,6 +41,11 @@ DEBUG_ENV = "ROLESERVE_DEBUG"
 COMMAND_ENV = "ROLESERVE_COMMAND"
 """How the person at the terminal runs ``roleserve`` (``./dev`` sets ``./dev roleserve``),
 for the commands the hints suggest."""
+
+TEST_ETCD_ENV = "ROLESERVE_TEST_ETCD"
+"""Tests only: comma-separated, the etcd builds the controlplane plugin's tests run against
+(``debian``, ``wheel``; both when unset). CI's run against the wheels sets ``debian``: the
+workspace run before it covered both."""
 
 TEST_FAULT_ENV = "ROLESERVE_TEST_FAULT"
 """Tests only: a named step of a consensus bootstrap or join at which the node fails, as a

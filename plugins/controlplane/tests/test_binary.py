@@ -16,6 +16,7 @@ from roleserve_controlplane.consensus import (
     find_etcd,
     wheel_etcd,
 )
+from roleserve_controlplane.testing import etcd as etcd_testing
 from roleserve_core import FinalError
 from roleserve_core.testing import require_real
 
@@ -141,3 +142,20 @@ def test_a_record_round_trips_and_a_corrupt_one_names_its_file(tmp_path: Path) -
     file.write_text("{")
     with pytest.raises(EtcdRecordError, match=f"^{file}: not a record of the etcd"):
         EtcdRecord.load(file)
+
+
+@pytest.mark.parametrize(
+    ("setting", "chosen"),
+    [("", ("debian", "wheel")), ("debian", ("debian",)), (" wheel, debian ", ("wheel", "debian"))],
+)
+def test_the_etcd_builds_tests_run_against_are_chosen_by_the_environment(
+    monkeypatch: pytest.MonkeyPatch, setting: str, chosen: tuple[str, ...]
+) -> None:
+    monkeypatch.setenv("ROLESERVE_TEST_ETCD", setting)
+    assert etcd_testing._chosen_sources() == chosen
+
+
+def test_an_etcd_build_that_does_not_exist_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ROLESERVE_TEST_ETCD", "debian,distro")
+    with pytest.raises(ValueError, match=r"names distro; the etcd builds are debian, wheel$"):
+        etcd_testing._chosen_sources()

