@@ -92,12 +92,18 @@ def hook_reference() -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def _extension(path: str) -> str:
+    """A file's extension, a template's (``.tmpl``) being that of what it makes:
+    ``hooks.py.tmpl`` → ``py``."""
+    return path.removesuffix(".tmpl").rpartition(".")[2]
+
+
 def include_regions(text: str, root: Path) -> str:
     """``text`` with every include region replaced by the current file content."""
 
     def fill(match: re.Match[str]) -> str:
         path = match["path"]
-        language = {"py": "python", "toml": "toml", "sh": "sh"}.get(path.rpartition(".")[2], "")
+        language = {"py": "python", "toml": "toml", "sh": "sh"}.get(_extension(path), "")
         content = (root / path).read_text()
         return f"{match[1]}```{language}\n{content.rstrip()}\n```\n{match[4]}"
 
