@@ -178,7 +178,12 @@ class Curator:
         """Follow until elected, then lead until leadership is lost."""
         node_id = self.config.node.node_id
         async with AsyncExitStack() as stack:
-            follower = await stack.enter_async_context(
+            # The follower's server stops once elected, or with the term: one stop either
+            # way. grpc's stop is not re-entrant: a stop cancelled halfway (the term ending
+            # then) and a second one raise InvalidStateError from grpc's loop.
+            following = AsyncExitStack()
+            stack.push_async_callback(following.aclose)
+            await following.enter_async_context(
                 self._serving(*self._follower_services(client, election))
             )
             self._announce(ctx, "following")
@@ -189,7 +194,7 @@ class Curator:
                 election.campaign(self.leader_value.SerializeToString())
             )
             followed.set()
-            await follower.stop(None)
+            await following.aclose()
             leader = await self._leader_state(client, leadership)
             tasks = await stack.enter_async_context(anyio.create_task_group())
             tasks.start_soon(leader.cache.run)
