@@ -13,6 +13,7 @@ import functools
 from dataclasses import dataclass
 
 from google.protobuf import descriptor_pool
+from google.protobuf.descriptor import MethodDescriptor
 
 from roleserve_core.identity import Scope
 from roleserve_core.proto import (  # noqa: F401 - imported to register the services
@@ -103,12 +104,7 @@ def method_authorization(method: str) -> MethodAuthorization | None:
 
     None also for a method the descriptor pool does not know: the server then refuses it.
     """
-    service_name, _, method_name = method.lstrip("/").partition("/")
-    try:
-        service = descriptor_pool.Default().FindServiceByName(service_name)
-    except KeyError:
-        return None
-    descriptor = service.methods_by_name.get(method_name)
+    descriptor = _method_descriptor(method)
     if descriptor is None:
         return None
     options = descriptor.GetOptions()
@@ -122,10 +118,16 @@ def method_authorization(method: str) -> MethodAuthorization | None:
 def request_type(method: str) -> str | None:
     """The full name of the request message of ``/package.Service/Method``; None if the
     descriptor pool does not know the method."""
+    descriptor = _method_descriptor(method)
+    return None if descriptor is None else descriptor.input_type.full_name
+
+
+def _method_descriptor(method: str) -> MethodDescriptor | None:
+    """The descriptor of ``/package.Service/Method``; None if the pool does not know it."""
     service_name, _, method_name = method.lstrip("/").partition("/")
     try:
         service = descriptor_pool.Default().FindServiceByName(service_name)
     except KeyError:
         return None
-    descriptor = service.methods_by_name.get(method_name)
-    return None if descriptor is None else descriptor.input_type.full_name
+    descriptor: MethodDescriptor | None = service.methods_by_name.get(method_name)
+    return descriptor
