@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from roleserve_controlplane.testing import damage_wal
 from roleserve_core.localcluster import LocalCluster, LocalNode
 from roleserve_core.proto import common_pb2, management_pb2
 from roleserve_core.testing import poll_until
@@ -46,16 +47,6 @@ def member_directory(node: LocalNode) -> Path:
     return node.directory / "plugins" / "controlplane" / "etcd"
 
 
-def damage_wal(data_dir: Path) -> None:
-    """Flip bytes in the first WAL file's early records (etcd stops on them at start)."""
-    [wal, *_] = sorted((data_dir / "member" / "wal").glob("*.wal"))
-    with wal.open("r+b") as file:
-        file.seek(300)
-        data = file.read(256)
-        file.seek(300)
-        file.write(bytes(byte ^ 0xFF for byte in data))
-
-
 async def consensus(cluster: LocalCluster) -> list[dict[str, Any]]:
     result = ctl(cluster, "consensus", "--json")
     assert result.returncode == 0, result.stderr
@@ -73,7 +64,7 @@ async def test_a_corrupt_member_is_one_line_and_ctl_rebuilds_it(cluster: LocalCl
     data_dir = member_directory(victim) / "data"
 
     await victim.stop()
-    damage_wal(data_dir)
+    damage_wal(data_dir, 256)
 
     # With the victim down, rebuilding another voter would leave 1 of 2: refused.
     refused = ctl(cluster, "consensus", "rebuild", bystander_id)

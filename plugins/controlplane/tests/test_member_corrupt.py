@@ -15,6 +15,7 @@ from roleserve_controlplane.consensus.corruption import corrupt_data
 from roleserve_controlplane.testing import (
     CuratorCluster,
     EtcdCluster,
+    damage_wal,
     wait_healthy_through_backoff,
 )
 from roleserve_controlplane.testing.curator_api import CuratorApi
@@ -78,14 +79,9 @@ def test_other_exits_are_not_corrupt_data(tmp_path: Path) -> None:
         assert corrupt_data(lines, tmp_path, "n") is None
 
 
-def damage_wal(data_dir: Path) -> None:
+def damage_wal_records(data_dir: Path) -> None:
     """Flip 64 bytes of the first WAL file's early records: a CRC mismatch."""
-    [wal, *_] = sorted((data_dir / "member" / "wal").glob("*.wal"))
-    with wal.open("r+b") as file:
-        file.seek(300)
-        data = file.read(64)
-        file.seek(300)
-        file.write(bytes(byte ^ 0xFF for byte in data))
+    damage_wal(data_dir, 64)
 
 
 def damage_db(data_dir: Path) -> None:
@@ -103,7 +99,7 @@ def truncate_wal(data_dir: Path) -> None:
 
 
 DAMAGE = {
-    "wal": (damage_wal, "walpb: crc mismatch"),
+    "wal": (damage_wal_records, "walpb: crc mismatch"),
     "db": (damage_db, "invalid database"),
     "wal-truncated": (truncate_wal, "cannot use none as id"),
 }

@@ -10,6 +10,7 @@ from roleserve_controlplane.testing.etcd import (
     EtcdCluster,
     EtcdClusterRunner,
     RunningMember,
+    damage_wal,
     etcd_binary,
     wait_healthy_through_backoff,
 )
@@ -21,6 +22,7 @@ __all__ = [
     "EtcdCluster",
     "EtcdClusterRunner",
     "RunningMember",
+    "damage_wal",
     "enrol_node",
     "etcd_binary",
     "wait_healthy_through_backoff",

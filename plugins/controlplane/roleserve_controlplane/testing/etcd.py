@@ -46,6 +46,7 @@ __all__ = [
     "EtcdCluster",
     "EtcdClusterRunner",
     "RunningMember",
+    "damage_wal",
     "etcd_binary",
     "wait_healthy_through_backoff",
 ]
@@ -244,3 +245,14 @@ class EtcdClusterRunner:
         tb: TracebackType | None,
     ) -> bool | None:
         return await self._runner.__aexit__(exc_type, exc, tb)
+
+
+def damage_wal(data_dir: Path, length: int) -> None:
+    """Flip ``length`` bytes of the first WAL file's early records (from byte 300): etcd
+    stops on them at start, with a CRC mismatch or a broken record's framing."""
+    [wal, *_] = sorted((data_dir / "member" / "wal").glob("*.wal"))
+    with wal.open("r+b") as file:
+        file.seek(300)
+        data = file.read(length)
+        file.seek(300)
+        file.write(bytes(byte ^ 0xFF for byte in data))
