@@ -25,17 +25,6 @@ import grpc
 import pytest
 
 from roleserve_core import Worker, custom_role, hookimpl
-from roleserve_core.keys import (
-    CURATOR_CONNECTION,
-    LOCAL_CONTROL_PLANE,
-    NETWORK,
-    NODE_CREDENTIALS,
-    REVOKED_CREDENTIALS,
-    ROLES,
-    LocalControlPlane,
-    NetworkStatus,
-    RevokedCredentials,
-)
 from roleserve_core.ports import CURATOR_PORT, ETCD_CLIENT_PORT, endpoint
 from roleserve_core.proto import common_pb2, curator_pb2
 from roleserve_core.roles import (
@@ -53,6 +42,17 @@ from roleserve_core.testing import (
     PluginHarness,
     random_loopback,
     wait_for_value,
+)
+from roleserve_core.values import (
+    CURATOR_CONNECTION,
+    LOCAL_CONTROL_PLANE,
+    NETWORK,
+    NODE_CREDENTIALS,
+    REVOKED_CREDENTIALS,
+    ROLES,
+    LocalControlPlane,
+    NetworkStatus,
+    RevokedCredentials,
 )
 from roleserve_core.version import core_version
 from roleserve_core.workers._identity import PROCESS_INSTANCE

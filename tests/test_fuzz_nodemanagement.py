@@ -29,7 +29,6 @@ from google.protobuf.message import DecodeError
 from hypothesis import given
 from hypothesis import strategies as st
 
-from roleserve_core.keys import NETWORK, NODE_CREDENTIALS, NetworkStatus
 from roleserve_core.limits import MAX_REQUEST_BYTES
 from roleserve_core.ports import NODE_MANAGEMENT_PORT, endpoint
 from roleserve_core.proto import nodemanagement_pb2
@@ -55,6 +54,7 @@ from roleserve_core.testing.fuzz import (
     requests,
     texts,
 )
+from roleserve_core.values import NETWORK, NODE_CREDENTIALS, NetworkStatus
 
 pytestmark = pytest.mark.filterwarnings(OVERLY_LARGE_REPR)
 

@@ -38,6 +38,7 @@ from hypothesis import strategies as st
 from roleserve_controlplane.consensus import EtcdBinary, EtcdClient
 from roleserve_controlplane.testing import CuratorCluster, CuratorNode, EtcdCluster, etcd_binary
 from roleserve_controlplane.testing.curator_api import Applicant, CuratorApi
+from roleserve_core import curator_pb2, management_pb2
 from roleserve_core.identity import (
     Credentials,
     generate_key,
@@ -45,7 +46,6 @@ from roleserve_core.identity import (
     signing_request,
 )
 from roleserve_core.limits import MAX_REQUEST_BYTES
-from roleserve_core.proto import curator_pb2, management_pb2
 from roleserve_core.rpc import Permission, method_authorization
 from roleserve_core.testing import FakeClock, SupervisorRunner
 from roleserve_core.testing.fuzz import (

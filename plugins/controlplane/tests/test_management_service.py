@@ -14,8 +14,8 @@ import grpc
 import pytest
 
 from roleserve_controlplane.testing.curator_api import Applicant, CuratorApi, refused
+from roleserve_core import common_pb2, curator_pb2, management_pb2, management_pb2_grpc
 from roleserve_core.identity import certificate_from_pem
-from roleserve_core.proto import common_pb2, curator_pb2, management_pb2, management_pb2_grpc
 from roleserve_core.testing import DEFAULT_TIMEOUT
 
 pytestmark = pytest.mark.anyio

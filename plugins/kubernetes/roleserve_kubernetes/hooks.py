@@ -10,9 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from roleserve_core import hookimpl
-from roleserve_core.keys import KUBERNETES_STATUS, POD_NETWORK
-from roleserve_core.values import ValueKey
+from roleserve_core import KUBERNETES_STATUS, POD_NETWORK, ValueKey, hookimpl
 
 ROLESERVE_PLUGIN_API = 1
 

@@ -29,6 +29,7 @@ from roleserve_controlplane.curator.errors import RefusedError
 from roleserve_controlplane.curator.leader import LeaderState, peer_url
 from roleserve_controlplane.curator.validation import shown
 from roleserve_controlplane.proto import state_pb2
+from roleserve_core import CUSTOM_ROLE_NAME, common_pb2, management_pb2
 from roleserve_core.identity import certificate_to_pem, public_key_from_der
 from roleserve_core.limits import (
     MAX_CUSTOM_ROLES,
@@ -40,8 +41,6 @@ from roleserve_core.limits import (
     check_count,
     check_text,
 )
-from roleserve_core.proto import common_pb2, management_pb2
-from roleserve_core.roles import CUSTOM_ROLE_NAME
 
 __all__ = ["BUILTIN_ROLES", "RoleChanges", "check_changes", "check_role", "has_role", "member_of"]
 
