@@ -123,6 +123,12 @@ class CuratorCluster:
         node.member.kill()
         await self._stop_curator(node)
 
+    async def leave_consensus(self, node: CuratorNode) -> None:
+        """What ``node`` does once its consensus_member role is gone: its controlplane
+        worker stops its curator. (Its etcd member, removed from the cluster, exits by
+        itself.)"""
+        await self._stop_curator(node)
+
     async def restart_curator(self, node: CuratorNode) -> None:
         """Stop ``node``'s curator (its lease revoked, as at a clean stop) and start a new
         one on the same etcd member; it campaigns again."""
