@@ -12,10 +12,13 @@ from typing import TypeAlias
 import anyio
 import grpc
 import pytest
+from typing_extensions import override
 
 from roleserve_controlplane.consensus import EtcdRequestError
 from roleserve_controlplane.curator import roles as roles_module
+from roleserve_controlplane.curator.prefixes import ClusterNetwork
 from roleserve_controlplane.curator.state import ClusterState
+from roleserve_controlplane.proto import state_pb2
 from roleserve_controlplane.testing.curator_api import Applicant, CuratorApi, refused
 from roleserve_core import common_pb2, curator_pb2, management_pb2, management_pb2_grpc
 from roleserve_core.identity import certificate_from_pem
@@ -349,7 +352,14 @@ async def test_a_change_half_done_says_so_and_the_same_change_completes_it(
     await api.settled(lambda nodes: nodes[leaving.node_id].roles.HasField("consensus_member"))
 
     class StoreDown(ClusterState):
-        async def update_node(self, *args: object, **kwargs: object) -> object:
+        @override
+        async def update_node(
+            self,
+            node_id: str,
+            change: Callable[[state_pb2.NodeRecord], None],
+            *,
+            allocate: ClusterNetwork | None = None,
+        ) -> state_pb2.NodeRecord:
             raise EtcdRequestError("put /nodes/...: the store went away (injected)")
 
     monkeypatch.setattr(roles_module, "ClusterState", StoreDown)
