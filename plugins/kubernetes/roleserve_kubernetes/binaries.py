@@ -10,11 +10,16 @@
                     ▼
     None: the runnable stays HEALTHY with the note "kube-apiserver not found: ..."
 
-A missing kube binary is a state of the node, not a failure: Debian ships none of them
-(``shared/reference/components.md`` §3), so a node without them still runs containerd, the
-pod network and everything else. Restarting cannot conjure a binary, so the runnable does
-not crash-loop; it shows the note in ``roleserve ctl tree`` until the operator installs
-the binary and restarts it.
+A configured path is used as it is: if it is missing or not executable, the runnable is
+DEAD with the runner's final error naming it (the operator's setting is wrong). A binary
+that is there but exits at once is DEAD with its last error lines, restarted after the
+backoff.
+
+A missing kube binary (nothing configured, none on PATH) is a state of the node, not a
+failure: Debian ships none of them (``shared/reference/components.md`` §3), so a node
+without them still runs containerd, the pod network and everything else. Restarting
+cannot conjure a binary, so the runnable does not crash-loop; it shows the note in
+``roleserve ctl tree`` until the operator installs the binary and restarts it.
 """
 
 from __future__ import annotations
@@ -117,16 +122,19 @@ class KubeBinaries:
 def find_binary(
     component: Component, configured: str | None, search_path: str | None = None
 ) -> Path | None:
-    """The executable of ``component``: ``configured`` if set (and only it), else on PATH.
+    """The binary of ``component``: ``configured`` if set (and only it), else the one on
+    PATH; None when nothing is configured and PATH has none (the note's case).
 
-    None when there is none: the caller shows ``component.absent_note``. A configured path
-    that is not executable is also None, not a fallback to PATH: an operator who names a
-    binary means that one.
+    A configured path is returned as it is, even if it is missing or not executable: the
+    operator named it, so starting it fails with the runner's final error naming the path
+    and why (a DEAD runnable with the reason), rather than hiding the mistake behind
+    "not found".
     """
+    if configured:
+        return Path(configured)
     spec = ProgramSpec(
         name=component.executable,
         executable=component.executable,
-        configured=configured or None,
         state_dir=Path("/nonexistent"),  # not started: only looked up
     )
     try:
