@@ -184,8 +184,8 @@ class KubernetesStatus:
     """
 
     apiserver: str | None = None
-    """The local kube-apiserver's URL, ``https://<node address>:6443``; None: no controller
-    runs here."""
+    """The local kube-apiserver's URL, ``https://<node address>:6443``; None: no apiserver
+    runs here (no controller, or no kube-apiserver binary)."""
     ca_pem: bytes | None = None
     """The cluster's Kubernetes CA (PEM): it signed the apiserver's serving certificate and
     every client certificate the apiserver admits."""
@@ -199,8 +199,9 @@ class KubernetesStatus:
 
     @property
     def controller_running(self) -> bool:
-        """Whether the controller worker runs Kubernetes' control plane here."""
-        return self.apiserver is not None
+        """Whether the controller worker started Kubernetes' control plane here (with the
+        binaries it found: ``running`` and ``absent`` say which)."""
+        return bool(self.running or self.absent)
 
     NONE: ClassVar[KubernetesStatus]
 

@@ -706,8 +706,9 @@ async def test_revocations_keeps_the_leaders_revoked_serials(
 
 def test_kubernetes_status_none_says_nothing_runs() -> None:
     """The value the kubernetes plugin leaves when its controller stops: no apiserver, no
-    CA, nothing running; one with an apiserver says a controller runs."""
+    CA, nothing running; a started controller runs, even with every binary absent."""
     assert KubernetesStatus(None, None, False, (), ()) == KubernetesStatus.NONE
     assert not KubernetesStatus.NONE.controller_running
     running = KubernetesStatus("https://10.0.0.1:6443", b"CA", True, ("kube-apiserver",), ())
     assert running.controller_running
+    assert KubernetesStatus(None, b"CA", False, (), ("kube-apiserver",)).controller_running

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from roleserve_core.supervisor import Runnable
+from roleserve_kubernetes.binaries import APISERVER
 from roleserve_kubernetes.component import ReadyCallback, component_runnable
 from roleserve_kubernetes.plans import ControllerInputs, apiserver_plan
 
@@ -21,4 +22,6 @@ def apiserver_runnable(
     inputs: ControllerInputs, binary: Path | None, state_dir: Path, on_ready: ReadyCallback
 ) -> Runnable:
     """The runnable ``apiserver`` of the controller worker."""
-    return component_runnable(lambda: apiserver_plan(inputs), binary, state_dir, on_ready)
+    return component_runnable(
+        APISERVER, lambda: apiserver_plan(inputs), binary, state_dir, on_ready
+    )

@@ -29,6 +29,7 @@ import anyio
 from roleserve_core import RunContext
 from roleserve_core.process import ProgramSpec, start_program
 from roleserve_core.supervisor import Runnable
+from roleserve_kubernetes.binaries import Component
 from roleserve_kubernetes.plans import LaunchPlan, program_spec, write_plan
 from roleserve_kubernetes.probe import wait_ready
 
@@ -43,26 +44,28 @@ def _ignore(ready: bool) -> None:
 
 
 def component_runnable(
-    plan: LaunchPlan | Callable[[], LaunchPlan],
+    component: Component,
+    plan: Callable[[], LaunchPlan],
     binary: Path | None,
     state_dir: Path,
     on_ready: ReadyCallback = _ignore,
 ) -> Runnable:
     """A runnable running ``plan`` with ``binary``, or saying that there is no binary.
 
-    :param plan: the plan; or a function making it, called at each (re)start.
+    :param component: which kube binary it runs (its note when absent).
+    :param plan: makes the plan, at each (re)start; not called when there is no binary.
     :param binary: the component's binary as found (``KubeBinaries.find``); None: absent.
     :param state_dir: where the runner records the program (the plugin's data directory).
     :param on_ready: told when the component becomes ready and when it stops.
     """
 
     async def run(ctx: RunContext) -> None:
-        planned = plan() if callable(plan) else plan
         if binary is None:
-            ctx.set_note(planned.component.absent_note)
+            ctx.set_note(component.absent_note)
             ctx.signal_healthy()
             await anyio.sleep_forever()
         else:
+            planned = plan()
             await _run_program(ctx, planned, program_spec(planned, binary, state_dir), on_ready)
 
     return run

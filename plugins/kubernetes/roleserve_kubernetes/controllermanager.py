@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from roleserve_core.supervisor import Runnable
+from roleserve_kubernetes.binaries import CONTROLLER_MANAGER
 from roleserve_kubernetes.component import component_runnable
 from roleserve_kubernetes.plans import ControllerInputs, controller_manager_plan
 
@@ -22,4 +23,6 @@ def controller_manager_runnable(
     inputs: ControllerInputs, binary: Path | None, state_dir: Path
 ) -> Runnable:
     """The runnable ``controller_manager`` of the controller worker."""
-    return component_runnable(lambda: controller_manager_plan(inputs), binary, state_dir)
+    return component_runnable(
+        CONTROLLER_MANAGER, lambda: controller_manager_plan(inputs), binary, state_dir
+    )

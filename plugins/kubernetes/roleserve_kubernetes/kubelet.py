@@ -10,21 +10,26 @@ Without a kubelet binary the node is a container runtime only: containerd and th
 network still run, and the runnable's note says so.
 
 For the worker role's runnable (a sibling of containerd): ``kubelet_runnable(inputs,
-binary, state_dir)`` once the inputs are known (``KubeletInputs``: the apiserver, the CA,
-the two certificates, containerd's socket, the pod prefix).
+binary, state_dir)``, with ``inputs`` a function returning the ``KubeletInputs`` (the
+apiserver, the CA, the two certificates, containerd's socket, the pod prefix), called only
+when the binary is there.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from roleserve_core.supervisor import Runnable
+from roleserve_kubernetes.binaries import KUBELET
 from roleserve_kubernetes.component import component_runnable
 from roleserve_kubernetes.plans import KubeletInputs, kubelet_plan
 
 __all__ = ["kubelet_runnable"]
 
 
-def kubelet_runnable(inputs: KubeletInputs, binary: Path | None, state_dir: Path) -> Runnable:
+def kubelet_runnable(
+    inputs: Callable[[], KubeletInputs], binary: Path | None, state_dir: Path
+) -> Runnable:
     """The runnable ``kubelet``: ``binary`` run with ``inputs``' plan, or a note if None."""
-    return component_runnable(lambda: kubelet_plan(inputs), binary, state_dir)
+    return component_runnable(KUBELET, lambda: kubelet_plan(inputs()), binary, state_dir)

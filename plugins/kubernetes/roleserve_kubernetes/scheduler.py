@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from roleserve_core.supervisor import Runnable
+from roleserve_kubernetes.binaries import SCHEDULER
 from roleserve_kubernetes.component import component_runnable
 from roleserve_kubernetes.plans import ControllerInputs, scheduler_plan
 
@@ -18,4 +19,4 @@ __all__ = ["scheduler_runnable"]
 
 def scheduler_runnable(inputs: ControllerInputs, binary: Path | None, state_dir: Path) -> Runnable:
     """The runnable ``scheduler`` of the controller worker."""
-    return component_runnable(lambda: scheduler_plan(inputs), binary, state_dir)
+    return component_runnable(SCHEDULER, lambda: scheduler_plan(inputs), binary, state_dir)

@@ -8,7 +8,9 @@ runnables need certificates of the same shape without etcd: ``throwaway_pki`` ma
 from __future__ import annotations
 
 import ipaddress
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from roleserve_core.identity import (
     certificate_to_pem,
@@ -19,7 +21,7 @@ from roleserve_core.identity import (
 )
 from roleserve_kubernetes.pki import KeyPair
 
-__all__ = ["throwaway_pki"]
+__all__ = ["STAND_IN_APISERVER", "stand_in_apiserver", "throwaway_pki"]
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -30,6 +32,51 @@ _CLIENTS = {
     "scheduler": ("ca", "system:kube-scheduler"),
     "admin": ("ca", "admin"),
 }
+
+STAND_IN_APISERVER = """\
+#!{python}
+# A stand-in kube-apiserver: checks that every file flag names a file (keys 0600), then
+# serves /readyz over TLS with the planned certificate, on the planned address and port.
+import http.server, os, ssl, sys
+
+flags = dict(argument[2:].split("=", 1) for argument in sys.argv[1:])
+FILES = ("file", "-key", "-certificate", "certificate-authority")
+PRIVATE = ("-key", "keyfile", "private-key-file", "signing-key-file")
+for name, value in flags.items():
+    if name.endswith(FILES):
+        if not os.path.isfile(value):
+            sys.exit(f"error: --{{name}}: no file {{value}}")
+        if name.endswith(PRIVATE) and os.stat(value).st_mode & 0o077:
+            sys.exit(f"error: --{{name}}: {{value}} is readable by others")
+
+class Ready(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200 if self.path == "/readyz" else 404)
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+    def log_message(self, *args):
+        pass
+
+server = http.server.HTTPServer((flags["bind-address"], int(flags["secure-port"])), Ready)
+context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+context.load_cert_chain(flags["tls-cert-file"], flags["tls-private-key-file"])
+context.load_verify_locations(flags["client-ca-file"])
+server.socket = context.wrap_socket(server.socket, server_side=True)
+print("serving", flush=True)
+server.serve_forever()
+"""
+"""A stand-in kube-apiserver (a Python script; ``{python}``: the interpreter). It proves a
+plan's flags and files fit together: it refuses a file flag naming no file or a private
+key others may read, and serves ``/readyz`` over TLS with the planned certificate, on the
+planned address and port. The real binary cannot be installed here."""
+
+
+def stand_in_apiserver(path: Path) -> Path:
+    """Write ``STAND_IN_APISERVER`` to ``path``, executable; return ``path``."""
+    path.write_text(STAND_IN_APISERVER.format(python=sys.executable))
+    path.chmod(0o755)
+    return path
 
 
 def throwaway_pki(addresses: Sequence[IPAddress] = ()) -> dict[str, KeyPair]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import ipaddress
 import os
-import sys
 from pathlib import Path
 
 import anyio
@@ -26,43 +25,9 @@ from roleserve_kubernetes.binaries import KUBELET, SCHEDULER
 from roleserve_kubernetes.kubelet import kubelet_runnable
 from roleserve_kubernetes.plans import ControllerInputs, EtcdClientFiles, KubeletInputs
 from roleserve_kubernetes.scheduler import scheduler_runnable
-from roleserve_kubernetes.testing import throwaway_pki
+from roleserve_kubernetes.testing import stand_in_apiserver, throwaway_pki
 
 pytestmark = pytest.mark.anyio
-
-FAKE_APISERVER = """\
-#!{python}
-# A stand-in kube-apiserver: checks that every file flag names a file (keys 0600), then
-# serves /readyz over TLS with the planned certificate, on the planned address and port.
-import http.server, os, ssl, sys
-
-flags = dict(argument[2:].split("=", 1) for argument in sys.argv[1:])
-FILES = ("file", "-key", "-certificate", "certificate-authority")
-PRIVATE = ("-key", "keyfile", "private-key-file", "signing-key-file")
-for name, value in flags.items():
-    if name.endswith(FILES):
-        if not os.path.isfile(value):
-            sys.exit(f"error: --{{name}}: no file {{value}}")
-        if name.endswith(PRIVATE) and os.stat(value).st_mode & 0o077:
-            sys.exit(f"error: --{{name}}: {{value}} is readable by others")
-
-class Ready(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.send_response(200 if self.path == "/readyz" else 404)
-        self.end_headers()
-        self.wfile.write(b"ok")
-
-    def log_message(self, *args):
-        pass
-
-server = http.server.HTTPServer((flags["bind-address"], int(flags["secure-port"])), Ready)
-context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-context.load_cert_chain(flags["tls-cert-file"], flags["tls-private-key-file"])
-context.load_verify_locations(flags["client-ca-file"])
-server.socket = context.wrap_socket(server.socket, server_side=True)
-print("serving", flush=True)
-server.serve_forever()
-"""
 
 
 def executable(path: Path, text: str) -> Path:
@@ -120,7 +85,7 @@ async def test_absent_binaries_are_a_note_not_a_crash_loop(
         supervisor_runner,
         {
             "scheduler": scheduler_runnable(inputs, None, tmp_path),
-            "kubelet": kubelet_runnable(kubelet, None, tmp_path),
+            "kubelet": kubelet_runnable(lambda: kubelet, None, tmp_path),
         },
     )
     for name, note in (
@@ -199,7 +164,7 @@ async def test_the_planned_flags_and_files_make_a_stand_in_apiserver_ready(
     tmp_path: Path, supervisor_runner: SupervisorRunner
 ) -> None:
     inputs = controller_inputs(tmp_path)
-    binary = executable(tmp_path / "kube-apiserver", FAKE_APISERVER.format(python=sys.executable))
+    binary = stand_in_apiserver(tmp_path / "kube-apiserver")
     ready: list[bool] = []
     supervisor = await start(
         supervisor_runner,
