@@ -203,6 +203,15 @@ class KubernetesStatus:
         binaries it found: ``running`` and ``absent`` say which)."""
         return bool(self.running or self.absent)
 
+    def __repr__(self) -> str:
+        """One short line: the CA's PEM would drown the rest (``roleserve ctl values``)."""
+        if self == KubernetesStatus.NONE:
+            return "KubernetesStatus(NONE)"
+        return (
+            f"KubernetesStatus(apiserver={self.apiserver!r}, ready={self.apiserver_ready}, "
+            f"running={self.running!r}, absent={self.absent!r})"
+        )
+
     NONE: ClassVar[KubernetesStatus]
 
 

@@ -712,3 +712,8 @@ def test_kubernetes_status_none_says_nothing_runs() -> None:
     running = KubernetesStatus("https://10.0.0.1:6443", b"CA", True, ("kube-apiserver",), ())
     assert running.controller_running
     assert KubernetesStatus(None, b"CA", False, (), ("kube-apiserver",)).controller_running
+    assert repr(KubernetesStatus.NONE) == "KubernetesStatus(NONE)"  # ctl values shows it
+    assert repr(running) == (
+        "KubernetesStatus(apiserver='https://10.0.0.1:6443', ready=True, "
+        "running=('kube-apiserver',), absent=())"
+    )
