@@ -21,7 +21,13 @@ from roleserve_core.identity import (
 )
 from roleserve_kubernetes.pki import KeyPair
 
-__all__ = ["STAND_IN_APISERVER", "stand_in_apiserver", "throwaway_pki"]
+__all__ = [
+    "STAND_IN_APISERVER",
+    "STAND_IN_KUBELET",
+    "stand_in_apiserver",
+    "stand_in_kubelet",
+    "throwaway_pki",
+]
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -72,9 +78,53 @@ key others may read, and serves ``/readyz`` over TLS with the planned certificat
 planned address and port. The real binary cannot be installed here."""
 
 
+STAND_IN_KUBELET = """\
+#!{python}
+# A stand-in kubelet: reads its --config (JSON), checks that the files it and the flags
+# name exist and that its kubeconfig is 0600, then serves /healthz on plain HTTP on the
+# configured healthz address and port.
+import http.server, json, os, sys
+
+flags = dict(argument[2:].split("=", 1) for argument in sys.argv[1:])
+config = json.load(open(flags["config"]))
+named = [flags["kubeconfig"], config["tlsCertFile"], config["tlsPrivateKeyFile"],
+         config["authentication"]["x509"]["clientCAFile"]]
+for path in named:
+    if not os.path.isfile(path):
+        sys.exit(f"error: no file {{path}}")
+if os.stat(flags["kubeconfig"]).st_mode & 0o077:
+    sys.exit("error: the kubeconfig is readable by others")
+if not flags["container-runtime-endpoint"].startswith("unix:///"):
+    sys.exit("error: --container-runtime-endpoint is not a unix socket")
+
+class Healthy(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200 if self.path == "/healthz" else 404)
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+    def log_message(self, *args):
+        pass
+
+address = (config["healthzBindAddress"], config["healthzPort"])
+print("serving", flush=True)
+http.server.HTTPServer(address, Healthy).serve_forever()
+"""
+"""A stand-in kubelet, as ``STAND_IN_APISERVER`` is for the apiserver."""
+
+
 def stand_in_apiserver(path: Path) -> Path:
     """Write ``STAND_IN_APISERVER`` to ``path``, executable; return ``path``."""
-    path.write_text(STAND_IN_APISERVER.format(python=sys.executable))
+    return _executable(path, STAND_IN_APISERVER)
+
+
+def stand_in_kubelet(path: Path) -> Path:
+    """Write ``STAND_IN_KUBELET`` to ``path``, executable; return ``path``."""
+    return _executable(path, STAND_IN_KUBELET)
+
+
+def _executable(path: Path, template: str) -> Path:
+    path.write_text(template.format(python=sys.executable))
     path.chmod(0o755)
     return path
 

@@ -96,8 +96,9 @@ def plugins(pki: RecordingPKI, files: EtcdClientFiles) -> PluginHarness:
 
 
 async def test_waits_runs_reports_and_resets(
-    node: Callable[..., Awaitable[NodeHarness]], tmp_path: Path
+    node: Callable[..., Awaitable[NodeHarness]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no kube binary on PATH, whatever the machine
     address = random_loopback()
     pki = RecordingPKI(throwaway_pki([address]))
     apiserver = stand_in_apiserver(tmp_path / "kube-apiserver")
