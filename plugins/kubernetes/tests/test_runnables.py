@@ -4,7 +4,6 @@ its own. That tests the plugin's handling (absent, broken, ready), not Kubernete
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from pathlib import Path
 
@@ -67,25 +66,15 @@ async def test_absent_binaries_are_a_note_not_a_crash_loop(
     tmp_path: Path, supervisor_runner: SupervisorRunner
 ) -> None:
     inputs = controller_inputs(tmp_path)
-    address = ipaddress.ip_address("127.0.0.1")
-    pki = inputs.pki
-    assert pki["ca"].certificate_pem is not None
-    kubelet = KubeletInputs(
-        tmp_path / "kubelet",
-        "node-1",
-        address,
-        "https://127.0.0.1:6443",
-        pki["ca"].certificate_pem,
-        pki["admin"],
-        pki["apiserver"],
-        tmp_path / "containerd.sock",
-        ipaddress.ip_network("10.192.0.0/24"),
-    )
+
+    def no_plan() -> KubeletInputs:
+        raise AssertionError("no binary: no plan is made, no file written")
+
     supervisor = await start(
         supervisor_runner,
         {
             "scheduler": scheduler_runnable(inputs, None, tmp_path),
-            "kubelet": kubelet_runnable(lambda: kubelet, None, tmp_path),
+            "kubelet": kubelet_runnable(no_plan, None, tmp_path),
         },
     )
     for name, note in (
