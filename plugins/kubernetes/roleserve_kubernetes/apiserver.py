@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from roleserve_core.supervisor import Runnable
+from roleserve_core import Runnable
 from roleserve_kubernetes.binaries import APISERVER
 from roleserve_kubernetes.component import ReadyCallback, component_runnable
 from roleserve_kubernetes.plans import ControllerInputs, apiserver_plan

@@ -29,8 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from roleserve_core import Setting
-from roleserve_core.process import ProgramNotFoundError, ProgramSpec, resolve_binary
+from roleserve_core import ProgramNotFoundError, ProgramSpec, Setting, resolve_binary
 
 __all__ = [
     "APISERVER",

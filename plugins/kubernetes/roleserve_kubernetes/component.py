@@ -26,9 +26,7 @@ from pathlib import Path
 
 import anyio
 
-from roleserve_core import RunContext
-from roleserve_core.process import ProgramSpec, start_program
-from roleserve_core.supervisor import Runnable
+from roleserve_core import ProgramSpec, RunContext, Runnable, start_program
 from roleserve_kubernetes.binaries import Component
 from roleserve_kubernetes.plans import LaunchPlan, program_spec, write_plan
 from roleserve_kubernetes.probe import wait_ready

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from roleserve_core.supervisor import Runnable
+from roleserve_core import Runnable
 from roleserve_kubernetes.binaries import CONTROLLER_MANAGER
 from roleserve_kubernetes.component import component_runnable
 from roleserve_kubernetes.plans import ControllerInputs, controller_manager_plan

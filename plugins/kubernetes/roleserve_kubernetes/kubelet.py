@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from roleserve_core.supervisor import Runnable
+from roleserve_core import Runnable
 from roleserve_kubernetes.binaries import KUBELET
 from roleserve_kubernetes.component import component_runnable
 from roleserve_kubernetes.plans import KubeletInputs, kubelet_plan

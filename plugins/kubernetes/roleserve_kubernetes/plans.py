@@ -39,9 +39,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import NameOID
 
-from roleserve_core.files import write_atomically
-from roleserve_core.ports import endpoint, local_exporter_host
-from roleserve_core.process import Bind, ProgramSpec
+from roleserve_core import Bind, ProgramSpec, endpoint, local_exporter_host, write_atomically
 from roleserve_kubernetes.binaries import (
     APISERVER,
     CONTROLLER_MANAGER,

@@ -20,8 +20,7 @@ import ssl
 import anyio
 import anyio.abc
 
-from roleserve_core.ports import endpoint
-from roleserve_core.process import RunningProgram
+from roleserve_core import RunningProgram, endpoint
 from roleserve_kubernetes.plans import Health
 
 __all__ = ["PROBE_TIMEOUT", "READY_POLL", "probe", "wait_ready"]

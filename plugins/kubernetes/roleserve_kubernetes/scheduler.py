@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from roleserve_core.supervisor import Runnable
+from roleserve_core import Runnable
 from roleserve_kubernetes.binaries import SCHEDULER
 from roleserve_kubernetes.component import component_runnable
 from roleserve_kubernetes.plans import ControllerInputs, scheduler_plan

@@ -36,16 +36,19 @@ from dataclasses import dataclass
 
 import anyio
 
-from roleserve_core import NodeContext, NodeRoles, RunContext, Worker
-from roleserve_core.event import Combined
-from roleserve_core.keys import (
+from roleserve_core import (
     KUBERNETES_STATUS,
     LOCAL_CONTROL_PLANE,
     NETWORK,
     ROLES,
+    Combined,
     KubernetesStatus,
     LocalControlPlane,
     NetworkStatus,
+    NodeContext,
+    NodeRoles,
+    RunContext,
+    Worker,
 )
 from roleserve_kubernetes.apiserver import apiserver_runnable
 from roleserve_kubernetes.binaries import (

@@ -31,16 +31,19 @@ from pathlib import Path
 
 import anyio
 
-from roleserve_core import NodeContext, NodeRoles, RunContext, Worker
-from roleserve_core.event import Combined
-from roleserve_core.keys import (
+from roleserve_core import (
     KUBERNETES_STATUS,
     NETWORK,
     NODE_ID,
     POD_NETWORK,
+    Combined,
     KubernetesStatus,
     NetworkStatus,
+    NodeContext,
+    NodeRoles,
     PodNetwork,
+    RunContext,
+    Worker,
 )
 from roleserve_kubernetes.binaries import KUBELET, KubeBinaries
 from roleserve_kubernetes.kubelet import kubelet_runnable

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives import serialization
 
-from roleserve_core.process import Bind
+from roleserve_core import Bind
 from roleserve_kubernetes.binaries import APISERVER, CONTROLLER_MANAGER, KUBELET, SCHEDULER
 from roleserve_kubernetes.kubeconfig import kubeconfig
 from roleserve_kubernetes.pki import PKI_NAMES, KeyPair

@@ -10,8 +10,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from roleserve_core import RunContext, State, Supervisor
-from roleserve_core.supervisor import Runnable
+from roleserve_core import RunContext, Runnable, State, Supervisor
 from roleserve_core.testing import (
     FakeClock,
     SupervisorRunner,

@@ -12,15 +12,19 @@ from typing import Any
 
 import pytest
 
-from roleserve_core import KubernetesController, NodeContext, NodeRoles, State, hookimpl
-from roleserve_core.keys import (
+from roleserve_core import (
     KUBERNETES_STATUS,
     LOCAL_CONTROL_PLANE,
     NETWORK,
     POD_NETWORK,
+    KubernetesController,
     KubernetesStatus,
     LocalControlPlane,
     NetworkStatus,
+    NodeContext,
+    NodeRoles,
+    State,
+    hookimpl,
 )
 from roleserve_core.testing import NodeHarness, PluginHarness, random_loopback, wait_for_value
 from roleserve_kubernetes import binaries

@@ -12,15 +12,19 @@ from typing import Any
 
 import pytest
 
-from roleserve_core import KubernetesWorker, NodeContext, NodeRoles, State, hookimpl
-from roleserve_core.keys import (
+from roleserve_core import (
     KUBERNETES_STATUS,
     NETWORK,
     NODE_ID,
     POD_NETWORK,
     KubernetesStatus,
+    KubernetesWorker,
     NetworkStatus,
+    NodeContext,
+    NodeRoles,
     PodNetwork,
+    State,
+    hookimpl,
 )
 from roleserve_core.testing import NodeHarness, PluginHarness, random_loopback
 from roleserve_kubernetes import binaries
