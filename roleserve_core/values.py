@@ -174,10 +174,48 @@ class Bootstrapped:
 
 @dataclass(frozen=True, slots=True)
 class KubernetesStatus:
-    """What of Kubernetes runs on this node."""
+    """Kubernetes' control plane on this node, as the kubernetes plugin's controller runs it.
 
-    controller_running: bool
-    worker_running: bool
+    Set by the controller worker once it started the components, again when the apiserver
+    turns ready or stops being ready, and reset to ``KubernetesStatus.NONE`` ("nothing
+    runs") whenever the worker stops: Monogon never resets its status, so a node that lost
+    the controller role went on saying it ran one. Values cannot be unset, so "nothing" is
+    a value of its own, as with ``LocalControlPlane.NONE``.
+    """
+
+    apiserver: str | None = None
+    """The local kube-apiserver's URL, ``https://<node address>:6443``; None: no apiserver
+    runs here (no controller, or no kube-apiserver binary)."""
+    ca_pem: bytes | None = None
+    """The cluster's Kubernetes CA (PEM): it signed the apiserver's serving certificate and
+    every client certificate the apiserver admits."""
+    apiserver_ready: bool = False
+    """Whether the local apiserver answers ``/readyz`` with 200."""
+    running: tuple[str, ...] = ()
+    """The components started here (``kube-apiserver``, ``kube-controller-manager``,
+    ``kube-scheduler``); each one's own state is its runnable's, in ``roleserve ctl tree``."""
+    absent: tuple[str, ...] = ()
+    """The components this node has no binary for (configured or on PATH)."""
+
+    @property
+    def controller_running(self) -> bool:
+        """Whether the controller worker started Kubernetes' control plane here (with the
+        binaries it found: ``running`` and ``absent`` say which)."""
+        return bool(self.running or self.absent)
+
+    def __repr__(self) -> str:
+        """One short line: the CA's PEM would drown the rest (``roleserve ctl values``)."""
+        if self == KubernetesStatus.NONE:
+            return "KubernetesStatus(NONE)"
+        return (
+            f"KubernetesStatus(apiserver={self.apiserver!r}, ready={self.apiserver_ready}, "
+            f"running={self.running!r}, absent={self.absent!r})"
+        )
+
+    NONE: ClassVar[KubernetesStatus]
+
+
+KubernetesStatus.NONE = KubernetesStatus()
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,7 +278,8 @@ LOCAL_CONTROL_PLANE: ValueKey[LocalControlPlane] = ValueKey(
 KUBERNETES_STATUS: ValueKey[KubernetesStatus] = ValueKey(
     "kubernetes_status",
     KubernetesStatus,
-    "Which Kubernetes services run on this node (owned by kubernetes).",
+    "Kubernetes' control plane here: apiserver URL and readiness, CA, components running "
+    "and absent; NONE when no controller runs (owned by kubernetes).",
 )
 POD_NETWORK: ValueKey[PodNetwork] = ValueKey(
     "pod_network", PodNetwork, "Pod prefixes assigned to this node (owned by kubernetes)."

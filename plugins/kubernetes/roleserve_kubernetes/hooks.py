@@ -1,16 +1,33 @@
-"""Kubernetes controller and worker launcher: no workers yet.
+"""Kubernetes controller and worker launcher.
 
-It will start the Kubernetes control plane on nodes with the
-``kubernetes_controller`` role and the node services on nodes with ``kubernetes_worker``,
-and own ``kubernetes_status`` and ``pod_network``. Until then it owns those keys and runs
-nothing: the values stay unset.
+The worker ``kubernetes_controller`` (``worker_controller``) runs kube-apiserver,
+kube-controller-manager and kube-scheduler on nodes with the ``kubernetes_controller``
+role and a local control plane, and sets ``kubernetes_status``. The worker
+``kubernetes_kubelet`` (``worker_kubelet``) runs the kubelet on nodes with the
+``kubernetes_worker`` role. A kube binary the node lacks is a note on its runnable, not a
+failure. The plugin also owns ``pod_network``.
+
+Configuration (``[plugins.kubernetes]`` in roleserve.toml): ``kube_apiserver``,
+``kube_controller_manager``, ``kube_scheduler``, ``kubelet`` (paths of the binaries; empty:
+on PATH); declared in ``binaries``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from roleserve_core import KUBERNETES_STATUS, POD_NETWORK, ValueKey, hookimpl
+from roleserve_core import (
+    KUBERNETES_STATUS,
+    POD_NETWORK,
+    NodeContext,
+    Setting,
+    ValueKey,
+    Worker,
+    hookimpl,
+)
+from roleserve_kubernetes import binaries
+from roleserve_kubernetes.worker_controller import controller_worker
+from roleserve_kubernetes.worker_kubelet import kubelet_worker
 
 ROLESERVE_PLUGIN_API = 1
 
@@ -19,3 +36,19 @@ ROLESERVE_PLUGIN_API = 1
 def roleserve_values() -> list[ValueKey[Any]]:
     """The keys this plugin owns."""
     return [KUBERNETES_STATUS, POD_NETWORK]
+
+
+@hookimpl
+def roleserve_settings() -> list[Setting[Any]]:
+    """What ``[plugins.kubernetes]`` accepts: the kube binaries' paths (``binaries``)."""
+    return list(binaries.SETTINGS)
+
+
+@hookimpl
+def roleserve_workers(node: NodeContext) -> list[Worker]:
+    """The controller worker, always running (its note says what it waits for), and the
+    kubelet's, on nodes with the ``kubernetes_worker`` role."""
+    # GLUE (lead): pass pki= (roleserve_kubernetes.pki.controller_pki) to controller_worker
+    # and certificates= (roleserve_kubernetes.certificates.kubelet_certificates) to
+    # kubelet_worker once those are merged; without them the workers wait with a note.
+    return [controller_worker(node), kubelet_worker(node)]
