@@ -314,7 +314,7 @@ class ControlPlane:
         host = f"[{config.address}]" if config.address.version == 6 else str(config.address)
         self.node.values.set(
             LOCAL_CONTROL_PLANE,
-            LocalControlPlane(f"{host}:{CURATOR_PORT}", config.endpoint),
+            LocalControlPlane(f"{host}:{CURATOR_PORT}", config.endpoint, config.credentials),
         )
         ctx.set_note("")
         ctx.signal_healthy()
