@@ -61,6 +61,7 @@ from roleserve_controlplane.curator import (
     CuratorConfig,
     write_bootstrap,
 )
+from roleserve_controlplane.curator.extension import gather_extensions
 from roleserve_controlplane.settings import ControlPlaneSettings
 from roleserve_core import NodeContext, NodeRoles, RunContext, Worker
 from roleserve_core.event import Combined
@@ -304,6 +305,7 @@ class ControlPlane:
                 lease_ttl=self.settings.lease_ttl,
                 current_node=lambda: self._latest_credentials(node),
                 stats=introspection.stats if introspection is not None else None,
+                extensions=gather_extensions(self.node),
             )
         )
         ctx.run("curator", curator)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from roleserve_core import hookimpl
+from roleserve_core import NodeContext, hookimpl
 from roleserve_core.keys import KUBERNETES_STATUS, POD_NETWORK
 from roleserve_core.values import ValueKey
 
@@ -21,3 +21,12 @@ ROLESERVE_PLUGIN_API = 1
 def roleserve_values() -> list[ValueKey[Any]]:
     """The keys this plugin owns."""
     return [KUBERNETES_STATUS, POD_NETWORK]
+
+
+@hookimpl(optionalhook=True)
+def roleserve_curator_services(node: NodeContext) -> list[Any]:
+    """``KubernetesCertificates`` on the leading curator: kubelet and admin certificates
+    from the Kubernetes CA (``service``). The controlplane plugin defines the hook."""
+    from roleserve_kubernetes.service import curator_extension
+
+    return [curator_extension()]
