@@ -30,6 +30,13 @@ is added or moves, and would let any controller's key impersonate the others. Is
 from ``ca`` at each start costs a millisecond and never goes stale; its key never leaves
 the controller. Stored entries are the ones every controller must agree on.
 
+How a controller reaches etcd: the controlplane worker publishes, in
+``local_control_plane``, the local member's client endpoint and the credentials it may act
+as a client with (``LocalControlPlane.etcd_credentials``: the member's key and certificate
+and the consensus CA, the only CA etcd admits); ``etcd_client(local_control_plane)`` makes
+an ``EtcdClient`` of them. The controller role requires ``consensus_member``, so a
+controller always has a local member, and nothing else needs to hand out etcd credentials.
+
 Per-node certificates (a kubelet's client and serving certificate) are not stored either:
 the curator issues them from ``ca`` to the node that asks (``service``), and an admin's
 client certificate to a user (``roleserve ctl kubeconfig``).
@@ -196,12 +203,10 @@ _REMAKE = (
 # -- issuing ------------------------------------------------------------------------
 
 
-def _client(
-    ca: KeyPair, common_name: str, organizations: Sequence[str] = (), **options: object
-) -> KeyPair:
+def _client(ca: KeyPair, common_name: str, organizations: Sequence[str] = ()) -> KeyPair:
     """A new key and a ClientAuth certificate for it, issued by ``ca``."""
     key = generate_key()
-    return KeyPair.of(key, _issue(ca, key.public_key(), common_name, organizations, **options))
+    return KeyPair.of(key, _issue(ca, key.public_key(), common_name, organizations))
 
 
 def _issue(
@@ -209,15 +214,23 @@ def _issue(
     public_key: PublicKey,
     common_name: str,
     organizations: Sequence[str] = (),
-    **options: object,
+    *,
+    names: tuple[Sequence[str], Sequence[IPAddress]] | None = None,
+    not_after: datetime.datetime | None = None,
 ) -> x509.Certificate:
+    """A certificate of ``ca``: a client's, or with ``names`` (DNS, IP) a server's."""
+    dns_names, ip_addresses = names or ((), ())
     return issue_certificate(
         ca.key,
         ca.certificate,
         public_key,
         common_name,
+        server=names is not None,
+        client=names is None,
+        dns_names=dns_names,
+        ip_addresses=ip_addresses,
         organizations=organizations,
-        **options,  # type: ignore[arg-type]  # server, dns_names, ip_addresses, not_after
+        not_after=not_after,
     )
 
 
@@ -246,16 +259,17 @@ def apiserver_serving(
     pki: Mapping[str, KeyPair], node_id: str, addresses: Iterable[IPAddress]
 ) -> KeyPair:
     """The serving certificate of this controller's kube-apiserver, with a new key: the
-    service's names and address, the node's ID and ``addresses`` (see the module doc)."""
+    service's names and address, the node's ID and ``addresses`` (see the module doc), and
+    ``localhost``/127.0.0.1 for the controller-manager and scheduler beside it."""
     key = generate_key()
     certificate = _issue(
         pki["ca"],
         key.public_key(),
         "kube-apiserver",
-        server=True,
-        client=False,
-        dns_names=(*SERVICE_NAMES, node_id, "localhost"),
-        ip_addresses=_unique([SERVICE_IP, ipaddress.IPv4Address("127.0.0.1"), *addresses]),
+        names=(
+            (*SERVICE_NAMES, node_id, "localhost"),
+            _unique([SERVICE_IP, ipaddress.IPv4Address("127.0.0.1"), *addresses]),
+        ),
     )
     return KeyPair.of(key, certificate)
 
@@ -286,10 +300,7 @@ def kubelet_serving_certificate(
         public_key,
         node_user(node_id),
         [NODES_GROUP],
-        server=True,
-        client=False,
-        dns_names=(node_id,),
-        ip_addresses=_unique(addresses),
+        names=((node_id,), _unique(addresses)),
     )
 
 
