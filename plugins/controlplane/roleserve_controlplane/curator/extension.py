@@ -48,7 +48,8 @@ class CuratorLeader:
     node_id: str
     """The leading curator's node ID."""
     etcd: EtcdClient
-    """The leader's etcd client (consensus CA credentials); closed when its term ends."""
+    """The curator's etcd client (consensus CA credentials): use it during the term only;
+    the curator closes it when it stops."""
     _leader: LeaderState
 
     @classmethod
