@@ -112,6 +112,15 @@ from .process import stop_leftover as stop_leftover
 from .workers.nodemgmt import Listen as Listen
 from .workers.nodemgmt import plan_listen as plan_listen
 
+# A plugin's own `roleserve ctl` sub-command (entry-point group roleserve.ctl).
+from .ctlplugin import EXIT_REFUSED as EXIT_REFUSED
+from .ctlplugin import EXIT_USAGE as EXIT_USAGE
+from .ctlplugin import ClusterAccess as ClusterAccess
+from .ctlplugin import CtlError as CtlError
+from .ctlplugin import CtlSession as CtlSession
+from .ctlplugin import add_ctl_command as add_ctl_command
+from .ctlplugin import open_ctl_session as open_ctl_session
+
 # Errors a plugin raises or catches (the whole tree: roleserve_core.errors' docstring).
 from .errors import CertificateVerificationError as CertificateVerificationError
 from .errors import ConfigError as ConfigError

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from roleserve_core.clusternodes import ClusterNodes
 from roleserve_core.hookspecs import hookimpl
-from roleserve_core.identity import NodeCredentials, PrivateKey, UserCredentials
+from roleserve_core.identity import Credentials, NodeCredentials, PrivateKey, UserCredentials
 from roleserve_core.registry import ValueKey
 from roleserve_core.roles import NodeRoles
 
@@ -137,6 +137,12 @@ class LocalControlPlane:
     """``host:port`` of the local curator."""
     etcd_endpoint: str | None
     """``host:port`` of the local etcd member's client URL."""
+    etcd_credentials: Credentials | None = field(default=None, repr=False, compare=False)
+    """What a client of the local member connects with: the member's key and certificate
+    (it may act as a client) and the consensus CA (etcd admits only certificates of that
+    CA, not of the cluster CA). For plugins that keep state in etcd next to the curator's
+    (the Kubernetes PKI, kube-apiserver's store); None with ``NONE``. Not compared: the
+    endpoints say which control plane runs."""
 
     @property
     def running(self) -> bool:

@@ -11,6 +11,7 @@ import datetime
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, cast
 
 import anyio
@@ -32,6 +33,7 @@ from roleserve_core.limits import MAX_READ_BYTES, MAX_REQUEST_BYTES
 from roleserve_core.proto import (
     curator_pb2,
     curator_pb2_grpc,
+    generate,
     management_pb2,
     management_pb2_grpc,
     nodemanagement_pb2,
@@ -409,6 +411,25 @@ def test_every_method_of_the_api_declares_its_authorization() -> None:
     ]
     methods = [f"/{s.full_name}/{m.name}" for s in services for m in s.methods]
     assert len(methods) == 26
+    assert [m for m in methods if method_authorization(m) is None] == []
+
+
+@pytest.mark.parametrize(
+    "proto",
+    [proto for root in generate.roots()[1:] for proto in root.protos],
+    ids=lambda proto: proto.name,
+)
+def test_every_method_of_a_plugins_proto_declares_its_authorization(proto: Path) -> None:
+    """Plugins' services are served under the same interceptor (the curator's hook
+    ``roleserve_curator_services``), which refuses a method without the option."""
+    root = next(root.root for root in generate.roots() if proto in root.protos)
+    module = ".".join(proto.relative_to(root).with_suffix("").parts) + "_pb2"
+    generated = pytest.importorskip(module)
+    methods = [
+        f"/{service.full_name}/{method.name}"
+        for service in generated.DESCRIPTOR.services_by_name.values()
+        for method in service.methods
+    ]
     assert [m for m in methods if method_authorization(m) is None] == []
 
 

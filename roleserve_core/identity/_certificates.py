@@ -79,8 +79,10 @@ ENROLMENT_NOT_BEFORE = datetime.datetime(2020, 1, 1, tzinfo=datetime.UTC)
 ENROLMENT_NOT_AFTER = datetime.datetime(2120, 1, 1, tzinfo=datetime.UTC)
 
 
-def _name(common_name: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+def _name(common_name: str, organizations: Sequence[str] = ()) -> x509.Name:
+    """CN, and one O per organization (Kubernetes reads a client's groups from them)."""
+    attributes = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, name) for name in organizations]
+    return x509.Name([*attributes, x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
 
 
 def _validity(
@@ -159,12 +161,17 @@ def _ca_builder(builder: x509.CertificateBuilder) -> x509.CertificateBuilder:
 def create_ca(
     key: PrivateKey,
     *,
+    common_name: str = CA_NAME,
     not_before: datetime.datetime | None = None,
     not_after: datetime.datetime | None = None,
 ) -> x509.Certificate:
-    """The self-signed cluster CA certificate for ``key``; it signs leaves only."""
+    """The self-signed CA certificate for ``key``; it signs leaves only.
+
+    :param common_name: the CA's name: the cluster CA's unless given (the Kubernetes
+        plugin names its CAs after what they sign for).
+    """
     start, end = _validity(not_before, not_after)
-    name = _name(CA_NAME)
+    name = _name(common_name)
     builder = _builder(name, key.public_key(), name, key.public_key(), start, end)
     return _ca_builder(builder).sign(key, hashes.SHA256())
 
@@ -179,6 +186,7 @@ def issue_certificate(
     client: bool = True,
     dns_names: Sequence[str] = (),
     ip_addresses: Sequence[IPAddress] = (),
+    organizations: Sequence[str] = (),
     extensions: Sequence[x509.ExtensionType] = (),
     not_before: datetime.datetime | None = None,
     not_after: datetime.datetime | None = None,
@@ -190,12 +198,19 @@ def issue_certificate(
     :param dns_names: DNS names of the subject alternative name.
     :param ip_addresses: IP addresses of the subject alternative name (etcd peers check
         them against the addresses they dial).
+    :param organizations: the subject's O attributes (Kubernetes: the client's groups,
+        e.g. ``system:masters``).
     """
     if not common_name:
         raise ValueError("a certificate needs a common name")
     start, end = _validity(not_before, not_after)
     builder = _builder(
-        _name(common_name), public_key, ca_certificate.subject, ca_key.public_key(), start, end
+        _name(common_name, organizations),
+        public_key,
+        ca_certificate.subject,
+        ca_key.public_key(),
+        start,
+        end,
     )
     names: list[x509.GeneralName] = [x509.DNSName(name) for name in dns_names]
     names += [x509.IPAddress(address) for address in ip_addresses]

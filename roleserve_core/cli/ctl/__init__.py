@@ -16,7 +16,8 @@ Modules, one concern each: ``_command`` (options, the handler every sub-command 
 ``_session`` (channels and calls), ``_errors`` (exit codes, one-line failures), ``_resolve``
 (node prefixes), ``_format`` (cells and JSON), then one module per group of sub-commands:
 ``_nodes``, ``_roles``, ``_ticket``, ``_consensus``, ``_tree``, ``_values``, ``_logs``,
-``_metrics``, ``_credentials``, ``_prometheus``.
+``_metrics``, ``_credentials``, ``_prometheus``; ``_plugins`` adds the sub-commands that
+plugins contribute (entry-point group ``roleserve.ctl``, loaded only when run).
 
 Every sub-command prints a table (or plain lines) for people and, where it lists things,
 ``--json`` for scripts. Every failure is one line on stderr, ``roleserve ctl: error: ...``,
@@ -35,6 +36,7 @@ from roleserve_core.cli.ctl import (
     _logs,
     _metrics,
     _nodes,
+    _plugins,
     _prometheus,
     _roles,
     _ticket,
@@ -76,3 +78,4 @@ def add_parser(commands: Any) -> None:
     subcommands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
     for module in SUBCOMMAND_MODULES:
         module.add_parsers(subcommands)
+    _plugins.add_parsers(subcommands)  # last: a plugin's command never shadows the core's

@@ -92,6 +92,9 @@ class Session:
     """In a session without a leader: the consensus members, as a curator without a quorum
     named them. Its nodes are the members that answer; ``management`` reaches one of their
     curators, which does not lead, and says so."""
+    channel: grpc.aio.Channel | None = None
+    """The channel ``management`` calls on: to the leader, where plugins' commands call
+    their own services (``roleserve.ctl`` entry points, ``_plugins``)."""
 
     @property
     def leader(self) -> LeaderInfo:
@@ -225,7 +228,7 @@ async def open_session(
         channel = secure_channel(target, access.credentials, node_id=node_id)
         await channels.enter_async_context(channel)
         management = management_pb2_grpc.ManagementStub(channel)
-        yield Session(access, leader, management, call_timeout, channels, quorum)
+        yield Session(access, leader, management, call_timeout, channels, quorum, channel)
 
 
 async def _leader_that_answers(

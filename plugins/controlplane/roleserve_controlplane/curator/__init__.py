@@ -15,7 +15,8 @@
 Modules: ``curator`` (the runnable), ``service_*`` (the three services), ``state`` (etcd
 records), ``cache`` (the leader's watch fan-out), ``health`` (heartbeats), ``roles`` (role
 changes), ``prefixes`` (the cluster network and node prefixes), ``bootstrap``,
-``authority`` (the CAs), ``validation``, ``errors``.
+``authority`` (the CAs), ``validation``, ``errors``, ``extension`` (other plugins' services
+on the leader: ``roleserve_curator_services``).
 """
 
 from roleserve_controlplane.curator.authority import (
@@ -30,6 +31,7 @@ from roleserve_controlplane.curator.bootstrap import (
 )
 from roleserve_controlplane.curator.cache import NodeCache, Subscription
 from roleserve_controlplane.curator.curator import Curator, CuratorConfig
+from roleserve_controlplane.curator.extension import CuratorExtension, CuratorLeader
 from roleserve_controlplane.curator.health import (
     DEFAULT_HEARTBEAT_INTERVAL,
     MISSED_BEATS,
@@ -56,6 +58,8 @@ __all__ = [
     "ClusterState",
     "Curator",
     "CuratorConfig",
+    "CuratorExtension",
+    "CuratorLeader",
     "Heartbeats",
     "LeaderState",
     "NodeCache",

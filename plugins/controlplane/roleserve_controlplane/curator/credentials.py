@@ -51,6 +51,7 @@ __all__ = [
     "CREDENTIALS_PREFIX",
     "RevokedSerials",
     "credentials_key",
+    "csr_key",
     "issue_credentials",
     "list_credentials",
     "revoke_credentials",
@@ -99,8 +100,10 @@ def _checked_scope(scope: str) -> Scope:
         raise _invalid(f"scope {shown(scope)} is none of {names}") from None
 
 
-def _csr_key(csr: bytes) -> PublicKey:
-    """The key a CSR proves its sender holds (its signature checks out with it)."""
+def csr_key(csr: bytes) -> PublicKey:
+    """The key a CSR proves its sender holds (its signature checks out with it); refused
+    (INVALID_ARGUMENT) if it is not valid DER PKCS#10 of a P-256 key signed by it. Also for
+    plugins' curator services that issue certificates (the Kubernetes admin's)."""
     check_bytes("csr", csr, MAX_CSR_BYTES)
     try:
         request = x509.load_der_x509_csr(csr)
@@ -126,7 +129,7 @@ async def issue_credentials(
         ``name`` was issued before (revoked or not).
     """
     checked = _checked_scope(scope)
-    key = _csr_key(csr)
+    key = csr_key(csr)
     certificate = authority.user_certificate(key, _checked_name(name), checked)
     record = state_pb2.CredentialsRecord(
         name=name,

@@ -9,8 +9,9 @@
            ─── meanwhile, every 2 s: a lost quorum said in the note and log
       won: stop the follower server ─── start the leader's state: node cache (one etcd
            watch), heartbeats, learner promotion, prefixes for approved nodes lacking one
-           ─── serve Curator, Management and CuratorLocal, refusing decommissioned nodes
-           (standing.py) and revoked user certificates (credentials.py: one etcd watch)
+           ─── serve Curator, Management and CuratorLocal (and plugins' services:
+           extension.py), refusing decommissioned nodes (standing.py) and revoked user
+           certificates (credentials.py: one etcd watch)
       lost (lease unconfirmed): stop the leader's server at once (clients see their streams
            end and look for the new leader), drop the leader's state, follow again
 
@@ -43,6 +44,7 @@ from roleserve_controlplane.consensus import (
 from roleserve_controlplane.curator.authority import ClusterAuthority
 from roleserve_controlplane.curator.cache import NodeCache
 from roleserve_controlplane.curator.credentials import RevokedSerials
+from roleserve_controlplane.curator.extension import CuratorExtension, CuratorLeader
 from roleserve_controlplane.curator.health import DEFAULT_HEARTBEAT_INTERVAL, Heartbeats
 from roleserve_controlplane.curator.leader import CURATOR_PORT, LeaderState
 from roleserve_controlplane.curator.prefixes import ClusterNetwork, PrefixesExhaustedError
@@ -108,6 +110,8 @@ class CuratorConfig:
     stats: NodeStats | None = None
     """The node's counters, for metrics: its server counts the calls it handles there, and
     while it leads it offers a snapshot of the cluster (``leader_snapshot``); None: neither."""
+    extensions: Sequence[CuratorExtension] = ()
+    """Other plugins' services, served while leading (``roleserve_curator_services``)."""
 
 
 class Curator:
@@ -148,7 +152,10 @@ class Curator:
         node_id = self.config.node.node_id
         quorum = functools.partial(probe_quorum, client, self.config.etcd)
         local = CuratorLocalService(node_id, ClusterState(client), election, None, quorum)
-        return local, NotLeadingHandler(node_id)
+        extended = [
+            service for extension in self.config.extensions for service in extension.services
+        ]
+        return local, NotLeadingHandler(node_id, extended)
 
     async def _wait_until_voting(self, ctx: RunContext, client: EtcdClient) -> None:
         """Wait until the local member is a voter with a leader; meanwhile, a consensus
@@ -218,6 +225,8 @@ class Curator:
                     ManagementService(leader),
                     gate=DecommissionedGate(leader.cache),
                     revocations=leader.revoked,
+                    extensions=self.config.extensions,
+                    leader=CuratorLeader.of(leader),
                 )
             )
             self._announce(ctx, "leading")
@@ -251,9 +260,12 @@ class Curator:
         *services: object,
         gate: NodeGate | None = None,
         revocations: Revocations | None = None,
+        extensions: Sequence[CuratorExtension] = (),
+        leader: CuratorLeader | None = None,
     ) -> AsyncIterator[grpc.aio.Server]:
-        """A started server of ``services``, refusing the nodes ``gate`` refuses and the
-        users ``revocations`` name; stopped without grace on exit."""
+        """A started server of ``services`` and, with ``leader``, the ``extensions``'
+        (plugins' services), refusing the nodes ``gate`` refuses and the users
+        ``revocations`` name; stopped without grace on exit."""
         server = create_server(
             self.config.node,
             gate=gate,
@@ -262,6 +274,8 @@ class Curator:
         )
         for service in services:
             _add(server, service)
+        if leader is not None:
+            _extend(server, extensions, leader)
         endpoint = f"{self.config.address}:{self.config.port}"
         bind(server, endpoint, self.config.node, self.config.current_node)
         await server.start()
@@ -385,6 +399,18 @@ def _add(server: grpc.aio.Server, service: object) -> None:
         management_pb2_grpc.add_ManagementServicer_to_server(service, server)
     else:
         raise TypeError(f"not a curator service: {service!r}")
+
+
+def _extend(
+    server: grpc.aio.Server, extensions: Sequence[CuratorExtension], leader: CuratorLeader
+) -> None:
+    """Add the plugins' services; one whose ``add`` raises is left out with one ERROR
+    line, and the curator leads without it."""
+    for extension in extensions:
+        try:
+            extension.add(server, leader)
+        except Exception as exc:
+            log.error("plugin %r: its curator services left out: %s", extension.plugin, exc)
 
 
 def leader_snapshot(leader: LeaderState, watch_streams: int) -> LeaderSnapshot:

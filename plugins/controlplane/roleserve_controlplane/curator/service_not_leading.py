@@ -13,11 +13,11 @@ call the method is still refused for that, not told who leads.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
 import grpc
-from google.protobuf.descriptor import MethodDescriptor
+from google.protobuf.descriptor import MethodDescriptor, ServiceDescriptor
 
 from roleserve_core import curator_pb2, management_pb2
 
@@ -34,9 +34,12 @@ LEADER_SERVICES = {
 
 
 class NotLeadingHandler(grpc.GenericRpcHandler):
-    """Answers every method of ``LEADER_SERVICES`` with UNAVAILABLE naming this curator."""
+    """Answers every method of ``LEADER_SERVICES`` (and of the plugins' services the leader
+    serves) with UNAVAILABLE naming this curator."""
 
-    def __init__(self, node_id: str) -> None:
+    def __init__(self, node_id: str, more: Iterable[ServiceDescriptor] = ()) -> None:
+        """:param more: plugins' services the leader serves too (``extension``)."""
+        self.services = {**LEADER_SERVICES, **{service.full_name: service for service in more}}
         self.message = (
             f"curator {node_id} does not lead the cluster now (the leader changed); "
             "ask any curator for the leader (GetCurrentLeader) and call it there"
@@ -46,7 +49,7 @@ class NotLeadingHandler(grpc.GenericRpcHandler):
         self, handler_call_details: grpc.HandlerCallDetails
     ) -> grpc.RpcMethodHandler[Any, Any] | None:
         _, service_name, method_name = handler_call_details.method.split("/", 2)
-        service = LEADER_SERVICES.get(service_name)
+        service = self.services.get(service_name)
         method = service.methods_by_name.get(method_name) if service else None
         return None if method is None else self._handler(method)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -32,6 +33,7 @@ from roleserve_controlplane.curator import (
     CuratorConfig,
     write_bootstrap,
 )
+from roleserve_controlplane.curator.extension import CuratorExtension
 from roleserve_controlplane.testing.etcd import EtcdCluster, RunningMember
 from roleserve_core import (
     MonotonicClock,
@@ -98,6 +100,8 @@ class CuratorCluster:
     """Seconds of the election lease: short in tests, for quick failovers."""
     node_certificate_lifetime: datetime.timedelta = DEFAULT_NODE_CERTIFICATE_LIFETIME
     """The cluster configuration's node certificate lifetime, written by ``bootstrap``."""
+    extensions: Sequence[CuratorExtension] = ()
+    """Plugins' services every leading curator serves (``roleserve_curator_services``)."""
     nodes: list[CuratorNode] = field(default_factory=list)
     owner: UserCredentials | None = None
     consensus_ca: bytes = b""
@@ -249,6 +253,7 @@ class CuratorCluster:
                 lease_ttl=self.lease_ttl,
                 promote_every=0.2,
                 current_node=lambda: node.credentials or credentials,
+                extensions=self.extensions,
             )
         )
         node.supervisor = await self._runner.start(node.curator)

@@ -1,0 +1,144 @@
+"""``roleserve ctl kubeconfig --out FILE``: an admin kubeconfig for the cluster's Kubernetes.
+
+::
+
+    new key (here; it never leaves) ─▶ CSR ─▶ KubernetesCertificates.IssueAdminCertificate
+        (leading curator; owner scope: MANAGE_CREDENTIALS)
+    ─▶ certificate (CN = the caller, O system:masters, 30 days), the Kubernetes CA, the
+       controllers' apiservers (host:6443) ─▶ FILE, mode 0600, written atomically
+
+Registered with the core's ``ctl`` through the entry-point group ``roleserve.ctl``, so
+the core never imports this plugin, and loaded only when ``kubeconfig`` is run.
+
+The kubeconfig is JSON: JSON is YAML, kubectl reads it, and it needs no YAML library.
+An existing FILE is refused unless ``--force``: a kubeconfig often holds other clusters'
+credentials, which overwriting would lose.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import datetime
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from roleserve_core import EXIT_USAGE, CtlError, add_ctl_command
+
+if TYPE_CHECKING:
+    from roleserve_core import CtlSession
+
+__all__ = ["CLUSTER_NAME", "add_parsers", "admin_kubeconfig", "kubeconfig"]
+
+CLUSTER_NAME = "roleserve"
+"""The name of the cluster, user (``<name>-admin``) and context in the kubeconfig."""
+
+
+def add_parsers(commands: Any) -> None:
+    """Register ``kubeconfig`` (the ``roleserve.ctl`` entry point)."""
+    parser = add_ctl_command(
+        commands,
+        "kubeconfig",
+        kubeconfig,
+        help="write an admin kubeconfig for the cluster's Kubernetes (owner only)",
+        description=(
+            "Generate a key here, have the leader issue a Kubernetes cluster-admin "
+            "certificate for it (O=system:masters, valid 30 days; owner credentials only), "
+            "and write a kubeconfig (JSON, which kubectl reads as YAML) naming the first "
+            "controller's apiserver (port 6443) to FILE, mode 0600."
+        ),
+    )
+    parser.add_argument("--out", required=True, metavar="FILE", type=Path, help="where to")
+    parser.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
+    parser.add_argument(
+        "--server",
+        metavar="URL",
+        help="the apiserver to name (default: https://<first controller>:6443)",
+    )
+
+
+def admin_kubeconfig(
+    server: str, ca_pem: bytes, certificate_pem: bytes, key_pem: bytes
+) -> dict[str, Any]:
+    """A kubeconfig of one cluster, user and context, every credential inline."""
+
+    def data(pem: bytes) -> str:
+        return base64.b64encode(pem).decode()
+
+    user = f"{CLUSTER_NAME}-admin"
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": CLUSTER_NAME,
+                "cluster": {"server": server, "certificate-authority-data": data(ca_pem)},
+            }
+        ],
+        "users": [
+            {
+                "name": user,
+                "user": {
+                    "client-certificate-data": data(certificate_pem),
+                    "client-key-data": data(key_pem),
+                },
+            }
+        ],
+        "contexts": [{"name": CLUSTER_NAME, "context": {"cluster": CLUSTER_NAME, "user": user}}],
+        "current-context": CLUSTER_NAME,
+        "preferences": {},
+    }
+
+
+def _check_out(path: Path, force: bool) -> None:
+    """:raises CtlError: if ``path`` exists (without ``force``) or is a directory."""
+    if path.is_dir():
+        raise CtlError(f"{path} is a directory; give --out a file", EXIT_USAGE)
+    if path.exists() and not force:
+        raise CtlError(f"{path} exists; pass --force to overwrite it", EXIT_USAGE)
+
+
+async def kubeconfig(session: CtlSession, args: argparse.Namespace) -> None:
+    """``ctl kubeconfig --out FILE [--force] [--server URL]``."""
+    from roleserve_core import write_atomically
+    from roleserve_core.identity import generate_key, private_key_to_pem, signing_request
+    from roleserve_kubernetes.proto import kubernetes_pb2, kubernetes_pb2_grpc
+
+    _check_out(args.out, args.force)
+    assert session.channel is not None  # a session with a leader has its channel
+    key = generate_key()
+    stub = kubernetes_pb2_grpc.KubernetesCertificatesStub(session.channel)
+    answer = await session.call(
+        "issue an admin certificate",
+        stub.IssueAdminCertificate,
+        kubernetes_pb2.IssueAdminCertificateRequest(csr=signing_request(key, "kubeconfig")),
+    )
+    server = args.server or _first(answer.apiserver_endpoints)
+    config = admin_kubeconfig(
+        server, answer.ca_certificate, answer.certificate, private_key_to_pem(key)
+    )
+    _check_out(args.out, args.force)  # again: the call took time
+    try:
+        write_atomically(args.out, json.dumps(config, indent=2).encode() + b"\n", mode=0o600)
+    except OSError as exc:
+        raise CtlError(f"cannot write {args.out}: {exc.strerror or exc}") from None
+    until = datetime.datetime.fromtimestamp(answer.not_after, datetime.UTC)
+    print(
+        f"wrote an admin kubeconfig for {server} to {args.out} (valid until "
+        f"{until:%Y-%m-%d %H:%M} UTC); use it with: kubectl --kubeconfig {args.out} get nodes"
+    )
+
+
+def _first(endpoints: Any) -> str:
+    """``https://`` + the first apiserver endpoint.
+
+    :raises CtlError: if there is none.
+    """
+    if not endpoints:
+        raise CtlError(
+            "no node is an UP kubernetes_controller with an address, so there is no "
+            "apiserver to name; assign the role (ctl roles set NODE kubernetes_controller) "
+            "or give --server URL"
+        )
+    return f"https://{endpoints[0]}"

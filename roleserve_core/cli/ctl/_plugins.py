@@ -1,0 +1,100 @@
+"""Sub-commands of ``roleserve ctl`` that plugins contribute: entry-point group ``roleserve.ctl``.
+
+::
+
+    [project.entry-points."roleserve.ctl"]
+    kubeconfig = "roleserve_kubernetes.ctl:add_parsers"
+
+    roleserve ctl --help          lists ``kubeconfig`` (from the entry point's name; the
+                                  plugin is not imported)
+    roleserve ctl kubeconfig ...  loads the entry point, which registers its sub-command
+                                  exactly as the core's modules do (``add_parsers(commands)``
+                                  calling ``_command.add``), then parses and runs it
+
+The entry point's value is a function ``add_parsers(commands)`` that registers one
+sub-command named as the entry point, with ``roleserve_core.cli.ctl._command.add``: it
+gets the connection options, the session (``Session.channel`` reaches the leader, where
+the plugin's own services are) and the one-line errors of every other sub-command.
+
+Why lazy: ``ctl --help`` and every other command must not import a plugin (nor the grpc,
+protobuf and cryptography it pulls in); only the entry points' names are read. A name the
+core already uses is left out (the core's command wins); a plugin whose entry point fails
+to load, or registers no sub-command of its name, fails its command with one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from roleserve_core.cli._failure import report
+from roleserve_core.cli.ctl._command import PROG, add_connection_options
+from roleserve_core.cli.ctl._errors import EXIT_USAGE, CtlError
+
+__all__ = ["GROUP", "add_parsers"]
+
+GROUP = "roleserve.ctl"
+"""The entry-point group of plugins' ``ctl`` sub-commands."""
+
+_REST = "plugin_arguments"
+
+
+def add_parsers(commands: Any) -> None:
+    """Register a placeholder for each plugin sub-command; each loads its plugin when run."""
+    from importlib.metadata import entry_points
+
+    taken = set(commands.choices)
+    for entry in sorted(entry_points(group=GROUP), key=lambda entry: entry.name):
+        if entry.name in taken:
+            continue
+        taken.add(entry.name)
+        distribution = entry.dist.name if entry.dist is not None else "a plugin"
+        # prefix_chars without "-": every argument after the name is left to the plugin's
+        # own parser, --help too.
+        parser = commands.add_parser(
+            entry.name,
+            help=f"from {distribution}: `{PROG} {entry.name} --help` says more",
+            add_help=False,
+            prefix_chars="\0",
+        )
+        parser.add_argument(_REST, nargs=argparse.REMAINDER)
+        parser.set_defaults(handler=_loading(entry.name, entry.value))
+
+
+def _loading(name: str, value: str) -> Any:
+    """The handler of the placeholder ``name``: load ``value``, parse, run."""
+
+    def handler(args: argparse.Namespace) -> int:
+        try:
+            parser = _plugin_parser(name, value)
+        except CtlError as exc:
+            report(PROG, exc)
+            return exc.exit_code
+        given = {key: item for key, item in vars(args).items() if key not in (_REST, "handler")}
+        parsed = parser.parse_args([name, *getattr(args, _REST)], argparse.Namespace(**given))
+        code: int = parsed.handler(parsed)
+        return code
+
+    return handler
+
+
+def _plugin_parser(name: str, value: str) -> argparse.ArgumentParser:
+    """``roleserve ctl`` with only the plugin's sub-command ``name``.
+
+    :raises CtlError: if the entry point does not load, or registers no ``name``.
+    """
+    from importlib.metadata import EntryPoint
+
+    try:
+        register = EntryPoint(name, value, GROUP).load()
+        parser = argparse.ArgumentParser(prog=PROG)
+        add_connection_options(parser, suppress=False)
+        commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
+        register(commands)
+    except Exception as exc:
+        raise CtlError(
+            f"the plugin command {name!r} ({value}) failed to load: {exc}", EXIT_USAGE
+        ) from None
+    if name not in commands.choices:
+        raise CtlError(f"the plugin command {name!r} ({value}) registers no {name!r}", EXIT_USAGE)
+    return parser
