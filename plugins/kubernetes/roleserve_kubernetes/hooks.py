@@ -48,9 +48,6 @@ def roleserve_settings() -> list[Setting[Any]]:
 def roleserve_workers(node: NodeContext) -> list[Worker]:
     """The controller worker, always running (its note says what it waits for), and the
     kubelet's, on nodes with the ``kubernetes_worker`` role."""
-    # GLUE (lead): pass pki= (roleserve_kubernetes.pki.controller_pki) to controller_worker
-    # and certificates= (roleserve_kubernetes.certificates.kubelet_certificates) to
-    # kubelet_worker once those are merged; without them the workers wait with a note.
     return [controller_worker(node), kubelet_worker(node)]
 
 

@@ -6,9 +6,11 @@ Reads ``roles``, ``local_control_plane`` and ``network``; writes ``kubernetes_st
 
     roles ───────────────┐
     local_control_plane ─┼─ fold ──▶ str: what it waits for (note; not healthy)
-    network ─────────────┘      └──▶ ControllerStartup(address, etcd endpoint, etcd files)
-                                        │
-        pki(startup) ◀──────────────────┤ the Kubernetes PKI, from etcd (injected)
+    network ─────────────┘      └──▶ ControllerStartup(address, etcd endpoint and
+                                        │                 the member's client credentials)
+        pki(startup) ◀──────────────────┤ the Kubernetes PKI, from the local etcd
+                                        │ (pki.controller_pki; tests inject their own)
+        etcd files ◀────────────────────┤ the member's credentials as the apiserver's files
         binaries.find ◀─────────────────┤ each component's binary, or None (absent)
                                         ▼
         children: apiserver, controller_manager, scheduler   (each its own group)
@@ -32,16 +34,20 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import anyio
 
+from roleserve_controlplane.consensus import EtcdClient
+from roleserve_controlplane.consensus.certificates import write_tls_files
 from roleserve_core import (
     KUBERNETES_STATUS,
     LOCAL_CONTROL_PLANE,
     NETWORK,
+    NODE_ID,
     ROLES,
     Combined,
+    FinalError,
     KubernetesStatus,
     LocalControlPlane,
     NetworkStatus,
@@ -50,6 +56,7 @@ from roleserve_core import (
     RunContext,
     Worker,
 )
+from roleserve_core.identity import Credentials
 from roleserve_kubernetes.apiserver import apiserver_runnable
 from roleserve_kubernetes.binaries import (
     APISERVER,
@@ -59,7 +66,7 @@ from roleserve_kubernetes.binaries import (
     KubeBinaries,
 )
 from roleserve_kubernetes.controllermanager import controller_manager_runnable
-from roleserve_kubernetes.pki import KeyPair
+from roleserve_kubernetes.pki import KeyPair, controller_pki
 from roleserve_kubernetes.plans import ControllerInputs, EtcdClientFiles, apiserver_url
 from roleserve_kubernetes.scheduler import scheduler_runnable
 
@@ -68,9 +75,10 @@ __all__ = [
     "ControllerStartup",
     "ControllerWorker",
     "PKISource",
-    "consensus_tls_files",
     "controller_worker",
+    "etcd_client_files",
     "fold",
+    "pki_from_etcd",
 ]
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -93,6 +101,9 @@ class ControllerStartup:
     """The node's address: the apiserver serves here."""
     etcd_endpoint: str
     """``host:port`` of the local etcd member."""
+    etcd_credentials: Credentials | None = field(default=None, compare=False, repr=False)
+    """What a client of the local member connects with (``LocalControlPlane``); not
+    compared: the endpoint says which member it is."""
 
 
 PKISource = Callable[[ControllerStartup], Awaitable[Mapping[str, KeyPair]]]
@@ -113,21 +124,40 @@ def fold(
     if network is None or network.external_address is None:
         return WAITING_FOR_ADDRESS
     assert control_plane.etcd_endpoint is not None  # running
-    return ControllerStartup(network.external_address, control_plane.etcd_endpoint)
-
-
-def consensus_tls_files(node: NodeContext) -> EtcdClientFiles:
-    """The local etcd member's TLS files, which the controlplane plugin writes into its
-    member directory (``consensus.certificates.write_tls_files``): the apiserver uses
-    them as its etcd client credentials.
-
-    GLUE (lead): this knows the controlplane plugin's layout (``<node data>/plugins/
-    controlplane/etcd/tls/``); better, ``local_control_plane`` would carry these paths.
-    """
-    directory = node.data_dir.parent / "controlplane" / "etcd" / "tls"
-    return EtcdClientFiles(
-        directory / "ca.pem", directory / "member.pem", directory / "member-key.pem"
+    return ControllerStartup(
+        network.external_address, control_plane.etcd_endpoint, control_plane.etcd_credentials
     )
+
+
+def pki_from_etcd(node: NodeContext) -> PKISource:
+    """The PKI as controllers keep it: ``pki.controller_pki`` over a client of the local
+    etcd member, with this controller's own apiserver serving certificate."""
+
+    async def load(startup: ControllerStartup) -> Mapping[str, KeyPair]:
+        async with EtcdClient([startup.etcd_endpoint], _credentials(startup)) as etcd:
+            return await controller_pki(etcd, node.values.get_nowait(NODE_ID), [startup.address])
+
+    return load
+
+
+def etcd_client_files(node: NodeContext) -> Callable[[ControllerStartup], EtcdClientFiles]:
+    """The local member's client credentials, written as the apiserver's etcd files into
+    the controller's directory (the apiserver is a client of the local member)."""
+
+    def write(startup: ControllerStartup) -> EtcdClientFiles:
+        files = write_tls_files(node.data_dir / "controller" / "etcd", _credentials(startup))
+        return EtcdClientFiles(files.ca, files.certificate, files.key)
+
+    return write
+
+
+def _credentials(startup: ControllerStartup) -> Credentials:
+    if startup.etcd_credentials is None:  # a controlplane plugin before etcd_credentials
+        raise FinalError(
+            "local_control_plane carries no etcd client credentials; upgrade "
+            "roleserve-controlplane to one that sets them"
+        )
+    return startup.etcd_credentials
 
 
 class ControllerWorker:
@@ -137,8 +167,8 @@ class ControllerWorker:
         self,
         node: NodeContext,
         binaries: KubeBinaries,
-        pki: PKISource | None,
-        etcd_files: Callable[[], EtcdClientFiles],
+        pki: PKISource,
+        etcd_files: Callable[[ControllerStartup], EtcdClientFiles],
     ) -> None:
         self.node = node
         self.binaries = binaries
@@ -169,12 +199,6 @@ class ControllerWorker:
             self._publish(KubernetesStatus.NONE)
 
     async def _start(self, ctx: RunContext, startup: ControllerStartup) -> None:
-        if self.pki is None:
-            # GLUE (lead): pass roleserve_kubernetes.pki.controller_pki (with an etcd client
-            # on startup.etcd_endpoint and the member's files) once it is merged.
-            ctx.set_note("waiting for the Kubernetes PKI: no PKI source on this build")
-            await anyio.sleep_forever()
-            return
         ctx.set_note("loading the Kubernetes PKI from etcd")
         pki = await self.pki(startup)
         inputs = ControllerInputs(
@@ -182,7 +206,7 @@ class ControllerWorker:
             address=startup.address,
             pki=pki,
             etcd_endpoint=startup.etcd_endpoint,
-            etcd=self.etcd_files(),
+            etcd=self.etcd_files(startup),
         )
         found = {c.executable: self.binaries.find(c) for c in CONTROLLER_COMPONENTS}
         state_dir = self.node.data_dir
@@ -216,7 +240,7 @@ class ControllerWorker:
 def controller_worker(
     node: NodeContext,
     pki: PKISource | None = None,
-    etcd_files: Callable[[], EtcdClientFiles] | None = None,
+    etcd_files: Callable[[ControllerStartup], EtcdClientFiles] | None = None,
 ) -> Worker:
     """The worker ``kubernetes_controller``, with the binaries of ``node``'s settings.
 
@@ -226,11 +250,11 @@ def controller_worker(
     controller = ControllerWorker(
         node,
         KubeBinaries.of(node.config),
-        pki,
-        etcd_files or (lambda: consensus_tls_files(node)),
+        pki or pki_from_etcd(node),
+        etcd_files or etcd_client_files(node),
     )
     return Worker(
         "kubernetes_controller",
         controller.run,
-        reads=(ROLES, LOCAL_CONTROL_PLANE, NETWORK),
+        reads=(ROLES, LOCAL_CONTROL_PLANE, NETWORK, NODE_ID),
     )

@@ -9,7 +9,9 @@ Reads ``node_id``, ``network``, ``pod_network`` and ``kubernetes_status``; write
     pod_network ───────────┼─ fold ──▶ str: what it waits for (note; not healthy)
     kubernetes_status ─────┘      └──▶ KubeletStartup(node, address, prefix, apiserver, CA)
                                           │
-        certificates(startup) ◀───────────┤ client + serving pair, from the curator (injected)
+        certificates(startup) ◀───────────┤ client + serving pair, issued by the leading
+                                          │ curator (certificates.kubelet_certificates;
+                                          │ tests inject their own)
                                           ▼
         child kubelet (kubelet.kubelet_runnable); HEALTHY; restart when the startup changes
 
@@ -32,6 +34,7 @@ from pathlib import Path
 import anyio
 
 from roleserve_core import (
+    CURATOR_CONNECTION,
     KUBERNETES_STATUS,
     NETWORK,
     NODE_ID,
@@ -46,6 +49,7 @@ from roleserve_core import (
     Worker,
 )
 from roleserve_kubernetes.binaries import KUBELET, KubeBinaries
+from roleserve_kubernetes.certificates import kubelet_certificates
 from roleserve_kubernetes.kubelet import kubelet_runnable
 from roleserve_kubernetes.pki import KeyPair
 from roleserve_kubernetes.plans import KubeletInputs
@@ -53,6 +57,7 @@ from roleserve_kubernetes.plans import KubeletInputs
 __all__ = [
     "KubeletCertificates",
     "KubeletStartup",
+    "certificates_from_curator",
     "containerd_socket",
     "fold",
     "kubelet_worker",
@@ -110,7 +115,7 @@ class KubeletWorker:
     """The worker's state across its restarts: what it was given."""
 
     def __init__(
-        self, node: NodeContext, binaries: KubeBinaries, certificates: KubeletCertificates | None
+        self, node: NodeContext, binaries: KubeBinaries, certificates: KubeletCertificates
     ) -> None:
         self.node = node
         self.binaries = binaries
@@ -148,11 +153,6 @@ class KubeletWorker:
             await anyio.sleep_forever()
 
     async def _start(self, ctx: RunContext, startup: KubeletStartup, binary: Path) -> None:
-        if self.certificates is None:
-            # GLUE (lead): pass certificates.kubelet_certificates once it is merged.
-            ctx.set_note("waiting for the kubelet's certificates: no source on this build")
-            await anyio.sleep_forever()
-            return
         ctx.set_note("asking the curator for the kubelet's certificates")
         client, serving = await self.certificates(startup)
         inputs = KubeletInputs(
@@ -179,15 +179,29 @@ def _is_worker(roles: NodeRoles) -> bool:
     return roles.kubernetes_worker is not None
 
 
+def certificates_from_curator(node: NodeContext) -> KubeletCertificates:
+    """The kubelet's pairs as the leading curator issues them (``IssueCertificate``), over
+    the node's connection to it: its node certificate is the kubelet's proof of identity."""
+
+    async def issue(startup: KubeletStartup) -> tuple[KeyPair, KeyPair]:
+        with node.values.watch(CURATOR_CONNECTION) as connections:
+            connection = await connections.get()
+        return await kubelet_certificates(connection, [startup.address])
+
+    return issue
+
+
 def kubelet_worker(node: NodeContext, certificates: KubeletCertificates | None = None) -> Worker:
     """The worker ``kubernetes_kubelet``, gated on the ``kubernetes_worker`` role.
 
     :param certificates: where the kubelet's certificates come from (tests pass their own).
     """
-    kubelet = KubeletWorker(node, KubeBinaries.of(node.config), certificates)
+    kubelet = KubeletWorker(
+        node, KubeBinaries.of(node.config), certificates or certificates_from_curator(node)
+    )
     return Worker(
         "kubernetes_kubelet",
         kubelet.run,
         when=_is_worker,
-        reads=(NODE_ID, NETWORK, POD_NETWORK, KUBERNETES_STATUS),
+        reads=(NODE_ID, NETWORK, POD_NETWORK, KUBERNETES_STATUS, CURATOR_CONNECTION),
     )

@@ -1,7 +1,8 @@
 """The kubernetes plugin beside the controlplane plugin on one real node: the curator the
 controlplane worker starts serves ``KubernetesCertificates`` (through the hook
 ``roleserve_curator_services``), a plugin whose hook fails leaves the curator leading, and
-``local_control_plane`` is all a controller needs to reach etcd for the PKI."""
+``local_control_plane`` is all a controller needs to reach etcd for the PKI: the
+controller worker loads the same PKI."""
 
 from __future__ import annotations
 
@@ -19,11 +20,15 @@ from roleserve_controlplane.testing import ETCD_SOURCES, etcd_binary
 from roleserve_core import (
     BOOTSTRAP,
     BOOTSTRAPPED,
+    KUBERNETES_STATUS,
     LOCAL_CONTROL_PLANE,
     NETWORK,
+    NODE_ID,
+    ROLES,
     Bootstrapped,
     BootstrapRequest,
     CuratorConnection,
+    KubernetesStatus,
     LocalControlPlane,
     NetworkStatus,
     hookimpl,
@@ -82,6 +87,17 @@ async def test_the_curator_serves_kubelet_certificates_and_the_controller_reache
         pair.certificate.verify_directly_issued_by(pki["ca"].certificate)
     failures = harness.runtime.plugins.info("broken").hook_failures
     assert failures == {"roleserve_curator_services": 1}
+    # Given the roles the bootstrap gave (rolefetch's part in a node), the controller worker
+    # loads the same PKI from etcd (no kube binaries here: each component absent).
+    harness.set(NODE_ID, boot.node.node_id)
+    harness.set(ROLES, boot.roles)
+    status: KubernetesStatus = await wait_for_value(
+        harness.runtime.registry.read(KUBERNETES_STATUS, "test"),
+        lambda value: value.ca_pem is not None,
+        timeout=30,
+    )
+    assert status.ca_pem == pki["ca"].certificate_pem
+    assert set(status.absent) == {"kube-apiserver", "kube-controller-manager", "kube-scheduler"}
 
 
 async def _when_leading(call: Callable[[], Awaitable[Any]]) -> Any:

@@ -82,7 +82,7 @@ def plugins(pki: RecordingPKI, files: EtcdClientFiles) -> PluginHarness:
         return list(binaries.SETTINGS)
 
     def workers(node: NodeContext) -> list[Any]:
-        return [controller_worker(node, pki=pki, etcd_files=lambda: files)]
+        return [controller_worker(node, pki=pki, etcd_files=lambda _startup: files)]
 
     harness = PluginHarness()
     harness.register(
