@@ -49,11 +49,13 @@ _OCI = "application/vnd.oci.image"
 
 @dataclass(frozen=True)
 class OciArchive:
-    """A built archive: its bytes and the digest of its manifest."""
+    """A built archive: its bytes and the digests that name it."""
 
     data: bytes
     manifest_digest: str
     """``sha256:<hex>``: what containerd records as the image's target."""
+    config_digest: str
+    """``sha256:<hex>``: the image's ID, as CRI's ImageStatus reports it."""
 
 
 def layer_tar(busybox: bytes, applets: Sequence[str]) -> bytes:
@@ -151,7 +153,7 @@ def oci_archive(layer: bytes, name: str, command: Sequence[str], arch: str = "")
             info = tarfile.TarInfo(file_name)
             info.size, info.mode = len(data), 0o644
             tar.addfile(info, io.BytesIO(data))
-    return OciArchive(out.getvalue(), manifest_digest)
+    return OciArchive(out.getvalue(), manifest_digest, config_digest)
 
 
 def build_sandbox_image(busybox: Path, applets: Sequence[str]) -> OciArchive:

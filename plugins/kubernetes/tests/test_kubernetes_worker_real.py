@@ -1,0 +1,139 @@
+"""The worker with the real containerd, runc and CNI plugins, in a network namespace the
+test makes: containerd answers CRI, a pod gets an address of the node's pod prefix and
+runs a command, and removing the role leaves no process and no mount behind."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from pathlib import Path
+
+import pytest
+
+from roleserve_core.keys import POD_NETWORK, PodNetwork
+from roleserve_core.process import read_record
+from roleserve_core.roles import NodeRoles
+from roleserve_core.supervisor import RunnableStatus, State
+from roleserve_core.testing import poll_until, wait_for_value
+from roleserve_kubernetes.cri import NETWORK_READY, CriClient, runtime_ready
+from roleserve_kubernetes.leftovers import mounts_under, shim_pids
+from roleserve_kubernetes.proto import cri_pb2
+
+from .kubernetes_real import (
+    CONTAINERD_DN,
+    DN,
+    StartNode,
+    run_pod,
+    short_dir,
+    start_worker,
+    worker_netns,
+)
+
+__all__ = ["short_dir", "worker_netns"]  # fixtures, used by name
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
+
+SLOW = 60.0
+"""Seconds for what a loaded 2-core machine may take (containerd's start, a pod's)."""
+
+
+def cri_lines(path: Path) -> list[str]:
+    """The text of a CRI log file's lines (``<time> <stream> <F|P> <text>``)."""
+    return [line.split(" ", 3)[3] for line in path.read_text().splitlines() if line.count(" ") >= 3]
+
+
+async def test_the_worker_starts_containerd_and_cri_answers(
+    short_dir: Path, worker_netns: str, node: StartNode
+) -> None:
+    worker = await start_worker(node, short_dir, worker_netns)
+    await worker.harness.wait_state(CONTAINERD_DN, timeout=SLOW)
+
+    pods = await wait_for_value(
+        worker.harness.runtime.registry.read(POD_NETWORK, "test"), lambda p: bool(p.prefixes)
+    )
+    assert pods == PodNetwork((ipaddress.ip_network("10.192.7.128/25"),))
+    async with CriClient(worker.layout.socket) as cri:
+        version = await cri.version()
+        assert (version.runtime_name, version.runtime_api_version) == ("containerd", "v1")
+        assert runtime_ready(await cri.status())
+        # The CNI configuration the pod network wrote is picked up without a restart.
+        await poll_until("NetworkReady", cri.status, lambda s: runtime_ready(s, NETWORK_READY))
+    note = worker.harness.status(CONTAINERD_DN).note
+    assert f"socket {worker.layout.socket}" in note
+
+
+async def test_a_pod_gets_an_address_of_the_node_prefix_and_runs_a_command(
+    short_dir: Path, worker_netns: str, node: StartNode
+) -> None:
+    worker = await start_worker(node, short_dir, worker_netns)
+    await worker.harness.wait_state(CONTAINERD_DN, timeout=SLOW)
+    await worker.harness.wait_state(f"{DN}.pod_network")
+    logs = short_dir / "pods" / "hello"
+    async with CriClient(worker.layout.socket) as cri:
+        sandbox_id, container_id = await run_pod(
+            cri,
+            "hello",
+            logs,
+            "/bin/sh",
+            "-c",
+            "ip -4 -o addr show eth0; echo hello from $(hostname)",
+        )
+        status = await poll_until(
+            "the container to exit",
+            lambda: cri.container_status(container_id),
+            lambda s: s.state == cri_pb2.CONTAINER_EXITED,
+            timeout=SLOW,
+        )
+        assert (status.exit_code, status.reason) == (0, "Completed")
+        sandbox = await cri.pod_sandbox_status(sandbox_id)
+
+    address = ipaddress.ip_address(sandbox.network.ip)
+    assert address in ipaddress.ip_network("10.192.7.128/25")
+    assert address != ipaddress.ip_address("10.192.7.129")  # the bridge's, the gateway
+    lines = cri_lines(logs / "hello.log")
+    assert lines[-1] == "hello from hello"
+    assert re.search(rf"inet {re.escape(str(address))}/25 ", lines[0]), lines
+
+
+async def test_removing_the_role_leaves_no_process_and_no_mount(
+    short_dir: Path, worker_netns: str, node: StartNode
+) -> None:
+    worker = await start_worker(node, short_dir, worker_netns)
+    await worker.harness.wait_state(CONTAINERD_DN, timeout=SLOW)
+    layout = worker.layout
+    record = read_record(short_dir / "plugins" / "kubernetes" / "containerd.process.json")
+    async with CriClient(layout.socket) as cri:
+        _, container_id = await run_pod(
+            cri, "sleeper", short_dir / "pods" / "sleeper", "/bin/sleep", "3600"
+        )
+        await poll_until(
+            "the container to run",
+            lambda: cri.container_status(container_id),
+            lambda s: s.state == cri_pb2.CONTAINER_RUNNING,
+            timeout=SLOW,
+        )
+    shims = shim_pids(layout.socket)
+    assert shims, "a running pod has a shim"
+    assert mounts_under([layout.root, layout.state]), "a running pod has mounts"
+
+    worker.harness.set_roles(NodeRoles())
+
+    def waiting(status: RunnableStatus) -> bool:
+        return status.state is State.NEW and status.note == "waiting for its roles"
+
+    await worker.harness.wait_status(DN, waiting, timeout=SLOW)
+    assert shim_pids(layout.socket) == []
+    assert not any(_alive(pid) for pid in shims)
+    assert not _alive(record.pid)
+    assert mounts_under([short_dir]) == []
+    assert not (short_dir / "plugins" / "kubernetes" / "containerd.process.json").exists()
+    pods = worker.harness.runtime.registry.read(POD_NETWORK, "test").get_nowait()
+    assert pods == PodNetwork(())
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2 :][:1] not in ("Z", "X")
