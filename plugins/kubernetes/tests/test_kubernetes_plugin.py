@@ -5,11 +5,13 @@ from __future__ import annotations
 from roleserve_core.testing import load_installed_plugin
 
 
-def test_loads_owns_its_values_and_runs_no_workers_yet() -> None:
+def test_loads_owns_its_values_and_runs_the_worker() -> None:
     info = load_installed_plugin("kubernetes")
     assert (info.distribution, info.module) == (
         "roleserve-kubernetes",
         "roleserve_kubernetes.hooks",
     )
-    assert (info.values, info.workers) == (["kubernetes_status", "pod_network"], [])
-    assert "no workers yet" in info.description
+    assert (info.values, info.workers) == (
+        ["kubernetes_status", "pod_network"],
+        ["kubernetes_worker"],
+    )
