@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,7 +71,16 @@ def needs_real_containerd() -> None:
 def worker_netns() -> Iterator[str]:
     """A network namespace with its loopback up; removed after the test."""
     needs_real_containerd()
-    name = f"rsk8s-{secrets.token_hex(3)}"
+    with namespace("rsk8s") as name:
+        yield name
+
+
+@contextmanager
+def namespace(kind: str) -> Iterator[str]:
+    """A network namespace ``<kind>-<random tag>`` with its loopback up (containerd's
+    metrics and CRI's stream server listen on 127.0.0.1 in it); removed at the end, with
+    whatever is left in it (the pods' bridge). For the fixture and the benchmark."""
+    name = f"{kind}-{secrets.token_hex(3)}"
     subprocess.run(["ip", "netns", "add", name], check=True, capture_output=True, timeout=30)
     try:
         subprocess.run(
