@@ -1,14 +1,16 @@
 """Runnable ``containerd`` (``root.role.kubernetes_worker.containerd``): containerd with
 CRI, its sandbox image imported, as a child program of the node.
 
-Reads ``network`` (the metrics address: the node's loopback address when it has one);
+Reads ``node_id`` (the pods' bridge's name) and ``network`` (the metrics address: the
+node's loopback address when it has one);
 writes ``<data_dir>/containerd/``, ``<data_dir>/containerd.sock``, the sandbox image.
 
 ::
 
     socket path fits a unix socket? ── no: SocketPathError (final, names the path)
     sandbox image built (busybox) ──── no busybox: SandboxImageError (final)
-    leftovers of a killed run: shims of this socket killed, mounts under root/state undone
+    leftovers of a killed run: shims of this socket killed, mounts under root/state
+        undone, the pods' bridge deleted
     config.toml written (containerd_config)
     start_program: [nsenter --net=NETNS] containerd --config config.toml
         (dies with the node; its stderr, logfmt, into the log tree; missing binary: final)
@@ -18,7 +20,8 @@ writes ``<data_dir>/containerd/``, ``<data_dir>/containerd.sock``, the sandbox i
     on the way out (role removed, node stopping, containerd died), shielded:
         every pod sandbox stopped and removed over CRI (CNI releases addresses)
         containerd stopped (SIGTERM, grace, SIGKILL to its group)
-        shims and their containers killed, mounts under root/state undone (leftovers)
+        shims and their containers killed, mounts under root/state undone, the pods'
+        bridge deleted (leftovers)
 
 Readiness is judged on this node's socket, in this node's data directory, which no other
 node uses and whose earlier owner (a killed run's containerd) the runner has stopped.
@@ -41,7 +44,7 @@ import anyio.to_thread
 import grpc.aio
 
 from roleserve_core import RunContext
-from roleserve_core.keys import NETWORK
+from roleserve_core.keys import NETWORK, NODE_ID
 from roleserve_core.ports import endpoint, local_exporter_host
 from roleserve_core.process import (
     Bind,
@@ -51,6 +54,7 @@ from roleserve_core.process import (
     start_program,
 )
 from roleserve_core.values import PluginValues
+from roleserve_kubernetes.cni import bridge_name
 from roleserve_kubernetes.containerd_config import ContainerdConfig, containerd_toml
 from roleserve_kubernetes.cri import CriClient
 from roleserve_kubernetes.errors import ImageImportError
@@ -258,13 +262,15 @@ async def containerd(
 ) -> None:
     """Runs containerd with CRI for this node's pods; see the module docstring."""
     check_socket_path(layout.socket)
+    with values.watch(NODE_ID) as ids:
+        bridge = bridge_name(await ids.get())
     metrics = metrics_address(values, settings)
     binary = find_containerd(settings)
     spec = containerd_spec(binary, layout, metrics, netns)
     ctr = find_ctr(settings, binary)
     archive = await anyio.to_thread.run_sync(prepare_image, settings, layout)
     directories = (layout.root, layout.state)
-    await remove_leftovers(layout.socket, directories, ctx.log)
+    await remove_leftovers(layout.socket, directories, ctx.log, bridge, netns)
     toml = containerd_toml(
         ContainerdConfig(layout, SANDBOX_IMAGE, settings.cni_bin_dir, settings.snapshotter, metrics)
     )
@@ -286,7 +292,7 @@ async def containerd(
                     await _remove_pods(ctx.log, cri)
     finally:
         with anyio.CancelScope(shield=True):
-            await remove_leftovers(layout.socket, directories, ctx.log)
+            await remove_leftovers(layout.socket, directories, ctx.log, bridge, netns)
 
 
 async def _remove_pods(log: logging.Logger, cri: CriClient) -> None:

@@ -16,6 +16,10 @@ killed node) this module:
         │   until /proc shows none left (zombies count as gone)
     /proc/self/mountinfo: mount points under containerd's root or state (overlay rootfs,
         sandbox shm, pod network namespaces) ──▶ umount2(MNT_DETACH), deepest first
+    the node's pod bridge (``rsp…``, made by the CNI bridge plugin for the first pod) ──▶
+        deleted if it is a bridge (``ip link del``), with the pods' gateway address: the
+        next start may have another prefix, which the bridge plugin refuses to add to a
+        bridge holding the old one
 
 Mounts are this process's mount namespace's: containerd runs in the node's (the test kit's
 ``nsenter --net`` changes only the network namespace).
@@ -28,6 +32,7 @@ import ctypes
 import ctypes.util
 import errno
 import itertools
+import json
 import logging
 import os
 import signal
@@ -40,6 +45,7 @@ __all__ = [
     "KILL_WAIT",
     "descendants",
     "mounts_under",
+    "remove_bridge",
     "remove_leftovers",
     "shim_pids",
     "unmount",
@@ -124,7 +130,9 @@ async def kill_shims(socket: Path, log: logging.Logger) -> int:
     shims = shim_pids(socket)
     if not shims:
         return 0
-    victims = descendants(shims) + shims
+    # The shims first: a shim that saw its container die would clean up and exit by
+    # itself, racing the kill; the containers are known by pid already.
+    victims = shims + descendants(shims)
     for pid in victims:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
@@ -181,9 +189,35 @@ def unmount(point: Path) -> None:
             raise OSError(code, f"cannot unmount {point}: {os.strerror(code)}")
 
 
-async def remove_leftovers(socket: Path, directories: Sequence[Path], log: logging.Logger) -> None:
-    """Kill the shims of ``socket`` (and their containers), then unmount everything under
-    ``directories``. Logs what it did; an unmount that fails is logged, not raised."""
+async def remove_bridge(name: str, netns: str | None, log: logging.Logger) -> bool:
+    """Delete the interface ``name`` if it is a bridge, in ``netns`` (None: the node's);
+    True if it was there. A failure is logged, not raised."""
+    ip = ["ip", *(["-n", netns] if netns else [])]
+    shown = await anyio.run_process([*ip, "-j", "-d", "link", "show", "dev", name], check=False)
+    try:
+        [link] = json.loads(shown.stdout or b"[]")
+    except ValueError:
+        return False
+    if link.get("linkinfo", {}).get("info_kind") != "bridge":
+        return False
+    deleted = await anyio.run_process([*ip, "link", "del", "dev", name], check=False)
+    if deleted.returncode != 0:
+        log.error("cannot delete the pod bridge %s: %s", name, deleted.stderr.decode().strip())
+        return False
+    log.info("deleted the pod bridge %s", name)
+    return True
+
+
+async def remove_leftovers(
+    socket: Path,
+    directories: Sequence[Path],
+    log: logging.Logger,
+    bridge: str | None = None,
+    netns: str | None = None,
+) -> None:
+    """Kill the shims of ``socket`` (and their containers), unmount everything under
+    ``directories``, delete the pods' ``bridge`` (in ``netns``). Logs what it did; an
+    unmount or a deletion that fails is logged, not raised."""
     await kill_shims(socket, log)
     points = mounts_under(directories)
     for point in points:
@@ -195,3 +229,5 @@ async def remove_leftovers(socket: Path, directories: Sequence[Path], log: loggi
         log.info(
             "unmounted %d leftover mount(s) under %s", len(points), ", ".join(map(str, directories))
         )
+    if bridge is not None:
+        await remove_bridge(bridge, netns, log)

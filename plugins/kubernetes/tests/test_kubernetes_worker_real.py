@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from roleserve_core.process import read_record
 from roleserve_core.roles import NodeRoles
 from roleserve_core.supervisor import RunnableStatus, State
 from roleserve_core.testing import poll_until, wait_for_value
+from roleserve_kubernetes.cni import bridge_name
 from roleserve_kubernetes.cri import NETWORK_READY, CriClient, runtime_ready
 from roleserve_kubernetes.leftovers import mounts_under, shim_pids
 from roleserve_kubernetes.proto import cri_pb2
@@ -22,6 +24,7 @@ from roleserve_kubernetes.proto import cri_pb2
 from .kubernetes_real import (
     CONTAINERD_DN,
     DN,
+    NODE_ID_OF_TEST,
     StartNode,
     run_pod,
     short_dir,
@@ -115,6 +118,8 @@ async def test_removing_the_role_leaves_no_process_and_no_mount(
     shims = shim_pids(layout.socket)
     assert shims, "a running pod has a shim"
     assert mounts_under([layout.root, layout.state]), "a running pod has mounts"
+    bridge = bridge_name(NODE_ID_OF_TEST)
+    assert link_exists(worker_netns, bridge), "a pod's network has the node's bridge"
 
     worker.harness.set_roles(NodeRoles())
 
@@ -126,9 +131,17 @@ async def test_removing_the_role_leaves_no_process_and_no_mount(
     assert not any(_alive(pid) for pid in shims)
     assert not _alive(record.pid)
     assert mounts_under([short_dir]) == []
+    assert not link_exists(worker_netns, bridge)
     assert not (short_dir / "plugins" / "kubernetes" / "containerd.process.json").exists()
     pods = worker.harness.runtime.registry.read(POD_NETWORK, "test").get_nowait()
     assert pods == PodNetwork(())
+
+
+def link_exists(netns: str, name: str) -> bool:
+    shown = subprocess.run(
+        ["ip", "-n", netns, "link", "show", "dev", name], capture_output=True, timeout=30
+    )
+    return shown.returncode == 0
 
 
 def _alive(pid: int) -> bool:
