@@ -1,8 +1,8 @@
 """Runnable ``containerd`` (``root.role.kubernetes_worker.containerd``): containerd with
 CRI, its sandbox image imported, as a child program of the node.
 
-Reads ``node_id`` (the pods' bridge's name) and ``network`` (the metrics address: the
-node's loopback address when it has one);
+Reads ``node_id`` (the pods' bridge's name), ``network`` (the metrics address: the node's
+loopback address when it has one) and ``pod_network`` (a new prefix restarts it);
 writes ``<data_dir>/containerd/``, ``<data_dir>/containerd.sock``, the sandbox image.
 
 ::
@@ -16,7 +16,10 @@ writes ``<data_dir>/containerd/``, ``<data_dir>/containerd.sock``, the sandbox i
         (dies with the node; its stderr, logfmt, into the log tree; missing binary: final)
         CRI Status over the socket until RuntimeReady (RuntimeNotReadyError after 60 s)
         sandbox image imported unless CRI has it (ctr -n k8s.io image import)
-        healthy; then until containerd exits (ProgramExitedError with its last errors)
+        healthy; then until containerd exits (ProgramExitedError with its last errors),
+        or until pod_network changes to another prefix (PodPrefixChangedError: expected,
+        restarted after the backoff, so no pod keeps an address of the old prefix and the
+        bridge gets the new gateway)
     on the way out (role removed, node stopping, containerd died), shielded:
         every pod sandbox stopped and removed over CRI (CNI releases addresses)
         containerd stopped (SIGTERM, grace, SIGKILL to its group)
@@ -44,7 +47,7 @@ import anyio.to_thread
 import grpc.aio
 
 from roleserve_core import RunContext
-from roleserve_core.keys import NETWORK, NODE_ID
+from roleserve_core.keys import NETWORK, NODE_ID, POD_NETWORK, PodNetwork
 from roleserve_core.ports import endpoint, local_exporter_host
 from roleserve_core.process import (
     Bind,
@@ -57,7 +60,7 @@ from roleserve_core.values import PluginValues
 from roleserve_kubernetes.cni import bridge_name
 from roleserve_kubernetes.containerd_config import ContainerdConfig, containerd_toml
 from roleserve_kubernetes.cri import CriClient
-from roleserve_kubernetes.errors import ImageImportError
+from roleserve_kubernetes.errors import ImageImportError, PodPrefixChangedError
 from roleserve_kubernetes.image import SANDBOX_IMAGE, OciArchive, build_sandbox_image
 from roleserve_kubernetes.layout import WorkerLayout, check_socket_path
 from roleserve_kubernetes.leftovers import remove_leftovers
@@ -77,6 +80,7 @@ __all__ = [
     "metrics_address",
     "parse_containerd_log",
     "prepare_image",
+    "wait_prefix_change",
 ]
 
 REMOVE_PODS_TIMEOUT = 30.0
@@ -286,13 +290,40 @@ async def containerd(
             ctx.set_note(f"containerd running, pid {program.pid}, socket {layout.socket}")
             ctx.signal_healthy()
             try:
-                await program.wait()
+                # Returns when the prefix changes; cancelled if containerd exits.
+                old, new = await wait_prefix_change(values)
+                raise PodPrefixChangedError(
+                    f"this node's pod prefix changed from {_prefixes(old)} to "
+                    f"{_prefixes(new)}; restarting containerd without the old pods and "
+                    "their bridge"
+                )
             finally:
                 with anyio.CancelScope(shield=True):
                     await _remove_pods(ctx.log, cri)
     finally:
         with anyio.CancelScope(shield=True):
             await remove_leftovers(layout.socket, directories, ctx.log, bridge, netns)
+
+
+def _prefixes(pods: PodNetwork) -> str:
+    return ", ".join(str(prefix) for prefix in pods.prefixes)
+
+
+async def wait_prefix_change(values: PluginValues) -> tuple[PodNetwork, PodNetwork]:
+    """Wait until ``pod_network`` holds prefixes other than the first it held; (old, new).
+
+    Unset or empty at first is no prefix yet: CRI starts no pod before the CNI
+    configuration exists, so the first prefix is never a change."""
+    first: PodNetwork | None = None
+    with values.watch(POD_NETWORK) as pods:
+        async for current in pods:
+            if not current.prefixes:
+                continue
+            if first is None:
+                first = current
+            elif current != first:
+                return first, current
+    raise AssertionError("unreachable: a watch ends only when cancelled")  # pragma: no cover
 
 
 async def _remove_pods(log: logging.Logger, cri: CriClient) -> None:

@@ -12,13 +12,17 @@
         │                             last output
         ├── RuntimeNotReadyError      (also ExpectedError) containerd answered CRI Status
         │                             but never said its runtime is ready
+        ├── PodPrefixChangedError     (also ExpectedError) the node's pod prefix changed
+        │                             under running pods: containerd starts over
         └── PodNetworkError           the node's curator-allocated prefix cannot hold a pod
                                       network (too small, or does not parse)
 
 ``SocketPathError`` and ``SandboxImageError`` are final: a restart meets the same data
 directory and the same missing file; the operator moves the data directory or installs
 busybox-static and runs ``roleserve ctl restart``. ``ImageImportError`` and
-``RuntimeNotReadyError`` are cured by a restart after the backoff, if at all by one.
+``RuntimeNotReadyError`` are cured by a restart after the backoff, if at all by one;
+``PodPrefixChangedError`` asks for that restart: the pods and the bridge holding the old
+prefix's gateway go, and the next pods get addresses of the new one.
 ``PodNetworkError`` never fails a runnable: ``pod_network`` shows it as its note and waits
 for another prefix.
 """
@@ -33,6 +37,7 @@ __all__ = [
     "ImageImportError",
     "KubernetesError",
     "PodNetworkError",
+    "PodPrefixChangedError",
     "RuntimeNotReadyError",
     "SandboxImageError",
     "SocketPathError",
@@ -64,6 +69,10 @@ class ImageImportError(KubernetesError, ExpectedError):
 
 class RuntimeNotReadyError(KubernetesError, ExpectedError):
     """containerd answers CRI, but does not report its runtime ready in time."""
+
+
+class PodPrefixChangedError(KubernetesError, ExpectedError):
+    """The node's pod prefix changed while containerd ran pods of the old one."""
 
 
 class PodNetworkError(KubernetesError):

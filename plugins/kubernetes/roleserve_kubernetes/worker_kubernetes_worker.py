@@ -1,15 +1,17 @@
 """Worker ``kubernetes_worker`` (``root.role.kubernetes_worker``): a node's container
 runtime and pod network, while the node holds the ``kubernetes_worker`` role.
 
-Reads (through its runnables) ``node_id``, ``cluster_nodes`` and ``network``; writes
-``pod_network`` and files under the plugin's data directory (``layout``).
+Reads (through its runnables) ``node_id``, ``cluster_nodes``, ``network`` and its own
+``pod_network``; writes ``pod_network`` and files under the plugin's data directory
+(``layout``).
 
 ::
 
     kubernetes_worker (this file; started and cancelled by the core on the role)
     ├── pod_network   own record's cluster_prefix ─▶ pod_network, CNI config (podnetwork)
     └── containerd    containerd + CRI + sandbox image; on the way out, pods removed and
-                      no shim, container or mount left (containerd)
+                      no shim, container, mount or bridge left (containerd); started over
+                      when pod_network moves to another prefix
 
 The two are independent runnables, not a group: containerd dying (and restarting after
 the backoff) leaves the pod network alone, and a node whose prefix is not allocated yet
@@ -26,7 +28,7 @@ from functools import partial
 import anyio
 
 from roleserve_core import NodeContext, NodeRoles, RunContext, Worker
-from roleserve_core.keys import CLUSTER_NODES, NETWORK, NODE_ID
+from roleserve_core.keys import CLUSTER_NODES, NETWORK, NODE_ID, POD_NETWORK
 from roleserve_kubernetes.containerd import containerd
 from roleserve_kubernetes.layout import WorkerLayout
 from roleserve_kubernetes.podnetwork import pod_network
@@ -67,5 +69,5 @@ def kubernetes_worker(
         "kubernetes_worker",
         kubernetes_worker,
         when=has_worker_role,
-        reads=(NODE_ID, CLUSTER_NODES, NETWORK),
+        reads=(NODE_ID, CLUSTER_NODES, NETWORK, POD_NETWORK),
     )

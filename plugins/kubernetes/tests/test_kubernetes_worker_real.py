@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from roleserve_core.keys import POD_NETWORK, PodNetwork
+from roleserve_core.clusternodes import ClusterNodes
+from roleserve_core.keys import CLUSTER_NODES, POD_NETWORK, PodNetwork
 from roleserve_core.process import read_record
 from roleserve_core.roles import NodeRoles
 from roleserve_core.supervisor import RunnableStatus, State
-from roleserve_core.testing import poll_until, wait_for_value
+from roleserve_core.testing import FakeClock, node_record, poll_until, wait_for_value
 from roleserve_kubernetes.cni import bridge_name
 from roleserve_kubernetes.cri import NETWORK_READY, CriClient, runtime_ready
 from roleserve_kubernetes.leftovers import mounts_under, shim_pids
@@ -150,3 +151,34 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return stat[stat.rfind(")") + 2 :][:1] not in ("Z", "X")
+
+
+async def test_a_new_prefix_restarts_containerd_and_new_pods_get_its_addresses(
+    short_dir: Path, worker_netns: str, node: StartNode, fake_clock: FakeClock
+) -> None:
+    worker = await start_worker(node, short_dir, worker_netns)
+    await worker.harness.wait_state(CONTAINERD_DN, timeout=SLOW)
+    async with CriClient(worker.layout.socket) as cri:
+        await poll_until("NetworkReady", cri.status, lambda s: runtime_ready(s, NETWORK_READY))
+        first, _ = await run_pod(cri, "first", short_dir / "pods" / "first", "/bin/sleep", "600")
+        address = (await cri.pod_sandbox_status(first)).network.ip
+        assert ipaddress.ip_address(address) in ipaddress.ip_network("10.192.7.128/25")
+
+    record = node_record(NODE_ID_OF_TEST, cluster_prefix="10.192.9.0/24")
+    worker.harness.set(CLUSTER_NODES, ClusterNodes({NODE_ID_OF_TEST: record}, backlogged=True))
+    status = await worker.harness.wait_status(CONTAINERD_DN, lambda s: s.failures == 1)
+    assert status.last_error is not None
+    assert status.last_error.summary() == (
+        "roleserve_kubernetes.errors.PodPrefixChangedError: this node's pod prefix changed "
+        "from 10.192.7.128/25 to 10.192.9.128/25; restarting containerd without the old "
+        "pods and their bridge"
+    )
+    assert shim_pids(worker.layout.socket) == []
+    await fake_clock.advance_to_next()  # the backoff
+    await worker.harness.wait_state(CONTAINERD_DN, timeout=SLOW)
+    async with CriClient(worker.layout.socket) as cri:
+        assert await cri.list_pod_sandboxes() == []
+        await poll_until("NetworkReady", cri.status, lambda s: runtime_ready(s, NETWORK_READY))
+        second, _ = await run_pod(cri, "second", short_dir / "pods" / "second", "/bin/true")
+        address = (await cri.pod_sandbox_status(second)).network.ip
+    assert ipaddress.ip_address(address) in ipaddress.ip_network("10.192.9.128/25")
