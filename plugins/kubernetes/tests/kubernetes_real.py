@@ -117,6 +117,7 @@ async def start_worker(
     data_dir: Path,
     netns: str | None,
     prefix: str = "10.192.7.0/24",
+    node_id: str = NODE_ID_OF_TEST,
     **settings: object,
 ) -> WorkerNode:
     """A node running the plugin's worker with the role, its ID and its prefix set."""
@@ -124,9 +125,9 @@ async def start_worker(
     plugins.register(KubernetesHooks(netns=netns), "kubernetes")
     runtime = plugins.runtime(data_dir, config={"kubernetes": settings})
     harness = await node(runtime)
-    harness.set(NODE_ID, NODE_ID_OF_TEST)
-    record = node_record(NODE_ID_OF_TEST, cluster_prefix=prefix)
-    harness.set(CLUSTER_NODES, ClusterNodes({NODE_ID_OF_TEST: record}, backlogged=True))
+    harness.set(NODE_ID, node_id)
+    record = node_record(node_id, cluster_prefix=prefix)
+    harness.set(CLUSTER_NODES, ClusterNodes({node_id: record}, backlogged=True))
     harness.set_roles(WORKER)
     layout = WorkerLayout(runtime.context("kubernetes").data_dir)
     return WorkerNode(harness, layout, ipaddress.IPv4Network(prefix))
