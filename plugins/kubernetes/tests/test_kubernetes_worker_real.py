@@ -9,6 +9,7 @@ import re
 import subprocess
 from pathlib import Path
 
+import anyio
 import pytest
 
 from roleserve_core.clusternodes import ClusterNodes
@@ -64,6 +65,12 @@ async def test_the_worker_starts_containerd_and_cri_answers(
         await poll_until("NetworkReady", cri.status, lambda s: runtime_ready(s, NETWORK_READY))
     note = worker.harness.status(CONTAINERD_DN).note
     assert f"socket {worker.layout.socket}" in note
+    # Its metrics where the exporter the plugin contributes says (in the namespace).
+    scraped = await anyio.run_process(
+        ["ip", "netns", "exec", worker_netns, "/bin/busybox", "wget", "-qO-",
+         "http://127.0.0.1:7846/v1/metrics"],
+    )  # fmt: skip
+    assert b"containerd_" in scraped.stdout
 
 
 async def test_a_pod_gets_an_address_of_the_node_prefix_and_runs_a_command(
