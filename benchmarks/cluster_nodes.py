@@ -27,7 +27,7 @@ its memory is the node's alone: a node runtime of ``PluginHarness(cluster_nodes=
      rename); baseline: ``write_atomically`` of the same bytes alone.
 (c4) What nodewatch and a ``follow_changes`` reader spend per event at 10,000 nodes:
      ``ClusterNodes(...)`` of the fold's map (one per published view) against a plain
-     ``dict`` copy, and ``changes(old, new)`` of two consecutive views.
+     ``dict`` copy, and ``node_changes(old, new)`` of two consecutive views.
 """
 
 from __future__ import annotations
@@ -50,12 +50,11 @@ from _report import print_comparison, summarise
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from roleserve_core.clock import MonotonicClock
-from roleserve_core.clusternodes import ClusterNodes, NodeWatchFold, changes
+from roleserve_core.clusternodes import ClusterNodes, NodeWatchFold, node_changes
 from roleserve_core.connection import on_each_connection
 from roleserve_core.files import write_atomically
 from roleserve_core.hookspecs import hookimpl
 from roleserve_core.identity import NodeCredentials
-from roleserve_core.keys import CLUSTER_NODES, CURATOR_CONNECTION, CuratorConnection
 from roleserve_core.node import NodeContext, Worker
 from roleserve_core.proto import common_pb2, curator_pb2, curator_pb2_grpc
 from roleserve_core.rpc import secure_channel
@@ -67,6 +66,7 @@ from roleserve_core.testing import (
     SupervisorRunner,
     ThrowawayCA,
 )
+from roleserve_core.values import CLUSTER_NODES, CURATOR_CONNECTION, CuratorConnection
 from roleserve_core.workers.nodewatch import IDLE_NOTE
 from roleserve_hostsfile.block import fold_addresses, render_block
 from roleserve_hostsfile.files import update_hosts_file
@@ -419,11 +419,11 @@ def hosts_file(size: int, repeats: int) -> None:
     )
     after = fold.view()
     print_comparison(
-        f"(c4) follow_changes per event at {size:,} nodes: changes(old, new), 1 node differs"
+        f"(c4) follow_changes per event at {size:,} nodes: node_changes(old, new), 1 node differs"
         f" ({copies} runs)",
-        summarise(timed(lambda: changes(view, after), copies)),
-        summarise(timed(lambda: changes(dict(view), dict(after)), copies)),
-        "changes() of the same two maps as dicts, copies included",
+        summarise(timed(lambda: node_changes(view, after), copies)),
+        summarise(timed(lambda: node_changes(dict(view), dict(after)), copies)),
+        "node_changes() of the same two maps as dicts, copies included",
     )
 
 

@@ -95,7 +95,6 @@ from roleserve_clusternet.worker_clusternet import configure_device
 from roleserve_core import State
 from roleserve_core.clock import MonotonicClock
 from roleserve_core.identity import NodeCredentials
-from roleserve_core.keys import CURATOR_CONNECTION, NODE_ID, CuratorConnection
 from roleserve_core.localcluster.netns import NetnsPlan, subnet_for
 from roleserve_core.ports import CURATOR_PORT, endpoint
 from roleserve_core.proto import common_pb2, curator_pb2, curator_pb2_grpc
@@ -107,6 +106,7 @@ from roleserve_core.testing import (
     SupervisorRunner,
     ThrowawayCA,
 )
+from roleserve_core.values import CURATOR_CONNECTION, NODE_ID, CuratorConnection
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "plugins" / "clusternet"))
 # The plugin tests' kit, by path.

@@ -37,10 +37,8 @@ from pathlib import Path
 import anyio
 from _report import print_comparison, summarise
 
-from roleserve_core.clock import MonotonicClock
-from roleserve_core.roles import NodeRoles
+from roleserve_core import MonotonicClock, NodeRoles, RunnableStatus, State
 from roleserve_core.runtime import NodeRuntime
-from roleserve_core.supervisor import RunnableStatus, State
 from roleserve_core.testing import NodeHarness, SupervisorRunner
 from roleserve_kubernetes.cri import CriClient, runtime_ready
 from roleserve_kubernetes.image import SANDBOX_IMAGE

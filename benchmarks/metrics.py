@@ -44,9 +44,9 @@ from supervisor import branch
 from roleserve_core.identity import Credentials, certificate_to_pem
 from roleserve_core.logtree import LogTree
 from roleserve_core.node import NodeIntrospection
+from roleserve_core.registry import ValueRegistry
 from roleserve_core.supervisor import RunContext, State, Supervisor
 from roleserve_core.testing import ThrowawayCA
-from roleserve_core.values import ValueRegistry
 from roleserve_metrics.collectors import STATES, CoreCollector, core_registry
 from roleserve_metrics.exporters import Exporter, ExporterTable
 from roleserve_metrics.nodeexporter import node_exporter_arguments

@@ -1,7 +1,8 @@
 """roleserve: a node agent that runs the services a node's cluster roles need.
 
 This package is roleserve-core: the runtime every node runs, and the API plugin authors
-write against. Plugins import what they need from here::
+write against. Plugins import everything they need from here (the list, by topic, is
+``__init__.pyi``; tests/test_exports.py keeps the repository's plugins to it)::
 
     from roleserve_core import NodeContext, RunContext, Worker, hookimpl
 
@@ -12,8 +13,8 @@ write against. Plugins import what they need from here::
 The pieces, each a module of its own::
 
     event       Value / Watcher: latest-value cells, the only shared state
-    values      ValueRegistry: named values, one owner each
-    keys        the core's value keys and their types (also the built-in plugin "core")
+    registry    ValueRegistry: named values, one owner each
+    values      the core's value keys and their types (also the built-in plugin "core")
     roles       NodeRoles: what the control plane assigned to the node
     supervisor  the supervision tree runnables live in
     logtree     per-DN ring buffers of log records

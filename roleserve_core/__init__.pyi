@@ -1,28 +1,140 @@
-# The package's exports, for type checkers and for lazy_loader (see __init__.py), which
-# imports each one from its module on first use. Add a name here to export it.
-from .errors import ExpectedError as ExpectedError
-from .errors import FinalError as FinalError
-from .errors import ResourceError as ResourceError
-from .errors import RoleserveError as RoleserveError
-from .event import Value as Value
-from .event import ValueWatch as ValueWatch
-from .event import Watcher as Watcher
+# The plugin API: everything a plugin needs, importable from `roleserve_core` alone.
+#
+# For type checkers and for lazy_loader (see __init__.py), which imports each name from its
+# module on first use. Add a name here to export it; tests/test_surface.py checks that every
+# name resolves and that the repository's plugins and example import only from here (and
+# from the namespaces and test kit below).
+
+# Writing a plugin: hooks, workers and the node they run on.
 from .hookspecs import hookimpl as hookimpl
 from .hookspecs import hookspec as hookspec
 from .node import NodeContext as NodeContext
+from .node import NodeIntrospection as NodeIntrospection
 from .node import Worker as Worker
 from .node import custom_role as custom_role
 from .plugins import PLUGIN_API_VERSION as PLUGIN_API_VERSION
+from .settings import Setting as Setting
+from .version import core_version as core_version
+
+# The supervision tree a worker runs in.
+from .clock import Clock as Clock
+from .clock import MonotonicClock as MonotonicClock
+from .supervisor import WAITING_FOR_OPERATOR as WAITING_FOR_OPERATOR
+from .supervisor import BackoffPolicy as BackoffPolicy
+from .supervisor import CrashLoopPolicy as CrashLoopPolicy
+from .supervisor import RunContext as RunContext
+from .supervisor import Runnable as Runnable
+from .supervisor import RunnableStatus as RunnableStatus
+from .supervisor import State as State
+from .supervisor import Supervisor as Supervisor
+from .logtree import LogEntry as LogEntry
+from .logtree import LogFollower as LogFollower
+from .logtree import LogTree as LogTree
+
+# Values: the state plugins share (event cells, the registry, the core's keys and types).
+from .event import Combined as Combined
+from .event import Value as Value
+from .event import ValueWatch as ValueWatch
+from .event import Watcher as Watcher
+from .registry import PluginValues as PluginValues
+from .registry import ValueKey as ValueKey
+from .registry import ValueRegistry as ValueRegistry
+from .values import BOOTSTRAP as BOOTSTRAP
+from .values import BOOTSTRAPPED as BOOTSTRAPPED
+from .values import CLUSTER_NODES as CLUSTER_NODES
+from .values import CURATOR_CONNECTION as CURATOR_CONNECTION
+from .values import HANDLED_CUSTOM_ROLES as HANDLED_CUSTOM_ROLES
+from .values import KUBERNETES_STATUS as KUBERNETES_STATUS
+from .values import LOCAL_CONTROL_PLANE as LOCAL_CONTROL_PLANE
+from .values import NETWORK as NETWORK
+from .values import NODE_CREDENTIALS as NODE_CREDENTIALS
+from .values import NODE_ID as NODE_ID
+from .values import POD_NETWORK as POD_NETWORK
+from .values import REVOKED_CREDENTIALS as REVOKED_CREDENTIALS
+from .values import ROLES as ROLES
+from .values import BootstrapRequest as BootstrapRequest
+from .values import Bootstrapped as Bootstrapped
+from .values import CuratorConnection as CuratorConnection
+from .values import KubernetesStatus as KubernetesStatus
+from .values import LocalControlPlane as LocalControlPlane
+from .values import NetworkStatus as NetworkStatus
+from .values import PodNetwork as PodNetwork
+from .values import RevokedCredentials as RevokedCredentials
+
+# Roles: what the control plane assigned to the node.
+from .roles import CUSTOM_ROLE_NAME as CUSTOM_ROLE_NAME
 from .roles import ConsensusMember as ConsensusMember
 from .roles import ConsensusPeer as ConsensusPeer
 from .roles import KubernetesController as KubernetesController
 from .roles import KubernetesWorker as KubernetesWorker
 from .roles import NodeRoles as NodeRoles
-from .settings import Setting as Setting
-from .supervisor import RunContext as RunContext
-from .supervisor import State as State
-from .supervisor import Supervisor as Supervisor
-from .values import ValueKey as ValueKey
+from .roles import roles_from_proto as roles_from_proto
+
+# The cluster: its nodes, and calling the curator.
+from .clusternodes import ClusterNodes as ClusterNodes
+from .clusternodes import NodeChanges as NodeChanges
+from .clusternodes import NodeWatchFold as NodeWatchFold
+from .clusternodes import node_changes as node_changes
+from .clusternodes import follow_changes as follow_changes
+from .clusternodes import node_address as node_address
+from .connection import on_each_connection as on_each_connection
+from .proto import authorization_pb2 as authorization_pb2
+from .proto import common_pb2 as common_pb2
+from .proto import curator_pb2 as curator_pb2
+from .proto import curator_pb2_grpc as curator_pb2_grpc
+from .proto import management_pb2 as management_pb2
+from .proto import management_pb2_grpc as management_pb2_grpc
+
+# Programs a worker runs (etcd, exporters, containerd, ...), the files and ports it keeps.
+from .files import write_atomically as write_atomically
+from .ports import CLUSTERNET_PORT as CLUSTERNET_PORT
+from .ports import CONTAINERD_METRICS_PORT as CONTAINERD_METRICS_PORT
+from .ports import CURATOR_PORT as CURATOR_PORT
+from .ports import ETCD_CLIENT_PORT as ETCD_CLIENT_PORT
+from .ports import ETCD_METRICS_PORT as ETCD_METRICS_PORT
+from .ports import ETCD_PEER_PORT as ETCD_PEER_PORT
+from .ports import METRICS_PORT as METRICS_PORT
+from .ports import NODE_EXPORTER_PORT as NODE_EXPORTER_PORT
+from .ports import NODE_MANAGEMENT_PORT as NODE_MANAGEMENT_PORT
+from .ports import endpoint as endpoint
+from .ports import local_exporter_host as local_exporter_host
+from .process import Bind as Bind
+from .process import ProcessRecord as ProcessRecord
+from .process import ProgramExitedError as ProgramExitedError
+from .process import ProgramNotFoundError as ProgramNotFoundError
+from .process import ProgramSpec as ProgramSpec
+from .process import RunningProgram as RunningProgram
+from .process import parse_zap_json as parse_zap_json
+from .process import program_runnable as program_runnable
+from .process import read_record as read_record
+from .process import resolve_binary as resolve_binary
+from .process import start_program as start_program
+from .process import stop_leftover as stop_leftover
+from .workers.nodemgmt import Listen as Listen
+from .workers.nodemgmt import plan_listen as plan_listen
+
+# Errors a plugin raises or catches (the whole tree: roleserve_core.errors' docstring).
+from .errors import CertificateVerificationError as CertificateVerificationError
+from .errors import ConfigError as ConfigError
+from .errors import CredentialsError as CredentialsError
+from .errors import ExpectedError as ExpectedError
+from .errors import FinalError as FinalError
+from .errors import IdentityError as IdentityError
+from .errors import PluginLoadError as PluginLoadError
+from .errors import RefusedError as RefusedError
+from .errors import RequestLimitError as RequestLimitError
+from .errors import ResourceError as ResourceError
+from .errors import RoleserveError as RoleserveError
+
+# Namespaces for plugins that serve the cluster (the controlplane, metrics): the cluster's
+# PKI, gRPC with mutual TLS, request limits, node statistics, the environment variables
+# roleserve reads. Import them whole (`from roleserve_core import identity`) or from them
+# (`from roleserve_core.identity import Credentials`).
+from . import environment as environment
+from . import identity as identity
+from . import limits as limits
+from . import rpc as rpc
+from . import stats as stats
 
 __version__: str
 __all__: list[str]

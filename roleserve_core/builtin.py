@@ -9,7 +9,7 @@ can do without, and a test can put a plugin of its own in the place of one (as p
     core         roleserve_core.builtin          roleserve_values: node_id, node_credentials,
                                                  bootstrap, roles, curator_connection,
                                                  network, handled_custom_roles,
-                                                 cluster_nodes, revoked_credentials (``keys``)
+                                                 cluster_nodes, revoked_credentials (``values``)
     rolefetch    roleserve_core.builtin:ROLEFETCH      the worker rolefetch
     statuspush   roleserve_core.builtin:STATUSPUSH     the worker statuspush
     ...          (one ``CoreWorkerPlugin`` per worker of ``workers/``)
@@ -25,8 +25,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from roleserve_core.hookspecs import hookimpl
-from roleserve_core.keys import roleserve_values
 from roleserve_core.node import NodeContext, Worker
+from roleserve_core.values import roleserve_values
 from roleserve_core.workers.heartbeat import heartbeat_worker
 from roleserve_core.workers.nodemgmt import nodemgmt_worker
 from roleserve_core.workers.nodewatch import nodewatch_worker

@@ -10,7 +10,7 @@ as the value ``cluster_nodes`` for every plugin of the node::
         cluster_nodes: ClusterNodes { node ID → curator_pb2.Node, backlogged }
             │
             ├─ a reader that wants the whole map: watch it, skip views not backlogged
-            └─ a reader that wants the changes: follow_changes() / changes(old, new)
+            └─ a reader that wants the changes: follow_changes() / node_changes(old, new)
                  → NodeChanges(added, updated, removed), filtered, with its own equality
 
 The records are the curator's ``curator_pb2.Node`` messages, shared by every reader: treat
@@ -37,15 +37,15 @@ from typing import TYPE_CHECKING
 from roleserve_core.proto import curator_pb2
 
 if TYPE_CHECKING:
-    from roleserve_core.values import PluginValues
+    from roleserve_core.registry import PluginValues
 
 __all__ = [
     "ClusterNodes",
     "NodeChanges",
     "NodeWatchFold",
-    "changes",
     "follow_changes",
     "node_address",
+    "node_changes",
 ]
 
 Node = curator_pb2.Node
@@ -81,7 +81,7 @@ class ClusterNodes(Mapping[str, Node]):
         return len(self._nodes)
 
     # The mapping's own views and lookups, not Mapping's generic ones (which go through
-    # __getitem__ and a KeyError per miss): changes() walks 10,000-node views per event.
+    # __getitem__ and a KeyError per miss): node_changes() walks 10,000-node views per event.
     def __contains__(self, node_id: object) -> bool:
         return node_id in self._nodes
 
@@ -164,7 +164,7 @@ def _equal(old: Node, new: Node) -> bool:
     return old == new
 
 
-def changes(
+def node_changes(
     old: Mapping[str, Node],
     new: Mapping[str, Node],
     *,
@@ -213,14 +213,14 @@ async def follow_changes(
     are skipped. The worker using it must declare ``reads=(CLUSTER_NODES,)``, or nobody
     keeps the value.
     """
-    from roleserve_core.keys import CLUSTER_NODES
+    from roleserve_core.values import CLUSTER_NODES
 
     previous: Mapping[str, Node] | None = None
     with values.watch(CLUSTER_NODES) as views:
         async for view in views:
             if not view.backlogged:
                 continue
-            found = changes(previous or {}, view, include=include, same=same)
+            found = node_changes(previous or {}, view, include=include, same=same)
             if found or previous is None:
                 yield view, found
             previous = view

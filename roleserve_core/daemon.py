@@ -54,12 +54,12 @@ from roleserve_core.datadir import NodeDataDirectory
 from roleserve_core.enrolment import Enrolment, EnrolmentRequest, plan_enrolment
 from roleserve_core.errors import ConfigError
 from roleserve_core.event import Value
-from roleserve_core.keys import BOOTSTRAPPED, NETWORK, NetworkStatus
 from roleserve_core.logtree import PROCESS_LOGGER, LogTree
 from roleserve_core.plugins import PluginSet
 from roleserve_core.ports import CURATOR_PORT, endpoint
 from roleserve_core.runtime import CORE_READER, NodeRuntime
 from roleserve_core.supervisor import RunnableStatus, State
+from roleserve_core.values import BOOTSTRAPPED, NETWORK, NetworkStatus
 
 __all__ = ["NodeOptions", "run_node", "serve_node"]
 

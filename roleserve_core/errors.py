@@ -12,6 +12,7 @@ tree names the module. A test keeps the tree whole: every exception class of the
     │   ├── ResourceError             the node lacks what only the operator can give (disk space)
     │   ├── NoLeaderError             no curator named a leader in time (.connection)
     │   │   ├── LeaderRefusedError    nothing listens at any curator endpoint
+    │   │   │   └── ForeignClusterError  the curators that answer are of another cluster
     │   │   └── NoQuorumError         the curators answer, but consensus has no quorum
     │   ├── LeaderUnresponsiveError   the leader stopped answering; the connection moves on
     │   └── StreamClosedError         the curator ended the heartbeat stream (.workers.heartbeat)

@@ -26,11 +26,11 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
-    from roleserve_core.keys import CuratorConnection
     from roleserve_core.node import NodeContext, Worker
+    from roleserve_core.registry import ValueKey
     from roleserve_core.roles import NodeRoles
     from roleserve_core.settings import Setting
-    from roleserve_core.values import ValueKey
+    from roleserve_core.values import CuratorConnection
 
 __all__ = ["HOOK_PHASES", "PROJECT", "hookimpl", "hookspec"]
 
@@ -117,7 +117,7 @@ def roleserve_values() -> list[ValueKey[Any]]:
     Implement it by returning module constants: ``return [HELLO_GREETING]``. Define keys
     where their type lives, so readers import the key, not the owner. Name them
     ``<plugin>_<what>``, so that no other plugin's key can take the name: a key of another
-    name loads, with a warning (but for the shared keys ``roleserve_core.keys`` declares).
+    name loads, with a warning (but for the shared keys ``roleserve_core.values`` declares).
     """
     raise NotImplementedError  # pragma: no cover - specification only
 

@@ -2,8 +2,8 @@
 
 ::
 
-    gRPC message ─▶ MAX_REQUEST_BYTES (every server; larger: RESOURCE_EXHAUSTED, not read)
-        │
+    gRPC message ─▶ MAX_REQUEST_BYTES (every server; larger: INVALID_ARGUMENT naming the
+        │           limit; beyond MAX_READ_BYTES: RESOURCE_EXHAUSTED from gRPC, not read)
         ▼ parsed (a string that is not UTF-8: INVALID_ARGUMENT, see ``rpc._server``)
     handler ─▶ the checks below, before anything is stored (beyond one: INVALID_ARGUMENT,
                naming the field and its limit)
@@ -40,6 +40,7 @@ __all__ = [
     "MAX_LABEL_LENGTH",
     "MAX_NODE_ID_LENGTH",
     "MAX_PREFIXES",
+    "MAX_READ_BYTES",
     "MAX_REQUEST_BYTES",
     "MAX_ROLE_CHANGES",
     "MAX_ROLE_LENGTH",
@@ -53,6 +54,7 @@ __all__ = [
     "check_bytes",
     "check_count",
     "check_text",
+    "request_too_large",
 ]
 
 MAX_REQUEST_BYTES = 1 << 20
@@ -65,6 +67,24 @@ everything else is smaller. 1 MiB leaves room for those and any future field whi
 each request under etcd's request limit: no single request can carry more than etcd would
 take. Responses are not limited by it (a
 Watch snapshot is sent in chunks of 2 MiB; clients keep gRPC's 4 MiB default)."""
+
+MAX_READ_BYTES = 4 << 20
+"""The largest request a server reads at all (``grpc.max_receive_message_length``), 4 MiB
+as gRPC's default: one above ``MAX_REQUEST_BYTES`` is read only to be refused by name
+(``request_too_large``), since gRPC's own refusal of an unread one (RESOURCE_EXHAUSTED,
+"Received message larger than max") reads as the server lacking a resource."""
+
+
+def request_too_large(size: int) -> str | None:
+    """Why a request of ``size`` bytes is refused (beyond ``MAX_REQUEST_BYTES``); None if it
+    is not."""
+    if size <= MAX_REQUEST_BYTES:
+        return None
+    return (
+        f"the request is {size:,} bytes; a request may be at most {MAX_REQUEST_BYTES:,} "
+        "bytes (1 MiB)"
+    )
+
 
 ETCD_MAX_REQUEST_BYTES = 1536 * 1024
 """etcd's default ``--max-request-bytes``: a record written in one request must fit."""

@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING, Any
 from roleserve_core.errors import InvalidRunnableNameError
 from roleserve_core.event import Value
 from roleserve_core.logtree import LogTree
+from roleserve_core.registry import PluginValues, ValueKey, ValueRegistry
 from roleserve_core.roles import NodeRoles, check_custom_role_name
 from roleserve_core.stats import NodeStats
 from roleserve_core.supervisor import NAME_PATTERN, Runnable, Supervisor
-from roleserve_core.values import PluginValues, ValueKey, ValueRegistry
 
 if TYPE_CHECKING:
     from roleserve_core.plugins import PluginSet
@@ -165,7 +165,7 @@ class NodeContext:
     @property
     def node_id(self) -> str | None:
         """The node's ID once it is known (after enrolment), else None."""
-        from roleserve_core.keys import NODE_ID
+        from roleserve_core.values import NODE_ID
 
         watch = self.values.read(NODE_ID)
         return watch.get_nowait() if watch.statistics().is_set else None

@@ -56,9 +56,9 @@ from roleserve_core.logtree import LogEntry, LogFollower
 from roleserve_core.node import NodeIntrospection
 from roleserve_core.proto import nodemanagement_pb2 as pb
 from roleserve_core.proto import nodemanagement_pb2_grpc as pb_grpc
+from roleserve_core.registry import ValueInfo
 from roleserve_core.rpc import NodePeer, UserPeer, current_peer
 from roleserve_core.supervisor import RunnableStatus, Supervisor
-from roleserve_core.values import ValueInfo
 
 __all__ = [
     "BATCH_BYTES",
@@ -140,7 +140,7 @@ class NodeManagementService(pb_grpc.NodeManagementServicer):
                 statuses = self._supervisor().status(dn)
             except RunnableNotFoundError as exc:
                 raise RefusedError(grpc.StatusCode.NOT_FOUND, str(exc)) from None
-            response = pb.GetSupervisionTreeResponse(runnables=map(_runnable, statuses))
+            response = pb.GetSupervisionTreeResponse(runnables=map(runnable_message, statuses))
         return response
 
     # -- values -------------------------------------------------------------------------
@@ -371,7 +371,7 @@ def _gap_marker(lost: int, dn: str) -> pb.LogEntry:
     )
 
 
-def _runnable(status: RunnableStatus) -> pb.Runnable:
+def runnable_message(status: RunnableStatus) -> pb.Runnable:
     """A runnable's status as a ``Runnable`` message."""
     message = pb.Runnable(
         dn=status.dn,

@@ -41,14 +41,14 @@ import anyio
 
 from roleserve_core.errors import DuplicateValueKeyError
 from roleserve_core.event import Watcher
-from roleserve_core.keys import CURATOR_CONNECTION, HANDLED_CUSTOM_ROLES, ROLES, SHARED_KEYS
 from roleserve_core.logtree import LogTree
 from roleserve_core.node import NodeContext, NodeIntrospection, RolePredicate, Worker
 from roleserve_core.plugins import PluginSet
+from roleserve_core.registry import ValueKey, ValueRegistry, prefixed, unprefixed_key_warning
 from roleserve_core.roles import NodeRoles
 from roleserve_core.settings import resolve_plugin_config
 from roleserve_core.supervisor import RunContext, Runnable, Supervisor
-from roleserve_core.values import ValueKey, ValueRegistry, prefixed, unprefixed_key_warning
+from roleserve_core.values import CURATOR_CONNECTION, HANDLED_CUSTOM_ROLES, ROLES, SHARED_KEYS
 
 __all__ = ["CORE_READER", "DEFAULT_HOOK_TIMEOUT", "NodeRuntime"]
 

@@ -1,401 +1,337 @@
-"""The value registry: every named ``Value`` of one node, each with exactly one owner.
+"""The node's shared state: every core ``ValueKey``, its type and its invariants.
 
-Values are the only state plugins share. The registry makes that sharing explicit::
+The core declares the keys that several plugins meet on, so that a reader depends on the
+core, never on the plugin that owns the key::
 
-    plugin "core"          declares roles ────────┐ owner: may set()
-    plugin "kubernetes"    declares pod_network   │
-                                                  ▼
-                        ValueRegistry { key name → Value, owner, readers }
-                                                  │ read-only views
-    plugin "clusternet"    reads pod_network ◀────┘ (watch(), never set())
+    key                      type                owner          read by (typically)
+    node_id                  str                 core           every plugin
+    node_credentials         NodeCredentials     core           controlplane, workers with RPCs
+    bootstrap                BootstrapRequest    core           controlplane
+    roles                    NodeRoles           core           the role runtime, plugins
+    curator_connection       CuratorConnection   core           workers talking to the curator
+    network                  NetworkStatus       core           clusternet, hostsfile
+    handled_custom_roles     tuple[str, ...]     core           statuspush
+    cluster_nodes            ClusterNodes        core           hostsfile, clusternet, metrics,
+                                                                the node's curator connection
+    local_control_plane      LocalControlPlane   controlplane   statuspush, kubernetes, metrics
+    bootstrapped             Bootstrapped        controlplane   the node's enrolment (it saves the
+                                                                credentials it carries)
+    kubernetes_status        KubernetesStatus    kubernetes     status push, metrics
+    pod_network              PodNetwork          kubernetes     clusternet
 
-- A ``ValueKey`` names a value and documents its type. Keys are module constants, declared
-  where their type lives, and imported by readers.
-- A plugin owns the keys its ``roleserve_values`` hook returns. Declaring a key twice is an
-  error, and only the owner may ``set`` it: a reader gets a read-only ``ValueWatch``.
-- Readers are recorded as they read, and plugins name the keys their workers read up
-  front (``Worker(reads=...)``), so the node reports at start-up a plugin that reads a key
-  nobody owns instead of letting its worker wait forever.
-
-``entries()`` gives, per key, its owner, type, readers, whether it is set and when it last
-changed: what ``roleserve ctl values`` shows.
-
-A value that costs something to keep (``cluster_nodes`` holds a Watch stream to the leader)
-is kept only while someone reads it. ``reading(reader, keys)`` marks a reader active for
-the length of a block (the runtime wraps each worker's run in one, for the keys it
-declares); ``active_readers(key)`` is the set of active readers, as a value its owner
-watches to start and stop its work.
+The built-in plugin ``core`` (``roleserve_core.builtin``) owns the core's keys, which this
+module's ``roleserve_values`` declares; the core's workers are built-in plugins of their
+own, which test harnesses leave out when they want the core's values without its workers.
+``SHARED_KEYS`` is every key above: their names are chosen here for all plugins, so they
+need not begin with their owner's name.
 """
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
-import datetime as _dt
-import pprint
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+import ipaddress
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from roleserve_core.errors import (
-    DuplicateValueKeyError,
-    NotValueOwnerError,
-    UnknownValueKeyError,
-)
-from roleserve_core.event import Value, ValueWatch, Watcher
+from roleserve_core.clusternodes import ClusterNodes
+from roleserve_core.hookspecs import hookimpl
+from roleserve_core.identity import NodeCredentials, PrivateKey, UserCredentials
+from roleserve_core.registry import ValueKey
+from roleserve_core.roles import NodeRoles
+
+if TYPE_CHECKING:
+    import grpc
 
 __all__ = [
-    "PluginValues",
-    "ValueInfo",
-    "ValueKey",
-    "ValueRegistry",
-    "prefixed",
-    "unprefixed_key_warning",
-    "value_details",
+    "BOOTSTRAP",
+    "BOOTSTRAPPED",
+    "CLUSTER_NODES",
+    "CURATOR_CONNECTION",
+    "HANDLED_CUSTOM_ROLES",
+    "KUBERNETES_STATUS",
+    "LOCAL_CONTROL_PLANE",
+    "NETWORK",
+    "NODE_CREDENTIALS",
+    "NODE_ID",
+    "POD_NETWORK",
+    "REVOKED_CREDENTIALS",
+    "ROLES",
+    "SHARED_KEYS",
+    "BootstrapRequest",
+    "Bootstrapped",
+    "CuratorConnection",
+    "KubernetesStatus",
+    "LocalControlPlane",
+    "NetworkStatus",
+    "PodNetwork",
+    "RevokedCredentials",
 ]
 
-T = TypeVar("T")
+ROLESERVE_PLUGIN_API = 1
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
-@dataclass(frozen=True, slots=True)
-class ValueKey(Generic[T]):
-    """The name, type and meaning of one node value.
+@dataclass(frozen=True, eq=False)
+class CuratorConnection:
+    """This node's connection to the leading curator: one mutual TLS channel that every
+    worker shares, verified to reach exactly ``leader_node_id``.
 
-    ``type`` documents what ``set`` accepts; it is also checked on ``set``, so a plugin that
-    sets the wrong type fails at the ``set``, not in some reader far away.
+    Set once the node is enrolled and a leader is known; replaced by a new connection (with
+    a new channel) when the leader changes, and the old channel is closed then. A worker
+    that talks to the curator therefore starts its calls again on every new value (see
+    ``roleserve_core.connection.on_each_connection``).
     """
 
-    name: str
-    """Unique within a node, ``snake_case``."""
-    type: type[T]
-    """The type of the value."""
-    doc: str
-    """One or two sentences: what the value means, and its invariants."""
+    node_id: str
+    """This node's ID."""
+    leader_node_id: str
+    """The node ID of the leading curator, the identity the channel verifies."""
+    leader_endpoint: str
+    """``host:port`` of the leading curator."""
+    channel: grpc.aio.Channel
+    """The channel to the leader (a ``roleserve_core.rpc.CancellationSafeChannel``)."""
+    on_unresponsive: Callable[[str], None] = field(default=lambda reason: None, repr=False)
+    """Called through ``report_unresponsive``; set by the connector (a no-op otherwise)."""
+    on_refused: Callable[[str], None] = field(default=lambda reason: None, repr=False)
+    """Called through ``report_refused``; set by the connector (a no-op otherwise)."""
 
     def __repr__(self) -> str:
-        return f"ValueKey({self.name!r}, {self.type.__qualname__})"
+        return f"CuratorConnection(leader={self.leader_node_id} at {self.leader_endpoint})"
 
+    def report_unresponsive(self, reason: str) -> None:
+        """Tell the connector that the leader stopped answering on this connection (``reason``
+        says what went unanswered, for its log). The connector then asks the other known
+        curators for the leader and sets a new connection, even to the same leader if they
+        still name it. The heartbeat worker reports a reply that does not come in time; a
+        report about a connection that was already replaced is ignored. Never blocks."""
+        self.on_unresponsive(reason)
 
-def prefixed(plugin: str, name: str) -> str:
-    """``name`` as a key of plugin ``plugin`` would be named: ``<plugin>_<name>``."""
-    prefix = plugin.replace("-", "_")
-    return name if name == prefix or name.startswith(f"{prefix}_") else f"{prefix}_{name}"
-
-
-def unprefixed_key_warning(plugin: str, key: ValueKey[Any]) -> str | None:
-    """The warning for a plugin's own key whose name does not begin with the plugin's
-    name, None if it does.
-
-    Key names share one namespace per node, so a key named for its plugin cannot collide
-    with another plugin's by accident (``hello_greeting``, ``clusternet_status``). A
-    warning rather than a refusal: keys the core declares for several plugins to meet on
-    (``keys.py``: ``pod_network``, ``local_control_plane``) are named for what they hold,
-    and plugins written before the rule keep loading.
-    """
-    wanted = prefixed(plugin, key.name)
-    if wanted == key.name:
-        return None
-    return (
-        f"value {key.name!r} does not begin with the plugin's name; name it {wanted!r} so "
-        "that no other plugin's value can take its name"
-    )
+    def report_refused(self, reason: str) -> None:
+        """Tell the connector that the cluster refuses this node for good (a call ended with
+        ``roleserve_core.rpc.node_refusal``: the node is decommissioned). Waiting cannot
+        cure that, so the node stops with ``reason`` (exit 1). ``on_each_connection``
+        reports it for every worker's session. Never blocks."""
+        self.on_refused(reason)
 
 
 @dataclass(frozen=True, slots=True)
-class ValueInfo:
-    """Introspection record of one key, for ``roleserve ctl values``."""
+class NetworkStatus:
+    """The node's own network state."""
 
-    name: str
-    type: str
-    doc: str
-    owner: str
-    readers: tuple[str, ...]
-    is_set: bool
-    sets: int
-    watchers: int
-    last_changed: float | None
-    """Wall-clock time of the last set, or None."""
-    current: str | None
-    """``repr`` of the current value (shortened), or None if unset."""
-    details: str | None = None
-    """The current value in full (``value_details``); only from ``entry(name)``."""
-
-    def as_json(self) -> dict[str, Any]:
-        """A JSON-ready dict; ``last_changed`` as an ISO 8601 string."""
-        changed = None
-        if self.last_changed is not None:
-            changed = _dt.datetime.fromtimestamp(self.last_changed, _dt.UTC).isoformat()
-        return {
-            "name": self.name,
-            "type": self.type,
-            "doc": self.doc,
-            "owner": self.owner,
-            "readers": list(self.readers),
-            "is_set": self.is_set,
-            "sets": self.sets,
-            "watchers": self.watchers,
-            "last_changed": changed,
-            "current": self.current,
-            "details": self.details,
-        }
+    external_address: IPAddress | None
+    """The address other nodes reach this node at; None until known."""
 
 
-@dataclass(slots=True)
-class _Entry:
-    key: ValueKey[Any]
-    owner: str
-    value: Value[Any]
-    readers: set[str]
+@dataclass(frozen=True, slots=True)
+class LocalControlPlane:
+    """The control plane services running on this node.
+
+    Invariant: both endpoints are set while etcd and the curator both run here, and both
+    are None otherwise (``LocalControlPlane.NONE``): values cannot be unset, so "no local
+    control plane" is a value of its own, as Monogon's nil is.
+    """
+
+    curator_endpoint: str | None
+    """``host:port`` of the local curator."""
+    etcd_endpoint: str | None
+    """``host:port`` of the local etcd member's client URL."""
+
+    @property
+    def running(self) -> bool:
+        """Whether etcd and the curator run on this node."""
+        return self.curator_endpoint is not None and self.etcd_endpoint is not None
+
+    NONE: ClassVar[LocalControlPlane]
 
 
-_REPR_LIMIT = 200
+LocalControlPlane.NONE = LocalControlPlane(None, None)
 
 
-class ValueRegistry:
-    """The named values of one node."""
+@dataclass(frozen=True, slots=True)
+class BootstrapRequest:
+    """This node is to bootstrap a new cluster (``roleserve node run --bootstrap``)."""
 
-    def __init__(self) -> None:
-        self._entries: dict[str, _Entry] = {}
-        self._declared_reads: dict[str, set[str]] = {}
-        self._active: dict[str, Value[frozenset[str]]] = {}
+    node_key: PrivateKey
+    """The node's key: its ID, and the key of its first certificates."""
+    owner_identity: str = "owner"
+    """The identity of the owner's user certificate the bootstrap issues."""
 
-    def declare(self, key: ValueKey[T], owner: str) -> Value[T]:
-        """Create the value for ``key``, owned by ``owner``.
 
-        :raises DuplicateValueKeyError: if a key of that name is already declared.
-        """
-        existing = self._entries.get(key.name)
-        if existing is not None:
-            raise DuplicateValueKeyError(
-                f"value {key.name!r} declared by {owner!r} is already owned by "
-                f"{existing.owner!r}; a value has exactly one owner"
-            )
-        value: Value[T] = Value()
-        self._entries[key.name] = _Entry(key, owner, value, set())
-        return value
+@dataclass(frozen=True)
+class Bootstrapped:
+    """What bootstrapping a cluster on this node produced (set by the controlplane plugin)."""
 
-    def _entry(self, key: ValueKey[T], who: str) -> _Entry:
-        entry = self._entries.get(key.name)
-        if entry is None:
-            raise UnknownValueKeyError(
-                f"{who!r} uses value {key.name!r}, which no loaded plugin owns; "
-                "is the plugin that declares it installed and enabled?"
-            )
-        if entry.key.type is not key.type:
-            raise UnknownValueKeyError(
-                f"{who!r} uses value {key.name!r} as {key.type.__qualname__}, but "
-                f"{entry.owner!r} declared it as {entry.key.type.__qualname__}"
-            )
-        return entry
+    node: NodeCredentials
+    """The node's credentials in the new cluster."""
+    owner: UserCredentials
+    """The owner's credentials: the only way to manage the cluster; the node saves them."""
+    roles: NodeRoles
+    """The roles the bootstrap gave this node, saved so that a restart before the first
+    answer of the curator still starts the control plane."""
 
-    def read(self, key: ValueKey[T], reader: str) -> ValueWatch[T]:
-        """A read-only view of ``key``'s value, recording ``reader`` as a reader.
 
-        :raises UnknownValueKeyError: if nobody declared ``key``.
-        """
-        entry = self._entry(key, reader)
-        entry.readers.add(reader)
-        value: Value[T] = entry.value
-        return value.read_only()
+@dataclass(frozen=True, slots=True)
+class KubernetesStatus:
+    """Kubernetes' control plane on this node, as the kubernetes plugin's controller runs it.
 
-    def owned(self, key: ValueKey[T], owner: str) -> Value[T]:
-        """The writable value of ``key``, for its owner only.
+    Set by the controller worker once it started the components, again when the apiserver
+    turns ready or stops being ready, and reset to ``KubernetesStatus.NONE`` ("nothing
+    runs") whenever the worker stops: Monogon never resets its status, so a node that lost
+    the controller role went on saying it ran one. Values cannot be unset, so "nothing" is
+    a value of its own, as with ``LocalControlPlane.NONE``.
+    """
 
-        :raises UnknownValueKeyError: if nobody declared ``key``.
-        :raises NotValueOwnerError: if ``owner`` does not own it.
-        """
-        entry = self._entry(key, owner)
-        if entry.owner != owner:
-            raise NotValueOwnerError(
-                f"{owner!r} may not set value {key.name!r}: it is owned by {entry.owner!r}"
-            )
-        value: Value[T] = entry.value
-        return value
+    apiserver: str | None = None
+    """The local kube-apiserver's URL, ``https://<node address>:6443``; None: no apiserver
+    runs here (no controller, or no kube-apiserver binary)."""
+    ca_pem: bytes | None = None
+    """The cluster's Kubernetes CA (PEM): it signed the apiserver's serving certificate and
+    every client certificate the apiserver admits."""
+    apiserver_ready: bool = False
+    """Whether the local apiserver answers ``/readyz`` with 200."""
+    running: tuple[str, ...] = ()
+    """The components started here (``kube-apiserver``, ``kube-controller-manager``,
+    ``kube-scheduler``); each one's own state is its runnable's, in ``roleserve ctl tree``."""
+    absent: tuple[str, ...] = ()
+    """The components this node has no binary for (configured or on PATH)."""
 
-    def set(self, key: ValueKey[T], value: T, *, by: str) -> None:
-        """Set ``key`` to ``value`` on behalf of ``by``, which must own it.
+    @property
+    def controller_running(self) -> bool:
+        """Whether the controller worker started Kubernetes' control plane here (with the
+        binaries it found: ``running`` and ``absent`` say which)."""
+        return bool(self.running or self.absent)
 
-        :raises NotValueOwnerError: if ``by`` does not own the key.
-        :raises TypeError: if ``value`` is not a ``key.type``.
-        """
-        target = self.owned(key, by)
-        if not isinstance(value, key.type):
-            raise TypeError(
-                f"{by!r} set value {key.name!r} to a {type(value).__qualname__}; "
-                f"it holds {key.type.__qualname__}"
-            )
-        target.set(value)
-
-    def forget_owner(self, owner: str) -> None:
-        """Drop every key ``owner`` declared; for a plugin refused after declaring.
-
-        Only safe before anyone reads: the node calls it while assembling, never later.
-        """
-        for name in [name for name, entry in self._entries.items() if entry.owner == owner]:
-            del self._entries[name]
-
-    def declare_reads(self, reader: str, keys: Iterable[ValueKey[Any]]) -> None:
-        """Record that ``reader`` will read ``keys`` (from ``Worker(reads=...)``)."""
-        self._declared_reads.setdefault(reader, set()).update(key.name for key in keys)
-
-    @contextlib.contextmanager
-    def reading(self, reader: str, keys: Iterable[ValueKey[Any]]) -> Iterator[None]:
-        """Mark ``reader`` as an active reader of ``keys`` for the block (see the module
-        docstring). Readers are named uniquely by the caller (a runnable's DN)."""
-        names = {key.name for key in keys}
-        for name in names:
-            active = self._active_value(name)
-            active.set(active.get_nowait() | {reader})
-        try:
-            yield
-        finally:
-            for name in names:
-                active = self._active_value(name)
-                active.set(active.get_nowait() - {reader})
-
-    def active_readers(self, key: ValueKey[Any]) -> ValueWatch[frozenset[str]]:
-        """The readers active on ``key`` now (``reading``), as a value to watch."""
-        return self._active_value(key.name).read_only()
-
-    def _active_value(self, name: str) -> Value[frozenset[str]]:
-        active = self._active.get(name)
-        if active is None:
-            active = self._active[name] = Value()
-            active.set(frozenset())
-        return active
-
-    def unowned_reads(self) -> list[tuple[str, str]]:
-        """``(reader, key name)`` for every declared read of a key nobody declared."""
-        return sorted(
-            (reader, name)
-            for reader, names in self._declared_reads.items()
-            for name in names
-            if name not in self._entries
+    def __repr__(self) -> str:
+        """One short line: the CA's PEM would drown the rest (``roleserve ctl values``)."""
+        if self == KubernetesStatus.NONE:
+            return "KubernetesStatus(NONE)"
+        return (
+            f"KubernetesStatus(apiserver={self.apiserver!r}, ready={self.apiserver_ready}, "
+            f"running={self.running!r}, absent={self.absent!r})"
         )
 
-    def owner_of(self, key: ValueKey[Any]) -> str:
-        """The owner of ``key``'s name, whatever type it was declared with.
-
-        By name, like ``key in registry``: the node asks it to name the owner of a key a
-        second plugin tries to declare, possibly with another type, and that is a duplicate
-        of the owned key, not an unknown key.
-
-        :raises UnknownValueKeyError: if nobody declared a key of that name.
-        """
-        entry = self._entries.get(key.name)
-        if entry is None:
-            raise UnknownValueKeyError(f"no loaded plugin owns value {key.name!r}")
-        return entry.owner
-
-    def __contains__(self, key: ValueKey[Any]) -> bool:
-        """Whether a key of that name is declared."""
-        return key.name in self._entries
-
-    def keys(self) -> list[ValueKey[Any]]:
-        """Every declared key, in declaration order."""
-        return [entry.key for entry in self._entries.values()]
-
-    def entries(self) -> list[ValueInfo]:
-        """Introspection of every declared key, sorted by name."""
-        return [self._info(entry) for _, entry in sorted(self._entries.items())]
-
-    def entry(self, name: str) -> ValueInfo:
-        """Introspection of the key ``name``, with its current value in full (``details``).
-
-        :raises UnknownValueKeyError: if no key of that name is declared.
-        """
-        entry = self._entries.get(name)
-        if entry is None:
-            raise UnknownValueKeyError(
-                f"no value {name!r} on this node; its values are {', '.join(sorted(self._entries))}"
-            )
-        info = self._info(entry)
-        if not info.is_set:
-            return info
-        return dataclasses.replace(info, details=value_details(entry.value.get_nowait()))
-
-    def _info(self, entry: _Entry) -> ValueInfo:
-        stats = entry.value.statistics()
-        readers = entry.readers | {
-            reader for reader, names in self._declared_reads.items() if entry.key.name in names
-        }
-        current = None
-        if stats.is_set:
-            current = repr(entry.value.get_nowait())
-            if len(current) > _REPR_LIMIT:
-                current = current[: _REPR_LIMIT - 1] + "…"
-        return ValueInfo(
-            name=entry.key.name,
-            type=entry.key.type.__qualname__,
-            doc=entry.key.doc,
-            owner=entry.owner,
-            readers=tuple(sorted(readers)),
-            is_set=stats.is_set,
-            sets=stats.sets,
-            watchers=stats.watchers,
-            last_changed=stats.last_set,
-            current=current,
-        )
-
-    def scoped(self, plugin: str) -> PluginValues:
-        """The view of this registry that plugin ``plugin`` gets in its ``NodeContext``."""
-        return PluginValues(self, plugin)
+    NONE: ClassVar[KubernetesStatus]
 
 
-def value_details(value: object) -> str:
-    """``value`` in full, for ``roleserve ctl values NODE NAME``: its ``details()`` if it
-    has one (a value whose one-line ``repr`` is a summary, say its peers on their own
-    lines), else its ``repr`` pretty-printed over several lines."""
-    details = getattr(value, "details", None)
-    if callable(details):
-        return str(details())
-    return pprint.pformat(value, width=100, sort_dicts=False)
+KubernetesStatus.NONE = KubernetesStatus()
 
 
-class PluginValues:
-    """One plugin's access to the node's values: read anything, set only what it owns."""
+@dataclass(frozen=True, slots=True)
+class RevokedCredentials:
+    """The cluster's revoked user certificates, as the leader last sent them: the node
+    management server refuses their calls (``workers/revocations.py``)."""
 
-    __slots__ = ("_plugin", "_registry")
+    serials: frozenset[int]
 
-    def __init__(self, registry: ValueRegistry, plugin: str) -> None:
-        self._registry = registry
-        self._plugin = plugin
 
-    def __contains__(self, key: ValueKey[Any]) -> bool:
-        """Whether some loaded plugin declares ``key``: for reading values of optional
-        plugins (``LOCAL_CONTROL_PLANE in node.values``)."""
-        return key in self._registry
+@dataclass(frozen=True, slots=True)
+class PodNetwork:
+    """The pod prefixes Kubernetes assigned to this node, to announce over the cluster mesh."""
 
-    def watch(self, key: ValueKey[T]) -> Watcher[T]:
-        """A new watcher of ``key`` (see ``Value.watch``); use it as a ``with`` block."""
-        return self._registry.read(key, self._plugin).watch()
+    prefixes: tuple[IPNetwork, ...]
 
-    def read(self, key: ValueKey[T]) -> ValueWatch[T]:
-        """A read-only view of ``key``, to watch repeatedly or to hand on."""
-        return self._registry.read(key, self._plugin)
 
-    def get_nowait(self, key: ValueKey[T]) -> T:
-        """The current value of ``key``.
+NODE_CREDENTIALS: ValueKey[NodeCredentials] = ValueKey(
+    "node_credentials",
+    NodeCredentials,
+    "The node's key and node certificate, and the cluster CA; set once the node is enrolled.",
+)
+BOOTSTRAP: ValueKey[BootstrapRequest] = ValueKey(
+    "bootstrap",
+    BootstrapRequest,
+    "Set on the node that bootstraps a new cluster, before it has credentials.",
+)
+BOOTSTRAPPED: ValueKey[Bootstrapped] = ValueKey(
+    "bootstrapped",
+    Bootstrapped,
+    "Set once this node has bootstrapped a new cluster: its own and the owner's credentials.",
+)
+NODE_ID: ValueKey[str] = ValueKey(
+    "node_id", str, "This node's ID (node- + 32 hex characters); set once, at enrolment."
+)
+ROLES: ValueKey[NodeRoles] = ValueKey(
+    "roles",
+    NodeRoles,
+    "The roles the control plane assigned to this node; replaced whole on every change.",
+)
+CURATOR_CONNECTION: ValueKey[CuratorConnection] = ValueKey(
+    "curator_connection",
+    CuratorConnection,
+    "The connection to the leading curator; set after enrolment, replaced on leader change.",
+)
+NETWORK: ValueKey[NetworkStatus] = ValueKey(
+    "network", NetworkStatus, "The node's external address."
+)
+HANDLED_CUSTOM_ROLES: ValueKey[tuple[str, ...]] = ValueKey(
+    "handled_custom_roles",
+    tuple,
+    "The custom roles the workers of this node's plugins are gated on (custom_role()), "
+    "sorted; set when the node starts.",
+)
+LOCAL_CONTROL_PLANE: ValueKey[LocalControlPlane] = ValueKey(
+    "local_control_plane",
+    LocalControlPlane,
+    "etcd and curator endpoints on this node while both run, else NONE (owned by controlplane).",
+)
+KUBERNETES_STATUS: ValueKey[KubernetesStatus] = ValueKey(
+    "kubernetes_status",
+    KubernetesStatus,
+    "Kubernetes' control plane here: apiserver URL and readiness, CA, components running "
+    "and absent; NONE when no controller runs (owned by kubernetes).",
+)
+POD_NETWORK: ValueKey[PodNetwork] = ValueKey(
+    "pod_network", PodNetwork, "Pod prefixes assigned to this node (owned by kubernetes)."
+)
+CLUSTER_NODES: ValueKey[ClusterNodes] = ValueKey(
+    "cluster_nodes",
+    ClusterNodes,
+    "Every node of the cluster (node ID -> curator record), from one Watch of the leader; "
+    "set after its backlog, once per change; kept only while a running worker reads it.",
+)
+REVOKED_CREDENTIALS: ValueKey[RevokedCredentials] = ValueKey(
+    "revoked_credentials",
+    RevokedCredentials,
+    "Serials of the cluster's revoked user certificates, from the leader's "
+    "WatchRevokedCredentials; the node management server refuses them.",
+)
 
-        :raises LookupError: if it was never set.
-        """
-        return self._registry.read(key, self._plugin).get_nowait()
+SHARED_KEYS: frozenset[ValueKey[Any]] = frozenset(
+    {
+        NODE_ID,
+        NODE_CREDENTIALS,
+        BOOTSTRAP,
+        BOOTSTRAPPED,
+        ROLES,
+        CURATOR_CONNECTION,
+        NETWORK,
+        HANDLED_CUSTOM_ROLES,
+        LOCAL_CONTROL_PLANE,
+        KUBERNETES_STATUS,
+        POD_NETWORK,
+        CLUSTER_NODES,
+        REVOKED_CREDENTIALS,
+    }
+)
+"""Every key this module declares. Their names are chosen here, for all plugins at once,
+so they need not begin with their owner's name (the rule for a plugin's own keys,
+``values.unprefixed_key_warning``)."""
 
-    def set(self, key: ValueKey[T], value: T) -> None:
-        """Set ``key``; this plugin must own it."""
-        self._registry.set(key, value, by=self._plugin)
 
-    def owned(self, key: ValueKey[T]) -> Value[T]:
-        """The writable ``Value`` of a key this plugin owns."""
-        return self._registry.owned(key, self._plugin)
-
-    def reading(
-        self, reader: str, keys: Iterable[ValueKey[Any]]
-    ) -> contextlib.AbstractContextManager[None]:
-        """Mark ``reader`` an active reader of ``keys`` for a block: for a reader that is
-        not a worker (whose declared reads the runtime marks itself)."""
-        return self._registry.reading(f"{self._plugin}.{reader}", keys)
-
-    def active_readers(self, key: ValueKey[Any]) -> ValueWatch[frozenset[str]]:
-        """Who reads ``key`` now: for the owner of a value kept only while it is read."""
-        return self._registry.active_readers(key)
+@hookimpl
+def roleserve_values() -> list[ValueKey[Any]]:
+    """The core owns the node's identity and credentials, its bootstrap request, its roles,
+    curator connection and network, which custom roles its plugins handle, the cluster's
+    nodes, and the revoked user certificates."""
+    return [
+        NODE_ID,
+        NODE_CREDENTIALS,
+        BOOTSTRAP,
+        ROLES,
+        CURATOR_CONNECTION,
+        NETWORK,
+        HANDLED_CUSTOM_ROLES,
+        CLUSTER_NODES,
+        REVOKED_CREDENTIALS,
+    ]

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 import roleserve_core
-from roleserve_core import keys as core_keys
+from roleserve_core import values as core_values
 from roleserve_core.cli import main
 from roleserve_core.cli._invocation import COMMAND_ENV, roleserve_command
 from roleserve_core.plugins import BUILTIN_PLUGINS, ENTRY_POINT_GROUP
@@ -32,7 +32,7 @@ JSON_KEYS = {"name", "distribution", "version", "state", "error", "hooks", "work
 
 Install = Callable[..., None]
 
-CORE_VALUES = [key.name for key in core_keys.roleserve_values()]
+CORE_VALUES = [key.name for key in core_values.roleserve_values()]
 BUILTINS = [builtin.name for builtin in BUILTIN_PLUGINS]
 """core, then one plugin per worker of the core, named as its worker."""
 CORE_WORKERS = BUILTINS[1:]
@@ -498,3 +498,27 @@ def test_node_config_warns_about_a_section_it_does_not_check(
         f"WARNING: {tmp_path / 'roleserve.toml'}: [plugins.configurable] is ignored: plugin "
         "'configurable' is named in ROLESERVE_DISABLE_PLUGINS\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("argv", "code"),
+    [(["plugins"], 1), (["--help"], 0), (["ctl", "--help"], 0)],  # argparse's help: its own 0
+)
+def test_a_reader_that_went_away_ends_the_command_quietly(argv: list[str], code: int) -> None:
+    """``roleserve plugins | head``: the reader closes the pipe before all is written. The
+    command ends without Python's traceback of the closed pipe (at the write, or at its
+    flush at exit). The pipe's reading end is closed before the command starts, so its
+    first write fails, whatever the timing."""
+    reading, writing = os.pipe()
+    os.close(reading)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "roleserve_core", *argv],
+            stdout=writing,
+            stderr=subprocess.PIPE,
+            text=True,
+            check=False,
+        )
+    finally:
+        os.close(writing)
+    assert (done.returncode, done.stderr) == (code, "")

@@ -17,11 +17,10 @@ from roleserve_core.clusternodes import (
     ClusterNodes,
     NodeChanges,
     NodeWatchFold,
-    changes,
     node_address,
+    node_changes,
 )
 from roleserve_core.event import ValueWatch
-from roleserve_core.keys import CLUSTER_NODES, CURATOR_CONNECTION
 from roleserve_core.proto import common_pb2, curator_pb2
 from roleserve_core.roles import NodeRoles
 from roleserve_core.runtime import CORE_READER
@@ -34,6 +33,7 @@ from roleserve_core.testing import (
     node_record,
     wait_for_value,
 )
+from roleserve_core.values import CLUSTER_NODES, CURATOR_CONNECTION
 from roleserve_core.workers.nodewatch import IDLE_NOTE
 
 pytestmark = pytest.mark.anyio
@@ -92,11 +92,11 @@ def test_cluster_nodes_is_an_immutable_mapping() -> None:
 def test_changes_names_added_updated_and_removed_nodes() -> None:
     old = {"a": node_record("a"), "b": node_record("b"), "c": node_record("c")}
     new = {"a": node_record("a"), "b": node_record("b", "10.0.0.2"), "d": node_record("d")}
-    found = changes(old, new)
+    found = node_changes(old, new)
     assert found == NodeChanges(
         added=(node_record("d"),), updated=(node_record("b", "10.0.0.2"),), removed=("c",)
     )
-    assert not changes(new, new)
+    assert not node_changes(new, new)
 
 
 def test_changes_counts_only_included_nodes_and_its_own_equality() -> None:
@@ -111,12 +111,12 @@ def test_changes_counts_only_included_nodes_and_its_own_equality() -> None:
         "a": node_record("a", "10.0.0.1", state=common_pb2.NODE_STATE_DECOMMISSIONED),
         "b": node_record("b", "10.0.0.2"),
     }
-    assert changes(old, new, include=is_up) == NodeChanges(
+    assert node_changes(old, new, include=is_up) == NodeChanges(
         (), (node_record("b", "10.0.0.2"),), ("a",)
     )
     labelled = node_record("b")
     labelled.labels.pairs.add(key="zone", value="x")
-    assert not changes({"b": node_record("b")}, {"b": labelled}, same=same_address)
+    assert not node_changes({"b": node_record("b")}, {"b": labelled}, same=same_address)
 
 
 @pytest.mark.parametrize(

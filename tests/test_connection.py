@@ -42,7 +42,6 @@ from roleserve_core.datadir import NodeDataDirectory
 from roleserve_core.errors import RoleserveError
 from roleserve_core.event import Value, ValueWatch
 from roleserve_core.identity import Credentials
-from roleserve_core.keys import CURATOR_CONNECTION, NODE_CREDENTIALS, CuratorConnection
 from roleserve_core.ports import CURATOR_PORT, endpoint
 from roleserve_core.proto import common_pb2, curator_pb2, curator_pb2_grpc
 from roleserve_core.rpc import NODE_REFUSED_METADATA, CancellationSafeChannel, secure_channel
@@ -58,6 +57,7 @@ from roleserve_core.testing import (
     random_loopback,
     wait_for_value,
 )
+from roleserve_core.values import CURATOR_CONNECTION, NODE_CREDENTIALS, CuratorConnection
 from roleserve_core.workers import heartbeat as heartbeat_module
 
 pytestmark = pytest.mark.anyio

@@ -25,17 +25,6 @@ import grpc
 import pytest
 
 from roleserve_core import Worker, custom_role, hookimpl
-from roleserve_core.keys import (
-    CURATOR_CONNECTION,
-    LOCAL_CONTROL_PLANE,
-    NETWORK,
-    NODE_CREDENTIALS,
-    REVOKED_CREDENTIALS,
-    ROLES,
-    LocalControlPlane,
-    NetworkStatus,
-    RevokedCredentials,
-)
 from roleserve_core.ports import CURATOR_PORT, ETCD_CLIENT_PORT, endpoint
 from roleserve_core.proto import common_pb2, curator_pb2
 from roleserve_core.roles import (
@@ -53,6 +42,18 @@ from roleserve_core.testing import (
     PluginHarness,
     random_loopback,
     wait_for_value,
+)
+from roleserve_core.values import (
+    CURATOR_CONNECTION,
+    LOCAL_CONTROL_PLANE,
+    NETWORK,
+    NODE_CREDENTIALS,
+    REVOKED_CREDENTIALS,
+    ROLES,
+    KubernetesStatus,
+    LocalControlPlane,
+    NetworkStatus,
+    RevokedCredentials,
 )
 from roleserve_core.version import core_version
 from roleserve_core.workers._identity import PROCESS_INSTANCE
@@ -701,3 +702,18 @@ async def test_revocations_keeps_the_leaders_revoked_serials(
     calls = leader.calls.get_nowait()
     watches = [call.caller for call in calls if call.method == "WatchRevokedCredentials"]
     assert watches == [cluster.credentials.node_id]
+
+
+def test_kubernetes_status_none_says_nothing_runs() -> None:
+    """The value the kubernetes plugin leaves when its controller stops: no apiserver, no
+    CA, nothing running; a started controller runs, even with every binary absent."""
+    assert KubernetesStatus(None, None, False, (), ()) == KubernetesStatus.NONE
+    assert not KubernetesStatus.NONE.controller_running
+    running = KubernetesStatus("https://10.0.0.1:6443", b"CA", True, ("kube-apiserver",), ())
+    assert running.controller_running
+    assert KubernetesStatus(None, b"CA", False, (), ("kube-apiserver",)).controller_running
+    assert repr(KubernetesStatus.NONE) == "KubernetesStatus(NONE)"  # ctl values shows it
+    assert repr(running) == (
+        "KubernetesStatus(apiserver='https://10.0.0.1:6443', ready=True, "
+        "running=('kube-apiserver',), absent=())"
+    )

@@ -18,11 +18,13 @@ import asyncio
 import datetime
 import io
 import json
+import os
 import re
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Coroutine, Iterator
@@ -1502,6 +1504,68 @@ def test_a_closed_port_fails_at_once_saying_connection_refused(setup: Setup, ctl
         f"roleserve ctl: error: connection refused at {closed}, {other}: no curator listens "
         "there; is the cluster running, and are these its addresses?\n"
     )
+
+
+def test_another_clusters_credentials_are_one_line_at_once(
+    setup: Setup, cli: Any, tmp_path: Path
+) -> None:
+    """Credentials of one cluster, the address of another: the curator's certificate fails
+    verification against our CA, which no waiting changes. Said at once, naming the
+    curator and the directory, instead of "no curator named a leader" after the timeout;
+    a refusing endpoint beside it changes nothing."""
+    elsewhere = tmp_path / "elsewhere"
+    ClusterAccess.of(ThrowawayCA().user(), [setup.cluster.address]).save(elsewhere)
+    closed = f"{random_loopback()}:9"
+    result = cli("ctl", "--credentials", str(elsewhere), "nodes", "--timeout", "60")
+    assert (result.code, result.out) == (1, "")
+    foreign = f"{setup.cluster.address}:{CURATOR_PORT}"
+    assert result.err == (
+        f"roleserve ctl: error: the curator at {foreign} is not of the cluster in {elsewhere} "
+        "(its CA differs); use the credentials of the cluster at that address "
+        "(--credentials DIR), or the addresses of this one (--endpoint)\n"
+    )
+    with_closed = cli(
+        "ctl", "--credentials", str(elsewhere), "nodes", "--endpoint", foreign, "--endpoint", closed
+    )
+    assert with_closed.err == result.err
+
+
+def test_grpcs_own_lines_stay_off_the_terminal_unless_debugging(
+    setup: Setup, tmp_path: Path
+) -> None:
+    """gRPC's C core writes a line of its own for each failed handshake; a command at a
+    terminal shows only its own message, and ``--debug`` shows gRPC's too. A process of its
+    own: the C core reads GRPC_VERBOSITY once, when it loads."""
+    elsewhere = tmp_path / "elsewhere"
+    ClusterAccess.of(ThrowawayCA().user(), [setup.cluster.address]).save(elsewhere)
+    environment = {k: v for k, v in os.environ.items() if k != "GRPC_VERBOSITY"}
+
+    def stderr(*debug: str) -> list[str]:
+        command = [sys.executable, "-m", "roleserve_core", *debug, "ctl"]
+        command += ["--credentials", str(elsewhere), "nodes"]
+        done = subprocess.run(command, capture_output=True, text=True, env=environment)
+        assert done.returncode == 1
+        return done.stderr.splitlines()
+
+    quiet = stderr()
+    assert len(quiet) == 1, quiet
+    assert quiet[0].startswith("roleserve ctl: error: the curator at ")
+    debugging = stderr("--debug")
+    assert any("Handshake failed" in line for line in debugging), debugging
+
+
+@pytest.mark.parametrize("output", [[], ["--json"]])
+def test_a_reader_that_went_away_ends_ctl_quietly(setup: Setup, output: list[str]) -> None:
+    """``ctl nodes | head``: no traceback of the closed pipe (see test_cli's twin)."""
+    reading, writing = os.pipe()
+    os.close(reading)
+    try:
+        command = [sys.executable, "-m", "roleserve_core", "ctl"]
+        command += ["--credentials", str(setup.access_dir), "nodes", *output]
+        done = subprocess.run(command, stdout=writing, stderr=subprocess.PIPE, text=True)
+    finally:
+        os.close(writing)
+    assert (done.returncode, done.stderr) == (1, "")
 
 
 def test_no_leader(setup: Setup, ctl: Any) -> None:

@@ -61,18 +61,10 @@ from roleserve_core.identity import (
     private_key_to_pem,
     public_key_der,
 )
-from roleserve_core.keys import (
-    BOOTSTRAP,
-    BOOTSTRAPPED,
-    NETWORK,
-    NODE_CREDENTIALS,
-    NODE_ID,
-    Bootstrapped,
-    NetworkStatus,
-)
 from roleserve_core.logtree import PROCESS_LOGGER
 from roleserve_core.ports import CURATOR_PORT, endpoint
 from roleserve_core.proto import curator_pb2, node_pb2
+from roleserve_core.registry import ValueKey
 from roleserve_core.roles import ConsensusMember, KubernetesWorker, NodeRoles
 from roleserve_core.rpc import UnauthenticatedPeer, current_peer
 from roleserve_core.runtime import CORE_READER
@@ -87,7 +79,15 @@ from roleserve_core.testing import (
     random_loopback,
     wait_for_value,
 )
-from roleserve_core.values import ValueKey
+from roleserve_core.values import (
+    BOOTSTRAP,
+    BOOTSTRAPPED,
+    NETWORK,
+    NODE_CREDENTIALS,
+    NODE_ID,
+    Bootstrapped,
+    NetworkStatus,
+)
 from roleserve_core.workers.rolefetch import ROLES_FILE, load_saved_roles
 
 pytestmark = pytest.mark.anyio

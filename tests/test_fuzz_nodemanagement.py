@@ -29,8 +29,7 @@ from google.protobuf.message import DecodeError
 from hypothesis import given
 from hypothesis import strategies as st
 
-from roleserve_core.keys import NETWORK, NODE_CREDENTIALS, NetworkStatus
-from roleserve_core.limits import MAX_REQUEST_BYTES
+from roleserve_core.limits import MAX_READ_BYTES, MAX_REQUEST_BYTES
 from roleserve_core.ports import NODE_MANAGEMENT_PORT, endpoint
 from roleserve_core.proto import nodemanagement_pb2
 from roleserve_core.rpc import secure_channel
@@ -55,6 +54,7 @@ from roleserve_core.testing.fuzz import (
     requests,
     texts,
 )
+from roleserve_core.values import NETWORK, NODE_CREDENTIALS, NetworkStatus
 
 pytestmark = pytest.mark.filterwarnings(OVERLY_LARGE_REPR)
 
@@ -145,8 +145,10 @@ def test_a_fuzzed_request_is_answered_or_refused_cleanly(
     request = data.draw(requests(method.input_type, fuzzed.overrides), label="request")
     payload = request.SerializeToString()
     code = fuzzed.call(method, payload)
-    if len(payload) > MAX_REQUEST_BYTES:
+    if len(payload) > MAX_READ_BYTES:
         assert code is grpc.StatusCode.RESOURCE_EXHAUSTED
+    elif len(payload) > MAX_REQUEST_BYTES:
+        assert code is grpc.StatusCode.INVALID_ARGUMENT
 
 
 @pytest.mark.parametrize("method", METHODS, ids=IDS)
@@ -159,7 +161,7 @@ def test_bytes_that_are_no_request_are_refused(
     try:
         message_factory.GetMessageClass(method.input_type).FromString(payload)
     except DecodeError:
-        beyond = len(payload) > MAX_REQUEST_BYTES  # not even read
+        beyond = len(payload) > MAX_READ_BYTES  # not even read
         expected = (
             grpc.StatusCode.RESOURCE_EXHAUSTED if beyond else grpc.StatusCode.INVALID_ARGUMENT
         )

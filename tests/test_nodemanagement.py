@@ -35,13 +35,6 @@ from roleserve_core.identity import (
     generate_key,
     issue_user_certificate,
 )
-from roleserve_core.keys import (
-    NETWORK,
-    NODE_CREDENTIALS,
-    REVOKED_CREDENTIALS,
-    NetworkStatus,
-    RevokedCredentials,
-)
 from roleserve_core.limits import MAX_DN_LENGTH, MAX_VALUE_NAME_LENGTH
 from roleserve_core.logtree import LogTree
 from roleserve_core.node import NodeIntrospection
@@ -49,10 +42,17 @@ from roleserve_core.nodemanagement import BATCH_ENTRIES, NodeManagementService
 from roleserve_core.ports import NODE_MANAGEMENT_PORT, endpoint
 from roleserve_core.proto import nodemanagement_pb2 as pb
 from roleserve_core.proto import nodemanagement_pb2_grpc as pb_grpc
+from roleserve_core.registry import ValueKey, ValueRegistry
 from roleserve_core.rpc import secure_channel
 from roleserve_core.testing import NodeHarness, PluginHarness, ThrowawayCA, wait_for_value
-from roleserve_core.values import ValueKey, ValueRegistry
-from roleserve_core.workers.nodemgmt import Listen, plan, restart_needed
+from roleserve_core.values import (
+    NETWORK,
+    NODE_CREDENTIALS,
+    REVOKED_CREDENTIALS,
+    NetworkStatus,
+    RevokedCredentials,
+)
+from roleserve_core.workers.nodemgmt import Listen, plan_listen, restart_needed
 
 pytestmark = pytest.mark.anyio
 
@@ -278,15 +278,15 @@ async def test_nodemgmt_does_not_share_its_port(started: NodeHarness, ca: Throwa
 
 def test_plan_says_what_it_waits_for_until_it_can_listen(ca: ThrowawayCA) -> None:
     credentials, address = ca.node(), random_loopback()
-    assert plan(None, None) == "waiting for node credentials and address"
-    assert plan(None, NetworkStatus(None)) == "waiting for node credentials and address"
-    assert plan(None, NetworkStatus(address)) == "waiting for node credentials"
-    assert plan(credentials, NetworkStatus(None)) == "waiting for the node's address"
-    listen = plan(credentials, NetworkStatus(address))
+    assert plan_listen(None, None) == "waiting for node credentials and address"
+    assert plan_listen(None, NetworkStatus(None)) == "waiting for node credentials and address"
+    assert plan_listen(None, NetworkStatus(address)) == "waiting for node credentials"
+    assert plan_listen(credentials, NetworkStatus(None)) == "waiting for the node's address"
+    listen = plan_listen(credentials, NetworkStatus(address))
     assert isinstance(listen, Listen)
     assert (listen.address, listen.credentials) == (address, credentials)
     assert listen.endpoint == f"{address}:7839"
-    v6 = plan(credentials, NetworkStatus(ipaddress.IPv6Address("fd00::1")))
+    v6 = plan_listen(credentials, NetworkStatus(ipaddress.IPv6Address("fd00::1")))
     assert isinstance(v6, Listen)
     assert v6.endpoint == "[fd00::1]:7839"
 

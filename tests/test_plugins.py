@@ -22,7 +22,7 @@ import anyio
 import pytest
 
 from roleserve_core import NodeRoles, RunContext, Setting, State, ValueKey, Worker, hookimpl
-from roleserve_core import keys as core_keys
+from roleserve_core import values as core_values
 from roleserve_core.errors import (
     EssentialPluginError,
     NotValueOwnerError,
@@ -30,7 +30,6 @@ from roleserve_core.errors import (
     PluginError,
     PluginLoadError,
 )
-from roleserve_core.keys import CURATOR_CONNECTION, ROLES, CuratorConnection
 from roleserve_core.plugins import (
     BUILTIN_PLUGINS,
     ENTRY_POINT_GROUP,
@@ -41,6 +40,7 @@ from roleserve_core.plugins import (
 )
 from roleserve_core.runtime import NodeRuntime
 from roleserve_core.testing import NO_CHANNEL, NodeHarness, wait_for_value
+from roleserve_core.values import CURATOR_CONNECTION, ROLES, CuratorConnection
 from roleserve_core.version import core_version
 
 CORE_WORKERS = [
@@ -492,7 +492,7 @@ def test_hook_roleserve_values(load: Load, tmp_path: Path) -> None:
     runtime = NodeRuntime(plugins, data_dir=tmp_path)
 
     assert plugins.info("good").values == ["good_roles", "good_connection"]
-    core = [key.name for key in core_keys.roleserve_values()]
+    core = [key.name for key in core_values.roleserve_values()]
     assert [info.name for info in runtime.registry.entries()] == sorted(
         [*core, "good_connection", "good_roles"]
     )

@@ -18,7 +18,6 @@ from roleserve_core.identity import (
     certificate_to_pem,
     issue_node_certificate,
 )
-from roleserve_core.keys import CURATOR_CONNECTION, NODE_CREDENTIALS
 from roleserve_core.runtime import CORE_READER
 from roleserve_core.testing import (
     FakeClock,
@@ -28,6 +27,7 @@ from roleserve_core.testing import (
     PluginHarness,
     wait_for_value,
 )
+from roleserve_core.values import CURATOR_CONNECTION, NODE_CREDENTIALS
 from roleserve_core.workers.renewal import RECHECK, RETRY_FIRST, Renewal, renewal_due
 
 pytestmark = pytest.mark.anyio

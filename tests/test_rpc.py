@@ -28,7 +28,7 @@ from roleserve_core.identity import (
     issue_user_certificate,
     node_id,
 )
-from roleserve_core.limits import MAX_REQUEST_BYTES
+from roleserve_core.limits import MAX_READ_BYTES, MAX_REQUEST_BYTES
 from roleserve_core.proto import (
     curator_pb2,
     curator_pb2_grpc,
@@ -584,7 +584,10 @@ async def test_a_refused_caller_learns_its_refusal_before_a_bad_request(cluster:
     assert code is grpc.StatusCode.PERMISSION_DENIED
 
 
-async def test_a_request_beyond_the_limit_is_not_read(cluster: Cluster) -> None:
+async def test_a_request_beyond_the_limit_is_refused_naming_it(cluster: Cluster) -> None:
+    """Beyond the limit, refused before any handler (so before etcd) as the caller's
+    mistake, naming the limit; far beyond it, gRPC refuses it unread."""
+
     def update(size: int) -> Callable[[grpc.aio.Channel], Awaitable[Any]]:
         request = curator_pb2.UpdateNodeStatusRequest(instance="x" * size)
         return lambda channel: curator_pb2_grpc.CuratorStub(channel).UpdateNodeStatus(
@@ -594,4 +597,11 @@ async def test_a_request_beyond_the_limit_is_not_read(cluster: Cluster) -> None:
     node = cluster.ca.node()
     await call(cluster, node, update(MAX_REQUEST_BYTES - 16))  # the whole request fits
     code, details = await refused(call(cluster, node, update(MAX_REQUEST_BYTES)))
+    assert code is grpc.StatusCode.INVALID_ARGUMENT, details
+    too_large = curator_pb2.UpdateNodeStatusRequest(instance="x" * MAX_REQUEST_BYTES)
+    assert details == (
+        f"the request is {too_large.ByteSize():,} bytes; a request may be at most "
+        f"{MAX_REQUEST_BYTES:,} bytes (1 MiB)"
+    )
+    code, details = await refused(call(cluster, node, update(MAX_READ_BYTES)))
     assert code is grpc.StatusCode.RESOURCE_EXHAUSTED, details

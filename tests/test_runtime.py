@@ -27,7 +27,7 @@ from roleserve_core import (
     Worker,
     custom_role,
 )
-from roleserve_core import keys as core_keys
+from roleserve_core import values as core_values
 from roleserve_core.errors import (
     InvalidRunnableNameError,
     NotValueOwnerError,
@@ -36,17 +36,17 @@ from roleserve_core.errors import (
 )
 from roleserve_core.event import Value
 from roleserve_core.hookspecs import hookimpl
-from roleserve_core.keys import (
+from roleserve_core.plugins import PluginState
+from roleserve_core.registry import ValueKey
+from roleserve_core.supervisor import RunnableStatus
+from roleserve_core.testing import NO_CHANNEL, NodeHarness, PluginHarness, wait_for_value
+from roleserve_core.values import (
     CURATOR_CONNECTION,
     NODE_ID,
     POD_NETWORK,
     ROLES,
     CuratorConnection,
 )
-from roleserve_core.plugins import PluginState
-from roleserve_core.supervisor import RunnableStatus
-from roleserve_core.testing import NO_CHANNEL, NodeHarness, PluginHarness, wait_for_value
-from roleserve_core.values import ValueKey
 
 T = TypeVar("T")
 StartNode = Callable[..., Awaitable[NodeHarness]]
@@ -336,7 +336,7 @@ def test_a_plugin_whose_values_are_refused_is_left_out(
     bad = lenient.plugins.info("bad")
     assert (bad.state, bad.error, bad.values) == (PluginState.FAILED, error, [])
     assert lenient.plugins.loaded() == ["core", "fine"]
-    core = core_keys.roleserve_values()
+    core = core_values.roleserve_values()
     assert [info.owner for info in runtime.registry.entries()] == ["core"] * len(core)
     assert list(runtime.workers) == ["fine"]
 

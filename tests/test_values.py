@@ -18,7 +18,7 @@ from roleserve_core.errors import (
     ValueRegistryError,
 )
 from roleserve_core.event import Value, ValueWatch, Watcher
-from roleserve_core.values import PluginValues, ValueInfo, ValueKey, ValueRegistry, value_details
+from roleserve_core.registry import PluginValues, ValueInfo, ValueKey, ValueRegistry, value_details
 
 pytestmark = pytest.mark.anyio
 

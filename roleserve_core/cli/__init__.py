@@ -20,7 +20,7 @@ from roleserve_core.cli import ctl as ctl_command
 from roleserve_core.cli import node as node_command
 from roleserve_core.cli import plugin as plugin_command
 from roleserve_core.cli import plugins as plugins_command
-from roleserve_core.cli._failure import DEBUG_ENV, report, sole_error
+from roleserve_core.cli._failure import DEBUG_ENV, discard_stdout, report, sole_error
 from roleserve_core.errors import RoleserveError
 
 __all__ = ["build_parser", "main"]
@@ -70,14 +70,40 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+GRPC_VERBOSITY_ENV = "GRPC_VERBOSITY"
+"""gRPC's own: the least severe of its C core's lines it writes to stderr."""
+
+
+def _quiet_grpc(command: str | None, *, debug: bool) -> None:
+    """Keep gRPC's C core off the terminal, unless ``--debug``.
+
+    It writes lines of its own to stderr: a "Handshake failed" for each try at a curator
+    of another cluster, a "Got goaway" for every open call when a curator stops. What
+    matters of them reaches the command's own message or the node's log, so a command at a
+    terminal shows none, and a node's log (``node run``) keeps gRPC's errors. Set before
+    grpc loads (no command imports it before this); the operator's own setting wins.
+    """
+    if GRPC_VERBOSITY_ENV in os.environ:
+        return
+    if debug:
+        os.environ[GRPC_VERBOSITY_ENV] = "INFO"
+    else:
+        os.environ[GRPC_VERBOSITY_ENV] = "ERROR" if command == "node" else "NONE"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``roleserve`` command; returns the exit code."""
-    # gRPC's C core writes its own INFO lines to stderr (a "Got goaway" for every open call
-    # when a curator stops); what matters reaches our log. Set before grpc loads; the
-    # operator's own GRPC_VERBOSITY wins.
-    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+    try:
+        return _main(argv)
+    except BrokenPipeError:  # the reader of stdout went away: `... | head`, `--help | head`
+        discard_stdout()
+        return 1
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    _quiet_grpc(args.command, debug=args.debug)
     handler = getattr(args, "handler", None)
     if handler is None:
         parser.print_help(sys.stderr)

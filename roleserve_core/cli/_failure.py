@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from roleserve_core.environment import DEBUG_ENV
 from roleserve_core.errors import RoleserveError, leaf_exceptions
 
-__all__ = ["DEBUG_ENV", "debugging", "report", "sole_error"]
+__all__ = ["DEBUG_ENV", "debugging", "discard_stdout", "report", "sole_error"]
 
 
 def debugging() -> bool:
@@ -68,3 +68,16 @@ def _cause(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
     if all(isinstance(cause, RoleserveError | KeyboardInterrupt) for cause in causes):
         return causes[0]
     return None
+
+
+def discard_stdout() -> None:
+    """Point stdout at /dev/null: its reader went away (``ctl logs -f | head``,
+    ``cluster status --json | head``), there is nothing left to say to it, and Python's own
+    flush of the closed pipe at exit would print a traceback."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass  # stdout is no file (captured): nothing will flush into a closed pipe
+    finally:
+        os.close(devnull)

@@ -1,4 +1,5 @@
 # The package's exports, for type checkers and for lazy_loader (see __init__.py).
+from .leader import ForeignClusterError as ForeignClusterError
 from .leader import LeaderInfo as LeaderInfo
 from .leader import LeaderRefusedError as LeaderRefusedError
 from .leader import NoLeaderError as NoLeaderError

@@ -62,15 +62,15 @@ import anyio
 from roleserve_core.connection.curators import KnownCurators, curator_endpoint
 from roleserve_core.connection.leader import Candidates, LeaderInfo, follow_leader
 from roleserve_core.identity import NodeCredentials
-from roleserve_core.keys import (
+from roleserve_core.registry import PluginValues
+from roleserve_core.rpc import CancellationSafeChannel, secure_channel
+from roleserve_core.supervisor import RunContext
+from roleserve_core.values import (
     CLUSTER_NODES,
     CURATOR_CONNECTION,
     NODE_CREDENTIALS,
     CuratorConnection,
 )
-from roleserve_core.rpc import CancellationSafeChannel, secure_channel
-from roleserve_core.supervisor import RunContext
-from roleserve_core.values import PluginValues
 
 __all__ = ["ANSWER_TIMEOUT", "OLD_CHANNEL_GRACE", "CuratorConnector"]
 

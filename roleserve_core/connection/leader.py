@@ -15,6 +15,8 @@ that runs a curator). ``follow_leader`` asks them in turn and keeps following on
 A pass in which every candidate refused the connection (nothing listens there) is reported
 to ``on_refused``: ``find_leader`` can then fail at once when the caller says refusals are
 final (``roleserve ctl``, where a person waits), instead of passing again until the timeout.
+So is a pass in which those that did not refuse presented a certificate our CA did not sign
+(``ForeignClusterError``: credentials of one cluster, the address of another).
 A node keeps asking: its curators may be starting. Likewise a pass without a leader in which
 a curator said its consensus has no quorum (``no_quorum``: which members answer) goes to
 ``on_no_quorum``: no leader can come until enough members run again, and waiting out the
@@ -32,7 +34,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncGenerator, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import anyio
 import grpc
@@ -44,6 +46,7 @@ from roleserve_core.proto import curator_pb2, curator_pb2_grpc
 from roleserve_core.rpc import secure_channel
 
 __all__ = [
+    "ForeignClusterError",
     "LeaderInfo",
     "LeaderRefusedError",
     "NoLeaderError",
@@ -66,6 +69,22 @@ class NoLeaderError(ExpectedError):
 
 class LeaderRefusedError(NoLeaderError):
     """Every curator endpoint refused the connection: nothing listens at any of them."""
+
+
+class ForeignClusterError(LeaderRefusedError):
+    """The curators that answered are of another cluster: their certificates are not signed
+    by the CA of the credentials (the others refused the connection). The caller, which
+    knows where the credentials came from, says so in its terms (``ctl``: the directory).
+
+    :param endpoints: the curators of the other cluster.
+    """
+
+    def __init__(self, endpoints: Sequence[str]) -> None:
+        self.endpoints = tuple(endpoints)
+        super().__init__(
+            f"the curator at {', '.join(self.endpoints)} is not of the cluster of these "
+            "credentials (its CA differs); are these the right credentials for this address?"
+        )
 
 
 START_THEM = "start them (`roleserve node run` on each)"
@@ -132,10 +151,9 @@ async def follow_leader(
     while True:
         answered = False
         asking = list(candidates())
-        refused: set[str] = set()
-        quorum: list[curator_pb2.NoQuorum] = []
+        found = _Pass()
         for candidate in asking:
-            asking_one = _ask(candidate, credentials, answer_timeout, refused, quorum)
+            asking_one = _ask(candidate, credentials, answer_timeout, found)
             async with contextlib.aclosing(asking_one) as asked:
                 async for leader in asked:
                     answered = True
@@ -153,24 +171,37 @@ async def follow_leader(
         if answered:
             delay = FIRST_BACKOFF
             continue
-        _report_pass(asking, refused, quorum, on_refused, on_no_quorum)
+        _report_pass(asking, found, on_refused, on_no_quorum)
         await anyio.sleep(delay)
         delay = min(delay * 2, MAX_BACKOFF)
 
 
+@dataclass
+class _Pass:
+    """What the candidates of one pass that named no leader said instead."""
+
+    refused: set[str] = field(default_factory=set)
+    """Candidates that refused the connection: nothing listens there."""
+    foreign: set[str] = field(default_factory=set)
+    """Candidates whose certificate our CA did not sign: a curator of another cluster."""
+    quorum: list[curator_pb2.NoQuorum] = field(default_factory=list)
+    """What curators that said their consensus has no quorum said of it."""
+
+
 def _report_pass(
     asking: Sequence[str],
-    refused: set[str],
-    quorum: list[curator_pb2.NoQuorum],
+    found: _Pass,
     on_refused: Callable[[Sequence[str]], None] | None,
     on_no_quorum: Callable[[curator_pb2.NoQuorum], None] | None,
 ) -> None:
-    """After a pass that named no leader: every candidate refused, or one said there is no
-    quorum (see the module docstring)."""
-    if on_refused is not None and asking and refused == set(asking):
+    """After a pass that named no leader: every candidate refused or is of another cluster,
+    or one said there is no quorum (see the module docstring)."""
+    if on_refused is not None and asking and found.refused | found.foreign == set(asking):
+        if found.foreign:
+            raise ForeignClusterError(sorted(found.foreign))
         on_refused(asking)
-    if on_no_quorum is not None and quorum:
-        on_no_quorum(quorum[-1])
+    if on_no_quorum is not None and found.quorum:
+        on_no_quorum(found.quorum[-1])
 
 
 async def find_leader(
@@ -192,6 +223,8 @@ async def find_leader(
     :param no_quorum_is_final: fail as soon as a pass found no leader and a curator said
         there is no quorum.
     :raises LeaderRefusedError: with ``refused_is_final``, when every endpoint refused.
+    :raises ForeignClusterError: with ``refused_is_final``, when every endpoint refused or
+        is a curator of another cluster, and at least one is.
     :raises NoQuorumError: with ``no_quorum_is_final``, when a curator said so.
     :raises NoLeaderError: if none named a leader within ``timeout`` seconds.
     """
@@ -200,12 +233,11 @@ async def find_leader(
     with anyio.move_on_after(timeout):
         delay = FIRST_BACKOFF
         while True:
-            refused: set[str] = set()
-            quorum: list[curator_pb2.NoQuorum] = []
-            leader = await _first_named(endpoints, credentials, refused, quorum)
+            found = _Pass()
+            leader = await _first_named(endpoints, credentials, found)
             if leader is not None:
                 return leader
-            _report_pass(endpoints, refused, quorum, on_refused, on_no_quorum)
+            _report_pass(endpoints, found, on_refused, on_no_quorum)
             await anyio.sleep(delay)
             delay = min(delay * 2, MAX_BACKOFF)
     raise NoLeaderError(
@@ -217,16 +249,15 @@ async def find_leader(
 async def _first_named(
     endpoints: Sequence[str],
     credentials: Credentials,
-    refused: set[str],
-    quorum: list[curator_pb2.NoQuorum],
+    found: _Pass,
 ) -> LeaderInfo | None:
     """The leader the first of ``endpoints`` to answer names, asking all at once; None if
-    none did (``refused`` and ``quorum`` say why, as in ``_ask``)."""
+    none did (``found`` says why, as in ``_ask``)."""
     named: list[LeaderInfo] = []
     async with anyio.create_task_group() as asking:
 
         async def ask(candidate: str) -> None:
-            answers = _ask(candidate, credentials, ANSWER_TIMEOUT, refused, quorum)
+            answers = _ask(candidate, credentials, ANSWER_TIMEOUT, found)
             async with contextlib.aclosing(answers):
                 async for leader in answers:
                     named.append(leader)
@@ -253,12 +284,11 @@ async def _ask(
     candidate: str,
     credentials: Credentials,
     answer_timeout: float,
-    refused: set[str],
-    quorum: list[curator_pb2.NoQuorum],
+    found: _Pass,
 ) -> AsyncGenerator[LeaderInfo, None]:
-    """The leaders one candidate names, until its stream ends or fails; ``candidate`` goes
-    into ``refused`` if it refused the connection, and what it said of its consensus into
-    ``quorum`` if it said there is no quorum."""
+    """The leaders one candidate names, until its stream ends or fails; what it said
+    instead goes into ``found``: that it refused the connection, that its certificate is of
+    another cluster, or what it said of its consensus if it has no quorum."""
     async with secure_channel(candidate, credentials) as channel:
         stub = curator_pb2_grpc.CuratorLocalStub(channel)
         stream = stub.GetCurrentLeader(curator_pb2.GetCurrentLeaderRequest())
@@ -269,7 +299,7 @@ async def _ask(
             leader = _leader(candidate, first)
             if leader is None:
                 if first.HasField("no_quorum"):
-                    quorum.append(first.no_quorum)
+                    found.quorum.append(first.no_quorum)
                 # "No leader yet" first: the next candidate (see the module docstring), not a
                 # wait on this one, which may last while another candidate knows the leader.
                 log.debug("curator %s: no leader yet", candidate)
@@ -282,7 +312,9 @@ async def _ask(
         except (grpc.aio.AioRpcError, TimeoutError, StopAsyncIteration) as exc:
             log.debug("curator %s: %s", candidate, _describe(exc))
             if _is_refusal(exc):
-                refused.add(candidate)
+                found.refused.add(candidate)
+            elif _is_foreign(exc):
+                found.foreign.add(candidate)
         finally:
             stream.cancel()
 
@@ -303,6 +335,17 @@ def _is_refusal(exc: BaseException) -> bool:
         isinstance(exc, grpc.aio.AioRpcError)
         and exc.code() == grpc.StatusCode.UNAVAILABLE
         and "connection refused" in (exc.details() or "").lower()
+    )
+
+
+def _is_foreign(exc: BaseException) -> bool:
+    """Whether ``exc`` says the candidate's certificate failed verification against our CA
+    (gRPC reports a failed handshake as UNAVAILABLE, naming the cause only in its details):
+    it is a curator of another cluster, and asking again cannot change that."""
+    return (
+        isinstance(exc, grpc.aio.AioRpcError)
+        and exc.code() == grpc.StatusCode.UNAVAILABLE
+        and "CERTIFICATE_VERIFY_FAILED" in (exc.details() or "")
     )
 
 

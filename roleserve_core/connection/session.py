@@ -45,10 +45,10 @@ import grpc
 
 from roleserve_core.errors import ExpectedError
 from roleserve_core.event import Watcher
-from roleserve_core.keys import CURATOR_CONNECTION, CuratorConnection
+from roleserve_core.registry import PluginValues
 from roleserve_core.rpc import node_refusal, until_ready
 from roleserve_core.supervisor import RunContext
-from roleserve_core.values import PluginValues
+from roleserve_core.values import CURATOR_CONNECTION, CuratorConnection
 
 __all__ = ["LEADER_CHANGE_WINDOW", "LeaderUnresponsiveError", "Session", "on_each_connection"]
 

@@ -36,8 +36,8 @@ from roleserve_core.enrolment.ticket import (
     RegisterTicket,
 )
 from roleserve_core.errors import CredentialsError, EnrolmentError
+from roleserve_core.registry import PluginValues
 from roleserve_core.supervisor import RunContext
-from roleserve_core.values import PluginValues
 
 __all__ = [
     "BootstrapPlan",

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from roleserve_core.connection.curators import KnownCurators
 from roleserve_core.datadir import NodeDataDirectory
 from roleserve_core.identity import NodeCredentials
-from roleserve_core.keys import NODE_CREDENTIALS, NODE_ID
-from roleserve_core.values import PluginValues
+from roleserve_core.registry import PluginValues
+from roleserve_core.values import NODE_CREDENTIALS, NODE_ID
 
 __all__ = ["announce", "save_credentials"]
 

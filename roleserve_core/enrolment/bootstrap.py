@@ -31,10 +31,10 @@ from roleserve_core.identity import (
     certificate_from_pem,
     certificate_to_pem,
 )
-from roleserve_core.keys import BOOTSTRAP, BOOTSTRAPPED, NETWORK, Bootstrapped, BootstrapRequest
 from roleserve_core.ports import CURATOR_PORT, endpoint
+from roleserve_core.registry import PluginValues
 from roleserve_core.supervisor import RunContext
-from roleserve_core.values import PluginValues
+from roleserve_core.values import BOOTSTRAP, BOOTSTRAPPED, NETWORK, Bootstrapped, BootstrapRequest
 from roleserve_core.workers.rolefetch import ROLES_FILE, save_roles
 
 __all__ = ["bootstrap"]

@@ -23,8 +23,8 @@ from roleserve_core.identity import (
     certificate_from_pem,
     node_id,
 )
+from roleserve_core.registry import PluginValues
 from roleserve_core.supervisor import RunContext
-from roleserve_core.values import PluginValues
 
 __all__ = ["join"]
 

@@ -37,9 +37,9 @@ from roleserve_core.identity import (
     public_key_der,
 )
 from roleserve_core.proto import curator_pb2, curator_pb2_grpc, node_pb2
+from roleserve_core.registry import PluginValues
 from roleserve_core.rpc import secure_channel
 from roleserve_core.supervisor import RunContext
-from roleserve_core.values import PluginValues
 
 __all__ = ["COMMIT_EVERY", "register"]
 

@@ -132,6 +132,10 @@ class LocalNode:
         inherited = {
             name: value for name, value in os.environ.items() if name != REGISTER_TICKET_ENV
         }
+        if inherited.get("GRPC_VERBOSITY") == "NONE":
+            # The silence of `roleserve cluster` at its terminal: a node's log keeps
+            # gRPC's errors (roleserve_core.cli's _quiet_grpc).
+            del inherited["GRPC_VERBOSITY"]
         if self.namespace is None:
             disabled = [name for name in inherited.get(DISABLE_PLUGINS_ENV, "").split(",") if name]
             inherited[DISABLE_PLUGINS_ENV] = ",".join(dict.fromkeys([*disabled, *LOOPBACK_WITHOUT]))

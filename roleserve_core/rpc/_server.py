@@ -25,8 +25,9 @@ where every authenticated call passes, so that no method can forget it.
 
 Servers are always nodes: they present their node certificate. Every server permits the
 clients' keepalive pings (``KEEPALIVE_POLICY``; see ``KEEPALIVE_OPTIONS`` in ``_client``),
-and reads requests of at most ``limits.MAX_REQUEST_BYTES`` (``REQUEST_LIMITS``; gRPC
-answers a larger one RESOURCE_EXHAUSTED without reading it).
+and refuses requests larger than ``limits.MAX_REQUEST_BYTES`` INVALID_ARGUMENT, naming the
+limit, once the caller is admitted; gRPC answers one beyond ``limits.MAX_READ_BYTES``
+RESOURCE_EXHAUSTED without reading it (``REQUEST_LIMITS``).
 
 A request that does not parse as its method's message (bytes cut short, a string field that
 is not UTF-8, which proto3 forbids) is answered INVALID_ARGUMENT, naming the message, once
@@ -51,7 +52,7 @@ from typing import Any, Protocol
 import grpc
 
 from roleserve_core.identity import NodeCredentials, certificate_to_pem, enrolment_ca
-from roleserve_core.limits import MAX_REQUEST_BYTES
+from roleserve_core.limits import MAX_READ_BYTES, request_too_large
 from roleserve_core.rpc._authorization import (
     MethodAuthorization,
     method_authorization,
@@ -96,10 +97,8 @@ KEEPALIVE_POLICY: tuple[tuple[str, int], ...] = (
 stall (SIGSTOP, a paused VM) reads the pings its clients sent meanwhile in one burst, and
 answered every connection with GOAWAY ``too_many_pings`` (seen in benchmarks/failover.py)."""
 
-REQUEST_LIMITS: tuple[tuple[str, int], ...] = (
-    ("grpc.max_receive_message_length", MAX_REQUEST_BYTES),
-)
-"""The largest request every server reads (see ``roleserve_core.limits``)."""
+REQUEST_LIMITS: tuple[tuple[str, int], ...] = (("grpc.max_receive_message_length", MAX_READ_BYTES),)
+"""The largest request every server reads, if only to refuse it (``roleserve_core.limits``)."""
 
 # Generic in the type stubs only: at run time the grpc classes are not subscriptable.
 
@@ -347,12 +346,15 @@ class _Undecodable:
 def _tolerant(
     deserializer: Callable[[bytes], Any] | None, message: str
 ) -> Callable[[bytes], Any] | None:
-    """``deserializer``, returning an ``_Undecodable`` where it raises."""
+    """``deserializer``, returning an ``_Undecodable`` where it raises, or where the request
+    is larger than a request may be."""
     if deserializer is None:
         return None
     parse = deserializer
 
     def deserialize(data: bytes) -> Any:
+        if (too_large := request_too_large(len(data))) is not None:
+            return _Undecodable(too_large)
         try:
             return parse(data)
         except Exception as exc:  # protobuf's DecodeError, or any other parser's failure

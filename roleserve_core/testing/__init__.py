@@ -13,6 +13,14 @@ is imported in every suite through the pytest plugin.
 
 from roleserve_core.testing._clock import FakeClock
 from roleserve_core.testing._cluster import FakeCluster, ThrowawayCA
+from roleserve_core.testing._core import (
+    PROMETHEUS_ROLE_LABEL,
+    plugin_set,
+    prometheus_yaml,
+    record_leftover,
+    renewal_due,
+    tree_line,
+)
 from roleserve_core.testing._curator import FakeCall, FakeCurator, random_loopback
 from roleserve_core.testing._harness import (
     NO_CHANNEL,
@@ -38,6 +46,7 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "NO_CHANNEL",
     "POLL_INTERVAL",
+    "PROMETHEUS_ROLE_LABEL",
     "REQUIRE_REAL_ENV",
     "FakeCall",
     "FakeClock",
@@ -51,10 +60,15 @@ __all__ = [
     "load_installed_plugin",
     "mounted_tmpfs",
     "node_record",
+    "plugin_set",
     "poll_until",
     "presented_certificate",
+    "prometheus_yaml",
     "random_loopback",
+    "record_leftover",
+    "renewal_due",
     "require_real",
+    "tree_line",
     "wait_for_state",
     "wait_for_status",
     "wait_for_value",

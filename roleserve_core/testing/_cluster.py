@@ -31,9 +31,9 @@ from roleserve_core.identity import (
     issue_node_certificate,
     issue_user_certificate,
 )
-from roleserve_core.keys import CuratorConnection
 from roleserve_core.rpc import secure_channel
 from roleserve_core.testing._curator import FakeCurator
+from roleserve_core.values import CuratorConnection
 
 __all__ = ["FakeCluster", "ThrowawayCA"]
 

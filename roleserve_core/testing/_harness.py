@@ -12,7 +12,6 @@ import grpc
 from anyio.abc import TaskGroup, TaskStatus
 
 from roleserve_core.clock import Clock
-from roleserve_core.keys import ROLES
 from roleserve_core.plugins import (
     BUILTIN_PLUGINS,
     BuiltinPlugin,
@@ -20,11 +19,12 @@ from roleserve_core.plugins import (
     PluginSelection,
     PluginSet,
 )
+from roleserve_core.registry import ValueKey
 from roleserve_core.roles import NodeRoles
 from roleserve_core.runtime import CORE_READER, NodeRuntime
 from roleserve_core.supervisor import BackoffPolicy, Runnable, RunnableStatus, State, Supervisor
 from roleserve_core.testing._wait import DEFAULT_TIMEOUT, wait_for_state, wait_for_status
-from roleserve_core.values import ValueKey
+from roleserve_core.values import ROLES
 
 __all__ = [
     "NO_CHANNEL",

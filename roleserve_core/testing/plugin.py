@@ -34,12 +34,12 @@ from typing import Any
 
 import pytest
 
+from roleserve_core.registry import ValueRegistry
 from roleserve_core.runtime import NodeRuntime
 from roleserve_core.testing._clock import FakeClock
 from roleserve_core.testing._cluster import FakeCluster, ThrowawayCA
 from roleserve_core.testing._harness import NodeHarness, PluginHarness, SupervisorRunner
 from roleserve_core.testing._loop import LingeringEventLoopPolicy, close_lingering_loops
-from roleserve_core.values import ValueRegistry
 
 
 def pytest_configure(config: pytest.Config) -> None:

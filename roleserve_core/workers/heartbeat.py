@@ -38,10 +38,10 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from roleserve_core.connection.session import LeaderUnresponsiveError, on_each_connection
 from roleserve_core.errors import ExpectedError
 from roleserve_core.event import Value
-from roleserve_core.keys import CURATOR_CONNECTION, CuratorConnection
 from roleserve_core.node import NodeContext, Worker
 from roleserve_core.proto import curator_pb2, curator_pb2_grpc
 from roleserve_core.supervisor import RunContext
+from roleserve_core.values import CURATOR_CONNECTION, CuratorConnection
 from roleserve_core.workers._identity import (
     CONFLICT_RETRY,
     PROCESS_INSTANCE,

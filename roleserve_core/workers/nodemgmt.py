@@ -3,7 +3,7 @@
 ::
 
     node_credentials ──┐                                     (will be read)
-                       ├──▶ plan() ──▶ Listen(address, credentials)
+                       ├──▶ plan_listen() ──▶ Listen(address, credentials)
     network ───────────┘      │            │
                               │            └──▶ gRPC server on <address>:7839, mutual TLS
                               │                 with the node certificate, serving
@@ -50,14 +50,6 @@ import grpc
 from roleserve_core.errors import RoleserveError
 from roleserve_core.event import Combined, ValueWatch
 from roleserve_core.identity import NodeCredentials
-from roleserve_core.keys import (
-    NETWORK,
-    NODE_CREDENTIALS,
-    REVOKED_CREDENTIALS,
-    IPAddress,
-    NetworkStatus,
-    RevokedCredentials,
-)
 from roleserve_core.node import NodeContext, NodeIntrospection, Worker
 from roleserve_core.nodemanagement import NodeManagementService
 from roleserve_core.ports import NODE_MANAGEMENT_PORT, endpoint
@@ -65,8 +57,16 @@ from roleserve_core.proto import nodemanagement_pb2_grpc
 from roleserve_core.rpc import Revocations, bind, create_server
 from roleserve_core.stats import RpcStats
 from roleserve_core.supervisor import RunContext
+from roleserve_core.values import (
+    NETWORK,
+    NODE_CREDENTIALS,
+    REVOKED_CREDENTIALS,
+    IPAddress,
+    NetworkStatus,
+    RevokedCredentials,
+)
 
-__all__ = ["SERVER_OPTIONS", "Listen", "nodemgmt_worker", "plan", "restart_needed"]
+__all__ = ["SERVER_OPTIONS", "Listen", "nodemgmt_worker", "plan_listen", "restart_needed"]
 
 SERVER_OPTIONS = (("grpc.so_reuseport", 0),)
 """No port sharing: grpc turns SO_REUSEPORT on by default, which would let two processes
@@ -95,7 +95,7 @@ class Listen:
         return f"Listen({self.endpoint} as {self.credentials.node_id})"
 
 
-def plan(credentials: NodeCredentials | None, network: NetworkStatus | None) -> Listen | str:
+def plan_listen(credentials: NodeCredentials | None, network: NetworkStatus | None) -> Listen | str:
     """What to do with these inputs: serve (a ``Listen``) or wait (a note saying for what).
 
     ``None`` stands for a value not set yet.
@@ -135,7 +135,7 @@ def nodemgmt_worker(node: NodeContext) -> Worker:
         sources = (node.values.read(NODE_CREDENTIALS), node.values.read(NETWORK))
         async with Combined(*sources) as inputs:
             while True:
-                listen = plan(*await inputs.get())
+                listen = plan_listen(*await inputs.get())
                 if isinstance(listen, Listen):
                     break
                 ctx.set_note(listen)
@@ -145,9 +145,9 @@ def nodemgmt_worker(node: NodeContext) -> Worker:
                 ctx.set_note(f"serving at {listen.endpoint}")
                 ctx.log.info("serving node management at %s", listen.endpoint)
                 ctx.signal_healthy()
-                latest = plan(*await inputs.get())
+                latest = plan_listen(*await inputs.get())
                 while not restart_needed(listen, latest):
-                    latest = plan(*await inputs.get())
+                    latest = plan_listen(*await inputs.get())
                 ctx.log.info("its address or certificate changed, restarting: %s", latest)
                 ctx.restart()
                 await anyio.sleep_forever()  # until the restart's cancellation arrives

@@ -25,11 +25,11 @@ import anyio
 from roleserve_core.clusternodes import NodeWatchFold
 from roleserve_core.connection.session import on_each_connection
 from roleserve_core.event import Watcher
-from roleserve_core.keys import CLUSTER_NODES, CURATOR_CONNECTION, CuratorConnection
 from roleserve_core.node import NodeContext, Worker
 from roleserve_core.proto import curator_pb2, curator_pb2_grpc
+from roleserve_core.registry import PluginValues
 from roleserve_core.supervisor import RunContext
-from roleserve_core.values import PluginValues
+from roleserve_core.values import CLUSTER_NODES, CURATOR_CONNECTION, CuratorConnection
 
 __all__ = ["IDLE_NOTE", "nodewatch_worker"]
 

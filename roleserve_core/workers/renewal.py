@@ -43,11 +43,11 @@ from roleserve_core.datadir import NodeDataDirectory
 from roleserve_core.errors import CredentialsError, IdentityError
 from roleserve_core.event import Value
 from roleserve_core.identity import NodeCredentials, certificate_from_pem
-from roleserve_core.keys import CURATOR_CONNECTION, NODE_CREDENTIALS, CuratorConnection
 from roleserve_core.node import NodeContext, Worker
 from roleserve_core.proto import curator_pb2, curator_pb2_grpc
 from roleserve_core.rpc import node_refusal
 from roleserve_core.supervisor import RunContext
+from roleserve_core.values import CURATOR_CONNECTION, NODE_CREDENTIALS, CuratorConnection
 
 __all__ = [
     "CALL_TIMEOUT",

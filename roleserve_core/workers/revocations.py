@@ -24,16 +24,16 @@ revocation reaches it once it is connected again.
 from __future__ import annotations
 
 from roleserve_core.connection.session import on_each_connection
-from roleserve_core.keys import (
+from roleserve_core.node import NodeContext, Worker
+from roleserve_core.proto import curator_pb2, curator_pb2_grpc
+from roleserve_core.registry import PluginValues
+from roleserve_core.supervisor import RunContext
+from roleserve_core.values import (
     CURATOR_CONNECTION,
     REVOKED_CREDENTIALS,
     CuratorConnection,
     RevokedCredentials,
 )
-from roleserve_core.node import NodeContext, Worker
-from roleserve_core.proto import curator_pb2, curator_pb2_grpc
-from roleserve_core.supervisor import RunContext
-from roleserve_core.values import PluginValues
 
 __all__ = ["revocations_worker"]
 

@@ -26,11 +26,11 @@ from roleserve_core.clusternodes import NodeWatchFold
 from roleserve_core.connection.session import on_each_connection
 from roleserve_core.errors import DataDirectoryError
 from roleserve_core.files import write_atomically
-from roleserve_core.keys import CURATOR_CONNECTION, ROLES, CuratorConnection
 from roleserve_core.node import NodeContext, Worker
 from roleserve_core.proto import common_pb2, curator_pb2, curator_pb2_grpc
 from roleserve_core.roles import NodeRoles, roles_from_proto, roles_to_proto
 from roleserve_core.supervisor import RunContext
+from roleserve_core.values import CURATOR_CONNECTION, ROLES, CuratorConnection
 
 __all__ = ["ROLES_FILE", "load_saved_roles", "rolefetch_worker", "save_roles"]
 

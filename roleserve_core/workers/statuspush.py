@@ -34,7 +34,11 @@ import grpc
 from roleserve_core.connection.session import on_each_connection
 from roleserve_core.errors import RoleserveError
 from roleserve_core.event import Combined, Value
-from roleserve_core.keys import (
+from roleserve_core.node import NodeContext, Worker
+from roleserve_core.ports import CURATOR_PORT, split_endpoint
+from roleserve_core.proto import common_pb2, curator_pb2, curator_pb2_grpc
+from roleserve_core.supervisor import RunContext
+from roleserve_core.values import (
     CURATOR_CONNECTION,
     HANDLED_CUSTOM_ROLES,
     LOCAL_CONTROL_PLANE,
@@ -43,10 +47,6 @@ from roleserve_core.keys import (
     LocalControlPlane,
     NetworkStatus,
 )
-from roleserve_core.node import NodeContext, Worker
-from roleserve_core.ports import CURATOR_PORT, split_endpoint
-from roleserve_core.proto import common_pb2, curator_pb2, curator_pb2_grpc
-from roleserve_core.supervisor import RunContext
 from roleserve_core.version import core_version
 from roleserve_core.workers._identity import (
     CONFLICT_RETRY,

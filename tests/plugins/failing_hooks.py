@@ -1,7 +1,7 @@
 """A test plugin whose on_roles and on_curator_connection raise on every call."""
 
 from roleserve_core import NodeContext, NodeRoles, hookimpl
-from roleserve_core.keys import CuratorConnection
+from roleserve_core.values import CuratorConnection
 
 ROLESERVE_PLUGIN_API = 1
 

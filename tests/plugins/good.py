@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 
 from roleserve_core import NodeContext, NodeRoles, RunContext, ValueKey, Worker, hookimpl
-from roleserve_core.keys import ROLES, CuratorConnection
+from roleserve_core.values import ROLES, CuratorConnection
 
 ROLESERVE_PLUGIN_API = 1
 

@@ -3,7 +3,7 @@
 from typing import Any
 
 from roleserve_core import ValueKey, hookimpl
-from roleserve_core.keys import ROLES
+from roleserve_core.values import ROLES
 
 ROLESERVE_PLUGIN_API = 1
 

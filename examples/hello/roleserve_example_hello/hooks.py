@@ -18,18 +18,21 @@ from typing import Any
 import anyio
 
 from roleserve_core import (
+    CLUSTER_NODES,
+    NODE_ID,
+    ROLES,
     NodeContext,
     NodeRoles,
     RunContext,
     Setting,
     ValueKey,
     Worker,
+    common_pb2,
+    curator_pb2,
     custom_role,
+    follow_changes,
     hookimpl,
 )
-from roleserve_core.clusternodes import follow_changes
-from roleserve_core.keys import CLUSTER_NODES, NODE_ID, ROLES
-from roleserve_core.proto import common_pb2, curator_pb2
 
 ROLESERVE_PLUGIN_API = 1
 

@@ -7,10 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from roleserve_core import NodeRoles, State
-from roleserve_core.errors import ConfigError
-from roleserve_core.keys import CURATOR_CONNECTION, HANDLED_CUSTOM_ROLES, NODE_ID
-from roleserve_core.proto import common_pb2
+from roleserve_core import (
+    CURATOR_CONNECTION,
+    HANDLED_CUSTOM_ROLES,
+    NODE_ID,
+    ConfigError,
+    NodeRoles,
+    State,
+    common_pb2,
+)
 from roleserve_core.testing import (
     FakeCluster,
     NodeHarness,

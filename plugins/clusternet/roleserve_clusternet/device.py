@@ -29,7 +29,7 @@ from typing import Protocol
 import anyio.lowlevel
 
 from roleserve_clusternet.errors import UapiError
-from roleserve_core.event import Value
+from roleserve_core import Value
 
 __all__ = [
     "DeviceChange",

@@ -38,7 +38,7 @@ from roleserve_clusternet import link
 from roleserve_clusternet.device import DeviceChange, DeviceState, IPInterface, IPNetwork
 from roleserve_clusternet.errors import InterfaceError, InterfaceInUseError, UapiError
 from roleserve_clusternet.uapi import UapiSocket, socket_path
-from roleserve_core.process import ProgramSpec, RunningProgram, resolve_binary, start_program
+from roleserve_core import ProgramSpec, RunningProgram, resolve_binary, start_program
 
 __all__ = [
     "READY_TIMEOUT",

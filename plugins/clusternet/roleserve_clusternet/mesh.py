@@ -23,7 +23,7 @@ from roleserve_clusternet.device import IPInterface, MeshInterface
 from roleserve_clusternet.peers import Wanted
 from roleserve_clusternet.privatekey import WireGuardKey
 from roleserve_clusternet.settings import ClusternetSettings
-from roleserve_core.event import Value
+from roleserve_core import Value
 
 __all__ = ["Mesh"]
 

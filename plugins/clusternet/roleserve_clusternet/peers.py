@@ -32,9 +32,7 @@ from roleserve_clusternet.device import (
     sorted_networks,
 )
 from roleserve_clusternet.privatekey import decode_key
-from roleserve_core.clusternodes import node_address
-from roleserve_core.ports import endpoint
-from roleserve_core.proto import common_pb2, curator_pb2
+from roleserve_core import common_pb2, curator_pb2, endpoint, node_address
 
 __all__ = ["Skipped", "Wanted", "announced", "own_address", "plan", "wanted_peers"]
 

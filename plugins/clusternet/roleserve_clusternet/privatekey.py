@@ -20,7 +20,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from roleserve_clusternet.errors import KeyFileError
-from roleserve_core.files import write_atomically
+from roleserve_core import write_atomically
 
 __all__ = ["KEY_FILE", "WireGuardKey", "decode_key", "load_or_create_key"]
 

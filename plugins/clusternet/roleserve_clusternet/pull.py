@@ -26,10 +26,7 @@ from roleserve_clusternet.device import DeviceChange, IPInterface, PeerConfig, s
 from roleserve_clusternet.errors import ClusternetError
 from roleserve_clusternet.mesh import Mesh
 from roleserve_clusternet.peers import Skipped, own_address, plan, wanted_peers
-from roleserve_core import RunContext
-from roleserve_core.clusternodes import ClusterNodes
-from roleserve_core.keys import CLUSTER_NODES, NODE_ID
-from roleserve_core.values import PluginValues
+from roleserve_core import CLUSTER_NODES, NODE_ID, ClusterNodes, PluginValues, RunContext
 
 __all__ = ["WAITING_FOR_NODES", "pull"]
 

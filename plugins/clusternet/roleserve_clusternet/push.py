@@ -30,13 +30,21 @@ import grpc
 from roleserve_clusternet.device import IPNetwork
 from roleserve_clusternet.mesh import Mesh
 from roleserve_clusternet.peers import announced, own_address
-from roleserve_core import RunContext
-from roleserve_core.clusternodes import ClusterNodes
-from roleserve_core.connection.session import on_each_connection
-from roleserve_core.event import Combined
-from roleserve_core.keys import CLUSTER_NODES, NODE_ID, POD_NETWORK, CuratorConnection, PodNetwork
-from roleserve_core.proto import common_pb2, curator_pb2, curator_pb2_grpc
-from roleserve_core.values import PluginValues
+from roleserve_core import (
+    CLUSTER_NODES,
+    NODE_ID,
+    POD_NETWORK,
+    ClusterNodes,
+    Combined,
+    CuratorConnection,
+    PluginValues,
+    PodNetwork,
+    RunContext,
+    common_pb2,
+    curator_pb2,
+    curator_pb2_grpc,
+    on_each_connection,
+)
 
 __all__ = ["BACKOFF_INITIAL", "BACKOFF_MAX", "WAITING_FOR_PREFIX", "push"]
 

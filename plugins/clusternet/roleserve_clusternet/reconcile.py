@@ -29,8 +29,7 @@ from roleserve_clusternet.device import DeviceState, short_key
 from roleserve_clusternet.mesh import Mesh
 from roleserve_clusternet.peers import plan
 from roleserve_clusternet.values import CLUSTERNET_STATUS, ClusternetStatus, PeerStatus, key_text
-from roleserve_core import RunContext
-from roleserve_core.values import PluginValues
+from roleserve_core import PluginValues, RunContext
 
 __all__ = ["reconcile", "status_of"]
 

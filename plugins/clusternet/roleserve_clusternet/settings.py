@@ -14,8 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from roleserve_core import Setting
-from roleserve_core.errors import ConfigError
+from roleserve_core import ConfigError, Setting
 
 __all__ = [
     "CLUSTER_NETWORK",

@@ -43,10 +43,18 @@ from roleserve_clusternet.push import push
 from roleserve_clusternet.reconcile import reconcile
 from roleserve_clusternet.settings import ClusternetSettings
 from roleserve_clusternet.values import CLUSTERNET_STATUS, ClusternetStatus
-from roleserve_core import NodeContext, RunContext, ValueKey, Worker
-from roleserve_core.keys import CLUSTER_NODES, CURATOR_CONNECTION, NODE_ID, POD_NETWORK
-from roleserve_core.supervisor import Runnable
-from roleserve_core.values import PluginValues
+from roleserve_core import (
+    CLUSTER_NODES,
+    CURATOR_CONNECTION,
+    NODE_ID,
+    POD_NETWORK,
+    NodeContext,
+    PluginValues,
+    RunContext,
+    Runnable,
+    ValueKey,
+    Worker,
+)
 
 __all__ = ["RUNNABLES", "WAITING_FOR_ID", "clusternet_worker", "run_mesh"]
 

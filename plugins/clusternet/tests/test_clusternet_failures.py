@@ -20,12 +20,8 @@ from roleserve_clusternet.errors import InterfaceError, InterfaceInUseError, Uap
 from roleserve_clusternet.interface import InterfaceSpec, open_interface
 from roleserve_clusternet.privatekey import KEY_FILE
 from roleserve_clusternet.worker_clusternet import WAITING_FOR_ID
-from roleserve_core import State
-from roleserve_core.errors import FinalError
-from roleserve_core.keys import NODE_ID
-from roleserve_core.process import ProcessRecord, ProgramSpec
-from roleserve_core.process._proc import boot_id, read_stat
-from roleserve_core.testing import NodeHarness, PluginHarness, require_real
+from roleserve_core import NODE_ID, FinalError, ProgramSpec, State
+from roleserve_core.testing import NodeHarness, PluginHarness, record_leftover, require_real
 
 from .clusternet_netns import NetnsPair, netns_pair
 
@@ -169,18 +165,10 @@ async def test_a_wireguard_go_left_by_a_killed_run_is_stopped_and_replaced(
                     break
                 except UapiError:
                     await anyio.sleep(0.02)
-        stat = read_stat(leftover.pid)
-        assert stat is not None
         state_dir.mkdir()
-        ProcessRecord(
-            pid=leftover.pid,
-            pgid=leftover.pid,
-            start_time=stat.start_time,
-            boot_id=boot_id(),
-            executable=program.executable,
-            arguments=list(program.arguments),
-            node_pid=1,
-        ).write(program.record_path)
+        record_leftover(
+            leftover.pid, [str(program.executable), *program.arguments], program.record_path
+        )
         async with open_interface(LOG, spec) as (device, running):
             assert running.pid != leftover.pid
             await device.read()

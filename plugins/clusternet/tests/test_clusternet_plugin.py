@@ -10,8 +10,7 @@ import pytest
 
 from roleserve_clusternet import hooks
 from roleserve_clusternet.settings import ClusternetSettings
-from roleserve_core.errors import ConfigError, PluginLoadError
-from roleserve_core.keys import CLUSTER_NODES, CURATOR_CONNECTION, NODE_ID
+from roleserve_core import CLUSTER_NODES, CURATOR_CONNECTION, NODE_ID, ConfigError, PluginLoadError
 from roleserve_core.testing import PluginHarness, load_installed_plugin
 
 

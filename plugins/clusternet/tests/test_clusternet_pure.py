@@ -18,9 +18,7 @@ from roleserve_clusternet.peers import Skipped, announced, own_address, plan, wa
 from roleserve_clusternet.privatekey import KEY_FILE, WireGuardKey, load_or_create_key
 from roleserve_clusternet.uapi import encode_set, parse_get
 from roleserve_clusternet.values import ClusternetStatus, PeerStatus
-from roleserve_core.clusternodes import ClusterNodes
-from roleserve_core.errors import FinalError
-from roleserve_core.proto import common_pb2, curator_pb2
+from roleserve_core import ClusterNodes, FinalError, common_pb2, curator_pb2
 
 net = ipaddress.ip_network
 KEY_A = WireGuardKey.generate()

@@ -26,11 +26,15 @@ from roleserve_clusternet.privatekey import WireGuardKey, load_or_create_key
 from roleserve_clusternet.settings import ClusternetSettings
 from roleserve_clusternet.values import CLUSTERNET_STATUS, ClusternetStatus
 from roleserve_clusternet.worker_clusternet import configure_device
-from roleserve_core import State
-from roleserve_core.keys import CURATOR_CONNECTION, NODE_ID
-from roleserve_core.logtree import LogFollower
-from roleserve_core.process import read_record
-from roleserve_core.proto import common_pb2, curator_pb2
+from roleserve_core import (
+    CURATOR_CONNECTION,
+    NODE_ID,
+    LogFollower,
+    State,
+    common_pb2,
+    curator_pb2,
+    read_record,
+)
 from roleserve_core.testing import (
     DEFAULT_TIMEOUT,
     FakeClock,

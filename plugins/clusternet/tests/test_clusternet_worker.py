@@ -17,9 +17,18 @@ from roleserve_clusternet.device import DeviceChange, MemoryInterface, PeerConfi
 from roleserve_clusternet.privatekey import WireGuardKey, load_or_create_key
 from roleserve_clusternet.push import WAITING_FOR_PREFIX
 from roleserve_clusternet.values import CLUSTERNET_STATUS, ClusternetStatus
-from roleserve_core import State, ValueKey, hookimpl
-from roleserve_core.keys import CLUSTER_NODES, CURATOR_CONNECTION, NODE_ID, POD_NETWORK, PodNetwork
-from roleserve_core.proto import common_pb2, curator_pb2
+from roleserve_core import (
+    CLUSTER_NODES,
+    CURATOR_CONNECTION,
+    NODE_ID,
+    POD_NETWORK,
+    PodNetwork,
+    State,
+    ValueKey,
+    common_pb2,
+    curator_pb2,
+    hookimpl,
+)
 from roleserve_core.testing import (
     FakeCluster,
     FakeCurator,

@@ -16,10 +16,20 @@ from typing import Any
 
 from roleserve_controlplane.settings import SETTINGS
 from roleserve_controlplane.worker_controlplane import controlplane_worker
-from roleserve_core import NodeContext, Setting, Worker, hookimpl
-from roleserve_core.keys import BOOTSTRAPPED, LOCAL_CONTROL_PLANE, NETWORK, ROLES
-from roleserve_core.ports import ETCD_METRICS_PORT, endpoint, local_exporter_host
-from roleserve_core.values import ValueKey
+from roleserve_core import (
+    BOOTSTRAPPED,
+    ETCD_METRICS_PORT,
+    LOCAL_CONTROL_PLANE,
+    NETWORK,
+    ROLES,
+    NodeContext,
+    Setting,
+    ValueKey,
+    Worker,
+    endpoint,
+    hookimpl,
+    local_exporter_host,
+)
 
 ROLESERVE_PLUGIN_API = 1
 

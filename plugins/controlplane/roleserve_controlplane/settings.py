@@ -21,8 +21,7 @@ from roleserve_controlplane.curator.prefixes import (
     ClusterNetwork,
     ClusterNetworkError,
 )
-from roleserve_core import Setting
-from roleserve_core.errors import ConfigError, FinalError
+from roleserve_core import ConfigError, FinalError, Setting
 
 __all__ = [
     "CLUSTER_NETWORK",

@@ -62,23 +62,26 @@ from roleserve_controlplane.curator import (
     write_bootstrap,
 )
 from roleserve_controlplane.settings import ControlPlaneSettings
-from roleserve_core import NodeContext, NodeRoles, RunContext, Worker
-from roleserve_core.event import Combined
-from roleserve_core.identity import Credentials, NodeCredentials, certificate_from_pem
-from roleserve_core.keys import (
+from roleserve_core import (
     BOOTSTRAP,
     BOOTSTRAPPED,
+    ETCD_METRICS_PORT,
     LOCAL_CONTROL_PLANE,
     NETWORK,
     NODE_CREDENTIALS,
     ROLES,
     Bootstrapped,
     BootstrapRequest,
+    Combined,
     LocalControlPlane,
     NetworkStatus,
+    NodeContext,
+    NodeRoles,
+    RunContext,
+    Worker,
+    roles_from_proto,
 )
-from roleserve_core.ports import ETCD_METRICS_PORT
-from roleserve_core.roles import roles_from_proto
+from roleserve_core.identity import Credentials, NodeCredentials, certificate_from_pem
 
 __all__ = [
     "ControlPlaneSettings",

@@ -12,12 +12,19 @@ import pytest
 from roleserve_controlplane import hooks
 from roleserve_controlplane.curator import ClusterNetworkError
 from roleserve_controlplane.settings import SETTINGS, ControlPlaneSettings
-from roleserve_core import NodeContext
-from roleserve_core.errors import ConfigError, FinalError
-from roleserve_core.keys import NETWORK, ROLES, NetworkStatus
-from roleserve_core.roles import ConsensusMember, KubernetesWorker, NodeRoles
+from roleserve_core import (
+    NETWORK,
+    ROLES,
+    ConfigError,
+    ConsensusMember,
+    FinalError,
+    KubernetesWorker,
+    NetworkStatus,
+    NodeContext,
+    NodeRoles,
+    ValueRegistry,
+)
 from roleserve_core.testing import load_installed_plugin
-from roleserve_core.values import ValueRegistry
 
 
 def test_loads_with_its_worker_and_values() -> None:

@@ -9,6 +9,7 @@ import grpc
 import pytest
 
 from roleserve_controlplane.testing.curator_api import CuratorApi, refused
+from roleserve_core import curator_pb2, management_pb2
 from roleserve_core.identity import (
     UserCredentials,
     certificate_from_pem,
@@ -16,7 +17,6 @@ from roleserve_core.identity import (
     generate_key,
     signing_request,
 )
-from roleserve_core.proto import curator_pb2, management_pb2
 from roleserve_core.testing import DEFAULT_TIMEOUT, poll_until
 
 pytestmark = pytest.mark.anyio

@@ -14,7 +14,7 @@ from roleserve_controlplane.consensus import EtcdClient, KeyValue
 from roleserve_controlplane.curator import NodeCache, Subscription
 from roleserve_controlplane.curator.state import node_key
 from roleserve_controlplane.proto import state_pb2
-from roleserve_core.proto import common_pb2
+from roleserve_core import common_pb2
 
 pytestmark = pytest.mark.anyio
 

@@ -15,8 +15,8 @@ import pytest
 
 from roleserve_controlplane.testing.curator import CuratorNode
 from roleserve_controlplane.testing.curator_api import CuratorApi, NodeWatch, refused, status
+from roleserve_core import common_pb2, curator_pb2
 from roleserve_core.identity import NodeCredentials
-from roleserve_core.proto import common_pb2, curator_pb2
 from roleserve_core.rpc import node_refusal
 from roleserve_core.testing import DEFAULT_TIMEOUT
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from roleserve_controlplane.testing import CuratorCluster
-from roleserve_core.proto import common_pb2, management_pb2
+from roleserve_core import common_pb2, management_pb2
 
 pytestmark = pytest.mark.anyio
 

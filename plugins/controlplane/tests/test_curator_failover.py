@@ -10,14 +10,8 @@ import pytest
 
 from roleserve_controlplane.testing import CuratorCluster, CuratorNode
 from roleserve_controlplane.testing.curator import TEST_TTL
+from roleserve_core import State, common_pb2, curator_pb2, curator_pb2_grpc, management_pb2
 from roleserve_core.identity import Credentials
-from roleserve_core.proto import (
-    common_pb2,
-    curator_pb2,
-    curator_pb2_grpc,
-    management_pb2,
-)
-from roleserve_core.supervisor import State
 
 pytestmark = pytest.mark.anyio
 

@@ -8,7 +8,7 @@ import pytest
 
 from roleserve_controlplane.curator import DEFAULT_HEARTBEAT_INTERVAL, Heartbeats
 from roleserve_controlplane.curator.health import Connection
-from roleserve_core.proto import common_pb2, management_pb2
+from roleserve_core import common_pb2, management_pb2
 from roleserve_core.testing import FakeClock
 
 Health = management_pb2.Node.Health

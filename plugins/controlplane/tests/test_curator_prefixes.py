@@ -25,9 +25,8 @@ from roleserve_controlplane.curator.state import LEADER_PREFIX, node_key
 from roleserve_controlplane.proto import state_pb2
 from roleserve_controlplane.testing import CuratorCluster
 from roleserve_controlplane.testing.curator_api import Applicant, CuratorApi, refused
-from roleserve_core.errors import ConfigError
+from roleserve_core import ConfigError, common_pb2, curator_pb2
 from roleserve_core.identity import generate_key
-from roleserve_core.proto import common_pb2, curator_pb2
 
 NEW = common_pb2.NODE_STATE_NEW
 STANDBY = common_pb2.NODE_STATE_STANDBY

@@ -9,7 +9,7 @@ import pytest
 
 from roleserve_controlplane.curator.quorum import MemberReach, QuorumReport
 from roleserve_controlplane.testing import CuratorCluster, CuratorNode
-from roleserve_core.proto import curator_pb2, curator_pb2_grpc
+from roleserve_core import curator_pb2, curator_pb2_grpc
 from roleserve_core.testing import SupervisorRunner, poll_until
 
 pytestmark = pytest.mark.anyio

@@ -23,12 +23,16 @@ from roleserve_controlplane.worker_controlplane import (
     Startup,
     fold,
 )
+from roleserve_core import (
+    BootstrapRequest,
+    ConsensusMember,
+    NetworkStatus,
+    NodeRoles,
+    common_pb2,
+    curator_pb2,
+)
 from roleserve_core.identity import NodeCredentials, certificate_from_pem, certificate_to_pem
-from roleserve_core.keys import BootstrapRequest, NetworkStatus
-from roleserve_core.proto import common_pb2, curator_pb2
-from roleserve_core.roles import ConsensusMember, NodeRoles
-from roleserve_core.testing import ThrowawayCA, presented_certificate
-from roleserve_core.workers.renewal import renewal_due
+from roleserve_core.testing import ThrowawayCA, presented_certificate, renewal_due
 
 pytestmark = pytest.mark.anyio
 

@@ -24,13 +24,13 @@ from roleserve_controlplane.testing.curator_api import (
     refused,
     status,
 )
+from roleserve_core import common_pb2, curator_pb2, curator_pb2_grpc, management_pb2
 from roleserve_core.identity import (
     certificate_from_pem,
     certificate_to_pem,
     public_key_der,
     verify_node_certificate,
 )
-from roleserve_core.proto import common_pb2, curator_pb2, curator_pb2_grpc, management_pb2
 from roleserve_core.testing import DEFAULT_TIMEOUT
 
 pytestmark = pytest.mark.anyio

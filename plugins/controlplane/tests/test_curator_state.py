@@ -40,7 +40,7 @@ from roleserve_controlplane.curator.state import (
     node_key,
 )
 from roleserve_controlplane.proto import state_pb2
-from roleserve_core.errors import CertificateVerificationError, CredentialsError, IdentityError
+from roleserve_core import CertificateVerificationError, CredentialsError, IdentityError, common_pb2
 from roleserve_core.identity import (
     PrivateKey,
     generate_key,
@@ -48,7 +48,6 @@ from roleserve_core.identity import (
     verify_node_certificate,
     verify_user_certificate,
 )
-from roleserve_core.proto import common_pb2
 
 ADDRESS = ipaddress.IPv4Address("192.0.2.1")
 

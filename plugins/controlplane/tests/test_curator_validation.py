@@ -20,7 +20,7 @@ from roleserve_controlplane.curator.validation import (
     check_status,
 )
 from roleserve_controlplane.proto import state_pb2
-from roleserve_core.errors import RequestLimitError
+from roleserve_core import RequestLimitError, common_pb2, curator_pb2, management_pb2
 from roleserve_core.limits import (
     ETCD_MAX_REQUEST_BYTES,
     MAX_CUSTOM_ROLES,
@@ -35,7 +35,6 @@ from roleserve_core.limits import (
     MAX_TICKET_BYTES,
     MAX_VERSION_LENGTH,
 )
-from roleserve_core.proto import common_pb2, curator_pb2, management_pb2
 
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
 KEY = base64.b64encode(bytes(range(32))).decode()

@@ -38,14 +38,14 @@ from hypothesis import strategies as st
 from roleserve_controlplane.consensus import EtcdBinary, EtcdClient
 from roleserve_controlplane.testing import CuratorCluster, CuratorNode, EtcdCluster, etcd_binary
 from roleserve_controlplane.testing.curator_api import Applicant, CuratorApi
+from roleserve_core import curator_pb2, management_pb2
 from roleserve_core.identity import (
     Credentials,
     generate_key,
     public_key_der,
     signing_request,
 )
-from roleserve_core.limits import MAX_REQUEST_BYTES
-from roleserve_core.proto import curator_pb2, management_pb2
+from roleserve_core.limits import MAX_READ_BYTES, MAX_REQUEST_BYTES
 from roleserve_core.rpc import Permission, method_authorization
 from roleserve_core.testing import FakeClock, SupervisorRunner
 from roleserve_core.testing.fuzz import (
@@ -267,8 +267,10 @@ def test_a_fuzzed_request_is_answered_or_refused_cleanly(
     request = data.draw(requests(method.input_type, fuzzed.overrides), label="request")
     payload = request.SerializeToString()
     code = fuzzed.call(service, method, payload)
-    if len(payload) > MAX_REQUEST_BYTES:
+    if len(payload) > MAX_READ_BYTES:
         assert code is grpc.StatusCode.RESOURCE_EXHAUSTED
+    elif len(payload) > MAX_REQUEST_BYTES:
+        assert code is grpc.StatusCode.INVALID_ARGUMENT
 
 
 @pytest.mark.parametrize(("service", "method"), METHODS, ids=IDS)
@@ -281,7 +283,7 @@ def test_bytes_that_are_no_request_are_refused(
     try:
         message_factory.GetMessageClass(method.input_type).FromString(payload)
     except DecodeError:
-        beyond = len(payload) > MAX_REQUEST_BYTES  # not even read
+        beyond = len(payload) > MAX_READ_BYTES  # not even read
         assert code is (
             grpc.StatusCode.RESOURCE_EXHAUSTED if beyond else grpc.StatusCode.INVALID_ARGUMENT
         )

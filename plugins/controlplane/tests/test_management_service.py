@@ -12,11 +12,17 @@ from typing import TypeAlias
 import anyio
 import grpc
 import pytest
+from typing_extensions import override
 
+from roleserve_controlplane.consensus import EtcdRequestError
+from roleserve_controlplane.curator import roles as roles_module
+from roleserve_controlplane.curator.prefixes import ClusterNetwork
+from roleserve_controlplane.curator.state import ClusterState
+from roleserve_controlplane.proto import state_pb2
 from roleserve_controlplane.testing.curator_api import Applicant, CuratorApi, refused
+from roleserve_core import common_pb2, curator_pb2, management_pb2, management_pb2_grpc
 from roleserve_core.identity import certificate_from_pem
-from roleserve_core.proto import common_pb2, curator_pb2, management_pb2, management_pb2_grpc
-from roleserve_core.testing import DEFAULT_TIMEOUT
+from roleserve_core.testing import DEFAULT_TIMEOUT, poll_until
 
 pytestmark = pytest.mark.anyio
 
@@ -304,6 +310,67 @@ async def test_consensus_member_is_assigned_then_removed(api: CuratorApi, curato
     assert not roles.HasField("consensus_member")
     assert [m.node_id for m in left] == [first.node_id]
     assert directory(info_after) == {first.node_id: [str(first.address)]}
+
+
+async def test_the_leader_leaves_consensus_in_one_change(api: CuratorApi, curators) -> None:
+    """The leader's own node leaves: its client reaches only its own etcd member, the one
+    removed, so the record is written through the members that remain. It used to answer
+    "retry" with the member gone and the role still recorded."""
+    leader = curators.nodes[0]
+    others = [await curators.add_consensus(1), await curators.add_consensus(2)]
+    await api.settled(
+        lambda nodes: all(nodes[n.node_id].roles.HasField("consensus_member") for n in others)
+    )
+    roles = await update_roles(
+        api, leader.node_id, unassign("kubernetes_controller"), unassign("consensus_member")
+    )
+    assert not roles.HasField("consensus_member")
+    await curators.leave_consensus(leader)  # as its node does on the role's removal
+    # The next leader is one of the others, and the record it reads says what the answer
+    # said.
+    node_ids = sorted(node.node_id for node in others)
+    await poll_until(
+        "a curator of the members that remain leads",
+        lambda: _leads_one_of(curators, node_ids),
+        timeout=DEFAULT_TIMEOUT,
+    )
+    stored = (await api.nodes(node_ids=[leader.node_id]))[leader.node_id]
+    assert not stored.roles.HasField("consensus_member")
+    assert sorted(m.node_id for m in await consensus(api)) == node_ids
+
+
+async def _leads_one_of(curators, node_ids: list[str]) -> bool:
+    return (await curators.leader()).node_id in node_ids
+
+
+async def test_a_change_half_done_says_so_and_the_same_change_completes_it(
+    api: CuratorApi, curators, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The etcd member is gone, the record write fails: the answer says the change is half
+    done and how to complete it, and doing so completes it."""
+    leaving = await curators.add_consensus(1)
+    await api.settled(lambda nodes: nodes[leaving.node_id].roles.HasField("consensus_member"))
+
+    class StoreDown(ClusterState):
+        @override
+        async def update_node(
+            self,
+            node_id: str,
+            change: Callable[[state_pb2.NodeRecord], None],
+            *,
+            allocate: ClusterNetwork | None = None,
+        ) -> state_pb2.NodeRecord:
+            raise EtcdRequestError("put /nodes/...: the store went away (injected)")
+
+    monkeypatch.setattr(roles_module, "ClusterState", StoreDown)
+    with refused(Code.UNAVAILABLE, f"half done: the etcd member of {leaving.node_id} was removed"):
+        await update_roles(api, leaving.node_id, unassign("consensus_member"))
+    assert [m.node_id for m in await consensus(api)] == [curators.nodes[0].node_id]
+    stored = await update_roles(api, leaving.node_id)
+    assert stored.HasField("consensus_member")  # the role is still recorded
+    monkeypatch.undo()
+    roles = await update_roles(api, leaving.node_id, unassign("consensus_member"))
+    assert not roles.HasField("consensus_member")
 
 
 # -- GetRegisterTicket, DecommissionNode, GetConsensusStatus --------------------------------

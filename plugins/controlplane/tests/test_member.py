@@ -34,11 +34,9 @@ from roleserve_controlplane.consensus.certificates import write_tls_files
 from roleserve_controlplane.consensus.client import Member, MemberStatus
 from roleserve_controlplane.consensus.member import is_member
 from roleserve_controlplane.testing import EtcdCluster, etcd_binary
+from roleserve_core import State, parse_zap_json, read_record
 from roleserve_core.identity import certificate_to_pem
-from roleserve_core.process import ProcessRecord, parse_zap_json, read_record
-from roleserve_core.process._proc import boot_id, read_stat
-from roleserve_core.supervisor import State
-from roleserve_core.testing import FakeClock, SupervisorRunner, wait_for_status
+from roleserve_core.testing import FakeClock, SupervisorRunner, record_leftover, wait_for_status
 
 pytestmark = pytest.mark.anyio
 
@@ -216,17 +214,7 @@ async def test_an_etcd_left_by_a_killed_node_is_stopped_and_the_member_serves_it
 
 
 def _record_as_the_runner_would(pid: int, command: list[str], path: Path) -> None:
-    stat = read_stat(pid)
-    assert stat is not None
-    ProcessRecord(
-        pid=pid,
-        pgid=pid,
-        start_time=stat.start_time,
-        boot_id=boot_id(),
-        executable=command[0],
-        arguments=command[1:],
-        node_pid=1,
-    ).write(path)
+    record_leftover(pid, command, path)
 
 
 class RunningOrphan:

@@ -20,8 +20,7 @@ from roleserve_controlplane.testing import (
 )
 from roleserve_controlplane.testing.curator_api import CuratorApi
 from roleserve_controlplane.testing.etcd import RunningMember
-from roleserve_core.proto import management_pb2
-from roleserve_core.supervisor import WAITING_FOR_OPERATOR, RunnableStatus
+from roleserve_core import WAITING_FOR_OPERATOR, RunnableStatus, management_pb2
 from roleserve_core.testing import FakeClock, poll_until, wait_for_status
 
 pytestmark = pytest.mark.anyio

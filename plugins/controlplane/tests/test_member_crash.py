@@ -19,8 +19,8 @@ from roleserve_controlplane.consensus import (
 )
 from roleserve_controlplane.testing import CuratorCluster, EtcdCluster, wait_healthy_through_backoff
 from roleserve_controlplane.testing.etcd import RunningMember
+from roleserve_core import management_pb2
 from roleserve_core.identity import Credentials
-from roleserve_core.proto import management_pb2
 from roleserve_core.testing import FakeClock, wait_for_status
 
 pytestmark = pytest.mark.anyio

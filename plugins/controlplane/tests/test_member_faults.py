@@ -26,9 +26,7 @@ from roleserve_controlplane.consensus.space import (
     needed_bytes,
 )
 from roleserve_controlplane.testing import EtcdCluster, RunningMember, etcd_binary
-from roleserve_core.cli.ctl._tree import describe
-from roleserve_core.nodemanagement import _runnable
-from roleserve_core.supervisor import WAITING_FOR_OPERATOR, RunnableStatus, State
+from roleserve_core import WAITING_FOR_OPERATOR, RunnableStatus, State
 from roleserve_core.testing import (
     FakeClock,
     SupervisorRunner,
@@ -36,6 +34,7 @@ from roleserve_core.testing import (
     mounted_tmpfs,
     wait_for_status,
 )
+from roleserve_core.testing import tree_line as kit_tree_line
 
 pytestmark = pytest.mark.anyio
 
@@ -71,7 +70,7 @@ async def restart_after_backoff(member: RunningMember, clock: FakeClock, failure
 
 def tree_line(status: RunnableStatus) -> str:
     """The runnable's line in ``ctl tree``, as the node sends it and ``ctl`` draws it."""
-    return describe(_runnable(status), "etcd")
+    return kit_tree_line(status, "etcd")
 
 
 def test_what_a_member_needs_and_a_full_disk_in_etcds_lines(tmp_path: Path) -> None:

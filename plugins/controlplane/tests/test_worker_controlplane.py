@@ -21,15 +21,7 @@ from roleserve_controlplane.curator import BootstrapMaterial
 from roleserve_controlplane.proto import state_pb2
 from roleserve_controlplane.testing import enrol_node, wait_healthy_through_backoff
 from roleserve_controlplane.worker_controlplane import BOOTSTRAP_FILE
-from roleserve_core import NodeRoles, State
-from roleserve_core.identity import (
-    Credentials,
-    NodeCredentials,
-    certificate_from_pem,
-    certificate_to_pem,
-    generate_key,
-)
-from roleserve_core.keys import (
+from roleserve_core import (
     BOOTSTRAP,
     BOOTSTRAPPED,
     LOCAL_CONTROL_PLANE,
@@ -39,15 +31,22 @@ from roleserve_core.keys import (
     BootstrapRequest,
     LocalControlPlane,
     NetworkStatus,
-)
-from roleserve_core.proto import (
+    NodeRoles,
+    State,
     common_pb2,
     curator_pb2,
     curator_pb2_grpc,
     management_pb2,
     management_pb2_grpc,
+    roles_from_proto,
 )
-from roleserve_core.roles import roles_from_proto
+from roleserve_core.identity import (
+    Credentials,
+    NodeCredentials,
+    certificate_from_pem,
+    certificate_to_pem,
+    generate_key,
+)
 from roleserve_core.rpc import secure_channel
 from roleserve_core.testing import (
     FakeClock,

@@ -35,8 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from roleserve_core.clusternodes import node_address
-from roleserve_core.proto import common_pb2, curator_pb2
+from roleserve_core import common_pb2, curator_pb2, node_address
 from roleserve_hostsfile.errors import MalformedBlockError
 
 __all__ = [

@@ -22,7 +22,7 @@ from __future__ import annotations
 import errno
 from pathlib import Path
 
-from roleserve_core.errors import ExpectedError
+from roleserve_core import ExpectedError
 
 __all__ = ["FileUpdateError", "HostnameError", "HostsfileError", "MalformedBlockError"]
 

@@ -25,7 +25,7 @@ import os
 import stat
 from pathlib import Path
 
-from roleserve_core.files import write_atomically
+from roleserve_core import write_atomically
 from roleserve_hostsfile.block import MalformedBlockError, merge_block
 from roleserve_hostsfile.errors import FileUpdateError
 

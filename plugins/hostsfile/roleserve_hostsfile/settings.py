@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from roleserve_core import Setting
-from roleserve_core.errors import ConfigError
+from roleserve_core import ConfigError, Setting
 
 __all__ = ["HOSTNAME", "MACHINE_ID", "PATH", "SETTINGS", "HostsfileSettings"]
 

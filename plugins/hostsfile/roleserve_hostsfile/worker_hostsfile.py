@@ -33,11 +33,18 @@ from collections.abc import Mapping
 import anyio
 import anyio.to_thread
 
-from roleserve_core import NodeContext, RunContext, Worker
-from roleserve_core.clusternodes import ClusterNodes
-from roleserve_core.event import Combined
-from roleserve_core.keys import CLUSTER_NODES, NETWORK, NODE_ID, NetworkStatus
-from roleserve_core.values import PluginValues
+from roleserve_core import (
+    CLUSTER_NODES,
+    NETWORK,
+    NODE_ID,
+    ClusterNodes,
+    Combined,
+    NetworkStatus,
+    NodeContext,
+    PluginValues,
+    RunContext,
+    Worker,
+)
 from roleserve_hostsfile.block import Addresses, Skipped, fold_addresses, render_block
 from roleserve_hostsfile.errors import HostnameError
 from roleserve_hostsfile.files import update_hosts_file, write_if_changed

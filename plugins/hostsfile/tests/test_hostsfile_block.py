@@ -6,7 +6,7 @@ import ipaddress
 
 import pytest
 
-from roleserve_core.proto import common_pb2, curator_pb2
+from roleserve_core import common_pb2, curator_pb2
 from roleserve_core.testing import node_record
 from roleserve_hostsfile.block import (
     BEGIN,

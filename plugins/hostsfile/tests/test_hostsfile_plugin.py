@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from roleserve_core.errors import ConfigError, PluginLoadError
-from roleserve_core.keys import CLUSTER_NODES, NETWORK, NODE_ID
+from roleserve_core import CLUSTER_NODES, NETWORK, NODE_ID, ConfigError, PluginLoadError
 from roleserve_core.testing import PluginHarness, load_installed_plugin
 from roleserve_hostsfile import hooks
 from roleserve_hostsfile.settings import HostsfileSettings

@@ -14,10 +14,17 @@ from typing import Any
 import anyio
 import pytest
 
-from roleserve_core import State
-from roleserve_core.keys import CLUSTER_NODES, CURATOR_CONNECTION, NETWORK, NODE_ID, NetworkStatus
-from roleserve_core.logtree import LogEntry, LogFollower
-from roleserve_core.proto import common_pb2
+from roleserve_core import (
+    CLUSTER_NODES,
+    CURATOR_CONNECTION,
+    NETWORK,
+    NODE_ID,
+    LogEntry,
+    LogFollower,
+    NetworkStatus,
+    State,
+    common_pb2,
+)
 from roleserve_core.testing import (
     DEFAULT_TIMEOUT,
     FakeCluster,

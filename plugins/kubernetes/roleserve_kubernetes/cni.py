@@ -22,7 +22,7 @@ import ipaddress
 import json
 from pathlib import Path
 
-from roleserve_core.files import write_atomically
+from roleserve_core import write_atomically
 
 __all__ = [
     "BRIDGE_PREFIX",

@@ -46,17 +46,21 @@ import anyio
 import anyio.to_thread
 import grpc.aio
 
-from roleserve_core import RunContext
-from roleserve_core.keys import NETWORK, NODE_ID, POD_NETWORK, PodNetwork
-from roleserve_core.ports import endpoint, local_exporter_host
-from roleserve_core.process import (
+from roleserve_core import (
+    NETWORK,
+    NODE_ID,
+    POD_NETWORK,
     Bind,
+    PluginValues,
+    PodNetwork,
     ProgramNotFoundError,
     ProgramSpec,
+    RunContext,
+    endpoint,
+    local_exporter_host,
     resolve_binary,
     start_program,
 )
-from roleserve_core.values import PluginValues
 from roleserve_kubernetes.cni import bridge_name
 from roleserve_kubernetes.containerd_config import ContainerdConfig, containerd_toml
 from roleserve_kubernetes.cri import CriClient

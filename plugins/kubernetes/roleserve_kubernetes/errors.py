@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from roleserve_core.errors import ExpectedError, FinalError, RoleserveError
+from roleserve_core import ExpectedError, FinalError, RoleserveError
 
 __all__ = [
     "ImageImportError",

@@ -1,27 +1,41 @@
 """Kubernetes controller and worker launcher.
 
-On nodes with ``kubernetes_worker`` the worker ``kubernetes_worker`` runs containerd with
-CRI, a sandbox image it builds itself, and the CNI bridge of the node's pod network (see
-``worker_kubernetes_worker``); it owns ``pod_network``. The control plane on
-``kubernetes_controller`` nodes, the kubelet, and ``kubernetes_status`` come with the
-Kubernetes PKI and launch plans; until then ``kubernetes_status`` stays unset.
+The worker ``kubernetes_controller`` (``worker_controller``) runs kube-apiserver,
+kube-controller-manager and kube-scheduler on nodes with the ``kubernetes_controller``
+role and a local control plane, and sets ``kubernetes_status``. On nodes with the
+``kubernetes_worker`` role, the worker ``kubernetes_worker`` (``worker_kubernetes_worker``)
+runs containerd with CRI, a sandbox image it builds itself and the CNI bridge of the
+node's pod network, which it owns as ``pod_network``; the worker ``kubernetes_kubelet``
+(``worker_kubelet``) runs the kubelet against that containerd. A kube binary the node
+lacks is a note on its runnable, not a failure.
 
 It contributes the exporter ``containerd`` to the metrics plugin, on worker nodes.
 
-Configuration (``[plugins.kubernetes]`` in roleserve.toml): ``containerd``, ``ctr``,
-``containerd_metrics_port``, ``busybox``, ``cni_bin_dir``, ``snapshotter``; declared in
-``settings``, where each is documented (``roleserve plugins`` lists them).
+Configuration (``[plugins.kubernetes]`` in roleserve.toml): ``kube_apiserver``,
+``kube_controller_manager``, ``kube_scheduler``, ``kubelet`` (paths of the binaries; empty:
+on PATH; declared in ``binaries``); ``containerd``, ``ctr``, ``containerd_metrics_port``,
+``busybox``, ``cni_bin_dir``, ``snapshotter`` (declared in ``settings``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from roleserve_core import NodeContext, Setting, Worker, hookimpl
-from roleserve_core.keys import KUBERNETES_STATUS, POD_NETWORK, ROLES
-from roleserve_core.values import ValueKey
+from roleserve_core import (
+    KUBERNETES_STATUS,
+    POD_NETWORK,
+    ROLES,
+    NodeContext,
+    Setting,
+    ValueKey,
+    Worker,
+    hookimpl,
+)
+from roleserve_kubernetes import binaries
 from roleserve_kubernetes.containerd import metrics_address
 from roleserve_kubernetes.settings import SETTINGS, WorkerSettings
+from roleserve_kubernetes.worker_controller import controller_worker
+from roleserve_kubernetes.worker_kubelet import kubelet_worker
 from roleserve_kubernetes.worker_kubernetes_worker import has_worker_role, kubernetes_worker
 
 ROLESERVE_PLUGIN_API = 1
@@ -35,14 +49,23 @@ def roleserve_values() -> list[ValueKey[Any]]:
 
 @hookimpl
 def roleserve_settings() -> list[Setting[Any]]:
-    """What ``[plugins.kubernetes]`` accepts (see ``settings``)."""
-    return list(SETTINGS)
+    """What ``[plugins.kubernetes]`` accepts: the kube binaries' paths (``binaries``) and
+    the container runtime's settings (``settings``)."""
+    return [*binaries.SETTINGS, *SETTINGS]
 
 
 @hookimpl
 def roleserve_workers(node: NodeContext) -> list[Worker]:
-    """``kubernetes_worker``, on nodes with that role."""
-    return [kubernetes_worker(node, WorkerSettings.of(node.config))]
+    """The controller worker, always running (its note says what it waits for); on nodes
+    with the ``kubernetes_worker`` role, the container runtime's and the kubelet's."""
+    # GLUE (lead): pass pki= (roleserve_kubernetes.pki.controller_pki) to controller_worker
+    # and certificates= (roleserve_kubernetes.certificates.kubelet_certificates) to
+    # kubelet_worker once those are merged; without them the workers wait with a note.
+    return [
+        controller_worker(node),
+        kubernetes_worker(node, WorkerSettings.of(node.config)),
+        kubelet_worker(node),
+    ]
 
 
 @hookimpl(optionalhook=True)

@@ -28,10 +28,15 @@ import ipaddress
 
 import anyio.to_thread
 
-from roleserve_core import RunContext
-from roleserve_core.clusternodes import ClusterNodes
-from roleserve_core.keys import CLUSTER_NODES, NODE_ID, POD_NETWORK, PodNetwork
-from roleserve_core.values import PluginValues
+from roleserve_core import (
+    CLUSTER_NODES,
+    NODE_ID,
+    POD_NETWORK,
+    ClusterNodes,
+    PluginValues,
+    PodNetwork,
+    RunContext,
+)
 from roleserve_kubernetes.cni import IPNetwork, bridge_name, cni_conflist, write_cni_config
 from roleserve_kubernetes.errors import PodNetworkError
 from roleserve_kubernetes.layout import WorkerLayout

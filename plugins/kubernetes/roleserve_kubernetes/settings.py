@@ -12,9 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from roleserve_core import Setting
-from roleserve_core.errors import ConfigError
-from roleserve_core.ports import CONTAINERD_METRICS_PORT
+from roleserve_core import CONTAINERD_METRICS_PORT, ConfigError, Setting
 
 __all__ = [
     "BUSYBOX",

@@ -27,8 +27,16 @@ from functools import partial
 
 import anyio
 
-from roleserve_core import NodeContext, NodeRoles, RunContext, Worker
-from roleserve_core.keys import CLUSTER_NODES, NETWORK, NODE_ID, POD_NETWORK
+from roleserve_core import (
+    CLUSTER_NODES,
+    NETWORK,
+    NODE_ID,
+    POD_NETWORK,
+    NodeContext,
+    NodeRoles,
+    RunContext,
+    Worker,
+)
 from roleserve_kubernetes.containerd import containerd
 from roleserve_kubernetes.layout import WorkerLayout
 from roleserve_kubernetes.podnetwork import pod_network

@@ -21,9 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from roleserve_core.clusternodes import ClusterNodes
-from roleserve_core.keys import CLUSTER_NODES, NODE_ID
-from roleserve_core.roles import KubernetesWorker, NodeRoles
+from roleserve_core import CLUSTER_NODES, NODE_ID, ClusterNodes, KubernetesWorker, NodeRoles
 from roleserve_core.testing import NodeHarness, PluginHarness, node_record, require_real
 from roleserve_kubernetes.cri import CriClient
 from roleserve_kubernetes.image import SANDBOX_IMAGE

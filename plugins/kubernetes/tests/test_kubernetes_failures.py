@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from roleserve_core.supervisor import State
+from roleserve_core import State
 from roleserve_core.testing import FakeClock, NodeHarness
 
 from .kubernetes_real import CONTAINERD_DN, DN, POD_NETWORK_DN, StartNode, start_worker

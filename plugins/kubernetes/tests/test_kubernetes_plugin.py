@@ -5,7 +5,7 @@ from __future__ import annotations
 from roleserve_core.testing import load_installed_plugin
 
 
-def test_loads_owns_its_values_and_runs_the_worker() -> None:
+def test_loads_owns_its_values_and_runs_its_workers() -> None:
     info = load_installed_plugin("kubernetes")
     assert (info.distribution, info.module) == (
         "roleserve-kubernetes",
@@ -13,5 +13,6 @@ def test_loads_owns_its_values_and_runs_the_worker() -> None:
     )
     assert (info.values, info.workers) == (
         ["kubernetes_status", "pod_network"],
-        ["kubernetes_worker"],
+        ["kubernetes_controller", "kubernetes_worker", "kubernetes_kubelet"],
     )
+    assert "Kubernetes controller and worker launcher" in info.description

@@ -16,9 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from roleserve_core.errors import ConfigError
-from roleserve_core.keys import NETWORK, ROLES, NetworkStatus
-from roleserve_core.roles import KubernetesWorker, NodeRoles
+from roleserve_core import NETWORK, ROLES, ConfigError, KubernetesWorker, NetworkStatus, NodeRoles
 from roleserve_core.testing import PluginHarness
 from roleserve_kubernetes import hooks
 from roleserve_kubernetes.cni import bridge_name, cni_conflist, write_cni_config

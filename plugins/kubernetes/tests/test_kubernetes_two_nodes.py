@@ -23,8 +23,7 @@ from typing import Any
 
 import pytest
 
-from roleserve_core.keys import CURATOR_CONNECTION, NODE_ID
-from roleserve_core.supervisor import State
+from roleserve_core import CURATOR_CONNECTION, NODE_ID, State
 from roleserve_core.testing import (
     FakeCluster,
     PluginHarness,

@@ -12,11 +12,16 @@ from pathlib import Path
 import anyio
 import pytest
 
-from roleserve_core.clusternodes import ClusterNodes
-from roleserve_core.keys import CLUSTER_NODES, POD_NETWORK, PodNetwork
-from roleserve_core.process import read_record
-from roleserve_core.roles import NodeRoles
-from roleserve_core.supervisor import RunnableStatus, State
+from roleserve_core import (
+    CLUSTER_NODES,
+    POD_NETWORK,
+    ClusterNodes,
+    NodeRoles,
+    PodNetwork,
+    RunnableStatus,
+    State,
+    read_record,
+)
 from roleserve_core.testing import FakeClock, node_record, poll_until, wait_for_value
 from roleserve_kubernetes.cni import bridge_name
 from roleserve_kubernetes.cri import NETWORK_READY, CriClient, runtime_ready

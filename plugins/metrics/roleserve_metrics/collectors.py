@@ -47,11 +47,8 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from roleserve_core.keys import CURATOR_CONNECTION
-from roleserve_core.node import NodeIntrospection
+from roleserve_core import CURATOR_CONNECTION, NodeIntrospection, State, core_version
 from roleserve_core.stats import Histogram, Latencies
-from roleserve_core.supervisor import State
-from roleserve_core.version import core_version
 
 __all__ = ["STATES", "CoreCollector", "core_registry"]
 

@@ -3,7 +3,7 @@
 ::
 
     cluster_nodes (whole views only) ──▶ DiscoveryView.update ──▶ groups {node ID → group}
-        changes(): only nodes whose group differs          │  rendered to JSON once per
+        node_changes(): only nodes whose group differs          │  rendered to JSON once per
         (address, state, any role, any label)              ▼  change, not per request
     GET /discovery ──▶ DiscoveryView.handle ──▶ 200 [group, ...] sorted by node ID
                                                  503 before the first whole view, and
@@ -67,13 +67,22 @@ from typing import Any
 
 from aiohttp import web
 
-from roleserve_core import NodeRoles, RunContext, Setting, Worker
-from roleserve_core.clusternodes import ClusterNodes, changes, node_address
-from roleserve_core.errors import ConfigError
-from roleserve_core.keys import CLUSTER_NODES
-from roleserve_core.ports import METRICS_PORT, endpoint
-from roleserve_core.proto import common_pb2, curator_pb2
-from roleserve_core.values import PluginValues
+from roleserve_core import (
+    CLUSTER_NODES,
+    METRICS_PORT,
+    ClusterNodes,
+    ConfigError,
+    NodeRoles,
+    PluginValues,
+    RunContext,
+    Setting,
+    Worker,
+    common_pb2,
+    curator_pb2,
+    endpoint,
+    node_address,
+    node_changes,
+)
 
 __all__ = [
     "ALL",
@@ -277,7 +286,7 @@ class DiscoveryView:
         ignored. Returns whether what is served changed."""
         if not view.backlogged:
             return False
-        found = changes(self._nodes, view, include=_counts, same=_same_group)
+        found = node_changes(self._nodes, view, include=_counts, same=_same_group)
         self._nodes = view
         if not found and self._body is not None:
             return False

@@ -22,8 +22,7 @@ from typing import Any
 
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from roleserve_core.errors import RoleserveError
-from roleserve_core.node import NodeIntrospection
+from roleserve_core import NodeIntrospection, RoleserveError
 
 __all__ = [
     "HOOK",

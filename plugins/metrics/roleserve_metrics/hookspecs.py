@@ -14,8 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from roleserve_core import NodeContext
-from roleserve_core.hookspecs import hookspec
+from roleserve_core import NodeContext, hookspec
 
 __all__ = ["roleserve_metrics_exporters"]
 

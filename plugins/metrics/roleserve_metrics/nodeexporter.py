@@ -21,17 +21,17 @@ from pathlib import Path
 
 import anyio
 
-from roleserve_core import RunContext
-from roleserve_core.ports import endpoint
-from roleserve_core.process import (
+from roleserve_core import (
     Bind,
     ProgramNotFoundError,
     ProgramSpec,
+    RunContext,
+    Runnable,
     RunningProgram,
+    endpoint,
     program_runnable,
     resolve_binary,
 )
-from roleserve_core.supervisor import Runnable
 from roleserve_metrics.settings import NODE_EXPORTER, NODE_EXPORTER_EXECUTABLE, MetricsSettings
 
 __all__ = [

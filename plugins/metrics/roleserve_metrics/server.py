@@ -37,8 +37,8 @@ from cryptography import x509
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import Metric
 
+from roleserve_core import authorization_pb2
 from roleserve_core.identity import NodeCredentials, certificate_to_pem
-from roleserve_core.proto import authorization_pb2
 from roleserve_core.rpc import NodePeer, PeerClassifier, UserPeer
 from roleserve_metrics.exporters import Exporter, ExporterTable
 

@@ -12,9 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from roleserve_core import Setting
-from roleserve_core.errors import ConfigError
-from roleserve_core.ports import METRICS_PORT, NODE_EXPORTER_PORT
+from roleserve_core import METRICS_PORT, NODE_EXPORTER_PORT, ConfigError, Setting
 from roleserve_metrics.discovery import DISCOVERY_SETTING
 
 __all__ = [

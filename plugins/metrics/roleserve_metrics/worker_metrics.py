@@ -6,7 +6,7 @@ value. Runs always (``when=None``).
 ::
 
     node_credentials ─┐
-    network ──────────┴─▶ plan() ─▶ Listen(address, credentials)      (waits, with a note)
+    network ──────────┴─▶ plan_listen() ─▶ Listen(address, credentials)      (waits, with a note)
                                        │
             ┌──────────────────────────┴─ local exporter host: 127.0.0.1, or the address
             │                              if it is a loopback one
@@ -33,19 +33,24 @@ from collections.abc import AsyncIterator, Callable
 import anyio
 from aiohttp import web
 
-from roleserve_core import NodeContext, RunContext, Worker
-from roleserve_core.errors import RoleserveError
-from roleserve_core.event import Combined, ValueWatch
-from roleserve_core.keys import (
+from roleserve_core import (
     NETWORK,
     NODE_CREDENTIALS,
     REVOKED_CREDENTIALS,
     ROLES,
+    Combined,
+    Listen,
+    NodeContext,
+    NodeIntrospection,
     RevokedCredentials,
+    RoleserveError,
+    RunContext,
+    ValueWatch,
+    Worker,
+    endpoint,
+    local_exporter_host,
+    plan_listen,
 )
-from roleserve_core.node import NodeIntrospection
-from roleserve_core.ports import endpoint, local_exporter_host
-from roleserve_core.workers.nodemgmt import Listen, plan
 from roleserve_metrics.collectors import CoreCollector
 from roleserve_metrics.discovery import DiscoveryView, discovery_routes
 from roleserve_metrics.exporters import Exporter, ExporterTable, gather_exporters
@@ -103,7 +108,7 @@ class MetricsServer:
         async with Combined(*sources) as inputs:
             while True:
                 credentials, network, _roles = await inputs.get()
-                listen = plan(credentials, network)
+                listen = plan_listen(credentials, network)
                 if isinstance(listen, Listen):
                     break
                 self.ctx.set_note(listen)
@@ -127,7 +132,7 @@ class MetricsServer:
                 self.ctx.signal_healthy()
                 while True:
                     credentials, network, _roles = await inputs.get()
-                    latest = plan(credentials, network)
+                    latest = plan_listen(credentials, network)
                     if not isinstance(latest, Listen) or not _same_server(listen, latest):
                         self.ctx.log.info("its address or CA changed, restarting: %s", latest)
                         self.ctx.restart()

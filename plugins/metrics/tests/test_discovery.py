@@ -12,10 +12,15 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer, make_mocked_request
 
-from roleserve_core import ConsensusMember, KubernetesWorker, NodeRoles
-from roleserve_core.clusternodes import ClusterNodes
-from roleserve_core.errors import ConfigError
-from roleserve_core.proto import common_pb2, curator_pb2
+from roleserve_core import (
+    ClusterNodes,
+    ConfigError,
+    ConsensusMember,
+    KubernetesWorker,
+    NodeRoles,
+    common_pb2,
+    curator_pb2,
+)
 from roleserve_core.testing import node_record
 from roleserve_metrics.discovery import (
     ALL,

@@ -21,9 +21,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from roleserve_core import ConsensusMember, KubernetesWorker, NodeRoles
-from roleserve_core.cli.ctl._prometheus import ROLE_LABEL, prometheus_yaml
-from roleserve_core.clusternodes import ClusterNodes
+from roleserve_core import METRICS_PORT, ClusterNodes, ConsensusMember, KubernetesWorker, NodeRoles
 from roleserve_core.identity import (
     ANY_NODE_NAME,
     NodeCredentials,
@@ -32,8 +30,13 @@ from roleserve_core.identity import (
     generate_key,
     issue_user_certificate,
 )
-from roleserve_core.ports import METRICS_PORT
-from roleserve_core.testing import ThrowawayCA, node_record, random_loopback
+from roleserve_core.testing import (
+    PROMETHEUS_ROLE_LABEL,
+    ThrowawayCA,
+    node_record,
+    prometheus_yaml,
+    random_loopback,
+)
 from roleserve_metrics import discovery
 from roleserve_metrics.discovery import DiscoveryView, discovery_routes
 from roleserve_metrics.testing import all_up, free_port, run_prometheus, targets_when
@@ -42,7 +45,7 @@ pytestmark = pytest.mark.anyio
 
 
 def test_the_role_label_prefix_is_the_one_discovery_sends() -> None:
-    assert ROLE_LABEL == discovery.ROLE_LABEL
+    assert PROMETHEUS_ROLE_LABEL == discovery.ROLE_LABEL
 
 
 def server_context(node: NodeCredentials, tmp_path: Path) -> ssl.SSLContext:

@@ -11,8 +11,11 @@ import anyio
 import pytest
 
 from roleserve_core import (
+    CURATOR_CONNECTION,
+    NODE_ID,
     ConsensusMember,
     KubernetesWorker,
+    LogFollower,
     NodeContext,
     NodeRoles,
     Setting,
@@ -20,8 +23,6 @@ from roleserve_core import (
     Worker,
     hookimpl,
 )
-from roleserve_core.keys import CURATOR_CONNECTION, NODE_ID
-from roleserve_core.logtree import LogFollower
 from roleserve_core.testing import (
     DEFAULT_TIMEOUT,
     FakeCluster,

@@ -2,29 +2,31 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import anyio
-import grpc
 import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from roleserve_core import RunContext, State
-from roleserve_core.logtree import LogTree
-from roleserve_core.node import NodeIntrospection
-from roleserve_core.plugins import PluginSelection, PluginSet
-from roleserve_core.rpc._stats import _code
+from roleserve_core import (
+    BackoffPolicy,
+    CrashLoopPolicy,
+    LogTree,
+    NodeIntrospection,
+    RunContext,
+    State,
+    Supervisor,
+    ValueKey,
+    ValueRegistry,
+    core_version,
+)
 from roleserve_core.stats import Histogram, LeaderSnapshot
-from roleserve_core.supervisor import BackoffPolicy, CrashLoopPolicy, Supervisor
 from roleserve_core.testing import (
     FakeClock,
     SupervisorRunner,
+    plugin_set,
     wait_for_state,
     wait_for_status,
 )
-from roleserve_core.values import ValueKey, ValueRegistry
-from roleserve_core.version import core_version
 from roleserve_metrics import hooks
 from roleserve_metrics.collectors import STATES, core_registry
 
@@ -126,8 +128,7 @@ def test_values_stats_plugins_and_build_info() -> None:
     registry.declare(NEVER, "test")
     for number in range(3):
         registry.set(COUNT, number, by="test")
-    plugins = PluginSet.load(selection=PluginSelection(), entry_points=[], builtins=())
-    plugins.register(hooks, "metrics")
+    plugins = plugin_set({"metrics": hooks})
     introspection = NodeIntrospection(registry, LogTree(), plugins=plugins)
     stats = introspection.stats
     stats.heartbeat.replied(0.003)
@@ -212,28 +213,3 @@ def test_histogram_buckets_are_cumulative_and_bounded() -> None:
     assert histogram.cumulative() == [(1.0, 2), (2.0, 3), (float("inf"), 4)]
     assert histogram.count == 4
     assert histogram.sum == 12.0
-
-
-class _Context:
-    def __init__(self, code: object) -> None:
-        self._code = code
-
-    def code(self) -> object:
-        return self._code
-
-
-@pytest.mark.parametrize(
-    ("code", "error", "expected"),
-    [
-        (None, None, "OK"),
-        (grpc.StatusCode.OK, None, "OK"),
-        (grpc.StatusCode.PERMISSION_DENIED, Exception("aborted"), "PERMISSION_DENIED"),
-        (7, Exception("aborted"), "PERMISSION_DENIED"),
-        (None, RuntimeError("bug"), "UNKNOWN"),
-        (None, asyncio.CancelledError(), "CANCELLED"),
-    ],
-)
-def test_the_code_a_call_ended_with(
-    code: object, error: BaseException | None, expected: str
-) -> None:
-    assert _code(_Context(code), error) == expected  # type: ignore[arg-type]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from roleserve_core.errors import ConfigError
+from roleserve_core import ConfigError
 from roleserve_core.testing import PluginHarness, load_installed_plugin
 from roleserve_metrics import hooks
 from roleserve_metrics.exporters import HOOK, Exporter, exporter_of

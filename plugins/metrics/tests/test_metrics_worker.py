@@ -20,7 +20,17 @@ import aiohttp
 import pytest
 from prometheus_client.core import CounterMetricFamily, Metric
 
-from roleserve_core import State, hookimpl
+from roleserve_core import (
+    NETWORK,
+    NODE_CREDENTIALS,
+    REVOKED_CREDENTIALS,
+    ROLES,
+    NetworkStatus,
+    NodeRoles,
+    RevokedCredentials,
+    State,
+    hookimpl,
+)
 from roleserve_core.identity import (
     Credentials,
     NodeCredentials,
@@ -30,15 +40,6 @@ from roleserve_core.identity import (
     generate_key,
     issue_user_certificate,
 )
-from roleserve_core.keys import (
-    NETWORK,
-    NODE_CREDENTIALS,
-    REVOKED_CREDENTIALS,
-    ROLES,
-    NetworkStatus,
-    RevokedCredentials,
-)
-from roleserve_core.roles import NodeRoles
 from roleserve_core.testing import (
     FakeClock,
     NodeHarness,

@@ -20,7 +20,6 @@ sub-command is not overwritten by the sub-command's default.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -146,11 +145,6 @@ def _handler(
             _run(run, args, without_leader=without_leader)
         except KeyboardInterrupt:
             return 0 if interruptible else EXIT_INTERRUPTED
-        except BrokenPipeError:
-            # The reader went away (`ctl logs -f | head`): nothing left to say to it, and
-            # Python's own report of the closed pipe at exit would be a traceback.
-            _discard_stdout()
-            return EXIT_REFUSED
         except CtlError as exc:
             report(PROG, exc)
             return exc.exit_code
@@ -181,7 +175,7 @@ def _run(run: Run, args: argparse.Namespace, *, without_leader: bool = False) ->
     import grpc
 
     from roleserve_core.cli.ctl._session import open_session, remember_curators
-    from roleserve_core.connection import NoQuorumError
+    from roleserve_core.connection import ForeignClusterError, NoQuorumError
 
     async def in_session() -> None:
         async with open_session(
@@ -204,6 +198,13 @@ def _run(run: Run, args: argparse.Namespace, *, without_leader: bool = False) ->
     except NoQuorumError as exc:
         raise CtlError(
             str(NoQuorumError(exc.quorum, _start_them(directory))), EXIT_REFUSED
+        ) from None
+    except ForeignClusterError as exc:
+        raise CtlError(
+            f"the curator at {', '.join(exc.endpoints)} is not of the cluster in {directory} "
+            "(its CA differs); use the credentials of the cluster at that address "
+            "(--credentials DIR), or the addresses of this one (--endpoint)",
+            EXIT_REFUSED,
         ) from None
     except RoleserveError as exc:  # NoLeaderError, a corrupt CA from the cluster, ...
         raise CtlError(str(exc), EXIT_REFUSED) from None
@@ -235,13 +236,3 @@ def _load_access(directory: Path, endpoints: Sequence[str]) -> ClusterAccess:
     # Without --endpoint, or without the directory: load's message names what is missing
     # and how to point at another directory (--credentials, $ROLESERVE_CREDENTIALS).
     return ClusterAccess.load(directory)
-
-
-def _discard_stdout() -> None:
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):
-        pass  # stdout is no file (captured): nothing will flush into a closed pipe
-    finally:
-        os.close(devnull)

@@ -30,7 +30,7 @@ from roleserve_controlplane.consensus.errors import (
     EtcdNotFoundError,
     EtcdRecordError,
 )
-from roleserve_core.files import write_atomically
+from roleserve_core import write_atomically
 
 __all__ = [
     "INSTALL_HINT",

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from cryptography import x509
 
-from roleserve_core.files import write_atomically
+from roleserve_core import write_atomically
 from roleserve_core.identity import (
     Credentials,
     PrivateKey,

@@ -39,8 +39,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from roleserve_core.errors import ExpectedError, FinalError, ResourceError, RoleserveError
-from roleserve_core.process import ProgramExitedError
+from roleserve_core import (
+    ExpectedError,
+    FinalError,
+    ProgramExitedError,
+    ResourceError,
+    RoleserveError,
+)
 
 __all__ = [
     "ConsensusError",

@@ -70,18 +70,20 @@ from roleserve_controlplane.consensus.record import (
     plan_start,
 )
 from roleserve_controlplane.consensus.space import disk_full, require_space
-from roleserve_core import RunContext, Value
-from roleserve_core.identity import Credentials
-from roleserve_core.ports import endpoint, local_exporter_host
-from roleserve_core.process import (
+from roleserve_core import (
     Bind,
     ProgramExitedError,
     ProgramSpec,
+    RunContext,
     RunningProgram,
+    Value,
+    endpoint,
+    local_exporter_host,
     parse_zap_json,
     start_program,
     stop_leftover,
 )
+from roleserve_core.identity import Credentials
 
 __all__ = [
     "DEFAULT_CLIENT_PORT",

@@ -78,7 +78,7 @@ from roleserve_controlplane.consensus.errors import (
     PeersUnreachableError,
 )
 from roleserve_controlplane.consensus.membership import Membership
-from roleserve_core.files import write_atomically
+from roleserve_core import write_atomically
 
 if TYPE_CHECKING:
     from roleserve_controlplane.consensus.member import MemberConfig

@@ -52,8 +52,7 @@ from roleserve_controlplane.curator.state import (
     node_key,
 )
 from roleserve_controlplane.proto import state_pb2
-from roleserve_core.errors import CredentialsError
-from roleserve_core.files import write_atomically
+from roleserve_core import CredentialsError, common_pb2, write_atomically
 from roleserve_core.identity import (
     Credentials,
     NodeCredentials,
@@ -66,7 +65,6 @@ from roleserve_core.identity import (
     private_key_to_pem,
     public_key_der,
 )
-from roleserve_core.proto import common_pb2
 
 __all__ = ["OWNER_IDENTITY", "BootstrapMaterial", "write_bootstrap"]
 

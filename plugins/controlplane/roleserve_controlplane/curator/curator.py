@@ -59,11 +59,18 @@ from roleserve_controlplane.curator.state import (
     NodeNotFoundError,
 )
 from roleserve_controlplane.proto import state_pb2
-from roleserve_core import RunContext, Value
-from roleserve_core.clock import Clock, MonotonicClock
-from roleserve_core.errors import RoleserveError
+from roleserve_core import (
+    Clock,
+    MonotonicClock,
+    RoleserveError,
+    RunContext,
+    Value,
+    common_pb2,
+    curator_pb2_grpc,
+    management_pb2,
+    management_pb2_grpc,
+)
 from roleserve_core.identity import Credentials, NodeCredentials
-from roleserve_core.proto import common_pb2, curator_pb2_grpc, management_pb2, management_pb2_grpc
 from roleserve_core.rpc import NodeGate, Revocations, bind, create_server
 from roleserve_core.stats import LeaderSnapshot, NodeStats
 

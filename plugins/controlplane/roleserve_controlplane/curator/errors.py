@@ -24,7 +24,7 @@ import grpc
 from roleserve_controlplane.consensus import EtcdRequestError, LeadershipLostError, QuorumError
 from roleserve_controlplane.curator.prefixes import PrefixesExhaustedError
 from roleserve_controlplane.curator.state import NodeNotFoundError
-from roleserve_core.errors import RefusedError, RequestLimitError
+from roleserve_core import RefusedError, RequestLimitError
 
 __all__ = ["RefusedError", "handled"]
 

@@ -35,8 +35,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from roleserve_core.clock import Clock
-from roleserve_core.proto import common_pb2, management_pb2
+from roleserve_core import Clock, common_pb2, management_pb2
 
 __all__ = ["DEFAULT_HEARTBEAT_INTERVAL", "MISSED_BEATS", "Connection", "Heartbeats"]
 

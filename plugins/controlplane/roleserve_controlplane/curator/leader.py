@@ -22,8 +22,8 @@ from roleserve_controlplane.curator.health import Heartbeats
 from roleserve_controlplane.curator.prefixes import ClusterNetwork
 from roleserve_controlplane.curator.state import ClusterState
 from roleserve_controlplane.proto import state_pb2
+from roleserve_core import common_pb2, curator_pb2, management_pb2
 from roleserve_core.identity import Credentials
-from roleserve_core.proto import common_pb2, curator_pb2, management_pb2
 
 __all__ = [
     "CURATOR_PORT",

@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from roleserve_controlplane.proto import state_pb2
-from roleserve_core.errors import ConfigError, FinalError, RoleserveError
+from roleserve_core import ConfigError, FinalError, RoleserveError
 
 __all__ = [
     "DEFAULT_CLUSTER_NETWORK",

@@ -28,8 +28,8 @@ from urllib.parse import urlsplit
 import anyio
 
 from roleserve_controlplane.consensus import EtcdClient, EtcdRequestError, Member
+from roleserve_core import curator_pb2
 from roleserve_core.identity import Credentials
-from roleserve_core.proto import curator_pb2
 
 __all__ = ["PROBE_TIMEOUT", "MemberReach", "QuorumProbe", "QuorumReport", "probe_quorum"]
 

@@ -8,27 +8,44 @@
                              → role filled: consensus CA, the certificate, every member
     unset consensus_member   refused if kubernetes_controller stays (unset both at once)
                              → etcd member removed first (refused if quorum would go)
+                             → record written through the members that remain
     kubernetes_controller    needs consensus_member (in the roles after the change)
     custom:<name>            any valid name, with string parameters
 
 All changes of one request are checked before anything happens, so a request with one bad
 change changes nothing. The limits (changes per request, custom roles per node, parameters
 per role and their lengths) are ``roleserve_core.limits``'.
+
+Leaving consensus is two steps no transaction spans: the etcd member goes, then the record.
+The record is written through the members that remain, since the leader's own client
+reaches only its local member, which is the one removed when the node leaving is the
+leader's. If that write still fails, the answer says the change is half done (the member
+gone, the role still recorded) and that the same request completes it: a node without an
+etcd member is skipped straight to the write.
 """
 
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import grpc
 
-from roleserve_controlplane.consensus import DEFAULT_PEER_PORT, Member
+from roleserve_controlplane.consensus import (
+    DEFAULT_PEER_PORT,
+    EtcdClient,
+    EtcdRequestError,
+    LeadershipLostError,
+    Member,
+)
 from roleserve_controlplane.consensus.faults import fault_point
+from roleserve_controlplane.consensus.membership import endpoint_of
 from roleserve_controlplane.curator.errors import RefusedError
 from roleserve_controlplane.curator.leader import LeaderState, peer_url
+from roleserve_controlplane.curator.state import ClusterState
 from roleserve_controlplane.curator.validation import shown
 from roleserve_controlplane.proto import state_pb2
+from roleserve_core import CUSTOM_ROLE_NAME, common_pb2, management_pb2
 from roleserve_core.identity import certificate_to_pem, public_key_from_der
 from roleserve_core.limits import (
     MAX_CUSTOM_ROLES,
@@ -40,8 +57,6 @@ from roleserve_core.limits import (
     check_count,
     check_text,
 )
-from roleserve_core.proto import common_pb2, management_pb2
-from roleserve_core.roles import CUSTOM_ROLE_NAME
 
 __all__ = ["BUILTIN_ROLES", "RoleChanges", "check_changes", "check_role", "has_role", "member_of"]
 
@@ -158,10 +173,11 @@ class RoleChanges:
         wants_consensus = consensus[-1].assign if consensus else had_consensus
         _changed(record.roles, changes, wants_consensus)  # refuses before etcd changes
         joined: common_pb2.NodeRoles.ConsensusMember | None = None
+        remaining: list[Member] | None = None
         if wants_consensus and not had_consensus:
             joined = await self._join_consensus(record)
         elif had_consensus and not wants_consensus:
-            await self._leave_consensus(record)
+            remaining = await self._leave_consensus(record)
 
         def replace(current: state_pb2.NodeRecord) -> None:
             # Applied to the record as it is at the write, not as read above: a concurrent
@@ -171,7 +187,33 @@ class RoleChanges:
                 roles.consensus_member.CopyFrom(joined)
             current.roles.CopyFrom(roles)
 
-        return (await self.leader.state.update_node(node_id, replace)).roles
+        if remaining is None:
+            return (await self.leader.state.update_node(node_id, replace)).roles
+        return await self._write_after_leaving(node_id, replace, remaining)
+
+    async def _write_after_leaving(
+        self,
+        node_id: str,
+        replace: Callable[[state_pb2.NodeRecord], None],
+        remaining: Sequence[Member],
+    ) -> common_pb2.NodeRoles:
+        """The record write once the node's etcd member is gone: through the members that
+        remain (see the module docstring).
+
+        :raises RefusedError: UNAVAILABLE, saying the change is half done, if the write
+            failed.
+        """
+        endpoints = [endpoint_of(url) for member in remaining for url in member.client_urls]
+        try:
+            async with EtcdClient(endpoints, self.leader.etcd_credentials) as client:
+                state = ClusterState(client, self.leader.leadership)
+                return (await state.update_node(node_id, replace)).roles
+        except (EtcdRequestError, LeadershipLostError) as exc:
+            raise _refuse(
+                grpc.StatusCode.UNAVAILABLE,
+                f"half done: the etcd member of {node_id} was removed, but its record still "
+                f"holds consensus_member ({exc}); run the same change again to complete it",
+            ) from exc
 
     async def _join_consensus(
         self, record: state_pb2.NodeRecord
@@ -201,11 +243,16 @@ class RoleChanges:
                 role.peers.add(name=name, url=member.peer_urls[0])
         return role
 
-    async def _leave_consensus(self, record: state_pb2.NodeRecord) -> None:
+    async def _leave_consensus(self, record: state_pb2.NodeRecord) -> list[Member] | None:
+        """Remove the node's etcd member; the members that remain, or None if it had none
+        (a change half done before, see the module docstring)."""
         # The roles after the request were checked before: kubernetes_controller goes too.
-        member = member_of(await self.leader.client.members(), record)
-        if member is not None:
-            await self.leader.membership.remove(member.id)
+        members = await self.leader.client.members()
+        member = member_of(members, record)
+        if member is None:
+            return None
+        await self.leader.membership.remove(member.id)
+        return [other for other in members if other.id != member.id]
 
 
 def member_of(members: Sequence[Member], record: state_pb2.NodeRecord) -> Member | None:

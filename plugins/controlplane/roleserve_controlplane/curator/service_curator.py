@@ -48,7 +48,7 @@ from roleserve_controlplane.curator.validation import (
     check_status,
 )
 from roleserve_controlplane.proto import state_pb2
-from roleserve_core.errors import IdentityError
+from roleserve_core import IdentityError, common_pb2, curator_pb2, curator_pb2_grpc
 from roleserve_core.identity import (
     PublicKey,
     certificate_to_pem,
@@ -57,7 +57,6 @@ from roleserve_core.identity import (
     public_key_from_der,
 )
 from roleserve_core.limits import MAX_KEY_BYTES, MAX_TICKET_BYTES, check_bytes
-from roleserve_core.proto import common_pb2, curator_pb2, curator_pb2_grpc
 from roleserve_core.rpc import NodePeer, UnauthenticatedPeer, current_peer
 
 __all__ = ["CHUNK_BYTES", "CuratorService"]

@@ -22,7 +22,7 @@ from roleserve_controlplane.curator.errors import RefusedError, handled
 from roleserve_controlplane.curator.quorum import QuorumProbe
 from roleserve_controlplane.curator.state import ClusterState
 from roleserve_controlplane.proto import state_pb2
-from roleserve_core.proto import curator_pb2, curator_pb2_grpc
+from roleserve_core import curator_pb2, curator_pb2_grpc
 
 __all__ = ["CuratorLocalService", "leader_value"]
 

@@ -23,9 +23,9 @@ from roleserve_controlplane.curator.rebuild import rebuild_member
 from roleserve_controlplane.curator.roles import RoleChanges, check_role, has_role
 from roleserve_controlplane.curator.validation import check_node_id
 from roleserve_controlplane.proto import state_pb2
+from roleserve_core import common_pb2, management_pb2, management_pb2_grpc
 from roleserve_core.identity import certificate_from_pem, certificate_to_pem
 from roleserve_core.limits import MAX_FILTER_ENTRIES, check_count
-from roleserve_core.proto import common_pb2, management_pb2, management_pb2_grpc
 
 __all__ = ["ManagementService"]
 

@@ -19,7 +19,7 @@ from typing import Any
 import grpc
 from google.protobuf.descriptor import MethodDescriptor
 
-from roleserve_core.proto import curator_pb2, management_pb2
+from roleserve_core import curator_pb2, management_pb2
 
 __all__ = ["LEADER_SERVICES", "NotLeadingHandler"]
 

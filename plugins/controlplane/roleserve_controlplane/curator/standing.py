@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from roleserve_controlplane.curator.cache import NodeCache
 from roleserve_controlplane.proto import state_pb2
-from roleserve_core.proto import common_pb2
+from roleserve_core import common_pb2
 
 __all__ = ["DecommissionedGate", "decommissioned_refusal"]
 

@@ -46,8 +46,7 @@ from roleserve_controlplane.consensus import (
 from roleserve_controlplane.consensus.client import Comparison, Operation
 from roleserve_controlplane.curator.prefixes import PREFIXES_PREFIX, ClusterNetwork, prefix_key
 from roleserve_controlplane.proto import state_pb2
-from roleserve_core.errors import RoleserveError
-from roleserve_core.proto import common_pb2
+from roleserve_core import RoleserveError, common_pb2
 
 __all__ = [
     "APPROVED_STATES",

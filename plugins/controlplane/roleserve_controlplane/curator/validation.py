@@ -16,6 +16,7 @@ from collections.abc import Mapping
 import grpc
 
 from roleserve_controlplane.curator.errors import RefusedError
+from roleserve_core import CUSTOM_ROLE_NAME, common_pb2
 from roleserve_core.limits import (
     MAX_HANDLED_CUSTOM_ROLES,
     MAX_INSTANCE_LENGTH,
@@ -27,8 +28,6 @@ from roleserve_core.limits import (
     check_count,
     check_text,
 )
-from roleserve_core.proto import common_pb2
-from roleserve_core.roles import CUSTOM_ROLE_NAME
 
 __all__ = [
     "CLUSTER_NETWORK",

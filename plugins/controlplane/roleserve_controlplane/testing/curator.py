@@ -33,8 +33,16 @@ from roleserve_controlplane.curator import (
     write_bootstrap,
 )
 from roleserve_controlplane.testing.etcd import EtcdCluster, RunningMember
-from roleserve_core.clock import MonotonicClock
-from roleserve_core.event import Value
+from roleserve_core import (
+    MonotonicClock,
+    Supervisor,
+    Value,
+    common_pb2,
+    curator_pb2,
+    curator_pb2_grpc,
+    management_pb2,
+    management_pb2_grpc,
+)
 from roleserve_core.identity import (
     Credentials,
     EphemeralCredentials,
@@ -46,15 +54,7 @@ from roleserve_core.identity import (
     node_id,
     public_key_der,
 )
-from roleserve_core.proto import (
-    common_pb2,
-    curator_pb2,
-    curator_pb2_grpc,
-    management_pb2,
-    management_pb2_grpc,
-)
 from roleserve_core.rpc import CancellationSafeChannel, secure_channel
-from roleserve_core.supervisor import Supervisor
 from roleserve_core.testing import SupervisorRunner, wait_for_value
 
 __all__ = ["CuratorCluster", "CuratorNode"]
@@ -121,6 +121,12 @@ class CuratorCluster:
         expire rather than revoked."""
         assert node.member is not None
         node.member.kill()
+        await self._stop_curator(node)
+
+    async def leave_consensus(self, node: CuratorNode) -> None:
+        """What ``node`` does once its consensus_member role is gone: its controlplane
+        worker stops its curator. (Its etcd member, removed from the cluster, exits by
+        itself.)"""
         await self._stop_curator(node)
 
     async def restart_curator(self, node: CuratorNode) -> None:

@@ -27,7 +27,14 @@ import pytest
 from cryptography import x509
 
 from roleserve_controlplane.testing.curator import CuratorCluster, CuratorNode
-from roleserve_core.clusternodes import NodeWatchFold
+from roleserve_core import (
+    NodeWatchFold,
+    common_pb2,
+    curator_pb2,
+    curator_pb2_grpc,
+    management_pb2,
+    management_pb2_grpc,
+)
 from roleserve_core.identity import (
     Credentials,
     EphemeralCredentials,
@@ -37,13 +44,6 @@ from roleserve_core.identity import (
     generate_key,
     node_id,
     public_key_der,
-)
-from roleserve_core.proto import (
-    common_pb2,
-    curator_pb2,
-    curator_pb2_grpc,
-    management_pb2,
-    management_pb2_grpc,
 )
 from roleserve_core.testing import DEFAULT_TIMEOUT
 

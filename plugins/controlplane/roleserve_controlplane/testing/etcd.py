@@ -29,10 +29,9 @@ from roleserve_controlplane.consensus import (
     find_etcd,
     wheel_etcd,
 )
-from roleserve_core.clock import MonotonicClock
+from roleserve_core import MonotonicClock, RunnableStatus, State, Supervisor
 from roleserve_core.environment import TEST_ETCD_ENV
 from roleserve_core.identity import Credentials
-from roleserve_core.supervisor import RunnableStatus, State, Supervisor
 from roleserve_core.testing import (
     FakeClock,
     SupervisorRunner,

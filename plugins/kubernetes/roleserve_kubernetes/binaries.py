@@ -1,0 +1,142 @@
+"""The kube binaries: where each is found, and what a node says when one is missing.
+
+::
+
+    [plugins.kubernetes] kube_apiserver = "/path"  ── set: the only candidate
+                    │ empty
+                    ▼
+    kube-apiserver on PATH ── found ──▶ its path: the runnable starts it
+                    │ not found
+                    ▼
+    None: the runnable stays HEALTHY with the note "kube-apiserver not found: ..."
+
+A configured path is used as it is: if it is missing or not executable, the runnable is
+DEAD with the runner's final error naming it (the operator's setting is wrong). A binary
+that is there but exits at once is DEAD with its last error lines, restarted after the
+backoff.
+
+A missing kube binary (nothing configured, none on PATH) is a state of the node, not a
+failure: Debian ships none of them (``shared/reference/components.md`` §3), so a node
+without them still runs containerd, the pod network and everything else. Restarting
+cannot conjure a binary, so the runnable does not crash-loop; it shows the note in
+``roleserve ctl tree`` until the operator installs the binary and restarts it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from roleserve_core import ProgramNotFoundError, ProgramSpec, Setting, resolve_binary
+
+__all__ = [
+    "APISERVER",
+    "COMPONENTS",
+    "CONTROLLER_MANAGER",
+    "KUBELET",
+    "SCHEDULER",
+    "SETTINGS",
+    "Component",
+    "KubeBinaries",
+    "find_binary",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Component:
+    """One kube binary: its name on PATH, its setting, and what its absence means."""
+
+    executable: str
+    """The binary's name on PATH, also the component's name in ``kubernetes_status``."""
+    setting: Setting[str]
+    """``[plugins.kubernetes]`` key naming its path."""
+    without: str
+    """What the node does without it, after "<executable> not found: "."""
+
+    @property
+    def absent_note(self) -> str:
+        """The note of its runnable when it is not found."""
+        return f"{self.executable} not found: {self.without}"
+
+    @property
+    def install_hint(self) -> str:
+        """What to do to have it, for error messages."""
+        return f'set `{self.setting.name} = "/path"` in [plugins.kubernetes] or install it'
+
+
+def _setting(name: str, executable: str) -> Setting[str]:
+    return Setting(
+        name,
+        str,
+        "",
+        f"The {executable} binary; empty: {executable} on PATH. Not found: its runnable "
+        "says so in its note and stays healthy.",
+    )
+
+
+APISERVER = Component(
+    "kube-apiserver",
+    _setting("kube_apiserver", "kube-apiserver"),
+    "set [plugins.kubernetes] kube_apiserver or install it",
+)
+CONTROLLER_MANAGER = Component(
+    "kube-controller-manager",
+    _setting("kube_controller_manager", "kube-controller-manager"),
+    "set [plugins.kubernetes] kube_controller_manager or install it",
+)
+SCHEDULER = Component(
+    "kube-scheduler",
+    _setting("kube_scheduler", "kube-scheduler"),
+    "set [plugins.kubernetes] kube_scheduler or install it",
+)
+KUBELET = Component("kubelet", _setting("kubelet", "kubelet"), "container runtime only")
+
+COMPONENTS = (APISERVER, CONTROLLER_MANAGER, SCHEDULER, KUBELET)
+"""Every kube binary the plugin runs, controller's first."""
+
+SETTINGS: tuple[Setting[str], ...] = tuple(component.setting for component in COMPONENTS)
+"""The ``[plugins.kubernetes]`` keys naming the binaries."""
+
+
+@dataclass(frozen=True, slots=True)
+class KubeBinaries:
+    """The configured paths of the kube binaries (empty: look on PATH)."""
+
+    configured: Mapping[str, str]
+    """Executable name → configured path, for those set in the section."""
+
+    @classmethod
+    def of(cls, config: Mapping[str, Any]) -> KubeBinaries:
+        """The paths the plugin's ``NodeContext.config`` names (types checked by the core)."""
+        found = {c.executable: c.setting.read(config) for c in COMPONENTS}
+        return cls({name: path for name, path in found.items() if path})
+
+    def find(self, component: Component, search_path: str | None = None) -> Path | None:
+        """The binary of ``component``, or None if there is none (see ``find_binary``)."""
+        return find_binary(component, self.configured.get(component.executable), search_path)
+
+
+def find_binary(
+    component: Component, configured: str | None, search_path: str | None = None
+) -> Path | None:
+    """The binary of ``component``: ``configured`` if set (and only it), else the one on
+    PATH; None when nothing is configured and PATH has none (the note's case).
+
+    A configured path is returned as it is, even if it is missing or not executable: the
+    operator named it, so starting it fails with the runner's final error naming the path
+    and why (a DEAD runnable with the reason), rather than hiding the mistake behind
+    "not found".
+    """
+    if configured:
+        return Path(configured)
+    spec = ProgramSpec(
+        name=component.executable,
+        executable=component.executable,
+        state_dir=Path("/nonexistent"),  # not started: only looked up
+    )
+    try:
+        return resolve_binary(spec, search_path)
+    except ProgramNotFoundError:
+        return None

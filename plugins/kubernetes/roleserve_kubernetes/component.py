@@ -1,0 +1,85 @@
+"""One runnable for any kube component: write its plan's files, start its binary, be
+healthy once it answers ready. ``apiserver``, ``controllermanager``, ``scheduler`` and
+``kubelet`` each make theirs with ``component_runnable``.
+
+::
+
+    binary None ──▶ note "<binary> not found: ...", HEALTHY, waits: no crash loop
+    binary found
+      ├─ write_plan(plan)                      files atomically, in the node's data dir
+      ├─ start_program(program_spec(plan))     roleserve_core.process: dies with the node
+      ├─ wait_ready(program, plan.health)      its own pid listens, GET → 200
+      ├─ on_ready(True), HEALTHY, note "<name> ready, pid N"
+      └─ program exits ──▶ on_ready(False), DEAD with its last error lines; the
+                           supervisor starts it again after the backoff
+
+A binary that is there but cannot run (not executable, exits at once) is a DEAD runnable
+with the reason from its stderr, restarted after the backoff like any failure; the node's
+other runnables go on. Only a binary that is not there at all is a state rather than a
+failure: it cannot appear by restarting.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import anyio
+
+from roleserve_core import ProgramSpec, RunContext, Runnable, start_program
+from roleserve_kubernetes.binaries import Component
+from roleserve_kubernetes.plans import LaunchPlan, program_spec, write_plan
+from roleserve_kubernetes.probe import wait_ready
+
+__all__ = ["ReadyCallback", "component_runnable"]
+
+ReadyCallback = Callable[[bool], None]
+"""Told True once the component answers ready, False when it stops (never blocks)."""
+
+
+def _ignore(ready: bool) -> None:
+    """The default ``on_ready``: nobody needs to know."""
+
+
+def component_runnable(
+    component: Component,
+    plan: Callable[[], LaunchPlan],
+    binary: Path | None,
+    state_dir: Path,
+    on_ready: ReadyCallback = _ignore,
+) -> Runnable:
+    """A runnable running ``plan`` with ``binary``, or saying that there is no binary.
+
+    :param component: which kube binary it runs (its note when absent).
+    :param plan: makes the plan, at each (re)start; not called when there is no binary.
+    :param binary: the component's binary as found (``KubeBinaries.find``); None: absent.
+    :param state_dir: where the runner records the program (the plugin's data directory).
+    :param on_ready: told when the component becomes ready and when it stops.
+    """
+
+    async def run(ctx: RunContext) -> None:
+        if binary is None:
+            ctx.set_note(component.absent_note)
+            ctx.signal_healthy()
+            await anyio.sleep_forever()
+        else:
+            planned = plan()
+            await _run_program(ctx, planned, program_spec(planned, binary, state_dir), on_ready)
+
+    return run
+
+
+async def _run_program(
+    ctx: RunContext, plan: LaunchPlan, spec: ProgramSpec, on_ready: ReadyCallback
+) -> None:
+    await anyio.to_thread.run_sync(write_plan, plan)
+    async with start_program(ctx.log, spec) as program:
+        ctx.set_note(f"waiting for {plan.name} to be ready (pid {program.pid})")
+        await wait_ready(program, plan.health)
+        ctx.set_note(f"{plan.name} ready, pid {program.pid}")
+        on_ready(True)
+        try:
+            ctx.signal_healthy()
+            await program.wait()
+        finally:
+            on_ready(False)

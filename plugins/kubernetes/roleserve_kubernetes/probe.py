@@ -1,0 +1,90 @@
+"""Is a kube component ready? One ``GET /readyz`` (or ``/healthz``) against the program
+the runner started.
+
+::
+
+    wait_ready(program, health)
+        └─ until: program.listens_on(health.bind)     the address is held by *this* pid
+                  and probe(health) == 200            the component says it is ready
+           (every READY_POLL seconds; the runnable's block is cancelled if the program exits)
+
+Why not aiohttp: the plugin depends on the core alone, and one request with a status line
+to read needs no HTTP client. Every failure to connect, to shake hands or to answer in time
+is simply "not ready yet"; the program's own exit is what ends the wait with an error.
+"""
+
+from __future__ import annotations
+
+import ssl
+
+import anyio
+import anyio.abc
+
+from roleserve_core import RunningProgram, endpoint
+from roleserve_kubernetes.plans import Health
+
+__all__ = ["PROBE_TIMEOUT", "READY_POLL", "probe", "wait_ready"]
+
+PROBE_TIMEOUT = 5.0
+"""Seconds one probe may take (connect, handshake, answer): a real component on the
+node's own address answers in milliseconds."""
+
+READY_POLL = 0.2
+"""Seconds between two probes while a component starts (kube-apiserver takes seconds)."""
+
+
+async def probe(health: Health) -> bool:
+    """Whether ``GET <path>`` on ``health``'s address answers 200 within ``PROBE_TIMEOUT``.
+
+    Over TLS, the server's certificate is verified against ``health.ca_pem`` with the
+    host as its IP address, or accepted as it is if there is no CA (a self-signed one).
+    """
+    request = (
+        f"GET {health.path} HTTP/1.1\r\nHost: {endpoint(health.host, health.port)}\r\n"
+        "Connection: close\r\nAccept: text/plain\r\n\r\n"
+    ).encode()
+    try:
+        with anyio.fail_after(PROBE_TIMEOUT):
+            return await _status(health, request) == 200
+    except (OSError, ssl.SSLError, TimeoutError, anyio.EndOfStream, anyio.BrokenResourceError):
+        return False
+
+
+async def _status(health: Health, request: bytes) -> int | None:
+    """The HTTP status of the answer to ``request``; None if the answer is not HTTP."""
+    stream: anyio.abc.ByteStream
+    if health.tls:
+        stream = await anyio.connect_tcp(
+            health.host,
+            health.port,
+            ssl_context=_client_context(health.ca_pem),
+            tls_hostname=health.host,
+            tls_standard_compatible=False,
+        )
+    else:
+        stream = await anyio.connect_tcp(health.host, health.port)
+    async with stream:
+        await stream.send(request)
+        answer = b""
+        while b"\r\n" not in answer and len(answer) < 4096:
+            answer += await stream.receive()
+    parts = answer.split(b"\r\n", 1)[0].split()
+    if len(parts) < 2 or not parts[0].startswith(b"HTTP/") or not parts[1].isdigit():
+        return None
+    return int(parts[1])
+
+
+def _client_context(ca_pem: bytes | None) -> ssl.SSLContext:
+    if ca_pem is not None:
+        return ssl.create_default_context(cadata=ca_pem.decode())
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False  # a controller's self-signed certificate; the pid is checked
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+async def wait_ready(program: RunningProgram, health: Health) -> None:
+    """Return once ``program`` itself holds ``health``'s address and answers 200 there."""
+    # Nothing announces readiness: asking again is the way, as kubeadm's checks do.
+    while not (program.listens_on(health.bind) and await probe(health)):  # noqa: ASYNC110
+        await anyio.sleep(READY_POLL)

@@ -1,0 +1,22 @@
+"""kube-scheduler on a controller: places pods on nodes, through the local apiserver with
+its client certificate from the PKI.
+
+Ready when ``GET /healthz`` answers 200 on its secure port (10259) on the node's local
+host. The plan is ``plans.scheduler_plan``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from roleserve_core import Runnable
+from roleserve_kubernetes.binaries import SCHEDULER
+from roleserve_kubernetes.component import component_runnable
+from roleserve_kubernetes.plans import ControllerInputs, scheduler_plan
+
+__all__ = ["scheduler_runnable"]
+
+
+def scheduler_runnable(inputs: ControllerInputs, binary: Path | None, state_dir: Path) -> Runnable:
+    """The runnable ``scheduler`` of the controller worker."""
+    return component_runnable(SCHEDULER, lambda: scheduler_plan(inputs), binary, state_dir)

@@ -1,0 +1,236 @@
+"""The worker ``kubernetes_controller``: Kubernetes' control plane on a controller node.
+
+Reads ``roles``, ``local_control_plane`` and ``network``; writes ``kubernetes_status``.
+
+::
+
+    roles ───────────────┐
+    local_control_plane ─┼─ fold ──▶ str: what it waits for (note; not healthy)
+    network ─────────────┘      └──▶ ControllerStartup(address, etcd endpoint, etcd files)
+                                        │
+        pki(startup) ◀──────────────────┤ the Kubernetes PKI, from etcd (injected)
+        binaries.find ◀─────────────────┤ each component's binary, or None (absent)
+                                        ▼
+        children: apiserver, controller_manager, scheduler   (each its own group)
+        kubernetes_status = {apiserver URL, CA, ready, running, absent}; HEALTHY
+                                        │ the startup changes (the role goes or comes,
+                                        ▼ the control plane stops or moves): restart
+        finally: kubernetes_status = KubernetesStatus.NONE
+
+As Monogon's controller, it starts nothing until the node has the ``kubernetes_controller``
+role *and* runs etcd and the curator (the apiserver is a client of the local etcd member,
+with that member's certificate). Unlike Monogon, it resets ``kubernetes_status`` whenever
+it stops, so a node that lost the role does not go on claiming a control plane.
+
+The worker runs always (``when=None``), so that ``roleserve ctl tree`` says what it waits
+for on a node without the role. Each component is a child in a group of its own: a broken
+scheduler restarts alone and never takes the apiserver down with it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+
+import anyio
+
+from roleserve_core import (
+    KUBERNETES_STATUS,
+    LOCAL_CONTROL_PLANE,
+    NETWORK,
+    ROLES,
+    Combined,
+    KubernetesStatus,
+    LocalControlPlane,
+    NetworkStatus,
+    NodeContext,
+    NodeRoles,
+    RunContext,
+    Worker,
+)
+from roleserve_kubernetes.apiserver import apiserver_runnable
+from roleserve_kubernetes.binaries import (
+    APISERVER,
+    CONTROLLER_MANAGER,
+    SCHEDULER,
+    Component,
+    KubeBinaries,
+)
+from roleserve_kubernetes.controllermanager import controller_manager_runnable
+from roleserve_kubernetes.pki import KeyPair
+from roleserve_kubernetes.plans import ControllerInputs, EtcdClientFiles, apiserver_url
+from roleserve_kubernetes.scheduler import scheduler_runnable
+
+__all__ = [
+    "CONTROLLER_COMPONENTS",
+    "ControllerStartup",
+    "ControllerWorker",
+    "PKISource",
+    "consensus_tls_files",
+    "controller_worker",
+    "fold",
+]
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+CONTROLLER_COMPONENTS: tuple[Component, ...] = (APISERVER, CONTROLLER_MANAGER, SCHEDULER)
+
+WAITING_FOR_ROLES = "waiting for the node's roles"
+WAITING_FOR_ROLE = "waiting for the kubernetes_controller role"
+WAITING_FOR_CONTROL_PLANE = (
+    "waiting for a local control plane (etcd and the curator; the consensus_member role)"
+)
+WAITING_FOR_ADDRESS = "waiting for the node's address"
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerStartup:
+    """What the controller starts from: it restarts when this changes."""
+
+    address: IPAddress
+    """The node's address: the apiserver serves here."""
+    etcd_endpoint: str
+    """``host:port`` of the local etcd member."""
+
+
+PKISource = Callable[[ControllerStartup], Awaitable[Mapping[str, KeyPair]]]
+"""Loads (or, on the first controller, creates) every ``pki.PKI_NAMES`` entry from the
+local etcd; ``apiserver`` must be this controller's own serving pair."""
+
+
+def fold(
+    roles: NodeRoles | None, control_plane: LocalControlPlane | None, network: NetworkStatus | None
+) -> ControllerStartup | str:
+    """The startup, or what the controller still waits for (its note)."""
+    if roles is None:
+        return WAITING_FOR_ROLES
+    if roles.kubernetes_controller is None:
+        return WAITING_FOR_ROLE
+    if control_plane is None or not control_plane.running:
+        return WAITING_FOR_CONTROL_PLANE
+    if network is None or network.external_address is None:
+        return WAITING_FOR_ADDRESS
+    assert control_plane.etcd_endpoint is not None  # running
+    return ControllerStartup(network.external_address, control_plane.etcd_endpoint)
+
+
+def consensus_tls_files(node: NodeContext) -> EtcdClientFiles:
+    """The local etcd member's TLS files, which the controlplane plugin writes into its
+    member directory (``consensus.certificates.write_tls_files``): the apiserver uses
+    them as its etcd client credentials.
+
+    GLUE (lead): this knows the controlplane plugin's layout (``<node data>/plugins/
+    controlplane/etcd/tls/``); better, ``local_control_plane`` would carry these paths.
+    """
+    directory = node.data_dir.parent / "controlplane" / "etcd" / "tls"
+    return EtcdClientFiles(
+        directory / "ca.pem", directory / "member.pem", directory / "member-key.pem"
+    )
+
+
+class ControllerWorker:
+    """The worker's state across its restarts: what it was given."""
+
+    def __init__(
+        self,
+        node: NodeContext,
+        binaries: KubeBinaries,
+        pki: PKISource | None,
+        etcd_files: Callable[[], EtcdClientFiles],
+    ) -> None:
+        self.node = node
+        self.binaries = binaries
+        self.pki = pki
+        self.etcd_files = etcd_files
+        self._status: KubernetesStatus = KubernetesStatus.NONE
+
+    async def run(self, ctx: RunContext) -> None:
+        """Runs kube-apiserver, kube-controller-manager and kube-scheduler on controllers."""
+        values = self.node.values
+        self._publish(KubernetesStatus.NONE)
+        sources = (values.read(ROLES), values.read(LOCAL_CONTROL_PLANE), values.read(NETWORK))
+        try:
+            async with Combined(*sources) as inputs:
+                current = await inputs.get()
+                startup = fold(*current)
+                while isinstance(startup, str):
+                    ctx.set_note(startup)
+                    current = await inputs.get()
+                    startup = fold(*current)
+                await self._start(ctx, startup)
+                while (now := fold(*current)) == startup:
+                    current = await inputs.get()
+                ctx.log.info("restarting: %s", now if isinstance(now, str) else "moved")
+                ctx.restart()
+                await anyio.sleep_forever()
+        finally:
+            self._publish(KubernetesStatus.NONE)
+
+    async def _start(self, ctx: RunContext, startup: ControllerStartup) -> None:
+        if self.pki is None:
+            # GLUE (lead): pass roleserve_kubernetes.pki.controller_pki (with an etcd client
+            # on startup.etcd_endpoint and the member's files) once it is merged.
+            ctx.set_note("waiting for the Kubernetes PKI: no PKI source on this build")
+            await anyio.sleep_forever()
+            return
+        ctx.set_note("loading the Kubernetes PKI from etcd")
+        pki = await self.pki(startup)
+        inputs = ControllerInputs(
+            directory=self.node.data_dir / "controller",
+            address=startup.address,
+            pki=pki,
+            etcd_endpoint=startup.etcd_endpoint,
+            etcd=self.etcd_files(),
+        )
+        found = {c.executable: self.binaries.find(c) for c in CONTROLLER_COMPONENTS}
+        state_dir = self.node.data_dir
+        apiserver = found[APISERVER.executable]
+        ctx.run("apiserver", apiserver_runnable(inputs, apiserver, state_dir, self._ready))
+        cm = found[CONTROLLER_MANAGER.executable]
+        ctx.run("controller_manager", controller_manager_runnable(inputs, cm, state_dir))
+        ctx.run("scheduler", scheduler_runnable(inputs, found[SCHEDULER.executable], state_dir))
+        self._publish(
+            KubernetesStatus(
+                apiserver=apiserver_url(startup.address) if apiserver is not None else None,
+                ca_pem=pki["ca"].certificate_pem,
+                running=tuple(name for name, path in found.items() if path is not None),
+                absent=tuple(name for name, path in found.items() if path is None),
+            )
+        )
+        ctx.set_note("")
+        ctx.signal_healthy()
+
+    def _ready(self, ready: bool) -> None:
+        """The apiserver's readiness, into the status while it is this run's."""
+        if self._status.controller_running:
+            self._publish(dataclasses.replace(self._status, apiserver_ready=ready))
+
+    def _publish(self, status: KubernetesStatus) -> None:
+        if status != self._status or status is KubernetesStatus.NONE:
+            self.node.values.set(KUBERNETES_STATUS, status)
+        self._status = status
+
+
+def controller_worker(
+    node: NodeContext,
+    pki: PKISource | None = None,
+    etcd_files: Callable[[], EtcdClientFiles] | None = None,
+) -> Worker:
+    """The worker ``kubernetes_controller``, with the binaries of ``node``'s settings.
+
+    :param pki: where the PKI comes from (tests pass one of their own).
+    :param etcd_files: where the local etcd member's TLS files are.
+    """
+    controller = ControllerWorker(
+        node,
+        KubeBinaries.of(node.config),
+        pki,
+        etcd_files or (lambda: consensus_tls_files(node)),
+    )
+    return Worker(
+        "kubernetes_controller",
+        controller.run,
+        reads=(ROLES, LOCAL_CONTROL_PLANE, NETWORK),
+    )

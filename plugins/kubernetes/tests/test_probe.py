@@ -1,0 +1,86 @@
+"""The readiness probe against a small server of the test's own, on 127.0.0.1, serving a
+certificate of the PKI contract's kind."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+import ssl
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+
+from roleserve_kubernetes.pki import KeyPair
+from roleserve_kubernetes.plans import Health
+from roleserve_kubernetes.probe import probe
+from roleserve_kubernetes.testing import throwaway_pki
+
+pytestmark = pytest.mark.anyio
+
+HOST = "127.0.0.1"
+
+
+async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """200 ``ok`` for /readyz, 500 for anything else."""
+    request = await reader.readline()
+    while (await reader.readline()) not in (b"\r\n", b""):
+        pass
+    ready = request.split()[1] == b"/readyz"
+    status = b"200 OK" if ready else b"500 Internal Server Error"
+    writer.write(b"HTTP/1.1 " + status + b"\r\nContent-Length: 2\r\n\r\nok")
+    await writer.drain()
+    writer.close()
+
+
+@asynccontextmanager
+async def server(tmp_path: Path, serving: KeyPair | None) -> AsyncIterator[int]:
+    """A server on 127.0.0.1 (HTTPS with ``serving``, or plain HTTP); yields its port."""
+    context = None
+    if serving is not None:
+        assert serving.certificate_pem is not None
+        certificate, key = tmp_path / "serving.pem", tmp_path / "serving-key.pem"
+        certificate.write_bytes(serving.certificate_pem)
+        key.write_bytes(serving.key_pem)
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(certificate, key)
+    listener = await asyncio.start_server(answer, HOST, 0, ssl=context)
+    async with listener:
+        yield listener.sockets[0].getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def pki() -> dict[str, KeyPair]:
+    return throwaway_pki([ipaddress.ip_address(HOST)])
+
+
+def ca(pki: dict[str, KeyPair]) -> bytes:
+    assert pki["ca"].certificate_pem is not None
+    return pki["ca"].certificate_pem
+
+
+async def test_ready_only_with_200_from_a_verified_server(
+    pki: dict[str, KeyPair], tmp_path: Path
+) -> None:
+    other = throwaway_pki([ipaddress.ip_address(HOST)])
+    elsewhere = throwaway_pki([ipaddress.ip_address("10.9.9.9")])
+    async with server(tmp_path, pki["apiserver"]) as port:
+        assert await probe(Health(HOST, port, "/readyz", ca_pem=ca(pki)))
+        assert not await probe(Health(HOST, port, "/livez", ca_pem=ca(pki)))  # 500
+        assert not await probe(Health(HOST, port, "/readyz", ca_pem=ca(other)))  # another CA
+        assert await probe(Health(HOST, port, "/readyz"))  # no CA: any certificate
+        assert not await probe(Health(HOST, port, "/readyz", tls=False))  # HTTP to HTTPS
+    async with server(tmp_path, elsewhere["apiserver"]) as port:
+        # Signed by the right CA, but for another address.
+        assert not await probe(Health(HOST, port, "/readyz", ca_pem=ca(elsewhere)))
+
+
+async def test_plain_http_and_nothing_listening(tmp_path: Path) -> None:
+    async with server(tmp_path, None) as port:
+        assert await probe(Health(HOST, port, "/readyz", tls=False))
+    with socket.socket() as unused:
+        unused.bind((HOST, 0))
+        port = unused.getsockname()[1]
+        assert not await probe(Health(HOST, port, "/readyz", tls=False))

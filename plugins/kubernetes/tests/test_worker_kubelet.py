@@ -1,0 +1,118 @@
+"""The kubelet worker in a node: gated on ``kubernetes_worker``, it waits for its inputs,
+asks for the kubelet's certificates once, and runs a stand-in kubelet until it is healthy;
+without a binary its child says the node is a container runtime only."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from roleserve_core import (
+    KUBERNETES_STATUS,
+    NETWORK,
+    NODE_ID,
+    POD_NETWORK,
+    KubernetesStatus,
+    KubernetesWorker,
+    NetworkStatus,
+    NodeContext,
+    NodeRoles,
+    PodNetwork,
+    State,
+    hookimpl,
+)
+from roleserve_core.testing import NodeHarness, PluginHarness, random_loopback
+from roleserve_kubernetes import binaries
+from roleserve_kubernetes.pki import KeyPair
+from roleserve_kubernetes.testing import stand_in_kubelet, throwaway_pki
+from roleserve_kubernetes.worker_kubelet import KubeletStartup, kubelet_worker
+
+pytestmark = pytest.mark.anyio
+
+DN = "root.role.kubernetes_kubelet"
+WORKER = NodeRoles(kubernetes_worker=KubernetesWorker())
+
+
+class RecordingCertificates:
+    """The kubelet's certificates: records each startup it is asked for."""
+
+    def __init__(self, pki: dict[str, KeyPair]) -> None:
+        self.pki = pki
+        self.calls: list[KubeletStartup] = []
+
+    async def __call__(self, startup: KubeletStartup) -> tuple[KeyPair, KeyPair]:
+        self.calls.append(startup)
+        return self.pki["admin"], self.pki["apiserver"]
+
+
+def runtime_of(tmp_path: Path, certificates: RecordingCertificates, **config: str) -> Any:
+    def values() -> list[Any]:
+        return [KUBERNETES_STATUS, POD_NETWORK]
+
+    def settings() -> list[Any]:
+        return list(binaries.SETTINGS)
+
+    def workers(node: NodeContext) -> list[Any]:
+        return [kubelet_worker(node, certificates=certificates)]
+
+    plugins = PluginHarness()
+    plugins.register(
+        SimpleNamespace(
+            roleserve_values=hookimpl(values),
+            roleserve_settings=hookimpl(settings),
+            roleserve_workers=hookimpl(workers),
+        ),
+        "kubernetes",
+    )
+    return plugins.runtime(tmp_path / "node", config={"kubernetes": config})
+
+
+async def test_waits_for_its_inputs_then_runs_the_kubelet(
+    node: Callable[..., Awaitable[NodeHarness]], tmp_path: Path
+) -> None:
+    address = random_loopback()
+    pki = throwaway_pki([address])
+    certificates = RecordingCertificates(pki)
+    kubelet = stand_in_kubelet(tmp_path / "kubelet")
+    harness = await node(runtime_of(tmp_path, certificates, kubelet=str(kubelet)))
+    harness.set_roles(WORKER)
+    await harness.wait_status(DN, lambda s: s.note == "waiting for the node's ID")
+    harness.set(NODE_ID, "node-0123")
+    harness.set(NETWORK, NetworkStatus(address))
+    prefix = ipaddress.ip_network("10.192.7.0/24")
+    harness.set(POD_NETWORK, PodNetwork((prefix,)), by="kubernetes")
+    await harness.wait_status(DN, lambda s: s.note.startswith("waiting for a kube-apiserver"))
+    ca = pki["ca"].certificate_pem
+    assert ca is not None
+    apiserver = f"https://{address}:6443"
+    status = KubernetesStatus(apiserver, ca, True, ("kube-apiserver",), ())
+    harness.set(KUBERNETES_STATUS, status, by="kubernetes")
+
+    child = await harness.wait_state(f"{DN}.kubelet")
+    assert child.note.startswith("kubelet ready, pid ")
+    assert certificates.calls == [KubeletStartup("node-0123", address, prefix, apiserver, ca)]
+    config = harness.runtime.context("kubernetes").data_dir / "kubelet" / "config.json"
+    assert '"podCIDR": "10.192.7.0/24"' in config.read_text()
+
+    # Readiness changes nothing the kubelet starts from: no restart.
+    harness.set(KUBERNETES_STATUS, KubernetesStatus(apiserver, ca, False, (), ()), by="kubernetes")
+    harness.set_roles(NodeRoles())  # the role goes: the core cancels the worker
+    await harness.wait_status(DN, lambda s: s.state is not State.HEALTHY)
+    assert len(certificates.calls) == 1
+
+
+async def test_without_a_kubelet_the_node_is_a_container_runtime_only(
+    node: Callable[..., Awaitable[NodeHarness]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no kube binary on PATH, whatever the machine
+    certificates = RecordingCertificates({})
+    harness = await node(runtime_of(tmp_path, certificates))
+    harness.set_roles(WORKER)
+    child = await harness.wait_state(f"{DN}.kubelet")
+    assert (child.note, child.failures) == ("kubelet not found: container runtime only", 0)
+    assert certificates.calls == []
