@@ -88,6 +88,7 @@ from .proto import management_pb2_grpc as management_pb2_grpc
 # Programs a worker runs (etcd, exporters, containerd, ...), the files and ports it keeps.
 from .files import write_atomically as write_atomically
 from .ports import CLUSTERNET_PORT as CLUSTERNET_PORT
+from .ports import CONTAINERD_METRICS_PORT as CONTAINERD_METRICS_PORT
 from .ports import CURATOR_PORT as CURATOR_PORT
 from .ports import ETCD_CLIENT_PORT as ETCD_CLIENT_PORT
 from .ports import ETCD_METRICS_PORT as ETCD_METRICS_PORT

@@ -15,6 +15,7 @@ one), plain HTTP, never reachable from another machine::
 
     7841  node_exporter                                          TCP
     7842  etcd metrics (consensus members)                       TCP
+    7846  containerd metrics (kubernetes workers)                TCP
 
 Every node listens on its own address, never on a wildcard, so several nodes on one
 machine each take a loopback address of their own (127.0.0.11, 127.0.0.12, ...) and keep
@@ -27,6 +28,7 @@ import ipaddress
 
 __all__ = [
     "CLUSTERNET_PORT",
+    "CONTAINERD_METRICS_PORT",
     "CURATOR_PORT",
     "ETCD_CLIENT_PORT",
     "ETCD_METRICS_PORT",
@@ -47,6 +49,7 @@ NODE_MANAGEMENT_PORT = 7839
 METRICS_PORT = 7840
 NODE_EXPORTER_PORT = 7841
 ETCD_METRICS_PORT = 7842
+CONTAINERD_METRICS_PORT = 7846
 
 
 def local_exporter_host(address: str | ipaddress.IPv4Address | ipaddress.IPv6Address) -> str:

@@ -51,6 +51,7 @@ from roleserve_core import (
 from roleserve_kubernetes.binaries import KUBELET, KubeBinaries
 from roleserve_kubernetes.certificates import kubelet_certificates
 from roleserve_kubernetes.kubelet import kubelet_runnable
+from roleserve_kubernetes.layout import WorkerLayout
 from roleserve_kubernetes.pki import KeyPair
 from roleserve_kubernetes.plans import KubeletInputs
 
@@ -104,11 +105,9 @@ def fold(
 
 
 def containerd_socket(node: NodeContext) -> Path:
-    """containerd's CRI socket, in the plugin's data directory.
-
-    GLUE (lead): the containerd branch names the real path; this is its expected place.
-    """
-    return node.data_dir / "containerd" / "containerd.sock"
+    """containerd's CRI socket, in the plugin's data directory: where the worker
+    ``kubernetes_worker``'s containerd listens (``layout.WorkerLayout.socket``)."""
+    return WorkerLayout(node.data_dir).socket
 
 
 class KubeletWorker:

@@ -13,6 +13,6 @@ def test_loads_owns_its_values_and_runs_its_workers() -> None:
     )
     assert (info.values, info.workers) == (
         ["kubernetes_status", "pod_network"],
-        ["kubernetes_controller", "kubernetes_kubelet"],
+        ["kubernetes_controller", "kubernetes_worker", "kubernetes_kubelet"],
     )
     assert "Kubernetes controller and worker launcher" in info.description

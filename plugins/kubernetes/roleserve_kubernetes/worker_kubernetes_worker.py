@@ -1,0 +1,81 @@
+"""Worker ``kubernetes_worker`` (``root.role.kubernetes_worker``): a node's container
+runtime and pod network, while the node holds the ``kubernetes_worker`` role.
+
+Reads (through its runnables) ``node_id``, ``cluster_nodes``, ``network`` and its own
+``pod_network``; writes ``pod_network`` and files under the plugin's data directory
+(``layout``).
+
+::
+
+    kubernetes_worker (this file; started and cancelled by the core on the role)
+    ├── pod_network   own record's cluster_prefix ─▶ pod_network, CNI config (podnetwork)
+    └── containerd    containerd + CRI + sandbox image; on the way out, pods removed and
+                      no shim, container, mount or bridge left (containerd); started over
+                      when pod_network moves to another prefix
+
+The two are independent runnables, not a group: containerd dying (and restarting after
+the backoff) leaves the pod network alone, and a node whose prefix is not allocated yet
+still has a running containerd (its CRI reports NetworkReady false until the CNI
+configuration is written, and containerd picks that up by itself). Monogon's worker
+starts ``containerd`` and the Kubernetes node services the same way, once the role is
+there; the kubelet, when its binary exists, is a third child here.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import anyio
+
+from roleserve_core import (
+    CLUSTER_NODES,
+    NETWORK,
+    NODE_ID,
+    POD_NETWORK,
+    NodeContext,
+    NodeRoles,
+    RunContext,
+    Worker,
+)
+from roleserve_kubernetes.containerd import containerd
+from roleserve_kubernetes.layout import WorkerLayout
+from roleserve_kubernetes.podnetwork import pod_network
+from roleserve_kubernetes.settings import WorkerSettings
+
+__all__ = ["RUNNABLES", "has_worker_role", "kubernetes_worker"]
+
+RUNNABLES = ("pod_network", "containerd")
+"""The worker's runnables, in the order it starts them."""
+
+
+def has_worker_role(roles: NodeRoles) -> bool:
+    """The worker's ``when``: the node holds ``kubernetes_worker``."""
+    return roles.kubernetes_worker is not None
+
+
+def kubernetes_worker(
+    node: NodeContext, settings: WorkerSettings, *, netns: str | None = None
+) -> Worker:
+    """The worker; see the module docstring.
+
+    :param netns: for tests and benchmarks: a network namespace (``ip netns``) to run
+        containerd in, so the pods' bridge and addresses stay inside it.
+    """
+    layout = WorkerLayout(node.data_dir)
+
+    async def kubernetes_worker(ctx: RunContext) -> None:
+        """Runs containerd and keeps the pod network of this Kubernetes worker node."""
+        ctx.run("pod_network", partial(pod_network, values=node.values, layout=layout))
+        ctx.run(
+            "containerd",
+            partial(containerd, values=node.values, settings=settings, layout=layout, netns=netns),
+        )
+        ctx.signal_healthy()
+        await anyio.sleep_forever()
+
+    return Worker(
+        "kubernetes_worker",
+        kubernetes_worker,
+        when=has_worker_role,
+        reads=(NODE_ID, CLUSTER_NODES, NETWORK, POD_NETWORK),
+    )

@@ -1,0 +1,196 @@
+"""The worker with the real containerd, runc and CNI plugins, in a network namespace the
+test makes: containerd answers CRI, a pod gets an address of the node's pod prefix and
+runs a command, and removing the role leaves no process and no mount behind."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import subprocess
+from pathlib import Path
+
+import anyio
+import pytest
+
+from roleserve_core import (
+    CLUSTER_NODES,
+    POD_NETWORK,
+    ClusterNodes,
+    NodeRoles,
+    PodNetwork,
+    RunnableStatus,
+    State,
+    read_record,
+)
+from roleserve_core.testing import FakeClock, node_record, poll_until, wait_for_value
+from roleserve_kubernetes.cni import bridge_name
+from roleserve_kubernetes.cri import NETWORK_READY, CriClient, runtime_ready
+from roleserve_kubernetes.leftovers import mounts_under, shim_pids
+from roleserve_kubernetes.proto import cri_pb2
+
+from .kubernetes_real import (
+    CONTAINERD_DN,
+    DN,
+    NODE_ID_OF_TEST,
+    StartNode,
+    run_pod,
+    short_dir,
+    start_worker,
+    worker_netns,
+)
+
+__all__ = ["short_dir", "worker_netns"]  # fixtures, used by name
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
+
+SLOW = 60.0
+"""Seconds for what a loaded 2-core machine may take (containerd's start, a pod's)."""
+
+
+def cri_lines(path: Path) -> list[str]:
+    """The text of a CRI log file's lines (``<time> <stream> <F|P> <text>``)."""
+    return [line.split(" ", 3)[3] for line in path.read_text().splitlines() if line.count(" ") >= 3]
+
+
+async def test_the_worker_starts_containerd_and_cri_answers(
+    short_dir: Path, worker_netns: str, node: StartNode
+) -> None:
+    worker = await start_worker(node, short_dir, worker_netns)
+    await worker.harness.wait_state(CONTAINERD_DN, timeout=SLOW)
+
+    pods = await wait_for_value(
+        worker.harness.runtime.registry.read(POD_NETWORK, "test"), lambda p: bool(p.prefixes)
+    )
+    assert pods == PodNetwork((ipaddress.ip_network("10.192.7.128/25"),))
+    async with CriClient(worker.layout.socket) as cri:
+        version = await cri.version()
+        assert (version.runtime_name, version.runtime_api_version) == ("containerd", "v1")
+        assert runtime_ready(await cri.status())
+        # The CNI configuration the pod network wrote is picked up without a restart.
+        await poll_until("NetworkReady", cri.status, lambda s: runtime_ready(s, NETWORK_READY))
+    note = worker.harness.status(CONTAINERD_DN).note
+    assert f"socket {worker.layout.socket}" in note
+    # Its metrics where the exporter the plugin contributes says (in the namespace).
+    scraped = await anyio.run_process(
+        ["ip", "netns", "exec", worker_netns, "/bin/busybox", "wget", "-qO-",
+         "http://127.0.0.1:7846/v1/metrics"],
+    )  # fmt: skip
+    assert b"containerd_" in scraped.stdout
+
+
+async def test_a_pod_gets_an_address_of_the_node_prefix_and_runs_a_command(
+    short_dir: Path, worker_netns: str, node: StartNode
+) -> None:
+    worker = await start_worker(node, short_dir, worker_netns)
+    await worker.harness.wait_state(CONTAINERD_DN, timeout=SLOW)
+    await worker.harness.wait_state(f"{DN}.pod_network")
+    logs = short_dir / "pods" / "hello"
+    async with CriClient(worker.layout.socket) as cri:
+        sandbox_id, container_id = await run_pod(
+            cri,
+            "hello",
+            logs,
+            "/bin/sh",
+            "-c",
+            "ip -4 -o addr show eth0; echo hello from $(hostname)",
+        )
+        status = await poll_until(
+            "the container to exit",
+            lambda: cri.container_status(container_id),
+            lambda s: s.state == cri_pb2.CONTAINER_EXITED,
+            timeout=SLOW,
+        )
+        assert (status.exit_code, status.reason) == (0, "Completed")
+        sandbox = await cri.pod_sandbox_status(sandbox_id)
+
+    address = ipaddress.ip_address(sandbox.network.ip)
+    assert address in ipaddress.ip_network("10.192.7.128/25")
+    assert address != ipaddress.ip_address("10.192.7.129")  # the bridge's, the gateway
+    lines = cri_lines(logs / "hello.log")
+    assert lines[-1] == "hello from hello"
+    assert re.search(rf"inet {re.escape(str(address))}/25 ", lines[0]), lines
+
+
+async def test_removing_the_role_leaves_no_process_and_no_mount(
+    short_dir: Path, worker_netns: str, node: StartNode
+) -> None:
+    worker = await start_worker(node, short_dir, worker_netns)
+    await worker.harness.wait_state(CONTAINERD_DN, timeout=SLOW)
+    layout = worker.layout
+    record = read_record(short_dir / "plugins" / "kubernetes" / "containerd.process.json")
+    async with CriClient(layout.socket) as cri:
+        _, container_id = await run_pod(
+            cri, "sleeper", short_dir / "pods" / "sleeper", "/bin/sleep", "3600"
+        )
+        await poll_until(
+            "the container to run",
+            lambda: cri.container_status(container_id),
+            lambda s: s.state == cri_pb2.CONTAINER_RUNNING,
+            timeout=SLOW,
+        )
+    shims = shim_pids(layout.socket)
+    assert shims, "a running pod has a shim"
+    assert mounts_under([layout.root, layout.state]), "a running pod has mounts"
+    bridge = bridge_name(NODE_ID_OF_TEST)
+    assert link_exists(worker_netns, bridge), "a pod's network has the node's bridge"
+
+    worker.harness.set_roles(NodeRoles())
+
+    def waiting(status: RunnableStatus) -> bool:
+        return status.state is State.NEW and status.note == "waiting for its roles"
+
+    await worker.harness.wait_status(DN, waiting, timeout=SLOW)
+    assert shim_pids(layout.socket) == []
+    assert not any(_alive(pid) for pid in shims)
+    assert not _alive(record.pid)
+    assert mounts_under([short_dir]) == []
+    assert not link_exists(worker_netns, bridge)
+    assert not (short_dir / "plugins" / "kubernetes" / "containerd.process.json").exists()
+    pods = worker.harness.runtime.registry.read(POD_NETWORK, "test").get_nowait()
+    assert pods == PodNetwork(())
+
+
+def link_exists(netns: str, name: str) -> bool:
+    shown = subprocess.run(
+        ["ip", "-n", netns, "link", "show", "dev", name], capture_output=True, timeout=30
+    )
+    return shown.returncode == 0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2 :][:1] not in ("Z", "X")
+
+
+async def test_a_new_prefix_restarts_containerd_and_new_pods_get_its_addresses(
+    short_dir: Path, worker_netns: str, node: StartNode, fake_clock: FakeClock
+) -> None:
+    worker = await start_worker(node, short_dir, worker_netns)
+    await worker.harness.wait_state(CONTAINERD_DN, timeout=SLOW)
+    async with CriClient(worker.layout.socket) as cri:
+        await poll_until("NetworkReady", cri.status, lambda s: runtime_ready(s, NETWORK_READY))
+        first, _ = await run_pod(cri, "first", short_dir / "pods" / "first", "/bin/sleep", "600")
+        address = (await cri.pod_sandbox_status(first)).network.ip
+        assert ipaddress.ip_address(address) in ipaddress.ip_network("10.192.7.128/25")
+
+    record = node_record(NODE_ID_OF_TEST, cluster_prefix="10.192.9.0/24")
+    worker.harness.set(CLUSTER_NODES, ClusterNodes({NODE_ID_OF_TEST: record}, backlogged=True))
+    status = await worker.harness.wait_status(CONTAINERD_DN, lambda s: s.failures == 1)
+    assert status.last_error is not None
+    assert status.last_error.summary() == (
+        "roleserve_kubernetes.errors.PodPrefixChangedError: this node's pod prefix changed "
+        "from 10.192.7.128/25 to 10.192.9.128/25; restarting containerd without the old "
+        "pods and their bridge"
+    )
+    assert shim_pids(worker.layout.socket) == []
+    await fake_clock.advance_to_next()  # the backoff
+    await worker.harness.wait_state(CONTAINERD_DN, timeout=SLOW)
+    async with CriClient(worker.layout.socket) as cri:
+        assert await cri.list_pod_sandboxes() == []
+        await poll_until("NetworkReady", cri.status, lambda s: runtime_ready(s, NETWORK_READY))
+        second, _ = await run_pod(cri, "second", short_dir / "pods" / "second", "/bin/true")
+        address = (await cri.pod_sandbox_status(second)).network.ip
+    assert ipaddress.ip_address(address) in ipaddress.ip_network("10.192.9.128/25")
