@@ -1339,21 +1339,23 @@ def test_prometheus_config_writes_credentials_and_a_config_promtool_accepts(
     config = out / "prometheus.yml"
     promtool_check(config)
     text = config.read_text()
-    for exporter in ("core", "node", "etcd"):
+    jobs = ("core", "node", "etcd", "containerd")
+    for exporter in jobs:
         assert f'- job_name: "roleserve-{exporter}"' in text
         assert f'metrics_path: "/metrics/{exporter}"' in text
-    assert text.count(f'url: "https://{setup.cluster.address}:7840/discovery"') == 3
-    assert text.count('url: "https://[fd00::2]:7840/discovery"') == 3
-    assert text.count('server_name: "any-node.roleserve.invalid"') == 3 * 3
-    assert text.count(f'cert_file: "{out.resolve()}/cert.pem"') == 3 * 3
+    assert text.count(f'url: "https://{setup.cluster.address}:7840/discovery"') == len(jobs)
+    assert text.count('url: "https://[fd00::2]:7840/discovery"') == len(jobs)
+    assert text.count('server_name: "any-node.roleserve.invalid"') == 3 * len(jobs)
+    assert text.count(f'cert_file: "{out.resolve()}/cert.pem"') == 3 * len(jobs)
     assert text.count('source_labels: ["roleserve_role_consensus_member"]') == 1
+    assert text.count('source_labels: ["roleserve_role_kubernetes_worker"]') == 1
 
     serial = f"{credentials.certificate.serial_number:x}"
     assert result.out.splitlines() == [
         f"issued metrics credentials {request.name!r} (serial {serial}, expires "
         f"{credentials.certificate.not_valid_after_utc:%Y-%m-%d}) and wrote {config}: jobs "
-        "roleserve-core, roleserve-node, roleserve-etcd, targets from /discovery on 2 "
-        "consensus members",
+        "roleserve-core, roleserve-node, roleserve-etcd, roleserve-containerd, targets from "
+        "/discovery on 2 consensus members",
         f"check it with: promtool check config {config}",
     ]
 

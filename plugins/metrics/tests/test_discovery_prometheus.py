@@ -115,7 +115,7 @@ async def test_prometheus_discovers_and_scrapes_over_mutual_tls(tmp_path: Path) 
         fake_node(worker_address, server_context(worker, tmp_path), None),
     ):
         with run_prometheus(config, member_address, api_port, tmp_path) as api:
-            active = await targets_when(api, lambda found: len(found) == 5 and all_up(found))
+            active = await targets_when(api, lambda found: len(found) == 6 and all_up(found))
 
     scraped = sorted((t["labels"]["job"], t["labels"]["roleserve_node"]) for t in active)
     assert scraped == sorted(
@@ -125,6 +125,7 @@ async def test_prometheus_discovers_and_scrapes_over_mutual_tls(tmp_path: Path) 
             ("roleserve-node", member.node_id),
             ("roleserve-node", worker.node_id),
             ("roleserve-etcd", member.node_id),  # the etcd job keeps consensus members only
+            ("roleserve-containerd", worker.node_id),  # and this one Kubernetes workers
         ]
     )
     [etcd] = [t for t in active if t["labels"]["job"] == "roleserve-etcd"]

@@ -62,6 +62,7 @@ EXPORTERS: tuple[tuple[str, str | None], ...] = (
     ("core", None),
     ("node", None),
     ("etcd", "consensus_member"),
+    ("containerd", "kubernetes_worker"),
 )
 """Each exporter the metrics server serves at ``/metrics/<name>``, and the role a node must
 hold to have it (None: every node)."""
