@@ -25,6 +25,7 @@ from typing import Any
 
 import anyio
 
+from roleserve_controlplane.consensus import DEFAULT_RETENTION, MaintenancePolicy
 from roleserve_controlplane.curator import (
     DEFAULT_NODE_CERTIFICATE_LIFETIME,
     BootstrapMaterial,
@@ -34,6 +35,7 @@ from roleserve_controlplane.curator import (
 )
 from roleserve_controlplane.testing.etcd import EtcdCluster, RunningMember
 from roleserve_core import (
+    Clock,
     MonotonicClock,
     Supervisor,
     Value,
@@ -98,6 +100,13 @@ class CuratorCluster:
     """Seconds of the election lease: short in tests, for quick failovers."""
     node_certificate_lifetime: datetime.timedelta = DEFAULT_NODE_CERTIFICATE_LIFETIME
     """The cluster configuration's node certificate lifetime, written by ``bootstrap``."""
+    history_retention: float = DEFAULT_RETENTION
+    """The cluster configuration's etcd history retention, written by ``bootstrap``."""
+    maintenance: MaintenancePolicy = field(default_factory=MaintenancePolicy)
+    """Each curator's defragmentation thresholds and quota."""
+    clock: Clock = field(default_factory=MonotonicClock)
+    """The curators' clock (heartbeats, etcd's maintenance): a test of maintenance passes a
+    ``FakeClock`` and drives the periods."""
     nodes: list[CuratorNode] = field(default_factory=list)
     owner: UserCredentials | None = None
     consensus_ca: bytes = b""
@@ -183,6 +192,7 @@ class CuratorCluster:
                 node.address,
                 heartbeat_interval=self.heartbeat_interval,
                 node_certificate_lifetime=self.node_certificate_lifetime,
+                history_retention=self.history_retention,
             )
         self.nodes.append(node)
         await self._start_curator(node, material.member)
@@ -242,6 +252,8 @@ class CuratorCluster:
                 address=node.address,
                 lease_ttl=self.lease_ttl,
                 promote_every=0.2,
+                clock=self.clock,
+                maintenance=self.maintenance,
                 current_node=lambda: node.credentials or credentials,
             )
         )

@@ -20,6 +20,7 @@ from types import TracebackType
 from typing import Any
 
 from roleserve_controlplane.consensus import (
+    DEFAULT_QUOTA_BACKEND_BYTES,
     ConsensusCA,
     EtcdBinary,
     EtcdClient,
@@ -155,6 +156,8 @@ class EtcdCluster:
     """``supervisor_runner.start`` from the test kit (or an equivalent)."""
     ca: ConsensusCA = field(default_factory=ConsensusCA.create)
     members: list[RunningMember] = field(default_factory=list)
+    quota_backend_bytes: int = DEFAULT_QUOTA_BACKEND_BYTES
+    """Every member's backend quota: a test of the NOSPACE alarm sets a few MB."""
     _subnet: tuple[int, int] = field(
         default_factory=lambda: (random.randint(1, 254), random.randint(0, 254))
     )
@@ -183,6 +186,7 @@ class EtcdCluster:
             binary=self.binary,
             peers=dict(peers or {}),
             stop_grace=0.5,
+            quota_backend_bytes=self.quota_backend_bytes,
             **FAST_TIMERS,
         )
 
