@@ -48,6 +48,8 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+import anyio
+
 from roleserve_controlplane.consensus.client import Alarm, EtcdClient, MemberStatus
 from roleserve_controlplane.consensus.errors import EtcdRequestError, RevisionCompactedError
 from roleserve_controlplane.consensus.membership import MemberHealth, Membership, endpoint_of
@@ -82,6 +84,9 @@ ALARM_CLEARED_BELOW = 0.9
 """A NOSPACE alarm is cleared once its member's database is below this share of the quota:
 etcd raises it when a write would pass the quota, so a database just under it would raise
 it again at the next write."""
+BACKEND_COMMIT_WAIT = 0.3
+"""Seconds after a compaction before the members' sizes in use show the pages it freed:
+etcd's backend commits every 100 ms, and frees pages once the reads before it ended."""
 DEFRAG_TIMEOUT = 120.0
 """Seconds a defragmentation may take (etcd rewrites about 100 MB/s to 1 GB/s)."""
 
@@ -141,8 +146,10 @@ def defragmentation_plan(
 ) -> tuple[list[MemberHealth], str | None]:
     """The members to defragment, one after another, and else why none may be.
 
-    A member that raised NOSPACE (in ``alarmed``) is defragmented whenever it has free
-    pages, thresholds or not: it is the only way back under the quota.
+    A member that raised NOSPACE (in ``alarmed``) is defragmented at every pass until its
+    alarm is cleared, thresholds or not: it is the only way back under the quota, the
+    cluster refuses writes meanwhile anyway, and the size in use a member reports right
+    after a compaction may not show the pages it freed yet.
     """
     for health in members:
         name = health.member.name or f"{health.member.id:x}"
@@ -154,10 +161,7 @@ def defragmentation_plan(
         health
         for health in members
         if health.status is not None
-        and (
-            policy.wants_defragmentation(health.status)
-            or (health.member.id in alarmed and health.status.db_free > 0)
-        )
+        and (policy.wants_defragmentation(health.status) or health.member.id in alarmed)
     ]
     return due, None
 
@@ -220,7 +224,10 @@ class EtcdMaintenance:
         if revisions:
             self.history.remember(self.clock.now(), max(revisions))
         if await self._compact():
-            members = await membership.list()  # the free space the compaction made
+            # etcd commits its database every 100 ms (its batch interval), and only then
+            # counts the pages the compaction freed: read the sizes again after that.
+            await anyio.sleep(BACKEND_COMMIT_WAIT)
+            members = await membership.list()
         alarms = await self.client.alarms()
         nospace = {alarm.member_id for alarm in alarms if alarm.kind == "NOSPACE"}
         due, skipped = defragmentation_plan(members, nospace, self.policy)

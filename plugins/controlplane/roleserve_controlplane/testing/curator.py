@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -59,7 +61,7 @@ from roleserve_core.identity import (
 from roleserve_core.rpc import CancellationSafeChannel, secure_channel
 from roleserve_core.testing import SupervisorRunner, wait_for_value
 
-__all__ = ["CuratorCluster", "CuratorNode"]
+__all__ = ["CuratorCluster", "CuratorNode", "change_roles", "enrol_node"]
 
 TEST_TTL = 2
 """Seconds of the election lease in tests: failover within a few seconds."""
@@ -295,3 +297,30 @@ async def enrol_node(
             curator_pb2.UpdateNodeStatusRequest(node_id=credentials.node_id, status=status)
         )
     return credentials
+
+
+async def change_roles(
+    curators: CuratorCluster,
+    node: CuratorNode,
+    changes: int,
+    *,
+    observe: Callable[[float], None] | None = None,
+) -> None:
+    """Change a custom role's parameter of ``node`` (``custom:churn``, ``n``: 0, 1, ...)
+    ``changes`` times through the leader's ``Management``, as an operator would: the churn
+    of the maintenance tests and benchmarks.
+
+    :param observe: called with each change's seconds.
+    """
+    channel, management = curators.management(await curators.leader())
+    async with channel:
+        for index in range(changes):
+            change = management_pb2.UpdateNodeRolesRequest.Change(
+                role="custom:churn", assign=True, parameters={"n": str(index)}
+            )
+            started = time.perf_counter()
+            await management.UpdateNodeRoles(
+                management_pb2.UpdateNodeRolesRequest(node_id=node.node_id, changes=[change])
+            )
+            if observe is not None:
+                observe(time.perf_counter() - started)

@@ -22,6 +22,7 @@ from typing import Any
 from roleserve_controlplane.consensus import (
     DEFAULT_QUOTA_BACKEND_BYTES,
     ConsensusCA,
+    DatabaseFullError,
     EtcdBinary,
     EtcdClient,
     EtcdMember,
@@ -259,3 +260,15 @@ def damage_wal(data_dir: Path, length: int) -> None:
         data = file.read(length)
         file.seek(300)
         file.write(bytes(byte ^ 0xFF for byte in data))
+
+
+async def fill_database(client: EtcdClient, *, value_bytes: int = 100_000) -> DatabaseFullError:
+    """Overwrite one key with large values until etcd refuses a write: its database passed
+    the backend quota (give the members a small one: ``EtcdCluster.quota_backend_bytes``).
+    Returns the refusal."""
+    for index in range(10_000):
+        try:
+            await client.put("/fill", b"%d" % index + b"y" * value_bytes)
+        except DatabaseFullError as exc:
+            return exc
+    raise AssertionError("10,000 large writes never filled the database: is the quota small?")
