@@ -15,6 +15,7 @@ import pytest
 from roleserve_controlplane.consensus import (
     EtcdClient,
     EtcdMaintenance,
+    EtcdRequestError,
     KeyValue,
     MaintenancePolicy,
     Member,
@@ -245,3 +246,15 @@ async def test_the_nospace_alarm_is_cleared_once_the_database_fits_again(
         assert await client.alarms() == []
         assert maintenance.statistics().defragmentations >= 1  # by the alarm, not the bytes
         await client.put("/after", b"writes work again")
+
+
+async def test_a_failed_defragmentation_names_the_member(
+    cluster: EtcdCluster, fake_clock: FakeClock
+) -> None:
+    gone = Member(9, "m9", (), ("https://127.0.0.1:1",), False)
+    status = MemberStatus(9, 1, 0, 0, 0, "3.4", False, (), db_size=100, db_size_in_use=1)
+    async with EtcdClient(["127.0.0.1:1"], cluster.admin_credentials()) as client:
+        maintenance = maintenance_of(cluster, client, fake_clock)
+        with anyio.fail_after(10), pytest.raises(EtcdRequestError) as failed:
+            await maintenance._defragment(MemberHealth(gone, status))
+    assert str(failed.value).startswith("defragmenting etcd member m9: etcd defragment: ")

@@ -92,7 +92,7 @@ DEFRAG_TIMEOUT = 120.0
 
 
 def megabytes(size: int) -> str:
-    """``21.0 MB``: sizes in the log and in ``ctl consensus``."""
+    """``21.0 MB``: sizes in the log."""
     return f"{size / 1e6:.1f} MB"
 
 
@@ -106,7 +106,8 @@ class MaintenancePolicy:
     defrag_free_ratio: float = DEFAULT_DEFRAG_FREE_RATIO
     quota_backend_bytes: int = DEFAULT_QUOTA_BACKEND_BYTES
     """The members' ``--quota-backend-bytes`` (this node's setting, which every node should
-    share): a NOSPACE alarm is cleared once its member's database is below it."""
+    share): a NOSPACE alarm is cleared once its member's database is below
+    ``ALARM_CLEARED_BELOW`` of it (etcd 3.5 says its own quota, which is used instead)."""
 
     @property
     def period(self) -> float:
@@ -270,9 +271,12 @@ class EtcdMaintenance:
         assert before is not None
         name = member.name or f"{member.id:x}"
         endpoints = [endpoint_of(url) for url in member.client_urls]
-        async with EtcdClient(endpoints, self.credentials, attempts=1) as direct:
-            await direct.defragment(timeout=DEFRAG_TIMEOUT)
-            after = await direct.status()
+        try:
+            async with EtcdClient(endpoints, self.credentials, attempts=1) as direct:
+                await direct.defragment(timeout=DEFRAG_TIMEOUT)
+                after = await direct.status()
+        except EtcdRequestError as exc:
+            raise EtcdRequestError(f"defragmenting etcd member {name}: {exc}") from exc
         log.info(
             "defragmented etcd member %s: %s → %s (in use %s)",
             name,
