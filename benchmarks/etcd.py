@@ -7,6 +7,12 @@ Run: ``./dev sync && .venv/bin/python benchmarks/etcd.py [--source debian|wheel]
      the same flags by hand and polling it until it answers (the cost of the process alone).
 (e2) sequential put and get through ``EtcdClient`` (mutual TLS, our timeouts and error
      mapping over etcd3aio); baseline: the same requests as raw gRPC calls on one channel.
+(e3) churn (``--churn N``, 5,000 by default; ``--only-churn`` runs it alone): three
+     consensus nodes with curators, N role changes through ``Management`` as an operator
+     makes them; each member's RSS and database size at start, after the churn, and after
+     one retention period of the leader's maintenance (compaction, then defragmentation,
+     driven on a fake clock so the period costs no real time); then the p99 of 500 role
+     changes while the members are defragmented one after another, against 500 without.
 """
 
 from __future__ import annotations
@@ -31,14 +37,27 @@ sys.path[:] = [entry for entry in sys.path if str(Path(entry or ".").resolve()) 
 import anyio  # noqa: E402
 import grpc  # noqa: E402
 
-from roleserve_controlplane.consensus import ETCD_SERVER_NAME, EtcdClient  # noqa: E402
+from roleserve_controlplane.consensus import (  # noqa: E402
+    ETCD_SERVER_NAME,
+    EtcdClient,
+    MaintenancePolicy,
+)
 from roleserve_controlplane.consensus.certificates import write_tls_files  # noqa: E402
 from roleserve_controlplane.testing import (  # noqa: E402
+    CuratorCluster,
+    CuratorNode,
     EtcdCluster,
     EtcdClusterRunner,
+    change_roles,
     etcd_binary,
 )
 from roleserve_core.identity import certificate_to_pem  # noqa: E402
+from roleserve_core.testing import FakeClock  # noqa: E402
+
+RETENTION = 300.0
+"""The default history retention; on the fake clock, one costs no real time."""
+PHASE = 500
+"""Role changes timed with and without defragmentation running (e3)."""
 
 
 async def start_cluster(source: str, members: int) -> float:
@@ -134,11 +153,110 @@ async def request_latencies(source: str, count: int) -> tuple[list[float], list[
     return ours, raw
 
 
-async def main(source: str, repeats: int, count: int) -> None:
+# -- (e3) churn ---------------------------------------------------------------------------
+
+
+def member_figures(curators: CuratorCluster) -> list[tuple[int, int]]:
+    """Each member's etcd RSS (bytes, from /proc) and database size (bytes, a stat of its
+    bbolt file, as etcd's dbSize reports it)."""
+    figures = []
+    for node in curators.nodes:
+        member = node.member
+        assert member is not None
+        assert member.runnable.program is not None
+        status = Path(f"/proc/{member.runnable.program.pid}/status").read_text()
+        rss = next(
+            int(line.split()[1]) * 1024 for line in status.splitlines() if line.startswith("VmRSS:")
+        )
+        database = member.config.data_dir / "member" / "snap" / "db"
+        figures.append((rss, database.stat().st_size))
+    return figures
+
+
+def print_figures(title: str, figures: list[tuple[int, int]], start: list[tuple[int, int]]) -> None:
+    """One line per member: RSS and database size, and their growth since ``start``."""
+    print(title)
+    for index, ((rss, db), (rss0, db0)) in enumerate(zip(figures, start, strict=True)):
+        print(
+            f"  member {index}   RSS {rss / 2**20:6.1f} MiB ({(rss - rss0) / 2**20:+6.1f})"
+            f"   database {db / 1e6:6.2f} MB ({(db - db0) / 1e6:+6.2f})"
+        )
+
+
+async def timed_changes(curators: CuratorCluster, node: CuratorNode, count: int) -> list[float]:
+    samples: list[float] = []
+    await change_roles(curators, node, count, observe=samples.append)
+    return samples
+
+
+async def defragment_in_turn(curators: CuratorCluster, done: anyio.Event) -> int:
+    """Defragment the members one after another until ``done``; how many times."""
+    count = 0
+    while not done.is_set():
+        for node in curators.nodes:
+            assert node.member is not None
+            async with node.member.client() as client:
+                await client.defragment(timeout=60)
+            count += 1
+    return count
+
+
+async def churn(source: str, changes: int) -> None:
+    """(e3); see the module docstring."""
+    clock = FakeClock()
+    policy = MaintenancePolicy(defrag_free_bytes=1 << 20)  # 1 MiB: a small N shows it too
+    with tempfile.TemporaryDirectory() as scratch:
+        async with (
+            EtcdClusterRunner(etcd_binary(source), Path(scratch)) as cluster,
+            CuratorCluster(
+                cluster, history_retention=RETENTION, clock=clock, maintenance=policy
+            ) as curators,
+        ):
+            await curators.bootstrap()
+            await curators.add_consensus(1)
+            await curators.add_consensus(2)
+            await clock.wait_sleepers(1)  # the leader's maintenance waits for its period
+            start = member_figures(curators)
+            print_figures("(e3) at start: three members, a bootstrapped cluster", start, start)
+            worker = curators.nodes[1]
+            await timed_changes(curators, worker, changes)
+            print_figures(f"(e3) after {changes} role changes", member_figures(curators), start)
+            for _ in range(int(RETENTION / policy.period) + 2):
+                clock.advance(policy.period)
+                await clock.wait_sleepers(1)
+            print_figures(
+                "(e3) after one retention period: compacted, defragmented",
+                member_figures(curators),
+                start,
+            )
+            plain = await timed_changes(curators, worker, PHASE)
+            done = anyio.Event()
+            defrags: list[int] = []
+
+            async def defragmenting() -> None:
+                defrags.append(await defragment_in_turn(curators, done))
+
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(defragmenting)
+                during = await timed_changes(curators, worker, PHASE)
+                done.set()
+            print_comparison(
+                f"(e3) a role change while members are defragmented in turn "
+                f"({defrags[0]} defragmentations)",
+                summarise(during),
+                summarise(plain),
+                "the same changes without",
+            )
+
+
+async def main(source: str, repeats: int, count: int, changes: int, only_churn: bool) -> None:
     """Run every benchmark and print the figures (etcd's own logs are left out)."""
     logging.getLogger("roleserve").addHandler(logging.NullHandler())
     logging.getLogger("roleserve").propagate = False
     print(f"etcd: {etcd_binary(source)}")
+    if only_churn:
+        await churn(source, changes)
+        return
     bare = [await start_bare(source) for _ in range(repeats)]
     one = [await start_cluster(source, 1) for _ in range(repeats)]
     print_comparison(
@@ -163,6 +281,7 @@ async def main(source: str, repeats: int, count: int) -> None:
         summarise(raw),
         "the same requests as raw gRPC calls",
     )
+    await churn(source, changes)
 
 
 if __name__ == "__main__":
@@ -170,5 +289,15 @@ if __name__ == "__main__":
     parser.add_argument("--source", choices=("debian", "wheel"), default="debian")
     parser.add_argument("--repeats", type=int, default=6)
     parser.add_argument("--count", type=int, default=2000)
+    parser.add_argument("--churn", type=int, default=5000, help="role changes of (e3)")
+    parser.add_argument("--only-churn", action="store_true", help="run (e3) alone")
     options = parser.parse_args()
-    anyio.run(main, options.source, options.repeats, options.count, backend="asyncio")
+    anyio.run(
+        main,
+        options.source,
+        options.repeats,
+        options.count,
+        options.churn,
+        options.only_churn,
+        backend="asyncio",
+    )

@@ -9,7 +9,8 @@
         ├── etcd: Latencies             requests the node's curator made of etcd: latency (a
         │                               Histogram) by operation (get, put, transaction...)
         └── leader: () -> LeaderSnapshot  set by the controlplane plugin's curator while it
-                                        leads: nodes by state and health, open Watch streams
+                                        leads: nodes by state and health, open Watch streams,
+                                        etcd's last compaction and defragmentations
 
 Plain ints and floats, updated where the thing happens (a heartbeat's reply, a handled
 call) at the cost of a dict lookup and an addition; nothing here knows about Prometheus,
@@ -141,6 +142,12 @@ class LeaderSnapshot:
     """``(state, health)`` names (``NODE_STATE_UP``, ``HEALTHY``) → how many nodes."""
     watch_streams: int
     """Open ``Curator.Watch`` streams."""
+    compacted_revision: int = 0
+    """The revision the curator last compacted etcd's history to; 0: not since it leads."""
+    compacted_at: float = 0.0
+    """Unix time of that compaction; 0.0: none."""
+    defragmentations: int = 0
+    """etcd members the curator defragmented since it leads."""
 
 
 @dataclass(slots=True)

@@ -357,6 +357,10 @@ def test_the_installed_command_lists_the_workspace_plugins(allow: str | None) ->
             "cluster_network",
             "node_prefix_length",
             "node_certificate_lifetime",
+            "history_retention",
+            "quota_backend_bytes",
+            "defrag_free_bytes",
+            "defrag_free_ratio",
         ]
     else:
         assert plugins["hello"]["reason"] == "not named in ROLESERVE_PLUGINS"

@@ -114,6 +114,8 @@ class FakeCluster:
     leader: NodeCredentials
     nodes: list[management_pb2.Node] = field(default_factory=list)
     consensus: list[Member] = field(default_factory=list)
+    compacted_revision: int = 0
+    """Of ``GetConsensusStatus``: the revision, compacted at ``LOG_TIME``, kept 5 min."""
     ca_pem: bytes = b""
     ticket: bytes = b"the-register-ticket"
     directory: common_pb2.ClusterDirectory = field(default_factory=common_pb2.ClusterDirectory)
@@ -255,7 +257,13 @@ class FakeManagement(management_pb2_grpc.ManagementServicer):
         self, request: management_pb2.GetConsensusStatusRequest, context: Context
     ) -> management_pb2.GetConsensusStatusResponse:
         await self.cluster.answer("GetConsensusStatus", request, context)
-        return management_pb2.GetConsensusStatusResponse(members=self.cluster.consensus)
+        response = management_pb2.GetConsensusStatusResponse(
+            members=self.cluster.consensus, compacted_revision=self.cluster.compacted_revision
+        )
+        response.history_retention.FromSeconds(300)
+        if self.cluster.compacted_revision:
+            response.compacted_at.FromSeconds(LOG_TIME)
+        return response
 
     @override
     async def RebuildConsensusMember(
@@ -840,25 +848,48 @@ def test_leader(setup: Setup, ctl: Any) -> None:
 def test_consensus_table_and_json(setup: Setup, ctl: Any) -> None:
     setup.cluster.consensus = [
         Member(node_id=setup.leader_id, status=Member.FULL, peer_url="https://a:7837"),
-        Member(node_id=setup.worker_id, status=Member.LEARNER, peer_url="https://b:7837"),
+        Member(
+            node_id=setup.worker_id,
+            status=Member.LEARNER,
+            peer_url="https://b:7837",
+            alarms=["NOSPACE"],
+        ),
         Member(node_id=setup.new_id, leader=True),
     ]
+    for answered in setup.cluster.consensus[:2]:
+        answered.db_size, answered.db_size_in_use, answered.revision = 21_000_000, 350_000, 5003
     result = ctl("consensus")
     assert result.code == 0, result.err
-    assert [line.split() for line in result.out.splitlines()] == [
-        ["NODE", "STATUS", "PEER", "URL"],
-        [setup.leader_id, "FULL", "https://a:7837"],
-        [setup.worker_id, "LEARNER", "https://b:7837"],
-        ["*", setup.new_id, "UNKNOWN", "-"],
+    *table, history = result.out.splitlines()
+    assert [line.split() for line in table] == [
+        ["NODE", "STATUS", "PEER", "URL", "DB", "SIZE", "IN", "USE", "REVISION", "ALARMS"],
+        [setup.leader_id, "FULL", "https://a:7837", "21.0MB", "0.3MB", "5003", "-"],
+        [setup.worker_id, "LEARNER", "https://b:7837", "21.0MB", "0.3MB", "5003", "NOSPACE"],
+        ["*", setup.new_id, "UNKNOWN", "-", "-", "-", "-", "-"],
     ]
+    assert history == "history: not compacted since the curator leads; kept for 5m00s"
     members = json.loads(ctl("consensus", "--json").out)
     assert members[1] == {
         "node_id": setup.worker_id,
         "status": "LEARNER",
         "peer_url": "https://b:7837",
         "leader": False,
+        "db_size": 21_000_000,
+        "db_size_in_use": 350_000,
+        "revision": 5003,
+        "alarms": ["NOSPACE"],
     }
     assert members[2]["leader"] is True
+    assert members[2]["db_size"] is None  # it did not answer
+
+
+def test_consensus_says_the_last_compaction(setup: Setup, ctl: Any) -> None:
+    setup.cluster.consensus = [Member(node_id=setup.leader_id, status=Member.FULL)]
+    setup.cluster.compacted_revision = 4000
+    last = ctl("consensus").out.splitlines()[-1]
+    assert last == (
+        "history: compacted to revision 4000 at 2023-11-14T22:13:20+00:00; kept for 5m00s"
+    )
 
 
 def test_consensus_rebuild_names_the_node_and_what_the_leader_did(setup: Setup, ctl: Any) -> None:

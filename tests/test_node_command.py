@@ -181,13 +181,15 @@ def files(root: Path) -> set[str]:
             "bogus = 1",
             "[plugins.controlplane] has no setting 'bogus'; its settings are etcd, lease_ttl, "
             "heartbeat_ms, election_ms, cluster_network, node_prefix_length, "
-            "node_certificate_lifetime",
+            "node_certificate_lifetime, history_retention, quota_backend_bytes, "
+            "defrag_free_bytes, defrag_free_ratio",
         ),
         (
             "lease_tll = 3",
             "[plugins.controlplane] has no setting 'lease_tll' (did you mean 'lease_ttl'?); "
             "its settings are etcd, lease_ttl, heartbeat_ms, election_ms, cluster_network, "
-            "node_prefix_length, node_certificate_lifetime",
+            "node_prefix_length, node_certificate_lifetime, history_retention, "
+            "quota_backend_bytes, defrag_free_bytes, defrag_free_ratio",
         ),
     ],
 )

@@ -449,12 +449,29 @@ class GetConsensusStatusResponse(_message.Message):
         STATUS_FIELD_NUMBER: _builtins.int
         PEER_URL_FIELD_NUMBER: _builtins.int
         LEADER_FIELD_NUMBER: _builtins.int
+        DB_SIZE_FIELD_NUMBER: _builtins.int
+        DB_SIZE_IN_USE_FIELD_NUMBER: _builtins.int
+        REVISION_FIELD_NUMBER: _builtins.int
+        ALARMS_FIELD_NUMBER: _builtins.int
         node_id: _builtins.str
         """The member's node ID."""
         status: Global___GetConsensusStatusResponse.Member.Status.ValueType
         peer_url: _builtins.str
         leader: _builtins.bool
         """Whether this member leads etcd's raft."""
+        db_size: _builtins.int
+        """Bytes of the member's database file, and of it holding data (the rest is free
+        pages a defragmentation gives back); 0 if it does not answer.
+        """
+        db_size_in_use: _builtins.int
+        revision: _builtins.int
+        """The store's revision as the member applied it."""
+        @_builtins.property
+        def alarms(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+            """The alarms the member raised: "NOSPACE" (its database passed the backend quota:
+            the cluster refuses writes until the leading curator clears it) or "CORRUPT".
+            """
+
         def __init__(
             self,
             *,
@@ -462,24 +479,44 @@ class GetConsensusStatusResponse(_message.Message):
             status: Global___GetConsensusStatusResponse.Member.Status.ValueType = ...,
             peer_url: _builtins.str = ...,
             leader: _builtins.bool = ...,
+            db_size: _builtins.int = ...,
+            db_size_in_use: _builtins.int = ...,
+            revision: _builtins.int = ...,
+            alarms: _abc.Iterable[_builtins.str] | None = ...,
         ) -> None: ...
         _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
         def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-        _ClearFieldArgType: _TypeAlias = _typing.Literal["leader", b"leader", "node_id", b"node_id", "peer_url", b"peer_url", "status", b"status"]  # noqa: Y015
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["alarms", b"alarms", "db_size", b"db_size", "db_size_in_use", b"db_size_in_use", "leader", b"leader", "node_id", b"node_id", "peer_url", b"peer_url", "revision", b"revision", "status", b"status"]  # noqa: Y015
         def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
         def WhichOneof(self, oneof_group: _Never) -> None: ...
 
     MEMBERS_FIELD_NUMBER: _builtins.int
+    COMPACTED_REVISION_FIELD_NUMBER: _builtins.int
+    COMPACTED_AT_FIELD_NUMBER: _builtins.int
+    HISTORY_RETENTION_FIELD_NUMBER: _builtins.int
+    compacted_revision: _builtins.int
+    """The revision the leading curator last compacted etcd's history to, and when; 0 and
+    unset if it has not compacted since it leads.
+    """
     @_builtins.property
     def members(self) -> _containers.RepeatedCompositeFieldContainer[Global___GetConsensusStatusResponse.Member]: ...
+    @_builtins.property
+    def compacted_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def history_retention(self) -> _duration_pb2.Duration:
+        """The cluster configuration's history retention."""
+
     def __init__(
         self,
         *,
         members: _abc.Iterable[Global___GetConsensusStatusResponse.Member] | None = ...,
+        compacted_revision: _builtins.int = ...,
+        compacted_at: _timestamp_pb2.Timestamp | None = ...,
+        history_retention: _duration_pb2.Duration | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["compacted_at", b"compacted_at", "history_retention", b"history_retention"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["members", b"members"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["compacted_at", b"compacted_at", "compacted_revision", b"compacted_revision", "history_retention", b"history_retention", "members", b"members"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

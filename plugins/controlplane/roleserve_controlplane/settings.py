@@ -13,7 +13,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from roleserve_controlplane.consensus import DEFAULT_TTL
+from roleserve_controlplane.consensus import (
+    DEFAULT_QUOTA_BACKEND_BYTES,
+    DEFAULT_RETENTION,
+    DEFAULT_TTL,
+    MaintenancePolicy,
+)
+from roleserve_controlplane.consensus.maintenance import (
+    DEFAULT_DEFRAG_FREE_BYTES,
+    DEFAULT_DEFRAG_FREE_RATIO,
+)
 from roleserve_controlplane.curator.authority import DEFAULT_NODE_CERTIFICATE_LIFETIME
 from roleserve_controlplane.curator.prefixes import (
     DEFAULT_CLUSTER_NETWORK,
@@ -25,15 +34,20 @@ from roleserve_core import ConfigError, FinalError, Setting
 
 __all__ = [
     "CLUSTER_NETWORK",
+    "DEFRAG_FREE_BYTES",
+    "DEFRAG_FREE_RATIO",
     "ELECTION_MS",
     "ETCD",
     "HEARTBEAT_MS",
+    "HISTORY_RETENTION",
     "LEASE_TTL",
     "NODE_CERTIFICATE_LIFETIME",
     "NODE_PREFIX_LENGTH",
+    "QUOTA_BACKEND_BYTES",
     "SETTINGS",
     "CertificateLifetimeError",
     "ControlPlaneSettings",
+    "MaintenanceSettingError",
 ]
 
 ETCD: Setting[str | None] = Setting(
@@ -81,6 +95,39 @@ NODE_CERTIFICATE_LIFETIME: Setting[int] = Setting(
     "Seconds node certificates are valid (nodes renew after two thirds); used at bootstrap only.",
 )
 
+HISTORY_RETENTION: Setting[int] = Setting(
+    "history_retention",
+    int,
+    int(DEFAULT_RETENTION),
+    "Seconds of etcd history the leading curator keeps before compacting it (the cluster "
+    "configuration's); used at bootstrap only.",
+)
+QUOTA_BACKEND_BYTES: Setting[int] = Setting(
+    "quota_backend_bytes",
+    int,
+    DEFAULT_QUOTA_BACKEND_BYTES,
+    "etcd's --quota-backend-bytes (etcd's default, 2 GiB): past it etcd refuses writes "
+    "(NOSPACE) until maintenance brings the database under it; the same on every node.",
+)
+DEFRAG_FREE_BYTES: Setting[int] = Setting(
+    "defrag_free_bytes",
+    int,
+    DEFAULT_DEFRAG_FREE_BYTES,
+    "Free bytes in a member's database before the leading curator defragments it...",
+)
+DEFRAG_FREE_RATIO: Setting[float] = Setting(
+    "defrag_free_ratio",
+    float,
+    DEFAULT_DEFRAG_FREE_RATIO,
+    "...and the share of the database file they must be (0 to 1).",
+)
+
+
+class MaintenanceSettingError(ConfigError, FinalError):
+    """A maintenance setting out of its range: etcd or the curator could not use it, so it
+    is not retried (the worker stays DEAD with one line naming the setting)."""
+
+
 SETTINGS: tuple[Setting[Any], ...] = (
     ETCD,
     LEASE_TTL,
@@ -89,6 +136,10 @@ SETTINGS: tuple[Setting[Any], ...] = (
     CLUSTER_NETWORK,
     NODE_PREFIX_LENGTH,
     NODE_CERTIFICATE_LIFETIME,
+    HISTORY_RETENTION,
+    QUOTA_BACKEND_BYTES,
+    DEFRAG_FREE_BYTES,
+    DEFRAG_FREE_RATIO,
 )
 """Everything ``[plugins.controlplane]`` accepts, in the order ``roleserve plugins`` lists."""
 
@@ -104,6 +155,48 @@ class ControlPlaneSettings:
     cluster_network: str = CLUSTER_NETWORK.default
     node_prefix_length: int = NODE_PREFIX_LENGTH.default
     node_certificate_lifetime: int = NODE_CERTIFICATE_LIFETIME.default
+    history_retention: int = HISTORY_RETENTION.default
+    quota_backend_bytes: int = QUOTA_BACKEND_BYTES.default
+    defrag_free_bytes: int = DEFRAG_FREE_BYTES.default
+    defrag_free_ratio: float = DEFRAG_FREE_RATIO.default
+
+    @property
+    def retention(self) -> float:
+        """The history retention a bootstrap configures.
+
+        :raises MaintenanceSettingError: if it is not positive, naming the setting.
+        """
+        if self.history_retention <= 0:
+            raise MaintenanceSettingError(
+                "[plugins.controlplane] history_retention must be a positive number of "
+                f"seconds, not {self.history_retention}"
+            )
+        return float(self.history_retention)
+
+    @property
+    def maintenance(self) -> MaintenancePolicy:
+        """The quota and defragmentation thresholds this node's curator uses when it leads
+        (the retention comes from the cluster configuration).
+
+        :raises MaintenanceSettingError: for a quota or threshold out of range, naming it.
+        """
+        if self.quota_backend_bytes <= 0:
+            raise MaintenanceSettingError(
+                "[plugins.controlplane] quota_backend_bytes must be a positive number of "
+                f"bytes (etcd's default: {DEFAULT_QUOTA_BACKEND_BYTES}), not "
+                f"{self.quota_backend_bytes}"
+            )
+        if self.defrag_free_bytes < 0 or not 0 <= self.defrag_free_ratio <= 1:
+            raise MaintenanceSettingError(
+                "[plugins.controlplane] defrag_free_bytes must be at least 0 and "
+                f"defrag_free_ratio between 0 and 1, not {self.defrag_free_bytes} and "
+                f"{self.defrag_free_ratio}"
+            )
+        return MaintenancePolicy(
+            defrag_free_bytes=self.defrag_free_bytes,
+            defrag_free_ratio=self.defrag_free_ratio,
+            quota_backend_bytes=self.quota_backend_bytes,
+        )
 
     @property
     def certificate_lifetime(self) -> datetime.timedelta:
@@ -142,4 +235,8 @@ class ControlPlaneSettings:
             cluster_network=CLUSTER_NETWORK.read(config),
             node_prefix_length=NODE_PREFIX_LENGTH.read(config),
             node_certificate_lifetime=NODE_CERTIFICATE_LIFETIME.read(config),
+            history_retention=HISTORY_RETENTION.read(config),
+            quota_backend_bytes=QUOTA_BACKEND_BYTES.read(config),
+            defrag_free_bytes=DEFRAG_FREE_BYTES.read(config),
+            defrag_free_ratio=DEFRAG_FREE_RATIO.read(config),
         )

@@ -258,12 +258,14 @@ class ControlPlane:
             peers=startup.peers,
             heartbeat_ms=self.settings.heartbeat_ms,
             election_ms=self.settings.election_ms,
+            quota_backend_bytes=self.settings.maintenance.quota_backend_bytes,
         )
 
     async def _bootstrap(self, ctx: RunContext, startup: Startup, binary: Any) -> None:
         assert startup.bootstrap is not None
         network = self.settings.network  # a bad one ends the worker before etcd starts
         lifetime = self.settings.certificate_lifetime  # so does a bad lifetime
+        retention = self.settings.retention  # and a bad retention
         material = BootstrapMaterial.load_or_create(
             self.bootstrap_file, startup.bootstrap.node_key, startup.address, lifetime
         )
@@ -280,7 +282,7 @@ class ControlPlane:
             await serving.get(filter=bool)
         async with EtcdClient([config.endpoint], material.member) as client:
             written = await _retrying_until_written(
-                client, material, startup.address, network, lifetime
+                client, material, startup.address, network, lifetime, retention
             )
         material = material.without_ca_keys(self.bootstrap_file)  # etcd holds them now
         ctx.log.info("bootstrapped a new cluster" if written else "the cluster was bootstrapped")
@@ -309,6 +311,8 @@ class ControlPlane:
                 current_node=lambda: self._latest_credentials(node),
                 stats=introspection.stats if introspection is not None else None,
                 extensions=gather_extensions(self.node),
+                clock=ctx.clock,
+                maintenance=self.settings.maintenance,
             )
         )
         ctx.run("curator", curator)
@@ -331,13 +335,19 @@ async def _retrying_until_written(
     address: IPAddress,
     network: ClusterNetwork,
     lifetime: datetime.timedelta,
+    retention: float,
 ) -> bool:
     """Write the bootstrap records once etcd answers."""
     delay = 0.05
     while True:
         try:
             return await write_bootstrap(
-                client, material, address, network=network, node_certificate_lifetime=lifetime
+                client,
+                material,
+                address,
+                network=network,
+                node_certificate_lifetime=lifetime,
+                history_retention=retention,
             )
         except EtcdRequestError:
             await anyio.sleep(delay)

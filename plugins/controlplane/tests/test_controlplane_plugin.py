@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from roleserve_controlplane import hooks
+from roleserve_controlplane.consensus import MaintenancePolicy
 from roleserve_controlplane.curator import ClusterNetworkError
-from roleserve_controlplane.settings import SETTINGS, ControlPlaneSettings
+from roleserve_controlplane.settings import SETTINGS, ControlPlaneSettings, MaintenanceSettingError
 from roleserve_core import (
     NETWORK,
     ROLES,
@@ -53,6 +54,10 @@ def test_declares_its_settings_once() -> None:
         ("cluster_network", "str", "10.192.0.0/11"),
         ("node_prefix_length", "int", 24),
         ("node_certificate_lifetime", "int", 30 * 24 * 3600),
+        ("history_retention", "int", 300),
+        ("quota_backend_bytes", "int", 2 * 1024**3),
+        ("defrag_free_bytes", "int", 16 * 1024**2),
+        ("defrag_free_ratio", "float", 0.5),
     ]
     assert [field.name for field in fields(ControlPlaneSettings)] == [s.name for s in SETTINGS]
     assert ControlPlaneSettings.of({}) == ControlPlaneSettings()
@@ -90,6 +95,29 @@ def test_a_bad_cluster_network_is_refused_in_one_line_when_used(
     assert str(refused.value).startswith("[plugins.controlplane] ")
     assert message in str(refused.value)
     assert "\n" not in str(refused.value)
+
+
+def test_maintenance_settings_make_the_policy_and_a_bad_one_is_refused_in_one_line() -> None:
+    settings = ControlPlaneSettings.of(
+        {"quota_backend_bytes": 8 << 20, "defrag_free_bytes": 0, "defrag_free_ratio": 0.25}
+    )
+    assert settings.maintenance == MaintenancePolicy(
+        defrag_free_bytes=0, defrag_free_ratio=0.25, quota_backend_bytes=8 << 20
+    )
+    refusals: list[tuple[dict[str, float], str]] = [
+        ({"quota_backend_bytes": 0}, "quota_backend_bytes must be a positive number"),
+        ({"defrag_free_ratio": 1.5}, "defrag_free_ratio between 0 and 1"),
+        ({"history_retention": 0}, "history_retention must be a positive number"),
+    ]
+    for config, named in refusals:
+        with pytest.raises(MaintenanceSettingError) as refused:
+            _ = (
+                ControlPlaneSettings.of(config).maintenance,
+                ControlPlaneSettings.of(config).retention,
+            )
+        assert isinstance(refused.value, FinalError)
+        assert str(refused.value).startswith("[plugins.controlplane] ")
+        assert named in str(refused.value)
 
 
 def test_contributes_etcd_metrics_on_consensus_members_only() -> None:

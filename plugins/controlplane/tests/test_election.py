@@ -9,6 +9,7 @@ import pytest
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from roleserve_controlplane.consensus import (
+    Campaign,
     Election,
     EtcdClient,
     Leader,
@@ -137,3 +138,18 @@ async def _wait_for_candidates(election: Election, expected: list[bytes]) -> Non
                 candidates, _ = await election.candidates()
                 if [kv.value for kv in candidates] == expected:
                     return
+
+
+async def test_a_wait_for_the_predecessor_behind_a_compaction_looks_again(
+    etcd_client: EtcdClient,
+) -> None:
+    """The watch of the predecessor's key starts after the candidates were read; a
+    compaction in between (the leader's maintenance) ends the wait, so that the candidate
+    reads the candidates again, rather than failing its campaign."""
+    election = Election(etcd_client, "/election/test", ttl=TTL)
+    read_at = await etcd_client.put("/election/test/predecessor", b"a")
+    await etcd_client.put("/other", b"x")
+    await etcd_client.compact(await etcd_client.put("/other", b"y"))
+    with anyio.fail_after(10), anyio.CancelScope() as scope:
+        await Campaign(election, b"b")._until_deleted(b"/election/test/a", read_at, scope)
+    assert scope.cancel_called

@@ -16,7 +16,10 @@
       ├── stats.etcd (a curator)   roleserve_curator_etcd_request_seconds{operation}
       │                            (histogram)
       ├── stats.leader (leading)   roleserve_curator_nodes{state,health},
-      │                            roleserve_curator_watch_streams
+      │                            roleserve_curator_watch_streams,
+      │                            roleserve_curator_etcd_compacted_revision,
+      │                            roleserve_curator_etcd_last_compaction_timestamp_seconds,
+      │                            roleserve_curator_etcd_defragmentations_total
       ├── plugins.infos()          roleserve_plugin_info{name,version,state},
       │                            roleserve_plugin_hook_failures_total{name,hook}
       └── core_version()           roleserve_build_info{version,python}
@@ -48,7 +51,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from roleserve_core import CURATOR_CONNECTION, NodeIntrospection, State, core_version
-from roleserve_core.stats import Histogram, Latencies
+from roleserve_core.stats import Histogram, Latencies, LeaderSnapshot
 
 __all__ = ["STATES", "CoreCollector", "core_registry"]
 
@@ -206,6 +209,7 @@ class CoreCollector(Collector):
             "Curator.Watch streams open on the leading curator.",
             value=snapshot.watch_streams,
         )
+        yield from _maintenance(snapshot)
 
     def _plugins(self) -> Iterator[Metric]:
         plugins = self.introspection.plugins
@@ -265,3 +269,26 @@ def core_registry(introspection: NodeIntrospection) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(CoreCollector(introspection))
     return registry
+
+
+def _maintenance(snapshot: LeaderSnapshot) -> Iterator[Metric]:
+    """What the leading curator's etcd maintenance did. etcd's own metrics (the ``etcd``
+    exporter) already give the database size and size in use, the revision and the quota
+    (``etcd_mvcc_db_total_size_in_bytes``, ``etcd_mvcc_db_total_size_in_use_in_bytes``,
+    ``etcd_debugging_mvcc_current_revision``, ``etcd_server_quota_backend_bytes``), so
+    only what etcd cannot know is here."""
+    yield GaugeMetricFamily(
+        "roleserve_curator_etcd_compacted_revision",
+        "The revision the leading curator last compacted etcd's history to (0: not yet).",
+        value=snapshot.compacted_revision,
+    )
+    yield GaugeMetricFamily(
+        "roleserve_curator_etcd_last_compaction_timestamp_seconds",
+        "Unix time of the leading curator's last compaction of etcd's history (0: none).",
+        value=snapshot.compacted_at,
+    )
+    yield CounterMetricFamily(
+        "roleserve_curator_etcd_defragmentations",
+        "etcd members the leading curator defragmented since it leads.",
+        value=snapshot.defragmentations,
+    )

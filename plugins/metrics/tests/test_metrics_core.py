@@ -196,7 +196,11 @@ def test_values_stats_plugins_and_build_info() -> None:
     assert (prefix_buckets["0.0025"], prefix_buckets["0.005"], prefix_buckets["0.25"]) == (0, 1, 2)
 
     stats.leader = lambda: LeaderSnapshot(
-        {("NODE_STATE_UP", "HEALTHY"): 2, ("NODE_STATE_NEW", "HEALTH_UNKNOWN"): 1}, 3
+        {("NODE_STATE_UP", "HEALTHY"): 2, ("NODE_STATE_NEW", "HEALTH_UNKNOWN"): 1},
+        3,
+        compacted_revision=5003,
+        compacted_at=1_700_000_000.5,
+        defragmentations=3,
     )
     samples = scrape(introspection)
     assert samples_named(samples, "roleserve_curator_nodes") == {
@@ -204,6 +208,12 @@ def test_values_stats_plugins_and_build_info() -> None:
         (("health", "HEALTH_UNKNOWN"), ("state", "NODE_STATE_NEW")): 1,
     }
     assert samples[("roleserve_curator_watch_streams", ())] == 3
+    # etcd's own metrics have the sizes and revisions; the curator adds what it did.
+    assert samples[("roleserve_curator_etcd_compacted_revision", ())] == 5003
+    assert samples[("roleserve_curator_etcd_last_compaction_timestamp_seconds", ())] == (
+        1_700_000_000.5
+    )
+    assert samples[("roleserve_curator_etcd_defragmentations_total", ())] == 3
 
 
 def test_histogram_buckets_are_cumulative_and_bounded() -> None:

@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 from roleserve_core.cli._table import render_table
 from roleserve_core.cli.ctl import _command
-from roleserve_core.cli.ctl._format import NONE, enum_name, print_json
+from roleserve_core.cli.ctl._format import (
+    NONE,
+    enum_name,
+    format_duration,
+    print_json,
+    seconds,
+    timestamp_json,
+)
 
 if TYPE_CHECKING:
     from roleserve_core.cli.ctl._session import Session
@@ -23,6 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "add_parsers",
+    "history_line",
     "member_json",
     "member_row",
     "rebuild_member",
@@ -30,8 +38,11 @@ __all__ = [
     "show_leader",
 ]
 
-HEADERS = ("", "NODE", "STATUS", "PEER URL")
-"""The first column holds ``*`` for the member that leads raft."""
+HEADERS = ("", "NODE", "STATUS", "PEER URL", "DB SIZE", "IN USE", "REVISION", "ALARMS")
+"""The first column holds ``*`` for the member that leads raft. DB SIZE is the member's
+database file (what etcd's backend quota limits), IN USE the part holding data; ALARMS is
+``NOSPACE`` while the member's database is over the quota (every write fails until the
+leading curator's maintenance has compacted, defragmented and cleared it)."""
 
 
 def add_parsers(commands: Any) -> None:
@@ -54,7 +65,10 @@ def add_parsers(commands: Any) -> None:
         help="list the etcd members",
         description=(
             "List the etcd members: their node, whether each is a LEARNER (catching up, "
-            "not voting) or a FULL member, its peer URL; '*' marks etcd's raft leader. "
+            "not voting) or a FULL member, its peer URL, its database size and the part in "
+            "use, its revision and its alarms (NOSPACE: over the backend quota, writes "
+            "fail); '*' marks etcd's raft leader. Then the revision etcd's history was "
+            "last compacted to, and how much history is kept. "
             "'consensus rebuild NODE' makes a member whose etcd data is corrupt anew."
         ),
     )
@@ -94,17 +108,45 @@ async def show_leader(session: Session, args: argparse.Namespace) -> None:
 
 def member_row(member: Member) -> list[str]:
     """The table row of ``member``, in ``HEADERS`` order."""
-    return ["*" if member.leader else "", member.node_id, _status(member), member.peer_url or NONE]
+    answered = bool(member.db_size)
+    return [
+        "*" if member.leader else "",
+        member.node_id,
+        _status(member),
+        member.peer_url or NONE,
+        _megabytes(member.db_size) if answered else NONE,
+        _megabytes(member.db_size_in_use) if answered else NONE,
+        str(member.revision) if answered else NONE,
+        ",".join(member.alarms) or NONE,
+    ]
 
 
 def member_json(member: Member) -> dict[str, Any]:
-    """``member`` for scripts."""
+    """``member`` for scripts (sizes in bytes; None where the member did not answer)."""
+    answered = bool(member.db_size)
     return {
         "node_id": member.node_id,
         "status": _status(member),
         "peer_url": member.peer_url or None,
         "leader": member.leader,
+        "db_size": member.db_size if answered else None,
+        "db_size_in_use": member.db_size_in_use if answered else None,
+        "revision": member.revision if answered else None,
+        "alarms": list(member.alarms),
     }
+
+
+def history_line(status: GetConsensusStatusResponse) -> str:
+    """The line under the table: the last compaction, and the history kept."""
+    kept = format_duration(seconds(status.history_retention))
+    if not status.compacted_revision:
+        return f"history: not compacted since the curator leads; kept for {kept}"
+    at = timestamp_json(status.compacted_at, status.HasField("compacted_at"))
+    return f"history: compacted to revision {status.compacted_revision} at {at}; kept for {kept}"
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / 1e6:.1f}MB"
 
 
 def _status(member: Member) -> str:
@@ -126,6 +168,7 @@ async def show_consensus(session: Session, args: argparse.Namespace) -> None:
         print_json([member_json(member) for member in status.members])
     else:
         print(render_table(HEADERS, [member_row(member) for member in status.members]))
+        print(history_line(status))
 
 
 async def rebuild_member(session: Session, args: argparse.Namespace) -> None:

@@ -22,6 +22,7 @@ and keeps the cluster's state in etcd.
 from roleserve_controlplane.consensus.binary import EtcdBinary, EtcdRecord, find_etcd, wheel_etcd
 from roleserve_controlplane.consensus.certificates import ETCD_SERVER_NAME, ConsensusCA
 from roleserve_controlplane.consensus.client import (
+    Alarm,
     EtcdClient,
     EventKind,
     KeyValue,
@@ -47,6 +48,7 @@ from roleserve_controlplane.consensus.election import (
 from roleserve_controlplane.consensus.errors import (
     ConsensusError,
     CorruptDataError,
+    DatabaseFullError,
     DiskSpaceError,
     EtcdDowngradeError,
     EtcdExitedError,
@@ -61,10 +63,18 @@ from roleserve_controlplane.consensus.errors import (
     NotCaughtUpError,
     PeersUnreachableError,
     QuorumError,
+    RevisionCompactedError,
     WatchCompactedError,
 )
 from roleserve_controlplane.consensus.faults import FAULT_VARIABLE, InjectedFaultError
 from roleserve_controlplane.consensus.liveness import Liveness
+from roleserve_controlplane.consensus.maintenance import (
+    DEFAULT_QUOTA_BACKEND_BYTES,
+    DEFAULT_RETENTION,
+    EtcdMaintenance,
+    MaintenancePolicy,
+    MaintenanceStatistics,
+)
 from roleserve_controlplane.consensus.member import (
     DEFAULT_CLIENT_PORT,
     DEFAULT_PEER_PORT,
@@ -81,20 +91,25 @@ from roleserve_controlplane.consensus.space import require_space
 __all__ = [
     "DEFAULT_CLIENT_PORT",
     "DEFAULT_PEER_PORT",
+    "DEFAULT_QUOTA_BACKEND_BYTES",
+    "DEFAULT_RETENTION",
     "DEFAULT_TTL",
     "ETCD_SERVER_NAME",
     "FAULT_VARIABLE",
     "MEMBERSHIP_FILE",
+    "Alarm",
     "Campaign",
     "ConsensusCA",
     "ConsensusError",
     "CorruptDataError",
+    "DatabaseFullError",
     "DiskSpaceError",
     "Election",
     "EtcdBinary",
     "EtcdClient",
     "EtcdDowngradeError",
     "EtcdExitedError",
+    "EtcdMaintenance",
     "EtcdMember",
     "EtcdNotAnsweringError",
     "EtcdNotFoundError",
@@ -108,6 +123,8 @@ __all__ = [
     "Leadership",
     "LeadershipLostError",
     "Liveness",
+    "MaintenancePolicy",
+    "MaintenanceStatistics",
     "Member",
     "MemberConfig",
     "MemberHealth",
@@ -121,6 +138,7 @@ __all__ = [
     "NotCaughtUpError",
     "PeersUnreachableError",
     "QuorumError",
+    "RevisionCompactedError",
     "TransactionResult",
     "WatchCompactedError",
     "WatchEvent",

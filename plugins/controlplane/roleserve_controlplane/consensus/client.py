@@ -4,7 +4,8 @@
 
     curator, membership, election
               │ EtcdClient: get / get_prefix / put / delete / transaction / watch_prefix,
-              │             leases, members, status — plain values, our errors, timeouts
+              │             leases, members, status, compact / defragment / alarms —
+              │             plain values, our errors, timeouts
               ▼
     etcd3aio services (KV, Lease, Watch, Cluster, Maintenance), on
     our channel: mutual TLS with the consensus CA, round robin over the endpoints, unary
@@ -35,11 +36,16 @@ from etcd3aio._protobuf import LeaseKeepAliveRequest
 from etcd3aio.cluster import ClusterService
 from etcd3aio.kv import KVService
 from etcd3aio.lease import LeaseService
-from etcd3aio.maintenance import MaintenanceService
+from etcd3aio.maintenance import AlarmType, MaintenanceService
 from etcd3aio.watch import WatchService
 
 from roleserve_controlplane.consensus.certificates import ETCD_SERVER_NAME
-from roleserve_controlplane.consensus.errors import EtcdRequestError, WatchCompactedError
+from roleserve_controlplane.consensus.errors import (
+    DatabaseFullError,
+    EtcdRequestError,
+    RevisionCompactedError,
+    WatchCompactedError,
+)
 from roleserve_core.identity import Credentials
 from roleserve_core.rpc import CancellationSafeChannel, channel_credentials
 
@@ -47,6 +53,7 @@ log = logging.getLogger("roleserve.consensus")
 
 __all__ = [
     "DEFAULT_TIMEOUT",
+    "Alarm",
     "Comparison",
     "EtcdClient",
     "EventKind",
@@ -170,6 +177,29 @@ class MemberStatus:
     errors: tuple[str, ...]
     cluster_id: int = 0
     """The ID of the cluster the member belongs to (two clusters never share one)."""
+    revision: int = 0
+    """The store's revision as this member has applied it."""
+    db_size: int = 0
+    """Bytes of the member's database file (what the backend quota limits)."""
+    db_size_in_use: int = 0
+    """Bytes of it holding data; the rest is free pages a defragmentation gives back."""
+    db_size_quota: int = 0
+    """The member's backend quota (``--quota-backend-bytes``); 0 from etcd 3.4, which
+    does not say."""
+
+    @property
+    def db_free(self) -> int:
+        """Bytes of the database file a defragmentation would give back."""
+        return max(0, self.db_size - self.db_size_in_use)
+
+
+@dataclass(frozen=True, slots=True)
+class Alarm:
+    """An alarm a member raised: ``NOSPACE`` (its database passed the backend quota;
+    writes fail until it is cleared) or ``CORRUPT``."""
+
+    member_id: int
+    kind: str
 
 
 def compare_value(key: bytes | str, operator: str, value: bytes | str) -> Comparison:
@@ -301,7 +331,7 @@ class EtcdClient:
             with anyio.fail_after(deadline):
                 return await call
         except (EtcdError, grpc.aio.AioRpcError) as exc:
-            raise EtcdRequestError(f"etcd {what}: {exc}") from exc
+            raise _request_error(f"etcd {what}: {exc}") from exc
         except TimeoutError:
             limit = deadline or self.timeout
             raise EtcdRequestError(f"etcd {what}: no answer within {limit:.2g}s") from None
@@ -311,10 +341,17 @@ class EtcdClient:
 
     # -- keys ------------------------------------------------------------------------
 
-    async def get(self, key: bytes | str, *, timeout: float | None = None) -> KeyValue | None:
-        """The key, or None if it does not exist."""
+    async def get(
+        self, key: bytes | str, *, revision: int = 0, timeout: float | None = None
+    ) -> KeyValue | None:
+        """The key, or None if it does not exist.
+
+        :param revision: read it as it was at this revision (0: now).
+        :raises RevisionCompactedError: if ``revision`` was compacted away.
+        """
         response = await self._request(
-            f"get {key!r}", self._kv.get(_bytes(key), timeout=timeout or self.timeout)
+            f"get {key!r}",
+            self._kv.get(_bytes(key), revision=revision, timeout=timeout or self.timeout),
         )
         return KeyValue._of(response.kvs[0]) if response.kvs else None
 
@@ -370,11 +407,18 @@ class EtcdClient:
             bool(response.succeeded), int(response.header.revision), tuple(response.responses)
         )
 
-    async def compact(self, revision: int, *, timeout: float | None = None) -> None:
-        """Discard the history of every key before ``revision``."""
+    async def compact(
+        self, revision: int, *, physical: bool = False, timeout: float | None = None
+    ) -> None:
+        """Discard the history of every key before ``revision``.
+
+        :param physical: wait until every member has removed it from its database (so a
+            defragmentation right after gives the space back).
+        :raises RevisionCompactedError: if the store was compacted at or past ``revision``.
+        """
         await self._request(
             f"compact to revision {revision}",
-            self._kv.compact(revision, timeout=timeout or self.timeout),
+            self._kv.compact(revision, physical=physical, timeout=timeout or self.timeout),
         )
 
     async def watch_prefix(
@@ -520,7 +564,56 @@ class EtcdClient:
             is_learner=bool(response.isLearner),
             errors=tuple(response.errors),
             cluster_id=int(response.header.cluster_id),
+            revision=int(response.header.revision),
+            db_size=int(response.dbSize),
+            db_size_in_use=int(response.dbSizeInUse),
+            db_size_quota=int(getattr(response, "dbSizeQuota", 0)),
         )
+
+    # -- maintenance -----------------------------------------------------------------
+
+    async def defragment(self, *, timeout: float | None = None) -> None:
+        """Defragment the database of whichever member answers (use a one-endpoint client
+        to choose): it is rewritten without its free pages, and answers nothing meanwhile.
+        """
+        await self._request(
+            "defragment",
+            self._maintenance.defragment(timeout=timeout or self.timeout, max_attempts=1),
+        )
+
+    async def alarms(self, *, timeout: float | None = None) -> list[Alarm]:
+        """Every alarm raised in the cluster."""
+        response = await self._request(
+            "alarm list", self._maintenance.alarms(timeout=timeout or self.timeout)
+        )
+        return [
+            Alarm(int(alarm.memberID), AlarmType(int(alarm.alarm)).name)
+            for alarm in response.alarms
+        ]
+
+    async def disarm(self, alarm: Alarm, *, timeout: float | None = None) -> None:
+        """Clear ``alarm`` (etcd raises it again if its cause is still there)."""
+        await self._request(
+            f"clear alarm {alarm.kind} of member {alarm.member_id:x}",
+            self._maintenance.alarm_deactivate(
+                AlarmType[alarm.kind], member_id=alarm.member_id, timeout=timeout or self.timeout
+            ),
+        )
+
+
+def _request_error(message: str) -> EtcdRequestError:
+    """The error of a failed request: a compacted revision and a full database get their
+    own classes, since their callers act on them (read anew; wait for maintenance)."""
+    if "required revision has been compacted" in message:
+        return RevisionCompactedError(message)
+    if "database space exceeded" in message:
+        return DatabaseFullError(
+            f"{message} (a member's database passed [plugins.controlplane] "
+            "quota_backend_bytes: writes fail until the leading curator's maintenance "
+            "compacts, defragments and clears the NOSPACE alarm; `roleserve ctl consensus` "
+            "shows it; if it stays, raise the quota)"
+        )
+    return EtcdRequestError(message)
 
 
 def _event(event: Any) -> WatchEvent:

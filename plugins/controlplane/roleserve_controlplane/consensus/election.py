@@ -39,7 +39,11 @@ from roleserve_controlplane.consensus.client import (
     delete_operation,
     put_operation,
 )
-from roleserve_controlplane.consensus.errors import EtcdRequestError, LeadershipLostError
+from roleserve_controlplane.consensus.errors import (
+    EtcdRequestError,
+    LeadershipLostError,
+    WatchCompactedError,
+)
 
 __all__ = ["DEFAULT_TTL", "Campaign", "Election", "Leader", "Leadership"]
 
@@ -193,12 +197,14 @@ class Campaign:
             leadership.check()
 
     async def _until_deleted(self, key: bytes, revision: int, scope: anyio.CancelScope) -> None:
-        """Cancel ``scope`` once ``key`` is deleted after ``revision``."""
+        """Cancel ``scope`` once ``key`` is deleted after ``revision``, or once the watch
+        fell behind a compaction (the caller reads the candidates again)."""
         watch = self.election.client.watch_prefix(key, start_revision=revision + 1)
-        async with contextlib.aclosing(watch):
-            async for events in watch:
-                if any(event.kind is EventKind.DELETE and event.key == key for event in events):
-                    break
+        with contextlib.suppress(WatchCompactedError):
+            async with contextlib.aclosing(watch):
+                async for events in watch:
+                    if any(event.kind is EventKind.DELETE and event.key == key for event in events):
+                        break
         scope.cancel()
 
     async def _keep_alive(self, leadership: Leadership, confirmed: float) -> None:

@@ -20,7 +20,10 @@
     │                            or a recorded member's WAL is gone
     │                            (``ctl consensus rebuild NODE`` discards it, see ``record``)
     ├── EtcdRequestError      E  a request to etcd failed or timed out
-    │   └── WatchCompactedError  a watch started below the compacted revision: resync
+    │   ├── WatchCompactedError  a watch started below the compacted revision: resync
+    │   ├── RevisionCompactedError  a read at a revision older than the compacted one
+    │   └── DatabaseFullError    etcd refused a write: its database passed the backend
+    │                            quota (NOSPACE alarm; see ``maintenance``)
     ├── MembershipError          a membership change was refused
     │   ├── QuorumError          removing the member would lose quorum
     │   └── NotCaughtUpError  E  the learner has not caught up with the leader yet
@@ -50,6 +53,7 @@ from roleserve_core import (
 __all__ = [
     "ConsensusError",
     "CorruptDataError",
+    "DatabaseFullError",
     "DiskSpaceError",
     "EtcdDowngradeError",
     "EtcdExitedError",
@@ -64,6 +68,7 @@ __all__ = [
     "NotCaughtUpError",
     "PeersUnreachableError",
     "QuorumError",
+    "RevisionCompactedError",
     "WatchCompactedError",
 ]
 
@@ -151,6 +156,18 @@ class WatchCompactedError(EtcdRequestError):
     def __init__(self, message: str, compact_revision: int) -> None:
         super().__init__(message)
         self.compact_revision = compact_revision
+
+
+class RevisionCompactedError(EtcdRequestError):
+    """A read asked for a revision that compaction discarded (``maintenance`` keeps the
+    cluster configuration's ``history_retention``); read the current revision instead."""
+
+
+class DatabaseFullError(EtcdRequestError):
+    """etcd refused a write because a member's database passed its backend quota
+    (``[plugins.controlplane] quota_backend_bytes``) and raised the NOSPACE alarm. The
+    leading curator's maintenance compacts, defragments and clears the alarm once the
+    database fits again; until then every write fails."""
 
 
 class MembershipError(ConsensusError):

@@ -62,6 +62,7 @@ from roleserve_controlplane.consensus.errors import (
 )
 from roleserve_controlplane.consensus.faults import fault_point
 from roleserve_controlplane.consensus.liveness import Liveness, probe_forever
+from roleserve_controlplane.consensus.maintenance import DEFAULT_QUOTA_BACKEND_BYTES
 from roleserve_controlplane.consensus.record import (
     MEMBERSHIP_FILE,
     MemberMode,
@@ -142,6 +143,9 @@ class MemberConfig:
     """etcd's heartbeat interval; tests use less."""
     election_ms: int = 1000
     """etcd's election timeout; tests use less."""
+    quota_backend_bytes: int = DEFAULT_QUOTA_BACKEND_BYTES
+    """etcd's ``--quota-backend-bytes``: past it, the member raises the NOSPACE alarm and
+    the cluster refuses writes until maintenance clears it (see ``maintenance``)."""
     stop_grace: float = 5.0
     """Seconds etcd may take to stop after SIGTERM before it gets SIGKILL."""
     liveness: Liveness = field(default_factory=Liveness)
@@ -224,6 +228,7 @@ class MemberConfig:
             "--peer-client-cert-auth",
             f"--heartbeat-interval={self.heartbeat_ms}",
             f"--election-timeout={self.election_ms}",
+            f"--quota-backend-bytes={self.quota_backend_bytes}",
             "--logger=zap",
             "--log-outputs=stderr",
         ]

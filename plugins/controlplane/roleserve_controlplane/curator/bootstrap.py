@@ -35,7 +35,7 @@ from pathlib import Path
 
 from cryptography import x509
 
-from roleserve_controlplane.consensus import DEFAULT_PEER_PORT, EtcdClient
+from roleserve_controlplane.consensus import DEFAULT_PEER_PORT, DEFAULT_RETENTION, EtcdClient
 from roleserve_controlplane.curator.authority import (
     DEFAULT_NODE_CERTIFICATE_LIFETIME,
     ClusterAuthority,
@@ -237,12 +237,14 @@ async def write_bootstrap(
     heartbeat_interval: float = DEFAULT_HEARTBEAT_INTERVAL,
     network: ClusterNetwork | None = None,
     node_certificate_lifetime: datetime.timedelta = DEFAULT_NODE_CERTIFICATE_LIFETIME,
+    history_retention: float = DEFAULT_RETENTION,
 ) -> bool:
     """Write the new cluster's records in one transaction; False if it already has them.
 
     ``network`` is the cluster network (default 10.192.0.0/11, /24 per node); it is kept in
     the configuration, and the first node gets its first prefix. So is
-    ``node_certificate_lifetime``, the validity of every node certificate the curator issues.
+    ``node_certificate_lifetime``, the validity of every node certificate the curator issues,
+    and ``history_retention``, the seconds of etcd history the leading curator keeps.
 
     :raises CredentialsError: if the cluster in etcd has another CA than ``material``, or
         none while the material holds no CA keys (the bootstrap committed, and etcd's data
@@ -254,6 +256,7 @@ async def write_bootstrap(
     configuration = state_pb2.ClusterConfiguration()
     configuration.heartbeat_interval.FromNanoseconds(int(heartbeat_interval * 1e9))
     configuration.node_certificate_lifetime.FromTimedelta(node_certificate_lifetime)
+    configuration.history_retention.FromNanoseconds(int(history_retention * 1e9))
     network = network or ClusterNetwork.parse()
     network.configure(configuration)
     owner = state_pb2.OwnerRecord(

@@ -11,7 +11,8 @@
            watch), heartbeats, learner promotion, prefixes for approved nodes lacking one
            ─── serve Curator, Management and CuratorLocal (and plugins' services:
            extension.py), refusing decommissioned nodes (standing.py) and revoked user
-           certificates (credentials.py: one etcd watch)
+           certificates (credentials.py: one etcd watch); etcd's maintenance (compaction,
+           defragmentation, quota alarms) every period
       lost (lease unconfirmed): stop the leader's server at once (clients see their streams
            end and look for the new leader), drop the leader's state, follow again
 
@@ -27,7 +28,7 @@ import ipaddress
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import anyio
 import grpc
@@ -36,9 +37,11 @@ from roleserve_controlplane.consensus import (
     DEFAULT_TTL,
     Election,
     EtcdClient,
+    EtcdMaintenance,
     EtcdRequestError,
     Leadership,
     LeadershipLostError,
+    MaintenancePolicy,
     Member,
 )
 from roleserve_controlplane.curator.authority import ClusterAuthority
@@ -59,6 +62,7 @@ from roleserve_controlplane.curator.state import (
     LEADER_PREFIX,
     ClusterState,
     NodeNotFoundError,
+    history_retention,
 )
 from roleserve_controlplane.proto import state_pb2
 from roleserve_core import (
@@ -103,7 +107,10 @@ class CuratorConfig:
     promote_every: float = 2.0
     """Seconds between looks for learners that have caught up."""
     clock: Clock = field(default_factory=MonotonicClock)
-    """The clock heartbeats are measured with."""
+    """The clock heartbeats are measured with, and etcd's maintenance runs on."""
+    maintenance: MaintenancePolicy = field(default_factory=MaintenancePolicy)
+    """Defragmentation thresholds and the members' quota, from this node's settings; the
+    retention is the cluster configuration's (``history_retention``)."""
     current_node: Callable[[], NodeCredentials] | None = None
     """The node's latest credentials (renewed ones), asked at each TLS handshake of its
     server; None: ``node`` for good."""
@@ -215,6 +222,7 @@ class Curator:
             tasks.start_soon(self._promote_learners, leader)
             tasks.start_soon(allocate_missing_prefixes, leader.state, leader.network)
             tasks.start_soon(leader.revoked.run)
+            tasks.start_soon(leader.maintenance.run)
             await leader.revoked.ready.wait()  # serving before would let a revoked user in
             curator_service = CuratorService(leader)
             self._offer_snapshots(stack, leader, curator_service)
@@ -292,6 +300,7 @@ class Curator:
             raise RoleserveError("elected, but the cluster was never bootstrapped")
         configuration = await state.configuration()
         interval = configuration.heartbeat_interval.ToNanoseconds() / 1e9
+        policy = replace(self.config.maintenance, retention=history_retention(configuration))
         return LeaderState(
             node_id=self.config.node.node_id,
             client=client,
@@ -303,6 +312,7 @@ class Curator:
             heartbeats=Heartbeats(self.config.clock, interval or DEFAULT_HEARTBEAT_INTERVAL),
             network=ClusterNetwork.of(configuration),
             revoked=RevokedSerials(client),
+            maintenance=EtcdMaintenance(client, self.config.etcd, self.config.clock, policy),
         )
 
     async def _promote_learners(self, leader: LeaderState) -> None:
@@ -414,7 +424,8 @@ def _extend(
 
 
 def leader_snapshot(leader: LeaderState, watch_streams: int) -> LeaderSnapshot:
-    """Nodes by state and health (as ``GetNodes`` reports them) and open Watch streams."""
+    """Nodes by state and health (as ``GetNodes`` reports them), open Watch streams, and
+    what etcd's maintenance did."""
     nodes: dict[tuple[str, str], int] = {}
     for record in leader.cache.nodes.values():
         health = leader.heartbeats.health(record.id, record.state)
@@ -423,4 +434,11 @@ def leader_snapshot(leader: LeaderState, watch_streams: int) -> LeaderSnapshot:
             management_pb2.Node.Health.Name(health),
         )
         nodes[key] = nodes.get(key, 0) + 1
-    return LeaderSnapshot(nodes, watch_streams)
+    maintenance = leader.maintenance.statistics()
+    return LeaderSnapshot(
+        nodes,
+        watch_streams,
+        compacted_revision=maintenance.compacted_revision,
+        compacted_at=maintenance.compacted_at,
+        defragmentations=maintenance.defragmentations,
+    )

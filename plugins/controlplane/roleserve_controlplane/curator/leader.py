@@ -1,8 +1,9 @@
 """What a leading curator holds while it leads, and how it shows nodes to clients.
 
 A ``LeaderState`` is built when a curator wins the election and discarded when it loses:
-the leadership (which guards every write), the cache of node records, the heartbeats, and
-the cluster's authority. The services read and change the cluster only through it.
+the leadership (which guards every write), the cache of node records, the heartbeats, the
+cluster's authority, and etcd's maintenance. The services read and change the cluster only
+through it.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from roleserve_controlplane.consensus import EtcdClient, Leadership, Membership
+from roleserve_controlplane.consensus import EtcdClient, EtcdMaintenance, Leadership, Membership
 from roleserve_controlplane.curator.authority import ClusterAuthority
 from roleserve_controlplane.curator.cache import NodeCache
 from roleserve_controlplane.curator.credentials import RevokedSerials
@@ -55,6 +56,8 @@ class LeaderState:
     """The cluster network node prefixes are allocated from (from the configuration)."""
     revoked: RevokedSerials
     """The serials of revoked user certificates, from one etcd watch."""
+    maintenance: EtcdMaintenance
+    """etcd's compaction, defragmentation and quota alarms (``consensus.maintenance``)."""
 
     @property
     def membership(self) -> Membership:

@@ -137,18 +137,30 @@ class ManagementService(management_pb2_grpc.ManagementServicer):
         self, request: management_pb2.GetConsensusStatusRequest, context: Context
     ) -> management_pb2.GetConsensusStatusResponse:
         members = await self.leader.membership.list()
+        alarms = await self.leader.client.alarms()
         leaders = {health.status.leader for health in members if health.status is not None}
         response = management_pb2.GetConsensusStatusResponse()
         for health in members:
             status = Member.LEARNER if health.member.is_learner else Member.FULL
             if health.status is None:
                 status = Member.STATUS_UNKNOWN
-            response.members.add(
+            member = response.members.add(
                 node_id=health.member.name,
                 status=status,
                 peer_url=health.member.peer_urls[0] if health.member.peer_urls else "",
                 leader=health.member.id in leaders,
+                alarms=[alarm.kind for alarm in alarms if alarm.member_id == health.member.id],
             )
+            if health.status is not None:
+                member.db_size = health.status.db_size
+                member.db_size_in_use = health.status.db_size_in_use
+                member.revision = health.status.revision
+        maintenance = self.leader.maintenance
+        compaction = maintenance.statistics()
+        response.compacted_revision = compaction.compacted_revision
+        if compaction.compacted_at:
+            response.compacted_at.FromNanoseconds(int(compaction.compacted_at * 1e9))
+        response.history_retention.FromNanoseconds(int(maintenance.policy.retention * 1e9))
         return response
 
     @override

@@ -34,6 +34,7 @@ import anyio
 from google.protobuf.message import Message
 
 from roleserve_controlplane.consensus import (
+    DEFAULT_RETENTION,
     EtcdClient,
     Leadership,
     LeadershipLostError,
@@ -60,6 +61,7 @@ __all__ = [
     "ClusterState",
     "NodeNotFoundError",
     "StoredNode",
+    "history_retention",
     "join_key_index",
     "node_key",
 ]
@@ -96,6 +98,14 @@ def node_key(node_id: str) -> str:
 def join_key_index(join_key: bytes) -> str:
     """The etcd key that maps a join key (DER SPKI) to its node."""
     return JOIN_KEYS_PREFIX + hashlib.sha256(join_key).hexdigest()
+
+
+def history_retention(configuration: state_pb2.ClusterConfiguration) -> float:
+    """Seconds of etcd history the leading curator keeps (``consensus.maintenance``); the
+    default when unset (a cluster bootstrapped before the field existed)."""
+    if not configuration.HasField("history_retention"):
+        return DEFAULT_RETENTION
+    return configuration.history_retention.ToTimedelta().total_seconds()
 
 
 def _parse(message: type[M], data: bytes) -> M:

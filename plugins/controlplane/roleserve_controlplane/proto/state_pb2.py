@@ -26,7 +26,7 @@ from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb
 from roleserve_core.proto import common_pb2 as roleserve__core_dot_proto_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n(roleserve_controlplane/proto/state.proto\x12\x1croleserve.controlplane.state\x1a\x1egoogle/protobuf/duration.proto\x1a!roleserve_core/proto/common.proto\"\xdc\x02\n\nNodeRecord\x12\n\n\x02id\x18\x01 \x01(\t\x12\x12\n\npublic_key\x18\x02 \x01(\x0c\x12*\n\x05state\x18\x03 \x01(\x0e\x32\x1b.roleserve.common.NodeState\x12*\n\x05roles\x18\x04 \x01(\x0b\x32\x1b.roleserve.common.NodeRoles\x12,\n\x06status\x18\x05 \x01(\x0b\x32\x1c.roleserve.common.NodeStatus\x12;\n\nclusternet\x18\x06 \x01(\x0b\x32\'.roleserve.common.NodeClusterNetworking\x12,\n\x06labels\x18\x07 \x01(\x0b\x32\x1c.roleserve.common.NodeLabels\x12\x10\n\x08join_key\x18\x08 \x01(\x0c\x12\x13\n\x0b\x63\x65rtificate\x18\t \x01(\x0c\x12\x16\n\x0e\x63luster_prefix\x18\n \x01(\t\"t\n\x0e\x43lusterSecrets\x12\x16\n\x0e\x63\x61_certificate\x18\x01 \x01(\x0c\x12\x0e\n\x06\x63\x61_key\x18\x02 \x01(\x0c\x12 \n\x18\x63onsensus_ca_certificate\x18\x03 \x01(\x0c\x12\x18\n\x10\x63onsensus_ca_key\x18\x04 \x01(\x0c\"\xc0\x01\n\x14\x43lusterConfiguration\x12\x35\n\x12heartbeat_interval\x18\x01 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x17\n\x0f\x63luster_network\x18\x02 \x01(\t\x12\x1a\n\x12node_prefix_length\x18\x03 \x01(\r\x12<\n\x19node_certificate_lifetime\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\"4\n\x0bOwnerRecord\x12\x10\n\x08identity\x18\x01 \x01(\t\x12\x13\n\x0b\x63\x65rtificate\x18\x02 \x01(\x0c\"f\n\x11\x43redentialsRecord\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05scope\x18\x02 \x01(\t\x12\x0e\n\x06serial\x18\x03 \x01(\t\x12\x13\n\x0b\x63\x65rtificate\x18\x04 \x01(\x0c\x12\x0f\n\x07revoked\x18\x05 \x01(\x08\":\n\x0bLeaderValue\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0c\n\x04host\x18\x02 \x01(\t\x12\x0c\n\x04port\x18\x03 \x01(\x05\"\xe0\x01\n\x11\x42ootstrapMaterial\x12=\n\x07secrets\x18\x01 \x01(\x0b\x32,.roleserve.controlplane.state.ClusterSecrets\x12\x10\n\x08node_key\x18\x02 \x01(\x0c\x12\x18\n\x10node_certificate\x18\x03 \x01(\x0c\x12\x1a\n\x12member_certificate\x18\x04 \x01(\x0c\x12\x11\n\towner_key\x18\x05 \x01(\x0c\x12\x19\n\x11owner_certificate\x18\x06 \x01(\x0c\x12\x16\n\x0eowner_identity\x18\x07 \x01(\tb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n(roleserve_controlplane/proto/state.proto\x12\x1croleserve.controlplane.state\x1a\x1egoogle/protobuf/duration.proto\x1a!roleserve_core/proto/common.proto\"\xdc\x02\n\nNodeRecord\x12\n\n\x02id\x18\x01 \x01(\t\x12\x12\n\npublic_key\x18\x02 \x01(\x0c\x12*\n\x05state\x18\x03 \x01(\x0e\x32\x1b.roleserve.common.NodeState\x12*\n\x05roles\x18\x04 \x01(\x0b\x32\x1b.roleserve.common.NodeRoles\x12,\n\x06status\x18\x05 \x01(\x0b\x32\x1c.roleserve.common.NodeStatus\x12;\n\nclusternet\x18\x06 \x01(\x0b\x32\'.roleserve.common.NodeClusterNetworking\x12,\n\x06labels\x18\x07 \x01(\x0b\x32\x1c.roleserve.common.NodeLabels\x12\x10\n\x08join_key\x18\x08 \x01(\x0c\x12\x13\n\x0b\x63\x65rtificate\x18\t \x01(\x0c\x12\x16\n\x0e\x63luster_prefix\x18\n \x01(\t\"t\n\x0e\x43lusterSecrets\x12\x16\n\x0e\x63\x61_certificate\x18\x01 \x01(\x0c\x12\x0e\n\x06\x63\x61_key\x18\x02 \x01(\x0c\x12 \n\x18\x63onsensus_ca_certificate\x18\x03 \x01(\x0c\x12\x18\n\x10\x63onsensus_ca_key\x18\x04 \x01(\x0c\"\xf6\x01\n\x14\x43lusterConfiguration\x12\x35\n\x12heartbeat_interval\x18\x01 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x17\n\x0f\x63luster_network\x18\x02 \x01(\t\x12\x1a\n\x12node_prefix_length\x18\x03 \x01(\r\x12<\n\x19node_certificate_lifetime\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x34\n\x11history_retention\x18\x05 \x01(\x0b\x32\x19.google.protobuf.Duration\"4\n\x0bOwnerRecord\x12\x10\n\x08identity\x18\x01 \x01(\t\x12\x13\n\x0b\x63\x65rtificate\x18\x02 \x01(\x0c\"f\n\x11\x43redentialsRecord\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05scope\x18\x02 \x01(\t\x12\x0e\n\x06serial\x18\x03 \x01(\t\x12\x13\n\x0b\x63\x65rtificate\x18\x04 \x01(\x0c\x12\x0f\n\x07revoked\x18\x05 \x01(\x08\":\n\x0bLeaderValue\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0c\n\x04host\x18\x02 \x01(\t\x12\x0c\n\x04port\x18\x03 \x01(\x05\"\xe0\x01\n\x11\x42ootstrapMaterial\x12=\n\x07secrets\x18\x01 \x01(\x0b\x32,.roleserve.controlplane.state.ClusterSecrets\x12\x10\n\x08node_key\x18\x02 \x01(\x0c\x12\x18\n\x10node_certificate\x18\x03 \x01(\x0c\x12\x1a\n\x12member_certificate\x18\x04 \x01(\x0c\x12\x11\n\towner_key\x18\x05 \x01(\x0c\x12\x19\n\x11owner_certificate\x18\x06 \x01(\x0c\x12\x16\n\x0eowner_identity\x18\x07 \x01(\tb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -38,13 +38,13 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CLUSTERSECRETS']._serialized_start=492
   _globals['_CLUSTERSECRETS']._serialized_end=608
   _globals['_CLUSTERCONFIGURATION']._serialized_start=611
-  _globals['_CLUSTERCONFIGURATION']._serialized_end=803
-  _globals['_OWNERRECORD']._serialized_start=805
-  _globals['_OWNERRECORD']._serialized_end=857
-  _globals['_CREDENTIALSRECORD']._serialized_start=859
-  _globals['_CREDENTIALSRECORD']._serialized_end=961
-  _globals['_LEADERVALUE']._serialized_start=963
-  _globals['_LEADERVALUE']._serialized_end=1021
-  _globals['_BOOTSTRAPMATERIAL']._serialized_start=1024
-  _globals['_BOOTSTRAPMATERIAL']._serialized_end=1248
+  _globals['_CLUSTERCONFIGURATION']._serialized_end=857
+  _globals['_OWNERRECORD']._serialized_start=859
+  _globals['_OWNERRECORD']._serialized_end=911
+  _globals['_CREDENTIALSRECORD']._serialized_start=913
+  _globals['_CREDENTIALSRECORD']._serialized_end=1015
+  _globals['_LEADERVALUE']._serialized_start=1017
+  _globals['_LEADERVALUE']._serialized_end=1075
+  _globals['_BOOTSTRAPMATERIAL']._serialized_start=1078
+  _globals['_BOOTSTRAPMATERIAL']._serialized_end=1302
 # @@protoc_insertion_point(module_scope)

@@ -127,6 +127,7 @@ class ClusterConfiguration(_message.Message):
     CLUSTER_NETWORK_FIELD_NUMBER: _builtins.int
     NODE_PREFIX_LENGTH_FIELD_NUMBER: _builtins.int
     NODE_CERTIFICATE_LIFETIME_FIELD_NUMBER: _builtins.int
+    HISTORY_RETENTION_FIELD_NUMBER: _builtins.int
     cluster_network: _builtins.str
     """The network node prefixes are allocated from (canonical CIDR); empty: 10.192.0.0/11.
     Set at bootstrap only.
@@ -143,6 +144,12 @@ class ClusterConfiguration(_message.Message):
         bootstrapped before the field existed): 30 days. Nodes renew theirs after two thirds.
         """
 
+    @_builtins.property
+    def history_retention(self) -> _duration_pb2.Duration:
+        """How much of etcd's history the leading curator keeps: it compacts away revisions
+        older than this (keeping up to a quarter more); unset: 5 minutes. Set at bootstrap.
+        """
+
     def __init__(
         self,
         *,
@@ -150,10 +157,11 @@ class ClusterConfiguration(_message.Message):
         cluster_network: _builtins.str = ...,
         node_prefix_length: _builtins.int = ...,
         node_certificate_lifetime: _duration_pb2.Duration | None = ...,
+        history_retention: _duration_pb2.Duration | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["heartbeat_interval", b"heartbeat_interval", "node_certificate_lifetime", b"node_certificate_lifetime"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["heartbeat_interval", b"heartbeat_interval", "history_retention", b"history_retention", "node_certificate_lifetime", b"node_certificate_lifetime"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_network", b"cluster_network", "heartbeat_interval", b"heartbeat_interval", "node_certificate_lifetime", b"node_certificate_lifetime", "node_prefix_length", b"node_prefix_length"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_network", b"cluster_network", "heartbeat_interval", b"heartbeat_interval", "history_retention", b"history_retention", "node_certificate_lifetime", b"node_certificate_lifetime", "node_prefix_length", b"node_prefix_length"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

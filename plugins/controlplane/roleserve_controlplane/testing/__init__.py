@@ -4,7 +4,12 @@
 nodes enrol through the curator's API, as real nodes do.
 """
 
-from roleserve_controlplane.testing.curator import CuratorCluster, CuratorNode, enrol_node
+from roleserve_controlplane.testing.curator import (
+    CuratorCluster,
+    CuratorNode,
+    change_roles,
+    enrol_node,
+)
 from roleserve_controlplane.testing.etcd import (
     ETCD_SOURCES,
     EtcdCluster,
@@ -12,6 +17,7 @@ from roleserve_controlplane.testing.etcd import (
     RunningMember,
     damage_wal,
     etcd_binary,
+    fill_database,
     wait_healthy_through_backoff,
 )
 
@@ -22,8 +28,10 @@ __all__ = [
     "EtcdCluster",
     "EtcdClusterRunner",
     "RunningMember",
+    "change_roles",
     "damage_wal",
     "enrol_node",
     "etcd_binary",
+    "fill_database",
     "wait_healthy_through_backoff",
 ]

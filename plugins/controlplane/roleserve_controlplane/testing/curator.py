@@ -19,13 +19,15 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
 import anyio
 
+from roleserve_controlplane.consensus import DEFAULT_RETENTION, MaintenancePolicy
 from roleserve_controlplane.curator import (
     DEFAULT_NODE_CERTIFICATE_LIFETIME,
     BootstrapMaterial,
@@ -36,6 +38,7 @@ from roleserve_controlplane.curator import (
 from roleserve_controlplane.curator.extension import CuratorExtension
 from roleserve_controlplane.testing.etcd import EtcdCluster, RunningMember
 from roleserve_core import (
+    Clock,
     MonotonicClock,
     Supervisor,
     Value,
@@ -59,7 +62,7 @@ from roleserve_core.identity import (
 from roleserve_core.rpc import CancellationSafeChannel, secure_channel
 from roleserve_core.testing import SupervisorRunner, wait_for_value
 
-__all__ = ["CuratorCluster", "CuratorNode"]
+__all__ = ["CuratorCluster", "CuratorNode", "change_roles", "enrol_node"]
 
 TEST_TTL = 2
 """Seconds of the election lease in tests: failover within a few seconds."""
@@ -102,6 +105,13 @@ class CuratorCluster:
     """The cluster configuration's node certificate lifetime, written by ``bootstrap``."""
     extensions: Sequence[CuratorExtension] = ()
     """Plugins' services every leading curator serves (``roleserve_curator_services``)."""
+    history_retention: float = DEFAULT_RETENTION
+    """The cluster configuration's etcd history retention, written by ``bootstrap``."""
+    maintenance: MaintenancePolicy = field(default_factory=MaintenancePolicy)
+    """Each curator's defragmentation thresholds and quota."""
+    clock: Clock = field(default_factory=MonotonicClock)
+    """The curators' clock (heartbeats, etcd's maintenance): a test of maintenance passes a
+    ``FakeClock`` and drives the periods."""
     nodes: list[CuratorNode] = field(default_factory=list)
     owner: UserCredentials | None = None
     consensus_ca: bytes = b""
@@ -193,6 +203,7 @@ class CuratorCluster:
                 node.address,
                 heartbeat_interval=self.heartbeat_interval,
                 node_certificate_lifetime=self.node_certificate_lifetime,
+                history_retention=self.history_retention,
             )
         self.nodes.append(node)
         await self._start_curator(node, material.member)
@@ -252,6 +263,8 @@ class CuratorCluster:
                 address=node.address,
                 lease_ttl=self.lease_ttl,
                 promote_every=0.2,
+                clock=self.clock,
+                maintenance=self.maintenance,
                 current_node=lambda: node.credentials or credentials,
                 extensions=self.extensions,
             )
@@ -294,3 +307,30 @@ async def enrol_node(
             curator_pb2.UpdateNodeStatusRequest(node_id=credentials.node_id, status=status)
         )
     return credentials
+
+
+async def change_roles(
+    curators: CuratorCluster,
+    node: CuratorNode,
+    changes: int,
+    *,
+    observe: Callable[[float], None] | None = None,
+) -> None:
+    """Change a custom role's parameter of ``node`` (``custom:churn``, ``n``: 0, 1, ...)
+    ``changes`` times through the leader's ``Management``, as an operator would: the churn
+    of the maintenance tests and benchmarks.
+
+    :param observe: called with each change's seconds.
+    """
+    channel, management = curators.management(await curators.leader())
+    async with channel:
+        for index in range(changes):
+            change = management_pb2.UpdateNodeRolesRequest.Change(
+                role="custom:churn", assign=True, parameters={"n": str(index)}
+            )
+            started = time.perf_counter()
+            await management.UpdateNodeRoles(
+                management_pb2.UpdateNodeRolesRequest(node_id=node.node_id, changes=[change])
+            )
+            if observe is not None:
+                observe(time.perf_counter() - started)

@@ -20,7 +20,9 @@ from types import TracebackType
 from typing import Any
 
 from roleserve_controlplane.consensus import (
+    DEFAULT_QUOTA_BACKEND_BYTES,
     ConsensusCA,
+    DatabaseFullError,
     EtcdBinary,
     EtcdClient,
     EtcdMember,
@@ -155,6 +157,8 @@ class EtcdCluster:
     """``supervisor_runner.start`` from the test kit (or an equivalent)."""
     ca: ConsensusCA = field(default_factory=ConsensusCA.create)
     members: list[RunningMember] = field(default_factory=list)
+    quota_backend_bytes: int = DEFAULT_QUOTA_BACKEND_BYTES
+    """Every member's backend quota: a test of the NOSPACE alarm sets a few MB."""
     _subnet: tuple[int, int] = field(
         default_factory=lambda: (random.randint(1, 254), random.randint(0, 254))
     )
@@ -183,6 +187,7 @@ class EtcdCluster:
             binary=self.binary,
             peers=dict(peers or {}),
             stop_grace=0.5,
+            quota_backend_bytes=self.quota_backend_bytes,
             **FAST_TIMERS,
         )
 
@@ -255,3 +260,15 @@ def damage_wal(data_dir: Path, length: int) -> None:
         data = file.read(length)
         file.seek(300)
         file.write(bytes(byte ^ 0xFF for byte in data))
+
+
+async def fill_database(client: EtcdClient, *, value_bytes: int = 100_000) -> DatabaseFullError:
+    """Overwrite one key with large values until etcd refuses a write: its database passed
+    the backend quota (give the members a small one: ``EtcdCluster.quota_backend_bytes``).
+    Returns the refusal."""
+    for index in range(10_000):
+        try:
+            await client.put("/fill", b"%d" % index + b"y" * value_bytes)
+        except DatabaseFullError as exc:
+            return exc
+    raise AssertionError("10,000 large writes never filled the database: is the quota small?")
