@@ -38,16 +38,19 @@ from their runnables, servers stop, files are closed, and only then does the pro
 from __future__ import annotations
 
 import logging
+import logging.handlers
+import os
 import signal
 import sys
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TextIO
 
 import anyio
 
 from roleserve_core.address import detect_address
-from roleserve_core.config import IPAddress, NodeConfig, load_config, parse_address
+from roleserve_core.config import IPAddress, LogFiles, NodeConfig, load_config, parse_address
 from roleserve_core.connection.connector import CuratorConnector
 from roleserve_core.connection.curators import KnownCurators
 from roleserve_core.datadir import NodeDataDirectory
@@ -74,6 +77,8 @@ class NodeOptions:
     enrolment: EnrolmentRequest
     address: str | None = None
     log_level: str | None = None
+    log_file: Path | None = None
+    """``--log-file``: log there, rotated as roleserve.toml says (or by default)."""
     strict_plugins: bool | None = None
 
 
@@ -82,17 +87,67 @@ def run_node(options: NodeOptions) -> int:
     return anyio.run(serve_node, options)
 
 
-def configure_logging(level: str, stream: TextIO = sys.stderr) -> None:
-    """Records of every runnable, one line each, on ``stream``."""
+def configure_logging(level: str, log: LogFiles | None = None, stream: TextIO = sys.stderr) -> None:
+    """Records of every runnable, one line each: into ``log``'s file, rotated by size, with
+    the process's stdout and stderr (``_RotatingLog``), or on ``stream`` (under a service
+    manager, the journal keeps and bounds them).
+
+    :raises ConfigError: if the log file cannot be opened, naming it.
+    """
+    handler = _log_handler(log, stream)  # first: a file that cannot be opened changes nothing
     process = logging.getLogger(PROCESS_LOGGER)
     process.handlers.clear()
-    handler = logging.StreamHandler(stream)
     handler.setFormatter(
         logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s", "%H:%M:%S")
     )
     process.addHandler(handler)
     process.setLevel(level.upper())
     process.propagate = False
+
+
+class _RotatingLog(logging.handlers.RotatingFileHandler):
+    """A log file rotated by size, which the process's stdout and stderr follow.
+
+    What the process writes outside logging (gRPC's C core, a traceback at exit, a line a
+    program prints) then lands in the same file and is rotated with it, instead of growing
+    a file of its own, or an older, renamed one, without bound.
+    """
+
+    def __init__(self, log: LogFiles) -> None:
+        super().__init__(log.path, maxBytes=log.max_bytes, backupCount=log.files, encoding="utf-8")
+        self._capture()
+
+    def doRollover(self) -> None:  # noqa: N802 -- logging's name
+        super().doRollover()
+        self._capture()
+
+    def _capture(self) -> None:
+        if self.stream is None:
+            return
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+            os.dup2(self.stream.fileno(), stream.fileno())
+
+
+def _log_handler(log: LogFiles | None, stream: TextIO) -> logging.Handler:
+    if log is None:
+        return logging.StreamHandler(stream)
+    try:
+        return _RotatingLog(log)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot open the log file {log.path}: {exc.strerror or exc}; fix its directory "
+            "or set another ([node] log_file, --log-file)"
+        ) from None
+
+
+def log_files(options: NodeOptions, config: NodeConfig) -> LogFiles | None:
+    """Where the node logs: ``--log-file``, else roleserve.toml's ``log_file`` (rotated as
+    roleserve.toml says either way), else nowhere but stderr."""
+    path = options.log_file or config.log_file
+    if path is None:
+        return None
+    return LogFiles(path, config.log_max_bytes, config.log_files)
 
 
 async def serve_node(options: NodeOptions) -> int:
@@ -103,7 +158,7 @@ async def serve_node(options: NodeOptions) -> int:
     datadir = options.datadir
     with datadir.locked():
         config = load_config(datadir.config)
-        configure_logging(options.log_level or config.log_level)
+        configure_logging(options.log_level or config.log_level, log_files(options, config))
         runtime, address = _assemble(options, config)
         stopped: Value[str] = Value()
         values = runtime.registry.scoped(CORE_READER)

@@ -434,7 +434,12 @@ def test_node_config_prints_toml_a_node_reads_the_same_way(
     code, out, err = node_config(capsys, tmp_path, text)
     assert (code, err) == (0, "")
     assert tomllib.loads(out) == {
-        "node": {"log_level": "debug", "strict_plugins": False},
+        "node": {
+            "log_level": "debug",
+            "log_max_bytes": 10 << 20,
+            "log_files": 5,
+            "strict_plugins": False,
+        },
         "plugins": {
             "configurable": {
                 "greeting": "hello",
@@ -457,7 +462,14 @@ def test_node_config_json(
     code, out, _ = node_config(capsys, tmp_path, "[plugins.configurable]\npause = 2\n", "--json")
     assert code == 0
     assert json.loads(out) == {
-        "node": {"address": None, "log_level": "info", "strict_plugins": False},
+        "node": {
+            "address": None,
+            "log_level": "info",
+            "log_file": None,
+            "log_max_bytes": 10 << 20,
+            "log_files": 5,
+            "strict_plugins": False,
+        },
         "plugins": {
             "core": {},
             "configurable": {

@@ -39,6 +39,7 @@ def test_a_missing_file_means_the_defaults(tmp_path: Path) -> None:
     assert config.log_level == "info"
     assert config.strict_plugins is False
     assert config.plugins == {}
+    assert (config.log_file, config.log_max_bytes, config.log_files) == (None, 10 << 20, 5)
 
 
 def test_an_empty_file_means_the_defaults(tmp_path: Path) -> None:
@@ -52,6 +53,9 @@ def test_every_key(tmp_path: Path) -> None:
         [node]
         address = "10.0.0.5"
         log_level = "debug"
+        log_file = "logs/node.log"
+        log_max_bytes = 1048576
+        log_files = 2
         strict_plugins = true
 
         [plugins.controlplane]
@@ -64,6 +68,9 @@ def test_every_key(tmp_path: Path) -> None:
     assert load_config(path) == NodeConfig(
         address=ipaddress.IPv4Address("10.0.0.5"),
         log_level="debug",
+        log_file=tmp_path / "logs" / "node.log",  # relative: in the data directory
+        log_max_bytes=1 << 20,
+        log_files=2,
         strict_plugins=True,
         plugins={"controlplane": {"etcd": "/usr/bin/etcd", "members": 3}, "hostsfile": {}},
     )
@@ -102,7 +109,9 @@ def test_an_unknown_section(tmp_path: Path) -> None:
 def test_an_unknown_node_key(tmp_path: Path) -> None:
     message = refusal(write(tmp_path, "[node]\nadress = '10.0.0.5'\n"))
     assert "unknown [node] settings adress" in message
-    assert "known: address, log_level, strict_plugins" in message
+    assert (
+        "known: address, log_level, log_file, log_max_bytes, log_files, strict_plugins" in message
+    )
 
 
 @pytest.mark.parametrize(
@@ -116,6 +125,12 @@ def test_an_unknown_node_key(tmp_path: Path) -> None:
         ("[node]\nstrict_plugins = 'yes'\n", "[node] strict_plugins must be true or false"),
         ("[node]\nstrict_plugins = 1\n", "[node] strict_plugins must be true or false"),
         ("[node]\nlog_level = 10\n", "[node] log_level must be one of debug, info, warning"),
+        ("[node]\nlog_file = ''\n", "[node] log_file must be a path (a non-empty string)"),
+        ("[node]\nlog_file = 3\n", "[node] log_file must be a path (a non-empty string)"),
+        ("[node]\nlog_max_bytes = 1000\n", "[node] log_max_bytes must be a whole number of at"),
+        ("[node]\nlog_max_bytes = '10M'\n", "[node] log_max_bytes must be a whole number of"),
+        ("[node]\nlog_files = 0\n", "[node] log_files must be a whole number of at least 1"),
+        ("[node]\nlog_files = true\n", "[node] log_files must be a whole number of at least 1"),
     ],
 )
 def test_a_wrong_type(tmp_path: Path, text: str, expected: str) -> None:

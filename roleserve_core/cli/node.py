@@ -93,6 +93,14 @@ def add_parser(commands: Any) -> None:
     )
     run.add_argument("--log-level", choices=LOG_LEVELS, help="default: info, or roleserve.toml")
     run.add_argument(
+        "--log-file",
+        metavar="PATH",
+        type=Path,
+        help="log into PATH, rotated by size as roleserve.toml's [node] log_max_bytes and "
+        "log_files say (default 10 MiB, 5 files); default: roleserve.toml's log_file, else "
+        "stderr (for the journal under a service manager)",
+    )
+    run.add_argument(
         "--strict-plugins",
         action="store_true",
         default=None,
@@ -127,6 +135,7 @@ def _run(args: argparse.Namespace) -> int:
             ),
             address=args.address,
             log_level=args.log_level,
+            log_file=args.log_file,
             strict_plugins=args.strict_plugins,
         )
         with sole_error():

@@ -91,6 +91,9 @@ def _node_section(config: NodeConfig) -> dict[str, Any]:
     return {
         "address": None if config.address is None else str(config.address),
         "log_level": config.log_level,
+        "log_file": None if config.log_file is None else str(config.log_file),
+        "log_max_bytes": config.log_max_bytes,
+        "log_files": config.log_files,
         "strict_plugins": config.strict_plugins,
     }
 

@@ -14,6 +14,11 @@ The log is the channel because it is the one both already have: the node keeps r
 starts by itself once space is freed), so there is no exit status to read, and the node's
 API needs the owner's credentials, which a node that cannot bootstrap never writes. (A final
 failure needs no such line: a node not yet enrolled exits on it, with the line on stderr.)
+
+``node.log`` is bounded: the node logs there with ``--log-file``, rotated by size (10 MiB,
+5 older files, unless its roleserve.toml says otherwise), and its stdout and stderr follow
+the file it writes, so a line printed outside logging is rotated with it. What the node
+prints before it configures its logging is appended by this process's redirection.
 """
 
 from __future__ import annotations
@@ -108,6 +113,8 @@ class LocalNode:
             str(self.directory),
             "--address",
             str(self.address),
+            "--log-file",
+            str(self.log_file),
             *flags,
         ]
         if self.namespace is not None:
@@ -182,6 +189,8 @@ class LocalNode:
             return None
         try:
             with self.log_file.open("rb") as log:
+                if log.seek(0, os.SEEK_END) < self._log_read:
+                    self._log_read = 0  # rotated: node.log is a new file
                 log.seek(self._log_read)
                 written = log.read()
         except OSError:
