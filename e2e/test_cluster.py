@@ -222,9 +222,10 @@ async def test_scoped_credentials_issued_by_ctl_are_refused_everywhere_once_revo
     assert listed[1].split()[::4] == ["vera", "yes"], listed
 
 
-JOBS = ("roleserve-core", "roleserve-node", "roleserve-etcd")
-"""The jobs of ``ctl prometheus-config``; every node of this cluster is a consensus member,
-so each has all three (etcd's only on members)."""
+JOBS = ("roleserve-core", "roleserve-node", "roleserve-etcd", "roleserve-containerd")
+"""The jobs of ``ctl prometheus-config``; every node of this cluster is a consensus member
+and a Kubernetes worker, so each has all four (etcd's only on members, containerd's only on
+workers)."""
 
 
 async def test_prometheus_scrapes_every_node_from_the_generated_config(
@@ -395,11 +396,13 @@ async def test_a_copy_of_a_nodes_data_directory_is_refused_and_shown(
 def _start_copy(original: Path, copy: Path, log: Path) -> subprocess.Popen[bytes]:
     """A node process on a copy of ``original`` (without its etcd member), logging to
     ``log``."""
-    skip = shutil.ignore_patterns("controlplane", "lock", "node.pid", "node.log")
+    skip = shutil.ignore_patterns("controlplane", "kubernetes", "lock", "node.pid", "node.log")
     shutil.copytree(original, copy, ignore=skip)
     # Without clusternet too, as every node of a loopback cluster: in the host's network,
-    # its mesh would put an interface and the cluster network's route on the host itself.
-    environment = {**os.environ, "ROLESERVE_DISABLE_PLUGINS": "controlplane,clusternet"}
+    # its mesh would put an interface and the cluster network's route on the host itself;
+    # and without kubernetes, whose containerd the original already runs.
+    disabled = "controlplane,clusternet,kubernetes"
+    environment = {**os.environ, "ROLESERVE_DISABLE_PLUGINS": disabled}
     command = [sys.executable, "-m", "roleserve_core", "node", "run", "--data-dir", str(copy)]
     with log.open("w") as output:
         return subprocess.Popen(command, stderr=output, env=environment)

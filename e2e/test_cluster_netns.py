@@ -186,6 +186,17 @@ class MeshNode:
     public_key: str
 
     @property
+    def pod_network(self) -> ipaddress.IPv4Network:
+        """The kubernetes plugin's pod network on this worker: the upper half of its
+        prefix (the lower half holds the node's own mesh address)."""
+        return list(self.prefix.subnets(prefixlen_diff=1))[1]
+
+    @property
+    def expected_announced(self) -> tuple[str, ...]:
+        """What it announces: its own mesh address and its pod network."""
+        return (f"{self.address}/32", str(self.pod_network))
+
+    @property
     def address(self) -> ipaddress.IPv4Address:
         """Its address in the mesh: the first of its prefix."""
         return self.prefix[1]
@@ -363,7 +374,8 @@ def clusternet_summary(node: MeshNode, peers: int) -> str:
     handshake."""
     return (
         f"ClusternetStatus({node.interface} port {LISTEN_PORT}, key {node.public_key[:8]}…, "
-        f"announcing {node.address}/32; {peers} peers, {peers} with a handshake)"
+        f"announcing {', '.join(node.expected_announced)}; {peers} peers, {peers} with a "
+        "handshake)"
     )
 
 
@@ -384,7 +396,7 @@ def test_every_node_has_a_prefix_of_its_own_and_the_others_as_peers(
     assert len({node.prefix for node in mesh}) == 3
     for node in mesh:
         assert node.prefix.subnet_of(CLUSTER_NETWORK), node
-        assert node.announced == (f"{node.address}/32",), node
+        assert node.announced == node.expected_announced, node
         device = wg_dump(node.interface)
         assert (device.public_key, device.listen_port) == (node.public_key, LISTEN_PORT)
         assert device.configured() == wanted_peers(node, mesh)
