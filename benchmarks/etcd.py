@@ -11,8 +11,11 @@ Run: ``./dev sync && .venv/bin/python benchmarks/etcd.py [--source debian|wheel]
      consensus nodes with curators, N role changes through ``Management`` as an operator
      makes them; each member's RSS and database size at start, after the churn, and after
      one retention period of the leader's maintenance (compaction, then defragmentation,
-     driven on a fake clock so the period costs no real time); then the p99 of 500 role
-     changes while the members are defragmented one after another, against 500 without.
+     driven on a fake clock so the period costs no real time), and with ``--settle S``
+     again after S seconds of real idle time (etcd's Go runtime returns freed memory to the
+     OS only after its next collection, at least every 2 minutes when idle); then the p99
+     of 500 role changes while the members are defragmented one after another, against
+     500 without.
 """
 
 from __future__ import annotations
@@ -201,7 +204,7 @@ async def defragment_in_turn(curators: CuratorCluster, done: anyio.Event) -> int
     return count
 
 
-async def churn(source: str, changes: int) -> None:
+async def churn(source: str, changes: int, settle: float = 0.0) -> None:
     """(e3); see the module docstring."""
     clock = FakeClock()
     policy = MaintenancePolicy(defrag_free_bytes=1 << 20)  # 1 MiB: a small N shows it too
@@ -229,6 +232,15 @@ async def churn(source: str, changes: int) -> None:
                 member_figures(curators),
                 start,
             )
+            if settle > 0:
+                # Real time: etcd's Go runtime collects at least every 2 minutes when idle,
+                # then returns freed pages to the OS gradually; a fake period cannot show it.
+                await anyio.sleep(settle)
+                print_figures(
+                    f"(e3) then {settle:g} s idle (real time: Go returns freed memory)",
+                    member_figures(curators),
+                    start,
+                )
             plain = await timed_changes(curators, worker, PHASE)
             done = anyio.Event()
             defrags: list[int] = []
@@ -249,13 +261,15 @@ async def churn(source: str, changes: int) -> None:
             )
 
 
-async def main(source: str, repeats: int, count: int, changes: int, only_churn: bool) -> None:
+async def main(
+    source: str, repeats: int, count: int, changes: int, only_churn: bool, settle: float
+) -> None:
     """Run every benchmark and print the figures (etcd's own logs are left out)."""
     logging.getLogger("roleserve").addHandler(logging.NullHandler())
     logging.getLogger("roleserve").propagate = False
     print(f"etcd: {etcd_binary(source)}")
     if only_churn:
-        await churn(source, changes)
+        await churn(source, changes, settle)
         return
     bare = [await start_bare(source) for _ in range(repeats)]
     one = [await start_cluster(source, 1) for _ in range(repeats)]
@@ -281,7 +295,7 @@ async def main(source: str, repeats: int, count: int, changes: int, only_churn: 
         summarise(raw),
         "the same requests as raw gRPC calls",
     )
-    await churn(source, changes)
+    await churn(source, changes, settle)
 
 
 if __name__ == "__main__":
@@ -291,6 +305,12 @@ if __name__ == "__main__":
     parser.add_argument("--count", type=int, default=2000)
     parser.add_argument("--churn", type=int, default=5000, help="role changes of (e3)")
     parser.add_argument("--only-churn", action="store_true", help="run (e3) alone")
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=0.0,
+        help="(e3): seconds to stay idle after the retention, then measure again",
+    )
     options = parser.parse_args()
     anyio.run(
         main,
@@ -299,5 +319,6 @@ if __name__ == "__main__":
         options.count,
         options.churn,
         options.only_churn,
+        options.settle,
         backend="asyncio",
     )
