@@ -89,6 +89,8 @@ CuratorRole = str
 
 QUORUM_EVERY = 2.0
 """Seconds between looks at the quorum while following (``_watch_quorum``)."""
+FAILED_TERM_PAUSE = 1.0
+"""Seconds a curator whose term's etcd requests failed waits before it looks again."""
 
 
 @dataclass(frozen=True)
@@ -149,8 +151,32 @@ class Curator:
                 ctx.set_note("waiting for the local etcd member to vote")
                 await self._wait_until_voting(ctx, client)
             while True:
-                await self._one_term(ctx, client, election)
-                ctx.log.warning("lost leadership: its lease could not be renewed; following")
+                try:
+                    await self._one_term(ctx, client, election)
+                except* EtcdRequestError as failed:  # from the term's task groups
+                    await self._wait_after_failed_term(ctx, client, election, failed)
+                else:
+                    ctx.log.warning("lost leadership: its lease could not be renewed; following")
+
+    async def _wait_after_failed_term(
+        self,
+        ctx: RunContext,
+        client: EtcdClient,
+        election: Election,
+        failed: BaseExceptionGroup[EtcdRequestError],
+    ) -> None:
+        """A term's etcd requests failed (a lease grant without a quorum, most often): wait,
+        still serving, until the local member votes again, instead of failing the runnable,
+        whose restart would refuse connections for its backoff, when clients most need to
+        hear why there is no leader."""
+        error: BaseException = failed
+        while isinstance(error, BaseExceptionGroup):  # the first of the (nested) group
+            error = error.exceptions[0]
+        ctx.log.warning("etcd did not answer (%s); waiting for its members", error)
+        # The role stays "following" (it serves as a follower does); the note says why.
+        async with self._serving(*self._follower_services(client, election)):
+            await anyio.sleep(FAILED_TERM_PAUSE)
+            await self._wait_until_voting(ctx, client)
 
     def _follower_services(
         self, client: EtcdClient, election: Election
