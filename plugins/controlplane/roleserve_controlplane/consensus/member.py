@@ -229,9 +229,18 @@ class MemberConfig:
             f"--heartbeat-interval={self.heartbeat_ms}",
             f"--election-timeout={self.election_ms}",
             f"--quota-backend-bytes={self.quota_backend_bytes}",
+            f"--snapshot-count={SNAPSHOT_COUNT}",
             "--logger=zap",
             "--log-outputs=stderr",
         ]
+
+
+SNAPSHOT_COUNT = 10_000
+"""Applied entries between etcd's snapshots (``--snapshot-count``; etcd 3.4 and 3.5 default
+to 100,000, 3.6 to 10,000). etcd keeps the raft log since its last snapshot in memory,
+plus 5,000 entries for followers to catch up from, so this bounds a member's memory under
+churn: with 100,000, a few KiB per role change grew a member by hundreds of MiB before its
+first snapshot (``benchmarks/etcd.py`` (e3), docs/consensus.md)."""
 
 
 class EtcdMember:
