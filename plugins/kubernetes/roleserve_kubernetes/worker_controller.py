@@ -69,6 +69,7 @@ from roleserve_kubernetes.controllermanager import controller_manager_runnable
 from roleserve_kubernetes.pki import KeyPair, controller_pki
 from roleserve_kubernetes.plans import ControllerInputs, EtcdClientFiles, apiserver_url
 from roleserve_kubernetes.scheduler import scheduler_runnable
+from roleserve_kubernetes.startup import start_when_ready
 
 __all__ = [
     "CONTROLLER_COMPONENTS",
@@ -183,15 +184,9 @@ class ControllerWorker:
         sources = (values.read(ROLES), values.read(LOCAL_CONTROL_PLANE), values.read(NETWORK))
         try:
             async with Combined(*sources) as inputs:
-                current = await inputs.get()
-                startup = fold(*current)
-                while isinstance(startup, str):
-                    ctx.set_note(startup)
-                    current = await inputs.get()
-                    startup = fold(*current)
-                await self._start(ctx, startup)
-                while (now := fold(*current)) == startup:
-                    current = await inputs.get()
+                now = await start_when_ready(
+                    ctx, inputs, fold, lambda startup: self._start(ctx, startup)
+                )
                 ctx.log.info("restarting: %s", now if isinstance(now, str) else "moved")
                 ctx.restart()
                 await anyio.sleep_forever()

@@ -54,6 +54,7 @@ from roleserve_kubernetes.kubelet import kubelet_runnable
 from roleserve_kubernetes.layout import WorkerLayout
 from roleserve_kubernetes.pki import KeyPair
 from roleserve_kubernetes.plans import KubeletInputs
+from roleserve_kubernetes.startup import start_when_ready
 
 __all__ = [
     "KubeletCertificates",
@@ -138,15 +139,9 @@ class KubeletWorker:
             values.read(POD_NETWORK),
             values.read(KUBERNETES_STATUS),
         ) as inputs:
-            current = await inputs.get()
-            startup = fold(*current)
-            while isinstance(startup, str):
-                ctx.set_note(startup)
-                current = await inputs.get()
-                startup = fold(*current)
-            await self._start(ctx, startup, binary)
-            while fold(*current) == startup:
-                current = await inputs.get()
+            await start_when_ready(
+                ctx, inputs, fold, lambda startup: self._start(ctx, startup, binary)
+            )
             ctx.log.info("the kubelet's inputs changed: restarting")
             ctx.restart()
             await anyio.sleep_forever()
