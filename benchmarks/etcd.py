@@ -26,6 +26,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +56,7 @@ from roleserve_controlplane.testing import (  # noqa: E402
     change_roles,
     etcd_binary,
 )
+from roleserve_core import ETCD_METRICS_PORT  # noqa: E402
 from roleserve_core.identity import certificate_to_pem  # noqa: E402
 from roleserve_core.testing import FakeClock  # noqa: E402
 
@@ -159,30 +162,66 @@ async def request_latencies(source: str, count: int) -> tuple[list[float], list[
 # -- (e3) churn ---------------------------------------------------------------------------
 
 
-def member_figures(curators: CuratorCluster) -> list[tuple[int, int]]:
-    """Each member's etcd RSS (bytes, from /proc) and database size (bytes, a stat of its
-    bbolt file, as etcd's dbSize reports it)."""
+@dataclass(frozen=True)
+class MemberFigures:
+    """One member's memory and database, in bytes."""
+
+    rss: int
+    """Resident set, from /proc: what the issue's criterion is about."""
+    anonymous: int
+    """The part of ``rss`` that is not etcd's mapped binary or files."""
+    heap: int
+    """Go heap in use (``go_memstats_heap_inuse_bytes``): live objects, and those freed
+    since the last collection."""
+    database: int
+    """etcd's bbolt file, as its dbSize reports it."""
+
+
+def _go_heap_in_use(metrics_url: str) -> int:
+    with urllib.request.urlopen(f"{metrics_url}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    line = next(
+        line for line in text.splitlines() if line.startswith("go_memstats_heap_inuse_bytes")
+    )
+    return int(float(line.split()[1]))
+
+
+def _status_bytes(status: str, field: str) -> int:
+    return next(
+        int(line.split()[1]) * 1024 for line in status.splitlines() if line.startswith(field)
+    )
+
+
+def member_figures(curators: CuratorCluster) -> list[MemberFigures]:
+    """Each member's figures (``MemberFigures``)."""
     figures = []
     for node in curators.nodes:
         member = node.member
         assert member is not None
         assert member.runnable.program is not None
+        assert member.config.metrics_url is not None
         status = Path(f"/proc/{member.runnable.program.pid}/status").read_text()
-        rss = next(
-            int(line.split()[1]) * 1024 for line in status.splitlines() if line.startswith("VmRSS:")
-        )
         database = member.config.data_dir / "member" / "snap" / "db"
-        figures.append((rss, database.stat().st_size))
+        figures.append(
+            MemberFigures(
+                _status_bytes(status, "VmRSS:"),
+                _status_bytes(status, "RssAnon:"),
+                _go_heap_in_use(member.config.metrics_url),
+                database.stat().st_size,
+            )
+        )
     return figures
 
 
-def print_figures(title: str, figures: list[tuple[int, int]], start: list[tuple[int, int]]) -> None:
-    """One line per member: RSS and database size, and their growth since ``start``."""
+def print_figures(title: str, figures: list[MemberFigures], start: list[MemberFigures]) -> None:
+    """One line per member, and its growth since ``start``."""
     print(title)
-    for index, ((rss, db), (rss0, db0)) in enumerate(zip(figures, start, strict=True)):
+    for index, (now, then) in enumerate(zip(figures, start, strict=True)):
         print(
-            f"  member {index}   RSS {rss / 2**20:6.1f} MiB ({(rss - rss0) / 2**20:+6.1f})"
-            f"   database {db / 1e6:6.2f} MB ({(db - db0) / 1e6:+6.2f})"
+            f"  member {index}   RSS {now.rss / 2**20:5.1f} MiB ({now.rss / then.rss:4.2f}x)"
+            f"   anon {now.anonymous / 2**20:5.1f} MiB ({now.anonymous / then.anonymous:4.2f}x)"
+            f"   Go heap {now.heap / 2**20:5.1f} MiB"
+            f"   database {now.database / 1e6:5.2f} MB ({now.database / then.database:4.2f}x)"
         )
 
 
@@ -204,6 +243,11 @@ async def defragment_in_turn(curators: CuratorCluster, done: anyio.Event) -> int
     return count
 
 
+def _with_metrics(cluster: EtcdCluster) -> EtcdCluster:
+    cluster.metrics_port = ETCD_METRICS_PORT  # each member on its own loopback address
+    return cluster
+
+
 async def churn(source: str, changes: int, settle: float = 0.0) -> None:
     """(e3); see the module docstring."""
     clock = FakeClock()
@@ -212,7 +256,7 @@ async def churn(source: str, changes: int, settle: float = 0.0) -> None:
         async with (
             EtcdClusterRunner(etcd_binary(source), Path(scratch)) as cluster,
             CuratorCluster(
-                cluster, history_retention=RETENTION, clock=clock, maintenance=policy
+                _with_metrics(cluster), history_retention=RETENTION, clock=clock, maintenance=policy
             ) as curators,
         ):
             await curators.bootstrap()

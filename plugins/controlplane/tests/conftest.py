@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from roleserve_controlplane.consensus import EtcdBinary, EtcdClient
+from roleserve_controlplane.consensus import Election, EtcdBinary, EtcdClient
+from roleserve_controlplane.curator import ClusterState
+from roleserve_controlplane.curator.state import LEADER_PREFIX
 from roleserve_controlplane.testing import ETCD_SOURCES, CuratorCluster, EtcdCluster, etcd_binary
 from roleserve_core.testing import SupervisorRunner
 
@@ -40,3 +42,11 @@ async def etcd_client(cluster: EtcdCluster) -> AsyncIterator[EtcdClient]:
     await cluster.bootstrap()
     async with cluster.client() as client:
         yield client
+
+
+@pytest.fixture
+async def state(etcd_client: EtcdClient) -> AsyncIterator[ClusterState]:
+    """Cluster state written as the leader of the curators' election."""
+    election = Election(etcd_client, LEADER_PREFIX, ttl=60)  # no renewal during a test
+    async with election.campaign(b"curator") as leadership:
+        yield ClusterState(etcd_client, leadership)

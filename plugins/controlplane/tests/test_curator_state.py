@@ -4,7 +4,7 @@ and the leader-guarded writes of node records, on real etcd."""
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,7 +15,6 @@ from cryptography import x509
 from roleserve_controlplane.consensus import (
     DEFAULT_PEER_PORT,
     ETCD_SERVER_NAME,
-    Election,
     EtcdClient,
     Leadership,
     LeadershipLostError,
@@ -32,7 +31,6 @@ from roleserve_controlplane.curator import (
 from roleserve_controlplane.curator.state import (
     CONFIGURATION_KEY,
     JOIN_KEYS_PREFIX,
-    LEADER_PREFIX,
     OWNER_KEY,
     SECRETS_KEY,
     TICKET_KEY,
@@ -264,14 +262,6 @@ async def test_bootstrap_material_of_another_cluster_is_refused(etcd_client: Etc
 
 
 # -- leader-guarded writes -----------------------------------------------------------
-
-
-@pytest.fixture
-async def state(etcd_client: EtcdClient) -> AsyncIterator[ClusterState]:
-    """Cluster state written as the leader of the curators' election."""
-    election = Election(etcd_client, LEADER_PREFIX, ttl=60)  # no renewal during a test
-    async with election.campaign(b"curator") as leadership:
-        yield ClusterState(etcd_client, leadership)
 
 
 def _record(node: str, join_key: bytes = b"") -> state_pb2.NodeRecord:

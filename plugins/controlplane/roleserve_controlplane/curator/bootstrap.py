@@ -43,13 +43,13 @@ from roleserve_controlplane.curator.authority import (
 from roleserve_controlplane.curator.health import DEFAULT_HEARTBEAT_INTERVAL
 from roleserve_controlplane.curator.leader import CURATOR_PORT, peer_url
 from roleserve_controlplane.curator.prefixes import ClusterNetwork, prefix_key
+from roleserve_controlplane.curator.records import record_writes
 from roleserve_controlplane.curator.state import (
     CONFIGURATION_KEY,
     OWNER_KEY,
     SECRETS_KEY,
     TICKET_KEY,
     ClusterState,
-    node_key,
 )
 from roleserve_controlplane.proto import state_pb2
 from roleserve_core import CredentialsError, common_pb2, write_atomically
@@ -270,7 +270,7 @@ async def write_bootstrap(
             (CONFIGURATION_KEY, configuration.SerializeToString()),
             (TICKET_KEY, secrets.token_bytes(32)),
             (OWNER_KEY, owner.SerializeToString()),
-            (node_key(first.id), first.SerializeToString()),
+            *record_writes(first),
             (prefix_key(first.cluster_prefix), first.id.encode()),
         ]
     )

@@ -25,7 +25,12 @@ from collections.abc import Iterator, Sequence
 import anyio
 
 from roleserve_controlplane.consensus import EtcdClient, EventKind, KeyValue, WatchEvent
-from roleserve_controlplane.curator.state import NODES_PREFIX
+from roleserve_controlplane.curator.records import (
+    NODES_PREFIX,
+    join_record,
+    parse_node_key,
+    records_of,
+)
 from roleserve_controlplane.proto import state_pb2
 
 __all__ = ["NodeCache", "Subscription"]
@@ -68,6 +73,9 @@ class NodeCache:
     def __init__(self, client: EtcdClient) -> None:
         self.client = client
         self.nodes: dict[str, state_pb2.NodeRecord] = {}
+        self._credentials: dict[str, state_pb2.NodeRecord] = {}
+        """Each node's credentials key as stored (records.py): a record's own key changes
+        without them, and is joined with the newest."""
         self.revision = 0
         self.ready = anyio.Event()
         """Set once the first snapshot is loaded."""
@@ -100,11 +108,12 @@ class NodeCache:
         await self.client.mirror_prefix(NODES_PREFIX, load=self._load, apply=self._change)
 
     async def _load(self, stored: Sequence[KeyValue], revision: int) -> None:
-        fresh = {}
+        fresh = records_of((kv.key, kv.value) for kv in stored)
+        self._credentials = {}
         for kv in stored:
-            record = state_pb2.NodeRecord()
-            record.ParseFromString(kv.value)
-            fresh[record.id] = record
+            node_id, is_credentials = parse_node_key(kv.key)
+            if is_credentials:
+                self._credentials[node_id] = state_pb2.NodeRecord.FromString(kv.value)
         for gone in set(self.nodes) - set(fresh):
             self._apply(gone, None)
         for node_id, record in fresh.items():
@@ -114,13 +123,23 @@ class NodeCache:
         self.ready.set()
 
     def _change(self, event: WatchEvent) -> None:
-        node_id = event.key.decode().removeprefix(NODES_PREFIX)
-        if event.kind is EventKind.DELETE:
+        # A transaction that writes both of a node's keys arrives as two events in one
+        # batch, applied before any subscriber runs: none sees one key changed alone.
+        node_id, is_credentials = parse_node_key(event.key)
+        deleted = event.kind is EventKind.DELETE
+        if is_credentials:
+            if deleted:
+                self._credentials.pop(node_id, None)
+            else:
+                self._credentials[node_id] = state_pb2.NodeRecord.FromString(event.value)
+            current = self.nodes.get(node_id)
+            if current is not None:
+                self._apply(node_id, join_record(current, self._credentials.get(node_id)))
+        elif deleted:
             self._apply(node_id, None)
         else:
-            record = state_pb2.NodeRecord()
-            record.ParseFromString(event.value)
-            self._apply(node_id, record)
+            rest = state_pb2.NodeRecord.FromString(event.value)
+            self._apply(node_id, join_record(rest, self._credentials.get(node_id)))
         self.revision = max(self.revision, event.revision)
 
     def _apply(self, node_id: str, record: state_pb2.NodeRecord | None) -> None:

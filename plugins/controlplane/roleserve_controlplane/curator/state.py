@@ -6,7 +6,8 @@
     /cluster/configuration  ClusterConfiguration (heartbeat interval)
     /cluster/ticket         the register ticket
     /cluster/owner          OwnerRecord
-    /nodes/<node ID>        NodeRecord
+    /nodes/<node ID>        NodeRecord, without its credentials    see records.py
+    /nodes/<node ID>/credentials  its keys and certificates
     /join-keys/<sha256>     node ID
     /clusternet/prefixes/<cidr>  node ID          see prefixes.py
     /credentials/<name>     CredentialsRecord (issued user certificates)   see credentials.py
@@ -46,6 +47,16 @@ from roleserve_controlplane.consensus import (
 )
 from roleserve_controlplane.consensus.client import Comparison, Operation
 from roleserve_controlplane.curator.prefixes import PREFIXES_PREFIX, ClusterNetwork, prefix_key
+from roleserve_controlplane.curator.records import (
+    NODES_PREFIX,
+    credentials_key,
+    join_record,
+    node_key,
+    parse_node_key,
+    record_writes,
+    records_of,
+    split_record,
+)
 from roleserve_controlplane.proto import state_pb2
 from roleserve_core import RoleserveError, common_pb2
 
@@ -72,7 +83,6 @@ SECRETS_KEY = "/cluster/secrets"
 CONFIGURATION_KEY = "/cluster/configuration"
 TICKET_KEY = "/cluster/ticket"
 OWNER_KEY = "/cluster/owner"
-NODES_PREFIX = "/nodes/"
 JOIN_KEYS_PREFIX = "/join-keys/"
 LEADER_PREFIX = "/leader/"
 
@@ -88,11 +98,6 @@ APPROVED_STATES = (common_pb2.NODE_STATE_STANDBY, common_pb2.NODE_STATE_UP)
 
 class NodeNotFoundError(RoleserveError, LookupError):
     """No node record has the requested ID."""
-
-
-def node_key(node_id: str) -> str:
-    """The etcd key of a node's record."""
-    return NODES_PREFIX + node_id
 
 
 def join_key_index(join_key: bytes) -> str:
@@ -120,6 +125,21 @@ class StoredNode:
 
     record: state_pb2.NodeRecord
     mod_revision: int
+    """Of the record's key (every write of the record puts it)."""
+    credentials: state_pb2.NodeRecord | None
+    """As stored under the credentials key; None for a record stored whole."""
+
+
+def _record_update(stored: StoredNode, record: state_pb2.NodeRecord) -> list[Operation]:
+    """The writes that replace ``stored`` by ``record``: the record's key always (its
+    revision guards the next update), its credentials only when they changed."""
+    rest, credentials = split_record(record)
+    operations = [put_operation(node_key(record.id), rest.SerializeToString())]
+    if credentials != stored.credentials:
+        operations.append(
+            put_operation(credentials_key(record.id), credentials.SerializeToString())
+        )
+    return operations
 
 
 class ClusterState:
@@ -157,15 +177,22 @@ class ClusterState:
 
     async def node(self, node_id: str) -> StoredNode | None:
         """One node's record, or None."""
-        stored = await self.client.get(node_key(node_id))
-        if stored is None:
+        # One read of both keys (and of nothing else: another ID cannot extend this one,
+        # but the filter does not rely on it).
+        stored, _ = await self.client.get_prefix(node_key(node_id))
+        parts = {kv.key: kv for kv in stored if parse_node_key(kv.key)[0] == node_id}
+        rest = parts.get(node_key(node_id).encode())
+        if rest is None:
             return None
-        return StoredNode(_parse(state_pb2.NodeRecord, stored.value), stored.mod_revision)
+        kept = parts.get(credentials_key(node_id).encode())
+        credentials = _parse(state_pb2.NodeRecord, kept.value) if kept is not None else None
+        record = join_record(_parse(state_pb2.NodeRecord, rest.value), credentials)
+        return StoredNode(record, rest.mod_revision, credentials)
 
     async def nodes(self) -> tuple[list[state_pb2.NodeRecord], int]:
         """Every node record, and the revision they were read at."""
         stored, revision = await self.client.get_prefix(NODES_PREFIX)
-        return [_parse(state_pb2.NodeRecord, kv.value) for kv in stored], revision
+        return list(records_of((kv.key, kv.value) for kv in stored).values()), revision
 
     async def allocated_prefixes(self) -> dict[str, str]:
         """Every allocated prefix of the cluster network, and the node it is allocated to."""
@@ -206,7 +233,7 @@ class ClusterState:
         """Write a new node record, and its join key's index; False if the node exists or
         its join key is another's (an index once written is never pointed elsewhere)."""
         compare = [compare_version(node_key(record.id), "=", 0)]
-        operations = [put_operation(node_key(record.id), record.SerializeToString())]
+        operations = [put_operation(key, value) for key, value in record_writes(record)]
         if record.join_key:
             compare.append(compare_version(join_key_index(record.join_key), "=", 0))
             operations.append(put_operation(join_key_index(record.join_key), record.id))
@@ -256,7 +283,7 @@ class ClusterState:
             if record == stored.record:
                 return record
             compare = [compare_mod_revision(node_key(node_id), "=", stored.mod_revision)]
-            operations = [put_operation(node_key(node_id), record.SerializeToString())]
+            operations = _record_update(stored, record)
             before, after = stored.record.cluster_prefix, record.cluster_prefix
             if after != before:
                 if before:

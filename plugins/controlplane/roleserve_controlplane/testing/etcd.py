@@ -159,6 +159,9 @@ class EtcdCluster:
     members: list[RunningMember] = field(default_factory=list)
     quota_backend_bytes: int = DEFAULT_QUOTA_BACKEND_BYTES
     """Every member's backend quota: a test of the NOSPACE alarm sets a few MB."""
+    metrics_port: int | None = None
+    """Where each member serves ``/metrics`` on its own address (a benchmark reads etcd's Go
+    memory figures there); None: nowhere."""
     _subnet: tuple[int, int] = field(
         default_factory=lambda: (random.randint(1, 254), random.randint(0, 254))
     )
@@ -188,6 +191,7 @@ class EtcdCluster:
             peers=dict(peers or {}),
             stop_grace=0.5,
             quota_backend_bytes=self.quota_backend_bytes,
+            metrics_port=self.metrics_port,
             **FAST_TIMERS,
         )
 
