@@ -44,7 +44,9 @@ def test_a_record_splits_into_two_parts_that_join_into_it() -> None:
     record = _member_record()
     rest, credentials = split_record(record)
     assert join_record(rest, credentials) == record
-    assert not (rest.certificate or rest.public_key or rest.roles.consensus_member.ca_certificate)
+    assert not (rest.certificate)
+    assert not (rest.public_key)
+    assert not (rest.roles.consensus_member.ca_certificate)
     assert rest.roles.HasField("consensus_member")  # the role stays with the record
     assert list(rest.roles.consensus_member.peers) == list(record.roles.consensus_member.peers)
     # What a role change writes is a small part of the whole.
@@ -97,7 +99,8 @@ async def test_a_role_change_writes_the_record_and_not_its_credentials(
     assert record.mod_revision > before.mod_revision
     assert len(record.value) * 4 < updated.ByteSize()
     stored = await state.node(member.id)
-    assert stored is not None and stored.record == updated
+    assert stored is not None
+    assert stored.record == updated
     assert stored.record.roles.consensus_member.peer_certificate  # joined on read
 
 
@@ -127,7 +130,8 @@ async def test_leaving_consensus_drops_the_member_certificates(
     stored = state_pb2.NodeRecord.FromString(credentials.value)
     assert not stored.roles.consensus_member.peer_certificate
     read = await state.node(member.id)
-    assert read is not None and not read.record.roles.HasField("consensus_member")
+    assert read is not None
+    assert not read.record.roles.HasField("consensus_member")
 
 
 @pytest.mark.anyio
@@ -137,12 +141,15 @@ async def test_a_record_stored_whole_reads_whole_and_is_split_by_its_next_write(
     whole = _member_record()
     await state.client.put(node_key(whole.id), whole.SerializeToString())
     stored = await state.node(whole.id)
-    assert stored is not None and stored.record == whole and stored.credentials is None
+    assert stored is not None
+    assert stored.record == whole
+    assert stored.credentials is None
     updated = await state.update_node(whole.id, lambda record: _set_custom_role(record, "1"))
     assert updated.certificate == whole.certificate
     assert await state.client.get(credentials_key(whole.id)) is not None
     again = await state.node(whole.id)
-    assert again is not None and again.record == updated
+    assert again is not None
+    assert again.record == updated
 
 
 @pytest.fixture
