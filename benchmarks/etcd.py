@@ -9,19 +9,22 @@ Run: ``./dev sync && .venv/bin/python benchmarks/etcd.py [--source debian|wheel]
      mapping over etcd3aio); baseline: the same requests as raw gRPC calls on one channel.
 (e3) churn (``--churn N``, 5,000 by default; ``--only-churn`` runs it alone): three
      consensus nodes with curators, N role changes through ``Management`` as an operator
-     makes them; each member's RSS and database size at start, after the churn, and after
+     makes them; each member's RSS (and its anonymous part, and the Go heap in use, from
+     etcd's metrics), database size and CPU time at start, after the churn, and after
      one retention period of the leader's maintenance (compaction, then defragmentation,
      driven on a fake clock so the period costs no real time), and with ``--settle S``
      again after S seconds of real idle time (etcd's Go runtime returns freed memory to the
      OS only after its next collection, at least every 2 minutes when idle); then the p99
      of 500 role changes while the members are defragmented one after another, against
-     500 without.
+     500 without. ``--gc-percent 100`` runs the members at Go's default GOGC instead of
+     the plugin's, to compare memory and CPU time.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import subprocess
 import sys
 import tempfile
@@ -43,6 +46,7 @@ import anyio  # noqa: E402
 import grpc  # noqa: E402
 
 from roleserve_controlplane.consensus import (  # noqa: E402
+    DEFAULT_GC_PERCENT,
     ETCD_SERVER_NAME,
     EtcdClient,
     MaintenancePolicy,
@@ -175,6 +179,8 @@ class MemberFigures:
     since the last collection."""
     database: int
     """etcd's bbolt file, as its dbSize reports it."""
+    cpu: float
+    """Seconds of CPU time etcd has used, user and system (the cost of its GOGC)."""
 
 
 def _go_heap_in_use(metrics_url: str) -> int:
@@ -192,6 +198,13 @@ def _status_bytes(status: str, field: str) -> int:
     )
 
 
+def _cpu_seconds(pid: int) -> float:
+    # /proc/PID/stat: the fields after the command's closing parenthesis; utime and stime
+    # are the 14th and 15th of the whole line.
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def member_figures(curators: CuratorCluster) -> list[MemberFigures]:
     """Each member's figures (``MemberFigures``)."""
     figures = []
@@ -200,7 +213,8 @@ def member_figures(curators: CuratorCluster) -> list[MemberFigures]:
         assert member is not None
         assert member.runnable.program is not None
         assert member.config.metrics_url is not None
-        status = Path(f"/proc/{member.runnable.program.pid}/status").read_text()
+        pid = member.runnable.program.pid
+        status = Path(f"/proc/{pid}/status").read_text()
         database = member.config.data_dir / "member" / "snap" / "db"
         figures.append(
             MemberFigures(
@@ -208,6 +222,7 @@ def member_figures(curators: CuratorCluster) -> list[MemberFigures]:
                 _status_bytes(status, "RssAnon:"),
                 _go_heap_in_use(member.config.metrics_url),
                 database.stat().st_size,
+                _cpu_seconds(pid),
             )
         )
     return figures
@@ -222,6 +237,7 @@ def print_figures(title: str, figures: list[MemberFigures], start: list[MemberFi
             f"   anon {now.anonymous / 2**20:5.1f} MiB ({now.anonymous / then.anonymous:4.2f}x)"
             f"   Go heap {now.heap / 2**20:5.1f} MiB"
             f"   database {now.database / 1e6:5.2f} MB ({now.database / then.database:4.2f}x)"
+            f"   CPU {now.cpu - then.cpu:5.1f} s"
         )
 
 
@@ -243,20 +259,35 @@ async def defragment_in_turn(curators: CuratorCluster, done: anyio.Event) -> int
     return count
 
 
-def _with_metrics(cluster: EtcdCluster) -> EtcdCluster:
+@dataclass(frozen=True)
+class ChurnOptions:
+    """What (e3) does: ``changes`` role changes, ``settle`` s of idle time after the
+    retention (0: none), with the members' GOGC at ``gc_percent``."""
+
+    changes: int = 5000
+    settle: float = 0.0
+    gc_percent: int = DEFAULT_GC_PERCENT
+
+
+def _configured(cluster: EtcdCluster, options: ChurnOptions) -> EtcdCluster:
     cluster.metrics_port = ETCD_METRICS_PORT  # each member on its own loopback address
+    cluster.gc_percent = options.gc_percent
     return cluster
 
 
-async def churn(source: str, changes: int, settle: float = 0.0) -> None:
+async def churn(source: str, options: ChurnOptions) -> None:
     """(e3); see the module docstring."""
+    changes, settle = options.changes, options.settle
     clock = FakeClock()
     policy = MaintenancePolicy(defrag_free_bytes=1 << 20)  # 1 MiB: a small N shows it too
     with tempfile.TemporaryDirectory() as scratch:
         async with (
             EtcdClusterRunner(etcd_binary(source), Path(scratch)) as cluster,
             CuratorCluster(
-                _with_metrics(cluster), history_retention=RETENTION, clock=clock, maintenance=policy
+                _configured(cluster, options),
+                history_retention=RETENTION,
+                clock=clock,
+                maintenance=policy,
             ) as curators,
         ):
             await curators.bootstrap()
@@ -264,7 +295,11 @@ async def churn(source: str, changes: int, settle: float = 0.0) -> None:
             await curators.add_consensus(2)
             await clock.wait_sleepers(1)  # the leader's maintenance waits for its period
             start = member_figures(curators)
-            print_figures("(e3) at start: three members, a bootstrapped cluster", start, start)
+            print_figures(
+                f"(e3) at start: three members, a bootstrapped cluster, GOGC={options.gc_percent}",
+                start,
+                start,
+            )
             worker = curators.nodes[1]
             await timed_changes(curators, worker, changes)
             print_figures(f"(e3) after {changes} role changes", member_figures(curators), start)
@@ -306,14 +341,14 @@ async def churn(source: str, changes: int, settle: float = 0.0) -> None:
 
 
 async def main(
-    source: str, repeats: int, count: int, changes: int, only_churn: bool, settle: float
+    source: str, repeats: int, count: int, only_churn: bool, churn_options: ChurnOptions
 ) -> None:
     """Run every benchmark and print the figures (etcd's own logs are left out)."""
     logging.getLogger("roleserve").addHandler(logging.NullHandler())
     logging.getLogger("roleserve").propagate = False
     print(f"etcd: {etcd_binary(source)}")
     if only_churn:
-        await churn(source, changes, settle)
+        await churn(source, churn_options)
         return
     bare = [await start_bare(source) for _ in range(repeats)]
     one = [await start_cluster(source, 1) for _ in range(repeats)]
@@ -339,7 +374,7 @@ async def main(
         summarise(raw),
         "the same requests as raw gRPC calls",
     )
-    await churn(source, changes, settle)
+    await churn(source, churn_options)
 
 
 if __name__ == "__main__":
@@ -355,14 +390,19 @@ if __name__ == "__main__":
         default=0.0,
         help="(e3): seconds to stay idle after the retention, then measure again",
     )
+    parser.add_argument(
+        "--gc-percent",
+        type=int,
+        default=DEFAULT_GC_PERCENT,
+        help=f"(e3): the members' GOGC (the plugin's default: {DEFAULT_GC_PERCENT}; Go's: 100)",
+    )
     options = parser.parse_args()
     anyio.run(
         main,
         options.source,
         options.repeats,
         options.count,
-        options.churn,
         options.only_churn,
-        options.settle,
+        ChurnOptions(options.churn, options.settle, options.gc_percent),
         backend="asyncio",
     )

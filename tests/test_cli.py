@@ -361,6 +361,7 @@ def test_the_installed_command_lists_the_workspace_plugins(allow: str | None) ->
             "quota_backend_bytes",
             "defrag_free_bytes",
             "defrag_free_ratio",
+            "etcd_gc_percent",
         ]
     else:
         assert plugins["hello"]["reason"] == "not named in ROLESERVE_PLUGINS"

@@ -182,14 +182,14 @@ def files(root: Path) -> set[str]:
             "[plugins.controlplane] has no setting 'bogus'; its settings are etcd, lease_ttl, "
             "heartbeat_ms, election_ms, cluster_network, node_prefix_length, "
             "node_certificate_lifetime, history_retention, quota_backend_bytes, "
-            "defrag_free_bytes, defrag_free_ratio",
+            "defrag_free_bytes, defrag_free_ratio, etcd_gc_percent",
         ),
         (
             "lease_tll = 3",
             "[plugins.controlplane] has no setting 'lease_tll' (did you mean 'lease_ttl'?); "
             "its settings are etcd, lease_ttl, heartbeat_ms, election_ms, cluster_network, "
             "node_prefix_length, node_certificate_lifetime, history_retention, "
-            "quota_backend_bytes, defrag_free_bytes, defrag_free_ratio",
+            "quota_backend_bytes, defrag_free_bytes, defrag_free_ratio, etcd_gc_percent",
         ),
     ],
 )

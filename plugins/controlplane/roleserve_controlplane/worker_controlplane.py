@@ -259,6 +259,7 @@ class ControlPlane:
             heartbeat_ms=self.settings.heartbeat_ms,
             election_ms=self.settings.election_ms,
             quota_backend_bytes=self.settings.maintenance.quota_backend_bytes,
+            gc_percent=self.settings.gc_percent,
         )
 
     async def _bootstrap(self, ctx: RunContext, startup: Startup, binary: Any) -> None:

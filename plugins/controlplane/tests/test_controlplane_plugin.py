@@ -58,6 +58,7 @@ def test_declares_its_settings_once() -> None:
         ("quota_backend_bytes", "int", 2 * 1024**3),
         ("defrag_free_bytes", "int", 16 * 1024**2),
         ("defrag_free_ratio", "float", 0.5),
+        ("etcd_gc_percent", "int", 25),
     ]
     assert [field.name for field in fields(ControlPlaneSettings)] == [s.name for s in SETTINGS]
     assert ControlPlaneSettings.of({}) == ControlPlaneSettings()
@@ -108,12 +109,14 @@ def test_maintenance_settings_make_the_policy_and_a_bad_one_is_refused_in_one_li
         ({"quota_backend_bytes": 0}, "quota_backend_bytes must be a positive number"),
         ({"defrag_free_ratio": 1.5}, "defrag_free_ratio between 0 and 1"),
         ({"history_retention": 0}, "history_retention must be a positive number"),
+        ({"etcd_gc_percent": 0}, "etcd_gc_percent must be a positive percent"),
     ]
     for config, named in refusals:
         with pytest.raises(MaintenanceSettingError) as refused:
             _ = (
                 ControlPlaneSettings.of(config).maintenance,
                 ControlPlaneSettings.of(config).retention,
+                ControlPlaneSettings.of(config).gc_percent,
             )
         assert isinstance(refused.value, FinalError)
         assert str(refused.value).startswith("[plugins.controlplane] ")

@@ -60,6 +60,16 @@ async def test_one_member_bootstraps_and_serves_over_tls(cluster: EtcdCluster) -
     assert any(message.startswith("serving: etcd") for message in logged)
 
 
+async def test_etcd_runs_with_the_configured_gc_percent(cluster: EtcdCluster) -> None:
+    """GOGC bounds the memory a member keeps after a burst of writes (DEFAULT_GC_PERCENT;
+    the figures are benchmarks/etcd.py's)."""
+    cluster.gc_percent = 40
+    member = await cluster.start(cluster.config(0))
+    assert member.runnable.program is not None
+    environ = await anyio.Path(f"/proc/{member.runnable.program.pid}/environ").read_bytes()
+    assert b"GOGC=40" in environ.split(b"\0")
+
+
 async def range_request(endpoint: str, tls: grpc.ChannelCredentials) -> grpc.StatusCode:
     """The status of a raw KV.Range call (of the key "x") to ``endpoint``."""
     options = [("grpc.ssl_target_name_override", ETCD_SERVER_NAME)]

@@ -77,6 +77,7 @@ from roleserve_controlplane.consensus.maintenance import (
 )
 from roleserve_controlplane.consensus.member import (
     DEFAULT_CLIENT_PORT,
+    DEFAULT_GC_PERCENT,
     DEFAULT_PEER_PORT,
     MEMBERSHIP_FILE,
     EtcdMember,
@@ -90,6 +91,7 @@ from roleserve_controlplane.consensus.space import require_space
 
 __all__ = [
     "DEFAULT_CLIENT_PORT",
+    "DEFAULT_GC_PERCENT",
     "DEFAULT_PEER_PORT",
     "DEFAULT_QUOTA_BACKEND_BYTES",
     "DEFAULT_RETENTION",

@@ -88,6 +88,7 @@ from roleserve_core.identity import Credentials
 
 __all__ = [
     "DEFAULT_CLIENT_PORT",
+    "DEFAULT_GC_PERCENT",
     "DEFAULT_PEER_PORT",
     "MEMBERSHIP_FILE",
     "RECORD_FILE",
@@ -100,6 +101,12 @@ __all__ = [
 
 DEFAULT_CLIENT_PORT = 7836
 DEFAULT_PEER_PORT = 7837
+DEFAULT_GC_PERCENT = 25
+"""etcd's ``GOGC`` unless ``[plugins.controlplane] etcd_gc_percent`` says otherwise. Go's
+default, 100, lets the heap reach twice the live objects before a collection, and Go keeps
+what the heap reached: after a burst of writes a member stayed ~1.8 times its starting RSS
+for good. At 25 it stays within ~1.35 times, for about a third more of etcd's CPU time
+under writes (``benchmarks/etcd.py`` (e3), docs/consensus.md)."""
 
 RECORD_FILE = "etcd-binary.json"
 """In the member's directory: the etcd binary and version its data was created with."""
@@ -146,6 +153,9 @@ class MemberConfig:
     quota_backend_bytes: int = DEFAULT_QUOTA_BACKEND_BYTES
     """etcd's ``--quota-backend-bytes``: past it, the member raises the NOSPACE alarm and
     the cluster refuses writes until maintenance clears it (see ``maintenance``)."""
+    gc_percent: int = DEFAULT_GC_PERCENT
+    """etcd's ``GOGC``: how far its Go heap may grow past the live heap before a collection
+    (``DEFAULT_GC_PERCENT``)."""
     stop_grace: float = 5.0
     """Seconds etcd may take to stop after SIGTERM before it gets SIGKILL."""
     liveness: Liveness = field(default_factory=Liveness)
@@ -318,6 +328,7 @@ class EtcdMember:
             binds=[self.client_bind, self.peer_bind],
             parser=parse_zap_json,
             stop_grace=config.stop_grace,
+            env={"GOGC": str(config.gc_percent)},
         )
 
     def _record_binary(self, ctx: RunContext, recorded: EtcdRecord | None) -> None:

@@ -20,6 +20,7 @@ from types import TracebackType
 from typing import Any
 
 from roleserve_controlplane.consensus import (
+    DEFAULT_GC_PERCENT,
     DEFAULT_QUOTA_BACKEND_BYTES,
     ConsensusCA,
     DatabaseFullError,
@@ -159,6 +160,8 @@ class EtcdCluster:
     members: list[RunningMember] = field(default_factory=list)
     quota_backend_bytes: int = DEFAULT_QUOTA_BACKEND_BYTES
     """Every member's backend quota: a test of the NOSPACE alarm sets a few MB."""
+    gc_percent: int = DEFAULT_GC_PERCENT
+    """Every member's GOGC (a benchmark compares Go's default)."""
     metrics_port: int | None = None
     """Where each member serves ``/metrics`` on its own address (a benchmark reads etcd's Go
     memory figures there); None: nowhere."""
@@ -192,6 +195,7 @@ class EtcdCluster:
             stop_grace=0.5,
             quota_backend_bytes=self.quota_backend_bytes,
             metrics_port=self.metrics_port,
+            gc_percent=self.gc_percent,
             **FAST_TIMERS,
         )
 
