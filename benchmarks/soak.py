@@ -99,6 +99,15 @@ def print_figures(title: str, members: list[Member], start: list[Figures]) -> No
         )
 
 
+def defragmentations(directory: Path) -> int:
+    """How many defragmentations the nodes' logs tell of (the leading curator logs one line
+    per member it defragments)."""
+    return sum(
+        log.read_text(errors="replace").count("defragmented etcd member")
+        for log in directory.glob("n*/node.log*")
+    )
+
+
 async def churn(cluster: LocalCluster, changes: int, rate: float) -> list[float]:
     """``changes`` role changes of node 2, ``rate`` a second; each one's seconds."""
     node_id = cluster.node_id(cluster.nodes[1])
@@ -135,10 +144,13 @@ async def main(changes: int, rate: float, retention: int) -> None:
             print_figures("at start: a cluster up of three members", members, start)
             samples = await churn(cluster, changes, rate)
             print_figures(f"after {changes} role changes", members, start)
+            during = defragmentations(cluster.directory)
             wait = retention * 1.25 + 2 * retention / 4
             print(f"  waiting {wait:.0f} s: a retention and two maintenance periods")
             await anyio.sleep(wait)
             print_figures("after the retention: compacted, defragmented", members, start)
+            after = defragmentations(cluster.directory) - during
+            print(f"  defragmentations: {during} during the churn, {after} after it")
             thousand = min(1000, len(samples))
             print_comparison(
                 f"a role change, the last {thousand}",

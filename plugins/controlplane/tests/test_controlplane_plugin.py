@@ -56,7 +56,7 @@ def test_declares_its_settings_once() -> None:
         ("node_certificate_lifetime", "int", 30 * 24 * 3600),
         ("history_retention", "int", 300),
         ("quota_backend_bytes", "int", 2 * 1024**3),
-        ("defrag_free_bytes", "int", 256 * 1024),
+        ("defrag_free_bytes", "int", 64 * 1024),
         ("defrag_free_ratio", "float", 0.5),
         ("etcd_gc_percent", "int", 25),
     ]

@@ -75,12 +75,15 @@ DEFAULT_RETENTION = 300.0
 """Seconds of history kept (at least): the Kubernetes apiserver's compaction interval."""
 DEFAULT_QUOTA_BACKEND_BYTES = 2 * 1024**3
 """etcd's own default backend quota, 2 GiB (etcd suggests at most 8 GiB)."""
-DEFAULT_DEFRAG_FREE_BYTES = 256 * 1024
+DEFAULT_DEFRAG_FREE_BYTES = 64 * 1024
 """Free bytes a member's database must have before it is defragmented...
 
-Small: a node agent's database is a few MB, which etcd defragments in milliseconds, and a
-churn of 5,000 role changes leaves ~2 MB of free pages, which a floor of 16 MiB (this
-default before) kept for good, at six times the database's size."""
+Small: a node agent's database is a few hundred KB to a few MB, which etcd defragments in
+milliseconds. A churn of role changes leaves from ~0.3 MB (a retention of one minute) to
+~2 MB (five) of free pages once its history is compacted, which a floor of 16 MiB (this
+default before) kept for good, at five times the database's size and more. Under a steady
+churn the ratio is what holds a defragmentation back: each compaction frees only the
+oldest fifth of the history kept."""
 DEFAULT_DEFRAG_FREE_RATIO = 0.5
 """...and the share of its file they must be: below either, a defragmentation would block
 the member for little (the ratio is what holds a large database back)."""
