@@ -28,8 +28,9 @@ from roleserve_controlplane.consensus import EtcdClient, EventKind, KeyValue, Wa
 from roleserve_controlplane.curator.records import (
     NODES_PREFIX,
     join_record,
+    joined,
     parse_node_key,
-    records_of,
+    parts_of,
 )
 from roleserve_controlplane.proto import state_pb2
 
@@ -108,12 +109,8 @@ class NodeCache:
         await self.client.mirror_prefix(NODES_PREFIX, load=self._load, apply=self._change)
 
     async def _load(self, stored: Sequence[KeyValue], revision: int) -> None:
-        fresh = records_of((kv.key, kv.value) for kv in stored)
-        self._credentials = {}
-        for kv in stored:
-            node_id, is_credentials = parse_node_key(kv.key)
-            if is_credentials:
-                self._credentials[node_id] = state_pb2.NodeRecord.FromString(kv.value)
+        rests, self._credentials = parts_of((kv.key, kv.value) for kv in stored)
+        fresh = joined(rests, self._credentials)
         for gone in set(self.nodes) - set(fresh):
             self._apply(gone, None)
         for node_id, record in fresh.items():

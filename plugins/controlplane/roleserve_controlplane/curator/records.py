@@ -31,8 +31,10 @@ __all__ = [
     "NODES_PREFIX",
     "credentials_key",
     "join_record",
+    "joined",
     "node_key",
     "parse_node_key",
+    "parts_of",
     "record_writes",
     "records_of",
     "split_record",
@@ -109,13 +111,27 @@ def record_writes(record: state_pb2.NodeRecord) -> list[tuple[str, bytes]]:
     ]
 
 
-def records_of(stored: Iterable[tuple[bytes, bytes]]) -> dict[str, state_pb2.NodeRecord]:
-    """Whole records from the keys under ``/nodes/`` (key, value); a credentials key
-    without its record (a torn read cannot make one: both are written in one
-    transaction) is left out."""
-    rests: dict[str, state_pb2.NodeRecord] = {}
-    credentials: dict[str, state_pb2.NodeRecord] = {}
+Parts = dict[str, state_pb2.NodeRecord]
+"""Node ID → one of its two keys, parsed."""
+
+
+def parts_of(stored: Iterable[tuple[bytes, bytes]]) -> tuple[Parts, Parts]:
+    """The records without credentials, and the credentials, of the keys under ``/nodes/``
+    (key, value), each parsed once."""
+    rests: Parts = {}
+    credentials: Parts = {}
     for key, value in stored:
         node_id, is_credentials = parse_node_key(key)
         (credentials if is_credentials else rests)[node_id] = state_pb2.NodeRecord.FromString(value)
+    return rests, credentials
+
+
+def joined(rests: Parts, credentials: Parts) -> Parts:
+    """Whole records from their parts; credentials without their record (a torn read cannot
+    make one: both are written in one transaction) are left out."""
     return {node_id: join_record(rest, credentials.get(node_id)) for node_id, rest in rests.items()}
+
+
+def records_of(stored: Iterable[tuple[bytes, bytes]]) -> Parts:
+    """Whole records from the keys under ``/nodes/`` (key, value)."""
+    return joined(*parts_of(stored))
