@@ -46,6 +46,7 @@ from typing import Any
 
 import anyio
 from _child import child_node
+from _proc import status_value
 from _report import print_comparison, summarise
 from anyio.streams.buffered import BufferedByteReceiveStream
 
@@ -112,14 +113,6 @@ def cluster_node(index: int) -> Node:
 
 
 # -- the node's process ------------------------------------------------------------------
-
-
-def rss_kib() -> int:
-    """VmRSS of this process in KiB."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise LookupError("no VmRSS")
 
 
 class Readers:
@@ -216,7 +209,7 @@ async def run_node(directory: Path, endpoint: str, curator_id: str, kind: str, c
             tasks.cancel_scope.cancel()
         return
     gc.collect()
-    rss_before = rss_kib()
+    rss_before = status_value("self", "VmRSS")
     tracemalloc.start()
     readers = Readers(kind, count, total)
     plugins = PluginHarness(cluster_nodes=True)
@@ -234,7 +227,7 @@ async def run_node(directory: Path, endpoint: str, curator_id: str, kind: str, c
         gc.collect()
         current, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
-        print(f"ready {rss_kib() - rss_before} {current} {peak}", flush=True)
+        print(f"ready {status_value('self', 'VmRSS') - rss_before} {current} {peak}", flush=True)
         await anyio.to_thread.run_sync(sys.stdin.readline)  # until stdin closes
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import subprocess
 import sys
 import tempfile
@@ -34,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from _proc import cpu_seconds, status_value
 from _report import print_comparison, summarise
 
 # This file is named etcd.py, and Python puts its directory first on sys.path. etcd3aio
@@ -192,19 +192,6 @@ def _go_heap_in_use(metrics_url: str) -> int:
     return int(float(line.split()[1]))
 
 
-def _status_bytes(status: str, field: str) -> int:
-    return next(
-        int(line.split()[1]) * 1024 for line in status.splitlines() if line.startswith(field)
-    )
-
-
-def _cpu_seconds(pid: int) -> float:
-    # /proc/PID/stat: the fields after the command's closing parenthesis; utime and stime
-    # are the 14th and 15th of the whole line.
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def member_figures(curators: CuratorCluster) -> list[MemberFigures]:
     """Each member's figures (``MemberFigures``)."""
     figures = []
@@ -214,15 +201,14 @@ def member_figures(curators: CuratorCluster) -> list[MemberFigures]:
         assert member.runnable.program is not None
         assert member.config.metrics_url is not None
         pid = member.runnable.program.pid
-        status = Path(f"/proc/{pid}/status").read_text()
         database = member.config.data_dir / "member" / "snap" / "db"
         figures.append(
             MemberFigures(
-                _status_bytes(status, "VmRSS:"),
-                _status_bytes(status, "RssAnon:"),
+                status_value(pid, "VmRSS") * 1024,
+                status_value(pid, "RssAnon") * 1024,
                 _go_heap_in_use(member.config.metrics_url),
                 database.stat().st_size,
-                _cpu_seconds(pid),
+                cpu_seconds(pid),
             )
         )
     return figures

@@ -30,20 +30,13 @@ import time
 from pathlib import Path
 
 import anyio
+from _proc import status_value
 from _report import print_comparison, summarise
 
 from roleserve_core.localcluster import LocalCluster
 
 SETTLE = 5.0
 """Seconds after ``node running`` at which the second RSS is read."""
-
-
-def rss_kib(pid: int) -> int:
-    """VmRSS of ``pid`` in KiB."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise LookupError(f"no VmRSS for {pid}")
 
 
 def baseline(code: str, runs: int) -> tuple[list[float], list[int]]:
@@ -98,9 +91,9 @@ def start_once(node_dir: Path, address: str) -> tuple[float, int, int]:
             if process.poll() is not None:
                 raise RuntimeError(f"the node exited with {process.returncode} before it ran")
         elapsed = time.perf_counter() - start
-        first = rss_kib(process.pid)
+        first = status_value(process.pid, "VmRSS")
         time.sleep(SETTLE)  # the measurement itself: memory once the workers are busy
-        settled = rss_kib(process.pid)
+        settled = status_value(process.pid, "VmRSS")
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=60)
