@@ -11,7 +11,11 @@ from pathlib import Path
 import pytest
 
 from roleserve_controlplane.consensus import Membership, MembershipRecord
+from roleserve_controlplane.consensus import member as member_module
+from roleserve_controlplane.consensus import record as record_module
 from roleserve_controlplane.consensus.corruption import corrupt_data
+from roleserve_controlplane.consensus.member import MemberConfig
+from roleserve_controlplane.consensus.record import Start
 from roleserve_controlplane.testing import (
     CuratorCluster,
     EtcdCluster,
@@ -240,3 +244,48 @@ async def test_the_leaders_rebuild_brings_a_corrupt_member_back_as_a_voter(
 
     await poll_until("three voters", all_voters)
     assert len(list(third.member.config.directory.glob("data.corrupt-*"))) == 1
+
+
+async def test_a_member_removed_while_its_etcd_starts_is_rebuilt(
+    cluster: EtcdCluster, fake_clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race a CI run lost: the rebuild (remove, add a learner) lands after the member
+    planned its start and before its etcd heard from a leader. etcd, its log cut back to
+    its days as a learner, then knows no peer, and no leader contacts a removed member: it
+    would wait for one for ever. The member asks the cluster again while etcd does not
+    serve, and starts again, which rebuilds it."""
+    _, _, third = await three_voters(cluster)
+    config = third.config
+    recorded = MembershipRecord.load(config.membership_file)
+    assert recorded is not None
+    third.kill()
+    failed = await wait_for_status(third.supervisor, "root", lambda s: s.failures == 1)
+    # Cut mid-record: etcd repairs the WAL back to its last whole record (of its first
+    # entries), as it did with the damage of the end-to-end test.
+    [wal, *_] = sorted((config.data_dir / "member" / "wal").glob("*.wal"))
+    with wal.open("r+b") as file:
+        file.truncate(300)
+
+    planned = record_module.plan_start
+    rebuilds: list[int] = []
+
+    async def rebuilt_once_planned(member_config: MemberConfig, log: logging.Logger) -> Start:
+        start = await planned(member_config, log)
+        if not rebuilds:
+            async with cluster.members[0].client(cluster.admin_credentials()) as client:
+                membership = Membership(client, cluster.admin_credentials())
+                await membership.remove(recorded.member_id)
+                rebuilds.append((await membership.add_learner(config.peer_url)).id)
+        return start
+
+    monkeypatch.setattr(member_module, "plan_start", rebuilt_once_planned)
+    assert failed.restart_in is not None
+    fake_clock.advance(failed.restart_in)
+    removed = await wait_for_status(third.supervisor, "root", lambda s: s.failures == 2, timeout=30)
+    assert removed.last_error is not None
+    assert removed.last_error.type.endswith("RebuildWaitingError"), removed.last_error
+    await wait_healthy_through_backoff(third.supervisor, "root", fake_clock, removed)
+    async with third.client(cluster.admin_credentials()) as own:
+        status = await own.status()
+    assert (status.member_id, status.is_learner) == (rebuilds[0], True)
+    assert len(list(config.directory.glob("data.corrupt-*"))) == 1

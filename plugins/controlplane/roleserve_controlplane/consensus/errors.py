@@ -10,6 +10,8 @@
     ├── NotAMemberError       F  the cluster does not know this member (removed, or another
     │                            cluster): it must not start etcd
     ├── PeersUnreachableError E  an interrupted join cannot be finished: no peer answers
+    ├── RebuildWaitingError   E  the cluster removed the member while its etcd started, and
+    │                            waits for it as a learner: the next start rebuilds it
     ├── EtcdExitedError          the etcd process ended (its last error lines are in the message);
     │                            also the runner's ProgramExitedError
     ├── EtcdNotAnsweringError E  the etcd process runs but did not answer its liveness probes
@@ -68,6 +70,7 @@ __all__ = [
     "NotCaughtUpError",
     "PeersUnreachableError",
     "QuorumError",
+    "RebuildWaitingError",
     "RevisionCompactedError",
     "WatchCompactedError",
 ]
@@ -102,6 +105,16 @@ class NotAMemberError(ConsensusError, FinalError):
 
 class PeersUnreachableError(ConsensusError, ExpectedError):
     """A bootstrap or join was interrupted, and no peer answers to say how to finish it."""
+
+
+class RebuildWaitingError(ConsensusError, ExpectedError):
+    """The cluster removed this member, and waits for it as a learner at its peer URL (a
+    rebuild, ``ctl consensus rebuild NODE``), while its etcd started and did not serve yet.
+
+    Such an etcd may never serve nor exit: its log cut back by a repair, it knows no peer,
+    and no leader contacts a removed member. So the member stops it, and its next start
+    finds the learner, moves the data aside and joins (``record``).
+    """
 
 
 class EtcdExitedError(ConsensusError, ProgramExitedError):

@@ -22,7 +22,10 @@
     │   allocated in full), naming the directory, the free and the needed bytes
     ├── signals healthy once the etcd it started answers a status request as the member
     │   named ``config.name`` and knows a leader, never whatever answers on the address;
-    │   then writes the membership record (``membership.json``) if there is none
+    │   then writes the membership record (``membership.json``) if there is none; until
+    │   then, every ``MEMBERSHIP_RECHECK`` seconds, asks the cluster whether it still lists
+    │   a recorded member (``record.check_membership``): a rebuild that landed meanwhile is
+    │   RebuildWaitingError (started again, which rebuilds it), a removal NotAMemberError
     ├── then probes it (``liveness``): no answer ──▶ the note says since when; after
     │   ``config.liveness.failures`` probes in a row, EtcdNotAnsweringError (restarted)
     └── fails (DEAD, so the supervisor backs off) when etcd exits: EtcdExitedError, with
@@ -68,6 +71,7 @@ from roleserve_controlplane.consensus.record import (
     MemberMode,
     MembershipRecord,
     Start,
+    check_membership,
     plan_start,
 )
 from roleserve_controlplane.consensus.space import disk_full, require_space
@@ -107,6 +111,11 @@ default, 100, lets the heap reach twice the live objects before a collection, an
 what the heap reached: after a burst of writes a member stayed ~1.8 times its starting RSS
 for good. At 25 it stays within ~1.35 times, for about a third more of etcd's CPU time
 under writes (``benchmarks/etcd.py`` (e3), docs/consensus.md)."""
+
+MEMBERSHIP_RECHECK = 5.0
+"""Seconds between the member's questions to the cluster, while its etcd does not serve yet,
+whether it still lists the member (``record.check_membership``): a few election timeouts,
+so that a member waiting for its cluster's quorum asks its peers rarely."""
 
 RECORD_FILE = "etcd-binary.json"
 """In the member's directory: the etcd binary and version its data was created with."""
@@ -378,7 +387,11 @@ class EtcdMember:
         anyone else.)
         """
         delay = self.health_poll
+        recheck = anyio.current_time() + MEMBERSHIP_RECHECK
         while True:
+            if anyio.current_time() >= recheck:
+                await check_membership(self.config)
+                recheck = anyio.current_time() + MEMBERSHIP_RECHECK
             status = await self._own_status(client, etcd)
             if status is not None and not etcd.exited.is_set():
                 ctx.log.info(

@@ -51,7 +51,11 @@ and joins as that learner, which the leader promotes once it has caught up. The 
 member list is the mark: no key to keep in step with it, nothing for the node to watch, and
 a node that was down meanwhile finds it too. A member removed without a learner waiting
 (its role taken away) is still refused (NotAMemberError), and only a learner that never
-started counts, so a running member is never taken for one to rebuild. The record is
+started counts, so a running member is never taken for one to rebuild. The rebuild may
+also land after the start was planned, before etcd served: etcd, its log cut back by a
+repair, may then know no peer, and no leader contacts a removed member, so it would wait
+for one for ever. So the member asks again (``check_membership``) while etcd does not serve,
+and stops it to start again (RebuildWaitingError), which rebuilds it. The record is
 removed after the data is moved aside: a crash in between leaves the record without data,
 and the next start, finding the learner still waiting, finishes the rebuild; a crash after
 leaves data-less, record-less state, a plain join.
@@ -76,6 +80,7 @@ from roleserve_controlplane.consensus.errors import (
     MembershipRecordError,
     NotAMemberError,
     PeersUnreachableError,
+    RebuildWaitingError,
 )
 from roleserve_controlplane.consensus.membership import Membership
 from roleserve_core import write_atomically
@@ -83,7 +88,14 @@ from roleserve_core import write_atomically
 if TYPE_CHECKING:
     from roleserve_controlplane.consensus.member import MemberConfig
 
-__all__ = ["MEMBERSHIP_FILE", "MemberMode", "MembershipRecord", "Start", "plan_start"]
+__all__ = [
+    "MEMBERSHIP_FILE",
+    "MemberMode",
+    "MembershipRecord",
+    "Start",
+    "check_membership",
+    "plan_start",
+]
 
 MEMBERSHIP_FILE = "membership.json"
 """In the member's directory: written once the member's bootstrap or join committed."""
@@ -166,6 +178,28 @@ async def plan_start(config: MemberConfig, log: logging.Logger) -> Start:
         log.info("no membership record: this node is its cluster's only member; restarting")
         return Start(MemberMode.RESTART, config.peers)
     return await _finish_interrupted_join(config, log)
+
+
+async def check_membership(config: MemberConfig) -> None:
+    """Ask the cluster again, while this recorded member's etcd does not serve, whether it
+    still lists the member (see the module docstring).
+
+    :raises RebuildWaitingError: if it was removed and a learner waits for it (the next
+        start rebuilds it).
+    :raises NotAMemberError: if it was removed, or the cluster is another.
+    """
+    record = MembershipRecord.load(config.membership_file)
+    if record is None:
+        return
+    view = await _ask_cluster(config)
+    learner = _rebuild_learner(config, record, view)
+    if view is not None and learner is not None:
+        raise RebuildWaitingError(
+            f"node {config.name}: the cluster (asked {view.endpoint}) removed etcd member "
+            f"{record.member_id:x} while it started, and waits for it as learner "
+            f"{learner.id:x}: starting again, to rebuild it"
+        )
+    _refuse_unknown(config, record, view)
 
 
 def _has_wal(config: MemberConfig) -> bool:
