@@ -3,6 +3,7 @@ leases, and errors that name the request."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ipaddress
 
@@ -22,6 +23,7 @@ from roleserve_controlplane.consensus import (
 )
 from roleserve_controlplane.consensus.client import operation_of
 from roleserve_controlplane.testing import EtcdCluster
+from roleserve_core.testing import poll_until
 
 pytestmark = pytest.mark.anyio
 
@@ -99,6 +101,54 @@ async def test_a_watch_from_a_compacted_revision_says_so(cluster: EtcdCluster) -
             with anyio.fail_after(10), pytest.raises(WatchCompactedError) as caught:
                 await anext(watch)
     assert caught.value.compact_revision == latest
+
+
+def request_streams() -> set[asyncio.Task[None]]:
+    """grpc.aio's tasks that send a stream's requests (one per call with a request
+    iterator), still pending."""
+    return {
+        task
+        for task in asyncio.all_tasks()
+        if not task.done()
+        and "_consume_request_iterator" in getattr(task.get_coro(), "__qualname__", "")
+    }
+
+
+async def test_a_watch_the_server_ended_leaves_no_request_task_behind(
+    cluster: EtcdCluster,
+) -> None:
+    """When etcd ends a watch (here it dies), the task grpc sends the watch's requests
+    from ends too. etcd3aio's never did: grpc cancels it only with a call still running,
+    and the task, collected later, failed a test with "aclose(): asynchronous generator is
+    already running"."""
+    member = await cluster.bootstrap()
+    async with cluster.client() as client:
+        _, revision = await client.get_prefix("/watched/")
+        seen: list[WatchEvent] = []
+        before = request_streams()
+        watch = client.watch_prefix("/watched/", start_revision=revision + 1)
+
+        async def follow() -> None:
+            async for events in watch:
+                seen.extend(events)
+
+        async with contextlib.aclosing(watch), anyio.create_task_group() as tasks:
+            tasks.start_soon(follow)
+            await client.put("/watched/a", "1")
+            await poll_until("the watch saw the put", lambda: seen_any(seen))
+            streaming = request_streams() - before
+            assert streaming  # the watch's own
+            member.kill()
+            await poll_until("its request task ended", lambda: ended(streaming))
+            tasks.cancel_scope.cancel()
+
+
+async def seen_any(seen: list[WatchEvent]) -> bool:
+    return bool(seen)
+
+
+async def ended(tasks: set[asyncio.Task[None]]) -> bool:
+    return all(task.done() for task in tasks)
 
 
 async def test_leases_expire_their_keys_unless_kept_alive(cluster: EtcdCluster) -> None:

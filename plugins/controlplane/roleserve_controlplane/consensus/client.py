@@ -32,12 +32,11 @@ from typing import Any, TypeVar
 import anyio
 import grpc
 from etcd3aio import EtcdError, prefix_range_end
-from etcd3aio._protobuf import LeaseKeepAliveRequest
+from etcd3aio._protobuf import LeaseKeepAliveRequest, WatchStub
 from etcd3aio.cluster import ClusterService
 from etcd3aio.kv import KVService
 from etcd3aio.lease import LeaseService
 from etcd3aio.maintenance import AlarmType, MaintenanceService
-from etcd3aio.watch import WatchService
 
 from roleserve_controlplane.consensus.certificates import ETCD_SERVER_NAME
 from roleserve_controlplane.consensus.errors import (
@@ -46,6 +45,7 @@ from roleserve_controlplane.consensus.errors import (
     RevisionCompactedError,
     WatchCompactedError,
 )
+from roleserve_controlplane.consensus.watchstream import watch_responses
 from roleserve_core.identity import Credentials
 from roleserve_core.rpc import CancellationSafeChannel, channel_credentials
 
@@ -297,12 +297,7 @@ class EtcdClient:
         self._lease = LeaseService(self.channel, max_attempts=attempts)
         self._cluster = ClusterService(self.channel, max_attempts=attempts)
         self._maintenance = MaintenanceService(self.channel, max_attempts=attempts)
-        self._watch = WatchService(
-            self.channel,
-            max_attempts=attempts,
-            reconnect_backoff_seconds=0.1,
-            max_reconnect_backoff_seconds=2.0,
-        )
+        self._watch = WatchStub(self.channel)  # see watchstream
         self.lease_stub = self._lease._stub
 
     async def __aenter__(self) -> EtcdClient:
@@ -436,7 +431,7 @@ class EtcdClient:
             keys again and watch from the new revision.
         """
         start = _bytes(prefix)
-        stream = self._watch.watch(start, prefix_range_end(start), start_revision)
+        stream = watch_responses(self._watch, start, prefix_range_end(start), start_revision)
         try:
             async for response in stream:
                 if response.compact_revision > 0:
@@ -450,7 +445,7 @@ class EtcdClient:
         except (EtcdError, grpc.aio.AioRpcError) as exc:
             raise EtcdRequestError(f"etcd watch of {prefix!r}: {exc}") from exc
         finally:
-            await stream.aclose()  # type: ignore[attr-defined]  # an async generator
+            await stream.aclose()
 
     async def mirror_prefix(
         self,
