@@ -27,6 +27,7 @@ from collections.abc import AsyncGenerator
 import anyio
 import grpc
 from etcd3aio._protobuf import WatchCreateRequest, WatchRequest, WatchResponse, WatchStub
+from etcd3aio.base import TRANSIENT_CODES
 
 __all__ = ["watch_responses"]
 
@@ -36,8 +37,6 @@ RECONNECT_BACKOFF = 0.1
 """Seconds before the first new call after a transient error; doubled after each."""
 MAX_RECONNECT_BACKOFF = 2.0
 """The longest wait between calls: members come back within seconds."""
-TRANSIENT = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
-"""What a new call may cure: a member restarting, a connection lost."""
 
 
 async def watch_responses(
@@ -61,7 +60,7 @@ async def watch_responses(
                 yield response
             return
         except grpc.aio.AioRpcError as exc:
-            if exc.code() not in TRANSIENT:
+            if exc.code() not in TRANSIENT_CODES:  # what etcd3aio retries its requests on
                 raise
             log.warning("etcd watch of %r: %s; again in %.1fs", key, exc.code().name, backoff)
         finally:
