@@ -31,7 +31,7 @@ from etcd3aio.base import TRANSIENT_CODES
 
 __all__ = ["watch_responses"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("roleserve.consensus")  # the node formats and files it
 
 RECONNECT_BACKOFF = 0.1
 """Seconds before the first new call after a transient error; doubled after each."""
