@@ -407,8 +407,9 @@ class EtcdClient:
     ) -> None:
         """Discard the history of every key before ``revision``.
 
-        :param physical: wait until every member has removed it from its database (so a
-            defragmentation right after gives the space back).
+        :param physical: wait until the member that serves the request has removed it
+            from its database; the others do so on their own, as they apply the compaction
+            (``maintenance`` waits for their sizes to settle).
         :raises RevisionCompactedError: if the store was compacted at or past ``revision``.
         """
         await self._request(

@@ -11,7 +11,8 @@ cluster), every ``period`` on its clock::
       │ remember (now, the newest revision)
       ▼
     compact to the newest revision remembered at least ``retention`` ago
-      │ (KV.Compact, physical: the members have freed the pages when it returns)
+      │ (KV.Compact, physical: the member serving it has freed the pages when it
+      │ returns; the others, compacting on their own, once their sizes in use settle)
       ▼
     a member not answering, or a learner? ── yes ──▶ no defragmentation this period
       ▼ no
@@ -92,8 +93,11 @@ ALARM_CLEARED_BELOW = 0.9
 etcd raises it when a write would pass the quota, so a database just under it would raise
 it again at the next write."""
 BACKEND_COMMIT_WAIT = 0.3
-"""Seconds after a compaction before the members' sizes in use show the pages it freed:
-etcd's backend commits every 100 ms, and frees pages once the reads before it ended."""
+"""Seconds between readings of the members' sizes in use after a compaction: etcd's
+backend commits every 100 ms, and frees pages once the reads before it ended."""
+COMPACTION_SETTLE = 10.0
+"""Seconds a pass waits at most for every member's size in use to settle after a
+compaction; a member still compacting after that is defragmented at a later pass."""
 DEFRAG_TIMEOUT = 120.0
 """Seconds a defragmentation may take (etcd rewrites about 100 MB/s to 1 GB/s)."""
 
@@ -232,10 +236,7 @@ class EtcdMaintenance:
         if revisions:
             self.history.remember(self.clock.now(), max(revisions))
         if await self._compact():
-            # etcd commits its database every 100 ms (its batch interval), and only then
-            # counts the pages the compaction freed: read the sizes again after that.
-            await anyio.sleep(BACKEND_COMMIT_WAIT)
-            members = await membership.list()
+            members = await _settled(membership)
         alarms = await self.client.alarms()
         nospace = {alarm.member_id for alarm in alarms if alarm.kind == "NOSPACE"}
         due, skipped = defragmentation_plan(members, nospace, self.policy)
@@ -329,3 +330,32 @@ class EtcdMaintenance:
             self._statistics = replace(
                 self._statistics, alarms_cleared=self._statistics.alarms_cleared + 1
             )
+
+
+async def _settled(membership: Membership) -> list[MemberHealth]:
+    """The members once the pages a compaction freed show in every member's size in use.
+
+    The compaction request waited only for the member that served it: each member compacts
+    its own database, in batches, when it applies the compaction, and its backend counts
+    the freed pages at its next commit. A fixed wait let a follower still compacting under
+    load look full, and skipped it. So the sizes are read every ``BACKEND_COMMIT_WAIT``
+    until no member's changed between two readings, for at most ``COMPACTION_SETTLE``.
+    """
+    deadline = anyio.current_time() + COMPACTION_SETTLE
+    await anyio.sleep(BACKEND_COMMIT_WAIT)
+    members = await membership.list()
+    while anyio.current_time() < deadline:
+        await anyio.sleep(BACKEND_COMMIT_WAIT)
+        again = await membership.list()
+        if _in_use(again) == _in_use(members):
+            return again
+        members = again
+    return members
+
+
+def _in_use(members: list[MemberHealth]) -> dict[int, int | None]:
+    """Each member's size in use, None where it did not answer."""
+    return {
+        health.member.id: health.status.db_size_in_use if health.status is not None else None
+        for health in members
+    }
