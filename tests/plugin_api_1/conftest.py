@@ -29,9 +29,10 @@ if str(HERE) not in sys.path:
 
 
 @pytest.fixture(autouse=True)
-def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     """The distribution's metadata in a directory on ``sys.path``: what an editable install
-    of it writes, so that the core finds the plugin through its entry point."""
+    of it writes, so that the core finds the plugin through its entry point. Returns the
+    directories to put on ``PYTHONPATH`` for another process to find it too."""
     project = tomllib.loads((HERE / "pyproject.toml").read_text())["project"]
     site = tmp_path / "site-packages"
     dist_info = site / f"{project['name'].replace('-', '_')}-{project['version']}.dist-info"
@@ -44,3 +45,4 @@ def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         f"[{ENTRY_POINT_GROUP}]\n" + "".join(f"{n} = {t}\n" for n, t in entry_points.items())
     )
     monkeypatch.syspath_prepend(str(site))
+    return [site, HERE]
