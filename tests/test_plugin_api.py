@@ -18,11 +18,12 @@ import importlib
 import inspect
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 import roleserve_core
-from roleserve_core import hookspecs, values
+from roleserve_core import hookspecs, plugincheck, values
 from roleserve_core.hookspecs import PROJECT
 from roleserve_core.plugins import ACCEPTED_PLUGIN_APIS
 
@@ -135,6 +136,41 @@ def _resolve(dotted: str) -> object:
 def test_plugin_api_1_is_accepted() -> None:
     """The names below are kept because the core accepts API 1; they go only with it."""
     assert 1 in ACCEPTED_PLUGIN_APIS
+
+
+@pytest.mark.parametrize(
+    ("accepted", "declared", "problem"),
+    [
+        ((1,), 1, None),
+        ((1,), True, "was written for plugin API True; this roleserve-core accepts plugin API 1."),
+        ((1, 2), 2, None),
+        ((1, 2), 1, None),
+        (
+            (1, 2),
+            3,
+            "was written for plugin API 3; this roleserve-core accepts plugin APIs 1 and 2.",
+        ),
+        (
+            (1, 2, 3),
+            "2",
+            "was written for plugin API '2'; this roleserve-core accepts plugin APIs 1, 2 and 3.",
+        ),
+    ],
+)
+def test_a_core_accepting_several_plugin_apis_loads_each(
+    monkeypatch: pytest.MonkeyPatch,
+    accepted: tuple[int, ...],
+    declared: object,
+    problem: str | None,
+) -> None:
+    """The time between two APIs: a core accepting API N and N+1 loads plugins of both."""
+    monkeypatch.setattr(plugincheck, "ACCEPTED_PLUGIN_APIS", accepted)
+    plugin = SimpleNamespace(ROLESERVE_PLUGIN_API=declared)
+    found = plugincheck.api_problem(plugin, "hooks.py")
+    if problem is None:
+        assert found is None
+    else:
+        assert found == f"{problem} Install a version of the plugin made for it."
 
 
 @pytest.mark.parametrize(("module", "name"), _names())
