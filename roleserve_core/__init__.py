@@ -15,6 +15,7 @@ The pieces, each a module of its own::
     event       Value / Watcher: latest-value cells, the only shared state
     registry    ValueRegistry: named values, one owner each
     values      the core's value keys and their types (also the built-in plugin "core")
+    keys        plugin API 1's name of values, kept while the core accepts API 1 (_moved)
     roles       NodeRoles: what the control plane assigned to the node
     supervisor  the supervision tree runnables live in
     logtree     per-DN ring buffers of log records

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
+from roleserve_core._moved import moved_names
 from roleserve_core.proto import curator_pb2
 
 if TYPE_CHECKING:
@@ -241,3 +242,10 @@ def _parse_address(text: str) -> IPAddress:
     """``ipaddress.ip_address``, remembered: readers parse every node's address on every
     view, and parsing costs ~7 µs (70 ms a view at 10,000 nodes), a lookup ~0.1 µs."""
     return ipaddress.ip_address(text)
+
+
+if TYPE_CHECKING:
+    changes = node_changes
+else:
+    # Plugin API 1's name of node_changes, renamed to read on its own at the top level.
+    __getattr__ = moved_names(__name__, {"changes": "roleserve_core:node_changes"}, api=1)

@@ -240,7 +240,7 @@ class PluginLoadError(PluginError):
 
 
 class PluginAPIVersionError(PluginError):
-    """A plugin declares a plugin API version this roleserve-core does not provide."""
+    """A plugin declares a plugin API version this roleserve-core does not accept."""
 
 
 class EssentialPluginError(PluginError):

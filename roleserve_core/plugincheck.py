@@ -19,6 +19,7 @@ import pluggy
 from roleserve_core.hookspecs import PROJECT
 
 __all__ = [
+    "ACCEPTED_PLUGIN_APIS",
     "API_ATTRIBUTE",
     "PLUGIN_API_VERSION",
     "api_problem",
@@ -28,8 +29,15 @@ __all__ = [
 ]
 
 PLUGIN_API_VERSION = 1
-"""The plugin API this roleserve-core provides; a plugin module declares the one it was
-written for as ``ROLESERVE_PLUGIN_API = 1``. Bumped only on incompatible hook changes."""
+"""The newest plugin API this roleserve-core provides, which ``roleserve plugin new``
+writes; a plugin module declares the one it was written for as ``ROLESERVE_PLUGIN_API =
+1``. Bumped only on an incompatible change: a hook changed, or a name removed."""
+
+ACCEPTED_PLUGIN_APIS: tuple[int, ...] = (PLUGIN_API_VERSION,)
+"""Every plugin API this core loads plugins for; a plugin declaring another is refused.
+While an API is here, every name and module path it documented still imports (moved ones
+with a DeprecationWarning, ``roleserve_core._moved``): the plugin API promise of
+docs/plugin-guide.md. An old API leaves only with the names it kept."""
 
 API_ATTRIBUTE = "ROLESERVE_PLUGIN_API"
 MARKER_ATTRIBUTE = f"{PROJECT}_impl"
@@ -60,7 +68,7 @@ def source_file(plugin: object) -> str | None:
 def api_problem(plugin: object, file: str | None) -> str | None:
     """What is wrong with the plugin API ``plugin`` declares, and the fix; None if right."""
     declared = getattr(plugin, API_ATTRIBUTE, None)
-    if declared == PLUGIN_API_VERSION:
+    if type(declared) is int and declared in ACCEPTED_PLUGIN_APIS:
         return None
     if declared is None:
         return (
@@ -68,9 +76,17 @@ def api_problem(plugin: object, file: str | None) -> str | None:
             f"`{API_ATTRIBUTE} = {PLUGIN_API_VERSION}` to {file or 'its hook module'}"
         )
     return (
-        f"was written for plugin API {declared!r}; this roleserve-core provides plugin API "
-        f"{PLUGIN_API_VERSION}. Install a version of the plugin made for it."
+        f"was written for plugin API {declared!r}; this roleserve-core accepts plugin "
+        f"{_apis(ACCEPTED_PLUGIN_APIS)}. Install a version of the plugin made for it."
     )
+
+
+def _apis(accepted: tuple[int, ...]) -> str:
+    """``API 1``, ``APIs 1 and 2``, ``APIs 1, 2 and 3``."""
+    if len(accepted) == 1:
+        return f"API {accepted[0]}"
+    *first, last = map(str, accepted)
+    return f"APIs {', '.join(first)} and {last}"
 
 
 def unknown_hook_message(hook: str, specified: list[str]) -> str:

@@ -52,6 +52,7 @@ from roleserve_core.errors import (
     PluginLoadError,
 )
 from roleserve_core.plugincheck import (
+    ACCEPTED_PLUGIN_APIS,
     PLUGIN_API_VERSION,
     api_problem,
     signature_problem,
@@ -62,6 +63,7 @@ from roleserve_core.settings import Setting, check_declaration
 from roleserve_core.version import CORE_DISTRIBUTION, core_version
 
 __all__ = [
+    "ACCEPTED_PLUGIN_APIS",
     "BUILTIN_PLUGINS",
     "ENTRY_POINT_GROUP",
     "PLUGIN_API_VERSION",

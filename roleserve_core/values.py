@@ -33,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from roleserve_core._moved import moved_names
 from roleserve_core.clusternodes import ClusterNodes
 from roleserve_core.hookspecs import hookimpl
 from roleserve_core.identity import Credentials, NodeCredentials, PrivateKey, UserCredentials
@@ -41,6 +42,14 @@ from roleserve_core.roles import NodeRoles
 
 if TYPE_CHECKING:
     import grpc
+
+    # Plugin API 1's names of this module, the registry then (see the end of the module).
+    from roleserve_core.registry import PluginValues as PluginValues
+    from roleserve_core.registry import ValueInfo as ValueInfo
+    from roleserve_core.registry import ValueRegistry as ValueRegistry
+    from roleserve_core.registry import prefixed as prefixed
+    from roleserve_core.registry import unprefixed_key_warning as unprefixed_key_warning
+    from roleserve_core.registry import value_details as value_details
 
 __all__ = [
     "BOOTSTRAP",
@@ -322,7 +331,7 @@ SHARED_KEYS: frozenset[ValueKey[Any]] = frozenset(
 )
 """Every key this module declares. Their names are chosen here, for all plugins at once,
 so they need not begin with their owner's name (the rule for a plugin's own keys,
-``values.unprefixed_key_warning``)."""
+``registry.unprefixed_key_warning``)."""
 
 
 @hookimpl
@@ -341,3 +350,23 @@ def roleserve_values() -> list[ValueKey[Any]]:
         CLUSTER_NODES,
         REVOKED_CREDENTIALS,
     ]
+
+
+if not TYPE_CHECKING:
+    # Under plugin API 1 this module was the value registry, renamed roleserve_core.registry.
+    # Its names there meet none of this module's (ValueKey, the one both hold, is the same
+    # class and stays as it is), so both meanings live here: this module's own names as
+    # they are, the registry's with a warning naming their place today, as long as the
+    # core accepts plugin API 1. __all__ lists this module's names only.
+    __getattr__ = moved_names(
+        __name__,
+        {
+            "PluginValues": "roleserve_core:PluginValues",
+            "ValueRegistry": "roleserve_core:ValueRegistry",
+            "ValueInfo": "roleserve_core.registry:ValueInfo",
+            "prefixed": "roleserve_core.registry:prefixed",
+            "unprefixed_key_warning": "roleserve_core.registry:unprefixed_key_warning",
+            "value_details": "roleserve_core.registry:value_details",
+        },
+        api=1,
+    )

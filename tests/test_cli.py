@@ -276,6 +276,32 @@ def test_strict_exits_1_when_a_plugin_fails(
     assert run(capsys, "plugins", "--strict", "--json")[0] == 0
 
 
+@pytest.mark.parametrize("module", ["api_zero", "wrong_api"])
+def test_a_plugin_of_an_api_the_core_does_not_accept_is_listed_failed_in_one_line(
+    install: Install, capsys: pytest.CaptureFixture[str], module: str
+) -> None:
+    """Plugin API 0 (older) and 2 (newer) are refused at load, not loaded to fail later:
+    the line names the plugin, the API it declares and the API(s) the core accepts."""
+    install("good", module)
+    declared, age = {"api_zero": (0, "older"), "wrong_api": (2, "newer")}[module]
+    code, out, _ = run(capsys, "plugins")
+    assert code == 0
+    listed, details = out.split("\n\n", 1)
+    assert [module, "-", "-", "failed", "-", "-", "-"] in table(listed)
+    error = (
+        f"was written for plugin API {declared}; this roleserve-core accepts plugin API 1. "
+        "Install a version of the plugin made for it."
+    )
+    lines = details.splitlines()
+    at = lines.index(next(line for line in lines if line.startswith(f"{module}: ")))
+    assert lines[at : at + 3] == [
+        f"{module}: A test plugin written for plugin API {declared}, {age} than any this core "
+        "accepts.",
+        f"  file: tests/plugins/{module}.py",
+        f"  error: {error}",
+    ]
+
+
 def test_plugins_lists_every_setting_with_type_default_and_doc(
     install: Install, capsys: pytest.CaptureFixture[str]
 ) -> None:

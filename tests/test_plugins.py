@@ -215,7 +215,7 @@ def test_a_test_puts_a_plugin_of_its_own_in_place_of_a_builtin(tmp_path: Path) -
         ),
         pytest.param(
             "wrong_api",
-            "was written for plugin API 2; this roleserve-core provides plugin API 1. Install "
+            "was written for plugin API 2; this roleserve-core accepts plugin API 1. Install "
             "a version of the plugin made for it.",
             None,
             id="other-api-version",
@@ -262,6 +262,7 @@ def test_a_broken_plugin_is_recorded_and_the_others_load(
         ("raising_hookspecs", PluginLoadError),
         ("wrong_api", PluginAPIVersionError),
         ("no_api", PluginAPIVersionError),
+        ("api_zero", PluginAPIVersionError),
     ],
 )
 def test_strict_mode_raises(load: Load, module: str, raised: type[PluginError]) -> None:

@@ -43,10 +43,12 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import anyio
 import grpc
 
+from roleserve_core._moved import moved_names
 from roleserve_core.errors import RoleserveError
 from roleserve_core.event import Combined, ValueWatch
 from roleserve_core.identity import NodeCredentials
@@ -206,3 +208,10 @@ async def _serving(
     finally:
         with anyio.CancelScope(shield=True):
             await server.stop(None)
+
+
+if TYPE_CHECKING:
+    plan = plan_listen
+else:
+    # Plugin API 1's name of plan_listen, renamed to read on its own at the top level.
+    __getattr__ = moved_names(__name__, {"plan": "roleserve_core:plan_listen"}, api=1)

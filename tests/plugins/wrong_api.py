@@ -1,4 +1,4 @@
-"""A test plugin written for a plugin API this core does not provide."""
+"""A test plugin written for plugin API 2, newer than any this core accepts."""
 
 from roleserve_core import hookimpl
 

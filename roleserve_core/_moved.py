@@ -1,0 +1,57 @@
+"""Names that moved, still found where an accepted plugin API put them, with a warning.
+
+The plugin API promise (docs/plugin-guide.md, "The plugin API promise"): every module path
+and name a plugin could import under plugin API N keeps working while the core accepts
+plugin API N. When one moves, its old module answers for it through a module
+``__getattr__`` (PEP 562), which Python calls only for a name the module does not define::
+
+    from roleserve_core.keys import ROLES      plugin API 1's path
+         │ keys.__getattr__("ROLES")
+         ├─▶ DeprecationWarning: roleserve_core.keys.ROLES has moved: import ROLES from
+         │   roleserve_core; ...
+         └─▶ roleserve_core.ROLES               the very object, not a copy
+
+Only the old names go through it: a module that still defines a name of its own
+(``roleserve_core.values`` holds the core's keys today) answers for it as before, and a
+name neither defined nor moved is an ``AttributeError`` as usual, so ``getattr(module,
+NAME, default)`` (pluggy's and the loader's checks for optional attributes) works too.
+
+The moved names are left out of ``dir()``: whatever walks a module's members (pluggy
+looking for hook implementations, ``inspect.getmembers``) sees the module as it is today
+and triggers no warning. The warning is raised each time an old name is looked up, so it
+points at every line that uses one (Python's filters show each place once).
+"""
+
+from __future__ import annotations
+
+import importlib
+import warnings
+from collections.abc import Callable, Mapping
+from typing import Any
+
+__all__ = ["moved_names"]
+
+
+def moved_names(module: str, moves: Mapping[str, str], api: int) -> Callable[[str], Any]:
+    """The ``__getattr__`` for ``module``, whose names in ``moves`` moved while plugin API
+    ``api`` is accepted; each maps to its new place, ``"package.module:name"``.
+
+    The warning names the new place, so that the fix is in the message, and says until
+    when the old name works: while the core accepts plugin API ``api``.
+    """
+    targets = {old: new.partition(":")[::2] for old, new in moves.items()}
+
+    def __getattr__(name: str) -> Any:  # noqa: N807 - the name PEP 562 looks for
+        try:
+            place, new_name = targets[name]
+        except KeyError:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}") from None
+        warnings.warn(
+            f"{module}.{name} has moved: import {new_name} from {place}; the old name works "
+            f"while roleserve-core accepts plugin API {api}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module(place), new_name)
+
+    return __getattr__
