@@ -69,13 +69,13 @@ def runtime_root() -> Path:
     return Path(f"/tmp/roleserve-{uid}")
 
 
-def runtime_key(data_dir: Path) -> str:
+def runtime_key(data_dir: Path | str) -> str:
     """The node's key: a short hash of its data directory's resolved path."""
     resolved = os.fsencode(Path(data_dir).resolve())
     return hashlib.sha256(resolved).hexdigest()[:KEY_LENGTH]
 
 
-def node_runtime_dir(data_dir: Path) -> Path:
+def node_runtime_dir(data_dir: Path | str) -> Path:
     """The runtime directory of the node whose data directory is ``data_dir``: where its
     unix sockets are. A plugin's own is ``NodeContext.runtime_dir``, a directory in it.
 
