@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import socket
 import subprocess
 from pathlib import Path
 
@@ -57,7 +58,12 @@ async def test_the_worker_starts_containerd_and_cri_answers(
     deep_dir: Path, worker_netns: str, node: StartNode
 ) -> None:
     """In a data directory 200 characters deep: containerd's sockets are in the node's
-    runtime directory, where its depth does not matter."""
+    runtime directory, where its depth does not matter; a stale one, as a killed node
+    leaves it, is replaced."""
+    stale = node_runtime_dir(deep_dir) / "kubernetes" / "containerd.sock"
+    stale.parent.mkdir(mode=0o700, parents=True)
+    with socket.socket(socket.AF_UNIX) as leftover:
+        leftover.bind(str(stale))  # closed, the file stays: nobody listens
     worker = await start_worker(node, deep_dir, worker_netns)
     await worker.harness.wait_state(CONTAINERD_DN, timeout=SLOW)
     assert worker.layout.socket == node_runtime_dir(deep_dir) / "kubernetes" / "containerd.sock"
