@@ -28,6 +28,7 @@ The pieces, each a module of its own::
     identity    keys, node IDs, the cluster CA, certificates, credentials
     rpc         gRPC with mutual TLS: authorization, peers, safe channels
     process     the runner of programs (etcd, exporters, ...): death with the node, leftovers
+    rundir      a node's runtime directory: its unix sockets, short whatever its data directory
     environment every environment variable roleserve reads
     testing     fixtures and helpers for tests (a pytest plugin)
 

@@ -85,8 +85,10 @@ from .proto import curator_pb2_grpc as curator_pb2_grpc
 from .proto import management_pb2 as management_pb2
 from .proto import management_pb2_grpc as management_pb2_grpc
 
-# Programs a worker runs (etcd, exporters, containerd, ...), the files and ports it keeps.
+# Programs a worker runs (etcd, exporters, containerd, ...), the files, sockets and ports
+# it keeps.
 from .files import write_atomically as write_atomically
+from .rundir import node_runtime_dir as node_runtime_dir
 from .ports import CLUSTERNET_PORT as CLUSTERNET_PORT
 from .ports import CONTAINERD_METRICS_PORT as CONTAINERD_METRICS_PORT
 from .ports import CURATOR_PORT as CURATOR_PORT

@@ -4,7 +4,8 @@
 
     lock the data directory ─▶ roleserve.toml ─▶ address (saved, flag, file, or detected)
     ─▶ plugins ─▶ NodeRuntime (checks each [plugins.NAME] section against its plugin's
-    declared settings) ─▶ enrolment plan (errors here: exit 2, nothing started)
+    declared settings) ─▶ enrolment plan ─▶ runtime directory (its sockets: rundir)
+    (errors here: exit 2, nothing started)
     ─▶ supervisor:  root.enrolment    join / bootstrap / register (enrolment)
                     root.connection   the curator connection (connection)
                     root.role.*       every plugin's workers, the core's among them
@@ -32,7 +33,8 @@ directory once the enrolment plan is made, and every later start uses it. A late
 its curator record name the saved one, and moving a node is not supported yet.
 
 Stopping cancels every runnable and waits for them: child processes (etcd) get SIGTERM
-from their runnables, servers stop, files are closed, and only then does the process exit.
+from their runnables, servers stop, files are closed, the node's runtime directory (its
+sockets, ``rundir``) is removed, and only then does the process exit.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ from roleserve_core.event import Value
 from roleserve_core.logtree import PROCESS_LOGGER, LogTree
 from roleserve_core.plugins import PluginSet
 from roleserve_core.ports import CURATOR_PORT, endpoint
+from roleserve_core.rundir import make_runtime_dir
 from roleserve_core.runtime import CORE_READER, NodeRuntime
 from roleserve_core.supervisor import RunnableStatus, State
 from roleserve_core.values import BOOTSTRAPPED, NETWORK, NetworkStatus
@@ -175,13 +178,18 @@ async def serve_node(options: NodeOptions) -> int:
         log.info("node starting: data %s, address %s", datadir.root, address)
         # Replaced by what stops the node; stays if the supervision tree ends by itself.
         reason: str | None = "the supervision tree ended by itself"
-        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-            async with runtime.supervisor() as supervisor:
-                await supervisor.wait_state("root", State.HEALTHY)
-                log.info("node running: %d workers", len(runtime.workers))
-                reason = await _until_stopped(
-                    signals, stopped, _stop_if_not_enrolled(datadir, supervisor.final_failures)
-                )
+        make_runtime_dir(runtime.runtime_dir)  # a refusal here is one line, nothing started
+        try:
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async with runtime.supervisor() as supervisor:
+                    await supervisor.wait_state("root", State.HEALTHY)
+                    log.info("node running: %d workers", len(runtime.workers))
+                    reason = await _until_stopped(
+                        signals, stopped, _stop_if_not_enrolled(datadir, supervisor.final_failures)
+                    )
+        finally:
+            # Every program the node ran has stopped: their sockets are of no use.
+            runtime.remove_runtime_dir()
         if reason is not None:
             log.error("node stopped: %s", reason)
             print(f"roleserve node: error: {reason}", file=sys.stderr)

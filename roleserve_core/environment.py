@@ -14,6 +14,7 @@ __all__ = [
     "DISABLE_PLUGINS_ENV",
     "PLUGINS_ENV",
     "REGISTER_TICKET_ENV",
+    "RUNTIME_DIR_ENV",
     "TEST_ETCD_ENV",
     "TEST_FAULT_ENV",
     "TRACE_HOOKS_ENV",
@@ -41,6 +42,11 @@ DEBUG_ENV = "ROLESERVE_DEBUG"
 COMMAND_ENV = "ROLESERVE_COMMAND"
 """How the person at the terminal runs ``roleserve`` (``./dev`` sets ``./dev roleserve``),
 for the commands the hints suggest."""
+
+RUNTIME_DIR_ENV = "XDG_RUNTIME_DIR"
+"""For a node not run by root: its runtime directory (its unix sockets) goes under
+``$XDG_RUNTIME_DIR/roleserve`` (``/tmp/roleserve-<uid>`` without it); root's nodes use
+``/run/roleserve`` (``roleserve_core.rundir``)."""
 
 TEST_ETCD_ENV = "ROLESERVE_TEST_ETCD"
 """Tests only: comma-separated, the etcd builds the controlplane plugin's tests run against

@@ -51,6 +51,8 @@ tree names the module. A test keeps the tree whole: every exception class of the
     │   ├── DataDirectoryError        the data directory is in use, unreadable or corrupt
     │   │   └── SavedRolesError       the saved roles cannot be read; the node fetches them
     │   │                             again (.workers.rolefetch)
+    │   ├── RuntimeDirectoryError     the node's runtime directory (its sockets) cannot be
+    │   │                             made, or is another user's (.rundir)
     │   └── EnrolmentError            the enrolment does not fit, or was refused (also final)
     ├── LocalClusterError             a step of a local cluster failed (.localcluster.cluster)
     ├── NetnsError                    a --netns cluster's network cannot be made
@@ -118,6 +120,7 @@ __all__ = [
     "RunnableCancelledError",
     "RunnableNotFoundError",
     "RunnableReturnedError",
+    "RuntimeDirectoryError",
     "SupervisorError",
     "UnknownValueKeyError",
     "ValueRegistryError",
@@ -274,6 +277,11 @@ class ConfigError(NodeSetupError):
 
 class DataDirectoryError(NodeSetupError):
     """The data directory is in use by another process, unreadable or corrupt."""
+
+
+class RuntimeDirectoryError(NodeSetupError):
+    """The node's runtime directory (``roleserve_core.rundir``), where its unix sockets
+    live, cannot be made, or belongs to another user."""
 
 
 class EnrolmentError(NodeSetupError, FinalError):

@@ -30,6 +30,7 @@ from roleserve_core.event import Value
 from roleserve_core.logtree import LogTree
 from roleserve_core.registry import PluginValues, ValueKey, ValueRegistry
 from roleserve_core.roles import NodeRoles, check_custom_role_name
+from roleserve_core.rundir import node_runtime_dir
 from roleserve_core.stats import NodeStats
 from roleserve_core.supervisor import NAME_PATTERN, Runnable, Supervisor
 
@@ -161,6 +162,15 @@ class NodeContext:
     """A logger for messages outside any runnable (hooks); workers use ``ctx.log``."""
     introspection: NodeIntrospection | None = None
     """The whole node (see ``NodeIntrospection``); None outside a ``NodeRuntime``."""
+
+    @property
+    def runtime_dir(self) -> Path:
+        """A directory of this plugin's own for unix sockets (and other files that live
+        only while the node runs): ``<node_runtime_dir(node data dir)>/<plugin>``, short
+        whatever the data directory's length (``roleserve_core.rundir``). Put every socket
+        here, never in ``data_dir``: a socket's path is limited to about 100 bytes. The node
+        creates it (0700) with ``data_dir`` and removes it when it stops."""
+        return node_runtime_dir(self.data_dir.parent.parent) / self.plugin
 
     @property
     def node_id(self) -> str | None:

@@ -46,6 +46,7 @@ from roleserve_core.node import NodeContext, NodeIntrospection, RolePredicate, W
 from roleserve_core.plugins import PluginSet
 from roleserve_core.registry import ValueKey, ValueRegistry, prefixed, unprefixed_key_warning
 from roleserve_core.roles import NodeRoles
+from roleserve_core.rundir import make_runtime_dir, node_runtime_dir, remove_runtime_dir
 from roleserve_core.settings import resolve_plugin_config
 from roleserve_core.supervisor import RunContext, Runnable, Supervisor
 from roleserve_core.values import CURATOR_CONNECTION, HANDLED_CUSTOM_ROLES, ROLES, SHARED_KEYS
@@ -217,12 +218,27 @@ class NodeRuntime:
         owner = self.registry.owner_of(HANDLED_CUSTOM_ROLES)  # "core", or a test's name for it
         self.registry.scoped(owner).set(HANDLED_CUSTOM_ROLES, handled)
 
+    @property
+    def runtime_dir(self) -> Path:
+        """The node's runtime directory (``roleserve_core.rundir``): its plugins' sockets."""
+        return node_runtime_dir(self.data_dir)
+
     def _make_data_dirs(self) -> None:
-        """Create ``NodeContext.data_dir`` of every plugin (mode 0700): a worker may write
-        there from its first line. Here, not while assembling, so that ``roleserve plugins``
-        writes nothing."""
+        """Create ``NodeContext.data_dir`` and ``NodeContext.runtime_dir`` of every plugin
+        (mode 0700): a worker may write or bind there from its first line. Here, not while
+        assembling, so that ``roleserve plugins`` writes nothing.
+
+        :raises RuntimeDirectoryError: the runtime directory cannot be made, or is not ours.
+        """
         for plugin in self.plugins.loaded():
-            self.context(plugin).data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            context = self.context(plugin)
+            context.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            make_runtime_dir(context.runtime_dir)
+
+    def remove_runtime_dir(self) -> None:
+        """Remove the node's runtime directory, once everything the node ran has stopped
+        (the node process after its supervisor, the test kit after a test)."""
+        remove_runtime_dir(self.runtime_dir)
 
     def add_service(self, name: str, runnable: Runnable) -> None:
         """Run ``runnable`` at ``root.<name>``, started before the workers; the node

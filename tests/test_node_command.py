@@ -10,12 +10,14 @@ from __future__ import annotations
 import os
 import random
 import signal
+import stat
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from roleserve_core import node_runtime_dir
 from roleserve_core.cli import main
 from roleserve_core.datadir import NodeDataDirectory
 from roleserve_core.enrolment import RegisterTicket
@@ -269,6 +271,21 @@ def test_sigterm_stops_the_node_with_exit_0_and_a_restart_resumes_registering(
     _, rest = resumed.communicate(timeout=30)
     assert resumed.returncode == 0
     assert "SIGINT: stopping" in rest
+
+
+@pytest.mark.timeout(60)
+def test_the_runtime_directory_lives_while_the_node_runs(tmp_path: Path) -> None:
+    """Made (0700) with a directory per plugin before the workers start, whatever the data
+    directory's depth (200 characters here); removed when the node stops."""
+    data = tmp_path / ("d" * (200 - len(str(tmp_path)) - 1))
+    address = loopback()
+    node = start(data, address, "--register", ticket(), "--join-address", address)
+    until_running(node)
+    runtime = node_runtime_dir(data)
+    assert stat.S_IMODE(runtime.stat().st_mode) == 0o700
+    assert {"core", "kubernetes", "clusternet"} <= {path.name for path in runtime.iterdir()}
+    stop(node)
+    assert not runtime.exists()
 
 
 @pytest.mark.timeout(60)

@@ -119,20 +119,29 @@ class SupervisorRunner:
         self._tasks: TaskGroup | None = None
         self._stops: dict[Supervisor, tuple[anyio.Event, anyio.Event]] = {}
 
-    async def start(self, root: Runnable, **options: Any) -> Supervisor:
+    async def start(
+        self, root: Runnable, *, after_stop: Callable[[], None] | None = None, **options: Any
+    ) -> Supervisor:
         """A running ``Supervisor`` of ``root`` on this runner's clock; stopped at the end.
 
         Backoff has no jitter unless ``backoff=`` says otherwise, so delays are exact.
+
+        :param after_stop: called once the supervisor has stopped every runnable.
         """
         if self._tasks is None:
             raise RuntimeError("start supervisors inside the runner's async with block")
         options.setdefault("clock", self.clock)
         options.setdefault("backoff", BackoffPolicy(jitter=0.0))
-        supervisor: Supervisor = await self._tasks.start(self._host, root, options)
+        supervisor: Supervisor = await self._tasks.start(self._host, root, options, after_stop)
         return supervisor
 
     async def _host(
-        self, root: Runnable, options: dict[str, Any], *, task_status: TaskStatus[Supervisor]
+        self,
+        root: Runnable,
+        options: dict[str, Any],
+        after_stop: Callable[[], None] | None,
+        *,
+        task_status: TaskStatus[Supervisor],
     ) -> None:
         stop, stopped = anyio.Event(), anyio.Event()
         try:
@@ -141,6 +150,8 @@ class SupervisorRunner:
                 task_status.started(supervisor)
                 await stop.wait()
         finally:
+            if after_stop is not None:
+                after_stop()
             stopped.set()
 
     async def stop(self, supervisor: Supervisor) -> None:
@@ -208,7 +219,10 @@ class NodeHarness:
     ) -> NodeHarness:
         """Run ``runtime`` under a supervisor from ``runner``."""
         options.setdefault("logtree", runtime.logtree)
-        supervisor = await runner.start(runtime.root, **options)
+        # As the node process does: its sockets go once everything has stopped.
+        supervisor = await runner.start(
+            runtime.root, after_stop=runtime.remove_runtime_dir, **options
+        )
         return cls(runtime, supervisor)
 
 

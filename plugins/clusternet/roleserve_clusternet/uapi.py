@@ -40,7 +40,11 @@ __all__ = ["SOCKET_DIRECTORY", "UapiSocket", "encode_set", "parse_get", "socket_
 
 SOCKET_DIRECTORY = Path("/var/run/wireguard")
 """Where wireguard-go puts its sockets; shared by every network namespace of the
-machine (it is a path in the mount namespace), so interface names must be unique."""
+machine (it is a path in the mount namespace), so interface names must be unique.
+
+Built into wireguard-go and ``wg`` alike (neither takes another directory), so not the
+node's runtime directory (``roleserve_core.node_runtime_dir``) where the node's other
+sockets are: its path is short (at most 39 bytes) whatever the data directory."""
 
 TIMEOUT = 10.0
 """Seconds a request may take; wireguard-go answers in milliseconds."""

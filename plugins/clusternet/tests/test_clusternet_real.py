@@ -75,11 +75,14 @@ def peer_of(side: Side, key: WireGuardKey) -> PeerConfig:
 
 
 async def test_two_interfaces_carry_tcp_and_count_it(netns_pair: NetnsPair, tmp_path: Path) -> None:
+    """In plugin directories 200 characters deep: wireguard-go's UAPI socket is in
+    ``/var/run/wireguard``, where it and ``wg`` look, whatever the data directory."""
     a, b = netns_pair.a, netns_pair.b
     key_a, key_b = WireGuardKey.generate(), WireGuardKey.generate()
+    deep = tmp_path / ("d" * (200 - len(str(tmp_path)) - 3))
     async with AsyncExitStack() as stack:
-        device_a = await open_side(stack, a, netns_pair, key_a, tmp_path / "a")
-        device_b = await open_side(stack, b, netns_pair, key_b, tmp_path / "b")
+        device_a = await open_side(stack, a, netns_pair, key_a, deep / "a")
+        device_b = await open_side(stack, b, netns_pair, key_b, deep / "b")
         await device_a.configure(DeviceChange(peers=(peer_of(b, key_b),)))
         await device_b.configure(DeviceChange(peers=(peer_of(a, key_a),)))
 

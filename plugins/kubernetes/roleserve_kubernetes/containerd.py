@@ -3,11 +3,12 @@ CRI, its sandbox image imported, as a child program of the node.
 
 Reads ``node_id`` (the pods' bridge's name), ``network`` (the metrics address: the node's
 loopback address when it has one) and ``pod_network`` (a new prefix restarts it);
-writes ``<data_dir>/containerd/``, ``<data_dir>/containerd.sock``, the sandbox image.
+writes ``<data_dir>/containerd/``, the sandbox image, and its sockets
+``<runtime_dir>/containerd.sock{,.ttrpc}`` (``layout``).
 
 ::
 
-    socket path fits a unix socket? ── no: SocketPathError (final, names the path)
+    socket path fits containerd? ───── no: SocketPathError (final, names the path)
     sandbox image built (busybox) ──── no busybox: SandboxImageError (final)
     leftovers of a killed run: shims of this socket killed, mounts under root/state
         undone, the pods' bridge deleted
@@ -26,8 +27,9 @@ writes ``<data_dir>/containerd/``, ``<data_dir>/containerd.sock``, the sandbox i
         shims and their containers killed, mounts under root/state undone, the pods'
         bridge deleted (leftovers)
 
-Readiness is judged on this node's socket, in this node's data directory, which no other
-node uses and whose earlier owner (a killed run's containerd) the runner has stopped.
+Readiness is judged on this node's socket, in this node's runtime directory (keyed by its
+data directory, ``roleserve_core.rundir``), which no other node uses and whose earlier
+owner (a killed run's containerd) the runner has stopped.
 ``netns`` (tests, benchmarks) runs containerd in a network namespace through ``nsenter
 --net``, which changes nothing else (``ip netns exec`` would remount ``/sys``, hiding the
 cgroup file systems runc needs).

@@ -4,8 +4,8 @@
 
     RoleserveError (roleserve_core.errors)
     └── KubernetesError               a failure of the kubernetes plugin, told in one line
-        ├── SocketPathError           (also FinalError) containerd's socket path is too long
-        │                             for a unix socket; names the path and what to do
+        ├── SocketPathError           (also FinalError) a socket's path is longer than its
+        │                             program takes; names the path and the setting
         ├── SandboxImageError         (also FinalError) the sandbox image cannot be built:
         │                             no static busybox; names the path and the setting
         ├── ImageImportError          (also ExpectedError) ``ctr image import`` failed; its
@@ -17,8 +17,8 @@
         └── PodNetworkError           the node's curator-allocated prefix cannot hold a pod
                                       network (too small, or does not parse)
 
-``SocketPathError`` and ``SandboxImageError`` are final: a restart meets the same data
-directory and the same missing file; the operator moves the data directory or installs
+``SocketPathError`` and ``SandboxImageError`` are final: a restart meets the same
+directory and the same missing file; the operator changes the setting named or installs
 busybox-static and runs ``roleserve ctl restart``. ``ImageImportError`` and
 ``RuntimeNotReadyError`` are cured by a restart after the backoff, if at all by one;
 ``PodPrefixChangedError`` asks for that restart: the pods and the bridge holding the old
@@ -29,6 +29,7 @@ for another prefix.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from roleserve_core import ExpectedError, FinalError, RoleserveError
@@ -49,13 +50,14 @@ class KubernetesError(RoleserveError):
 
 
 class SocketPathError(KubernetesError, FinalError):
-    """containerd's socket (or its ``.ttrpc`` twin) would not fit a unix socket address."""
+    """A socket's path (containerd's ``.ttrpc`` twin, say) is longer than the program that
+    binds it takes; names the path, its length, the limit and the setting to change."""
 
-    def __init__(self, path: Path, limit: int) -> None:
+    def __init__(self, path: Path, limit: int, program: str, setting: str) -> None:
         self.path = path
         super().__init__(
-            f"containerd's socket {path}.ttrpc is {len(str(path)) + 6} bytes, more than a "
-            f"unix socket takes ({limit}); give the node a shorter --data-dir"
+            f"{program}'s socket {path} is {len(os.fsencode(path))} bytes, more than "
+            f"{program} takes ({limit}); {setting}"
         )
 
 

@@ -1,11 +1,11 @@
 """Where the worker keeps containerd, its CNI configuration and its sandbox image: all
-under the plugin's data directory, so several nodes on one machine never share a file,
-a socket or a bridge.
+under the plugin's data directory, so several nodes on one machine never share a file or
+a bridge; and containerd's sockets in the plugin's runtime directory
+(``NodeContext.runtime_dir``), short whatever the data directory's length.
 
 ::
 
     <data_dir>/
-    ├── containerd.sock            containerd's gRPC socket (and containerd.sock.ttrpc)
     ├── containerd.process.json    the program runner's record of containerd
     ├── containerd/config.toml     generated at each start (containerd_config)
     ├── containerd/root/           containerd's root: images, snapshots, metadata
@@ -13,10 +13,15 @@ a socket or a bridge.
     ├── cni/net.d/10-roleserve.conflist   the pod network (cni), rewritten on a new prefix
     ├── cni/ipam/                  host-local's allocations
     └── sandbox-image.tar          the sandbox image (image), imported at each start
+    <runtime_dir>/                 /run/roleserve/<node key>/kubernetes (roleserve_core.rundir)
+    ├── containerd.sock            containerd's gRPC socket (CRI, ctr)
+    └── containerd.sock.ttrpc      containerd's ttrpc socket, for its shims
 
-A unix socket's address holds 107 bytes and a NUL (``sun_path``); containerd also listens
-on ``<socket>.ttrpc``. A data directory too deep for that is one final error naming the
-path (``check_socket_path``), not containerd's own failure to bind.
+containerd refuses a socket path longer than 104 bytes (on every OS: the BSDs' limit), and
+listens on ``<socket>.ttrpc`` too. Under ``/run/roleserve`` the longer is about 60 bytes;
+only a node run by another user, under a deep ``$XDG_RUNTIME_DIR``, could exceed it, which
+is one final error naming the path and that variable (``check_socket_path``), not
+containerd's crash loop.
 """
 
 from __future__ import annotations
@@ -24,12 +29,29 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from roleserve_core import NodeContext
+from roleserve_core.environment import RUNTIME_DIR_ENV
 from roleserve_kubernetes.errors import SocketPathError
 
-__all__ = ["SOCKET_PATH_LIMIT", "TTRPC_SUFFIX", "WorkerLayout", "check_socket_path"]
+__all__ = [
+    "GO_SOCKET_PATH_LIMIT",
+    "SOCKET_PATH_LIMIT",
+    "TTRPC_SUFFIX",
+    "WorkerLayout",
+    "check_kubelet_root",
+    "check_socket_path",
+]
 
-SOCKET_PATH_LIMIT = 107
-"""Bytes of a unix socket's path (``sun_path`` is 108 with the terminating NUL)."""
+SOCKET_PATH_LIMIT = 104
+"""Bytes of a socket path containerd accepts (its ``sys.CreateUnixSocket``: "unix socket
+path too long (> 104)"); Linux itself takes 107."""
+
+GO_SOCKET_PATH_LIMIT = 107
+"""Bytes of a socket path a Go program (the kubelet) binds: Linux's ``sun_path`` less
+its NUL."""
+
+KUBELET_SOCKET = Path("pod-resources") / "kubelet.sock"
+"""The socket the kubelet binds in its root directory (its pod-resources API)."""
 
 TTRPC_SUFFIX = ".ttrpc"
 """containerd's second socket, for its shims: the gRPC socket's path plus this."""
@@ -42,10 +64,17 @@ class WorkerLayout:
     """The worker's paths under ``directory`` (the plugin's data directory)."""
 
     directory: Path
+    runtime_dir: Path
+    """The plugin's runtime directory (``NodeContext.runtime_dir``): the sockets."""
+
+    @classmethod
+    def of(cls, node: NodeContext) -> WorkerLayout:
+        """The layout of the plugin running as ``node``."""
+        return cls(node.data_dir, node.runtime_dir)
 
     @property
     def socket(self) -> Path:
-        return self.directory / "containerd.sock"
+        return self.runtime_dir / "containerd.sock"
 
     @property
     def containerd_dir(self) -> Path:
@@ -81,9 +110,36 @@ class WorkerLayout:
 
 
 def check_socket_path(socket: Path) -> None:
-    """Refuse a socket whose path (or its ``.ttrpc`` twin) is too long for a unix socket.
+    """Refuse a socket whose ``.ttrpc`` twin is longer than containerd takes.
 
-    :raises SocketPathError: one line naming the path and what to do (final).
+    :raises SocketPathError: one line naming the path and the setting to change (final).
     """
-    if len(str(socket).encode()) + len(TTRPC_SUFFIX) > SOCKET_PATH_LIMIT:
-        raise SocketPathError(socket, SOCKET_PATH_LIMIT)
+    ttrpc = socket.with_name(socket.name + TTRPC_SUFFIX)
+    if len(str(ttrpc).encode()) > SOCKET_PATH_LIMIT:
+        raise SocketPathError(
+            ttrpc,
+            SOCKET_PATH_LIMIT,
+            "containerd",
+            f"set {RUNTIME_DIR_ENV} to a shorter directory (the node's sockets go under it)",
+        )
+
+
+def check_kubelet_root(root: Path) -> None:
+    """Refuse a kubelet root directory too deep for the socket the kubelet binds there.
+
+    The kubelet keeps its pods' files (volumes) in its root directory, which must stay on
+    disk, so it stays in the data directory and cannot move to the runtime directory
+    as containerd's sockets did: a data directory that deep is refused in one line, not
+    the kubelet's own exit.
+
+    :raises SocketPathError: one line naming the path and the setting to change (final).
+    """
+    socket = root / KUBELET_SOCKET
+    if len(str(socket).encode()) > GO_SOCKET_PATH_LIMIT:
+        raise SocketPathError(
+            socket,
+            GO_SOCKET_PATH_LIMIT,
+            "kubelet",
+            "give the node a shorter --data-dir (the kubelet's root directory, with its "
+            "pods' volumes, is in it)",
+        )

@@ -11,7 +11,8 @@ killed node) this module:
 ::
 
     /proc/*/cmdline: containerd-shim* ... -address <this node's socket>   (provably ours:
-        │            the socket is in this node's data directory, so no other node's)
+        │            the socket is in this node's runtime directory, keyed by its data
+        │            directory, so no other node's)
         ├── their descendants (the containers' processes), then the shims: SIGKILL,
         │   until /proc shows none left (zombies count as gone)
     /proc/self/mountinfo: mount points under containerd's root or state (overlay rootfs,

@@ -72,6 +72,7 @@ __all__ = [
     "apiserver_url",
     "controller_manager_plan",
     "kubelet_plan",
+    "kubelet_root",
     "program_spec",
     "scheduler_plan",
     "write_plan",
@@ -337,7 +338,7 @@ def kubelet_plan(inputs: KubeletInputs) -> LaunchPlan:
         "container-runtime-endpoint": f"unix://{inputs.containerd_socket}",
         "hostname-override": inputs.node_id,
         "node-ip": address,
-        "root-dir": directory / "root",
+        "root-dir": kubelet_root(directory),
         "cert-dir": directory / "certificates",
     }
     health = Health(host, KUBELET_HEALTHZ_PORT, "/healthz", tls=False)
@@ -349,6 +350,12 @@ def kubelet_plan(inputs: KubeletInputs) -> LaunchPlan:
         health=health,
         binds=(health.bind, Bind(address, KUBELET_PORT)),
     )
+
+
+def kubelet_root(directory: Path) -> Path:
+    """The kubelet's root directory (``--root-dir``: its pods' volumes, its
+    pod-resources socket) in ``directory``, the kubelet's own."""
+    return directory / "root"
 
 
 def write_plan(plan: LaunchPlan) -> None:

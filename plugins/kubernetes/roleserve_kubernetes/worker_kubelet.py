@@ -51,9 +51,9 @@ from roleserve_core import (
 from roleserve_kubernetes.binaries import KUBELET, KubeBinaries
 from roleserve_kubernetes.certificates import kubelet_certificates
 from roleserve_kubernetes.kubelet import kubelet_runnable
-from roleserve_kubernetes.layout import WorkerLayout
+from roleserve_kubernetes.layout import WorkerLayout, check_kubelet_root
 from roleserve_kubernetes.pki import KeyPair
-from roleserve_kubernetes.plans import KubeletInputs
+from roleserve_kubernetes.plans import KubeletInputs, kubelet_root
 from roleserve_kubernetes.startup import start_when_ready
 
 __all__ = [
@@ -106,9 +106,9 @@ def fold(
 
 
 def containerd_socket(node: NodeContext) -> Path:
-    """containerd's CRI socket, in the plugin's data directory: where the worker
+    """containerd's CRI socket, in the plugin's runtime directory: where the worker
     ``kubernetes_worker``'s containerd listens (``layout.WorkerLayout.socket``)."""
-    return WorkerLayout(node.data_dir).socket
+    return WorkerLayout.of(node).socket
 
 
 class KubeletWorker:
@@ -129,7 +129,13 @@ class KubeletWorker:
             ctx.signal_healthy()
             await anyio.sleep_forever()
         else:
+            check_kubelet_root(kubelet_root(self._directory))
             await self._run(ctx, binary)
+
+    @property
+    def _directory(self) -> Path:
+        """The kubelet's files, in the plugin's data directory."""
+        return self.node.data_dir / "kubelet"
 
     async def _run(self, ctx: RunContext, binary: Path) -> None:
         values = self.node.values
@@ -150,7 +156,7 @@ class KubeletWorker:
         ctx.set_note("asking the curator for the kubelet's certificates")
         client, serving = await self.certificates(startup)
         inputs = KubeletInputs(
-            directory=self.node.data_dir / "kubelet",
+            directory=self._directory,
             node_id=startup.node_id,
             address=startup.address,
             apiserver=startup.apiserver,

@@ -2,8 +2,8 @@
 runtime and pod network, while the node holds the ``kubernetes_worker`` role.
 
 Reads (through its runnables) ``node_id``, ``cluster_nodes``, ``network`` and its own
-``pod_network``; writes ``pod_network`` and files under the plugin's data directory
-(``layout``).
+``pod_network``; writes ``pod_network``, files under the plugin's data directory and
+containerd's sockets in its runtime directory (``layout``).
 
 ::
 
@@ -61,7 +61,7 @@ def kubernetes_worker(
     :param netns: for tests and benchmarks: a network namespace (``ip netns``) to run
         containerd in, so the pods' bridge and addresses stay inside it.
     """
-    layout = WorkerLayout(node.data_dir)
+    layout = WorkerLayout.of(node)
 
     async def kubernetes_worker(ctx: RunContext) -> None:
         """Runs containerd and keeps the pod network of this Kubernetes worker node."""

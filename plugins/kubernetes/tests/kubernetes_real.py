@@ -1,6 +1,7 @@
 """The real tests' kit: what they need (root, containerd, runc, ctr, the CNI plugins,
-busybox, nsenter), a network namespace of the test's own, a short data directory, a node
-running the worker, and a pod through the plugin's CRI client.
+busybox, nsenter), a network namespace of the test's own, a data directory 200 characters
+long (containerd's sockets are not there: ``NodeContext.runtime_dir``), a node running the
+worker, and a pod through the plugin's CRI client.
 
 Every address the pods and the bridge get (10.192.x.x) lives inside the namespace the
 test made, which is removed after it with whatever is left in it.
@@ -13,7 +14,6 @@ import os
 import secrets
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -92,14 +92,22 @@ def namespace(kind: str) -> Iterator[str]:
         subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=30)
 
 
+DEEP = 200
+"""Characters of the data directory the real tests run in: deeper than any unix socket's
+path may be, so a socket there would fail."""
+
+
+def deep_directory(base: Path, length: int = DEEP) -> Path:
+    """A directory under ``base`` whose path is ``length`` characters long."""
+    return base / ("d" * (length - len(str(base)) - 1))
+
+
 @pytest.fixture
-def short_dir() -> Iterator[Path]:
-    """A data directory short enough for containerd's socket (pytest's are long)."""
-    directory = Path(tempfile.mkdtemp(prefix="rsk8s-", dir="/tmp"))
-    try:
-        yield directory
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
+def deep_dir(tmp_path: Path) -> Path:
+    """A data directory 200 characters long (``deep_directory``)."""
+    directory = deep_directory(tmp_path)
+    assert len(str(directory)) == DEEP
+    return directory
 
 
 @dataclass
@@ -127,7 +135,7 @@ async def start_worker(
     record = node_record(node_id, cluster_prefix=prefix)
     harness.set(CLUSTER_NODES, ClusterNodes({node_id: record}, backlogged=True))
     harness.set_roles(WORKER)
-    layout = WorkerLayout(runtime.context("kubernetes").data_dir)
+    layout = WorkerLayout.of(runtime.context("kubernetes"))
     return WorkerNode(harness, layout, ipaddress.IPv4Network(prefix))
 
 

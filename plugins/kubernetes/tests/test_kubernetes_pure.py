@@ -29,11 +29,12 @@ from roleserve_kubernetes.leftovers import mounts_under
 from roleserve_kubernetes.podnetwork import pod_prefix
 from roleserve_kubernetes.settings import WorkerSettings
 
-LAYOUT = WorkerLayout(Path("/var/lib/roleserve/plugins/kubernetes"))
+RUN = "/run/roleserve/0123456789ab/kubernetes"
+LAYOUT = WorkerLayout(Path("/var/lib/roleserve/plugins/kubernetes"), Path(RUN))
 CRI = "io.containerd.grpc.v1.cri"
 
 
-def test_containerd_config_keeps_everything_under_the_data_directory() -> None:
+def test_containerd_config_keeps_everything_under_the_data_directory_but_sockets() -> None:
     text = containerd_toml(
         ContainerdConfig(LAYOUT, SANDBOX_IMAGE, "/usr/lib/cni", "native", "127.0.0.11:7846")
     )
@@ -44,7 +45,7 @@ def test_containerd_config_keeps_everything_under_the_data_directory() -> None:
         f"{base}/containerd/root",
         f"{base}/containerd/state",
     )
-    assert config["grpc"]["address"] == f"{base}/containerd.sock"
+    assert config["grpc"]["address"] == f"{RUN}/containerd.sock"
     assert config["metrics"]["address"] == "127.0.0.11:7846"
     assert config["plugins"]["io.containerd.internal.v1.opt"]["path"].startswith(base)
     cri = config["plugins"][CRI]
@@ -63,9 +64,9 @@ def test_containerd_config_keeps_everything_under_the_data_directory() -> None:
 
 
 def test_a_path_with_quotes_and_backslashes_stays_one_toml_string() -> None:
-    odd = WorkerLayout(Path('/data/"odd"\\dir'))
+    odd = WorkerLayout(Path("/data"), Path('/run/"odd"\\dir'))
     config = tomllib.loads(containerd_toml(ContainerdConfig(odd, "i", "/cni")))
-    assert config["grpc"]["address"] == '/data/"odd"\\dir/containerd.sock'
+    assert config["grpc"]["address"] == '/run/"odd"\\dir/containerd.sock'
 
 
 def test_cni_config_is_a_bridge_with_the_pod_prefix(tmp_path: Path) -> None:
@@ -133,15 +134,16 @@ def test_a_prefix_that_cannot_hold_pods_is_named(prefix: str, message: str) -> N
         pod_prefix(prefix)
 
 
-def test_a_socket_path_too_long_is_refused_naming_it() -> None:
-    fits = Path("/" + "a" * (107 - len(".ttrpc") - 1))
+def test_a_socket_path_too_long_for_containerd_is_refused_naming_it_and_the_setting() -> None:
+    """containerd's limit (104 bytes, its ``.ttrpc`` twin's path), not Linux's 107."""
+    fits = Path("/" + "a" * (104 - len(".ttrpc") - 1))
     check_socket_path(fits)
     too_long = Path(str(fits) + "b")
     with pytest.raises(SocketPathError) as caught:
         check_socket_path(too_long)
     assert str(caught.value) == (
-        f"containerd's socket {too_long}.ttrpc is 108 bytes, more than a unix socket takes "
-        "(107); give the node a shorter --data-dir"
+        f"containerd's socket {too_long}.ttrpc is 105 bytes, more than containerd takes "
+        "(104); set XDG_RUNTIME_DIR to a shorter directory (the node's sockets go under it)"
     )
     assert "\n" not in str(caught.value)
 

@@ -40,13 +40,13 @@ from .kubernetes_real import (
     CONTAINERD_DN,
     WORKER,
     StartNode,
+    deep_dir,
     missing_component,
     run_pod,
-    short_dir,
     start_worker,
 )
 
-__all__ = ["short_dir"]  # the fixture, imported to be found
+__all__ = ["deep_dir"]  # the fixture, imported to be found
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(180)]
 
@@ -86,7 +86,7 @@ def pair() -> Iterator[Any]:
 
 
 async def test_a_pod_reaches_a_pod_of_another_node_over_the_mesh(
-    pair: Any, short_dir: Path, fake_cluster: FakeCluster, node: StartNode
+    pair: Any, deep_dir: Path, fake_cluster: FakeCluster, node: StartNode
 ) -> None:
     from roleserve_clusternet import link
     from roleserve_clusternet.device import DeviceChange, PeerConfig
@@ -98,7 +98,7 @@ async def test_a_pod_reaches_a_pod_of_another_node_over_the_mesh(
     hooks = clusternet_kit("clusternet_hooks")
     a, b = pair.a, pair.b
     own = fake_cluster.credentials.node_id
-    key_a = load_or_create_key(short_dir / "a" / "plugins" / "clusternet")
+    key_a = load_or_create_key(deep_dir / "a" / "plugins" / "clusternet")
     key_b = WireGuardKey.generate()
     leader = await fake_cluster.curator()
     leader.set_node(node_record(own, a.veth_address, cluster_prefix=str(a.prefix)))
@@ -120,15 +120,15 @@ async def test_a_pod_reaches_a_pod_of_another_node_over_the_mesh(
         "clusternet": {"interface": a.interface, "cluster_network": str(pair.mesh), "keepalive": 1},
         "kubernetes": {},
     }
-    node_a = await node(plugins.runtime(short_dir / "a", config=config))
+    node_a = await node(plugins.runtime(deep_dir / "a", config=config))
     node_a.set(NODE_ID, own)
     node_a.set(CURATOR_CONNECTION, fake_cluster.connect(leader))
     node_a.set_roles(WORKER)
 
     # Node B: kubernetes, and its side of the mesh by hand.
-    node_b = await start_worker(node, short_dir / "b", b.netns, str(b.prefix), "node-b")
+    node_b = await start_worker(node, deep_dir / "b", b.netns, str(b.prefix), "node-b")
     async with AsyncExitStack() as stack:
-        spec = InterfaceSpec(b.interface, 1420, pair.mesh, short_dir / "wg-b", netns=b.netns)
+        spec = InterfaceSpec(b.interface, 1420, pair.mesh, deep_dir / "wg-b", netns=b.netns)
         device_b, _ = await stack.enter_async_context(open_interface(LOG, spec))
         await configure_device(device_b, key_b, ClusternetSettings(listen_port=7838))
         await link.set_up(b.interface, 1420, pair.mesh, b.netns)
@@ -139,19 +139,17 @@ async def test_a_pod_reaches_a_pod_of_another_node_over_the_mesh(
         await node_a.wait_state("root.role.clusternet", State.HEALTHY, timeout=SLOW)
         await node_a.wait_state(CONTAINERD_DN, timeout=SLOW)
         await node_b.harness.wait_state(CONTAINERD_DN, timeout=SLOW)
-        layout_a = WorkerLayout(short_dir / "a" / "plugins" / "kubernetes")
+        layout_a = WorkerLayout.of(node_a.runtime.context("kubernetes"))
 
         async with CriClient(node_b.layout.socket) as cri_b, CriClient(layout_a.socket) as cri_a:
             for cri in (cri_a, cri_b):
                 await poll_until(
                     "NetworkReady", cri.status, lambda s: runtime_ready(s, NETWORK_READY)
                 )
-            target, _ = await run_pod(
-                cri_b, "target", short_dir / "pods" / "t", "/bin/sleep", "600"
-            )
+            target, _ = await run_pod(cri_b, "target", deep_dir / "pods" / "t", "/bin/sleep", "600")
             address = (await cri_b.pod_sandbox_status(target)).network.ip
             assert ipaddress.ip_address(address) in list(b.prefix.subnets(1))[1]
-            logs = short_dir / "pods" / "p"
+            logs = deep_dir / "pods" / "p"
             _, pinger = await run_pod(
                 cri_a, "pinger", logs, "/bin/sh", "-c", f"ping -c 5 -W 2 {address}; echo exit=$?"
             )

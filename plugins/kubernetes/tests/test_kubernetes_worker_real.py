@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import socket
 import subprocess
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from roleserve_core import (
     PodNetwork,
     RunnableStatus,
     State,
+    node_runtime_dir,
     read_record,
 )
 from roleserve_core.testing import FakeClock, node_record, poll_until, wait_for_value
@@ -33,13 +35,13 @@ from .kubernetes_real import (
     DN,
     NODE_ID_OF_TEST,
     StartNode,
+    deep_dir,
     run_pod,
-    short_dir,
     start_worker,
     worker_netns,
 )
 
-__all__ = ["short_dir", "worker_netns"]  # fixtures, used by name
+__all__ = ["deep_dir", "worker_netns"]  # fixtures, used by name
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
@@ -53,10 +55,20 @@ def cri_lines(path: Path) -> list[str]:
 
 
 async def test_the_worker_starts_containerd_and_cri_answers(
-    short_dir: Path, worker_netns: str, node: StartNode
+    deep_dir: Path, worker_netns: str, node: StartNode
 ) -> None:
-    worker = await start_worker(node, short_dir, worker_netns)
+    """In a data directory 200 characters deep: containerd's sockets are in the node's
+    runtime directory, where its depth does not matter; a stale one, as a killed node
+    leaves it, is replaced."""
+    stale = node_runtime_dir(deep_dir) / "kubernetes" / "containerd.sock"
+    stale.parent.mkdir(mode=0o700, parents=True)
+    with socket.socket(socket.AF_UNIX) as leftover:
+        leftover.bind(str(stale))  # closed, the file stays: nobody listens
+    worker = await start_worker(node, deep_dir, worker_netns)
     await worker.harness.wait_state(CONTAINERD_DN, timeout=SLOW)
+    assert worker.layout.socket == node_runtime_dir(deep_dir) / "kubernetes" / "containerd.sock"
+    served = await anyio.run_process(["ctr", "--address", str(worker.layout.socket), "version"])
+    assert b"Server:" in served.stdout
 
     pods = await wait_for_value(
         worker.harness.runtime.registry.read(POD_NETWORK, "test"), lambda p: bool(p.prefixes)
@@ -79,12 +91,12 @@ async def test_the_worker_starts_containerd_and_cri_answers(
 
 
 async def test_a_pod_gets_an_address_of_the_node_prefix_and_runs_a_command(
-    short_dir: Path, worker_netns: str, node: StartNode
+    deep_dir: Path, worker_netns: str, node: StartNode
 ) -> None:
-    worker = await start_worker(node, short_dir, worker_netns)
+    worker = await start_worker(node, deep_dir, worker_netns)
     await worker.harness.wait_state(CONTAINERD_DN, timeout=SLOW)
     await worker.harness.wait_state(f"{DN}.pod_network")
-    logs = short_dir / "pods" / "hello"
+    logs = deep_dir / "pods" / "hello"
     async with CriClient(worker.layout.socket) as cri:
         sandbox_id, container_id = await run_pod(
             cri,
@@ -112,15 +124,15 @@ async def test_a_pod_gets_an_address_of_the_node_prefix_and_runs_a_command(
 
 
 async def test_removing_the_role_leaves_no_process_and_no_mount(
-    short_dir: Path, worker_netns: str, node: StartNode
+    deep_dir: Path, worker_netns: str, node: StartNode
 ) -> None:
-    worker = await start_worker(node, short_dir, worker_netns)
+    worker = await start_worker(node, deep_dir, worker_netns)
     await worker.harness.wait_state(CONTAINERD_DN, timeout=SLOW)
     layout = worker.layout
-    record = read_record(short_dir / "plugins" / "kubernetes" / "containerd.process.json")
+    record = read_record(deep_dir / "plugins" / "kubernetes" / "containerd.process.json")
     async with CriClient(layout.socket) as cri:
         _, container_id = await run_pod(
-            cri, "sleeper", short_dir / "pods" / "sleeper", "/bin/sleep", "3600"
+            cri, "sleeper", deep_dir / "pods" / "sleeper", "/bin/sleep", "3600"
         )
         await poll_until(
             "the container to run",
@@ -143,9 +155,9 @@ async def test_removing_the_role_leaves_no_process_and_no_mount(
     assert shim_pids(layout.socket) == []
     assert not any(_alive(pid) for pid in shims)
     assert not _alive(record.pid)
-    assert mounts_under([short_dir]) == []
+    assert mounts_under([deep_dir]) == []
     assert not link_exists(worker_netns, bridge)
-    assert not (short_dir / "plugins" / "kubernetes" / "containerd.process.json").exists()
+    assert not (deep_dir / "plugins" / "kubernetes" / "containerd.process.json").exists()
     pods = worker.harness.runtime.registry.read(POD_NETWORK, "test").get_nowait()
     assert pods == PodNetwork(())
 
@@ -166,13 +178,13 @@ def _alive(pid: int) -> bool:
 
 
 async def test_a_new_prefix_restarts_containerd_and_new_pods_get_its_addresses(
-    short_dir: Path, worker_netns: str, node: StartNode, fake_clock: FakeClock
+    deep_dir: Path, worker_netns: str, node: StartNode, fake_clock: FakeClock
 ) -> None:
-    worker = await start_worker(node, short_dir, worker_netns)
+    worker = await start_worker(node, deep_dir, worker_netns)
     await worker.harness.wait_state(CONTAINERD_DN, timeout=SLOW)
     async with CriClient(worker.layout.socket) as cri:
         await poll_until("NetworkReady", cri.status, lambda s: runtime_ready(s, NETWORK_READY))
-        first, _ = await run_pod(cri, "first", short_dir / "pods" / "first", "/bin/sleep", "600")
+        first, _ = await run_pod(cri, "first", deep_dir / "pods" / "first", "/bin/sleep", "600")
         address = (await cri.pod_sandbox_status(first)).network.ip
         assert ipaddress.ip_address(address) in ipaddress.ip_network("10.192.7.128/25")
 
@@ -191,6 +203,6 @@ async def test_a_new_prefix_restarts_containerd_and_new_pods_get_its_addresses(
     async with CriClient(worker.layout.socket) as cri:
         assert await cri.list_pod_sandboxes() == []
         await poll_until("NetworkReady", cri.status, lambda s: runtime_ready(s, NETWORK_READY))
-        second, _ = await run_pod(cri, "second", short_dir / "pods" / "second", "/bin/true")
+        second, _ = await run_pod(cri, "second", deep_dir / "pods" / "second", "/bin/true")
         address = (await cri.pod_sandbox_status(second)).network.ip
     assert ipaddress.ip_address(address) in ipaddress.ip_network("10.192.9.128/25")

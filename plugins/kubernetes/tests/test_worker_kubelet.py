@@ -5,7 +5,9 @@ without a binary its child says the node is a container runtime only."""
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Awaitable, Callable
+import shutil
+import tempfile
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -72,9 +74,21 @@ def runtime_of(tmp_path: Path, certificates: RecordingCertificates, **config: st
     return plugins.runtime(tmp_path / "node", config={"kubernetes": config})
 
 
+@pytest.fixture
+def short_dir() -> Iterator[Path]:
+    """A directory short enough for the kubelet's socket in its root directory
+    (``layout.check_kubelet_root``), which pytest's are not."""
+    directory = Path(tempfile.mkdtemp(prefix="rsk-", dir="/tmp"))
+    try:
+        yield directory
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
 async def test_waits_for_its_inputs_then_runs_the_kubelet(
-    node: Callable[..., Awaitable[NodeHarness]], tmp_path: Path
+    node: Callable[..., Awaitable[NodeHarness]], short_dir: Path
 ) -> None:
+    tmp_path = short_dir
     address = random_loopback()
     pki = throwaway_pki([address])
     certificates = RecordingCertificates(pki)
@@ -115,4 +129,24 @@ async def test_without_a_kubelet_the_node_is_a_container_runtime_only(
     harness.set_roles(WORKER)
     child = await harness.wait_state(f"{DN}.kubelet")
     assert (child.note, child.failures) == ("kubelet not found: container runtime only", 0)
+    assert certificates.calls == []
+
+
+async def test_a_data_directory_too_deep_for_the_kubelet_s_socket_is_refused_in_one_line(
+    node: Callable[..., Awaitable[NodeHarness]], tmp_path: Path
+) -> None:
+    """Its root directory (pods' volumes) stays in the data directory, and the kubelet
+    binds a socket there: refused, final, before anything is asked for or started."""
+    certificates = RecordingCertificates({})
+    kubelet = stand_in_kubelet(tmp_path / "kubelet")
+    deep = tmp_path / ("d" * (200 - len(str(tmp_path)) - 1))
+    harness = await node(runtime_of(deep, certificates, kubelet=str(kubelet)))
+    harness.set_roles(WORKER)
+    status = await harness.wait_status(DN, lambda s: s.final)
+    socket = deep / "node/plugins/kubernetes/kubelet/root/pod-resources/kubelet.sock"
+    assert status.note == (
+        f"kubelet's socket {socket} is {len(str(socket))} bytes, more than "
+        "kubelet takes (107); give the node a shorter --data-dir (the kubelet's root "
+        "directory, with its pods' volumes, is in it)"
+    )
     assert certificates.calls == []
