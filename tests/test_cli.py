@@ -500,6 +500,42 @@ def test_node_config_refuses_what_the_node_refuses(
     assert sorted(path.name for path in tmp_path.iterdir()) == ["roleserve.toml"]
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "[plugins.checked]\nport = 0\n",
+            "[plugins.checked] port must be an integer from 1 to 65535, not 0 (The port it "
+            "listens on); correct it, or remove it for the default, 7000",
+        ),
+        # The plugin's own check across settings, in roleserve_workers: it used to fail
+        # only the plugin, and the command printed it and exited 0.
+        ("[plugins.checked]\nlow = 3\n", "[plugins.checked] low (3) must not be above high (2)"),
+    ],
+)
+def test_node_config_refuses_a_value_a_setting_does_not_allow(
+    install: Install, capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str, message: str
+) -> None:
+    install("checked")
+    code, out, err = node_config(capsys, tmp_path, text)
+    assert (code, out) == (2, "")
+    assert err == f"roleserve node: error: {tmp_path / 'roleserve.toml'}: {message}\n"
+
+
+def test_node_config_refuses_a_zero_interval_of_an_installed_plugin(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The issue's case: clusternet's own check refused it in roleserve_workers, so the
+    command printed the error and exited 0, and a node ran without clusternet."""
+    code, out, err = node_config(capsys, tmp_path, "[plugins.clusternet]\nreconcile_interval = 0\n")
+    assert (code, out) == (2, "")
+    assert err.startswith(
+        f"roleserve node: error: {tmp_path / 'roleserve.toml'}: [plugins.clusternet] "
+        "reconcile_interval must be a number above 0, not 0 "
+    )
+    assert err.count("\n") == 1
+
+
 def test_node_config_warns_about_a_section_it_does_not_check(
     install: Install,
     monkeypatch: pytest.MonkeyPatch,

@@ -2,8 +2,11 @@
 
 The ``Setting`` records are the one source of the names, types, defaults and docs: the
 ``roleserve_settings`` hook declares them to the core, which checks the file against them
-before the node starts, and ``roleserve plugins`` lists them. ``ControlPlaneSettings`` only
-gathers the checked values into one typed object for the worker.
+(types and allowed ranges) before the node starts, and ``roleserve plugins`` lists them.
+``ControlPlaneSettings`` gathers the checked values into one typed object for the worker.
+Its properties check the ranges again only for an object built by hand (a test's, another
+plugin's): from a node's configuration they always hold. The cluster network and the prefix
+length are checked together, at bootstrap, which no ``Setting`` can say.
 """
 
 from __future__ import annotations
@@ -95,6 +98,7 @@ NODE_CERTIFICATE_LIFETIME: Setting[int] = Setting(
     int,
     int(DEFAULT_NODE_CERTIFICATE_LIFETIME.total_seconds()),
     "Seconds node certificates are valid (nodes renew after two thirds); used at bootstrap only.",
+    minimum=1,
 )
 
 HISTORY_RETENTION: Setting[int] = Setting(
@@ -103,6 +107,7 @@ HISTORY_RETENTION: Setting[int] = Setting(
     int(DEFAULT_RETENTION),
     "Seconds of etcd history the leading curator keeps before compacting it (the cluster "
     "configuration's); used at bootstrap only.",
+    minimum=1,
 )
 QUOTA_BACKEND_BYTES: Setting[int] = Setting(
     "quota_backend_bytes",
@@ -110,18 +115,22 @@ QUOTA_BACKEND_BYTES: Setting[int] = Setting(
     DEFAULT_QUOTA_BACKEND_BYTES,
     "etcd's --quota-backend-bytes (etcd's default, 2 GiB): past it etcd refuses writes "
     "(NOSPACE) until maintenance brings the database under it; the same on every node.",
+    minimum=1,
 )
 DEFRAG_FREE_BYTES: Setting[int] = Setting(
     "defrag_free_bytes",
     int,
     DEFAULT_DEFRAG_FREE_BYTES,
     "Free bytes in a member's database before the leading curator defragments it...",
+    minimum=0,
 )
 DEFRAG_FREE_RATIO: Setting[float] = Setting(
     "defrag_free_ratio",
     float,
     DEFAULT_DEFRAG_FREE_RATIO,
     "...and the share of the database file they must be (0 to 1).",
+    minimum=0,
+    maximum=1,
 )
 
 ETCD_GC_PERCENT: Setting[int] = Setting(
@@ -131,6 +140,7 @@ ETCD_GC_PERCENT: Setting[int] = Setting(
     "etcd's GOGC: the percent its Go heap may grow past its live objects before a "
     "collection; Go's default, 100, leaves etcd at about twice its idle memory after a "
     "burst of writes, for less CPU time.",
+    minimum=1,
 )
 
 

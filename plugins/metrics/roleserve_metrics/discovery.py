@@ -121,6 +121,7 @@ DISCOVERY_SETTING: Setting[str] = Setting(
     CONSENSUS,
     "Which nodes serve /discovery (Prometheus http_sd of every UP node): consensus "
     "(the consensus members), all (every node) or none.",
+    choices=MODES,
 )
 
 NODE_LABEL = "roleserve_node"
