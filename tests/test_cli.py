@@ -303,6 +303,7 @@ def test_plugins_lists_every_setting_with_type_default_and_doc(
             "type": "str",
             "default": "hello",
             "optional": False,
+            "allowed": None,
             "doc": "What the worker says.",
         },
         {
@@ -310,9 +311,24 @@ def test_plugins_lists_every_setting_with_type_default_and_doc(
             "type": "str | None",
             "default": None,
             "optional": True,
+            "allowed": None,
             "doc": "Where it logs; unset: nowhere.",
         },
     ]
+
+
+def test_plugins_lists_what_a_setting_allows(
+    install: Install, capsys: pytest.CaptureFixture[str]
+) -> None:
+    install("checked")
+    [port, mode, *_] = listing(capsys)["checked"]["settings"]
+    assert (port["allowed"], mode["allowed"]) == (
+        "an integer from 1 to 65535",
+        'one of "fast", "safe"',
+    )
+    code, out, _ = run(capsys, "plugins")
+    assert code == 0
+    assert "The port it listens on. Allowed: an integer from 1 to 65535." in out
 
 
 @pytest.mark.parametrize("allow", [None, "hostsfile"])
