@@ -426,7 +426,7 @@ def test_a_range_needs_a_number() -> None:
 def test_an_optional_setting_checks_only_a_given_value() -> None:
     setting: Setting[int | None] = Setting("a", int, None, "d", minimum=1)
     assert setting.check(1) == 1
-    with pytest.raises(ValueError, match="^a must be an integer of at least 1$"):
+    with pytest.raises(ValueError, match=r"^a must be an integer of at least 1$"):
         setting.check(0)
 
 

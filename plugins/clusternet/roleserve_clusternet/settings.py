@@ -44,7 +44,7 @@ INTERFACE: Setting[str] = Setting(
     str,
     "clusternet",
     "The WireGuard interface's name (at most 15 characters).",
-    predicate=_IFNAME.fullmatch,
+    predicate=lambda name: _IFNAME.fullmatch(name) is not None,
     requirement="1 to 15 letters, digits, '_', '.' or '-'",
 )
 LISTEN_PORT: Setting[int] = Setting(

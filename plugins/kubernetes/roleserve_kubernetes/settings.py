@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from roleserve_core import CONTAINERD_METRICS_PORT, ConfigError, Setting
+from roleserve_core import CONTAINERD_METRICS_PORT, Setting
 
 __all__ = [
     "BUSYBOX",

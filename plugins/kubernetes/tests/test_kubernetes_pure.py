@@ -27,7 +27,6 @@ from roleserve_kubernetes.image import SANDBOX_IMAGE, build_sandbox_image, layer
 from roleserve_kubernetes.layout import WorkerLayout, check_socket_path
 from roleserve_kubernetes.leftovers import mounts_under
 from roleserve_kubernetes.podnetwork import pod_prefix
-from roleserve_kubernetes.settings import WorkerSettings
 
 LAYOUT = WorkerLayout(Path("/var/lib/roleserve/plugins/kubernetes"))
 CRI = "io.containerd.grpc.v1.cri"
