@@ -8,7 +8,8 @@
     PluginSet: loaded / blocked ─────┴─▶ resolve_plugin_config ─▶ NodeContext.config
                                              │  checked, defaults filled in, read-only
                                              ▼
-                     a wrong type, an unknown key, a section of no installed plugin:
+                     a wrong type, a value not allowed, an unknown key, a section of no
+                     installed plugin:
                      ConfigError naming the file, the section, the key and what was expected
                      (the node exits 2 before it starts anything)
 
