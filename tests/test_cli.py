@@ -8,6 +8,7 @@ workspace's real plugins, with and without the allow list.
 from __future__ import annotations
 
 import importlib.metadata
+import ipaddress
 import json
 import os
 import subprocess
@@ -23,6 +24,7 @@ import roleserve_core
 from roleserve_core import values as core_values
 from roleserve_core.cli import main
 from roleserve_core.cli._invocation import COMMAND_ENV, roleserve_command
+from roleserve_core.datadir import NodeDataDirectory
 from roleserve_core.plugins import BUILTIN_PLUGINS, ENTRY_POINT_GROUP
 from roleserve_core.version import core_version
 
@@ -536,6 +538,22 @@ def test_node_config_refuses_a_value_a_setting_does_not_allow(
     code, out, err = node_config(capsys, tmp_path, text)
     assert (code, out) == (2, "")
     assert err == f"roleserve node: error: {tmp_path / 'roleserve.toml'}: {message}\n"
+
+
+def test_node_config_refuses_an_address_other_than_the_saved_one(
+    install: Install, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    install("good")
+    (tmp_path / "node").mkdir()
+    NodeDataDirectory(tmp_path).save_address(ipaddress.IPv4Address("127.0.0.5"))
+    code, out, err = node_config(capsys, tmp_path, '[node]\naddress = "127.0.0.6"\n')
+    assert (code, out) == (2, "")
+    assert err == (
+        f"roleserve node: error: {tmp_path} is the node at 127.0.0.5, saved at its first "
+        f"start, and [node] address in {tmp_path / 'roleserve.toml'} gives 127.0.0.6; start "
+        "it with 127.0.0.5 or without [node] address in "
+        f"{tmp_path / 'roleserve.toml'} (changing a node's address is not supported yet)\n"
+    )
 
 
 def test_node_config_refuses_a_zero_interval_of_an_installed_plugin(
