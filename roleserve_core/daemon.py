@@ -67,7 +67,13 @@ from roleserve_core.runtime import CORE_READER, NodeRuntime
 from roleserve_core.supervisor import RunnableStatus, State
 from roleserve_core.values import BOOTSTRAPPED, NETWORK, NetworkStatus
 
-__all__ = ["NodeOptions", "run_node", "serve_node"]
+__all__ = [
+    "NodeOptions",
+    "checked_address",
+    "config_address_source",
+    "run_node",
+    "serve_node",
+]
 
 log = logging.getLogger(f"{PROCESS_LOGGER}.node")
 
@@ -224,10 +230,26 @@ def _node_address(options: NodeOptions, config: NodeConfig) -> IPAddress:
     if options.address:
         given, source = parse_address(options.address, "--address"), "--address"
     else:
-        given, source = config.address, f"[node] address in {datadir.config}"
+        given, source = config.address, config_address_source(datadir)
+    return checked_address(datadir, given, source) or detect_address()
+
+
+def config_address_source(datadir: NodeDataDirectory) -> str:
+    """How a refusal names ``[node] address`` of the node's roleserve.toml."""
+    return f"[node] address in {datadir.config}"
+
+
+def checked_address(
+    datadir: NodeDataDirectory, given: IPAddress | None, source: str
+) -> IPAddress | None:
+    """The saved address, else ``given`` (None if neither: to be detected). ``roleserve
+    node config`` checks a file with it, as the node would.
+
+    :raises ConfigError: if ``given`` (from ``source``) is not the saved address.
+    """
     saved = datadir.read_address()
     if saved is None:
-        return given or detect_address()
+        return given
     if given is not None and given != saved:
         raise ConfigError(
             f"{datadir.root} is the node at {saved}, saved at its first start, and {source} "

@@ -72,14 +72,17 @@ def roleserve_settings() -> list[Setting[Any]]:
 
     Called once, when the plugin is registered, right after ``roleserve_add_hookspecs``.
     The node checks every section of the file against the declarations before it starts
-    anything: a key the plugin did not declare, or a value of the wrong type, stops it with
-    exit code 2 and one line naming the file, the section and the key. ``roleserve plugins``
-    lists the settings with their types, defaults and docs.
+    anything: a key the plugin did not declare, a value of the wrong type, or one the
+    setting does not allow, stops it with exit code 2 and one line naming the file, the
+    section, the key and what is allowed. ``roleserve plugins`` lists the settings with
+    their types, defaults, allowed values and docs.
 
     :returns: ``Setting(name, type, default, doc)`` records; ``type`` is ``str``, ``int``,
         ``float``, ``bool`` or ``list[str]``, and a ``None`` default makes the setting
-        optional (unset unless the file gives it). Return ``[]``, or leave the hook out, if
-        the plugin takes no settings: its section, if any, must then be empty.
+        optional (unset unless the file gives it). The keywords ``minimum``, ``maximum``
+        (inclusive), ``choices``, and ``predicate`` with its ``requirement`` ("an absolute
+        path") say which values of the type are allowed. Return ``[]``, or leave the hook
+        out, if the plugin takes no settings: its section, if any, must then be empty.
 
     Synchronous only. If it raises, or returns something other than ``Setting`` objects or
     two settings of one name, the plugin is marked failed and unloaded; the node starts

@@ -39,6 +39,9 @@ __all__ = [
     "MAX_LABELS",
     "MAX_LABEL_LENGTH",
     "MAX_NODE_ID_LENGTH",
+    "MAX_PLUGINS",
+    "MAX_PLUGIN_ERROR_LENGTH",
+    "MAX_PLUGIN_NAME_LENGTH",
     "MAX_PREFIXES",
     "MAX_READ_BYTES",
     "MAX_REQUEST_BYTES",
@@ -114,6 +117,13 @@ MAX_VERSION_LENGTH = 64
 """Characters of the version a node reports."""
 MAX_INSTANCE_LENGTH = 64
 """Characters of a node process's instance ID (32 hex digits in roleserve)."""
+MAX_PLUGINS = 32
+"""Plugins a node reports in its status (the core's are 8); a node reports the first."""
+MAX_PLUGIN_NAME_LENGTH = 64
+"""Characters of a reported plugin's name, or of its state."""
+MAX_PLUGIN_ERROR_LENGTH = 256
+"""Characters of a reported plugin's error; the node cuts a longer one (its log and
+``roleserve plugins`` on the node keep it whole)."""
 MAX_PREFIXES = 64
 """Prefixes one node announces for its cluster networking."""
 MAX_FILTER_ENTRIES = 10_000

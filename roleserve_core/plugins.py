@@ -204,6 +204,7 @@ def _setting_json(setting: Setting[Any]) -> dict[str, Any]:
         "type": setting.type_name,
         "default": setting.default,
         "optional": setting.optional,
+        "allowed": setting.allowed if setting.allowed != setting.expected else None,
         "doc": setting.doc,
     }
 

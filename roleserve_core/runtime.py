@@ -26,7 +26,11 @@ Building a ``NodeRuntime`` does no I/O, which is why ``roleserve plugins`` can b
 just to list the workers and values of every plugin. It checks the plugins' sections of
 ``roleserve.toml`` first (``settings.resolve_plugin_config``), so a bad file is refused
 before any hook but the loading ones runs, and each ``NodeContext.config`` holds checked
-values with the defaults filled in.
+values with the defaults filled in. A ``ConfigError`` a plugin raises in
+``roleserve_workers`` (its own check across settings) refuses the node the same way: a
+plugin that refuses its configuration is the operator's to fix before the node runs, not a
+plugin to leave out while the node reports itself up. Any other exception there fails only
+that plugin.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from typing import Any
 
 import anyio
 
-from roleserve_core.errors import DuplicateValueKeyError
+from roleserve_core.errors import ConfigError, DuplicateValueKeyError
 from roleserve_core.event import Watcher
 from roleserve_core.logtree import LogTree
 from roleserve_core.node import NodeContext, NodeIntrospection, RolePredicate, Worker
@@ -77,9 +81,11 @@ class NodeRuntime:
 
         :param config: the ``[plugins.NAME]`` sections of ``roleserve.toml``, unchecked.
         :param config_source: the file they came from, named in errors and warnings.
-        :raises ConfigError: if a section does not match what its plugin declared.
+        :raises ConfigError: if a section does not match what its plugin declared, or a
+            plugin's ``roleserve_workers`` refuses its settings.
         """
         self.plugins = plugins
+        self.config_source = config_source
         self.data_dir = data_dir
         self.logtree = logtree or LogTree()
         self.log = self.logtree.logger("runtime")
@@ -163,6 +169,8 @@ class NodeRuntime:
             try:
                 workers = list(call(node=self.context(call.plugin)))
                 self._check_workers(workers)
+            except ConfigError as exc:
+                raise ConfigError(self._refusal(call.plugin, exc)) from None
             except Exception as exc:
                 self._forget_plugin_values(call.plugin)
                 self.plugins.fail(call.plugin, exc, during="roleserve_workers")
@@ -173,6 +181,15 @@ class NodeRuntime:
                 self.registry.declare_reads(call.plugin, worker.reads)
             info.workers = [worker.name for worker in workers]
             info.reads = sorted({key.name for worker in workers for key in worker.reads})
+
+    def _refusal(self, plugin: str, exc: ConfigError) -> str:
+        """A plugin's refusal of its settings, as the core's: the file, then the section
+        (which plugins' messages usually begin with already)."""
+        message = str(exc)
+        section = f"[plugins.{self.plugins.context_name(plugin)}]"
+        if not message.startswith(section):
+            message = f"{section} {message}"
+        return f"{self.config_source}: {message}"
 
     def _check_workers(self, workers: list[Any]) -> None:
         names: set[str] = set()

@@ -8,7 +8,8 @@
     PluginSet: loaded / blocked ─────┴─▶ resolve_plugin_config ─▶ NodeContext.config
                                              │  checked, defaults filled in, read-only
                                              ▼
-                     a wrong type, an unknown key, a section of no installed plugin:
+                     a wrong type, a value not allowed, an unknown key, a section of no
+                     installed plugin:
                      ConfigError naming the file, the section, the key and what was expected
                      (the node exits 2 before it starts anything)
 
@@ -28,9 +29,16 @@ or a pydantic model) that the core introspects:
   may still gather its values in a dataclass of its own, while names, defaults and docs
   live in one place, the records.
 
+Beyond its type, a setting may say which values it allows: a range (``minimum``,
+``maximum``), a set of ``choices``, or a ``predicate`` with the ``requirement`` it checks
+("an absolute path"). The core refuses any other value exactly as a wrong type, before the
+node starts, and ``roleserve plugins`` shows what is allowed: the checks every plugin used to
+write by hand in ``roleserve_workers``, where a refusal only failed the plugin and left the
+node running without it. Only a check across settings stays the plugin's (it raises
+``ConfigError`` in ``roleserve_workers``, which refuses the node the same way).
+
 Deliberate omissions: no required settings (every setting has a default, so a node starts
-with an empty file), no nested tables, no range checks (a plugin that needs one refuses the
-value in ``roleserve_workers`` with a clear error).
+with an empty file), no nested tables, no checks across settings.
 """
 
 from __future__ import annotations
@@ -38,7 +46,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
@@ -70,10 +78,12 @@ class Setting(Generic[T]):
 
     Declared by the plugin's ``roleserve_settings`` hook, usually as a module constant::
 
-        LEASE_TTL: Setting[int] = Setting("lease_ttl", int, 10, "Seconds a lease lasts.")
+        LEASE_TTL: Setting[int] = Setting("lease_ttl", int, 10, "Seconds a lease lasts.", minimum=1)
         ETCD: Setting[str | None] = Setting("etcd", str, None, "Path of the etcd binary.")
+        MODE: Setting[str] = Setting("mode", str, "fast", "How.", choices=("fast", "safe"))
 
-    :raises ValueError: for a name, type, default or doc the core could not check against.
+    :raises ValueError: for a name, type, default, doc or allowed values the core could not
+        check against, or a default they do not allow.
     """
 
     name: str
@@ -86,6 +96,17 @@ class Setting(Generic[T]):
     unset unless the file gives it (TOML has no null, so it cannot be set to None)."""
     doc: str
     """One line for ``roleserve plugins`` and the docs: what it changes, in which unit."""
+    minimum: int | float | None = None
+    """The smallest value allowed (inclusive), for an ``int`` or ``float``; None: no bound."""
+    maximum: int | float | None = None
+    """The largest value allowed (inclusive), for an ``int`` or ``float``; None: no bound."""
+    choices: tuple[Any, ...] | None = None
+    """The only values allowed; None: any of the type."""
+    predicate: Callable[[Any], bool] | None = None
+    """A check of a value of the right type (within the range and choices): true if it is
+    allowed. Needs ``requirement``."""
+    requirement: str = ""
+    """What ``predicate`` requires, as the end of "NAME must be ...": ``an absolute path``."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not NAME_PATTERN.fullmatch(self.name):
@@ -104,6 +125,28 @@ class Setting(Generic[T]):
             object.__setattr__(self, "default", default)  # 1 → 1.0 for a float
         if not isinstance(self.doc, str) or not self.doc.strip():
             raise ValueError(f"setting {self.name!r} has no doc; say what it changes")
+        self._check_allowed_declaration()
+
+    def _check_allowed_declaration(self) -> None:
+        """The allowed values make sense for the type, and allow the default."""
+        numeric = self.type in (int, float)
+        if (self.minimum is not None or self.maximum is not None) and not numeric:
+            raise ValueError(f"setting {self.name!r}: a range needs an int or float setting")
+        for bound in (self.minimum, self.maximum):
+            if bound is not None and _converted(float, bound) is None:
+                raise ValueError(f"setting {self.name!r}: bound {bound!r} is not a number")
+        if self.choices is not None:
+            if not self.choices or any(_converted(self.type, c) is None for c in self.choices):
+                raise ValueError(
+                    f"setting {self.name!r}: choices must be values of its type, at least one"
+                )
+            object.__setattr__(self, "choices", tuple(self.choices))
+        if self.predicate is not None and not self.requirement.strip():
+            raise ValueError(
+                f"setting {self.name!r}: a predicate needs a requirement saying what it checks"
+            )
+        if self.default is not None and (problem := self.not_allowed(self.default)):
+            raise ValueError(f"setting {self.name!r}: default {self.default!r} {problem}")
 
     @property
     def optional(self) -> bool:
@@ -129,14 +172,53 @@ class Setting(Generic[T]):
         """
         return cast(T, config.get(self.name, self.default))
 
+    @property
+    def allowed(self) -> str:
+        """What the value must be, in words, the allowed values included: "an integer from
+        1 to 65535", "one of "a", "b"", "an absolute path"; just ``expected`` if any value of
+        the type is allowed."""
+        if self.choices is not None:
+            text = "one of " + ", ".join(toml_literal(choice) for choice in self.choices)
+        else:
+            text = self.expected + self._range()
+        if self.predicate is None:
+            return text
+        return self.requirement if text == self.expected else f"{text}, {self.requirement}"
+
+    def _range(self) -> str:
+        if self.minimum is not None and self.maximum is not None:
+            return f" from {self.minimum} to {self.maximum}"
+        if self.minimum is not None:
+            return f" of at least {self.minimum}"
+        if self.maximum is not None:
+            return f" of at most {self.maximum}"
+        return ""
+
+    def not_allowed(self, value: object) -> str | None:
+        """Why ``value``, of the setting's type, is not allowed ("is below 1"); None if it
+        is."""
+        if self.minimum is not None and cast(float, value) < self.minimum:
+            return f"is below {self.minimum}"
+        if self.maximum is not None and cast(float, value) > self.maximum:
+            return f"is above {self.maximum}"
+        if self.choices is not None and value not in self.choices:
+            return "is none of the choices"
+        if self.predicate is not None and not self.predicate(value):
+            return f"is not {self.requirement}"
+        return None
+
     def check(self, value: object) -> T:
         """``value`` as this setting's type (an integer becomes a float for ``float``).
 
         :raises TypeError: if it is not of the setting's type.
+        :raises ValueError: if it is of the type but not allowed (range, choices,
+            predicate).
         """
         converted = _converted(self.type, value)
         if converted is None:
             raise TypeError(f"{self.name} must be {self.expected}")
+        if self.not_allowed(converted) is not None:
+            raise ValueError(f"{self.name} must be {self.allowed}")
         return cast(T, converted)
 
 
@@ -267,9 +349,9 @@ def _section(
         value = section[setting.name]
         try:
             values[setting.name] = setting.check(value)
-        except TypeError:
+        except (TypeError, ValueError):
             raise ConfigError(
-                f"{source}: [plugins.{plugin}] {setting.name} must be {setting.expected}, "
+                f"{source}: [plugins.{plugin}] {setting.name} must be {setting.allowed}, "
                 f"not {toml_literal(value)} ({setting.doc.rstrip('.')}); correct it, or "
                 f"remove it {_without(setting)}"
             ) from None

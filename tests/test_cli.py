@@ -8,6 +8,7 @@ workspace's real plugins, with and without the allow list.
 from __future__ import annotations
 
 import importlib.metadata
+import ipaddress
 import json
 import os
 import subprocess
@@ -23,6 +24,7 @@ import roleserve_core
 from roleserve_core import values as core_values
 from roleserve_core.cli import main
 from roleserve_core.cli._invocation import COMMAND_ENV, roleserve_command
+from roleserve_core.datadir import NodeDataDirectory
 from roleserve_core.plugins import BUILTIN_PLUGINS, ENTRY_POINT_GROUP
 from roleserve_core.version import core_version
 
@@ -329,6 +331,7 @@ def test_plugins_lists_every_setting_with_type_default_and_doc(
             "type": "str",
             "default": "hello",
             "optional": False,
+            "allowed": None,
             "doc": "What the worker says.",
         },
         {
@@ -336,9 +339,24 @@ def test_plugins_lists_every_setting_with_type_default_and_doc(
             "type": "str | None",
             "default": None,
             "optional": True,
+            "allowed": None,
             "doc": "Where it logs; unset: nowhere.",
         },
     ]
+
+
+def test_plugins_lists_what_a_setting_allows(
+    install: Install, capsys: pytest.CaptureFixture[str]
+) -> None:
+    install("checked")
+    [port, mode, *_] = listing(capsys)["checked"]["settings"]
+    assert (port["allowed"], mode["allowed"]) == (
+        "an integer from 1 to 65535",
+        'one of "fast", "safe"',
+    )
+    code, out, _ = run(capsys, "plugins")
+    assert code == 0
+    assert "The port it listens on. Allowed: an integer from 1 to 65535." in out
 
 
 @pytest.mark.parametrize("allow", [None, "hostsfile"])
@@ -524,6 +542,58 @@ def test_node_config_refuses_what_the_node_refuses(
         "for the default, false\n"
     )
     assert sorted(path.name for path in tmp_path.iterdir()) == ["roleserve.toml"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "[plugins.checked]\nport = 0\n",
+            "[plugins.checked] port must be an integer from 1 to 65535, not 0 (The port it "
+            "listens on); correct it, or remove it for the default, 7000",
+        ),
+        # The plugin's own check across settings, in roleserve_workers: it used to fail
+        # only the plugin, and the command printed it and exited 0.
+        ("[plugins.checked]\nlow = 3\n", "[plugins.checked] low (3) must not be above high (2)"),
+    ],
+)
+def test_node_config_refuses_a_value_a_setting_does_not_allow(
+    install: Install, capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str, message: str
+) -> None:
+    install("checked")
+    code, out, err = node_config(capsys, tmp_path, text)
+    assert (code, out) == (2, "")
+    assert err == f"roleserve node: error: {tmp_path / 'roleserve.toml'}: {message}\n"
+
+
+def test_node_config_refuses_an_address_other_than_the_saved_one(
+    install: Install, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    install("good")
+    (tmp_path / "node").mkdir()
+    NodeDataDirectory(tmp_path).save_address(ipaddress.IPv4Address("127.0.0.5"))
+    code, out, err = node_config(capsys, tmp_path, '[node]\naddress = "127.0.0.6"\n')
+    assert (code, out) == (2, "")
+    assert err == (
+        f"roleserve node: error: {tmp_path} is the node at 127.0.0.5, saved at its first "
+        f"start, and [node] address in {tmp_path / 'roleserve.toml'} gives 127.0.0.6; start "
+        "it with 127.0.0.5 or without [node] address in "
+        f"{tmp_path / 'roleserve.toml'} (changing a node's address is not supported yet)\n"
+    )
+
+
+def test_node_config_refuses_a_zero_interval_of_an_installed_plugin(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The issue's case: clusternet's own check refused it in roleserve_workers, so the
+    command printed the error and exited 0, and a node ran without clusternet."""
+    code, out, err = node_config(capsys, tmp_path, "[plugins.clusternet]\nreconcile_interval = 0\n")
+    assert (code, out) == (2, "")
+    assert err.startswith(
+        f"roleserve node: error: {tmp_path / 'roleserve.toml'}: [plugins.clusternet] "
+        "reconcile_interval must be a number above 0, not 0 "
+    )
+    assert err.count("\n") == 1
 
 
 def test_node_config_warns_about_a_section_it_does_not_check(

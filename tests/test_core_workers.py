@@ -25,6 +25,8 @@ import grpc
 import pytest
 
 from roleserve_core import Worker, custom_role, hookimpl
+from roleserve_core.limits import MAX_PLUGIN_ERROR_LENGTH
+from roleserve_core.plugins import BUILTIN_PLUGINS, PluginSelection, PluginSet
 from roleserve_core.ports import CURATOR_PORT, ETCD_CLIENT_PORT, endpoint
 from roleserve_core.proto import common_pb2, curator_pb2
 from roleserve_core.roles import (
@@ -60,7 +62,12 @@ from roleserve_core.workers._identity import PROCESS_INSTANCE
 from roleserve_core.workers.heartbeat import DEFAULT_INTERVAL, Heartbeat
 from roleserve_core.workers.rolefetch import ROLES_FILE, save_roles
 from roleserve_core.workers.statuspush import _log_record_difference as log_record_difference
-from roleserve_core.workers.statuspush import boot_id, needs_report, node_status
+from roleserve_core.workers.statuspush import (
+    boot_id,
+    needs_report,
+    node_status,
+    plugin_statuses,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -122,12 +129,25 @@ def roles_value(harness: NodeHarness) -> Any:
     return harness.runtime.registry.read(ROLES, CORE_READER)
 
 
+NODE_PLUGINS = [
+    *(
+        common_pb2.PluginStatus(name=builtin.name, version=core_version(), state="loaded")
+        for builtin in BUILTIN_PLUGINS
+    ),
+    common_pb2.PluginStatus(name=CONTROL_PLANE_PLUGIN, state="loaded"),
+]
+"""The plugins of the node ``start`` starts, as its status reports them."""
+
+
 def status(
     address: ipaddress.IPv4Address, *, curator_port: int | None = None
 ) -> common_pb2.NodeStatus:
     """The status the node should report."""
     reported = common_pb2.NodeStatus(
-        external_address=str(address), version=core_version(), boot_id=boot_id() or b""
+        external_address=str(address),
+        version=core_version(),
+        boot_id=boot_id() or b"",
+        plugins=NODE_PLUGINS,
     )
     if curator_port is not None:
         reported.running_curator.port = curator_port
@@ -155,6 +175,28 @@ def test_node_status_reports_address_version_and_boot() -> None:
         NetworkStatus(ipaddress.IPv6Address("2001:db8::5")), LocalControlPlane.NONE, "1.0", None
     )
     assert without_boot == common_pb2.NodeStatus(external_address="2001:db8::5", version="1.0")
+
+
+def test_plugin_statuses_give_each_plugins_state_and_error() -> None:
+    """A failed plugin is in the status the curator stores, so it is visible from afar."""
+    plugins = PluginSet.load(
+        selection=PluginSelection(block=frozenset({"nodemgmt"})), entry_points=[]
+    )
+    plugins.register(object(), "brittle", version="0.3")
+    plugins.fail("brittle", RuntimeError("x" * 2000), during="roleserve_workers")
+    statuses = {status.name: status for status in plugin_statuses(plugins)}
+    assert list(statuses)[:2] == ["core", "rolefetch"]
+    assert statuses["core"] == common_pb2.PluginStatus(
+        name="core", version=core_version(), state="loaded"
+    )
+    assert statuses["nodemgmt"].state == "blocked"
+    assert statuses["nodemgmt"].error == "named in ROLESERVE_DISABLE_PLUGINS"
+    brittle = statuses["brittle"]
+    assert (brittle.version, brittle.state) == ("0.3", "failed")
+    assert brittle.error.startswith("roleserve_workers raised RuntimeError: xxx")
+    assert len(brittle.error) == MAX_PLUGIN_ERROR_LENGTH
+    assert brittle.error.endswith("…")
+    assert plugin_statuses(None) == ()
 
 
 @pytest.mark.parametrize(
@@ -297,7 +339,32 @@ async def test_statuspush_reports_the_custom_roles_its_plugins_gate_on(
     [request] = leader.requests("UpdateNodeStatus")
     expected = status(address)
     expected.handled_custom_roles[:] = ["backup", "zeta"]
+    expected.plugins[-1].name = "gated"
     assert request.status == expected
+
+
+async def test_statuspush_reports_a_plugin_that_failed(
+    cluster: FakeCluster, node: Callable[..., Awaitable[NodeHarness]], tmp_path: Path
+) -> None:
+    """The node runs without it, and says so to the curator, not only in its own log."""
+
+    def workers(node: Any) -> list[Worker]:
+        raise RuntimeError("no spool directory")
+
+    plugins = PluginHarness(core_workers=True, strict=False)
+    plugins.register(SimpleNamespace(roleserve_workers=hookimpl(workers)), "brittle")
+    harness = await node(plugins.runtime(tmp_path))
+    harness.set(NODE_CREDENTIALS, cluster.credentials)
+    harness.set(NETWORK, NetworkStatus(random_loopback()))
+    leader = await cluster.curator()
+    harness.set(CURATOR_CONNECTION, cluster.connect(leader))
+    await leader.wait_calls("UpdateNodeStatus", 1)
+    [request] = leader.requests("UpdateNodeStatus")
+    assert request.status.plugins[-1] == common_pb2.PluginStatus(
+        name="brittle",
+        state="failed",
+        error="roleserve_workers raised RuntimeError: no spool directory",
+    )
 
 
 def stamped(reported: common_pb2.NodeStatus) -> common_pb2.NodeStatus:

@@ -541,6 +541,7 @@ def test_nodes_filters_and_json(setup: Setup, ctl: Any) -> None:
         "version": "0.1.0",
         "labels": {"rack": "r1"},
         "conflict": None,
+        "failed_plugins": [],
         "cluster_prefix": "10.192.0.0/24",
         "clusternet": {"wireguard_pubkey": "a2V5", "prefixes": ["10.192.0.1/32"]},
     }
@@ -555,6 +556,7 @@ def test_nodes_filters_and_json(setup: Setup, ctl: Any) -> None:
         "version": None,
         "labels": {},
         "conflict": None,
+        "failed_plugins": [],
         "cluster_prefix": None,
         "clusternet": None,
     }
@@ -574,6 +576,82 @@ def test_nodes_shows_a_node_that_two_processes_claim(setup: Setup, ctl: Any) -> 
     assert line == f"{setup.leader_id}: CONFLICT: {seen}"
     [shown, *_] = json.loads(ctl("nodes", "--json").out)
     assert shown["conflict"] == seen
+
+
+def report_plugins(node: management_pb2.Node) -> None:
+    """``node`` reports a loaded plugin, a failed one and a blocked one."""
+    node.status.plugins.extend(
+        [
+            common_pb2.PluginStatus(name="core", version="0.1.0", state="loaded"),
+            common_pb2.PluginStatus(
+                name="brittle",
+                version="0.3",
+                state="failed",
+                error="roleserve_workers raised RuntimeError: no spool directory",
+            ),
+            common_pb2.PluginStatus(
+                name="nodemgmt",
+                version="0.1.0",
+                state="blocked",
+                error="named in ROLESERVE_DISABLE_PLUGINS",
+            ),
+        ]
+    )
+
+
+def test_nodes_marks_a_node_running_without_a_failed_plugin(setup: Setup, ctl: Any) -> None:
+    """Its heartbeat is healthy, but not all of it runs: '!' after the health, and a line
+    under the table naming the plugin and where to read why."""
+    report_plugins(setup.cluster.node(setup.worker_id))
+    table = ctl("nodes")
+    assert table.code == 0, table.err
+    _header, leader, _new, worker, line = table.out.splitlines()
+    assert re.split(r" {2,}", leader.strip())[5] == "HEALTHY"
+    assert re.split(r" {2,}", worker.strip())[4] == "HEARTBEAT_TIMEOUT!"
+    assert line == (
+        f"{setup.worker_id}: ! plugin brittle failed: it runs without; "
+        f"`roleserve ctl plugins {setup.worker_id}` says why"
+    )
+    _leader, _new, shown = json.loads(ctl("nodes", "--json").out)
+    assert shown["failed_plugins"] == ["brittle"]
+
+
+def test_plugins_lists_a_nodes_plugins(setup: Setup, ctl: Any) -> None:
+    report_plugins(setup.cluster.node(setup.worker_id))
+    table = ctl("plugins", setup.worker_id[:10])
+    assert table.code == 0, table.err
+    assert [re.split(r" {2,}", row) for row in table.out.splitlines()] == [
+        ["NAME", "VERSION", "STATE", "ERROR"],
+        ["core", "0.1.0", "loaded", "-"],
+        ["brittle", "0.3", "failed", "roleserve_workers raised RuntimeError: no spool directory"],
+        ["nodemgmt", "0.1.0", "blocked", "named in ROLESERVE_DISABLE_PLUGINS"],
+    ]
+    shown = ctl("plugins", setup.worker_id, "--json")
+    assert shown.code == 0, shown.err
+    assert json.loads(shown.out) == [
+        {"name": "core", "version": "0.1.0", "state": "loaded", "error": None},
+        {
+            "name": "brittle",
+            "version": "0.3",
+            "state": "failed",
+            "error": "roleserve_workers raised RuntimeError: no spool directory",
+        },
+        {
+            "name": "nodemgmt",
+            "version": "0.1.0",
+            "state": "blocked",
+            "error": "named in ROLESERVE_DISABLE_PLUGINS",
+        },
+    ]
+
+
+def test_plugins_of_a_node_that_reported_none_says_so(setup: Setup, ctl: Any) -> None:
+    result = ctl("plugins", setup.new_id)
+    assert (result.code, result.out) == (1, "")
+    assert result.err == (
+        f"roleserve ctl: error: {setup.new_id} has reported no plugins: it has not reported "
+        "its status since it started, or runs a roleserve that does not report them\n"
+    )
 
 
 def test_nodes_refuses_an_unknown_state(ctl: Any) -> None:

@@ -193,6 +193,15 @@ def files(root: Path) -> set[str]:
             "node_prefix_length, node_certificate_lifetime, history_retention, "
             "quota_backend_bytes, defrag_free_bytes, defrag_free_ratio, etcd_gc_percent",
         ),
+        (
+            # A value of the right type its Setting does not allow: once, the curator's
+            # worker stayed DEAD with it while the node ran on.
+            "etcd_gc_percent = 0",
+            "[plugins.controlplane] etcd_gc_percent must be an integer of at least 1, not 0 "
+            "(etcd's GOGC: the percent its Go heap may grow past its live objects before a "
+            "collection; Go's default, 100, leaves etcd at about twice its idle memory after a "
+            "burst of writes, for less CPU time); correct it, or remove it for the default, 25",
+        ),
     ],
 )
 @pytest.mark.timeout(60)

@@ -357,3 +357,90 @@ def test_the_runtime_logs_the_warnings(load: Load, tmp_path: Path) -> None:
         "roleserve.toml: [plugins.configurable] is ignored: plugin 'configurable' is named in "
         "ROLESERVE_DISABLE_PLUGINS (and not installed)"
     ]
+
+
+# -- allowed values -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        (
+            "port",
+            0,
+            "port must be an integer from 1 to 65535, not 0 (The port it listens on); correct "
+            "it, or remove it for the default, 7000",
+        ),
+        ("port", 65536, "port must be an integer from 1 to 65535, not 65536"),
+        ("mode", "slow", 'mode must be one of "fast", "safe", not "slow" (How it works)'),
+        ("spool", "spool", 'spool must be an absolute path, not "spool" (Where it queues)'),
+        ("ratio", 1.5, "ratio must be a number from 0 to 1, not 1.5 (A share)"),
+        ("low", -1, "low must be an integer of at least 0, not -1 (The lower mark)"),
+    ],
+)
+def test_a_value_not_allowed_is_refused_as_a_wrong_type(
+    load: Load, key: str, value: object, message: str
+) -> None:
+    assert refusal(load("checked"), {"checked": {key: value}}).startswith(
+        f"{SOURCE}: [plugins.checked] {message}"
+    )
+
+
+def test_allowed_values_are_accepted(load: Load) -> None:
+    sections = {"checked": {"port": 65535, "mode": "safe", "spool": "/q", "ratio": 1}}
+    assert dict(resolved(load("checked"), sections).sections["checked"]) == {
+        "port": 65535,
+        "mode": "safe",
+        "spool": "/q",
+        "ratio": 1.0,
+        "low": 1,
+        "high": 2,
+    }
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"minimum": 1}, "setting 'a': default 0 is below 1"),
+        ({"maximum": -1}, "setting 'a': default 0 is above -1"),
+        ({"choices": (1, 2)}, "setting 'a': default 0 is none of the choices"),
+        ({"choices": ()}, "setting 'a': choices must be values of its type, at least one"),
+        ({"choices": ("0",)}, "setting 'a': choices must be values of its type, at least one"),
+        ({"predicate": bool}, "setting 'a': a predicate needs a requirement saying what it"),
+        (
+            {"predicate": bool, "requirement": "not 0"},
+            "setting 'a': default 0 is not not 0",
+        ),
+    ],
+)
+def test_allowed_values_that_do_not_fit_are_refused(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=f"^{message}"):
+        Setting("a", int, 0, "d", **options)
+
+
+def test_a_range_needs_a_number() -> None:
+    with pytest.raises(ValueError, match="a range needs an int or float setting"):
+        Setting("a", str, "x", "d", minimum=1)
+
+
+def test_an_optional_setting_checks_only_a_given_value() -> None:
+    setting: Setting[int | None] = Setting("a", int, None, "d", minimum=1)
+    assert setting.check(1) == 1
+    with pytest.raises(ValueError, match=r"^a must be an integer of at least 1$"):
+        setting.check(0)
+
+
+def test_a_plugins_own_refusal_in_roleserve_workers_refuses_the_node(
+    load: Load, tmp_path: Path
+) -> None:
+    """A check across settings stays the plugin's; its ConfigError stops the node as the
+    core's would, naming the file, instead of leaving the node up without the plugin."""
+    plugins = load("checked")
+    with pytest.raises(ConfigError) as caught:
+        NodeRuntime(
+            plugins,
+            data_dir=tmp_path,
+            config={"checked": {"low": 3}},
+            config_source=SOURCE,
+        )
+    assert str(caught.value) == f"{SOURCE}: [plugins.checked] low (3) must not be above high (2)"

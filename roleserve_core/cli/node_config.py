@@ -4,7 +4,9 @@ An operator who edits ``roleserve.toml`` learns here, without stopping the node,
 next start would accept it, and sees every default in effect. The check is the node's own:
 the plugins are loaded and a ``NodeRuntime`` is assembled (nothing starts, the data
 directory is neither locked nor written), so a file this command accepts is one the node
-accepts, and a refusal is the same one line.
+accepts, and a refusal is the same one line: a setting a plugin does not allow, a plugin's
+own refusal in ``roleserve_workers``, an ``[node] address`` other than the one the node
+saved at its first start.
 """
 
 from __future__ import annotations
@@ -46,15 +48,18 @@ def run(args: argparse.Namespace) -> int:
     """Print the effective configuration; exit 2 if the node would refuse it."""
     # Imported here: the rest of the CLI need not pay for plugins and the runtime.
     from roleserve_core.config import load_config
+    from roleserve_core.daemon import checked_address, config_address_source
     from roleserve_core.datadir import NodeDataDirectory
     from roleserve_core.errors import NodeSetupError, PluginError
     from roleserve_core.plugins import PluginSet
     from roleserve_core.runtime import NodeRuntime
 
-    path = NodeDataDirectory(args.data_dir).config
+    datadir = NodeDataDirectory(args.data_dir)
+    path = datadir.config
     try:
         with _warnings_on_stderr():
             config = load_config(path)
+            checked_address(datadir, config.address, config_address_source(datadir))
             plugins = PluginSet.load(strict=config.strict_plugins)
             runtime = NodeRuntime(
                 plugins, data_dir=args.data_dir, config=config.plugins, config_source=str(path)

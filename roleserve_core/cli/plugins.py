@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from roleserve_core.cli._table import render_table
-from roleserve_core.errors import EssentialPluginError, PluginError
+from roleserve_core.errors import ConfigError, EssentialPluginError, PluginError
 from roleserve_core.settings import toml_literal
 
 if TYPE_CHECKING:
     from roleserve_core.plugins import PluginInfo
+    from roleserve_core.settings import Setting
 
 __all__ = ["add_parser", "run"]
 
@@ -62,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         plugins = PluginSet.load(strict=args.strict)
         NodeRuntime(plugins, data_dir=LISTING_DATA_DIR)
-    except EssentialPluginError as exc:
+    except (EssentialPluginError, ConfigError) as exc:  # a plugin refusing its defaults
         print(f"roleserve plugins: {exc}", file=sys.stderr)
         return 2
     except PluginError as exc:
@@ -89,12 +90,19 @@ def _settings(info: PluginInfo) -> list[str]:
     if not info.settings:
         return []
     rows = [
-        [setting.name, setting.type_name, toml_literal(setting.default), setting.doc]
+        [setting.name, setting.type_name, toml_literal(setting.default), _described(setting)]
         for setting in info.settings
     ]
     table = render_table(["SETTING", "TYPE", "DEFAULT", "DESCRIPTION"], rows)
     heading = f"  settings ([plugins.{info.name}] in roleserve.toml):"
     return [heading, *(f"    {line}" for line in table.splitlines())]
+
+
+def _described(setting: Setting[Any]) -> str:
+    """The setting's doc, and what it allows if not every value of its type."""
+    if setting.allowed == setting.expected:
+        return setting.doc
+    return f"{setting.doc} Allowed: {setting.allowed}."
 
 
 def _format(infos: list[PluginInfo], warnings: list[str]) -> str:

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!roleserve_core/proto/common.proto\x12\x10roleserve.common\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd4\x05\n\tNodeRoles\x12\x45\n\x10\x63onsensus_member\x18\x01 \x01(\x0b\x32+.roleserve.common.NodeRoles.ConsensusMember\x12O\n\x15kubernetes_controller\x18\x02 \x01(\x0b\x32\x30.roleserve.common.NodeRoles.KubernetesController\x12G\n\x11kubernetes_worker\x18\x03 \x01(\x0b\x32,.roleserve.common.NodeRoles.KubernetesWorker\x12\x37\n\x06\x63ustom\x18\x04 \x03(\x0b\x32\'.roleserve.common.NodeRoles.CustomEntry\x1a\xa7\x01\n\x0f\x43onsensusMember\x12\x16\n\x0e\x63\x61_certificate\x18\x01 \x01(\x0c\x12\x18\n\x10peer_certificate\x18\x02 \x01(\x0c\x12?\n\x05peers\x18\x03 \x03(\x0b\x32\x30.roleserve.common.NodeRoles.ConsensusMember.Peer\x1a!\n\x04Peer\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0b\n\x03url\x18\x02 \x01(\t\x1a\x16\n\x14KubernetesController\x1a\x12\n\x10KubernetesWorker\x1a\x83\x01\n\x06\x43ustom\x12\x46\n\nparameters\x18\x01 \x03(\x0b\x32\x32.roleserve.common.NodeRoles.Custom.ParametersEntry\x1a\x31\n\x0fParametersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1aQ\n\x0b\x43ustomEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x31\n\x05value\x18\x02 \x01(\x0b\x32\".roleserve.common.NodeRoles.Custom:\x02\x38\x01\"\xfb\x01\n\nNodeStatus\x12\x18\n\x10\x65xternal_address\x18\x01 \x01(\t\x12\x44\n\x0frunning_curator\x18\x02 \x01(\x0b\x32+.roleserve.common.NodeStatus.RunningCurator\x12-\n\ttimestamp\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0f\n\x07version\x18\x04 \x01(\t\x12\x0f\n\x07\x62oot_id\x18\x05 \x01(\x0c\x12\x1c\n\x14handled_custom_roles\x18\x06 \x03(\t\x1a\x1e\n\x0eRunningCurator\x12\x0c\n\x04port\x18\x01 \x01(\x05\"q\n\x10\x43lusterDirectory\x12\x36\n\x05nodes\x18\x01 \x03(\x0b\x32\'.roleserve.common.ClusterDirectory.Node\x1a%\n\x04Node\x12\n\n\x02id\x18\x01 \x01(\t\x12\x11\n\taddresses\x18\x02 \x03(\t\"C\n\x15NodeClusterNetworking\x12\x18\n\x10wireguard_pubkey\x18\x01 \x01(\t\x12\x10\n\x08prefixes\x18\x02 \x03(\t\"b\n\nNodeLabels\x12\x30\n\x05pairs\x18\x01 \x03(\x0b\x32!.roleserve.common.NodeLabels.Pair\x1a\"\n\x04Pair\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t*\x81\x01\n\tNodeState\x12\x16\n\x12NODE_STATE_INVALID\x10\x00\x12\x12\n\x0eNODE_STATE_NEW\x10\x01\x12\x16\n\x12NODE_STATE_STANDBY\x10\x02\x12\x11\n\rNODE_STATE_UP\x10\x03\x12\x1d\n\x19NODE_STATE_DECOMMISSIONED\x10\x04\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!roleserve_core/proto/common.proto\x12\x10roleserve.common\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd4\x05\n\tNodeRoles\x12\x45\n\x10\x63onsensus_member\x18\x01 \x01(\x0b\x32+.roleserve.common.NodeRoles.ConsensusMember\x12O\n\x15kubernetes_controller\x18\x02 \x01(\x0b\x32\x30.roleserve.common.NodeRoles.KubernetesController\x12G\n\x11kubernetes_worker\x18\x03 \x01(\x0b\x32,.roleserve.common.NodeRoles.KubernetesWorker\x12\x37\n\x06\x63ustom\x18\x04 \x03(\x0b\x32\'.roleserve.common.NodeRoles.CustomEntry\x1a\xa7\x01\n\x0f\x43onsensusMember\x12\x16\n\x0e\x63\x61_certificate\x18\x01 \x01(\x0c\x12\x18\n\x10peer_certificate\x18\x02 \x01(\x0c\x12?\n\x05peers\x18\x03 \x03(\x0b\x32\x30.roleserve.common.NodeRoles.ConsensusMember.Peer\x1a!\n\x04Peer\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0b\n\x03url\x18\x02 \x01(\t\x1a\x16\n\x14KubernetesController\x1a\x12\n\x10KubernetesWorker\x1a\x83\x01\n\x06\x43ustom\x12\x46\n\nparameters\x18\x01 \x03(\x0b\x32\x32.roleserve.common.NodeRoles.Custom.ParametersEntry\x1a\x31\n\x0fParametersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1aQ\n\x0b\x43ustomEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x31\n\x05value\x18\x02 \x01(\x0b\x32\".roleserve.common.NodeRoles.Custom:\x02\x38\x01\"\xac\x02\n\nNodeStatus\x12\x18\n\x10\x65xternal_address\x18\x01 \x01(\t\x12\x44\n\x0frunning_curator\x18\x02 \x01(\x0b\x32+.roleserve.common.NodeStatus.RunningCurator\x12-\n\ttimestamp\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0f\n\x07version\x18\x04 \x01(\t\x12\x0f\n\x07\x62oot_id\x18\x05 \x01(\x0c\x12\x1c\n\x14handled_custom_roles\x18\x06 \x03(\t\x12/\n\x07plugins\x18\x07 \x03(\x0b\x32\x1e.roleserve.common.PluginStatus\x1a\x1e\n\x0eRunningCurator\x12\x0c\n\x04port\x18\x01 \x01(\x05\"K\n\x0cPluginStatus\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12\r\n\x05state\x18\x03 \x01(\t\x12\r\n\x05\x65rror\x18\x04 \x01(\t\"q\n\x10\x43lusterDirectory\x12\x36\n\x05nodes\x18\x01 \x03(\x0b\x32\'.roleserve.common.ClusterDirectory.Node\x1a%\n\x04Node\x12\n\n\x02id\x18\x01 \x01(\t\x12\x11\n\taddresses\x18\x02 \x03(\t\"C\n\x15NodeClusterNetworking\x12\x18\n\x10wireguard_pubkey\x18\x01 \x01(\t\x12\x10\n\x08prefixes\x18\x02 \x03(\t\"b\n\nNodeLabels\x12\x30\n\x05pairs\x18\x01 \x03(\x0b\x32!.roleserve.common.NodeLabels.Pair\x1a\"\n\x04Pair\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t*\x81\x01\n\tNodeState\x12\x16\n\x12NODE_STATE_INVALID\x10\x00\x12\x12\n\x0eNODE_STATE_NEW\x10\x01\x12\x16\n\x12NODE_STATE_STANDBY\x10\x02\x12\x11\n\rNODE_STATE_UP\x10\x03\x12\x1d\n\x19NODE_STATE_DECOMMISSIONED\x10\x04\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,8 +36,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_NODEROLES_CUSTOM_PARAMETERSENTRY']._serialized_options = b'8\001'
   _globals['_NODEROLES_CUSTOMENTRY']._loaded_options = None
   _globals['_NODEROLES_CUSTOMENTRY']._serialized_options = b'8\001'
-  _globals['_NODESTATE']._serialized_start=1354
-  _globals['_NODESTATE']._serialized_end=1483
+  _globals['_NODESTATE']._serialized_start=1480
+  _globals['_NODESTATE']._serialized_end=1609
   _globals['_NODEROLES']._serialized_start=89
   _globals['_NODEROLES']._serialized_end=813
   _globals['_NODEROLES_CONSENSUSMEMBER']._serialized_start=385
@@ -55,17 +55,19 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_NODEROLES_CUSTOMENTRY']._serialized_start=732
   _globals['_NODEROLES_CUSTOMENTRY']._serialized_end=813
   _globals['_NODESTATUS']._serialized_start=816
-  _globals['_NODESTATUS']._serialized_end=1067
-  _globals['_NODESTATUS_RUNNINGCURATOR']._serialized_start=1037
-  _globals['_NODESTATUS_RUNNINGCURATOR']._serialized_end=1067
-  _globals['_CLUSTERDIRECTORY']._serialized_start=1069
-  _globals['_CLUSTERDIRECTORY']._serialized_end=1182
-  _globals['_CLUSTERDIRECTORY_NODE']._serialized_start=1145
-  _globals['_CLUSTERDIRECTORY_NODE']._serialized_end=1182
-  _globals['_NODECLUSTERNETWORKING']._serialized_start=1184
-  _globals['_NODECLUSTERNETWORKING']._serialized_end=1251
-  _globals['_NODELABELS']._serialized_start=1253
-  _globals['_NODELABELS']._serialized_end=1351
-  _globals['_NODELABELS_PAIR']._serialized_start=1317
-  _globals['_NODELABELS_PAIR']._serialized_end=1351
+  _globals['_NODESTATUS']._serialized_end=1116
+  _globals['_NODESTATUS_RUNNINGCURATOR']._serialized_start=1086
+  _globals['_NODESTATUS_RUNNINGCURATOR']._serialized_end=1116
+  _globals['_PLUGINSTATUS']._serialized_start=1118
+  _globals['_PLUGINSTATUS']._serialized_end=1193
+  _globals['_CLUSTERDIRECTORY']._serialized_start=1195
+  _globals['_CLUSTERDIRECTORY']._serialized_end=1308
+  _globals['_CLUSTERDIRECTORY_NODE']._serialized_start=1271
+  _globals['_CLUSTERDIRECTORY_NODE']._serialized_end=1308
+  _globals['_NODECLUSTERNETWORKING']._serialized_start=1310
+  _globals['_NODECLUSTERNETWORKING']._serialized_end=1377
+  _globals['_NODELABELS']._serialized_start=1379
+  _globals['_NODELABELS']._serialized_end=1477
+  _globals['_NODELABELS_PAIR']._serialized_start=1443
+  _globals['_NODELABELS_PAIR']._serialized_end=1477
 # @@protoc_insertion_point(module_scope)

@@ -262,6 +262,7 @@ class NodeStatus(_message.Message):
     VERSION_FIELD_NUMBER: _builtins.int
     BOOT_ID_FIELD_NUMBER: _builtins.int
     HANDLED_CUSTOM_ROLES_FIELD_NUMBER: _builtins.int
+    PLUGINS_FIELD_NUMBER: _builtins.int
     external_address: _builtins.str
     """The IP address other nodes reach this node at."""
     version: _builtins.str
@@ -280,6 +281,12 @@ class NodeStatus(_message.Message):
         plugins are gated on, sorted; `ctl roles set` warns about any other.
         """
 
+    @_builtins.property
+    def plugins(self) -> _containers.RepeatedCompositeFieldContainer[Global___PluginStatus]:
+        """Every plugin the node knows of, built-in and installed, in load order, with what
+        happened to it when the node started; `ctl nodes` marks a node with a failed one.
+        """
+
     def __init__(
         self,
         *,
@@ -289,14 +296,52 @@ class NodeStatus(_message.Message):
         version: _builtins.str = ...,
         boot_id: _builtins.bytes = ...,
         handled_custom_roles: _abc.Iterable[_builtins.str] | None = ...,
+        plugins: _abc.Iterable[Global___PluginStatus] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["running_curator", b"running_curator", "timestamp", b"timestamp"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["boot_id", b"boot_id", "external_address", b"external_address", "handled_custom_roles", b"handled_custom_roles", "running_curator", b"running_curator", "timestamp", b"timestamp", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["boot_id", b"boot_id", "external_address", b"external_address", "handled_custom_roles", b"handled_custom_roles", "plugins", b"plugins", "running_curator", b"running_curator", "timestamp", b"timestamp", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___NodeStatus: _TypeAlias = NodeStatus  # noqa: Y015
+
+@_typing.final
+class PluginStatus(_message.Message):
+    """One plugin of a node, as the node started with it (`roleserve plugins` on that node)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """The plugin's name: its entry point's, or a built-in's ("core", "rolefetch", ...)."""
+    version: _builtins.str
+    """The version of its distribution; empty if unknown."""
+    state: _builtins.str
+    """"loaded"; "failed" (it could not be imported or registered, or one of its load hooks
+    raised: the node runs without it); or "blocked" (left out on purpose, by
+    ROLESERVE_PLUGINS or ROLESERVE_DISABLE_PLUGINS). A node may send other states later.
+    """
+    error: _builtins.str
+    """Why it failed, one line (cut to 256 characters); why it is blocked; else empty."""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        version: _builtins.str = ...,
+        state: _builtins.str = ...,
+        error: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "name", b"name", "state", b"state", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PluginStatus: _TypeAlias = PluginStatus  # noqa: Y015
 
 @_typing.final
 class ClusterDirectory(_message.Message):

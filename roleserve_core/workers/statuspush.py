@@ -1,4 +1,4 @@
-"""Worker ``statuspush``: tell the curator this node's address, version and curator.
+"""Worker ``statuspush``: tell the curator this node's address, version, curator and plugins.
 
 Reads ``curator_connection``, ``network``, ``handled_custom_roles`` and, when the
 controlplane plugin is loaded, ``local_control_plane``; writes nothing.
@@ -6,7 +6,8 @@ controlplane plugin is loaded, ``local_control_plane``; writes nothing.
 ::
 
     network ──────────────┐
-    local_control_plane ──┴─▶ node_status() ─┐
+    local_control_plane ──┤
+    PluginSet (states) ───┴─▶ node_status() ─┐
     Watch(this node) ──▶ the curator's record ┴─ needs_report()? ─▶ UpdateNodeStatus
                                                                      (replaces the whole status)
 
@@ -19,6 +20,12 @@ On each new connection (a new leader) the worker starts over and sends the full 
 again, as Monogon's does after its restart. Nothing is sent while the address is unknown.
 ``node_status`` is a plain function of the inputs, so the decision is tested without a
 curator.
+
+The plugins' states (``plugin_statuses``) are read once per session: they are settled
+before any worker runs (a plugin fails while it loads or while the node is assembled, or
+the node refuses to start), so a failed plugin is visible from afar (``ctl nodes``, ``ctl
+plugins NODE``) and not only in this node's log. What a plugin's worker does at run time is
+the supervision tree's (``ctl tree``), not part of the status.
 """
 
 from __future__ import annotations
@@ -34,7 +41,9 @@ import grpc
 from roleserve_core.connection.session import on_each_connection
 from roleserve_core.errors import RoleserveError
 from roleserve_core.event import Combined, Value
+from roleserve_core.limits import MAX_PLUGIN_ERROR_LENGTH, MAX_PLUGINS
 from roleserve_core.node import NodeContext, Worker
+from roleserve_core.plugins import PluginSet
 from roleserve_core.ports import CURATOR_PORT, split_endpoint
 from roleserve_core.proto import common_pb2, curator_pb2, curator_pb2_grpc
 from roleserve_core.supervisor import RunContext
@@ -55,7 +64,7 @@ from roleserve_core.workers._identity import (
     signal_healthy_once,
 )
 
-__all__ = ["boot_id", "needs_report", "node_status", "statuspush_worker"]
+__all__ = ["boot_id", "needs_report", "node_status", "plugin_statuses", "statuspush_worker"]
 
 BOOT_ID_PATH = Path("/proc/sys/kernel/random/boot_id")
 
@@ -74,6 +83,7 @@ def node_status(
     version: str,
     boot: bytes | None,
     custom_roles: tuple[str, ...] = (),
+    plugins: tuple[common_pb2.PluginStatus, ...] = (),
 ) -> common_pb2.NodeStatus | None:
     """The status to report, or None while the node's address is unknown."""
     if network is None or network.external_address is None:
@@ -83,11 +93,33 @@ def node_status(
         version=version,
         boot_id=boot or b"",
         handled_custom_roles=custom_roles,
+        plugins=plugins,
     )
     if control_plane is not None and control_plane.curator_endpoint is not None:
         port = split_endpoint(control_plane.curator_endpoint, CURATOR_PORT)[1]
         status.running_curator.port = port
     return status
+
+
+def plugin_statuses(plugins: PluginSet | None) -> tuple[common_pb2.PluginStatus, ...]:
+    """Every plugin's name, version, state and error (or why it is blocked), in load
+    order, within what the curator accepts (``MAX_PLUGINS``, an error cut to
+    ``MAX_PLUGIN_ERROR_LENGTH``); none outside a ``NodeRuntime``."""
+    if plugins is None:
+        return ()
+    return tuple(
+        common_pb2.PluginStatus(
+            name=info.name,
+            version=info.version or "",
+            state=str(info.state),
+            error=_cut(info.error or info.reason or "", MAX_PLUGIN_ERROR_LENGTH),
+        )
+        for info in plugins.infos()[:MAX_PLUGINS]
+    )
+
+
+def _cut(text: str, most: int) -> str:
+    return text if len(text) <= most else text[: most - 1] + "…"
 
 
 def statuspush_worker(node: NodeContext) -> Worker:
@@ -158,6 +190,8 @@ class StatusPush:
             sources.append(values.read(LOCAL_CONTROL_PLANE))
         handled = values.read(HANDLED_CUSTOM_ROLES)  # set once, before any worker runs
         custom_roles = handled.get_nowait() if handled.statistics().is_set else ()
+        introspection = self.node.introspection
+        plugins = plugin_statuses(introspection.plugins if introspection else None)
         sent: common_pb2.NodeStatus | None = None
         failure: grpc.aio.AioRpcError | None = None
         async with Combined(*sources) as inputs:
@@ -165,7 +199,7 @@ class StatusPush:
                 record, network, *rest = await inputs.get()
                 control_plane = rest[0] if rest else None
                 status = node_status(
-                    network, control_plane, core_version(), self.boot, custom_roles
+                    network, control_plane, core_version(), self.boot, custom_roles, plugins
                 )
                 if status is None:
                     ctx.set_note("waiting for the node's address")

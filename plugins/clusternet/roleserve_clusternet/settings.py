@@ -1,9 +1,9 @@
 """The plugin's settings: ``[plugins.clusternet]`` in a node's ``roleserve.toml``.
 
 The ``Setting`` records are the one source of names, types, defaults and docs (the
-``roleserve_settings`` hook declares them, ``roleserve plugins`` lists them);
-``ClusternetSettings`` gathers the checked values and refuses those of the right type that
-make no sense (a port out of range, a cluster network that does not parse).
+``roleserve_settings`` hook declares them, ``roleserve plugins`` lists them), and say which
+values are allowed (a port in range, a cluster network that parses), so that the core
+refuses any other before the node starts. ``ClusternetSettings`` gathers the checked values.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import ipaddress
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any
 
-from roleserve_core import ConfigError, Setting
+from roleserve_core import Setting
 
 __all__ = [
     "CLUSTER_NETWORK",
@@ -28,27 +28,59 @@ __all__ = [
     "ClusternetSettings",
 ]
 
+_IFNAME = re.compile(r"^[A-Za-z0-9_.-]{1,15}$")
+
+
+def _is_network(text: str) -> bool:
+    try:
+        ipaddress.ip_network(text)
+    except ValueError:
+        return False
+    return True
+
+
 INTERFACE: Setting[str] = Setting(
-    "interface", str, "clusternet", "The WireGuard interface's name (at most 15 characters)."
+    "interface",
+    str,
+    "clusternet",
+    "The WireGuard interface's name (at most 15 characters).",
+    predicate=lambda name: _IFNAME.fullmatch(name) is not None,
+    requirement="1 to 15 letters, digits, '_', '.' or '-'",
 )
 LISTEN_PORT: Setting[int] = Setting(
-    "listen_port", int, 7838, "The UDP port WireGuard listens on; every node must use the same."
+    "listen_port",
+    int,
+    7838,
+    "The UDP port WireGuard listens on; every node must use the same.",
+    minimum=1,
+    maximum=65535,
 )
 KEEPALIVE: Setting[int] = Setting(
-    "keepalive", int, 25, "Persistent keepalive to each peer, in seconds; 0: off."
+    "keepalive",
+    int,
+    25,
+    "Persistent keepalive to each peer, in seconds; 0: off.",
+    minimum=0,
+    maximum=65535,
 )
-MTU: Setting[int] = Setting("mtu", int, 1420, "The interface's MTU, in bytes.")
+MTU: Setting[int] = Setting(
+    "mtu", int, 1420, "The interface's MTU, in bytes.", minimum=1280, maximum=65535
+)
 CLUSTER_NETWORK: Setting[str] = Setting(
     "cluster_network",
     str,
     "10.192.0.0/11",
     "The cluster network (CIDR), routed through the interface; node prefixes are in it.",
+    predicate=_is_network,
+    requirement="a network in CIDR form, e.g. 10.192.0.0/11",
 )
 RECONCILE_INTERVAL: Setting[float] = Setting(
     "reconcile_interval",
     float,
     60.0,
     "Seconds between two checks of the whole interface against the wanted peers.",
+    predicate=lambda seconds: seconds > 0,
+    requirement="a number above 0",
 )
 WIREGUARD_GO: Setting[str | None] = Setting(
     "wireguard_go",
@@ -68,8 +100,6 @@ SETTINGS: tuple[Setting[Any], ...] = (
 )
 """Everything ``[plugins.clusternet]`` accepts, in the order ``roleserve plugins`` lists."""
 
-_IFNAME = re.compile(r"^[A-Za-z0-9_.-]{1,15}$")
-
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 DEFAULT_NETWORK: IPNetwork = ipaddress.ip_network(CLUSTER_NETWORK.default)
 
@@ -88,40 +118,14 @@ class ClusternetSettings:
 
     @classmethod
     def of(cls, config: Mapping[str, Any]) -> ClusternetSettings:
-        """The settings of the plugin's ``NodeContext.config`` (types checked by the core).
-
-        :raises ConfigError: for a value of the right type that cannot work, naming it.
-        """
-        interface = INTERFACE.read(config)
-        if not _IFNAME.match(interface):
-            _refuse(INTERFACE.name, interface, "1 to 15 letters, digits, '_', '.' or '-'")
-        port = LISTEN_PORT.read(config)
-        if not 0 < port < 65536:
-            _refuse(LISTEN_PORT.name, port, "a port from 1 to 65535")
-        keepalive = KEEPALIVE.read(config)
-        if not 0 <= keepalive < 65536:
-            _refuse(KEEPALIVE.name, keepalive, "0 (off) to 65535 seconds")
-        mtu = MTU.read(config)
-        if not 1280 <= mtu <= 65535:
-            _refuse(MTU.name, mtu, "1280 to 65535 bytes")
-        text = CLUSTER_NETWORK.read(config)
-        try:
-            network = ipaddress.ip_network(text)
-        except ValueError:
-            _refuse(CLUSTER_NETWORK.name, text, "a network in CIDR form, e.g. 10.192.0.0/11")
-        interval = RECONCILE_INTERVAL.read(config)
-        if not interval > 0:
-            _refuse(RECONCILE_INTERVAL.name, interval, "more than 0 seconds")
+        """The settings of the plugin's ``NodeContext.config`` (checked by the core against
+        the allowed values of ``SETTINGS``)."""
         return cls(
-            interface=interface,
-            listen_port=port,
-            keepalive=keepalive,
-            mtu=mtu,
-            cluster_network=network,
-            reconcile_interval=float(interval),
+            interface=INTERFACE.read(config),
+            listen_port=LISTEN_PORT.read(config),
+            keepalive=KEEPALIVE.read(config),
+            mtu=MTU.read(config),
+            cluster_network=ipaddress.ip_network(CLUSTER_NETWORK.read(config)),
+            reconcile_interval=float(RECONCILE_INTERVAL.read(config)),
             wireguard_go=WIREGUARD_GO.read(config),
         )
-
-
-def _refuse(name: str, value: object, expected: str) -> NoReturn:
-    raise ConfigError(f"[plugins.clusternet] {name} must be {expected}, not {value!r}")

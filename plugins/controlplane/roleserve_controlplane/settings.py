@@ -2,8 +2,12 @@
 
 The ``Setting`` records are the one source of the names, types, defaults and docs: the
 ``roleserve_settings`` hook declares them to the core, which checks the file against them
-before the node starts, and ``roleserve plugins`` lists them. ``ControlPlaneSettings`` only
-gathers the checked values into one typed object for the worker.
+(types and allowed ranges) before the node starts, and ``roleserve plugins`` lists them.
+``ControlPlaneSettings`` gathers the checked values into one typed object for the worker.
+Its properties check a value against its ``Setting`` again only for an object built by hand
+(a test's, another plugin's): from a node's configuration it always holds. The cluster
+network and the prefix length are checked together, at bootstrap, which no ``Setting`` can
+say.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 import datetime
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from roleserve_controlplane.consensus import (
     DEFAULT_GC_PERCENT,
@@ -32,6 +36,8 @@ from roleserve_controlplane.curator.prefixes import (
     ClusterNetworkError,
 )
 from roleserve_core import ConfigError, FinalError, Setting
+
+T = TypeVar("T")
 
 __all__ = [
     "CLUSTER_NETWORK",
@@ -95,6 +101,7 @@ NODE_CERTIFICATE_LIFETIME: Setting[int] = Setting(
     int,
     int(DEFAULT_NODE_CERTIFICATE_LIFETIME.total_seconds()),
     "Seconds node certificates are valid (nodes renew after two thirds); used at bootstrap only.",
+    minimum=1,
 )
 
 HISTORY_RETENTION: Setting[int] = Setting(
@@ -103,6 +110,7 @@ HISTORY_RETENTION: Setting[int] = Setting(
     int(DEFAULT_RETENTION),
     "Seconds of etcd history the leading curator keeps before compacting it (the cluster "
     "configuration's); used at bootstrap only.",
+    minimum=1,
 )
 QUOTA_BACKEND_BYTES: Setting[int] = Setting(
     "quota_backend_bytes",
@@ -110,18 +118,22 @@ QUOTA_BACKEND_BYTES: Setting[int] = Setting(
     DEFAULT_QUOTA_BACKEND_BYTES,
     "etcd's --quota-backend-bytes (etcd's default, 2 GiB): past it etcd refuses writes "
     "(NOSPACE) until maintenance brings the database under it; the same on every node.",
+    minimum=1,
 )
 DEFRAG_FREE_BYTES: Setting[int] = Setting(
     "defrag_free_bytes",
     int,
     DEFAULT_DEFRAG_FREE_BYTES,
     "Free bytes in a member's database before the leading curator defragments it...",
+    minimum=0,
 )
 DEFRAG_FREE_RATIO: Setting[float] = Setting(
     "defrag_free_ratio",
     float,
     DEFAULT_DEFRAG_FREE_RATIO,
     "...and the share of the database file they must be (0 to 1).",
+    minimum=0,
+    maximum=1,
 )
 
 ETCD_GC_PERCENT: Setting[int] = Setting(
@@ -131,6 +143,7 @@ ETCD_GC_PERCENT: Setting[int] = Setting(
     "etcd's GOGC: the percent its Go heap may grow past its live objects before a "
     "collection; Go's default, 100, leaves etcd at about twice its idle memory after a "
     "burst of writes, for less CPU time.",
+    minimum=1,
 )
 
 
@@ -175,68 +188,51 @@ class ControlPlaneSettings:
 
     @property
     def gc_percent(self) -> int:
-        """etcd's GOGC.
+        """etcd's GOGC (Go reads 0 as "collect all the time" and "off" as never).
 
-        :raises MaintenanceSettingError: if it is not positive, naming the setting (Go
-            reads 0 as "collect all the time" and "off" as never).
+        :raises MaintenanceSettingError: if ``ETCD_GC_PERCENT`` does not allow it.
         """
-        if self.etcd_gc_percent <= 0:
-            raise MaintenanceSettingError(
-                "[plugins.controlplane] etcd_gc_percent must be a positive percent "
-                f"(default {DEFAULT_GC_PERCENT}; Go's own, 100), not {self.etcd_gc_percent}"
-            )
-        return self.etcd_gc_percent
+        return _allowed(ETCD_GC_PERCENT, self.etcd_gc_percent, MaintenanceSettingError)
 
     @property
     def retention(self) -> float:
         """The history retention a bootstrap configures.
 
-        :raises MaintenanceSettingError: if it is not positive, naming the setting.
+        :raises MaintenanceSettingError: if ``HISTORY_RETENTION`` does not allow it.
         """
-        if self.history_retention <= 0:
-            raise MaintenanceSettingError(
-                "[plugins.controlplane] history_retention must be a positive number of "
-                f"seconds, not {self.history_retention}"
-            )
-        return float(self.history_retention)
+        return float(_allowed(HISTORY_RETENTION, self.history_retention, MaintenanceSettingError))
 
     @property
     def maintenance(self) -> MaintenancePolicy:
         """The quota and defragmentation thresholds this node's curator uses when it leads
         (the retention comes from the cluster configuration).
 
-        :raises MaintenanceSettingError: for a quota or threshold out of range, naming it.
+        :raises MaintenanceSettingError: for a quota or threshold its setting does not
+            allow, naming it.
         """
-        if self.quota_backend_bytes <= 0:
-            raise MaintenanceSettingError(
-                "[plugins.controlplane] quota_backend_bytes must be a positive number of "
-                f"bytes (etcd's default: {DEFAULT_QUOTA_BACKEND_BYTES}), not "
-                f"{self.quota_backend_bytes}"
-            )
-        if self.defrag_free_bytes < 0 or not 0 <= self.defrag_free_ratio <= 1:
-            raise MaintenanceSettingError(
-                "[plugins.controlplane] defrag_free_bytes must be at least 0 and "
-                f"defrag_free_ratio between 0 and 1, not {self.defrag_free_bytes} and "
-                f"{self.defrag_free_ratio}"
-            )
         return MaintenancePolicy(
-            defrag_free_bytes=self.defrag_free_bytes,
-            defrag_free_ratio=self.defrag_free_ratio,
-            quota_backend_bytes=self.quota_backend_bytes,
+            defrag_free_bytes=_allowed(
+                DEFRAG_FREE_BYTES, self.defrag_free_bytes, MaintenanceSettingError
+            ),
+            defrag_free_ratio=_allowed(
+                DEFRAG_FREE_RATIO, self.defrag_free_ratio, MaintenanceSettingError
+            ),
+            quota_backend_bytes=_allowed(
+                QUOTA_BACKEND_BYTES, self.quota_backend_bytes, MaintenanceSettingError
+            ),
         )
 
     @property
     def certificate_lifetime(self) -> datetime.timedelta:
         """The node certificate lifetime a bootstrap configures.
 
-        :raises CertificateLifetimeError: if it is not positive, naming the setting.
+        :raises CertificateLifetimeError: if ``NODE_CERTIFICATE_LIFETIME`` does not allow
+            it.
         """
-        if self.node_certificate_lifetime <= 0:
-            raise CertificateLifetimeError(
-                "[plugins.controlplane] node_certificate_lifetime must be a positive number "
-                f"of seconds, not {self.node_certificate_lifetime}"
-            )
-        return datetime.timedelta(seconds=self.node_certificate_lifetime)
+        lifetime = _allowed(
+            NODE_CERTIFICATE_LIFETIME, self.node_certificate_lifetime, CertificateLifetimeError
+        )
+        return datetime.timedelta(seconds=lifetime)
 
     @property
     def network(self) -> ClusterNetwork:
@@ -268,3 +264,15 @@ class ControlPlaneSettings:
             defrag_free_ratio=DEFRAG_FREE_RATIO.read(config),
             etcd_gc_percent=ETCD_GC_PERCENT.read(config),
         )
+
+
+def _allowed(setting: Setting[T], value: T, error: type[ConfigError]) -> T:
+    """``value``, if ``setting`` allows it. From a node's configuration it always does (the
+    core checked it against the same ``Setting``); a ``ControlPlaneSettings`` built by hand
+    may hold anything.
+
+    :raises error: naming the setting and what it allows, as the core would.
+    """
+    if setting.not_allowed(value) is not None:
+        raise error(f"[plugins.controlplane] {setting.name} must be {setting.allowed}, not {value}")
+    return value

@@ -106,10 +106,10 @@ def test_maintenance_settings_make_the_policy_and_a_bad_one_is_refused_in_one_li
         defrag_free_bytes=0, defrag_free_ratio=0.25, quota_backend_bytes=8 << 20
     )
     refusals: list[tuple[dict[str, float], str]] = [
-        ({"quota_backend_bytes": 0}, "quota_backend_bytes must be a positive number"),
-        ({"defrag_free_ratio": 1.5}, "defrag_free_ratio between 0 and 1"),
-        ({"history_retention": 0}, "history_retention must be a positive number"),
-        ({"etcd_gc_percent": 0}, "etcd_gc_percent must be a positive percent"),
+        ({"quota_backend_bytes": 0}, "quota_backend_bytes must be an integer of at least 1"),
+        ({"defrag_free_ratio": 1.5}, "defrag_free_ratio must be a number from 0 to 1, not 1.5"),
+        ({"history_retention": 0}, "history_retention must be an integer of at least 1"),
+        ({"etcd_gc_percent": 0}, "etcd_gc_percent must be an integer of at least 1, not 0"),
     ]
     for config, named in refusals:
         with pytest.raises(MaintenanceSettingError) as refused:

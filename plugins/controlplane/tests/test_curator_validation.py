@@ -27,6 +27,9 @@ from roleserve_core.limits import (
     MAX_HANDLED_CUSTOM_ROLES,
     MAX_KEY_BYTES,
     MAX_LABEL_LENGTH,
+    MAX_PLUGIN_ERROR_LENGTH,
+    MAX_PLUGIN_NAME_LENGTH,
+    MAX_PLUGINS,
     MAX_PREFIXES,
     MAX_REQUEST_BYTES,
     MAX_ROLE_CHANGES,
@@ -317,8 +320,38 @@ def test_a_refusal_quotes_a_long_text_cut_short() -> None:
             ["'GPU' is not a custom role name"],
         ),
         (common_pb2.NodeStatus(external_address="x"), ["not an IP address"]),
+        (
+            common_pb2.NodeStatus(
+                external_address="192.0.2.7",
+                plugins=[common_pb2.PluginStatus(name="p")] * (MAX_PLUGINS + 1),
+            ),
+            ["plugins", f"{MAX_PLUGINS + 1} entries", f"at most {MAX_PLUGINS}"],
+        ),
+        (
+            common_pb2.NodeStatus(
+                external_address="192.0.2.7",
+                plugins=[common_pb2.PluginStatus(name="p", error="e" * 257)],
+            ),
+            ["plugins[0].error", "257 characters", "at most 256"],
+        ),
+        (
+            common_pb2.NodeStatus(
+                external_address="192.0.2.7", plugins=[common_pb2.PluginStatus(name="n" * 65)]
+            ),
+            ["plugins[0].name", "65 characters", "at most 64"],
+        ),
     ],
-    ids=["version", "boot-id", "port", "many-roles", "role-name", "address"],
+    ids=[
+        "version",
+        "boot-id",
+        "port",
+        "many-roles",
+        "role-name",
+        "address",
+        "many-plugins",
+        "plugin-error",
+        "plugin-name",
+    ],
 )
 def test_a_status_beyond_the_limits_is_refused(
     status: common_pb2.NodeStatus, words: list[str]
@@ -334,6 +367,12 @@ def test_a_status_within_the_limits_is_accepted() -> None:
             version="v" * 64,
             boot_id=b"\x01" * 16,
             handled_custom_roles=[f"role-{i}" for i in range(64)],
+            plugins=[
+                common_pb2.PluginStatus(
+                    name="p" * 64, version="v" * 64, state="failed", error="e" * 256
+                )
+            ]
+            * MAX_PLUGINS,
         )
     )
 
@@ -390,6 +429,16 @@ def test_role_changes_at_the_limits_are_accepted() -> None:
     check_changes([_change(f"custom:r{i}", **parameters) for i in range(MAX_ROLE_CHANGES)])
 
 
+def _widest_plugin() -> common_pb2.PluginStatus:
+    wide = "\U0010ffff"  # four bytes of UTF-8
+    return common_pb2.PluginStatus(
+        name=wide * MAX_PLUGIN_NAME_LENGTH,
+        version=wide * MAX_VERSION_LENGTH,
+        state=wide * MAX_PLUGIN_NAME_LENGTH,
+        error=wide * MAX_PLUGIN_ERROR_LENGTH,
+    )
+
+
 def test_the_largest_node_record_fits_one_etcd_request() -> None:
     """Every limit at once, in the widest characters: a node's record (and so every write of
     it) stays below etcd's request limit, whatever callers send."""
@@ -407,6 +456,7 @@ def test_the_largest_node_record_fits_one_etcd_request() -> None:
             version=wide * MAX_VERSION_LENGTH,
             boot_id=b"\xff" * 16,
             handled_custom_roles=["r" * 63] * MAX_HANDLED_CUSTOM_ROLES,
+            plugins=[_widest_plugin()] * MAX_PLUGINS,
         )
     )
     record.clusternet.prefixes.extend(["ffff:" * 7 + "ffff/128"] * MAX_PREFIXES)

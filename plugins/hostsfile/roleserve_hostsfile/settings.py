@@ -2,9 +2,9 @@
 
 The ``Setting`` records are the one source of the names, types, defaults and docs: the
 ``roleserve_settings`` hook declares them, the core checks the file against them, and
-``roleserve plugins`` lists them. ``HostsfileSettings`` gathers the checked values for the
-worker and refuses a relative path (relative to what? the node's working directory is no
-place an operator thinks of).
+``roleserve plugins`` lists them. A path must be absolute (relative to what? the node's
+working directory is no place an operator thinks of): the core refuses any other before the
+node starts. ``HostsfileSettings`` gathers the checked values for the worker.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from roleserve_core import ConfigError, Setting
+from roleserve_core import Setting
 
 __all__ = ["HOSTNAME", "MACHINE_ID", "PATH", "SETTINGS", "HostsfileSettings"]
 
@@ -23,6 +23,8 @@ PATH: Setting[str] = Setting(
     str,
     "/etc/hosts",
     "The hosts file whose managed block lists every node's address and ID (absolute path).",
+    predicate=lambda path: Path(path).is_absolute(),
+    requirement="an absolute path",
 )
 HOSTNAME: Setting[bool] = Setting(
     "hostname", bool, False, "Set the machine's hostname to the node ID."
@@ -32,6 +34,8 @@ MACHINE_ID: Setting[str] = Setting(
     str,
     "",
     "A file to write the node ID to, 0644 (e.g. /etc/machine-id); empty: none.",
+    predicate=lambda path: not path or Path(path).is_absolute(),
+    requirement="an absolute path, or empty",
 )
 
 SETTINGS: tuple[Setting[Any], ...] = (PATH, HOSTNAME, MACHINE_ID)
@@ -49,20 +53,10 @@ class HostsfileSettings:
 
     @classmethod
     def of(cls, config: Mapping[str, Any]) -> HostsfileSettings:
-        """The settings of the plugin's ``NodeContext.config`` (types checked by the core).
-
-        :raises ConfigError: for a path that is empty or relative.
-        """
+        """The settings of the plugin's ``NodeContext.config`` (checked by the core)."""
         machine_id = MACHINE_ID.read(config)
         return cls(
-            path=_absolute(PATH.name, PATH.read(config)),
+            path=Path(PATH.read(config)),
             hostname=HOSTNAME.read(config),
-            machine_id=_absolute(MACHINE_ID.name, machine_id) if machine_id else None,
+            machine_id=Path(machine_id) if machine_id else None,
         )
-
-
-def _absolute(name: str, value: str) -> Path:
-    path = Path(value)
-    if not path.is_absolute():
-        raise ConfigError(f"[plugins.hostsfile] {name} must be an absolute path, not {value!r}")
-    return path

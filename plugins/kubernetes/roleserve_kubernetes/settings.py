@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from roleserve_core import CONTAINERD_METRICS_PORT, ConfigError, Setting
+from roleserve_core import CONTAINERD_METRICS_PORT, Setting
 
 __all__ = [
     "BUSYBOX",
@@ -55,6 +55,8 @@ CONTAINERD_METRICS_PORT_SETTING: Setting[int] = Setting(
     CONTAINERD_METRICS_PORT,
     "containerd's metrics port, on 127.0.0.1 (or the node's own address if it is a "
     "loopback one); 0: containerd serves no metrics.",
+    minimum=0,
+    maximum=65535,
 )
 BUSYBOX: Setting[str] = Setting(
     "busybox",
@@ -75,6 +77,7 @@ SNAPSHOTTER: Setting[str] = Setting(
     "overlayfs",
     "containerd's snapshotter for containers: overlayfs, or native where the data "
     "directory's file system cannot hold overlay mounts.",
+    choices=("overlayfs", "native"),
 )
 SETTINGS: tuple[Setting[Any], ...] = (
     CONTAINERD,
@@ -85,8 +88,6 @@ SETTINGS: tuple[Setting[Any], ...] = (
     SNAPSHOTTER,
 )
 """Everything ``[plugins.kubernetes]`` accepts, in the order ``roleserve plugins`` lists."""
-
-_SNAPSHOTTERS = ("overlayfs", "native")
 
 
 @dataclass(frozen=True)
@@ -104,11 +105,9 @@ class WorkerSettings:
 
     @classmethod
     def of(cls, config: Mapping[str, Any]) -> WorkerSettings:
-        """The settings of the plugin's ``NodeContext.config`` (types checked by the core).
-
-        :raises ConfigError: a port out of range, or a snapshotter containerd lacks.
-        """
-        settings = cls(
+        """The settings of the plugin's ``NodeContext.config`` (checked by the core against
+        the allowed values of ``SETTINGS``: a port in range, a snapshotter containerd has)."""
+        return cls(
             containerd=CONTAINERD.read(config),
             ctr=CTR.read(config),
             containerd_metrics_port=CONTAINERD_METRICS_PORT_SETTING.read(config),
@@ -116,14 +115,3 @@ class WorkerSettings:
             cni_bin_dir=CNI_BIN_DIR.read(config),
             snapshotter=SNAPSHOTTER.read(config),
         )
-        if not 0 <= settings.containerd_metrics_port < 65536:
-            raise ConfigError(
-                f"[plugins.kubernetes] {CONTAINERD_METRICS_PORT_SETTING.name} must be 0 "
-                f"(no metrics) to 65535, not {settings.containerd_metrics_port}"
-            )
-        if settings.snapshotter not in _SNAPSHOTTERS:
-            raise ConfigError(
-                f"[plugins.kubernetes] {SNAPSHOTTER.name} must be one of "
-                f"{', '.join(_SNAPSHOTTERS)}, not {settings.snapshotter!r}"
-            )
-        return settings

@@ -27,7 +27,6 @@ from roleserve_kubernetes.image import SANDBOX_IMAGE, build_sandbox_image, layer
 from roleserve_kubernetes.layout import WorkerLayout, check_socket_path
 from roleserve_kubernetes.leftovers import mounts_under
 from roleserve_kubernetes.podnetwork import pod_prefix
-from roleserve_kubernetes.settings import WorkerSettings
 
 RUN = "/run/roleserve/0123456789ab/kubernetes"
 LAYOUT = WorkerLayout(Path("/var/lib/roleserve/plugins/kubernetes"), Path(RUN))
@@ -247,15 +246,18 @@ def test_leftover_mounts_are_found_under_the_directories_deepest_first() -> None
 @pytest.mark.parametrize(
     ("settings", "message"),
     [
-        ({"containerd_metrics_port": 70000}, "containerd_metrics_port must be 0 (no metrics)"),
-        ({"snapshotter": "zfs"}, "snapshotter must be one of overlayfs, native, not 'zfs'"),
+        ({"containerd_metrics_port": 70000}, "containerd_metrics_port must be an integer from 0"),
+        ({"snapshotter": "zfs"}, 'snapshotter must be one of "overlayfs", "native", not "zfs"'),
     ],
 )
-def test_bad_settings_are_one_line_naming_the_key(
-    settings: dict[str, object], message: str
+def test_bad_settings_refuse_the_node_in_one_line_naming_the_key(
+    settings: dict[str, object], message: str, tmp_path: Path
 ) -> None:
-    with pytest.raises(ConfigError, match="^" + re.escape(f"[plugins.kubernetes] {message}")):
-        WorkerSettings.of(settings)
+    plugins = PluginHarness()
+    plugins.register(hooks, "kubernetes")
+    refused = re.escape(f"roleserve.toml: [plugins.kubernetes] {message}")
+    with pytest.raises(ConfigError, match="^" + refused):
+        plugins.runtime(tmp_path, config={"kubernetes": settings})
 
 
 def test_the_containerd_exporter_is_contributed_on_workers_only(tmp_path: Path) -> None:

@@ -121,6 +121,7 @@ DISCOVERY_SETTING: Setting[str] = Setting(
     CONSENSUS,
     "Which nodes serve /discovery (Prometheus http_sd of every UP node): consensus "
     "(the consensus members), all (every node) or none.",
+    choices=MODES,
 )
 
 NODE_LABEL = "roleserve_node"
@@ -161,14 +162,15 @@ TargetGroup = dict[str, Any]
 
 
 def discovery_mode(config: Mapping[str, Any]) -> str:
-    """The setting ``discovery`` of the plugin's ``NodeContext.config``.
+    """The setting ``discovery`` of the plugin's ``NodeContext.config``: one of ``MODES``
+    (its ``choices``) in a node's, which the core checked.
 
-    :raises ConfigError: for a value that is none of ``MODES``.
+    :raises ConfigError: for a value that is none of ``MODES``, in a config built by hand.
     """
     mode = DISCOVERY_SETTING.read(config)
-    if mode not in MODES:
+    if DISCOVERY_SETTING.not_allowed(mode) is not None:
         raise ConfigError(
-            f"[plugins.metrics] discovery must be one of {', '.join(MODES)}, not {mode!r}"
+            f"[plugins.metrics] discovery must be {DISCOVERY_SETTING.allowed}, not {mode!r}"
         )
     return mode
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from roleserve_core import METRICS_PORT, NODE_EXPORTER_PORT, ConfigError, Setting
+from roleserve_core import METRICS_PORT, NODE_EXPORTER_PORT, Setting
 from roleserve_metrics.discovery import DISCOVERY_SETTING
 
 __all__ = [
@@ -29,7 +29,12 @@ NODE_EXPORTER_EXECUTABLE = "prometheus-node-exporter"
 """The name looked up on ``PATH`` when ``node_exporter`` is empty (Debian's package)."""
 
 PORT: Setting[int] = Setting(
-    "port", int, METRICS_PORT, "The HTTPS port of /metrics/<exporter>, on the node's address."
+    "port",
+    int,
+    METRICS_PORT,
+    "The HTTPS port of /metrics/<exporter>, on the node's address.",
+    minimum=1,
+    maximum=65535,
 )
 NODE_EXPORTER: Setting[str] = Setting(
     "node_exporter",
@@ -43,12 +48,16 @@ NODE_EXPORTER_PORT_SETTING: Setting[int] = Setting(
     int,
     NODE_EXPORTER_PORT,
     "node_exporter's port, on 127.0.0.1 (or the node's own address if it is a loopback one).",
+    minimum=1,
+    maximum=65535,
 )
 UPSTREAM_TIMEOUT: Setting[float] = Setting(
     "upstream_timeout",
     float,
     10.0,
     "Seconds a proxied exporter may take to answer before the scrape gets 504.",
+    predicate=lambda seconds: seconds > 0,
+    requirement="a number above 0",
 )
 SETTINGS: tuple[Setting[Any], ...] = (
     PORT,
@@ -72,27 +81,11 @@ class MetricsSettings:
 
     @classmethod
     def of(cls, config: Mapping[str, Any]) -> MetricsSettings:
-        """The settings of the plugin's ``NodeContext.config`` (types checked by the core).
-
-        :raises ConfigError: for a port out of range or a timeout that is not positive.
-        """
-        settings = cls(
+        """The settings of the plugin's ``NodeContext.config`` (checked by the core against
+        the allowed values of ``SETTINGS``)."""
+        return cls(
             port=PORT.read(config),
             node_exporter=NODE_EXPORTER.read(config),
             node_exporter_port=NODE_EXPORTER_PORT_SETTING.read(config),
             upstream_timeout=UPSTREAM_TIMEOUT.read(config),
         )
-        for setting, port in (
-            (PORT, settings.port),
-            (NODE_EXPORTER_PORT_SETTING, settings.node_exporter_port),
-        ):
-            if not 0 < port < 65536:
-                raise ConfigError(
-                    f"[plugins.metrics] {setting.name} must be 1 to 65535, not {port}"
-                )
-        if not settings.upstream_timeout > 0:
-            raise ConfigError(
-                f"[plugins.metrics] {UPSTREAM_TIMEOUT.name} must be positive, "
-                f"not {settings.upstream_timeout}"
-            )
-        return settings

@@ -284,7 +284,7 @@ def test_the_setting() -> None:
     with pytest.raises(ConfigError) as raised:
         discovery_mode({"discovery": "members"})
     assert str(raised.value) == (
-        "[plugins.metrics] discovery must be one of consensus, all, none, not 'members'"
+        """[plugins.metrics] discovery must be one of "consensus", "all", "none", not 'members'"""
     )
 
 

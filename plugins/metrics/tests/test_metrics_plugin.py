@@ -3,13 +3,15 @@ settings and worker."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from roleserve_core import ConfigError
 from roleserve_core.testing import PluginHarness, load_installed_plugin
 from roleserve_metrics import hooks
 from roleserve_metrics.exporters import HOOK, Exporter, exporter_of
-from roleserve_metrics.settings import MetricsSettings
 
 
 def test_loads_with_its_worker_and_settings() -> None:
@@ -38,15 +40,19 @@ def test_the_hook_is_defined_for_other_plugins() -> None:
 @pytest.mark.parametrize(
     ("config", "message"),
     [
-        ({"port": 0}, "[plugins.metrics] port must be 1 to 65535, not 0"),
-        ({"node_exporter_port": 70000}, "node_exporter_port must be 1 to 65535, not 70000"),
-        ({"upstream_timeout": 0.0}, "upstream_timeout must be positive, not 0.0"),
+        ({"port": 0}, "port must be an integer from 1 to 65535, not 0"),
+        ({"node_exporter_port": 70000}, "node_exporter_port must be an integer from 1 to 65535"),
+        ({"upstream_timeout": 0.0}, "upstream_timeout must be a number above 0, not 0.0"),
+        ({"discovery": "members"}, 'discovery must be one of "consensus", "all", "none", not'),
     ],
 )
-def test_settings_refused(config: dict[str, object], message: str) -> None:
-    defaults = {"port": 7840, "node_exporter": "", "node_exporter_port": 7841}
-    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace(".", r"\.")):
-        MetricsSettings.of({**defaults, "upstream_timeout": 10.0, **config})
+def test_settings_refused(config: dict[str, object], message: str, tmp_path: Path) -> None:
+    """The core refuses them before the node starts (they once failed only the plugin)."""
+    plugins = PluginHarness()
+    plugins.register(hooks, "metrics")
+    refused = re.escape(f"roleserve.toml: [plugins.metrics] {message}")
+    with pytest.raises(ConfigError, match="^" + refused):
+        plugins.runtime(tmp_path, config={"metrics": config})
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,8 @@ ones the owner issued: ``credentials issue``).
     roleserve ctl [--credentials DIR] [--endpoint HOST[:PORT] ...] [--timeout S] COMMAND
         │
         ├─ access directory ─▶ find_leader ─▶ Management (leading curator, port 7835)
-        │     nodes  approve  decommission  roles set|unset  ticket  leader  consensus
-        │     whoami  credentials issue|list|revoke  prometheus-config
+        │     nodes  plugins  approve  decommission  roles set|unset  ticket  leader
+        │     consensus  whoami  credentials issue|list|revoke  prometheus-config
         │
         └─ GetNodes: NODE (ID or unique prefix) ─▶ its address ─▶ NodeManagement (7839)
               tree  restart  values  logs  metrics
@@ -15,9 +15,10 @@ ones the owner issued: ``credentials issue``).
 Modules, one concern each: ``_command`` (options, the handler every sub-command shares),
 ``_session`` (channels and calls), ``_errors`` (exit codes, one-line failures), ``_resolve``
 (node prefixes), ``_format`` (cells and JSON), then one module per group of sub-commands:
-``_nodes``, ``_roles``, ``_ticket``, ``_consensus``, ``_tree``, ``_values``, ``_logs``,
-``_metrics``, ``_credentials``, ``_prometheus``; ``_plugins`` adds the sub-commands that
-plugins contribute (entry-point group ``roleserve.ctl``, loaded only when run).
+``_nodes``, ``_node_plugins`` (a node's plugins), ``_roles``, ``_ticket``, ``_consensus``,
+``_tree``, ``_values``, ``_logs``, ``_metrics``, ``_credentials``, ``_prometheus``;
+``_plugins`` adds the sub-commands that plugins contribute (entry-point group
+``roleserve.ctl``, loaded only when run).
 
 Every sub-command prints a table (or plain lines) for people and, where it lists things,
 ``--json`` for scripts. Every failure is one line on stderr, ``roleserve ctl: error: ...``,
@@ -35,6 +36,7 @@ from roleserve_core.cli.ctl import (
     _credentials,
     _logs,
     _metrics,
+    _node_plugins,
     _nodes,
     _plugins,
     _prometheus,
@@ -49,6 +51,7 @@ __all__ = ["add_parser"]
 
 SUBCOMMAND_MODULES = (
     _nodes,
+    _node_plugins,
     _roles,
     _ticket,
     _consensus,

@@ -24,16 +24,27 @@ from roleserve_core.cli.ctl._format import (
     seconds,
     state_name,
 )
+from roleserve_core.cli.ctl._node_plugins import failed_plugins
 
 if TYPE_CHECKING:
     from roleserve_core.cli.ctl._session import Session
     from roleserve_core.proto import management_pb2
 
-__all__ = ["add_parsers", "confirm", "conflict_lines", "node_json", "node_row"]
+__all__ = [
+    "FAILED_PLUGIN_MARK",
+    "add_parsers",
+    "confirm",
+    "conflict_lines",
+    "failed_plugin_lines",
+    "node_json",
+    "node_row",
+]
 
 STATES = ("NEW", "STANDBY", "UP", "DECOMMISSIONED")
 HEADERS = ("", "ID", "ADDRESS", "STATE", "ROLES", "HEALTH", "HEARTBEAT")
 """The first column holds ``*`` for the node whose curator leads."""
+FAILED_PLUGIN_MARK = "!"
+"""After the health of a node that runs without a plugin that failed at its start."""
 
 
 def add_parsers(commands: Any) -> None:
@@ -48,7 +59,9 @@ def add_parsers(commands: Any) -> None:
             "life-cycle state, roles, heartbeat health and the age of the last heartbeat. "
             "'*' marks the node whose curator leads. CONFLICT marks a node whose identity a "
             "second process (a copied data directory?) tried to use; a line under the "
-            "table says where from."
+            "table says where from. '!' after the health marks a node running without a "
+            "plugin that failed; a line under the table names it (`ctl plugins NODE` says "
+            "why)."
         ),
     )
     parser.add_argument(
@@ -103,9 +116,30 @@ def node_row(node: management_pb2.Node) -> list[str]:
         node.status.external_address or NONE,
         state_name(node.state),
         format_roles_message(node.roles),
-        health_name(node.health) + (", CONFLICT" if node.conflict else ""),
+        _health(node),
         format_age(_heartbeat_age(node)),
     ]
+
+
+def _health(node: management_pb2.Node) -> str:
+    """The heartbeat's health, marked if a plugin failed: the node is alive, but not all
+    of it runs, which the health alone would hide."""
+    mark = FAILED_PLUGIN_MARK if failed_plugins(node) else ""
+    return health_name(node.health) + mark + (", CONFLICT" if node.conflict else "")
+
+
+def failed_plugin_lines(nodes: list[management_pb2.Node]) -> list[str]:
+    """One line under the table per node marked ``!``: which plugins failed."""
+    lines = []
+    for node in nodes:
+        if failed := failed_plugins(node):
+            names = ", ".join(failed)
+            noun = "plugin" if len(failed) == 1 else "plugins"
+            lines.append(
+                f"{node.id}: {FAILED_PLUGIN_MARK} {noun} {names} failed: it runs without; "
+                f"`roleserve ctl plugins {node.id}` says why"
+            )
+    return lines
 
 
 def conflict_lines(nodes: list[management_pb2.Node]) -> list[str]:
@@ -127,6 +161,7 @@ def node_json(node: management_pb2.Node) -> dict[str, Any]:
         "version": node.status.version or None,
         "labels": {pair.key: pair.value for pair in node.labels.pairs},
         "conflict": node.conflict or None,
+        "failed_plugins": failed_plugins(node),
         "cluster_prefix": node.cluster_prefix or None,
         "clusternet": {
             "wireguard_pubkey": node.clusternet.wireguard_pubkey,
@@ -156,7 +191,7 @@ async def list_nodes(session: Session, args: argparse.Namespace) -> None:
         print_json([node_json(node) for node in nodes])
     else:
         print(render_table(HEADERS, [node_row(node) for node in nodes]))
-        for line in conflict_lines(nodes):
+        for line in [*conflict_lines(nodes), *failed_plugin_lines(nodes)]:
             print(line)
 
 

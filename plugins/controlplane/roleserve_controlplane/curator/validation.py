@@ -23,6 +23,9 @@ from roleserve_core.limits import (
     MAX_LABEL_LENGTH,
     MAX_LABELS,
     MAX_NODE_ID_LENGTH,
+    MAX_PLUGIN_ERROR_LENGTH,
+    MAX_PLUGIN_NAME_LENGTH,
+    MAX_PLUGINS,
     MAX_PREFIXES,
     MAX_VERSION_LENGTH,
     check_count,
@@ -76,8 +79,8 @@ def check_instance(instance: str) -> str:
 
 
 def check_status(status: common_pb2.NodeStatus) -> None:
-    """A node's report about itself: an IP address, a TCP port for its curator, a version
-    and custom role names within the limits, a boot ID of 16 bytes or none."""
+    """A node's report about itself: an IP address, a TCP port for its curator, a version,
+    custom role names and plugins within the limits, a boot ID of 16 bytes or none."""
     check_address(status.external_address)
     if not 0 <= status.running_curator.port <= 65535:
         raise _invalid(f"running_curator.port {status.running_curator.port} is not a TCP port")
@@ -88,6 +91,12 @@ def check_status(status: common_pb2.NodeStatus) -> None:
     for name in status.handled_custom_roles:
         if not CUSTOM_ROLE_NAME.fullmatch(name):
             raise _invalid(f"handled_custom_roles: {shown(name)} is not a custom role name")
+    check_count("plugins", status.plugins, MAX_PLUGINS)
+    for index, plugin in enumerate(status.plugins):
+        check_text(f"plugins[{index}].name", plugin.name, MAX_PLUGIN_NAME_LENGTH)
+        check_text(f"plugins[{index}].version", plugin.version, MAX_VERSION_LENGTH)
+        check_text(f"plugins[{index}].state", plugin.state, MAX_PLUGIN_NAME_LENGTH)
+        check_text(f"plugins[{index}].error", plugin.error, MAX_PLUGIN_ERROR_LENGTH)
 
 
 def check_address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
