@@ -5,12 +5,13 @@ its own. That tests the plugin's handling (absent, broken, ready), not Kubernete
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
 import pytest
 
-from roleserve_core import RunContext, Runnable, State, Supervisor
+from roleserve_core import RunContext, Runnable, RunnableStatus, State, Supervisor
 from roleserve_core.testing import (
     FakeClock,
     SupervisorRunner,
@@ -51,6 +52,10 @@ def controller_inputs(tmp_path: Path) -> ControllerInputs:
     )
 
 
+def with_note(note: str) -> Callable[[RunnableStatus], bool]:
+    return lambda status: status.note == note
+
+
 async def start(runner: SupervisorRunner, children: dict[str, Runnable]) -> Supervisor:
     async def root(ctx: RunContext) -> None:
         for name, runnable in children.items():
@@ -83,7 +88,7 @@ async def test_absent_binaries_are_not_healthy_a_note_and_no_crash_loop(
         ),
         ("kubelet", "kubelet not found: container runtime only"),
     ):
-        status = await wait_for_status(supervisor, f"root.{name}", lambda s: s.note == note)
+        status = await wait_for_status(supervisor, f"root.{name}", with_note(note))
         # Not running, so not HEALTHY: it stays NEW with the note, never restarted.
         assert (status.state, status.failures, status.restart_in) == (State.NEW, 0, None)
     assert SCHEDULER.absent_note.startswith("kube-scheduler not found")
