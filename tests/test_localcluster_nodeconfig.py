@@ -314,3 +314,12 @@ def test_a_loopback_node_runs_the_mesh_off_saying_why(tmp_path: Path) -> None:
     without = LocalCluster(tmp_path / "without", 1, config=OPERATOR, accepts=hostsfile_only)
     without._write_config(without.nodes[0])  # no clusternet plugin: nothing to switch off
     assert "clusternet" not in config_of(without, 1)
+
+
+def test_the_old_name_of_what_a_loopback_node_ran_without_still_works_and_warns() -> None:
+    from roleserve_core.localcluster import process
+
+    with pytest.warns(DeprecationWarning, match=r"nodeconfig\.CLUSTERNET_OFF"):
+        assert process.LOOPBACK_WITHOUT == ("clusternet",)
+    with pytest.raises(AttributeError):
+        process.NO_SUCH_NAME  # noqa: B018
