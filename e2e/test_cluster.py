@@ -21,6 +21,7 @@ import pytest
 from roleserve_core.connection import find_leader
 from roleserve_core.identity import UserCredentials
 from roleserve_core.localcluster import LocalCluster, LocalNode
+from roleserve_core.localcluster.nodeconfig import LOOPBACK_MESH_OFF
 from roleserve_core.ports import CURATOR_PORT, NODE_MANAGEMENT_PORT, endpoint
 from roleserve_core.process import read_record
 from roleserve_core.process._proc import read_stat
@@ -42,6 +43,7 @@ TIMEOUT = 90.0
 """Seconds for a change to show across the cluster (an etcd member joining takes ~6 s)."""
 HELLO = "root.role.hello"
 CURATOR = "root.role.controlplane.curator"
+APISERVER = "root.role.kubernetes_controller.apiserver"
 CORE_WORKERS = ("rolefetch", "statuspush", "heartbeat", "nodemgmt", "revocations", "controlplane")
 
 
@@ -184,6 +186,40 @@ async def test_ctl_tree_logs_and_restart_name_a_workers_dn(cluster: LocalCluster
         assert logs.count(f"{HELLO}: greeting: hello") == 2, logs
     finally:
         await set_role(cluster, chosen, "custom:hello", False)
+
+
+async def test_what_does_not_run_is_not_healthy_and_says_why(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """On loopback the mesh is off (the nodes share one network namespace), and a
+    controller without a kube-apiserver binary has its apiserver NEW, not HEALTHY: each
+    says why in ``ctl tree``, and ``ctl kubeconfig`` names no apiserver that is not there."""
+    local = cluster.nodes[0]
+    identity = cluster.node_id(local)
+    assert identity is not None
+    runnables = await poll_until(
+        "the controller's components",
+        lambda: tree(cluster, local),
+        lambda t: APISERVER in t and t[APISERVER].note != "",
+        timeout=TIMEOUT,
+    )
+    mesh = runnables["root.role.clusternet"]
+    assert (mesh.state, mesh.note) == ("NEW", f"off: {LOOPBACK_MESH_OFF}")
+    drawn = ctl(cluster, "tree", identity)
+    assert f"clusternet  NEW  off: {LOOPBACK_MESH_OFF}" in drawn, drawn
+    if shutil.which("kube-apiserver") is not None:
+        return  # a machine with the real binary: its apiserver runs
+    apiserver = runnables[APISERVER]
+    assert (apiserver.state, apiserver.failures) == ("NEW", 0)
+    assert apiserver.note == (
+        "kube-apiserver not found: set [plugins.kubernetes] kube_apiserver or install it"
+    )
+    out = tmp_path / "kubeconfig"
+    refused = ctl_as(cluster.owner_directory, "kubeconfig", "--out", str(out))
+    assert refused.returncode == 1, refused.stderr
+    [line] = refused.stderr.splitlines()
+    assert line.startswith("roleserve ctl: error: no kube-apiserver is ready ("), line
+    assert not out.exists()
 
 
 async def test_scoped_credentials_issued_by_ctl_are_refused_everywhere_once_revoked(

@@ -30,10 +30,8 @@ import pytest
 from roleserve_core.access import ClusterAccess
 from roleserve_core.connection import find_leader
 from roleserve_core.datadir import NodeDataDirectory
-from roleserve_core.environment import DISABLE_PLUGINS_ENV
 from roleserve_core.identity import NodeCredentials
 from roleserve_core.localcluster import FIRST_ADDRESS, LocalCluster, default_roles
-from roleserve_core.localcluster.process import LOOPBACK_WITHOUT
 from roleserve_core.proto import common_pb2, curator_pb2, curator_pb2_grpc
 from roleserve_core.rpc import secure_channel
 from roleserve_core.testing import poll_until
@@ -452,7 +450,6 @@ def test_a_decommissioned_node_is_refused_stops_and_leaves_the_hosts_files(
         text=True,
         timeout=TIMEOUT,
         check=False,
-        env={**os.environ, DISABLE_PLUGINS_ENV: ",".join(LOOPBACK_WITHOUT)},
     )
     assert restarted.returncode == 1, restarted.stderr
     assert restarted.stderr.splitlines()[-1].startswith(f"roleserve node: error: {refusal}")

@@ -19,7 +19,9 @@ from roleserve_core.cli import _cluster_commands as cluster_command
 from roleserve_core.environment import DISABLE_PLUGINS_ENV
 from roleserve_core.localcluster import LocalCluster
 from roleserve_core.localcluster.nodeconfig import (
+    CLUSTERNET_OFF,
     HOSTS_PATH,
+    LOOPBACK_MESH_OFF,
     NodeConfigError,
     NodeSetting,
     setting_accepted,
@@ -27,6 +29,7 @@ from roleserve_core.localcluster.nodeconfig import (
     without_setting,
 )
 from roleserve_core.plugins import ENTRY_POINT_GROUP
+from roleserve_core.settings import toml_literal
 
 HOSTS = Path("/c/n1/hosts")
 SOURCE = Path("/c/n1/roleserve.toml")
@@ -48,6 +51,11 @@ def everything(setting: NodeSetting) -> bool:
 
 def nothing(setting: NodeSetting) -> bool:
     return False
+
+
+def hostsfile_only(setting: NodeSetting) -> bool:
+    """Only the hostsfile plugin is installed: the hosts file's tests see its line alone."""
+    return setting.plugin == "hostsfile"
 
 
 def parsed(text: str) -> dict[str, Any]:
@@ -187,7 +195,7 @@ def config_of(cluster: LocalCluster, index: int) -> str:
 def test_a_new_clusters_nodes_get_the_config_and_their_own_hosts_file(
     tmp_path: Path, no_processes: None
 ) -> None:
-    cluster = LocalCluster(tmp_path, 2, config=OPERATOR, accepts=everything)
+    cluster = LocalCluster(tmp_path, 2, config=OPERATOR, accepts=hostsfile_only)
     cluster._start_enrolled()  # node 1 bootstraps
     cluster._register(cluster.nodes[1], "rs1-ticket")
     for node in cluster.nodes:
@@ -202,7 +210,9 @@ def test_a_node_of_a_cluster_from_before_gets_its_path_when_it_restarts(
     tmp_path: Path, no_processes: None
 ) -> None:
     said: list[str] = []
-    cluster = LocalCluster(tmp_path, 2, config="[node]\n", accepts=everything, progress=said.append)
+    cluster = LocalCluster(
+        tmp_path, 2, config="[node]\n", accepts=hostsfile_only, progress=said.append
+    )
     for node in cluster.nodes:
         node.datadir.credentials.mkdir(parents=True)  # enrolled
     cluster.nodes[0].datadir.config.write_text(OPERATOR)
@@ -220,7 +230,7 @@ def test_a_node_of_a_cluster_from_before_gets_its_path_when_it_restarts(
 
 def test_a_path_the_operator_set_is_kept_and_shown(tmp_path: Path, no_processes: None) -> None:
     text = f'{OPERATOR}\n[plugins.hostsfile]\npath = "/srv/n1-hosts"\n'
-    cluster = LocalCluster(tmp_path, 1, config=text, accepts=everything)
+    cluster = LocalCluster(tmp_path, 1, config=text, accepts=hostsfile_only)
     cluster._start_enrolled()
     assert config_of(cluster, 1) == text
     assert cluster.hosts_file(cluster.nodes[0]) == Path("/srv/n1-hosts")
@@ -284,23 +294,32 @@ def test_a_netns_clusters_nodes_get_their_own_wireguard_interface(tmp_path: Path
     assert names == [cluster.network.wireguard_interface(index) for index in (1, 2)]
     assert len(set(names)) == 2
     assert all(len(name) <= 15 for name in names)
-    loopback = LocalCluster(tmp_path / "loopback", 1, accepts=everything)
-    loopback._write_config(loopback.nodes[0])
-    assert "clusternet" not in parsed(config_of(loopback, 1))["plugins"]
+    assert all("off" not in parsed(config_of(cluster, i))["plugins"]["clusternet"] for i in (1, 2))
 
 
-@pytest.mark.parametrize(
-    ("before", "after"), [(None, "clusternet"), ("metrics", "metrics,clusternet")]
-)
-def test_a_loopback_node_runs_without_the_mesh(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, before: str | None, after: str
-) -> None:
+def test_a_loopback_node_runs_the_mesh_off_saying_why(tmp_path: Path) -> None:
     """Its nodes share one network: a mesh would only put interfaces and the cluster
-    network's route on the host itself."""
-    if before is None:
-        monkeypatch.delenv(DISABLE_PLUGINS_ENV, raising=False)
-    else:
-        monkeypatch.setenv(DISABLE_PLUGINS_ENV, before)
-    loopback, namespaced = LocalCluster(tmp_path, 1), LocalCluster(tmp_path / "ns", 1, netns=True)
-    assert loopback.nodes[0]._environment()[DISABLE_PLUGINS_ENV] == after
-    assert namespaced.nodes[0]._environment().get(DISABLE_PLUGINS_ENV) == before
+    network's route on the host itself. The worker says so in ``ctl tree`` rather than
+    being absent without a word (the plugin used to be disabled)."""
+    loopback = LocalCluster(tmp_path, 1, config=OPERATOR, accepts=everything)
+    loopback._write_config(loopback.nodes[0])
+    text = config_of(loopback, 1)
+    assert parsed(text)["plugins"]["clusternet"] == {"off": LOOPBACK_MESH_OFF}
+    assert f"off = {toml_literal(LOOPBACK_MESH_OFF)}  {CLUSTERNET_OFF.mark}\n" in text
+    assert (
+        CLUSTERNET_OFF.mark
+        == "# roleserve cluster up: a loopback cluster's nodes share one network"
+    )
+    assert DISABLE_PLUGINS_ENV not in loopback.nodes[0]._environment()
+    without = LocalCluster(tmp_path / "without", 1, config=OPERATOR, accepts=hostsfile_only)
+    without._write_config(without.nodes[0])  # no clusternet plugin: nothing to switch off
+    assert "clusternet" not in config_of(without, 1)
+
+
+def test_the_old_name_of_what_a_loopback_node_ran_without_still_works_and_warns() -> None:
+    from roleserve_core.localcluster import process
+
+    with pytest.warns(DeprecationWarning, match=r"nodeconfig\.CLUSTERNET_OFF"):
+        assert process.LOOPBACK_WITHOUT == ("clusternet",)
+    with pytest.raises(AttributeError):
+        process.NO_SUCH_NAME  # noqa: B018

@@ -44,7 +44,7 @@ from roleserve_core.process import (
 )
 from roleserve_core.process._proc import boot_id, group_members, read_stat
 from roleserve_core.process._watchdog import watchdog
-from roleserve_core.supervisor import FailureKind, RunContext, classify_failure
+from roleserve_core.supervisor import FailureKind, RunContext, State, classify_failure
 from roleserve_core.testing import (
     DEFAULT_TIMEOUT,
     SupervisorRunner,
@@ -476,6 +476,45 @@ listener.listen()
 print(listener.getsockname()[1], flush=True)
 time.sleep(600)
 """
+
+
+LISTENER_WHEN_TOLD = """\
+import os, socket, sys, time
+while not os.path.exists(sys.argv[3]):
+    time.sleep(0.01)
+listener = socket.socket()
+listener.bind((sys.argv[1], int(sys.argv[2])))
+listener.listen()
+time.sleep(600)
+"""
+"""Listens on host:port (its arguments) once the file named third exists."""
+
+
+async def test_without_a_ready_check_a_program_is_healthy_only_once_it_listens(
+    tmp_path: Path, supervisor_runner: SupervisorRunner
+) -> None:
+    """Started is not running: with binds and no ``ready``, the runnable waits (NEW) until
+    the program itself holds its addresses."""
+    host = str(random_loopback())
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        port = probe.getsockname()[1]
+    go = tmp_path / "go"
+    arguments = ["-c", LISTENER_WHEN_TOLD, host, str(port), str(go)]
+    spec = spec_of(tmp_path, Path(sys.executable), arguments=arguments, binds=[Bind(host, port)])
+
+    async def root(ctx: RunContext) -> None:
+        ctx.run("prog", program_runnable(spec))
+        ctx.signal_healthy()
+        await anyio.sleep_forever()
+
+    supervisor = await supervisor_runner.start(root)
+    waiting = await wait_for_status(supervisor, "root.prog", lambda s: "listen" in s.note)
+    assert waiting.state is State.NEW
+    assert waiting.note.startswith(f"waiting for prog to listen on {host}:{port}/tcp (pid ")
+    go.touch()
+    healthy = await wait_for_state(supervisor, "root.prog")
+    assert healthy.note.startswith("prog running, pid ")
 
 
 async def test_a_recorded_leftover_holding_the_address_is_stopped_and_the_start_succeeds(

@@ -57,8 +57,10 @@ from roleserve_core.localcluster.layout import DEFAULT_SIZE, FIRST_ADDRESS, defa
 from roleserve_core.localcluster.management import LeaderManagement
 from roleserve_core.localcluster.nodeconfig import (
     CLUSTERNET_INTERFACE,
+    CLUSTERNET_OFF,
     HOSTS_FILE,
     HOSTS_PATH,
+    LOOPBACK_MESH_OFF,
     NodeSetting,
     configured,
     setting_accepted,
@@ -170,7 +172,8 @@ class LocalCluster:
     :param config: the ``roleserve.toml`` text of nodes created by this cluster.
     :param accepts: whether a node would accept a setting ``up`` gives each node a value
         of its own for (``nodeconfig``: the hosts file's path; with --netns, the clusternet
-        interface); by default, whether its plugin is installed and declares it.
+        interface; on loopback, why the mesh is off); by default, whether its plugin is
+        installed and declares it.
     """
 
     def __init__(
@@ -444,6 +447,8 @@ class LocalCluster:
         own = [(HOSTS_PATH, str(node.directory / HOSTS_FILE))]
         if self.network is not None:
             own.append((CLUSTERNET_INTERFACE, self.network.wireguard_interface(node.index)))
+        else:
+            own.append((CLUSTERNET_OFF, LOOPBACK_MESH_OFF))
         return own
 
     async def _owner_written(self) -> bool:

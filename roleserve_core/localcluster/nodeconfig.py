@@ -7,6 +7,9 @@ one machine, each node's own.
     [plugins.clusternet] interface   "<namespace prefix>wg<i>"  (--netns only) nodes in
                                                              namespaces still share
                                                              wireguard-go's socket directory
+    [plugins.clusternet] off         LOOPBACK_MESH_OFF       (loopback only) the nodes share
+                                                             one network namespace: the
+                                                             mesh stays off, saying why
 
 What ``up`` does before it starts node i, for each such setting::
 
@@ -51,8 +54,10 @@ from roleserve_core.settings import toml_literal
 
 __all__ = [
     "CLUSTERNET_INTERFACE",
+    "CLUSTERNET_OFF",
     "HOSTS_FILE",
     "HOSTS_PATH",
+    "LOOPBACK_MESH_OFF",
     "NodeConfigError",
     "NodeSetting",
     "configured",
@@ -72,13 +77,17 @@ class NodeSetting:
     plugin: str
     key: str
     what: str
-    """What the value is, in the comment after the line: ``this node's own <what>``."""
+    """What the value is, in ``up``'s messages and, unless ``why`` is given, in the
+    comment after the line: ``this node's own <what>``."""
+    why: str | None = None
+    """The comment after the line, if not ``this node's own <what>``."""
 
     @property
     def mark(self) -> str:
         """After the line ``up`` writes, so that a reader of the file knows where it came
         from, and ``up`` knows which lines it may take out again."""
-        return f"# roleserve cluster up: this node's own {self.what}"
+        why = self.why or f"this node's own {self.what}"
+        return f"# roleserve cluster up: {why}"
 
     @property
     def header(self) -> re.Pattern[str]:
@@ -102,6 +111,21 @@ HOSTS_PATH = NodeSetting("hostsfile", "path", "hosts file")
 CLUSTERNET_INTERFACE = NodeSetting("clusternet", "interface", "WireGuard interface")
 """``[plugins.clusternet] interface``: nodes in network namespaces of one machine still
 share wireguard-go's socket directory, so each needs an interface name of its own."""
+CLUSTERNET_OFF = NodeSetting(
+    "clusternet",
+    "off",
+    "reason to keep the mesh off",
+    why="a loopback cluster's nodes share one network",
+)
+"""``[plugins.clusternet] off``: the nodes of a loopback cluster share the machine's one
+network namespace, where a mesh of theirs could only put interfaces and the cluster
+network's route on the host itself. Its worker stays off and says why in ``ctl tree``
+(a node without the plugin, as before, said nothing)."""
+LOOPBACK_MESH_OFF = (
+    "the nodes of a loopback cluster share one network namespace; "
+    "`roleserve cluster up --netns` gives each its own, and the mesh"
+)
+"""The value of ``CLUSTERNET_OFF`` on a loopback cluster: the clusternet worker's note."""
 
 
 class NodeConfigError(RoleserveError):

@@ -30,24 +30,34 @@ import re
 import signal
 import subprocess
 import sys
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import anyio
 
 from roleserve_core.datadir import NodeDataDirectory
-from roleserve_core.environment import DISABLE_PLUGINS_ENV, REGISTER_TICKET_ENV
+from roleserve_core.environment import REGISTER_TICKET_ENV
 from roleserve_core.localcluster.netns import in_namespace
 from roleserve_core.supervisor import WAITING_FOR_OPERATOR
 
-__all__ = ["LOOPBACK_WITHOUT", "LocalNode"]
+__all__ = ["LocalNode"]
 
-LOOPBACK_WITHOUT = ("clusternet",)
-"""Plugins a node of a loopback cluster runs without (added to ``ROLESERVE_DISABLE_PLUGINS``):
-its nodes share the machine's one network, where a mesh of theirs could only put
-interfaces and the cluster network's route on the host itself. ``--netns`` gives each node
-a network of its own, and the mesh."""
+
+def __getattr__(name: str) -> Any:
+    """``LOOPBACK_WITHOUT``, deprecated: the plugins a loopback node ran without."""
+    if name == "LOOPBACK_WITHOUT":
+        warnings.warn(
+            "roleserve_core.localcluster.process.LOOPBACK_WITHOUT is deprecated: a loopback "
+            "node no longer runs without clusternet but with its mesh off, saying why; see "
+            "roleserve_core.localcluster.nodeconfig.CLUSTERNET_OFF",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return ("clusternet",)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass
@@ -134,8 +144,7 @@ class LocalNode:
         return process.pid
 
     def _environment(self) -> dict[str, str]:
-        """This process's environment for the node, without a register ticket; on
-        loopback, also without the clusternet plugin (``LOOPBACK_WITHOUT``)."""
+        """This process's environment for the node, without a register ticket."""
         inherited = {
             name: value for name, value in os.environ.items() if name != REGISTER_TICKET_ENV
         }
@@ -143,9 +152,6 @@ class LocalNode:
             # The silence of `roleserve cluster` at its terminal: a node's log keeps
             # gRPC's errors (roleserve_core.cli's _quiet_grpc).
             del inherited["GRPC_VERBOSITY"]
-        if self.namespace is None:
-            disabled = [name for name in inherited.get(DISABLE_PLUGINS_ENV, "").split(",") if name]
-            inherited[DISABLE_PLUGINS_ENV] = ",".join(dict.fromkeys([*disabled, *LOOPBACK_WITHOUT]))
         return inherited
 
     async def stop(self, *, patience: float = 30.0) -> int | None:

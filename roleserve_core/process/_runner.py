@@ -35,7 +35,7 @@ import shutil
 import signal
 import subprocess
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
@@ -66,6 +66,10 @@ MAX_LINE = 16384
 DRAIN_TIMEOUT = 1.0
 """Seconds to wait for the last output after the group is gone: a helper that left the
 group (its own ``setsid``) may still hold the output pipe."""
+
+LISTEN_POLL = 0.05
+"""Seconds between looks at whether a program holds its addresses yet (``program_runnable``
+without ``ready``): nothing announces a socket another process binds."""
 
 
 _active: set[Path] = set()
@@ -393,7 +397,9 @@ def program_runnable(
         spec that depends on state read at start (configuration, certificates written).
     :param ready: awaited with the running program before the runnable signals healthy;
         check readiness against ``program.pid``. The runnable's block is cancelled if the
-        program exits meanwhile. None: healthy as soon as the program is started.
+        program exits meanwhile. None: healthy once the program itself holds every address
+        of ``spec.binds`` (it listens: more than started); with no binds either, nothing
+        can be checked, so healthy once started, and its note says it was not checked.
 
     For example, node_exporter::
 
@@ -407,11 +413,25 @@ def program_runnable(
     async def run(ctx: RunContext) -> None:
         program_spec = spec() if callable(spec) else spec
         async with start_program(ctx.log, program_spec) as program:
+            name, pid, binds = program_spec.name, program.pid, program_spec.binds
+            running = f"{name} running, pid {pid}"
             if ready is not None:
-                ctx.set_note(f"waiting for {program_spec.name} (pid {program.pid})")
+                ctx.set_note(f"waiting for {name} (pid {pid})")
                 await ready(program, ctx)
-            ctx.set_note(f"{program_spec.name} running, pid {program.pid}")
+            elif binds:
+                listed = ", ".join(str(bind) for bind in binds)
+                ctx.set_note(f"waiting for {name} to listen on {listed} (pid {pid})")
+                await _wait_listening(program, binds)
+            else:
+                running = f"{name} started, pid {pid} (nothing checks it is ready)"
+            ctx.set_note(running)
             ctx.signal_healthy()
             await program.wait()
 
     return run
+
+
+async def _wait_listening(program: RunningProgram, binds: Sequence[Bind]) -> None:
+    """Return once ``program`` itself holds every address of ``binds``."""
+    while not all(program.listens_on(bind) for bind in binds):  # noqa: ASYNC110
+        await anyio.sleep(LISTEN_POLL)

@@ -22,6 +22,7 @@ __all__ = [
     "KEEPALIVE",
     "LISTEN_PORT",
     "MTU",
+    "OFF",
     "RECONCILE_INTERVAL",
     "SETTINGS",
     "WIREGUARD_GO",
@@ -88,6 +89,14 @@ WIREGUARD_GO: Setting[str | None] = Setting(
     None,
     "Path of the wireguard-go binary that runs the interface; unset: wireguard-go on PATH.",
 )
+OFF: Setting[str] = Setting(
+    "off",
+    str,
+    "",
+    "Why the mesh is off on this node, shown in `roleserve ctl tree` (the worker stays NEW, "
+    "runs nothing, reads nothing); empty: the mesh runs. `roleserve cluster up` sets it on "
+    "loopback clusters, whose nodes share one network namespace.",
+)
 
 SETTINGS: tuple[Setting[Any], ...] = (
     INTERFACE,
@@ -97,6 +106,7 @@ SETTINGS: tuple[Setting[Any], ...] = (
     CLUSTER_NETWORK,
     RECONCILE_INTERVAL,
     WIREGUARD_GO,
+    OFF,
 )
 """Everything ``[plugins.clusternet]`` accepts, in the order ``roleserve plugins`` lists."""
 
@@ -115,6 +125,8 @@ class ClusternetSettings:
     cluster_network: IPNetwork = DEFAULT_NETWORK
     reconcile_interval: float = RECONCILE_INTERVAL.default
     wireguard_go: str | None = None
+    off: str = ""
+    """Why the mesh is off here; empty: it runs."""
 
     @classmethod
     def of(cls, config: Mapping[str, Any]) -> ClusternetSettings:
@@ -128,4 +140,5 @@ class ClusternetSettings:
             cluster_network=ipaddress.ip_network(CLUSTER_NETWORK.read(config)),
             reconcile_interval=float(RECONCILE_INTERVAL.read(config)),
             wireguard_go=WIREGUARD_GO.read(config),
+            off=OFF.read(config).strip(),
         )

@@ -3,7 +3,11 @@
 Reads (itself and through its runnables) ``node_id``, ``cluster_nodes``,
 ``curator_connection`` and, when the kubernetes plugin is loaded, ``pod_network``; writes
 ``clusternet_status``, the interface, and the key file in the plugin's data directory.
-Runs always (``when=None``): the mesh is every node's, whatever its roles.
+Runs always (``when=None``): the mesh is every node's, whatever its roles. With
+``[plugins.clusternet] off`` set (``roleserve cluster up`` sets it on a loopback cluster,
+whose nodes share one network namespace), it runs nothing and reads nothing, and stays
+NEW with the note ``off: <reason>``: absent from ``ctl tree`` it would look forgotten,
+HEALTHY it would claim a mesh that is not there.
 
 ::
 
@@ -56,7 +60,10 @@ from roleserve_core import (
     Worker,
 )
 
-__all__ = ["RUNNABLES", "WAITING_FOR_ID", "clusternet_worker", "run_mesh"]
+__all__ = ["OFF_NOTE", "RUNNABLES", "WAITING_FOR_ID", "clusternet_worker", "run_mesh"]
+
+OFF_NOTE = "off: {reason}"
+"""The worker's note when ``[plugins.clusternet] off`` gives a reason."""
 
 WAITING_FOR_ID = "waiting for the node ID (enrolment)"
 
@@ -80,6 +87,8 @@ def clusternet_worker(
     interface to use instead of making one (a ``MemoryInterface``: no wireguard-go, no
     netlink).
     """
+    if settings.off:
+        return Worker("clusternet", _off(settings.off))
     spec = InterfaceSpec(
         name=settings.interface,
         mtu=settings.mtu,
@@ -97,6 +106,15 @@ def clusternet_worker(
     if POD_NETWORK in node.values:
         reads.append(POD_NETWORK)
     return Worker("clusternet", clusternet, reads=tuple(reads))
+
+
+def _off(reason: str) -> Runnable:
+    async def clusternet(ctx: RunContext) -> None:
+        """Keeps the mesh off on this node ([plugins.clusternet] off), saying why."""
+        ctx.set_note(OFF_NOTE.format(reason=reason))
+        await anyio.sleep_forever()
+
+    return clusternet
 
 
 async def run_mesh(

@@ -4,14 +4,21 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
 
 from roleserve_clusternet import hooks
 from roleserve_clusternet.settings import ClusternetSettings
-from roleserve_core import CLUSTER_NODES, CURATOR_CONNECTION, NODE_ID, ConfigError
-from roleserve_core.testing import PluginHarness, load_installed_plugin
+from roleserve_core import (
+    CLUSTER_NODES,
+    CURATOR_CONNECTION,
+    NODE_ID,
+    ConfigError,
+    State,
+)
+from roleserve_core.testing import NodeHarness, PluginHarness, load_installed_plugin
 
 
 def test_loads_runs_its_worker_and_owns_its_status() -> None:
@@ -29,6 +36,7 @@ def test_loads_runs_its_worker_and_owns_its_status() -> None:
         "cluster_network",
         "reconcile_interval",
         "wireguard_go",
+        "off",
     ]
 
 
@@ -38,6 +46,24 @@ def test_the_worker_always_runs_and_reads_what_keeps_cluster_nodes(tmp_path: Pat
     [(plugin, worker)] = plugins.runtime(tmp_path).workers.values()
     assert (plugin, worker.name, worker.when) == ("clusternet", "clusternet", None)
     assert set(worker.reads) == {CLUSTER_NODES, CURATOR_CONNECTION, NODE_ID}
+
+
+@pytest.mark.anyio
+async def test_with_a_reason_to_be_off_the_worker_says_it_and_runs_nothing(
+    node: Callable[..., Awaitable[NodeHarness]], tmp_path: Path
+) -> None:
+    """A loopback cluster's nodes share one network namespace (``cluster up`` sets ``off``):
+    the worker is there, not running (NEW, never HEALTHY), with the reason as its note."""
+    plugins = PluginHarness()
+    plugins.register(hooks, "clusternet")
+    reason = "the nodes share one network namespace; `cluster up --netns` runs the mesh"
+    runtime = plugins.runtime(tmp_path, config={"clusternet": {"off": reason}})
+    [(_plugin, worker)] = runtime.workers.values()
+    assert (worker.name, worker.reads) == ("clusternet", ())  # no cluster_nodes kept alive
+    harness = await node(runtime)
+    status = await harness.wait_status("root.role.clusternet", lambda s: s.note != "")
+    assert (status.state, status.note) == (State.NEW, f"off: {reason}")
+    assert not (tmp_path / "plugins" / "clusternet" / "private.key").exists()
 
 
 def test_settings_defaults() -> None:

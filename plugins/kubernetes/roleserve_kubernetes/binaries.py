@@ -8,7 +8,8 @@
     kube-apiserver on PATH ── found ──▶ its path: the runnable starts it
                     │ not found
                     ▼
-    None: the runnable stays HEALTHY with the note "kube-apiserver not found: ..."
+    None: the runnable stays NEW (not running, never HEALTHY) with the note
+          "kube-apiserver not found: ..."
 
 A configured path is used as it is: if it is missing or not executable, the runnable is
 DEAD with the runner's final error naming it (the operator's setting is wrong). A binary
@@ -18,8 +19,9 @@ backoff.
 A missing kube binary (nothing configured, none on PATH) is a state of the node, not a
 failure: Debian ships none of them (``shared/reference/components.md`` §3), so a node
 without them still runs containerd, the pod network and everything else. Restarting
-cannot conjure a binary, so the runnable does not crash-loop; it shows the note in
-``roleserve ctl tree`` until the operator installs the binary and restarts it.
+cannot conjure a binary, so the runnable does not crash-loop; it is not HEALTHY either,
+since nothing runs: it stays NEW and shows the note in ``roleserve ctl tree`` until the
+operator installs the binary and restarts it.
 """
 
 from __future__ import annotations
@@ -72,7 +74,7 @@ def _setting(name: str, executable: str) -> Setting[str]:
         str,
         "",
         f"The {executable} binary; empty: {executable} on PATH. Not found: its runnable "
-        "says so in its note and stays healthy.",
+        "says so in its note and is not healthy (NEW).",
     )
 
 

@@ -4,7 +4,8 @@ healthy once it answers ready. ``apiserver``, ``controllermanager``, ``scheduler
 
 ::
 
-    binary None ──▶ note "<binary> not found: ...", HEALTHY, waits: no crash loop
+    binary None ──▶ note "<binary> not found: ...", stays NEW (not running, so never
+                    HEALTHY), waits: no crash loop
     binary found
       ├─ write_plan(plan)                      files atomically, in the node's data dir
       ├─ start_program(program_spec(plan))     roleserve_core.process: dies with the node
@@ -17,6 +18,13 @@ A binary that is there but cannot run (not executable, exits at once) is a DEAD 
 with the reason from its stderr, restarted after the backoff like any failure; the node's
 other runnables go on. Only a binary that is not there at all is a state rather than a
 failure: it cannot appear by restarting.
+
+Why NEW for an absent binary, and not HEALTHY or DEAD: HEALTHY says the component runs,
+and an operator (or ``ctl kubeconfig``) who believed it met "connection refused"; DEAD
+would be a failure that restarting cures or, final, one that stops a node not yet
+enrolled. NEW is the supervisor's "not running (yet)", as a gated worker waiting for its
+roles is; the note says what to do. Installing the binary and ``roleserve ctl restart NODE
+root.role.kubernetes_controller`` (or a restart of the node) starts it.
 """
 
 from __future__ import annotations
@@ -59,14 +67,18 @@ def component_runnable(
 
     async def run(ctx: RunContext) -> None:
         if binary is None:
-            ctx.set_note(component.absent_note)
-            ctx.signal_healthy()
-            await anyio.sleep_forever()
+            await _absent(ctx, component)
         else:
             planned = plan()
             await _run_program(ctx, planned, program_spec(planned, binary, state_dir), on_ready)
 
     return run
+
+
+async def _absent(ctx: RunContext, component: Component) -> None:
+    """Say why the component does not run, and stay not healthy (the module docstring)."""
+    ctx.set_note(component.absent_note)
+    await anyio.sleep_forever()
 
 
 async def _run_program(

@@ -5,7 +5,9 @@
     new key (here; it never leaves) ─▶ CSR ─▶ KubernetesCertificates.IssueAdminCertificate
         (leading curator; owner scope: MANAGE_CREDENTIALS)
     ─▶ certificate (CN = the caller, O system:masters, 30 days), the Kubernetes CA, the
-       controllers' apiservers (host:6443) ─▶ FILE, mode 0600, written atomically
+       controllers' apiservers (host:6443)
+    ─▶ the first of them whose /readyz answers 200 (TLS verified against the CA; none:
+       refused in one line, nothing written) ─▶ FILE, mode 0600, written atomically
 
 Registered with the core's ``ctl`` through the entry-point group ``roleserve.ctl``, so
 the core never imports this plugin, and loaded only when ``kubeconfig`` is run.
@@ -13,6 +15,12 @@ the core never imports this plugin, and loaded only when ``kubeconfig`` is run.
 The kubeconfig is JSON: JSON is YAML, kubectl reads it, and it needs no YAML library.
 An existing FILE is refused unless ``--force``: a kubeconfig often holds other clusters'
 credentials, which overwriting would lose.
+
+Why ctl asks the apiservers themselves whether they are ready: a controller node is UP
+whether or not its kube-apiserver runs (the binary may be absent), and a kubeconfig naming
+one that does not serve only moves the failure to kubectl's "connection refused". The
+question ctl asks is the one kubectl will, from where kubectl will run. ``--server URL``
+is the operator's choice (a load balancer, say) and is not asked.
 """
 
 from __future__ import annotations
@@ -46,7 +54,8 @@ def add_parsers(commands: Any) -> None:
             "Generate a key here, have the leader issue a Kubernetes cluster-admin "
             "certificate for it (O=system:masters, valid 30 days; owner credentials only), "
             "and write a kubeconfig (JSON, which kubectl reads as YAML) naming the first "
-            "controller's apiserver (port 6443) to FILE, mode 0600."
+            "controller whose apiserver (port 6443) is ready to FILE, mode 0600. With no "
+            "ready apiserver, nothing is written (exit 1)."
         ),
     )
     parser.add_argument("--out", required=True, metavar="FILE", type=Path, help="where to")
@@ -54,7 +63,8 @@ def add_parsers(commands: Any) -> None:
     parser.add_argument(
         "--server",
         metavar="URL",
-        help="the apiserver to name (default: https://<first controller>:6443)",
+        help="the apiserver to name, not checked (default: https://<first controller "
+        "whose apiserver is ready>:6443)",
     )
 
 
@@ -114,7 +124,7 @@ async def kubeconfig(session: CtlSession, args: argparse.Namespace) -> None:
         stub.IssueAdminCertificate,
         kubernetes_pb2.IssueAdminCertificateRequest(csr=signing_request(key, "kubeconfig")),
     )
-    server = args.server or _first(answer.apiserver_endpoints)
+    server = args.server or await _ready_server(answer.apiserver_endpoints, answer.ca_certificate)
     config = admin_kubeconfig(
         server, answer.ca_certificate, answer.certificate, private_key_to_pem(key)
     )
@@ -130,15 +140,31 @@ async def kubeconfig(session: CtlSession, args: argparse.Namespace) -> None:
     )
 
 
-def _first(endpoints: Any) -> str:
-    """``https://`` + the first apiserver endpoint.
+async def _ready_server(endpoints: Any, ca_pem: bytes) -> str:
+    """``https://`` + the first apiserver endpoint (``host:port``) that answers ``/readyz``
+    with 200 over TLS verified against ``ca_pem``, as kubectl will check it.
 
-    :raises CtlError: if there is none.
+    :raises CtlError: if there is no endpoint, or none is ready (each one's reason).
     """
+    from roleserve_kubernetes.plans import Health
+    from roleserve_kubernetes.probe import probe_failure
+
     if not endpoints:
         raise CtlError(
             "no node is an UP kubernetes_controller with an address, so there is no "
             "apiserver to name; assign the role (ctl roles set NODE kubernetes_controller) "
             "or give --server URL"
         )
-    return f"https://{endpoints[0]}"
+    failures = []
+    for endpoint in endpoints:
+        host, _, port = endpoint.rpartition(":")
+        health = Health(host.strip("[]"), int(port), "/readyz", ca_pem=ca_pem)
+        failure = await probe_failure(health)
+        if failure is None:
+            return f"https://{endpoint}"
+        failures.append(f"{endpoint}: {failure}")
+    raise CtlError(
+        f"no kube-apiserver is ready ({'; '.join(failures)}), so a kubeconfig would name "
+        "none that serves; `roleserve ctl tree NODE` on a controller says why (e.g. "
+        "kube-apiserver not found), or give --server URL"
+    )

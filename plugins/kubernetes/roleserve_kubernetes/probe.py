@@ -8,6 +8,9 @@ the runner started.
                   and probe(health) == 200            the component says it is ready
            (every READY_POLL seconds; the runnable's block is cancelled if the program exits)
 
+    probe_failure(health)                             why it is not ready, in a few words
+                                                      (``ctl kubeconfig``'s refusal)
+
 Why not aiohttp: the plugin depends on the core alone, and one request with a status line
 to read needs no HTTP client. Every failure to connect, to shake hands or to answer in time
 is simply "not ready yet"; the program's own exit is what ends the wait with an error.
@@ -15,6 +18,7 @@ is simply "not ready yet"; the program's own exit is what ends the wait with an 
 
 from __future__ import annotations
 
+import os
 import ssl
 
 import anyio
@@ -23,7 +27,7 @@ import anyio.abc
 from roleserve_core import RunningProgram, endpoint
 from roleserve_kubernetes.plans import Health
 
-__all__ = ["PROBE_TIMEOUT", "READY_POLL", "probe", "wait_ready"]
+__all__ = ["PROBE_TIMEOUT", "READY_POLL", "probe", "probe_failure", "wait_ready"]
 
 PROBE_TIMEOUT = 5.0
 """Seconds one probe may take (connect, handshake, answer): a real component on the
@@ -39,15 +43,37 @@ async def probe(health: Health) -> bool:
     Over TLS, the server's certificate is verified against ``health.ca_pem`` with the
     host as its IP address, or accepted as it is if there is no CA (a self-signed one).
     """
+    return await probe_failure(health) is None
+
+
+async def probe_failure(health: Health) -> str | None:
+    """Why ``GET <path>`` on ``health``'s address does not answer 200 within
+    ``PROBE_TIMEOUT`` (``connection refused``, ``/readyz answered 500``...); None if it does.
+    """
     request = (
         f"GET {health.path} HTTP/1.1\r\nHost: {endpoint(health.host, health.port)}\r\n"
         "Connection: close\r\nAccept: text/plain\r\n\r\n"
     ).encode()
     try:
         with anyio.fail_after(PROBE_TIMEOUT):
-            return await _status(health, request) == 200
-    except (OSError, ssl.SSLError, TimeoutError, anyio.EndOfStream, anyio.BrokenResourceError):
-        return False
+            status = await _status(health, request)
+    except TimeoutError:
+        return f"no answer within {PROBE_TIMEOUT:g} s"
+    except ssl.SSLError as exc:  # before OSError: it is one
+        return f"TLS: {getattr(exc, 'verify_message', None) or exc.reason or exc}"
+    except OSError as exc:
+        return _os_reason(exc)
+    except (anyio.EndOfStream, anyio.BrokenResourceError):
+        return "the connection closed without an answer"
+    if status is None:
+        return "the answer is not HTTP"
+    return None if status == 200 else f"{health.path} answered {status}"
+
+
+def _os_reason(exc: OSError) -> str:
+    """``connection refused`` rather than anyio's "All connection attempts failed"."""
+    cause = exc.__cause__ if isinstance(exc.__cause__, OSError) else exc
+    return (os.strerror(cause.errno) if cause.errno else str(cause)).lower()
 
 
 async def _status(health: Health, request: bytes) -> int | None:

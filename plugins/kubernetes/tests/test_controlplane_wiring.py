@@ -31,6 +31,7 @@ from roleserve_core import (
     KubernetesStatus,
     LocalControlPlane,
     NetworkStatus,
+    State,
     hookimpl,
 )
 from roleserve_core.identity import generate_key
@@ -98,6 +99,15 @@ async def test_the_curator_serves_kubelet_certificates_and_the_controller_reache
     )
     assert status.ca_pem == pki["ca"].certificate_pem
     assert set(status.absent) == {"kube-apiserver", "kube-controller-manager", "kube-scheduler"}
+    assert (status.apiserver, status.apiserver_ready) == (None, False)
+    # What does not run is not HEALTHY: the apiserver's runnable says why it does not.
+    apiserver = await harness.wait_status(
+        "root.role.kubernetes_controller.apiserver", lambda s: s.note != ""
+    )
+    assert (apiserver.state, apiserver.failures) == (State.NEW, 0)
+    assert apiserver.note == (
+        "kube-apiserver not found: set [plugins.kubernetes] kube_apiserver or install it"
+    )
 
 
 async def _when_leading(call: Callable[[], Awaitable[Any]]) -> Any:

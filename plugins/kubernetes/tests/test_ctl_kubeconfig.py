@@ -1,5 +1,6 @@
 """``roleserve ctl kubeconfig``: a plugin's ``ctl`` sub-command, listed without loading the
-plugin, and an admin kubeconfig from a real curator that kubectl accepts."""
+plugin, and an admin kubeconfig from a real curator that kubectl accepts, naming an
+apiserver (the stand-in, a real process) that serves; with none ready, a refusal."""
 
 from __future__ import annotations
 
@@ -11,18 +12,29 @@ import stat
 import subprocess
 import sys
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from ipaddress import ip_address
 from pathlib import Path
 
 import anyio
 import pytest
 
 from roleserve_controlplane.consensus import EtcdBinary
-from roleserve_controlplane.testing import ETCD_SOURCES, CuratorCluster, EtcdCluster, etcd_binary
+from roleserve_controlplane.testing import (
+    ETCD_SOURCES,
+    CuratorCluster,
+    CuratorNode,
+    EtcdCluster,
+    etcd_binary,
+)
 from roleserve_core import ClusterAccess, CtlError, open_ctl_session
 from roleserve_core.identity import certificate_from_pem
 from roleserve_core.testing import SupervisorRunner, require_real
 from roleserve_kubernetes.ctl import kubeconfig
-from roleserve_kubernetes.service import curator_extension
+from roleserve_kubernetes.pki import KeyPair, controller_pki
+from roleserve_kubernetes.service import APISERVER_PORT, curator_extension
+from roleserve_kubernetes.testing import stand_in_apiserver
 
 PROBE = """
 import sys
@@ -67,16 +79,74 @@ def binary(request: pytest.FixtureRequest) -> EtcdBinary:
     return etcd_binary(request.param)
 
 
+@dataclass
+class Cluster:
+    """A bootstrapped cluster serving ``KubernetesCertificates``; its one node is a
+    controller, with no kube-apiserver running unless a test starts the stand-in."""
+
+    access: ClusterAccess
+    """The owner's."""
+    leader: CuratorNode
+
+
 @pytest.fixture
-async def access(
+async def cluster(
     binary: EtcdBinary, tmp_path: Path, supervisor_runner: SupervisorRunner
-) -> AsyncIterator[ClusterAccess]:
-    """The owner's access to a bootstrapped cluster serving ``KubernetesCertificates``."""
+) -> AsyncIterator[Cluster]:
     etcd = EtcdCluster(binary, tmp_path / "etcd", supervisor_runner.start)
     async with CuratorCluster(etcd, extensions=[curator_extension()]) as curators:
         leader = await curators.bootstrap()
         assert curators.owner is not None
-        yield ClusterAccess.of(curators.owner, [leader.endpoint])
+        yield Cluster(ClusterAccess.of(curators.owner, [leader.endpoint]), leader)
+
+
+@pytest.fixture
+def access(cluster: Cluster) -> ClusterAccess:
+    return cluster.access
+
+
+def _serving_files(directory: Path, pki: dict[str, KeyPair]) -> dict[str, Path]:
+    """The stand-in's CA, certificate and key, written into ``directory``."""
+    directory.mkdir()
+    files: dict[str, Path] = {}
+    for name, data in (
+        ("ca", pki["ca"].certificate_pem),
+        ("cert", pki["apiserver"].certificate_pem),
+        ("key", pki["apiserver"].key_pem),
+    ):
+        assert data is not None
+        files[name] = directory / f"{name}.pem"
+        files[name].write_bytes(data)
+        files[name].chmod(0o600)
+    return files
+
+
+@asynccontextmanager
+async def serving_apiserver(cluster: Cluster, directory: Path) -> AsyncIterator[str]:
+    """The stand-in kube-apiserver (a process) on the controller's address, port 6443,
+    serving ``/readyz`` with this controller's certificate from the PKI in etcd; yields
+    its URL once it serves."""
+    host = cluster.leader.endpoint.rpartition(":")[0]
+    assert cluster.leader.member is not None
+    async with cluster.leader.member.client() as etcd:
+        pki = await controller_pki(etcd, cluster.leader.node_id, [ip_address(host)])
+    files = _serving_files(directory, pki)
+    command = [
+        str(stand_in_apiserver(directory / "kube-apiserver")),
+        f"--bind-address={host}",
+        f"--secure-port={APISERVER_PORT}",
+        f"--tls-cert-file={files['cert']}",
+        f"--tls-private-key-file={files['key']}",
+        f"--client-ca-file={files['ca']}",
+    ]
+    async with await anyio.open_process(command, stderr=None) as process:
+        assert process.stdout is not None
+        with anyio.fail_after(30):
+            assert (await process.stdout.receive()).startswith(b"serving")
+        try:
+            yield f"https://{host}:{APISERVER_PORT}"
+        finally:
+            process.terminate()
 
 
 async def _kubeconfig(access: ClusterAccess, out: Path, *, force: bool = False) -> None:
@@ -86,19 +156,78 @@ async def _kubeconfig(access: ClusterAccess, out: Path, *, force: bool = False) 
 
 
 @pytest.mark.anyio
-async def test_the_admin_kubeconfig_is_accepted_by_kubectl(
+async def test_without_a_ready_apiserver_nothing_is_written(
     access: ClusterAccess, tmp_path: Path
 ) -> None:
+    """A controller node is UP whether or not its kube-apiserver runs (here none does):
+    a kubeconfig naming it would only move the failure to kubectl."""
     out = tmp_path / "admin.kubeconfig"
-    await _kubeconfig(access, out)
+    host = access.endpoints[0].rpartition(":")[0]
+    with pytest.raises(CtlError) as refused:
+        await _kubeconfig(access, out)
+    assert refused.value.message == (
+        f"no kube-apiserver is ready ({host}:6443: connection refused), so a kubeconfig "
+        "would name none that serves; `roleserve ctl tree NODE` on a controller says why "
+        "(e.g. kube-apiserver not found), or give --server URL"
+    )
+    assert refused.value.exit_code == 1
+    assert not out.exists()
+    # --server is the operator's choice (a load balancer, say): written unasked.
+    args = argparse.Namespace(out=out, force=False, server="https://lb.example:6443")
+    async with open_ctl_session(access, 10.0) as session:
+        await kubeconfig(session, args)
+    assert json.loads(out.read_text())["clusters"][0]["cluster"]["server"] == args.server
+
+
+@pytest.mark.anyio
+async def test_the_cli_refuses_in_one_line_without_a_ready_apiserver(
+    access: ClusterAccess, tmp_path: Path
+) -> None:
+    credentials = tmp_path / "owner"
+    access.save(credentials)
+    out = tmp_path / "admin.kubeconfig"
+    done = await anyio.run_process(
+        [
+            sys.executable,
+            "-m",
+            "roleserve_core",
+            "ctl",
+            "--credentials",
+            str(credentials),
+            "kubeconfig",
+            "--out",
+            str(out),
+        ],
+        check=False,
+    )
+    lines = done.stderr.decode().strip().splitlines()
+    assert (done.returncode, len(lines)) == (1, 1), lines
+    assert lines[0].startswith("roleserve ctl: error: no kube-apiserver is ready (")
+    assert not out.exists()
+
+
+@pytest.mark.anyio
+async def test_the_admin_kubeconfig_is_accepted_by_kubectl(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    out = tmp_path / "admin.kubeconfig"
+    access = cluster.access
+    async with serving_apiserver(cluster, tmp_path / "apiserver") as url:
+        await _kubeconfig(access, out)
+        kubectl = shutil.which("kubectl")
+        require_real("kubectl", kubectl, "apt-get install kubernetes-client")
+        assert kubectl is not None
+        # kubectl trusts the apiserver through the kubeconfig's CA, and gets /readyz.
+        ready = await anyio.run_process(
+            [kubectl, "--kubeconfig", str(out), "get", "--raw", "/readyz"]
+        )
+        assert ready.stdout == b"ok"
+    assert json.loads(out.read_text())["clusters"][0]["cluster"]["server"] == url
     assert stat.S_IMODE(out.stat().st_mode) == 0o600
     config = json.loads(out.read_text())
     user = config["users"][0]["user"]
     certificate = certificate_from_pem(base64.b64decode(user["client-certificate-data"]))
     assert certificate.subject.rfc4514_string() == "CN=owner,O=system:masters"
-    kubectl = shutil.which("kubectl")
-    require_real("kubectl", kubectl, "apt-get install kubernetes-client")
-    assert kubectl is not None
     viewed = await anyio.run_process(
         [kubectl, "config", "view", "--kubeconfig", str(out), "--raw", "-o", "json"]
     )
@@ -110,13 +239,12 @@ async def test_the_admin_kubeconfig_is_accepted_by_kubectl(
 
 
 @pytest.mark.anyio
-async def test_an_existing_file_is_kept_unless_forced(
-    access: ClusterAccess, tmp_path: Path
-) -> None:
+async def test_an_existing_file_is_kept_unless_forced(cluster: Cluster, tmp_path: Path) -> None:
     out = tmp_path / "config"
     out.write_text("other clusters' credentials\n")
     with pytest.raises(CtlError, match=f"{out} exists; pass --force to overwrite it"):
-        await _kubeconfig(access, out)
+        await _kubeconfig(cluster.access, out)
     assert out.read_text() == "other clusters' credentials\n"
-    await _kubeconfig(access, out, force=True)
+    async with serving_apiserver(cluster, tmp_path / "apiserver"):
+        await _kubeconfig(cluster.access, out, force=True)
     assert json.loads(out.read_text())["kind"] == "Config"

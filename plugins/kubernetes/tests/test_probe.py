@@ -15,7 +15,7 @@ import pytest
 
 from roleserve_kubernetes.pki import KeyPair
 from roleserve_kubernetes.plans import Health
-from roleserve_kubernetes.probe import probe
+from roleserve_kubernetes.probe import probe, probe_failure
 from roleserve_kubernetes.testing import throwaway_pki
 
 pytestmark = pytest.mark.anyio
@@ -69,6 +69,10 @@ async def test_ready_only_with_200_from_a_verified_server(
     async with server(tmp_path, pki["apiserver"]) as port:
         assert await probe(Health(HOST, port, "/readyz", ca_pem=ca(pki)))
         assert not await probe(Health(HOST, port, "/livez", ca_pem=ca(pki)))  # 500
+        # Why not, in a few words (ctl kubeconfig's refusal).
+        assert await probe_failure(Health(HOST, port, "/livez")) == "/livez answered 500"
+        failure = await probe_failure(Health(HOST, port, "/readyz", ca_pem=ca(other)))
+        assert failure == "TLS: unable to get local issuer certificate"
         assert not await probe(Health(HOST, port, "/readyz", ca_pem=ca(other)))  # another CA
         assert await probe(Health(HOST, port, "/readyz"))  # no CA: any certificate
         assert not await probe(Health(HOST, port, "/readyz", tls=False))  # HTTP to HTTPS

@@ -5,12 +5,13 @@ its own. That tests the plugin's handling (absent, broken, ready), not Kubernete
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
 import pytest
 
-from roleserve_core import RunContext, Runnable, State, Supervisor
+from roleserve_core import RunContext, Runnable, RunnableStatus, State, Supervisor
 from roleserve_core.testing import (
     FakeClock,
     SupervisorRunner,
@@ -51,6 +52,10 @@ def controller_inputs(tmp_path: Path) -> ControllerInputs:
     )
 
 
+def with_note(note: str) -> Callable[[RunnableStatus], bool]:
+    return lambda status: status.note == note
+
+
 async def start(runner: SupervisorRunner, children: dict[str, Runnable]) -> Supervisor:
     async def root(ctx: RunContext) -> None:
         for name, runnable in children.items():
@@ -61,7 +66,7 @@ async def start(runner: SupervisorRunner, children: dict[str, Runnable]) -> Supe
     return await runner.start(root)
 
 
-async def test_absent_binaries_are_a_note_not_a_crash_loop(
+async def test_absent_binaries_are_not_healthy_a_note_and_no_crash_loop(
     tmp_path: Path, supervisor_runner: SupervisorRunner
 ) -> None:
     inputs = controller_inputs(tmp_path)
@@ -83,8 +88,9 @@ async def test_absent_binaries_are_a_note_not_a_crash_loop(
         ),
         ("kubelet", "kubelet not found: container runtime only"),
     ):
-        status = await wait_for_state(supervisor, f"root.{name}")
-        assert (status.state, status.failures, status.note) == (State.HEALTHY, 0, note)
+        status = await wait_for_status(supervisor, f"root.{name}", with_note(note))
+        # Not running, so not HEALTHY: it stays NEW with the note, never restarted.
+        assert (status.state, status.failures, status.restart_in) == (State.NEW, 0, None)
     assert SCHEDULER.absent_note.startswith("kube-scheduler not found")
     assert KUBELET.absent_note == "kubelet not found: container runtime only"
     assert not inputs.directory.exists()  # nothing written for a component that cannot run
@@ -118,7 +124,8 @@ async def test_a_binary_that_exits_at_once_is_dead_with_its_reason_and_retried(
     )
     assert not dead.final
     sibling = supervisor.status_of("root.scheduler")
-    assert sibling.state is State.HEALTHY  # the node keeps running everything else
+    # The node keeps everything else as it was: the (absent) sibling was not touched.
+    assert (sibling.restarts, sibling.note) == (0, SCHEDULER.absent_note)
 
     fake_clock.advance(0.5)  # the backoff, then a second try
     await wait_for_status(

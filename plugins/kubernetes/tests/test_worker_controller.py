@@ -137,8 +137,8 @@ async def test_waits_runs_reports_and_resets(
         ("controller_manager", binaries.CONTROLLER_MANAGER),
         ("scheduler", binaries.SCHEDULER),
     ):
-        child = harness.status(f"{DN}.{name}")
-        assert (child.state, child.note) == (State.HEALTHY, component.absent_note)
+        child = await harness.wait_status(f"{DN}.{name}", lambda s: s.note != "")
+        assert (child.state, child.note) == (State.NEW, component.absent_note)  # not running
 
     harness.set_roles(NodeRoles())  # the role goes: nothing runs, and the status says so
     assert await wait_for_value(status, lambda s: not s.controller_running) == (

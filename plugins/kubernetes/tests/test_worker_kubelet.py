@@ -127,8 +127,9 @@ async def test_without_a_kubelet_the_node_is_a_container_runtime_only(
     certificates = RecordingCertificates({})
     harness = await node(runtime_of(tmp_path, certificates))
     harness.set_roles(WORKER)
-    child = await harness.wait_state(f"{DN}.kubelet")
-    assert (child.note, child.failures) == ("kubelet not found: container runtime only", 0)
+    note = "kubelet not found: container runtime only"
+    child = await harness.wait_status(f"{DN}.kubelet", lambda s: s.note == note)
+    assert (child.state, child.failures) == (State.NEW, 0)  # not running: not HEALTHY
     assert certificates.calls == []
 
 

@@ -2,7 +2,9 @@
 
 ::
 
-    find_node_exporter(settings) ── not found ──▶ None: no ``node`` exporter, one log line
+    find_node_exporter(settings) ── not found ──▶ no ``node`` exporter, one log line, and
+         │                                      the child NEW (not running, never HEALTHY)
+         │                                      with the reason as its note: no crash loop
          │ found
          ▼
     node_exporter_runnable ── start_program (roleserve_core.process: dies with the node,
@@ -36,6 +38,7 @@ from roleserve_metrics.settings import NODE_EXPORTER, NODE_EXPORTER_EXECUTABLE, 
 
 __all__ = [
     "READY_POLL",
+    "absent_node_exporter_runnable",
     "node_exporter_arguments",
     "node_exporter_runnable",
     "node_exporter_spec",
@@ -99,3 +102,14 @@ def node_exporter_runnable(spec: ProgramSpec) -> Runnable:
             await anyio.sleep(READY_POLL)
 
     return program_runnable(spec, ready=ready)
+
+
+def absent_node_exporter_runnable(reason: ProgramNotFoundError) -> Runnable:
+    """Stands for node_exporter where there is none, so that ``ctl tree`` shows it: not
+    running (NEW, never HEALTHY), its note the reason; restarting could not help."""
+
+    async def absent(ctx: RunContext) -> None:
+        ctx.set_note(f"not running: {reason}")
+        await anyio.sleep_forever()
+
+    return absent

@@ -10,7 +10,8 @@ value. Runs always (``when=None``).
                                        │
             ┌──────────────────────────┴─ local exporter host: 127.0.0.1, or the address
             │                              if it is a loopback one
-            ├─ child node_exporter (if its binary is found; else one log line, no `node`)
+            ├─ child node_exporter (if its binary is found; else one log line, no `node`,
+            │                       and the child NEW with the reason: not running)
             ├─ exporters: core, node, and every plugin's (roleserve_metrics_exporters),
             │  gathered again on each change of roles
             └─ HTTPS on <address>:7840 (server.build_app): admission, /metrics/<name>
@@ -55,6 +56,7 @@ from roleserve_metrics.collectors import CoreCollector
 from roleserve_metrics.discovery import DiscoveryView, discovery_routes
 from roleserve_metrics.exporters import Exporter, ExporterTable, gather_exporters
 from roleserve_metrics.nodeexporter import (
+    absent_node_exporter_runnable,
     node_exporter_runnable,
     node_exporter_spec,
     resolve_node_exporter,
@@ -149,6 +151,7 @@ class MetricsServer:
         found = resolve_node_exporter(spec)
         if isinstance(found, Exception):
             self.ctx.log.warning("no node exporter: %s", found)
+            self.ctx.run("node_exporter", absent_node_exporter_runnable(found))
             return []
         spec = node_exporter_spec(self.settings, host, self.node.data_dir, found)
         self.ctx.run("node_exporter", node_exporter_runnable(spec))

@@ -238,6 +238,10 @@ async def test_node_exporter_missing_is_one_line_not_a_crash_loop(
     assert len(lines) == 1
     assert "/nonexistent/node_exporter" in lines[0]
     assert (await served.get("node", served.ca.user()))[0] == 404
+    # And ctl tree says so: the child is there, not running (never HEALTHY), saying why.
+    child = await served.harness.wait_status(EXPORTER_DN, lambda s: s.note != "")
+    assert (child.state, child.failures) == (State.NEW, 0)
+    assert child.note == f"not running: {lines[0].removeprefix('no node exporter: ')}"
 
 
 async def test_node_exporter_proxied_killed_and_back(
