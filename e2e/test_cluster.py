@@ -235,14 +235,13 @@ async def test_prometheus_scrapes_every_node_from_the_generated_config(
     ``/discovery`` on the consensus members and scrapes every exporter of every node over
     mutual TLS with the metrics credentials; a role change reaches the targets' labels."""
     out = tmp_path / "prometheus"
-    ctl(cluster, "prometheus-config", "--out", str(out))
-    config = out / "prometheus.yml"
     # Sooner than an operator needs, so that the test waits seconds: a scrape every second,
     # discovery asked every 2 s instead of the file's 30 s.
+    ctl(cluster, "prometheus-config", "--out", str(out), "--scrape-interval", "1s")
+    config = out / "prometheus.yml"
     written = config.read_text()
     assert "refresh_interval: 30s" in written
-    quick = written.replace("refresh_interval: 30s", "refresh_interval: 2s")
-    config.write_text("global:\n  scrape_interval: 1s\n" + quick)
+    config.write_text(written.replace("refresh_interval: 30s", "refresh_interval: 2s"))
     identities = sorted(str(cluster.node_id(node)) for node in cluster.nodes)
     address = str(cluster.nodes[0].address)
 

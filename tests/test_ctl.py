@@ -1380,6 +1380,9 @@ def test_prometheus_config_writes_credentials_and_a_config_promtool_accepts(
     assert text.count(f'cert_file: "{out.resolve()}/cert.pem"') == 3 * len(jobs)
     assert text.count('source_labels: ["roleserve_role_consensus_member"]') == 1
     assert text.count('source_labels: ["roleserve_role_kubernetes_worker"]') == 1
+    # Prometheus's default, 1m, leaves rate(...[1m]) empty; each job keeps it when merged.
+    assert "global:\n  scrape_interval: 15s\n  evaluation_interval: 15s\n" in text
+    assert text.count("    scrape_interval: 15s\n") == len(jobs)
 
     serial = f"{credentials.certificate.serial_number:x}"
     assert result.out.splitlines() == [
@@ -1414,7 +1417,7 @@ def test_prometheus_config_name_install_dir_and_force(
     elsewhere = "/etc/prometheus/roleserve"
     forced = ctl(
         "prometheus-config", "--out", str(out), "--name", "scraper-2", "--force",
-        "--install-dir", elsewhere,
+        "--install-dir", elsewhere, "--scrape-interval", "1m30s",
     )  # fmt: skip
     assert forced.code == 0, forced.err
     assert [r.name for r in setup.cluster.received("IssueCredentials")] == [
@@ -1429,6 +1432,21 @@ def test_prometheus_config_name_install_dir_and_force(
     text = (out / "prometheus.yml").read_text()
     assert f'key_file: "{elsewhere}/key.pem"' in text
     assert str(out) not in text
+    assert "global:\n  scrape_interval: 1m30s\n  evaluation_interval: 1m30s\n" in text
+
+
+@pytest.mark.parametrize("interval", ["0s", "15", "1.5s", "s", "5m1h"])
+def test_prometheus_config_refuses_what_is_no_prometheus_duration(
+    ctl: Any, tmp_path: Path, interval: str
+) -> None:
+    out = tmp_path / "prometheus"
+    result = ctl("prometheus-config", "--out", str(out), "--scrape-interval", interval)
+    assert result.code == 2
+    assert result.err.splitlines()[-1] == (
+        "roleserve ctl prometheus-config: error: argument --scrape-interval: "
+        f"{interval!r} is not a Prometheus duration longer than 0, such as 15s, 1m or 500ms"
+    )
+    assert not out.exists()
 
 
 def test_prometheus_config_force_never_writes_over_an_access_directory(
