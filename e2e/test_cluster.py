@@ -218,6 +218,9 @@ async def test_scoped_credentials_issued_by_ctl_are_refused_everywhere_once_revo
     nodes_as_vera = ctl_as(vera, "nodes")
     assert nodes_as_vera.returncode == 1
     assert revoked in nodes_as_vera.stderr, nodes_as_vera.stderr
+    whoami_revoked = ctl_as(vera, "whoami")
+    assert (whoami_revoked.returncode, whoami_revoked.stdout) == (1, "")
+    assert whoami_revoked.stderr.startswith(f"roleserve ctl: error: {revoked}; ask the owner")
     listed = ctl(cluster, "credentials", "list").splitlines()
     assert listed[1].split()[::4] == ["vera", "yes"], listed
 

@@ -139,6 +139,14 @@ class FakeCluster:
     """Signs IssueCredentials' requests, as the leader signs them with the cluster CA."""
     issued: list[management_pb2.IssuedCredentials] = field(default_factory=list)
     """What ListCredentials answers."""
+    revoked: set[int] = field(default_factory=set)
+    """Serials of the user certificates the servers refuse as revoked (``rpc.Revocations``)."""
+
+    def is_revoked(self, serial: int) -> bool:
+        return serial in self.revoked
+
+    async def wait_revoked(self, serial: int) -> None:
+        await asyncio.get_running_loop().create_future()  # no test revokes a running call
 
     def received(self, method: str) -> list[Any]:
         """The requests of ``method``, in order."""
@@ -347,7 +355,8 @@ class FakeNodeManagement(nodemanagement_pb2_grpc.NodeManagementServicer):
 
 async def serve(cluster: FakeCluster) -> grpc.aio.Server:
     """The fake's servers on ``cluster.address``: curator port and node management port."""
-    server = create_server(cluster.leader)
+    revocations = Revocations(cluster.is_revoked, cluster.wait_revoked)
+    server = create_server(cluster.leader, revocations=revocations)
     # The fakes implement what ctl calls (it never asks for the CA certificate alone); the
     # generated base classes answer UNIMPLEMENTED for the rest.
     fake_local = FakeCuratorLocal(cluster)  # type: ignore[abstract]
@@ -360,6 +369,14 @@ async def serve(cluster: FakeCluster) -> grpc.aio.Server:
     bind(server, f"{cluster.address}:{NODE_MANAGEMENT_PORT}", cluster.leader)
     await server.start()
     return server
+
+
+@dataclass(frozen=True)
+class Revocations:
+    """``rpc.Revocations`` of the fake: the real interceptor asks it."""
+
+    revoked: Any
+    wait_revoked: Any
 
 
 def other_id(leader_id: str, *, avoid: str = "", fill: str = "1") -> str:
@@ -1258,6 +1275,25 @@ def test_credentials_issue_writes_an_access_directory_whoami_reads(
         f"cluster ca:   sha256:{fingerprint}",
         f"leader:       {setup.leader_id} at {setup.cluster.address}:{CURATOR_PORT}",
     ]
+
+
+@pytest.mark.parametrize("scope", ["viewer", "metrics"])
+def test_whoami_of_revoked_credentials_says_so_in_one_line(
+    setup: Setup, ctl: Any, cli: Any, tmp_path: Path, scope: str
+) -> None:
+    """Finding the leader is open to all, revoked or not; whoami asks the leader something
+    to learn it, and hears it whatever its scope may call (metrics: nothing)."""
+    out = tmp_path / "alice"
+    assert ctl("credentials", "issue", "alice", "--scope", scope, "--out", str(out)).code == 0
+    serial = UserCredentials.load(out).certificate.serial_number
+    assert cli("ctl", "--credentials", str(out), "whoami").code == 0
+    setup.cluster.revoked.add(serial)
+    whoami = cli("ctl", "--credentials", str(out), "whoami")
+    assert (whoami.code, whoami.out) == (1, "")
+    assert whoami.err == (
+        f"roleserve ctl: error: credentials 'alice' (serial {serial:x}) were revoked; ask the "
+        "owner for new credentials\n"
+    )
 
 
 def test_whoami_of_credentials_without_a_scope_says_owner(setup: Setup, ctl: Any) -> None:
