@@ -85,6 +85,16 @@ async def all_healthy(cluster: LocalCluster) -> None:
     await poll_until("every node UP and HEALTHY", lambda: nodes(cluster), healthy, timeout=TIMEOUT)
 
 
+async def heartbeat_runs(cluster: LocalCluster, node: LocalNode) -> dict[str, Any]:
+    """The tree of a node started again, once its heartbeat runs."""
+    return await poll_until(
+        "the restarted node's heartbeat runs",
+        lambda: tree(cluster, node),
+        lambda t: t["root.role.heartbeat"].state == "HEALTHY",
+        timeout=TIMEOUT,
+    )
+
+
 def hello_state(found: dict[str, Any]) -> str:
     return str(found[HELLO].state) if HELLO in found else "absent"
 
@@ -279,6 +289,37 @@ async def test_prometheus_scrapes_every_node_from_the_generated_config(
     assert sorted(t["labels"]["job"] for t in relabelled if label in t["labels"]) == sorted(JOBS)
 
 
+async def test_following_the_logs_of_a_node_that_stops_cleanly_ends_with_exit_0(
+    cluster: LocalCluster,
+) -> None:
+    """``ctl logs -f NODE``: a node that stops cleanly ends the stream itself (OK), which
+    ctl says and exits 0 on; it used to be cancelled with the server (exit 1, "Cancelling all
+    calls (UNAVAILABLE)"), as a crash looks."""
+    node = cluster.nodes[2]
+    identity = cluster.node_id(node)
+    assert identity is not None
+    with _follow_logs(cluster.owner_directory, identity) as follow:
+        assert follow.stdout is not None
+        with anyio.fail_after(TIMEOUT):  # the stored record: the call follows now
+            await anyio.to_thread.run_sync(follow.stdout.readline, abandon_on_cancel=True)
+        try:
+            assert await node.stop() == 0  # SIGTERM: a clean stop
+            _, stderr = await anyio.to_thread.run_sync(lambda: follow.communicate(timeout=TIMEOUT))
+        finally:
+            follow.kill()
+            node.start()
+    assert (follow.returncode, stderr) == (0, f"roleserve ctl: {identity} ended the log stream\n")
+    await heartbeat_runs(cluster, node)  # the leader's record alone may still be the old run's
+    await all_healthy(cluster)
+
+
+def _follow_logs(credentials: Path, node_id: str) -> subprocess.Popen[str]:
+    """``ctl logs -f NODE -n 1``, its output piped."""
+    command = [sys.executable, "-m", "roleserve_core", "ctl", "--credentials"]
+    command += [str(credentials), "logs", "-f", node_id, "-n", "1"]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
 async def test_a_restarted_node_rejoins_without_flags(cluster: LocalCluster) -> None:
     node = cluster.nodes[2]
     pid = node.pid
@@ -286,12 +327,7 @@ async def test_a_restarted_node_rejoins_without_flags(cluster: LocalCluster) -> 
     assert await node.stop() == 0  # SIGTERM: a clean stop
     assert not node.group_alive(pid)  # its etcd stopped with it
     node.start()  # no --bootstrap, no --register: what it saved is enough
-    runnables = await poll_until(
-        "the restarted node's heartbeat runs",
-        lambda: tree(cluster, node),
-        lambda t: t["root.role.heartbeat"].state == "HEALTHY",
-        timeout=TIMEOUT,
-    )
+    runnables = await heartbeat_runs(cluster, node)
     assert runnables["root.enrolment"].state == "DONE"
     await all_healthy(cluster)
 

@@ -260,6 +260,20 @@ async def test_nodemgmt_serves_again_on_a_new_address(served: Served) -> None:
         await stub.GetValues(pb.GetValuesRequest(), timeout=CALL_TIMEOUT)
 
 
+async def test_a_followed_log_ends_with_ok_when_the_server_stops(served: Served) -> None:
+    """The server stops (here: nodemgmt restarts for a new address; a node that stops
+    cleanly does the same): a follower's stream ends with OK, after what it was sent, not
+    cancelled UNAVAILABLE as if the node had failed (``ctl logs -f`` exits 0 on it)."""
+    async with served.client() as stub:
+        call = stub.GetLogs(pb.GetLogsRequest(dn=CHATTY, backlog=1, follow=True))
+        with anyio.fail_after(CALL_TIMEOUT):
+            await call.read()  # the backlog: the call follows now
+            served.node.set(NETWORK, NetworkStatus(random_loopback()))
+            while await call.read() is not grpc.aio.EOF:
+                pass
+            assert await call.code() is grpc.StatusCode.OK
+
+
 async def test_nodemgmt_does_not_share_its_port(started: NodeHarness, ca: ThrowawayCA) -> None:
     """Another process on the node's address and port (one that allows sharing, even) makes
     it fail, with the address in its error, instead of splitting the connections."""
