@@ -535,6 +535,24 @@ def test_nodes_table(setup: Setup, ctl: Any) -> None:
     assert setup.cluster.received("GetNodes") == [management_pb2.GetNodesRequest()]
 
 
+def test_nodes_table_fits_an_80_column_terminal(
+    setup: Setup, ctl: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Roles go under their node's row, the widest cells are cut (``…``); piped, without
+    $COLUMNS, the table stays as test_nodes_table shows it."""
+    monkeypatch.setenv("COLUMNS", "80")
+    result = ctl("nodes")
+    assert result.code == 0, result.err
+    lines = result.out.splitlines()
+    assert max(map(len, lines)) <= 80, result.out
+    assert lines[0].split() == ["ID", "ADDRESS", "STATE", "HEALTH", "HEARTBEAT"]
+    assert lines[2] == "  roles: consensus_member, custom:backup(schedule=daily)"
+    assert lines[-1] == "  roles: kubernetes_worker"
+    assert len(lines) == 6  # the NEW node has no roles: no line says so
+    worker = re.split(r" {2,}", lines[-2])
+    assert setup.worker_id.startswith(worker[0].removesuffix("…"))
+
+
 def test_nodes_filters_and_json(setup: Setup, ctl: Any) -> None:
     setup.cluster.node(setup.leader_id).cluster_prefix = "10.192.0.0/24"
     setup.cluster.node(setup.leader_id).clusternet.wireguard_pubkey = "a2V5"

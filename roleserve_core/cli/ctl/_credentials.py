@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from roleserve_core.cli._invocation import roleserve_command
-from roleserve_core.cli._table import render_table
+from roleserve_core.cli._table import output_width, render_table
 from roleserve_core.cli.ctl import _command
 from roleserve_core.cli.ctl._errors import EXIT_USAGE, CtlError
 from roleserve_core.cli.ctl._format import print_json
@@ -184,7 +184,7 @@ async def list_issued(session: Session, args: argparse.Namespace) -> None:
         [c.name, c.scope, c.serial, _day(c.not_after.ToDatetime(datetime.UTC)), _yes(c.revoked)]
         for c in answer.credentials
     ]
-    print(render_table(HEADERS, rows))
+    print(render_table(HEADERS, rows, width=output_width()))
 
 
 def _issued_json(issued: management_pb2.IssuedCredentials) -> dict[str, Any]:

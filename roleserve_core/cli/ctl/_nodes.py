@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from roleserve_core.cli._table import render_table
+from roleserve_core.cli._table import output_width, render_table
 from roleserve_core.cli.ctl import _command
 from roleserve_core.cli.ctl._errors import EXIT_REFUSED, EXIT_USAGE, CtlError
 from roleserve_core.cli.ctl._format import (
@@ -29,11 +29,13 @@ if TYPE_CHECKING:
     from roleserve_core.cli.ctl._session import Session
     from roleserve_core.proto import management_pb2
 
-__all__ = ["add_parsers", "confirm", "conflict_lines", "node_json", "node_row"]
+__all__ = ["NOTES", "add_parsers", "confirm", "conflict_lines", "node_json", "node_row"]
 
 STATES = ("NEW", "STANDBY", "UP", "DECOMMISSIONED")
 HEADERS = ("", "ID", "ADDRESS", "STATE", "ROLES", "HEALTH", "HEARTBEAT")
 """The first column holds ``*`` for the node whose curator leads."""
+NOTES = ("ROLES",)
+"""Under each row instead, when the table is wider than the terminal (``render_table``)."""
 
 
 def add_parsers(commands: Any) -> None:
@@ -155,7 +157,8 @@ async def list_nodes(session: Session, args: argparse.Namespace) -> None:
     if args.json:
         print_json([node_json(node) for node in nodes])
     else:
-        print(render_table(HEADERS, [node_row(node) for node in nodes]))
+        rows = [node_row(node) for node in nodes]
+        print(render_table(HEADERS, rows, width=output_width(), notes=NOTES))
         for line in conflict_lines(nodes):
             print(line)
 
