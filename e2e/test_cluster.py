@@ -87,6 +87,16 @@ async def all_healthy(cluster: LocalCluster) -> None:
     await poll_until("every node UP and HEALTHY", lambda: nodes(cluster), healthy, timeout=TIMEOUT)
 
 
+async def heartbeat_runs(cluster: LocalCluster, node: LocalNode) -> dict[str, Any]:
+    """The tree of a node started again, once its heartbeat runs."""
+    return await poll_until(
+        "the restarted node's heartbeat runs",
+        lambda: tree(cluster, node),
+        lambda t: t["root.role.heartbeat"].state == "HEALTHY",
+        timeout=TIMEOUT,
+    )
+
+
 def hello_state(found: dict[str, Any]) -> str:
     return str(found[HELLO].state) if HELLO in found else "absent"
 
@@ -254,6 +264,9 @@ async def test_scoped_credentials_issued_by_ctl_are_refused_everywhere_once_revo
     nodes_as_vera = ctl_as(vera, "nodes")
     assert nodes_as_vera.returncode == 1
     assert revoked in nodes_as_vera.stderr, nodes_as_vera.stderr
+    whoami_revoked = ctl_as(vera, "whoami")
+    assert (whoami_revoked.returncode, whoami_revoked.stdout) == (1, "")
+    assert whoami_revoked.stderr.startswith(f"roleserve ctl: error: {revoked}; ask the owner")
     listed = ctl(cluster, "credentials", "list").splitlines()
     assert listed[1].split()[::4] == ["vera", "yes"], listed
 
@@ -271,14 +284,13 @@ async def test_prometheus_scrapes_every_node_from_the_generated_config(
     ``/discovery`` on the consensus members and scrapes every exporter of every node over
     mutual TLS with the metrics credentials; a role change reaches the targets' labels."""
     out = tmp_path / "prometheus"
-    ctl(cluster, "prometheus-config", "--out", str(out))
-    config = out / "prometheus.yml"
     # Sooner than an operator needs, so that the test waits seconds: a scrape every second,
     # discovery asked every 2 s instead of the file's 30 s.
+    ctl(cluster, "prometheus-config", "--out", str(out), "--scrape-interval", "1s")
+    config = out / "prometheus.yml"
     written = config.read_text()
     assert "refresh_interval: 30s" in written
-    quick = written.replace("refresh_interval: 30s", "refresh_interval: 2s")
-    config.write_text("global:\n  scrape_interval: 1s\n" + quick)
+    config.write_text(written.replace("refresh_interval: 30s", "refresh_interval: 2s"))
     identities = sorted(str(cluster.node_id(node)) for node in cluster.nodes)
     address = str(cluster.nodes[0].address)
 
@@ -313,6 +325,37 @@ async def test_prometheus_scrapes_every_node_from_the_generated_config(
     assert sorted(t["labels"]["job"] for t in relabelled if label in t["labels"]) == sorted(JOBS)
 
 
+async def test_following_the_logs_of_a_node_that_stops_cleanly_ends_with_exit_0(
+    cluster: LocalCluster,
+) -> None:
+    """``ctl logs -f NODE``: a node that stops cleanly ends the stream itself (OK), which
+    ctl says and exits 0 on; it used to be cancelled with the server (exit 1, "Cancelling all
+    calls (UNAVAILABLE)"), as a crash looks."""
+    node = cluster.nodes[2]
+    identity = cluster.node_id(node)
+    assert identity is not None
+    with _follow_logs(cluster.owner_directory, identity) as follow:
+        assert follow.stdout is not None
+        with anyio.fail_after(TIMEOUT):  # the stored record: the call follows now
+            await anyio.to_thread.run_sync(follow.stdout.readline, abandon_on_cancel=True)
+        try:
+            assert await node.stop() == 0  # SIGTERM: a clean stop
+            _, stderr = await anyio.to_thread.run_sync(lambda: follow.communicate(timeout=TIMEOUT))
+        finally:
+            follow.kill()
+            node.start()
+    assert (follow.returncode, stderr) == (0, f"roleserve ctl: {identity} ended the log stream\n")
+    await heartbeat_runs(cluster, node)  # the leader's record alone may still be the old run's
+    await all_healthy(cluster)
+
+
+def _follow_logs(credentials: Path, node_id: str) -> subprocess.Popen[str]:
+    """``ctl logs -f NODE -n 1``, its output piped."""
+    command = [sys.executable, "-m", "roleserve_core", "ctl", "--credentials"]
+    command += [str(credentials), "logs", "-f", node_id, "-n", "1"]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
 async def test_a_restarted_node_rejoins_without_flags(cluster: LocalCluster) -> None:
     node = cluster.nodes[2]
     pid = node.pid
@@ -320,12 +363,7 @@ async def test_a_restarted_node_rejoins_without_flags(cluster: LocalCluster) -> 
     assert await node.stop() == 0  # SIGTERM: a clean stop
     assert not node.group_alive(pid)  # its etcd stopped with it
     node.start()  # no --bootstrap, no --register: what it saved is enough
-    runnables = await poll_until(
-        "the restarted node's heartbeat runs",
-        lambda: tree(cluster, node),
-        lambda t: t["root.role.heartbeat"].state == "HEALTHY",
-        timeout=TIMEOUT,
-    )
+    runnables = await heartbeat_runs(cluster, node)
     assert runnables["root.enrolment"].state == "DONE"
     await all_healthy(cluster)
 

@@ -16,6 +16,7 @@ before a handler runs, and revoked user certificates too (the value
       GetValues          ──▶ registry.entries()     ──▶ [Value]
       GetLogs            ──▶ logtree.entries(dn)    ──▶ batches of ≤ 256 entries
                              logtree.follow(dn)     ──▶ then each new record, until cancelled
+                                                        or the server stops (end_follows: OK)
       RestartRunnable    ──▶ supervisor.restart(dn)    (never root; logs who asked)
 
 Refusals are raised as ``RefusedError`` anywhere in a handler and become the call's status
@@ -31,6 +32,11 @@ many records were lost. A marker in the stream, rather than only a line in the n
 log, tells the one reader who lost records, in place, and needs no change to the protocol.
 Live records are sent one per message as they come: the follower offers no non-blocking
 read to gather a burst with, and its buffer already bounds what a burst costs.
+
+A following call ends only when its reader leaves, or when the server stops (the node
+stops, or ``nodemgmt`` restarts): ``end_follows`` then ends each with OK, once it has sent
+what it holds, so that the reader tells the node ending its stream from a failure. Left to
+the server's stop, each would be cancelled, UNAVAILABLE, as a crash looks.
 """
 
 from __future__ import annotations
@@ -126,6 +132,14 @@ class NodeManagementService(pb_grpc.NodeManagementServicer):
         self.log = log or introspection.logtree.logger("nodemanagement")
         self.serving_dn = serving_dn
         self.follow_buffer = follow_buffer
+        self._followers: set[LogFollower] = set()
+        """Of the following ``GetLogs`` calls open, for ``end_follows``."""
+
+    def end_follows(self) -> None:
+        """End every following ``GetLogs`` with OK once it has sent the records it holds:
+        the server is about to stop (see the module docstring)."""
+        for follower in list(self._followers):
+            follower.close()
 
     # -- the supervision tree ---------------------------------------------------------
 
@@ -199,6 +213,8 @@ class NodeManagementService(pb_grpc.NodeManagementServicer):
                 follower = stack.enter_context(
                     logtree.follow(dn, subtree=request.subtree, buffer=self.follow_buffer)
                 )
+                self._followers.add(follower)
+                stack.callback(self._followers.discard, follower)
             sent_up_to = -1
             if request.backlog != 0:
                 limit = None if request.backlog == -1 else request.backlog

@@ -139,7 +139,8 @@ class LeaderSnapshot:
     """What the leading curator knows of the cluster, taken when asked (at a scrape)."""
 
     nodes: Mapping[tuple[str, str], int]
-    """``(state, health)`` names (``NODE_STATE_UP``, ``HEALTHY``) → how many nodes."""
+    """``(state, health)`` names as ``ctl nodes`` shows them (``UP``, ``HEALTHY``;
+    ``NEW``, ``UNKNOWN``) → how many nodes."""
     watch_streams: int
     """Open ``Curator.Watch`` streams."""
     compacted_revision: int = 0

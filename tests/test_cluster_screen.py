@@ -11,7 +11,9 @@ import anyio
 import pytest
 
 from roleserve_core.cli import _cluster_commands as cluster_command
+from roleserve_core.identity import generate_key, node_id, private_key_to_pem
 from roleserve_core.localcluster import LocalCluster
+from roleserve_core.proto import common_pb2, management_pb2
 
 CLEAR = "\x1b[2J\x1b[H"
 
@@ -49,3 +51,60 @@ def test_the_hint_stays_under_the_table_on_every_redraw(
     assert len(screens) == 3
     for number, shown in enumerate(screens, start=1):
         assert shown.endswith(f"TABLE {number}\n\n{hint}\n")
+
+
+def known_nodes(cluster: LocalCluster) -> dict[str, management_pb2.Node]:
+    """What a leader would say of each node of ``cluster``, whose keys this writes: UP,
+    every role of ``cluster up``, node 2 with a heartbeat too old."""
+    nodes = {}
+    for local in cluster.nodes:
+        key = generate_key()
+        local.datadir.key.parent.mkdir(parents=True, exist_ok=True)
+        local.datadir.key.write_bytes(private_key_to_pem(key))
+        node = management_pb2.Node(
+            id=node_id(key.public_key()),
+            state=common_pb2.NODE_STATE_UP,
+            health=management_pb2.Node.HEARTBEAT_TIMEOUT
+            if local.index == 2
+            else management_pb2.Node.HEALTHY,
+            leader=local.index == 1,
+        )
+        node.status.external_address = str(local.address)
+        for role in (node.roles.consensus_member, node.roles.kubernetes_controller):
+            role.SetInParent()
+        node.roles.kubernetes_worker.SetInParent()
+        node.time_since_heartbeat.FromSeconds(200 if local.index == 2 else 3)
+        nodes[node.id] = node
+    return nodes
+
+
+def test_the_status_table_fits_an_80_column_terminal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """~150 columns as it is: the roles go under each row, the widest cells (IDs) are cut
+    with an ellipsis; piped, it stays one line a node, every cell whole."""
+    cluster = LocalCluster(tmp_path, 3)
+    nodes = known_nodes(cluster)
+
+    async def leader_says(_: LocalCluster) -> dict[str, management_pb2.Node]:
+        return nodes
+
+    monkeypatch.setattr(cluster_command, "_nodes", leader_says)
+    monkeypatch.delenv("COLUMNS", raising=False)
+    piped = anyio.run(cluster_command._status_table, cluster).splitlines()
+    assert len(piped) == 4
+    assert all(node_id in "\n".join(piped) for node_id in nodes)
+    assert max(map(len, piped)) > 80
+
+    monkeypatch.setenv("COLUMNS", "80")
+    fitted = anyio.run(cluster_command._status_table, cluster).splitlines()
+    assert max(map(len, fitted)) <= 80, "\n".join(fitted)
+    assert fitted[0].split() == ["NODE", "PID", "ID", "ADDRESS", "STATE", "HEALTH", "HEARTBEAT"]
+    roles = "  roles: consensus_member, kubernetes_controller, kubernetes_worker"
+    assert fitted[2::2] == [roles] * 3
+    rows = [line.replace(" * ", " ").split() for line in fitted[1::2]]
+    assert [row[:2] for row in rows] == [["n1", "stopped"], ["n2", "stopped"], ["n3", "stopped"]]
+    for row, identity in zip(rows, nodes, strict=True):  # cut, still a prefix ctl takes
+        assert row[2].endswith("…")
+        assert identity.startswith(row[2].removesuffix("…"))
+    assert rows[1][5] == "HEARTBEAT_TIME…"

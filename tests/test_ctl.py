@@ -139,6 +139,14 @@ class FakeCluster:
     """Signs IssueCredentials' requests, as the leader signs them with the cluster CA."""
     issued: list[management_pb2.IssuedCredentials] = field(default_factory=list)
     """What ListCredentials answers."""
+    revoked: set[int] = field(default_factory=set)
+    """Serials of the user certificates the servers refuse as revoked (``rpc.Revocations``)."""
+
+    def is_revoked(self, serial: int) -> bool:
+        return serial in self.revoked
+
+    async def wait_revoked(self, serial: int) -> None:
+        await asyncio.get_running_loop().create_future()  # no test revokes a running call
 
     def received(self, method: str) -> list[Any]:
         """The requests of ``method``, in order."""
@@ -347,7 +355,8 @@ class FakeNodeManagement(nodemanagement_pb2_grpc.NodeManagementServicer):
 
 async def serve(cluster: FakeCluster) -> grpc.aio.Server:
     """The fake's servers on ``cluster.address``: curator port and node management port."""
-    server = create_server(cluster.leader)
+    revocations = Revocations(cluster.is_revoked, cluster.wait_revoked)
+    server = create_server(cluster.leader, revocations=revocations)
     # The fakes implement what ctl calls (it never asks for the CA certificate alone); the
     # generated base classes answer UNIMPLEMENTED for the rest.
     fake_local = FakeCuratorLocal(cluster)  # type: ignore[abstract]
@@ -360,6 +369,14 @@ async def serve(cluster: FakeCluster) -> grpc.aio.Server:
     bind(server, f"{cluster.address}:{NODE_MANAGEMENT_PORT}", cluster.leader)
     await server.start()
     return server
+
+
+@dataclass(frozen=True)
+class Revocations:
+    """``rpc.Revocations`` of the fake: the real interceptor asks it."""
+
+    revoked: Any
+    wait_revoked: Any
 
 
 def other_id(leader_id: str, *, avoid: str = "", fill: str = "1") -> str:
@@ -516,6 +533,24 @@ def test_nodes_table(setup: Setup, ctl: Any) -> None:
     column = header.index("ID")
     assert all(row[column:].startswith("node-") for row in rows)
     assert setup.cluster.received("GetNodes") == [management_pb2.GetNodesRequest()]
+
+
+def test_nodes_table_fits_an_80_column_terminal(
+    setup: Setup, ctl: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Roles go under their node's row, the widest cells are cut (``…``); piped, without
+    $COLUMNS, the table stays as test_nodes_table shows it."""
+    monkeypatch.setenv("COLUMNS", "80")
+    result = ctl("nodes")
+    assert result.code == 0, result.err
+    lines = result.out.splitlines()
+    assert max(map(len, lines)) <= 80, result.out
+    assert lines[0].split() == ["ID", "ADDRESS", "STATE", "HEALTH", "HEARTBEAT"]
+    assert lines[2] == "  roles: consensus_member, custom:backup(schedule=daily)"
+    assert lines[-1] == "  roles: kubernetes_worker"
+    assert len(lines) == 6  # the NEW node has no roles: no line says so
+    worker = re.split(r" {2,}", lines[-2])
+    assert setup.worker_id.startswith(worker[0].removesuffix("…"))
 
 
 def test_nodes_filters_and_json(setup: Setup, ctl: Any) -> None:
@@ -1338,6 +1373,25 @@ def test_credentials_issue_writes_an_access_directory_whoami_reads(
     ]
 
 
+@pytest.mark.parametrize("scope", ["viewer", "metrics"])
+def test_whoami_of_revoked_credentials_says_so_in_one_line(
+    setup: Setup, ctl: Any, cli: Any, tmp_path: Path, scope: str
+) -> None:
+    """Finding the leader is open to all, revoked or not; whoami asks the leader something
+    to learn it, and hears it whatever its scope may call (metrics: nothing)."""
+    out = tmp_path / "alice"
+    assert ctl("credentials", "issue", "alice", "--scope", scope, "--out", str(out)).code == 0
+    serial = UserCredentials.load(out).certificate.serial_number
+    assert cli("ctl", "--credentials", str(out), "whoami").code == 0
+    setup.cluster.revoked.add(serial)
+    whoami = cli("ctl", "--credentials", str(out), "whoami")
+    assert (whoami.code, whoami.out) == (1, "")
+    assert whoami.err == (
+        f"roleserve ctl: error: credentials 'alice' (serial {serial:x}) were revoked; ask the "
+        "owner for new credentials\n"
+    )
+
+
 def test_whoami_of_credentials_without_a_scope_says_owner(setup: Setup, ctl: Any) -> None:
     result = ctl("whoami", "--json")
     assert result.code == 0, result.err
@@ -1458,6 +1512,9 @@ def test_prometheus_config_writes_credentials_and_a_config_promtool_accepts(
     assert text.count(f'cert_file: "{out.resolve()}/cert.pem"') == 3 * len(jobs)
     assert text.count('source_labels: ["roleserve_role_consensus_member"]') == 1
     assert text.count('source_labels: ["roleserve_role_kubernetes_worker"]') == 1
+    # Prometheus's default, 1m, leaves rate(...[1m]) empty; each job keeps it when merged.
+    assert "global:\n  scrape_interval: 15s\n  evaluation_interval: 15s\n" in text
+    assert text.count("    scrape_interval: 15s\n") == len(jobs)
 
     serial = f"{credentials.certificate.serial_number:x}"
     assert result.out.splitlines() == [
@@ -1492,7 +1549,7 @@ def test_prometheus_config_name_install_dir_and_force(
     elsewhere = "/etc/prometheus/roleserve"
     forced = ctl(
         "prometheus-config", "--out", str(out), "--name", "scraper-2", "--force",
-        "--install-dir", elsewhere,
+        "--install-dir", elsewhere, "--scrape-interval", "1m30s",
     )  # fmt: skip
     assert forced.code == 0, forced.err
     assert [r.name for r in setup.cluster.received("IssueCredentials")] == [
@@ -1507,6 +1564,21 @@ def test_prometheus_config_name_install_dir_and_force(
     text = (out / "prometheus.yml").read_text()
     assert f'key_file: "{elsewhere}/key.pem"' in text
     assert str(out) not in text
+    assert "global:\n  scrape_interval: 1m30s\n  evaluation_interval: 1m30s\n" in text
+
+
+@pytest.mark.parametrize("interval", ["0s", "15", "1.5s", "s", "5m1h"])
+def test_prometheus_config_refuses_what_is_no_prometheus_duration(
+    ctl: Any, tmp_path: Path, interval: str
+) -> None:
+    out = tmp_path / "prometheus"
+    result = ctl("prometheus-config", "--out", str(out), "--scrape-interval", interval)
+    assert result.code == 2
+    assert result.err.splitlines()[-1] == (
+        "roleserve ctl prometheus-config: error: argument --scrape-interval: "
+        f"{interval!r} is not a Prometheus duration longer than 0, such as 15s, 1m or 500ms"
+    )
+    assert not out.exists()
 
 
 def test_prometheus_config_force_never_writes_over_an_access_directory(
@@ -1665,18 +1737,21 @@ def test_grpcs_own_lines_stay_off_the_terminal_unless_debugging(
     assert any("Handshake failed" in line for line in debugging), debugging
 
 
-@pytest.mark.parametrize("output", [[], ["--json"]])
-def test_a_reader_that_went_away_ends_ctl_quietly(setup: Setup, output: list[str]) -> None:
-    """``ctl nodes | head``: no traceback of the closed pipe (see test_cli's twin)."""
+@pytest.mark.parametrize("argv", [["nodes"], ["nodes", "--json"], ["tree", "LEADER"]])
+def test_a_reader_that_went_away_ends_ctl_quietly(setup: Setup, argv: list[str]) -> None:
+    """``ctl tree NODE | head -1``: no traceback of the closed pipe, and exit 0 whenever the
+    reader left (see test_cli's twin)."""
+    setup.cluster.runnables = [runnable("root"), runnable("root.role")]
     reading, writing = os.pipe()
     os.close(reading)
     try:
         command = [sys.executable, "-m", "roleserve_core", "ctl"]
-        command += ["--credentials", str(setup.access_dir), "nodes", *output]
+        command += ["--credentials", str(setup.access_dir)]
+        command += [setup.leader_id if arg == "LEADER" else arg for arg in argv]
         done = subprocess.run(command, stdout=writing, stderr=subprocess.PIPE, text=True)
     finally:
         os.close(writing)
-    assert (done.returncode, done.stderr) == (1, "")
+    assert (done.returncode, done.stderr) == (0, "")
 
 
 def test_no_leader(setup: Setup, ctl: Any) -> None:

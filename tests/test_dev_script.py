@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -34,3 +35,23 @@ def test_uv_runs_in_the_callers_directory(tmp_path: Path) -> None:
         check=False,
     )
     assert (done.returncode, done.stdout.strip()) == (0, "1"), done.stderr
+
+
+def test_roleserve_runs_in_the_callers_directory(tmp_path: Path) -> None:
+    """``./dev roleserve plugin new`` writes where it was called from, not into the
+    checkout, where ``./dev`` itself works."""
+    in_checkout = DEV.parent / "roleserve-devcwd"
+    assert not in_checkout.exists()
+    try:
+        done = subprocess.run(
+            [str(DEV), "roleserve", "plugin", "new", "devcwd"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        assert (tmp_path / "roleserve-devcwd" / "pyproject.toml").is_file()
+        assert not in_checkout.exists()
+    finally:
+        shutil.rmtree(in_checkout, ignore_errors=True)  # written there before the fix

@@ -43,7 +43,7 @@ from roleserve_core.ports import NODE_MANAGEMENT_PORT, endpoint
 from roleserve_core.proto import nodemanagement_pb2 as pb
 from roleserve_core.proto import nodemanagement_pb2_grpc as pb_grpc
 from roleserve_core.registry import ValueKey, ValueRegistry
-from roleserve_core.rpc import secure_channel
+from roleserve_core.rpc import secure_channel, user_revocation
 from roleserve_core.testing import NodeHarness, PluginHarness, ThrowawayCA, wait_for_value
 from roleserve_core.values import (
     NETWORK,
@@ -258,6 +258,20 @@ async def test_nodemgmt_serves_again_on_a_new_address(served: Served) -> None:
     served.address = moved
     async with served.client() as stub:
         await stub.GetValues(pb.GetValuesRequest(), timeout=CALL_TIMEOUT)
+
+
+async def test_a_followed_log_ends_with_ok_when_the_server_stops(served: Served) -> None:
+    """The server stops (here: nodemgmt restarts for a new address; a node that stops
+    cleanly does the same): a follower's stream ends with OK, after what it was sent, not
+    cancelled UNAVAILABLE as if the node had failed (``ctl logs -f`` exits 0 on it)."""
+    async with served.client() as stub:
+        call = stub.GetLogs(pb.GetLogsRequest(dn=CHATTY, backlog=1, follow=True))
+        with anyio.fail_after(CALL_TIMEOUT):
+            await call.read()  # the backlog: the call follows now
+            served.node.set(NETWORK, NetworkStatus(random_loopback()))
+            while await call.read() is not grpc.aio.EOF:
+                pass
+            assert await call.code() is grpc.StatusCode.OK
 
 
 async def test_nodemgmt_does_not_share_its_port(started: NodeHarness, ca: ThrowawayCA) -> None:
@@ -653,6 +667,27 @@ async def test_a_revoked_user_certificate_is_refused_from_the_next_call(served: 
     )
     async with served.client() as owner:  # another certificate of the cluster: still in
         await owner.GetValues(pb.GetValuesRequest(), timeout=CALL_TIMEOUT)
+
+
+async def test_a_revoked_certificate_hears_so_before_what_its_scope_lacks(served: Served) -> None:
+    """Revocation comes before permissions, and its refusal is marked: a revoked viewer
+    asking to restart is told it was revoked (not to ask for operator credentials), and a
+    client tells that from a missing permission (``ctl whoami``)."""
+    viewer = scoped(served.ca, Scope.VIEWER, "vera")
+    serial = viewer.certificate.serial_number
+    served.node.set(REVOKED_CREDENTIALS, RevokedCredentials(frozenset({serial})))
+    async with served.client(viewer) as stub:
+        request = pb.RestartRunnableRequest(dn=CHATTY)
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await stub.RestartRunnable(request, timeout=CALL_TIMEOUT)
+    assert user_revocation(caught.value) == (
+        f"credentials 'vera' (serial {serial:x}) were revoked; ask the owner for new credentials"
+    )
+    async with served.client(scoped(served.ca, Scope.VIEWER, "val")) as stub:
+        with pytest.raises(grpc.aio.AioRpcError) as lacking:
+            await stub.RestartRunnable(request, timeout=CALL_TIMEOUT)
+    assert lacking.value.code() is grpc.StatusCode.PERMISSION_DENIED
+    assert user_revocation(lacking.value) is None
 
 
 async def test_a_followed_log_of_a_user_ends_when_it_is_revoked(served: Served) -> None:

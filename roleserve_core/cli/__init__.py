@@ -91,13 +91,29 @@ def _quiet_grpc(command: str | None, *, debug: bool) -> None:
         os.environ[GRPC_VERBOSITY_ENV] = "ERROR" if command == "node" else "NONE"
 
 
+READER_GONE = 0
+"""The exit code when stdout's reader went away (``ctl tree NODE | head -1``): the
+command did what was asked, and the reader chose to see less of it. Not 1, Python's own
+(a failure), nor 141, a C tool's killed by SIGPIPE: both depend on timing, on whether the
+output fitted the pipe's buffer before the reader left, so the same pipeline would pass or
+fail under ``set -o pipefail`` by chance. Always 0, as ripgrep does."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``roleserve`` command; returns the exit code."""
+    """Run the ``roleserve`` command; returns the exit code.
+
+    Every command's output is flushed here, so that a reader that went away (``... |
+    head``) ends every command in this one place, quietly, with ``READER_GONE``: at its
+    write, or at this flush (otherwise at Python's own at exit, which prints a traceback).
+    """
     try:
-        return _main(argv)
-    except BrokenPipeError:  # the reader of stdout went away: `... | head`, `--help | head`
+        try:
+            return _main(argv)
+        finally:
+            sys.stdout.flush()
+    except BrokenPipeError:
         discard_stdout()
-        return 1
+        return READER_GONE
 
 
 def _main(argv: Sequence[str] | None) -> int:

@@ -19,9 +19,9 @@ from typing import Any
 import anyio
 
 from roleserve_core.cli._invocation import roleserve_command
-from roleserve_core.cli._table import render_table
+from roleserve_core.cli._table import fill, output_width, render_table
 from roleserve_core.cli.ctl._format import NONE, print_json
-from roleserve_core.cli.ctl._nodes import HEADERS, node_json, node_row
+from roleserve_core.cli.ctl._nodes import HEADERS, NOTES, node_json, node_row
 from roleserve_core.environment import CREDENTIALS_ENV
 from roleserve_core.localcluster import LocalCluster, size_for_up
 from roleserve_core.localcluster.nodeconfig import HOSTS_FILE
@@ -147,9 +147,10 @@ async def _status_table(cluster: LocalCluster) -> str:
             else ["", cluster.node_id(local) or NONE, str(local.address), *[NONE] * 4]
         )
         rows.append([f"n{local.index}", str(local.pid or "stopped"), *cells])
-    table = render_table(("NODE", "PID", *HEADERS), rows)
+    width = output_width()
+    table = render_table(("NODE", "PID", *HEADERS), rows, width=width, notes=NOTES)
     files = _hosts_files(cluster)
-    return table if files is None else f"{table}\n{files}"
+    return table if files is None else f"{table}\n{fill(files, width)}"
 
 
 def _hosts_files(cluster: LocalCluster) -> str | None:

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from roleserve_core.cli._table import render_table
+from roleserve_core.cli._table import fill, output_width, render_table
 from roleserve_core.errors import ConfigError, EssentialPluginError, PluginError
 from roleserve_core.settings import toml_literal
 
@@ -25,6 +25,11 @@ __all__ = ["add_parser", "run"]
 
 LISTING_DATA_DIR = Path("/var/lib/roleserve")
 """Shown as the data directory in plugin contexts; never created by the listing."""
+HEADERS = ("NAME", "DISTRIBUTION", "VERSION", "STATE", "WORKERS", "VALUES", "HOOKS")
+NOTES = ("WORKERS", "VALUES", "HOOKS")
+"""Lists, under each row instead when the table is wider than the terminal."""
+SETTINGS_HEADERS = ("SETTING", "TYPE", "DEFAULT", "DESCRIPTION")
+SETTINGS_INDENT = "    "
 
 
 def add_parser(commands: Any) -> None:
@@ -77,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         for warning in plugins.warnings:
             print(f"warning: {warning}", file=sys.stderr)
     else:
-        print(_format(infos, plugins.warnings))
+        print(_format(infos, plugins.warnings, output_width()))
     return 0
 
 
@@ -85,7 +90,7 @@ def _cell(items: list[str]) -> str:
     return ", ".join(items) if items else "-"
 
 
-def _settings(info: PluginInfo) -> list[str]:
+def _settings(info: PluginInfo, width: int | None) -> list[str]:
     """The plugin's settings as an indented table; nothing if it declares none."""
     if not info.settings:
         return []
@@ -93,9 +98,10 @@ def _settings(info: PluginInfo) -> list[str]:
         [setting.name, setting.type_name, toml_literal(setting.default), _described(setting)]
         for setting in info.settings
     ]
-    table = render_table(["SETTING", "TYPE", "DEFAULT", "DESCRIPTION"], rows)
-    heading = f"  settings ([plugins.{info.name}] in roleserve.toml):"
-    return [heading, *(f"    {line}" for line in table.splitlines())]
+    inside = None if width is None else width - len(SETTINGS_INDENT)
+    table = render_table(SETTINGS_HEADERS, rows, width=inside, notes=("DESCRIPTION",))
+    heading = fill(f"settings ([plugins.{info.name}] in roleserve.toml):", width, indent="  ")
+    return [heading, *(f"{SETTINGS_INDENT}{line}" for line in table.splitlines())]
 
 
 def _described(setting: Setting[Any]) -> str:
@@ -105,8 +111,9 @@ def _described(setting: Setting[Any]) -> str:
     return f"{setting.doc} Allowed: {setting.allowed}."
 
 
-def _format(infos: list[PluginInfo], warnings: list[str]) -> str:
-    headers = ["NAME", "DISTRIBUTION", "VERSION", "STATE", "WORKERS", "VALUES", "HOOKS"]
+def _format(infos: list[PluginInfo], warnings: list[str], width: int | None) -> str:
+    """The table, then each plugin's description and details; every line at most
+    ``width`` characters (None: as long as it needs)."""
     rows = [
         [
             info.name,
@@ -119,18 +126,18 @@ def _format(infos: list[PluginInfo], warnings: list[str]) -> str:
         ]
         for info in infos
     ]
-    out = [render_table(headers, rows), ""]
+    out = [render_table(HEADERS, rows, width=width, notes=NOTES), ""]
     for info in infos:
-        out.append(f"{info.name}: {info.description or '(no description)'}")
+        out.append(fill(f"{info.name}: {info.description or '(no description)'}", width))
         if info.reason:
-            out.append(f"  blocked: {info.reason}")
+            out.append(fill(f"blocked: {info.reason}", width, indent="  "))
         if info.file and (info.error or info.warnings):
-            out.append(f"  file: {info.file}")
+            out.append(fill(f"file: {info.file}", width, indent="  "))
         if info.error:
-            out.append(f"  error: {info.error}")
-        out.extend(_settings(info))
-        out.extend(f"  warning: {warning}" for warning in info.warnings)
+            out.append(fill(f"error: {info.error}", width, indent="  "))
+        out.extend(_settings(info, width))
+        out.extend(fill(f"warning: {warning}", width, indent="  ") for warning in info.warnings)
         for hook, count in sorted(info.hook_failures.items()):
-            out.append(f"  {hook} failed {count} time(s)")
-    out.extend(f"warning: {warning}" for warning in warnings)
+            out.append(fill(f"{hook} failed {count} time(s)", width, indent="  "))
+    out.extend(fill(f"warning: {warning}", width) for warning in warnings)
     return "\n".join(out)

@@ -51,6 +51,7 @@ from roleserve_core.rpc._server import (
     KEEPALIVE_POLICY,
     NODE_REFUSED_METADATA,
     REQUEST_LIMITS,
+    REVOKED_METADATA,
     AuthorizationInterceptor,
     NodeGate,
     Revocations,
@@ -58,6 +59,7 @@ from roleserve_core.rpc._server import (
     create_server,
     node_refusal,
     server_credentials,
+    user_revocation,
 )
 from roleserve_core.rpc._unary import CancellationSafeCall, unary
 
@@ -69,6 +71,7 @@ __all__ = [
     "NODE_REFUSED_METADATA",
     "RECONNECT_OPTIONS",
     "REQUEST_LIMITS",
+    "REVOKED_METADATA",
     "SCOPE_PERMISSIONS",
     "USER_PERMISSIONS",
     "AuthorizationInterceptor",
@@ -96,4 +99,5 @@ __all__ = [
     "smallest_scope",
     "unary",
     "until_ready",
+    "user_revocation",
 ]

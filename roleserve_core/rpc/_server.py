@@ -10,10 +10,11 @@
              3. allow_unauthenticated? ──yes──▶ handler (any peer; current_peer() tells who)
                 │ no
                 ├── unauthenticated peer  ──▶ UNAUTHENTICATED
+                ├── a user whose certificate the server's Revocations name ──▶ PERMISSION_DENIED,
+                │       marked (REVOKED_METADATA), whatever the method needs; a response
+                │       stream open when it is revoked ends the same way
                 ├── a needed permission missing ──▶ PERMISSION_DENIED (a user: naming its
                 │       scope and the scope that would do)
-                ├── a user whose certificate the server's Revocations name ──▶ PERMISSION_DENIED;
-                │       a response stream open when it is revoked ends the same way
                 ├── a node the server's NodeGate refuses ──▶ PERMISSION_DENIED, marked
                 │       (NODE_REFUSED_METADATA); a response stream open when the gate
                 │       starts refusing its node ends the same way
@@ -76,6 +77,7 @@ __all__ = [
     "KEEPALIVE_POLICY",
     "NODE_REFUSED_METADATA",
     "REQUEST_LIMITS",
+    "REVOKED_METADATA",
     "AuthorizationInterceptor",
     "NodeGate",
     "Revocations",
@@ -83,6 +85,7 @@ __all__ = [
     "create_server",
     "node_refusal",
     "server_credentials",
+    "user_revocation",
 ]
 
 KEEPALIVE_POLICY: tuple[tuple[str, int], ...] = (
@@ -219,11 +222,29 @@ class Revocations(Protocol):
         """Return once the user certificate with ``serial`` is revoked (for open streams)."""
 
 
+REVOKED_KEY = "roleserve-revoked"
+REVOKED_METADATA = ((REVOKED_KEY, "1"),)
+"""Trailing metadata of a call refused because the caller's user certificate was revoked.
+
+Revocation is checked before the method's permissions, so a revoked certificate hears that
+it was revoked whatever it asks, and a client tells it from a permission its scope lacks
+by this mark (``ctl whoami`` with metrics credentials, which may call nothing)."""
+
+
 def _revoked_refusal(peer: UserPeer) -> str:
     return (
         f"credentials {peer.identity!r} (serial {peer.serial:x}) were revoked; "
         "ask the owner for new credentials"
     )
+
+
+def user_revocation(error: grpc.aio.AioRpcError) -> str | None:
+    """The server's message, if ``error`` refused the caller's revoked user certificate."""
+    if error.code() is not grpc.StatusCode.PERMISSION_DENIED:
+        return None
+    if any(key == REVOKED_KEY for key, _ in error.trailing_metadata() or ()):
+        return str(error.details())
+    return None
 
 
 def node_refusal(error: grpc.aio.AioRpcError) -> str | None:
@@ -254,7 +275,7 @@ async def _node_refused(gate: NodeGate, node_id: str) -> tuple[str, Metadata]:
 async def _user_revoked(revocations: Revocations, peer: UserPeer) -> tuple[str, Metadata]:
     # No NODE_REFUSED_METADATA: that marks a node refused for good, which stops a node.
     await revocations.wait_revoked(peer.serial)
-    return _revoked_refusal(peer), ()
+    return _revoked_refusal(peer), REVOKED_METADATA
 
 
 ADMITTED_METADATA_KEY = "roleserve-admitted"
@@ -295,6 +316,8 @@ class AuthorizationInterceptor(grpc.aio.ServerInterceptor):
 
         async def admit(context: Context) -> Guard:
             peer = self.classifier.peer(context)
+            if isinstance(peer, UserPeer) and authorization is not None:
+                await self._refuse_revoked(peer, authorization, context)
             refusal = _refusal(method, authorization, peer)
             if refusal is not None:
                 await context.abort(*refusal)
@@ -309,13 +332,25 @@ class AuthorizationInterceptor(grpc.aio.ServerInterceptor):
 
         return _guarded(handler, admit, request_type(method))
 
+    async def _refuse_revoked(
+        self, peer: UserPeer, authorization: MethodAuthorization, context: Context
+    ) -> None:
+        """Refuse a revoked user, before its permissions are looked at (``REVOKED_METADATA``
+        says why); a method open to all lets it in as anyone else."""
+        revocations = self.revocations
+        if revocations is None or _open_to_all(authorization):
+            return
+        if revocations.revoked(peer.serial):
+            await context.abort(
+                grpc.StatusCode.PERMISSION_DENIED, _revoked_refusal(peer), REVOKED_METADATA
+            )
+
     async def _admit_user(self, peer: UserPeer, context: Context) -> Guard:
-        """Refuse a revoked user; else what ends its stream should it be revoked."""
+        """What ends an admitted user's stream should it be revoked (``_refuse_revoked``
+        refused it if it already was)."""
         revocations = self.revocations
         if revocations is None:
             return None
-        if revocations.revoked(peer.serial):
-            await context.abort(grpc.StatusCode.PERMISSION_DENIED, _revoked_refusal(peer))
         return functools.partial(_user_revoked, revocations, peer)
 
     async def _admit_node(self, peer: NodePeer, context: Context) -> Guard:

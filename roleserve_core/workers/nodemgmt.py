@@ -15,8 +15,10 @@ credentials (``node_credentials``) and knows its address (``network``,
 ``NetworkStatus.external_address``); then serves the node management service (see
 ``roleserve_core.nodemanagement``) over the node's TLS, on the node's own address and never
 on a wildcard, so several nodes on one machine each serve on their loopback address. It
-signals healthy once the server has started, and stops the server without grace when it
-is cancelled: a following ``GetLogs`` would otherwise hold a graceful stop forever.
+signals healthy once the server has started. Cancelled, it ends the following ``GetLogs``
+calls first (``end_follows``: OK, so a reader of ``ctl logs -f`` tells a node that stops
+from one that failed), then stops the server, giving the calls still running
+``STOP_GRACE`` to end before they are cancelled.
 
 Reads ``node_credentials`` and ``network``, and ``revoked_credentials`` on each call (the
 ``revocations`` worker keeps it; not waited for: until it is set, no certificate is
@@ -69,6 +71,10 @@ from roleserve_core.values import (
 )
 
 __all__ = ["SERVER_OPTIONS", "Listen", "nodemgmt_worker", "plan_listen", "restart_needed"]
+
+STOP_GRACE = 1.0
+"""Seconds the calls running when the server stops have to end: the ended follows their
+last message and status, the others (a tree, a page of logs) their answer."""
 
 SERVER_OPTIONS = (("grpc.so_reuseport", 0),)
 """No port sharing: grpc turns SO_REUSEPORT on by default, which would let two processes
@@ -193,7 +199,7 @@ async def _serving(
     service: NodeManagementService, listen: Listen, revocations: Revocations, stats: RpcStats
 ) -> AsyncIterator[None]:
     """A started server of ``service`` at ``listen``, refusing the user certificates
-    ``revocations`` names; stopped without grace on exit.
+    ``revocations`` names; on exit, its follows ended and it stopped (``STOP_GRACE``).
 
     :raises OSError: naming the address, if it cannot listen there.
     """
@@ -207,7 +213,8 @@ async def _serving(
         yield
     finally:
         with anyio.CancelScope(shield=True):
-            await server.stop(None)
+            service.end_follows()
+            await server.stop(STOP_GRACE)
 
 
 if TYPE_CHECKING:

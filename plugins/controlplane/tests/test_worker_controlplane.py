@@ -133,7 +133,7 @@ async def leader_metrics_and_etcd_metrics(
     offer = harness.runtime.introspection.stats.leader
     assert offer is not None
     snapshot = offer()
-    assert [state for state, _health in snapshot.nodes] == ["NODE_STATE_UP"]
+    assert [state for state, _health in snapshot.nodes] == ["UP"]  # as ctl nodes says it
     assert sum(snapshot.nodes.values()) == 1
     assert snapshot.watch_streams == 0
     async with secure_channel(endpoint, boot.owner, node_id=boot.node.node_id) as channel:

@@ -96,8 +96,10 @@ async def test_prometheus_discovers_and_scrapes_over_mutual_tls(tmp_path: Path) 
     credentials_dir = tmp_path / "prometheus"
     UserCredentials(key, certificate, ca.certificate).save(credentials_dir)
     config = credentials_dir / "prometheus.yml"
-    text = prometheus_yaml([member_address], credentials_dir, server_name=ANY_NODE_NAME)
-    config.write_text("global:\n  scrape_interval: 1s\n" + text)
+    text = prometheus_yaml(
+        [member_address], credentials_dir, server_name=ANY_NODE_NAME, scrape_interval="1s"
+    )
+    config.write_text(text)
 
     view = DiscoveryView()
     member_roles = NodeRoles(consensus_member=ConsensusMember(), custom={"db.primary": {}})

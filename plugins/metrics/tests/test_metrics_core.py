@@ -196,7 +196,7 @@ def test_values_stats_plugins_and_build_info() -> None:
     assert (prefix_buckets["0.0025"], prefix_buckets["0.005"], prefix_buckets["0.25"]) == (0, 1, 2)
 
     stats.leader = lambda: LeaderSnapshot(
-        {("NODE_STATE_UP", "HEALTHY"): 2, ("NODE_STATE_NEW", "HEALTH_UNKNOWN"): 1},
+        {("UP", "HEALTHY"): 2, ("NEW", "UNKNOWN"): 1},
         3,
         compacted_revision=5003,
         compacted_at=1_700_000_000.5,
@@ -204,8 +204,8 @@ def test_values_stats_plugins_and_build_info() -> None:
     )
     samples = scrape(introspection)
     assert samples_named(samples, "roleserve_curator_nodes") == {
-        (("health", "HEALTHY"), ("state", "NODE_STATE_UP")): 2,
-        (("health", "HEALTH_UNKNOWN"), ("state", "NODE_STATE_NEW")): 1,
+        (("health", "HEALTHY"), ("state", "UP")): 2,
+        (("health", "UNKNOWN"), ("state", "NEW")): 1,
     }
     assert samples[("roleserve_curator_watch_streams", ())] == 3
     # etcd's own metrics have the sizes and revisions; the curator adds what it did.

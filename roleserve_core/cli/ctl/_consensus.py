@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from roleserve_core.cli._table import render_table
+from roleserve_core.cli._table import output_width, render_table
 from roleserve_core.cli.ctl import _command
 from roleserve_core.cli.ctl._format import (
     NONE,
@@ -167,7 +167,8 @@ async def show_consensus(session: Session, args: argparse.Namespace) -> None:
     if args.json:
         print_json([member_json(member) for member in status.members])
     else:
-        print(render_table(HEADERS, [member_row(member) for member in status.members]))
+        rows = [member_row(member) for member in status.members]
+        print(render_table(HEADERS, rows, width=output_width()))
         print(history_line(status))
 
 

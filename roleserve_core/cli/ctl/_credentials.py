@@ -9,7 +9,8 @@
     credentials list      ─▶ ListCredentials: name, scope, serial, expiry, revoked
     credentials revoke NAME ─▶ RevokeCredentials: the leader refuses them within seconds
     whoami                ─▶ the access directory's certificate: who, scope, which cluster,
-                             until when (and the leader that answered)
+                             until when (and the leader that answered); GetClusterInfo
+                             ─▶ refused as revoked? then that, in one line, exit 1
 
 ``--out`` must be a new or empty directory: writing over another access directory (the
 owner's!) would lose the credentials in it, and with them the way into the cluster.
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from roleserve_core.cli._invocation import roleserve_command
-from roleserve_core.cli._table import render_table
+from roleserve_core.cli._table import output_width, render_table
 from roleserve_core.cli.ctl import _command
 from roleserve_core.cli.ctl._errors import EXIT_USAGE, CtlError
 from roleserve_core.cli.ctl._format import print_json
@@ -63,7 +64,8 @@ def add_parsers(commands: Any) -> None:
         description=(
             "Show the identity of the access directory's certificate, its scope (what it "
             "may do), its serial and expiry, the cluster it belongs to (its CA) and the "
-            "leader that answered."
+            "leader that answered; if the cluster revoked the certificate, say only that "
+            "(exit 1)."
         ),
     )
     _command.add_json_option(parser)
@@ -182,7 +184,7 @@ async def list_issued(session: Session, args: argparse.Namespace) -> None:
         [c.name, c.scope, c.serial, _day(c.not_after.ToDatetime(datetime.UTC)), _yes(c.revoked)]
         for c in answer.credentials
     ]
-    print(render_table(HEADERS, rows))
+    print(render_table(HEADERS, rows, width=output_width()))
 
 
 def _issued_json(issued: management_pb2.IssuedCredentials) -> dict[str, Any]:
@@ -212,10 +214,14 @@ async def revoke(session: Session, args: argparse.Namespace) -> None:
 
 async def whoami(session: Session, args: argparse.Namespace) -> None:
     """``ctl whoami``: read from the access directory's certificate; the leader only says
-    that the cluster answered, and which node leads it."""
+    that the cluster answered, which node leads it, and whether it revoked the certificate.
+
+    :raises CtlError: if the leader refuses the certificate as revoked.
+    """
     from roleserve_core.identity import certificate_scope
     from roleserve_core.rpc import permission_name, scope_permissions
 
+    await _refuse_revoked(session)
     credentials = session.access.credentials
     certificate = credentials.certificate
     scope = certificate_scope(certificate)
@@ -233,6 +239,31 @@ async def whoami(session: Session, args: argparse.Namespace) -> None:
         return
     for name, value in facts.items():
         print(f"{name.replace('_', ' ') + ':':<13} {value}")
+
+
+async def _refuse_revoked(session: Session) -> None:
+    """Ask the leader something, to learn whether it revoked the session's certificate.
+
+    Finding the leader does not tell: ``GetCurrentLeader`` is open to every caller, revoked
+    or not. The leader checks revocation before permissions and marks that refusal
+    (``rpc.REVOKED_METADATA``), so any scope hears it, even metrics credentials, which may
+    not call ``GetClusterInfo`` itself. Any other outcome says nothing of revocation, and
+    ``whoami`` goes on with what the certificate says.
+
+    :raises CtlError: with the leader's message, if it refused the certificate as revoked.
+    """
+    import grpc
+
+    from roleserve_core.proto import management_pb2
+    from roleserve_core.rpc import user_revocation
+
+    request = management_pb2.GetClusterInfoRequest()
+    try:
+        await session.management.GetClusterInfo(request, timeout=session.timeout)
+    except grpc.aio.AioRpcError as exc:
+        revoked = user_revocation(exc)
+        if revoked is not None:
+            raise CtlError(revoked) from None
 
 
 def _fingerprint(certificate: x509.Certificate) -> str:

@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from roleserve_core.cli._table import render_table
+from roleserve_core.cli._table import output_width, render_table
 from roleserve_core.cli.ctl import _command
 from roleserve_core.cli.ctl._errors import EXIT_REFUSED, EXIT_USAGE, CtlError
 from roleserve_core.cli.ctl._format import (
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FAILED_PLUGIN_MARK",
+    "NOTES",
     "add_parsers",
     "confirm",
     "conflict_lines",
@@ -45,6 +46,8 @@ HEADERS = ("", "ID", "ADDRESS", "STATE", "ROLES", "HEALTH", "HEARTBEAT")
 """The first column holds ``*`` for the node whose curator leads."""
 FAILED_PLUGIN_MARK = "!"
 """After the health of a node that runs without a plugin that failed at its start."""
+NOTES = ("ROLES",)
+"""Under each row instead, when the table is wider than the terminal (``render_table``)."""
 
 
 def add_parsers(commands: Any) -> None:
@@ -190,7 +193,8 @@ async def list_nodes(session: Session, args: argparse.Namespace) -> None:
     if args.json:
         print_json([node_json(node) for node in nodes])
     else:
-        print(render_table(HEADERS, [node_row(node) for node in nodes]))
+        rows = [node_row(node) for node in nodes]
+        print(render_table(HEADERS, rows, width=output_width(), notes=NOTES))
         for line in [*conflict_lines(nodes), *failed_plugin_lines(nodes)]:
             print(line)
 

@@ -3,6 +3,7 @@
 ::
 
     prometheus-config --out DIR [--name NAME] [--install-dir PATH] [--force]
+                      [--scrape-interval DURATION]
         GetClusterInfo ─▶ the consensus members' addresses (where /discovery is served)
         new key ─▶ CSR ─▶ IssueCredentials(NAME, scope metrics)   (credentials issue's code)
         ─▶ DIR/{ca.pem, cert.pem, key.pem, endpoints}   an access directory, as issue writes
@@ -14,6 +15,11 @@ Each job scrapes ``https://<node>:7840/metrics/<exporter>``; its targets come fr
 node). A member that is down costs nothing: the others list the same targets, and
 Prometheus scrapes a target listed twice once. The ``etcd`` job keeps the consensus members
 only, by their role label.
+
+Every job scrapes every ``--scrape-interval`` (15 s unless given), which the file's
+``global`` section also sets, with the rules' evaluation interval: Prometheus's default is
+a minute, and a ``rate(...[1m])`` over samples a minute apart is empty. Each job names it
+too, so that it stays when the jobs are merged into a configuration of one's own.
 
 TLS, both ways, for discovery and scrapes alike: Prometheus presents the metrics
 certificate (the only scope the metrics server needs), and verifies the node against the
@@ -32,6 +38,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import re
 import secrets
 from collections.abc import Sequence
 from pathlib import Path
@@ -73,6 +80,12 @@ ROLE_LABEL = "roleserve_role_"
 """The prefix of the role labels of the metrics plugin's ``/discovery``
 (``roleserve_metrics.discovery``; a test there checks it is the same)."""
 DISCOVERY_PATH = "/discovery"
+DEFAULT_SCRAPE_INTERVAL = "15s"
+"""How often every target is scraped and rules are evaluated: four samples a minute, so
+that ``rate(...[1m])`` has two in any window even with a scrape missed."""
+DURATION = re.compile(r"(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+ms)?")
+"""A Prometheus duration (``15s``, ``1m30s``, ``500ms``): units from years to milliseconds,
+largest first."""
 REFRESH_INTERVAL = "30s"
 """How often Prometheus asks /discovery again (its default is a minute)."""
 
@@ -109,6 +122,17 @@ def add_parsers(commands: Any) -> None:
         ),
     )
     parser.add_argument(
+        "--scrape-interval",
+        metavar="DURATION",
+        type=_duration,
+        default=DEFAULT_SCRAPE_INTERVAL,
+        help=(
+            "how often Prometheus scrapes every node and evaluates rules, as Prometheus "
+            f"writes durations (default {DEFAULT_SCRAPE_INTERVAL}; its own default, 1m, "
+            "leaves rate(...[1m]) empty)"
+        ),
+    )
+    parser.add_argument(
         "--force",
         action="store_true",
         help=(
@@ -116,6 +140,15 @@ def add_parsers(commands: Any) -> None:
             "any other non-empty DIR is still refused"
         ),
     )
+
+
+def _duration(text: str) -> str:
+    """``text`` if it is a Prometheus duration longer than zero."""
+    if not text or not DURATION.fullmatch(text) or not any(c in "123456789" for c in text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a Prometheus duration longer than 0, such as 15s, 1m or 500ms"
+        )
+    return text
 
 
 def default_name(today: datetime.date | None = None) -> str:
@@ -171,16 +204,24 @@ async def prometheus_config(session: Session, args: argparse.Namespace) -> None:
     name = args.name or default_name()
     credentials = await issue_credentials(session, name, SCOPE)
     save_access(session, credentials, out)
-    _write_config(out, args.install_dir, members, name)
+    _write_config(out, args.install_dir, members, name, args.scrape_interval)
     print(_report(out, credentials, name, members, earlier))
 
 
-def _write_config(out: Path, install_dir: Path | None, members: Sequence[str], name: str) -> None:
+def _write_config(
+    out: Path, install_dir: Path | None, members: Sequence[str], name: str, interval: str
+) -> None:
     from roleserve_core.files import write_atomically
     from roleserve_core.identity import ANY_NODE_NAME
 
     directory = install_dir or out.resolve()
-    text = prometheus_yaml(members, directory, server_name=ANY_NODE_NAME, header=_header(name))
+    text = prometheus_yaml(
+        members,
+        directory,
+        server_name=ANY_NODE_NAME,
+        header=_header(name),
+        scrape_interval=interval,
+    )
     write_atomically(out / CONFIG_FILE, text.encode(), 0o644)
 
 
@@ -227,6 +268,7 @@ def prometheus_yaml(
     *,
     server_name: str,
     header: Sequence[str] = (),
+    scrape_interval: str | None = None,
 ) -> str:
     """The scrape configuration: one job per exporter, discovering from every member.
 
@@ -234,6 +276,9 @@ def prometheus_yaml(
     :param directory: where ``ca.pem``, ``cert.pem`` and ``key.pem`` are for Prometheus.
     :param server_name: the name every node's certificate carries.
     :param header: comment lines to start with.
+    :param scrape_interval: a Prometheus duration: a ``global`` section sets it as the
+        scrape and evaluation interval, and each job as its own. None: neither, for a
+        caller that writes a ``global`` section of its own (Prometheus's default is 1m).
     """
     from roleserve_core.identity import CA_FILE, CERTIFICATE_FILE, KEY_FILE
 
@@ -244,10 +289,18 @@ def prometheus_yaml(
         f"server_name: {_quoted(server_name)}",
     ]
     lines = [f"# {line}" for line in header]
+    if scrape_interval is not None:
+        lines += [
+            "global:",
+            f"  scrape_interval: {scrape_interval}",
+            f"  evaluation_interval: {scrape_interval}",
+        ]
     lines.append("scrape_configs:")
     for exporter, role in EXPORTERS:
+        lines.append(f"  - job_name: {_quoted(JOB_PREFIX + exporter)}")
+        if scrape_interval is not None:
+            lines.append(f"    scrape_interval: {scrape_interval}")
         lines += [
-            f"  - job_name: {_quoted(JOB_PREFIX + exporter)}",
             "    scheme: https",
             f"    metrics_path: {_quoted('/metrics/' + exporter)}",
             "    tls_config:",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from roleserve_core.cli._table import render_table
+from roleserve_core.cli._table import output_width, render_table
 from roleserve_core.cli.ctl import _command
 from roleserve_core.cli.ctl._format import NONE, print_json, shorten, timestamp_json
 
@@ -100,7 +100,8 @@ async def show_values(session: Session, args: argparse.Namespace) -> None:
     elif args.name:
         print(value_text(response.values[0]))
     else:
-        print(render_table(HEADERS, [value_row(value) for value in response.values]))
+        rows = [value_row(value) for value in response.values]
+        print(render_table(HEADERS, rows, width=output_width()))
 
 
 def value_text(value: nodemanagement_pb2.Value) -> str:

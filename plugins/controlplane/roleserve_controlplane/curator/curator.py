@@ -451,13 +451,18 @@ def _extend(
 
 def leader_snapshot(leader: LeaderState, watch_streams: int) -> LeaderSnapshot:
     """Nodes by state and health (as ``GetNodes`` reports them), open Watch streams, and
-    what etcd's maintenance did."""
+    what etcd's maintenance did.
+
+    States and healths are named as ``ctl nodes`` shows them (``UP``, ``HEALTHY``,
+    ``UNKNOWN``), without the enums' prefixes: the metrics' labels are these names, and a
+    query written from what ctl says must match them.
+    """
     nodes: dict[tuple[str, str], int] = {}
     for record in leader.cache.nodes.values():
         health = leader.heartbeats.health(record.id, record.state)
         key = (
-            common_pb2.NodeState.Name(record.state),
-            management_pb2.Node.Health.Name(health),
+            common_pb2.NodeState.Name(record.state).removeprefix("NODE_STATE_"),
+            management_pb2.Node.Health.Name(health).removeprefix("HEALTH_"),
         )
         nodes[key] = nodes.get(key, 0) + 1
     maintenance = leader.maintenance.statistics()
