@@ -704,6 +704,25 @@ async def test_revocations_keeps_the_leaders_revoked_serials(
     assert watches == [cluster.credentials.node_id]
 
 
+async def test_revocations_stays_healthy_through_each_revocation(
+    cluster: FakeCluster, start: Start
+) -> None:
+    """Each new set only changes the value: the worker signalled healthy again at each one,
+    which the supervisor refused (it failed at every other revocation, and sat in NEW until
+    the next, its first answer after the restart being the set it already had)."""
+    leader = await cluster.curator()
+    harness = await start()
+    revoked = harness.runtime.registry.read(REVOKED_CREDENTIALS, "test")
+    harness.set(CURATOR_CONNECTION, cluster.connect(leader))
+    await harness.wait_state(REVOCATIONS)
+    for count in range(1, 4):
+        serials = frozenset(range(1, count + 1))
+        leader.revoked.set(serials)
+        await wait_for_value(revoked, lambda value, serials=serials: value.serials == serials)
+        status = harness.status(REVOCATIONS)
+        assert (status.state, status.failures, status.restarts) == (State.HEALTHY, 0, 0)
+
+
 def test_kubernetes_status_none_says_nothing_runs() -> None:
     """The value the kubernetes plugin leaves when its controller stops: no apiserver, no
     CA, nothing running; a started controller runs, even with every binary absent."""
