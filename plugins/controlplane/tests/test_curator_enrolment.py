@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import grpc
 import pytest
 
+from roleserve_controlplane.consensus import EtcdRequestError, Leader
+from roleserve_controlplane.curator.service_not_leading import not_leading
+from roleserve_controlplane.proto import state_pb2
 from roleserve_controlplane.testing import CuratorCluster
 from roleserve_core import common_pb2, management_pb2
 
@@ -27,3 +31,71 @@ async def test_a_node_enrols_and_becomes_a_consensus_member(curators: CuratorClu
     assert members == {first.node_id: full, second.node_id: full}
     assert second.curator is not None
     assert second.curator.role.get_nowait() == "following"
+
+
+async def test_a_follower_refuses_the_leaders_calls_naming_the_leader(
+    curators: CuratorCluster,
+) -> None:
+    """Said as it is: this curator is not the leader, the leader is that one, there. It
+    said "the leader changed", which no change had made true."""
+    first = curators.nodes[0]
+    second = await curators.add_consensus(1)
+    channel, management = curators.management(second)
+    async with channel:
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await management.GetClusterInfo(management_pb2.GetClusterInfoRequest())
+    assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert refused.value.details() == (
+        f"curator {second.node_id} is not the leader; the leader is curator "
+        f"{first.node_id} at {first.address}:7835: call it there"
+    )
+
+
+class _Election:
+    """An election that answers ``leader()`` with ``answer``, or raises it."""
+
+    def __init__(self, answer: Leader | Exception | None) -> None:
+        self.answer = answer
+
+    async def leader(self) -> Leader | None:
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+
+def _leader(node_id: str) -> Leader:
+    value = state_pb2.LeaderValue(node_id=node_id, host="127.0.0.9", port=7835)
+    return Leader(b"/leader/1", value.SerializeToString(), 1)
+
+
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        (
+            _leader("node-b"),
+            "curator node-a is not the leader; the leader is curator node-b at "
+            "127.0.0.9:7835: call it there",
+        ),
+        (
+            None,
+            "curator node-a is not the leader, and no curator leads now (an election is "
+            "under way, or the consensus has no quorum); retry, asking any curator for the "
+            "leader (GetCurrentLeader)",
+        ),
+        (
+            EtcdRequestError("etcd range /leader/: deadline exceeded"),
+            "curator node-a is not "
+            "the leader, and cannot tell who is (etcd range /leader/: deadline exceeded); ask "
+            "another curator for the leader (GetCurrentLeader)",
+        ),
+        (
+            _leader("node-a"),
+            "curator node-a was just elected and starts serving as the leader; retry",
+        ),
+    ],
+    ids=["another-leads", "none-leads", "etcd-silent", "just-elected"],
+)
+async def test_a_followers_refusal_says_what_it_knows_of_the_leader(
+    answer: Leader | Exception | None, said: str
+) -> None:
+    assert await not_leading("node-a", _Election(answer)) == said

@@ -188,7 +188,7 @@ class Curator:
         extended = [
             service for extension in self.config.extensions for service in extension.services
         ]
-        return local, NotLeadingHandler(node_id, extended)
+        return local, NotLeadingHandler(node_id, extended, election)
 
     async def _wait_until_voting(self, ctx: RunContext, client: EtcdClient) -> None:
         """Wait until the local member is a voter with a leader; meanwhile, a consensus
