@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
+
+import anyio
 import grpc
 import pytest
 
-from roleserve_controlplane.consensus import EtcdRequestError, Leader
+from roleserve_controlplane.consensus import (
+    Election,
+    EtcdRequestError,
+    KeyValue,
+    Leader,
+)
 from roleserve_controlplane.curator.service_not_leading import not_leading
+from roleserve_controlplane.curator.state import LEADER_PREFIX
 from roleserve_controlplane.proto import state_pb2
 from roleserve_controlplane.testing import CuratorCluster
 from roleserve_core import common_pb2, management_pb2
@@ -99,3 +109,46 @@ async def test_a_followers_refusal_says_what_it_knows_of_the_leader(
     answer: Leader | Exception | None, said: str
 ) -> None:
     assert await not_leading("node-a", _Election(answer)) == said
+
+
+async def test_a_follower_whose_campaign_lease_lapsed_follows_on_quietly(
+    curators: CuratorCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A follower resumed after a pause finds its campaign lease expired. It never led: it
+    campaigns again and keeps following, without failing and without a word above DEBUG.
+    It logged an ERROR "could not be renewed in time: leadership lost", then failed."""
+    second = await curators.add_consensus(1)
+    assert second.supervisor is not None
+    assert second.curator is not None
+    assert second.member is not None
+    async with second.member.client() as client:
+        election = Election(client, LEADER_PREFIX)
+        lapsed = await _campaign_key(election, second.node_id)
+        caplog.clear()
+        await client.revoke_lease(lapsed.lease)  # as etcd expires a paused follower's
+        await _campaign_key(election, second.node_id, other_than=lapsed.lease)
+    assert second.curator.role.get_nowait() == "following"
+    assert second.supervisor.status_of("root").failures == 0
+    said = [r.getMessage() for r in caplog.records if r.levelno > logging.INFO]
+    assert [line for line in said if "lease" in line or "leader" in line] == []
+
+
+async def _campaign_key(election: Election, node_id: str, *, other_than: int = 0) -> KeyValue:
+    """The campaign key of ``node_id``'s curator, on a lease other than ``other_than``,
+    once there is one (up to 30 s)."""
+    with anyio.fail_after(30):
+        while True:
+            keys, revision = await election.candidates()
+            for kv in keys:
+                if _campaigner(kv) == node_id and kv.lease != other_than:
+                    return kv
+            watch = election.client.watch_prefix(LEADER_PREFIX, start_revision=revision + 1)
+            async with contextlib.aclosing(watch):
+                await anext(watch)  # something changed: look again
+
+
+def _campaigner(key: KeyValue) -> str:
+    """The node ID a campaign key of the curators' election names."""
+    value = state_pb2.LeaderValue()
+    value.ParseFromString(key.value)
+    return value.node_id

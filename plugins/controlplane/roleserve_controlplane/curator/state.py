@@ -278,7 +278,7 @@ class ClusterState:
         if result.succeeded:
             return True
         if not result.responses[0].response_range.kvs:
-            self.leadership.lost.set()
+            self.leadership.lose("its campaign key is gone: another curator may lead")
             raise LeadershipLostError("this curator is no longer the leader")
         return False
 
