@@ -271,6 +271,47 @@ async def test_scoped_credentials_issued_by_ctl_are_refused_everywhere_once_revo
     assert listed[1].split()[::4] == ["vera", "yes"], listed
 
 
+async def refuses(
+    cluster: LocalCluster, local: LocalNode, name: str, credentials: UserCredentials
+) -> None:
+    """Wait until ``local`` refuses the revoked ``credentials`` of ``name``."""
+    target = endpoint(local.address, NODE_MANAGEMENT_PORT)
+    identity = str(cluster.node_id(local))
+    revoked = f"credentials {name!r} (serial {credentials.certificate.serial_number:x}) were"
+    await poll_until(
+        f"node {local.index} refuses {name}",
+        lambda: node_values_as(target, identity, credentials),
+        lambda refusal: refusal.startswith(revoked),
+        timeout=TIMEOUT,
+    )
+
+
+async def test_each_revocation_reaches_every_node_and_fails_no_worker(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """Three revocations, one after the other: every node refuses each revoked user, and
+    its ``revocations`` worker stays HEALTHY throughout. It used to signal healthy again at
+    each new set, which the supervisor refuses: the 1st and 3rd revocation failed it on
+    every node (an ERROR with a traceback), and it sat in NEW in between."""
+    revocations = "root.role.revocations"
+    before = {local.index: (await tree(cluster, local))[revocations] for local in cluster.nodes}
+    for name in ("rita", "ruth", "rosa"):
+        directory = tmp_path / name
+        ctl(cluster, "credentials", "issue", name, "--scope", "viewer", "--out", str(directory))
+        credentials = UserCredentials.load(directory)
+        ctl(cluster, "credentials", "revoke", name)
+        for local in cluster.nodes:
+            await refuses(cluster, local, name, credentials)
+        for local in cluster.nodes:
+            runnable = (await tree(cluster, local))[revocations]
+            was = before[local.index]
+            assert (runnable.state, runnable.failures, runnable.restarts) == (
+                "HEALTHY",
+                was.failures,
+                was.restarts,
+            ), f"node {local.index} after revoking {name}: {runnable.last_error}"
+
+
 JOBS = ("roleserve-core", "roleserve-node", "roleserve-etcd", "roleserve-containerd")
 """The jobs of ``ctl prometheus-config``; every node of this cluster is a consensus member
 and a Kubernetes worker, so each has all four (etcd's only on members, containerd's only on

@@ -186,9 +186,9 @@ class NodeManagementService(pb_grpc.NodeManagementServicer):
     ) -> AsyncIterator[pb.GetLogsResponse]:
         """Stored records in batches, then (with ``follow``) new ones until cancelled.
 
-        Without ``follow``, a DN that neither logged nor runs is refused, because it is
-        most likely mistyped; with ``follow`` the call waits for it, since a runnable that
-        has not started yet is a fine thing to follow.
+        A DN that neither logged nor is a runnable is refused at once, with ``follow`` too:
+        it is most likely mistyped, and a followed call would otherwise stay open and
+        silent until its deadline. A runnable that has not logged yet is followed.
         """
         async with _answering(context):
             dn = check_text("dn", request.dn, MAX_DN_LENGTH) or ROOT_DN
@@ -198,7 +198,7 @@ class NodeManagementService(pb_grpc.NodeManagementServicer):
                     f"backlog {request.backlog}: give -1 for all stored records, 0 for "
                     "none, or how many of the newest to send",
                 )
-            if not request.follow and not self._known_log_dn(dn, request.subtree):
+            if not self._known_log_dn(dn, request.subtree):
                 raise RefusedError(
                     grpc.StatusCode.NOT_FOUND,
                     f"no runnable {dn!r} and no log records at {dn!r}"

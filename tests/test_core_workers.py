@@ -11,6 +11,7 @@ does. Nothing waits on a sleep.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import ipaddress
 import logging
 import stat
@@ -769,6 +770,28 @@ async def test_revocations_keeps_the_leaders_revoked_serials(
     calls = leader.calls.get_nowait()
     watches = [call.caller for call in calls if call.method == "WatchRevokedCredentials"]
     assert watches == [cluster.credentials.node_id]
+
+
+async def test_revocations_stays_healthy_through_each_revocation(
+    cluster: FakeCluster, start: Start
+) -> None:
+    """Each new set only changes the value: the worker signalled healthy again at each one,
+    which the supervisor refused (it failed at every other revocation, and sat in NEW until
+    the next, its first answer after the restart being the set it already had)."""
+    leader = await cluster.curator()
+    harness = await start()
+    revoked = harness.runtime.registry.read(REVOKED_CREDENTIALS, "test")
+    harness.set(CURATOR_CONNECTION, cluster.connect(leader))
+    await harness.wait_state(REVOCATIONS)
+    for count in range(1, 4):
+        leader.revoked.set(frozenset(range(1, count + 1)))
+        await wait_for_value(revoked, functools.partial(_counts, count))
+        status = harness.status(REVOCATIONS)
+        assert (status.state, status.failures, status.restarts) == (State.HEALTHY, 0, 0)
+
+
+def _counts(count: int, revoked: RevokedCredentials) -> bool:
+    return len(revoked.serials) == count
 
 
 def test_kubernetes_status_none_says_nothing_runs() -> None:

@@ -474,22 +474,6 @@ async def test_follow_sends_records_logged_after_the_call_started(served: Served
     assert live.entries[0].seq > backlog.entries[0].seq
 
 
-async def test_follow_waits_for_a_dn_that_has_no_records_yet(served: Served) -> None:
-    later = served.node.runtime.logtree.logger("root.role.later")
-    async with served.client() as stub:
-        call = stub.GetLogs(pb.GetLogsRequest(dn="root.role.later", backlog=-1, follow=True))
-        try:
-            with anyio.fail_after(CALL_TIMEOUT):
-                # Logged before or after the server follows: the backlog read after it
-                # started following, or the following itself, delivers it, once.
-                later.info("at last")
-                response = await call.read()
-        finally:
-            call.cancel()
-    assert isinstance(response, pb.GetLogsResponse)
-    assert [e.message for e in response.entries] == ["at last"]
-
-
 async def test_follow_marks_where_a_slow_reader_lost_records() -> None:
     service, logtree = direct_service(follow_buffer=2)
     log = logtree.logger("x")
@@ -564,6 +548,9 @@ async def test_an_unknown_dn_is_not_found(served: Served) -> None:
             stub.RestartRunnable(pb.RestartRunnableRequest(dn=unknown), timeout=CALL_TIMEOUT),
             read_logs(stub, dn=unknown, backlog=-1),
             read_logs(stub, dn=unknown, subtree=True, backlog=0),
+            # At once, not at the deadline: a followed call stayed open and silent.
+            read_logs(stub, dn=unknown, backlog=-1, follow=True),
+            read_logs(stub, dn=unknown, subtree=True, backlog=0, follow=True),
         ]
         for call in calls:
             code, details = await refused(call)

@@ -16,6 +16,10 @@ lose across a leader change), and a stream delivers a revocation at once rather 
 the next poll. ``Watch`` carries node records; mixing another kind of record into it
 would make every reader of node events skip them.
 
+The worker is HEALTHY from the leader's first answer on, whether that set is new to the node
+or the one it already had (a restart on a new connection gets the same set again): it
+signals so once per run, and each later revocation only changes the value.
+
 A node that cannot reach the leader keeps the set it last had (a node without a leader is
 when its logs are needed most, so nodemgmt does not wait for this worker either): a
 revocation reaches it once it is connected again.
@@ -54,17 +58,25 @@ class _Follow:
     def __init__(self, ctx: RunContext, values: PluginValues) -> None:
         self.ctx = ctx
         self.values = values
+        self.answered = False
+        """Whether the leader answered in this run (the runnable signalled healthy)."""
 
     async def __call__(self, connection: CuratorConnection) -> None:
         curator = curator_pb2_grpc.CuratorStub(connection.channel)
         request = curator_pb2.WatchRevokedCredentialsRequest()
         async for answer in curator.WatchRevokedCredentials(request):
             serials = frozenset(int(serial, 16) for serial in answer.serials)
-            previous = self.values.read(REVOKED_CREDENTIALS)
-            if previous.statistics().is_set and previous.get_nowait().serials == serials:
-                continue
-            self.values.set(REVOKED_CREDENTIALS, RevokedCredentials(serials))
-            self.ctx.log.info(
-                "%d revoked user certificates, from %s", len(serials), connection.leader_node_id
-            )
-            self.ctx.signal_healthy()
+            self._publish(serials, connection)
+            if not self.answered:
+                self.answered = True
+                self.ctx.signal_healthy()
+
+    def _publish(self, serials: frozenset[int], connection: CuratorConnection) -> None:
+        """Set the value to ``serials`` unless it holds them already."""
+        previous = self.values.read(REVOKED_CREDENTIALS)
+        if previous.statistics().is_set and previous.get_nowait().serials == serials:
+            return
+        self.values.set(REVOKED_CREDENTIALS, RevokedCredentials(serials))
+        self.ctx.log.info(
+            "%d revoked user certificates, from %s", len(serials), connection.leader_node_id
+        )

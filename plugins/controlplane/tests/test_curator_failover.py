@@ -110,14 +110,16 @@ async def test_a_follower_takes_over_from_a_crashed_leader(curators: CuratorClus
     assert nodes[new.node_id].leader
     assert all(n.state == common_pb2.NODE_STATE_UP for n in nodes.values())
 
-    # The follower left answers the leader's services UNAVAILABLE, "does not lead": what a
+    # The follower left answers the leader's services UNAVAILABLE, "not the leader": what a
     # client still holding a channel to a former leader gets (an expected failure, after
     # which it asks who leads), not UNIMPLEMENTED, which read as a bug.
     follower = second if new is third else third
     with pytest.raises(grpc.aio.AioRpcError) as refused:
         await heartbeat_interval(plain.credentials, lambda c: curators.channel(follower, c))
     assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
-    assert f"curator {follower.node_id} does not lead" in (refused.value.details() or "")
+    assert (refused.value.details() or "").startswith(
+        f"curator {follower.node_id} is not the leader; the leader is curator {new.node_id} at "
+    )
     channel, management = curators.management(follower)
     async with channel:
         with pytest.raises(grpc.aio.AioRpcError) as refused:

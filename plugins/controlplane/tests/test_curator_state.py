@@ -4,11 +4,13 @@ and the leader-guarded writes of node records, on real etcd."""
 from __future__ import annotations
 
 import ipaddress
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
+import grpc
 import pytest
 from cryptography import x509
 
@@ -28,13 +30,16 @@ from roleserve_controlplane.curator import (
     NodeNotFoundError,
     write_bootstrap,
 )
+from roleserve_controlplane.curator.errors import handled
 from roleserve_controlplane.curator.state import (
     CONFIGURATION_KEY,
     JOIN_KEYS_PREFIX,
+    MAX_CONFLICT_RETRIES,
     OWNER_KEY,
     SECRETS_KEY,
     TICKET_KEY,
     StoredNode,
+    UpdateConflictError,
     node_key,
 )
 from roleserve_controlplane.proto import state_pb2
@@ -316,6 +321,71 @@ async def test_update_node_of_an_unknown_node_fails(state: ClusterState) -> None
         await state.update_node("node-x", _approve)
 
 
+@pytest.mark.anyio
+async def test_update_node_gives_up_on_a_record_that_keeps_changing(
+    state: ClusterState, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another writer changes the record after each read: the update pauses, retries, and
+    gives up after ``MAX_CONFLICT_RETRIES`` with an error a client may retry, nothing
+    written (it raised a bare RoleserveError, which clients got as UNKNOWN)."""
+    await state.create_node(_record("node-a"))
+    monkeypatch.setattr("roleserve_controlplane.curator.state.CONFLICT_PAUSE_MAX", 0.001)
+    read = state.node
+    reads = 0
+
+    async def read_then_changed(node: str) -> StoredNode | None:
+        nonlocal reads
+        reads += 1
+        stored = await read(node)
+        assert stored is not None
+        await state.put(node_key(node), _record(node, f"elsewhere {reads}".encode()))
+        return stored
+
+    monkeypatch.setattr(state, "node", read_then_changed)
+    message = f"node-a's record changed {MAX_CONFLICT_RETRIES} times while this call updated it"
+    with pytest.raises(UpdateConflictError, match=message):
+        await state.update_node("node-a", _approve)
+    assert reads == MAX_CONFLICT_RETRIES
+    stored = await read("node-a")
+    assert stored is not None
+    assert stored.record.state == common_pb2.NODE_STATE_NEW
+
+
+class _AbortedError(Exception):
+    pass
+
+
+class _Context:
+    """What ``handled`` uses of a gRPC servicer context: ``abort``."""
+
+    async def abort(self, code: grpc.StatusCode, details: str) -> None:
+        raise _AbortedError(code, details)
+
+
+@pytest.mark.anyio
+async def test_an_update_given_up_is_aborted_for_the_client_and_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    gave_up = "node-a's record changed 20 times while this call updated it"
+
+    class Service:
+        @handled
+        async def update(self, request: object, context: object) -> None:
+            raise UpdateConflictError(gave_up)
+
+    with pytest.raises(_AbortedError) as aborted:
+        await Service().update(None, _Context())
+    assert aborted.value.args == (
+        grpc.StatusCode.ABORTED,
+        f"{gave_up}; nothing was written: retry",
+    )
+    [logged] = [r for r in caplog.records if r.name == "roleserve.curator"]
+    assert (logged.levelno, logged.getMessage()) == (
+        logging.WARNING,
+        f"gave up an update: {gave_up}",
+    )
+
+
 class _RefusedError(Exception):
     pass
 
@@ -335,29 +405,26 @@ async def test_a_change_that_raises_leaves_the_record_untouched(state: ClusterSt
 
 
 class _ReadTogether(ClusterState):
-    """Holds each of the first ``readers`` reads of a node until all of them have read:
-    their writers then race with the same revision in hand."""
+    """A ClusterState of its own whose first read of a node waits until ``all_read`` is
+    set: writers of two such states then race with the same revision in hand."""
 
-    def __init__(self, state: ClusterState, readers: int) -> None:
+    def __init__(self, state: ClusterState, all_read: list[anyio.Event]) -> None:
         super().__init__(state.client, state.leadership)
-        self._waiting = readers
-        self._all_read = anyio.Event()
+        self._read = anyio.Event()
+        self._everyone = all_read
+        all_read.append(self._read)
 
     async def node(self, node_id: str) -> StoredNode | None:
         stored = await super().node(node_id)
-        if self._waiting > 0:
-            self._waiting -= 1
-            if self._waiting == 0:
-                self._all_read.set()
-            await self._all_read.wait()
+        if not self._read.is_set():
+            self._read.set()
+            for other in self._everyone:
+                await other.wait()
         return stored
 
 
-@pytest.mark.anyio
-async def test_concurrent_updates_of_one_node_both_land(state: ClusterState) -> None:
-    await state.create_node(_record("node-a"))
-    racing = _ReadTogether(state, readers=2)
-    calls: list[str] = []
+def _labelling(calls: list[str]) -> Callable[[str], Callable[[state_pb2.NodeRecord], None]]:
+    """Changes that add the label ``key`` and note each call in ``calls``."""
 
     def label(key: str) -> Callable[[state_pb2.NodeRecord], None]:
         def change(record: state_pb2.NodeRecord) -> None:
@@ -366,13 +433,43 @@ async def test_concurrent_updates_of_one_node_both_land(state: ClusterState) -> 
 
         return change
 
+    return label
+
+
+@pytest.mark.anyio
+async def test_concurrent_updates_of_one_node_from_two_writers_both_land(
+    state: ClusterState,
+) -> None:
+    await state.create_node(_record("node-a"))
+    all_read: list[anyio.Event] = []
+    first, second = _ReadTogether(state, all_read), _ReadTogether(state, all_read)
+    calls: list[str] = []
+    label = _labelling(calls)
     with anyio.fail_after(10):
         async with anyio.create_task_group() as tasks:
-            tasks.start_soon(racing.update_node, "node-a", label("first"))
-            tasks.start_soon(racing.update_node, "node-a", label("second"))
+            tasks.start_soon(first.update_node, "node-a", label("first"))
+            tasks.start_soon(second.update_node, "node-a", label("second"))
     stored = await _stored(state, "node-a")
     assert sorted(pair.key for pair in stored.record.labels.pairs) == ["first", "second"]
     assert len(calls) == 3  # both read the same revision: the loser re-read and retried
+
+
+@pytest.mark.anyio
+async def test_one_writers_concurrent_updates_of_one_node_wait_their_turn(
+    state: ClusterState,
+) -> None:
+    """The leader's own updates of one record are queued, so none re-reads: 50 at once
+    used to spin through the optimistic retries, and some gave up."""
+    await state.create_node(_record("node-a"))
+    calls: list[str] = []
+    label = _labelling(calls)
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tasks:
+            for n in range(20):
+                tasks.start_soon(state.update_node, "node-a", label(f"label-{n}"))
+    stored = await _stored(state, "node-a")
+    assert len(stored.record.labels.pairs) == 20
+    assert len(calls) == 20  # each change ran once: no update lost a race and retried
 
 
 @dataclass(frozen=True)

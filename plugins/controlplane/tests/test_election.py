@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import logging
+from collections.abc import Callable
 
 import anyio
 import pytest
@@ -12,6 +14,7 @@ from roleserve_controlplane.consensus import (
     Campaign,
     Election,
     EtcdClient,
+    KeyValue,
     Leader,
     Leadership,
     LeadershipLostError,
@@ -89,6 +92,53 @@ async def test_killing_the_winners_member_hands_over_within_the_ttl(cluster: Etc
             tasks.cancel_scope.cancel()
 
 
+async def test_a_candidate_whose_lease_lapsed_campaigns_again_without_a_word(
+    cluster: EtcdCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    """What a follower's curator meets when resumed after a pause longer than the TTL: etcd
+    expired its campaign lease. It never led, so nothing is lost: it campaigns again on a
+    new lease and logs nothing above DEBUG. It logged an ERROR "could not be renewed in
+    time: leadership lost", and its curator failed (LeadershipLostError)."""
+    await cluster.bootstrap()
+    async with cluster.client() as client:
+        election = Election(client, "/election/lapse", ttl=TTL)
+        b_leads = anyio.Event()
+
+        async def contend_b() -> None:
+            async with election.campaign(b"b") as b:
+                assert b.cause == ""
+                b_leads.set()
+                await anyio.sleep_forever()
+
+        async with anyio.create_task_group() as tasks:
+            async with election.campaign(b"a"):
+                tasks.start_soon(contend_b)
+                [_, first] = await _wait_for_candidates(election, [b"a", b"b"])
+                await client.revoke_lease(first.lease)  # as etcd expires a paused one's
+                await _wait_for_candidates(
+                    election, [b"a", b"b"], lambda keys: keys[1].lease != first.lease
+                )
+                assert not b_leads.is_set()
+            with anyio.fail_after(10):
+                await b_leads.wait()  # a resigned: b, campaigning again, leads
+            tasks.cancel_scope.cancel()
+    loud = [
+        r for r in caplog.records if r.name.startswith("roleserve") and r.levelno > logging.INFO
+    ]
+    assert loud == []
+
+
+async def test_a_leader_whose_lease_expired_is_told_why(cluster: EtcdCluster) -> None:
+    await cluster.bootstrap()
+    async with cluster.client() as client:
+        election = Election(client, "/election/expired", ttl=TTL)
+        async with election.campaign(b"a") as a:
+            await client.revoke_lease(a.lease)
+            with anyio.fail_after(3 * TTL):
+                await a.lost.wait()
+            assert a.cause == "etcd says its lease expired"
+
+
 async def test_a_restarted_candidate_does_not_wait_for_its_own_stale_key(
     cluster: EtcdCluster,
 ) -> None:
@@ -126,18 +176,26 @@ async def _next(leaders: MemoryObjectReceiveStream[Leader | None]) -> Leader | N
         return await leaders.receive()
 
 
-async def _wait_for_candidates(election: Election, expected: list[bytes]) -> None:
-    """Wait (up to 10 s) until the campaign keys hold exactly ``expected``, in order."""
+async def _wait_for_candidates(
+    election: Election, expected: list[bytes], check: Callable[[list[KeyValue]], bool] = bool
+) -> list[KeyValue]:
+    """Wait (up to 10 s) until the campaign keys hold exactly ``expected``, in order, and
+    pass ``check``; them."""
+
+    def done(candidates: list[KeyValue]) -> bool:
+        return [kv.value for kv in candidates] == expected and check(candidates)
+
     with anyio.fail_after(10):
         candidates, revision = await election.candidates()
-        if [kv.value for kv in candidates] == expected:
-            return
+        if done(candidates):
+            return candidates
         watch = election.client.watch_prefix(election.prefix, start_revision=revision + 1)
         async with contextlib.aclosing(watch):
             async for _ in watch:
                 candidates, _ = await election.candidates()
-                if [kv.value for kv in candidates] == expected:
-                    return
+                if done(candidates):
+                    return candidates
+    raise AssertionError("the watch of the campaign keys ended")
 
 
 async def test_a_wait_for_the_predecessor_behind_a_compaction_looks_again(

@@ -4,8 +4,11 @@
 
     campaign(value):  grant lease (TTL) ─▶ put <prefix>/<lease> (value) ─▶ wait until this
                       key has the lowest create revision under <prefix> ─▶ Leadership
-    while leading:    renew the lease every TTL/3; if no renewal is confirmed before the
-                      lease could have expired, leadership is LOST (leadership.lost is set)
+    while waiting
+    and leading:      renew the lease every TTL/3; if no renewal is confirmed before the
+                      lease could have expired: while leading, leadership is LOST
+                      (leadership.lost is set, leadership.cause says why); while waiting,
+                      the candidate campaigns again on a new lease (it lost its place)
     on exit:          revoke the lease: the next candidate takes over at once
 
 A leader that cannot reach etcd cannot know whether its lease still holds, so it must
@@ -16,6 +19,11 @@ exists, for ``EtcdClient.transaction``.
 
 On start, a candidate deletes keys left by an earlier run of itself (same value, another
 lease), so a restarted node does not wait out its own stale lease.
+
+Who says what: a loss is the holder's to report, since only it knows what it stops doing
+(the curator logs one WARNING with ``cause``); this module logs it at DEBUG. A candidate whose
+lease lapsed never led, so nothing was lost: a follower resumed after a pause (SIGSTOP, a
+suspended machine) used to log an ERROR "leadership lost", and its curator failed.
 """
 
 from __future__ import annotations
@@ -72,6 +80,14 @@ class Leadership:
     create_revision: int
     lost: anyio.Event = field(default_factory=anyio.Event)
     """Set once the lease may have expired: stop acting as leader."""
+    cause: str = ""
+    """Why ``lost`` was set, for the holder's log line (``lose``)."""
+
+    def lose(self, cause: str) -> None:
+        """Set ``lost``, saying why (the first cause stays)."""
+        if not self.lost.is_set():
+            self.cause = cause
+            self.lost.set()
 
     def guard(self) -> Comparison:
         """A transaction comparison that holds only while this leadership's key exists."""
@@ -129,6 +145,18 @@ class Election:
         return Campaign(self, value)
 
 
+def _lapse_cause(ttl: int, expired: bool, error: str) -> str:
+    """Why a lease was not renewed in time, in words for a log line."""
+    if expired:
+        return "etcd says its lease expired"
+    if error:
+        return f"no renewal of its lease confirmed within {ttl} s (the last try: {error})"
+    return (
+        f"no renewal of its lease confirmed within {ttl} s: this process did not run in time "
+        "(paused, or starved of CPU)"
+    )
+
+
 def _first(candidates: dict[bytes, tuple[int, bytes]]) -> Leader | None:
     if not candidates:
         return None
@@ -144,8 +172,19 @@ class Campaign:
         self.value = value
         self._tasks: TaskGroup | None = None
         self._leadership: Leadership | None = None
+        self._won = anyio.Event()
+        """Set once the campaign leads: a lapse of its lease is a loss from then on."""
 
     async def __aenter__(self) -> Leadership:
+        while True:
+            leadership = await self._campaign_once()
+            if leadership is not None:
+                log.info("leading %s with key %s", self.election.prefix, leadership.key)
+                return leadership
+
+    async def _campaign_once(self) -> Leadership | None:
+        """Campaign on a new lease until it leads; None if the lease lapsed meanwhile
+        (its keep-alive is stopped then)."""
         election, client = self.election, self.election.client
         confirmed = anyio.current_time()
         lease = await client.grant_lease(election.ttl)
@@ -160,12 +199,19 @@ class Campaign:
             )
             leadership = Leadership(key, self.value, lease, result.revision)
             self._leadership = leadership
-            self._tasks.start_soon(self._keep_alive, leadership, confirmed)
-            await self._wait_to_lead(leadership)
+            self._tasks.start_soon(self._keep_alive, leadership, confirmed, self._won)
+            leads = await self._wait_to_lead(leadership)
         except BaseException as exc:
             await self.__aexit__(type(exc), exc, exc.__traceback__)
             raise
-        log.info("leading %s with key %s", election.prefix, key)
+        if not leads:
+            log.debug(
+                "campaigning again on a new lease: %s",
+                leadership.cause or f"the campaign key {key.decode()} is gone",
+            )
+            await self.__aexit__(None, None, None)
+            return None
+        self._won.set()
         return leadership
 
     async def _delete_stale_keys(self, lease: int) -> None:
@@ -178,13 +224,18 @@ class Campaign:
                 )
                 log.info("deleted a stale campaign key of ours, %s", stale.key.decode())
 
-    async def _wait_to_lead(self, leadership: Leadership) -> None:
-        """Wait until our key is the oldest; fail if our lease is lost meanwhile."""
+    async def _wait_to_lead(self, leadership: Leadership) -> bool:
+        """Wait until our key is the oldest (True), or our lease lapsed meanwhile (False)."""
         while True:
+            if leadership.lost.is_set():
+                return False
             keys, revision = await self.election.candidates()
-            ours = [kv.key for kv in keys].index(leadership.key)
+            candidates = [kv.key for kv in keys]
+            if leadership.key not in candidates:  # its lease lapsed, and etcd deleted it
+                return False
+            ours = candidates.index(leadership.key)
             if ours == 0:
-                return
+                return True
             predecessor = keys[ours - 1].key
             # The gRPC watch runs in a child task and this task waits on an anyio event:
             # gRPC re-raises a cancellation as one of its own, which a task group lets pass
@@ -194,7 +245,6 @@ class Campaign:
                 waiting.start_soon(self._until_deleted, predecessor, revision, waiting.cancel_scope)
                 await leadership.lost.wait()
                 waiting.cancel_scope.cancel()
-            leadership.check()
 
     async def _until_deleted(self, key: bytes, revision: int, scope: anyio.CancelScope) -> None:
         """Cancel ``scope`` once ``key`` is deleted after ``revision``, or once the watch
@@ -207,32 +257,35 @@ class Campaign:
                         break
         scope.cancel()
 
-    async def _keep_alive(self, leadership: Leadership, confirmed: float) -> None:
+    async def _keep_alive(self, leadership: Leadership, confirmed: float, won: anyio.Event) -> None:
         """Renew the lease every TTL/3; set ``lost`` once a renewal cannot be confirmed
-        before the lease could have expired."""
+        before the lease could have expired (``won``: whether it leads by then)."""
         ttl = self.election.ttl
         client = self.election.client
+        key = leadership.key.decode()
         while True:
             await anyio.sleep(max(0.0, confirmed + ttl / 3 - anyio.current_time()))
             deadline = confirmed + ttl
-            renewed = False
-            while not renewed and anyio.current_time() < deadline:
+            renewed, expired, error = False, False, ""
+            while not renewed and not expired and anyio.current_time() < deadline:
                 sent = anyio.current_time()
                 try:
                     left = await client.keep_alive(leadership.lease, timeout=deadline - sent)
                 except EtcdRequestError as exc:
-                    log.warning("renewing the lease of %s: %s", leadership.key.decode(), exc)
+                    error = str(exc)
+                    level = logging.WARNING if won.is_set() else logging.DEBUG
+                    log.log(level, "renewing the lease of %s: %s", key, exc)
                     await anyio.sleep(min(0.1, max(0.0, deadline - anyio.current_time())))
                     continue
-                if left <= 0:
-                    break
-                confirmed, renewed = sent, True
+                expired = left <= 0
+                confirmed, renewed = sent, not expired
             if not renewed:
-                log.error(
-                    "lease of %s could not be renewed in time: leadership lost",
-                    leadership.key.decode(),
-                )
-                leadership.lost.set()
+                cause = _lapse_cause(ttl, expired, error)
+                if won.is_set():
+                    log.debug("the leadership of %s is lost: %s", key, cause)
+                else:  # nothing is lost: the campaign starts again on a new lease
+                    log.debug("the campaign lease of %s lapsed before it led: %s", key, cause)
+                leadership.lose(cause)
                 return
 
     async def __aexit__(

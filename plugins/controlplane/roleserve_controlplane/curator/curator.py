@@ -152,11 +152,11 @@ class Curator:
                 await self._wait_until_voting(ctx, client)
             while True:
                 try:
-                    await self._one_term(ctx, client, election)
+                    cause = await self._one_term(ctx, client, election)
                 except* EtcdRequestError as failed:  # from the term's task groups
                     await self._wait_after_failed_term(ctx, client, election, failed)
                 else:
-                    ctx.log.warning("lost leadership: its lease could not be renewed; following")
+                    ctx.log.warning("lost leadership: %s; following", cause)
 
     async def _wait_after_failed_term(
         self,
@@ -188,7 +188,7 @@ class Curator:
         extended = [
             service for extension in self.config.extensions for service in extension.services
         ]
-        return local, NotLeadingHandler(node_id, extended)
+        return local, NotLeadingHandler(node_id, extended, election)
 
     async def _wait_until_voting(self, ctx: RunContext, client: EtcdClient) -> None:
         """Wait until the local member is a voter with a leader; meanwhile, a consensus
@@ -221,8 +221,8 @@ class Curator:
             with anyio.move_on_after(QUORUM_EVERY):
                 await done.wait()
 
-    async def _one_term(self, ctx: RunContext, client: EtcdClient, election: Election) -> None:
-        """Follow until elected, then lead until leadership is lost."""
+    async def _one_term(self, ctx: RunContext, client: EtcdClient, election: Election) -> str:
+        """Follow until elected, then lead until leadership is lost; why it was lost."""
         node_id = self.config.node.node_id
         async with AsyncExitStack() as stack:
             # The follower's server stops once elected, or with the term: one stop either
@@ -266,6 +266,7 @@ class Curator:
             self._announce(ctx, "leading")
             await leadership.lost.wait()
             tasks.cancel_scope.cancel()
+        return leadership.cause
 
     def _offer_snapshots(
         self, stack: AsyncExitStack, leader: LeaderState, service: CuratorService

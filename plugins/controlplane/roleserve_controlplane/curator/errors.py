@@ -5,6 +5,7 @@
     RefusedError(code, message)     a deliberate refusal: the status and message the client gets
     RequestLimitError          INVALID_ARGUMENT   (a field beyond roleserve_core.limits)
     NodeNotFoundError          NOT_FOUND
+    UpdateConflictError        ABORTED       (the record kept changing; the client may retry)
     LeadershipLostError        UNAVAILABLE   (the client should find the new leader)
     QuorumError                FAILED_PRECONDITION
     EtcdRequestError           UNAVAILABLE   (etcd did not answer)
@@ -23,7 +24,7 @@ import grpc
 
 from roleserve_controlplane.consensus import EtcdRequestError, LeadershipLostError, QuorumError
 from roleserve_controlplane.curator.prefixes import PrefixesExhaustedError
-from roleserve_controlplane.curator.state import NodeNotFoundError
+from roleserve_controlplane.curator.state import NodeNotFoundError, UpdateConflictError
 from roleserve_core import RefusedError, RequestLimitError
 
 __all__ = ["RefusedError", "handled"]
@@ -40,6 +41,9 @@ def _status_of(error: Exception) -> tuple[grpc.StatusCode, str] | None:
         return grpc.StatusCode.INVALID_ARGUMENT, str(error)
     if isinstance(error, NodeNotFoundError):
         return grpc.StatusCode.NOT_FOUND, str(error)
+    if isinstance(error, UpdateConflictError):
+        log.warning("gave up an update: %s", error)
+        return grpc.StatusCode.ABORTED, f"{error}; nothing was written: retry"
     if isinstance(error, LeadershipLostError):
         return grpc.StatusCode.UNAVAILABLE, f"{error}; ask CuratorLocal for the new leader"
     if isinstance(error, PrefixesExhaustedError):

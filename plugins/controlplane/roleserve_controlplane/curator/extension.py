@@ -6,8 +6,8 @@
     worker controlplane: gather_extensions() ──▶ CuratorConfig.extensions
     curator, on each election won: add(server, CuratorLeader) for each, beside Curator and
         Management, under the same authorization interceptor, node gate and revocations;
-        while following: their methods answer UNAVAILABLE "does not lead", as the
-        leader's own services' do
+        while following: their methods answer UNAVAILABLE "not the leader; the leader
+        is ...", as the leader's own services' do
 
 A plugin meets the curator only through ``CuratorLeader``: the leader's etcd client and
 read-only views of the node records, not the curator's internals (``LeaderState``), which

@@ -1,4 +1,5 @@
-"""What a follower answers for the leader's services: UNAVAILABLE, "this curator does not lead".
+"""What a follower answers for the leader's services: UNAVAILABLE, "this curator is not the
+leader; the leader is ...".
 
 Only the leader serves ``Curator`` and ``Management``. Without this handler a follower's
 server answers their methods UNIMPLEMENTED ("Method not found!"), which tells a client
@@ -7,6 +8,12 @@ change of leader: its workers logged an unexpected failure with a traceback, whe
 WARNING line and a new search for the leader is right. UNAVAILABLE is the status gRPC
 gives for "try again elsewhere or later", and what clients already treat as expected.
 
+The message says what the follower knows at the time of the call, read from the election
+(at most ``LOOKUP_TIMEOUT`` s): who leads and where, that nobody leads now, or that it cannot
+tell. It does not say "the leader changed": a client that called a follower from the start
+(a stale address list, a user's typo) saw no change; ``errors.py`` says so only for a
+leadership lost during the call.
+
 The authorization interceptor runs first, as for every method, so a caller that may not
 call the method is still refused for that, not told who leads.
 """
@@ -14,14 +21,21 @@ call the method is still refused for that, not told who leads.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterable
-from typing import Any
+from typing import Any, Protocol
 
+import anyio
 import grpc
 from google.protobuf.descriptor import MethodDescriptor, ServiceDescriptor
 
+from roleserve_controlplane.consensus import EtcdRequestError, Leader
+from roleserve_controlplane.curator.service_local import leader_value
 from roleserve_core import curator_pb2, management_pb2
 
-__all__ = ["LEADER_SERVICES", "NotLeadingHandler"]
+__all__ = ["LEADER_SERVICES", "LOOKUP_TIMEOUT", "NotLeadingHandler", "not_leading"]
+
+LOOKUP_TIMEOUT = 2.0
+"""Seconds a refusal may spend asking the election who leads (without a quorum, etcd's read
+would wait for one)."""
 
 LEADER_SERVICES = {
     service.full_name: service
@@ -33,17 +47,55 @@ LEADER_SERVICES = {
 """The services only the leading curator serves, by full name."""
 
 
+class LeaderSource(Protocol):
+    """What the refusal reads of ``consensus.Election``."""
+
+    async def leader(self) -> Leader | None: ...
+
+
+async def not_leading(node_id: str, election: LeaderSource | None) -> str:
+    """Why the curator of ``node_id`` refuses a leader's method, and where to go instead."""
+    this = f"curator {node_id} is not the leader"
+    if election is None:
+        return f"{this}; ask any curator for the leader (GetCurrentLeader) and call it there"
+    try:
+        with anyio.fail_after(LOOKUP_TIMEOUT):
+            leader = await election.leader()
+    except (EtcdRequestError, TimeoutError) as exc:
+        said = str(exc) or f"its etcd did not answer within {LOOKUP_TIMEOUT:g} s"
+        return (
+            f"{this}, and cannot tell who is ({said}); "
+            "ask another curator for the leader (GetCurrentLeader)"
+        )
+    if leader is None:
+        return (
+            f"{this}, and no curator leads now (an election is under way, or the consensus "
+            "has no quorum); retry, asking any curator for the leader (GetCurrentLeader)"
+        )
+    value = leader_value(leader)
+    if value.node_id == node_id:
+        return f"curator {node_id} was just elected and starts serving as the leader; retry"
+    return (
+        f"{this}; the leader is curator {value.node_id} at {value.host}:{value.port}: call it there"
+    )
+
+
 class NotLeadingHandler(grpc.GenericRpcHandler):
     """Answers every method of ``LEADER_SERVICES`` (and of the plugins' services the leader
-    serves) with UNAVAILABLE naming this curator."""
+    serves) with UNAVAILABLE naming this curator and, read from ``election``, the leader."""
 
-    def __init__(self, node_id: str, more: Iterable[ServiceDescriptor] = ()) -> None:
-        """:param more: plugins' services the leader serves too (``extension``)."""
+    def __init__(
+        self,
+        node_id: str,
+        more: Iterable[ServiceDescriptor] = (),
+        election: LeaderSource | None = None,
+    ) -> None:
+        """:param more: plugins' services the leader serves too (``extension``).
+        :param election: where the leader is read at each refusal; None: the message only
+            says to ask ``GetCurrentLeader``."""
         self.services = {**LEADER_SERVICES, **{service.full_name: service for service in more}}
-        self.message = (
-            f"curator {node_id} does not lead the cluster now (the leader changed); "
-            "ask any curator for the leader (GetCurrentLeader) and call it there"
-        )
+        self.node_id = node_id
+        self.election = election
 
     def service(
         self, handler_call_details: grpc.HandlerCallDetails
@@ -55,9 +107,9 @@ class NotLeadingHandler(grpc.GenericRpcHandler):
 
     def _handler(self, method: MethodDescriptor) -> grpc.RpcMethodHandler[Any, Any]:
         """A handler of the method's own shape (unary or streaming on either side)."""
-        message = self.message
 
         async def refuse(_: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+            message = await not_leading(self.node_id, self.election)
             await context.abort(grpc.StatusCode.UNAVAILABLE, message)
 
         async def refuse_streaming(

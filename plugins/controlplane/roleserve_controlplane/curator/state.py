@@ -15,9 +15,14 @@
 Every write is a transaction guarded twice: by the writer's leadership (its campaign key
 must still exist, so a deposed leader cannot write) and by the record's modification
 revision (optimistic concurrency: two writers of one node never lose an update; the loser
-re-reads and retries). No in-process mutex is needed, and none would survive a failover.
-(Allocations of prefixes are serialised in the process all the same, but only so that a
-leader's concurrent approvals do not keep losing the same free prefix to each other.)
+re-reads and retries). No in-process mutex is needed for correctness, and none would
+survive a failover. The leader queues its own updates of one node record all the same (one
+lock per node, held while the record is read, changed and written), and allocations of
+prefixes are serialised too, only so that concurrent calls do not keep losing to each other:
+50 renewals of one node at once used to spin through the retries without a pause, and some
+gave up. A conflict left (a write outside ``update_node``) is retried after a short random
+pause, growing with each conflict; ``update_node`` gives up only after
+``MAX_CONFLICT_RETRIES``, with ``UpdateConflictError``, which callers may retry (ABORTED).
 
 A node record's ``cluster_prefix`` and its prefix's key change together: ``update_node``
 creates the key (it must not exist) when a prefix is given, and deletes it when the prefix
@@ -26,9 +31,11 @@ is taken away, in the record's own transaction.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+import random
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 import anyio
@@ -72,6 +79,7 @@ __all__ = [
     "ClusterState",
     "NodeNotFoundError",
     "StoredNode",
+    "UpdateConflictError",
     "history_retention",
     "join_key_index",
     "node_key",
@@ -88,6 +96,11 @@ LEADER_PREFIX = "/leader/"
 
 MAX_CONFLICT_RETRIES = 20
 """Concurrent updates of one node record before ``update_node`` gives up."""
+CONFLICT_PAUSE_FIRST = 0.01
+"""Seconds, at most, of the random pause after a node record's first conflict; doubled after
+each conflict up to ``CONFLICT_PAUSE_MAX``. Random, so that writers that collided do not
+collide again."""
+CONFLICT_PAUSE_MAX = 0.5
 MAX_ALLOCATION_RETRIES = 1000
 """Lost races for a free prefix before an allocating ``update_node`` gives up: each lost
 race is another allocation that succeeded, so this only bounds a pathological loop."""
@@ -98,6 +111,38 @@ APPROVED_STATES = (common_pb2.NODE_STATE_STANDBY, common_pb2.NODE_STATE_UP)
 
 class NodeNotFoundError(RoleserveError, LookupError):
     """No node record has the requested ID."""
+
+
+class UpdateConflictError(RoleserveError):
+    """A node record kept changing while ``update_node`` updated it: nothing was written,
+    and the caller may try again (the curator answers ABORTED)."""
+
+
+@dataclass
+class _Holders:
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+    count: int = 0
+    """Tasks holding or waiting for ``lock``."""
+
+
+class _KeyedLocks:
+    """One lock per key, kept only while a task holds or waits for it: a map of every node
+    ever updated would grow with each node ID a call names."""
+
+    def __init__(self) -> None:
+        self._holders: dict[str, _Holders] = {}
+
+    @contextlib.asynccontextmanager
+    async def hold(self, key: str) -> AsyncIterator[None]:
+        holders = self._holders.setdefault(key, _Holders())
+        holders.count += 1
+        try:
+            async with holders.lock:
+                yield
+        finally:
+            holders.count -= 1
+            if not holders.count:
+                del self._holders[key]
 
 
 def join_key_index(join_key: bytes) -> str:
@@ -142,6 +187,12 @@ def _record_update(stored: StoredNode, record: state_pb2.NodeRecord) -> list[Ope
     return operations
 
 
+async def _pause_after_conflict(conflicts: int) -> None:
+    """A random pause before the next try, up to a bound that doubles with each conflict."""
+    bound = min(CONFLICT_PAUSE_MAX, CONFLICT_PAUSE_FIRST * 2 ** (conflicts - 1))
+    await anyio.sleep(random.uniform(0, bound))
+
+
 class ClusterState:
     """Typed reads and leader-guarded writes of the curator's records."""
 
@@ -150,6 +201,8 @@ class ClusterState:
         self.leadership = leadership
         """Writes require it; reads do not."""
         self._allocating = anyio.Lock()
+        self._updating = _KeyedLocks()
+        """The leader's own updates of one node, one at a time (module docstring)."""
 
     # -- reads ---------------------------------------------------------------------
 
@@ -225,7 +278,7 @@ class ClusterState:
         if result.succeeded:
             return True
         if not result.responses[0].response_range.kvs:
-            self.leadership.lost.set()
+            self.leadership.lose("its campaign key is gone: another curator may lead")
             raise LeadershipLostError("this curator is no longer the leader")
         return False
 
@@ -257,9 +310,10 @@ class ClusterState:
         :raises PrefixesExhaustedError: if a prefix is due and none is free (nothing is
             written).
         """
-        if allocate is None:
-            return await self._update_node(node_id, change, None)
-        async with self._allocating:
+        async with contextlib.AsyncExitStack() as held:
+            if allocate is not None:  # always before the node's lock: no lock order inverts
+                await held.enter_async_context(self._allocating)
+            await held.enter_async_context(self._updating.hold(node_id))
             return await self._update_node(node_id, change, allocate)
 
     async def _update_node(
@@ -297,9 +351,12 @@ class ClusterState:
                 races += 1  # another node got that prefix first: take the next one
             else:
                 conflicts += 1
+                await _pause_after_conflict(conflicts)
         if races:
             raise RoleserveError(f"node {node_id} lost {races} races for a free prefix")
-        raise RoleserveError(f"node {node_id} changed {MAX_CONFLICT_RETRIES} times while updated")
+        raise UpdateConflictError(
+            f"node {node_id}'s record changed {conflicts} times while this call updated it"
+        )
 
     async def create(self, key: str, value: Message) -> bool:
         """Write a record that must not exist yet; False if it does (nothing written)."""
