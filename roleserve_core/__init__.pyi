@@ -86,6 +86,8 @@ from .proto import management_pb2 as management_pb2
 from .proto import management_pb2_grpc as management_pb2_grpc
 
 # Programs a worker runs (etcd, exporters, containerd, ...), the files and ports it keeps.
+from .files import DiskFullError as DiskFullError
+from .files import naming_full_disk as naming_full_disk
 from .files import write_atomically as write_atomically
 from .ports import CLUSTERNET_PORT as CLUSTERNET_PORT
 from .ports import CONTAINERD_METRICS_PORT as CONTAINERD_METRICS_PORT
