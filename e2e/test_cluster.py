@@ -6,6 +6,7 @@ NodeManagement) or the ``roleserve`` command, as an operator would look.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -406,6 +407,45 @@ async def test_a_restarted_node_rejoins_without_flags(cluster: LocalCluster) -> 
     node.start()  # no --bootstrap, no --register: what it saved is enough
     runnables = await heartbeat_runs(cluster, node)
     assert runnables["root.enrolment"].state == "DONE"
+    await all_healthy(cluster)
+
+
+async def test_a_member_whose_saved_roles_are_corrupt_keeps_its_etcd_data(
+    cluster: LocalCluster,
+) -> None:
+    """Issue 28: a member stopped, its saved roles truncated (as a crash mid-write leaves
+    them), started again. Its roles are unknown until the curator sends them: its etcd data
+    is left as it is, and it restarts on it, a voter again. (The controlplane worker once
+    deleted the data whenever it started without the role; etcd, joining on nothing, then
+    panicked in a loop and the cluster ran on two voters.)"""
+    found = await nodes(cluster)
+    victim = next(
+        local for local in cluster.nodes if not found[cluster.node_id(local) or ""].leader
+    )
+    member = victim.directory / "plugins" / "controlplane" / "etcd"
+    assert await victim.stop() == 0
+    record = (member / "membership.json").read_bytes()
+    data = (member / "data").stat().st_ino
+    saved = victim.directory / "plugins" / "core" / "roles.pb"
+    saved.write_bytes(saved.read_bytes()[: saved.stat().st_size // 2])
+
+    victim.start()
+    await poll_until(
+        "its etcd HEALTHY",
+        lambda: tree(cluster, victim),
+        lambda t: ETCD in t and t[ETCD].state == "HEALTHY",
+        timeout=TIMEOUT,
+    )
+    assert f"{saved} is corrupt" in victim.log_file.read_text()
+    assert (member / "membership.json").read_bytes() == record  # not joined anew
+    assert (member / "data").stat().st_ino == data
+    assert sorted(path.name for path in member.glob("data*")) == ["data"]
+    await poll_until(
+        "three voters",
+        lambda: anyio.to_thread.run_sync(ctl, cluster, "consensus", "--json"),
+        lambda out: sorted(m["status"] for m in json.loads(out)) == ["FULL"] * 3,
+        timeout=TIMEOUT,
+    )
     await all_healthy(cluster)
 
 

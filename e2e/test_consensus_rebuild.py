@@ -119,7 +119,7 @@ async def test_a_corrupt_member_is_one_line_and_ctl_rebuilds_it(cluster: LocalCl
         )
 
     await poll_until("every node HEALTHY", lambda: nodes(cluster), healthy, timeout=TIMEOUT)
-    [aside] = member_directory(victim).glob("data.corrupt-*")
+    [aside] = member_directory(victim).glob("data.removed-*")
     assert (aside / "member" / "wal").is_dir()  # moved aside, not deleted
     log = victim.log_file.read_text()
     assert "Traceback" not in log

@@ -87,6 +87,8 @@ from .proto import management_pb2_grpc as management_pb2_grpc
 
 # Programs a worker runs (etcd, exporters, containerd, ...), the files, sockets and ports
 # it keeps.
+from .files import DiskFullError as DiskFullError
+from .files import naming_full_disk as naming_full_disk
 from .files import write_atomically as write_atomically
 from .rundir import node_runtime_dir as node_runtime_dir
 from .ports import CLUSTERNET_PORT as CLUSTERNET_PORT

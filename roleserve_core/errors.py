@@ -10,6 +10,7 @@ tree names the module. A test keeps the tree whole: every exception class of the
     ├── FinalError                    restarting cannot fix this; the operator must act
     ├── ExpectedError                 a failure normal operation brings (a peer restarting)
     │   ├── ResourceError             the node lacks what only the operator can give (disk space)
+    │   │   └── DiskFullError         a write met a full filesystem: names it (.files)
     │   ├── NoLeaderError             no curator named a leader in time (.connection)
     │   │   ├── LeaderRefusedError    nothing listens at any curator endpoint
     │   │   │   └── ForeignClusterError  the curators that answer are of another cluster

@@ -1,14 +1,93 @@
-"""Writing files that must never be seen half-written, with the mode and owner they need."""
+"""Writing files that must never be seen half-written, with the mode and owner they need;
+and a full disk, met while writing, named in one line.
+
+::
+
+    write_atomically(path, data) ── temporary file, fsync, rename, fsync the directory
+    with naming_full_disk(path): ... ── ENOSPC / EDQUOT ──▶ DiskFullError (a ResourceError):
+        "no space left on the filesystem mounted at M (writing P): free space there; ..."
+
+A full disk is a refusal of the environment, not a bug: the supervisor logs a
+``ResourceError`` as one ERROR line (``waiting for the operator: ...``), never a traceback,
+and restarts the runnable after its backoff, so the node goes on by itself once space is
+freed. The OSError of a ``write()`` names no file, hence ``naming_full_disk`` at the places
+that write: ``write_atomically``, the program runner's records, a plugin's own files. An
+ENOSPC that escapes them still counts as a full disk (``disk_full_error``, which the
+supervisor applies to any failure), named by the path the OSError has, if any.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["NEW_FILE_MODE", "write_atomically"]
+from roleserve_core.errors import ResourceError
+
+__all__ = [
+    "DISK_FULL_ERRNOS",
+    "NEW_FILE_MODE",
+    "DiskFullError",
+    "disk_full_error",
+    "naming_full_disk",
+    "write_atomically",
+]
+
+DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+"""The errors of a write that met a full filesystem (or the user's quota on it)."""
+
+
+class DiskFullError(ResourceError):
+    """A write failed for want of space: one line naming the path, the filesystem it is on
+    and what to do (see the module docstring)."""
+
+    def __init__(self, path: Path | None, cause: OSError) -> None:
+        self.path = path
+        self.mount = _mount_point(path) if path is not None else None
+        reason = cause.strerror or str(cause)
+        if path is None:
+            where = "a filesystem of this node is full"
+        else:
+            where = f"no space left on the filesystem mounted at {self.mount} (writing {path})"
+        super().__init__(f"{where}: {reason}; free space there, and this starts again by itself")
+
+
+def disk_full_error(error: BaseException, path: Path | str | None = None) -> DiskFullError | None:
+    """``error`` as a ``DiskFullError`` if it is an OSError of a full disk (else None),
+    naming ``path``, or the file the OSError names."""
+    if isinstance(error, DiskFullError):
+        return error
+    if not isinstance(error, OSError) or error.errno not in DISK_FULL_ERRNOS:
+        return None
+    named = path if path is not None else error.filename
+    return DiskFullError(Path(os.fsdecode(named)) if named is not None else None, error)
+
+
+@contextlib.contextmanager
+def naming_full_disk(path: Path | str) -> Iterator[None]:
+    """Turn a full disk met in the block (writing ``path``) into a ``DiskFullError``."""
+    try:
+        yield
+    except OSError as exc:
+        full = disk_full_error(exc, path)
+        if full is None:
+            raise
+        raise full from exc
+
+
+def _mount_point(path: Path) -> Path:
+    """The mount point of the filesystem ``path`` is on (of its nearest existing parent)."""
+    current = Path(os.path.abspath(path))
+    while not current.exists() and current != current.parent:
+        current = current.parent
+    while not os.path.ismount(current) and current != current.parent:
+        current = current.parent
+    return current
+
 
 NEW_FILE_MODE = 0o644
 """The mode of a file created where there was none, unless told otherwise."""
@@ -27,8 +106,14 @@ def write_atomically(
         becomes 0600); None keeps the existing file's mode (0644 for a new file).
     :param keep_owner: give the new file the existing file's owner and group (a system
         file such as ``/etc/hosts`` rewritten by root keeps whoever owned it).
-    :raises OSError: if any step fails.
+    :raises DiskFullError: if the filesystem is full.
+    :raises OSError: if any other step fails.
     """
+    with naming_full_disk(path):
+        _write_atomically(path, data, mode, keep_owner=keep_owner)
+
+
+def _write_atomically(path: Path, data: bytes, mode: int | None, *, keep_owner: bool) -> None:
     try:
         old: os.stat_result | None = os.stat(path)
     except FileNotFoundError:

@@ -48,6 +48,7 @@ from roleserve_core.supervisor import FailureKind, RunContext, State, classify_f
 from roleserve_core.testing import (
     DEFAULT_TIMEOUT,
     SupervisorRunner,
+    mounted_tmpfs,
     poll_until,
     random_loopback,
     wait_for_state,
@@ -205,6 +206,34 @@ async def test_as_a_runnable_its_output_is_in_the_log_tree_at_its_dn(
             messages.append((await follower.next()).message)
     await supervisor_runner.stop(supervisor)
     assert not alive(pid)
+
+
+async def test_a_full_disk_under_its_record_is_one_line_naming_it(
+    tmp_path: Path, supervisor_runner: SupervisorRunner
+) -> None:
+    """Issue 28: node_exporter's runnable, its state directory on a full disk, failed with a
+    traceback. A full disk is a refusal of the environment: one ERROR line naming the file
+    and its filesystem, and the runnable waits (retried after the backoff)."""
+    program = script(tmp_path, "exec sleep 600\n")
+    with mounted_tmpfs(tmp_path / "disk", 64 * 1024) as disk:
+        disk.fill()
+        spec = ProgramSpec(name="prog", executable=str(program), state_dir=disk.path)
+
+        async def root(ctx: RunContext) -> None:
+            ctx.run("prog", program_runnable(spec))
+            ctx.signal_healthy()
+            await anyio.sleep_forever()
+
+        supervisor = await supervisor_runner.start(root)
+        await wait_for_status(supervisor, "root.prog", lambda s: s.restart_in is not None)
+        await supervisor_runner.stop(supervisor)
+    [entry] = [e for e in supervisor.logtree.entries("root.prog") if e.level_name == "ERROR"]
+    assert entry.exc_text is None
+    assert entry.message.startswith(
+        f"waiting for the operator: no space left on the filesystem mounted at {disk.path} "
+        f"(writing {disk.path / 'prog.process.json'}): No space left on device; free space "
+        "there, and this starts again by itself; restarting in "
+    ), entry.message
 
 
 # ---------------------------------------------------------------- exits and errors

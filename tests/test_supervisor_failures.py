@@ -235,3 +235,35 @@ async def test_a_resource_error_is_one_error_line_for_the_operator_and_is_retrie
     fake_clock.advance(0.5)
     await wait_for_status(supervisor, "root.etcd", lambda s: s.state is State.HEALTHY)
     assert failing.runs == 2
+
+
+@pytest.mark.parametrize(
+    ("error", "message"),
+    [
+        (
+            OSError(errno.ENOSPC, "No space left on device"),
+            "a filesystem of this node is full: No space left on device; free space there, "
+            "and this starts again by itself",
+        ),
+        (
+            OSError(errno.EDQUOT, "Disk quota exceeded", "/nonexistent/roleserve/x.json"),
+            "no space left on the filesystem mounted at / (writing "
+            "/nonexistent/roleserve/x.json): Disk quota exceeded; free space there, and this "
+            "starts again by itself",
+        ),
+    ],
+    ids=["enospc", "edquot-with-its-file"],
+)
+async def test_a_full_disk_is_one_error_line_for_the_operator_not_a_traceback(
+    supervisor_runner: SupervisorRunner, error: OSError, message: str
+) -> None:
+    """Issue 28: containerd's and node_exporter's runnables logged a full disk's OSError with
+    a traceback. A full disk is a refusal of the environment: one line, retried."""
+    supervisor = await start_with(supervisor_runner, disk=Failing(lambda: error))
+    await wait_for_status(supervisor, "root.disk", lambda s: s.restart_in is not None)
+    [entry] = supervisor.logtree.entries("root.disk")
+    assert (entry.level_name, entry.message, entry.exc_text) == (
+        "ERROR",
+        f"{WAITING_FOR_OPERATOR}{message}; restarting in 0.50s",
+        None,
+    )

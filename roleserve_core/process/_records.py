@@ -24,6 +24,7 @@ import signal
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from roleserve_core.files import naming_full_disk
 from roleserve_core.process._errors import ProgramError
 from roleserve_core.process._proc import (
     boot_id,
@@ -66,11 +67,12 @@ class ProcessRecord:
         saves about 0.4 ms of every start.
         """
         temporary = path.with_name(f".{path.name}.tmp")
-        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with open(descriptor, "wb") as file:
-            os.fchmod(file.fileno(), 0o600)
-            file.write(json.dumps(asdict(self), indent=1).encode() + b"\n")
-        os.replace(temporary, path)
+        with naming_full_disk(path):  # one line, not a traceback: the runnable waits for space
+            descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with open(descriptor, "wb") as file:
+                os.fchmod(file.fileno(), 0o600)
+                file.write(json.dumps(asdict(self), indent=1).encode() + b"\n")
+            os.replace(temporary, path)
 
     def is_running(self) -> bool:
         """Whether this exact process still exists (a zombie counts: while it does, its pid

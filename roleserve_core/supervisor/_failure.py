@@ -18,9 +18,12 @@ The rules, in order:
 
 1. A ``FinalError`` anywhere in the failure (a runnable's task group may wrap it) is final.
 2. A failure is expected when every exception in it is: an ``ExpectedError`` (code marks its
-   own errors so), a refused or reset connection (``ConnectionError``), or a gRPC call that
-   ended ``UNAVAILABLE`` (no server, the leader restarting, the connection dropped) or
-   ``CANCELLED`` (its channel closed under it when the connection followed a new leader).
+   own errors so), a refused or reset connection (``ConnectionError``), a full disk (an
+   OSError ENOSPC or EDQUOT: a refusal of the environment, not a bug; logged as the
+   ``ResourceError`` ``files.DiskFullError``, naming the file if the OSError does), or a
+   gRPC call that ended ``UNAVAILABLE`` (no server, the leader restarting, the connection
+   dropped) or ``CANCELLED`` (its channel closed under it when the connection followed a
+   new leader).
 3. Everything else is unexpected.
 
 gRPC is looked up in ``sys.modules`` rather than imported: a process that never imported
@@ -33,6 +36,7 @@ import enum
 import sys
 
 from roleserve_core.errors import ExpectedError, FinalError, ResourceError, leaf_exceptions
+from roleserve_core.files import disk_full_error
 
 __all__ = [
     "FAILED_FOR_GOOD",
@@ -80,15 +84,19 @@ def final_cause(error: BaseException) -> FinalError | None:
 
 
 def resource_cause(error: BaseException) -> ResourceError | None:
-    """The first ``ResourceError`` in ``error`` (itself, or inside its exception groups)."""
+    """The first ``ResourceError`` in ``error`` (itself, or inside its exception groups),
+    a full disk's OSError as a ``DiskFullError``."""
     for leaf in leaf_exceptions(error):
         if isinstance(leaf, ResourceError):
             return leaf
+        full = disk_full_error(leaf)
+        if full is not None:
+            return full
     return None
 
 
 def _expected(error: BaseException) -> bool:
-    if isinstance(error, ExpectedError | ConnectionError):
+    if isinstance(error, ExpectedError | ConnectionError) or disk_full_error(error):
         return True
     return _grpc_code(error) in EXPECTED_GRPC_CODES
 

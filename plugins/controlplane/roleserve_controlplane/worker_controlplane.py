@@ -7,8 +7,10 @@ Values: reads ``roles``, ``bootstrap``, ``node_credentials`` and ``network``; wr
 ::
 
     roles, bootstrap, node_credentials, network ──fold──▶ Startup (or none)
-        none:   local_control_plane = NONE; a member's data left from an earlier role is
-                removed; wait until a control plane is wanted, then restart
+        none:   local_control_plane = NONE; nothing on disk changes (a former member's
+                data stays: only the cluster can say the member was removed, see
+                ``_without_control_plane``); wait until a control plane is wanted, then
+                restart
         some:   too little disk space for etcd: DiskSpaceError (retried), nothing written
                 child group:  etcd      EtcdMember: bootstrap / join / restart, as its
                                         membership record says
@@ -33,7 +35,6 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
-import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -170,6 +171,8 @@ class ControlPlane:
     def __init__(self, node: NodeContext, settings: ControlPlaneSettings) -> None:
         self.node = node
         self.settings = settings
+        self.told_data_kept = False
+        """Whether the log said where a former member's data stays (once a process)."""
 
     @property
     def member_directory(self) -> Path:
@@ -208,6 +211,8 @@ class ControlPlane:
                         await self._start(ctx, startup)
                 while _wanted(current) == wanted:
                     self._forget_bootstrap_once_enrolled(ctx, current[2])
+                    if not wanted:
+                        self._say_without(ctx, current[0])
                     current = await inputs.get()
                 change = "given" if not wanted else "gone"
                 ctx.log.info("consensus_member role %s: restarting", change)
@@ -217,14 +222,36 @@ class ControlPlane:
                 values.set(LOCAL_CONTROL_PLANE, LocalControlPlane.NONE)
 
     def _without_control_plane(self, ctx: RunContext) -> None:
+        """No control plane on this node; a former member's data is left alone.
+
+        Whether that member was removed is the cluster's to say, never this node's guess:
+        the roles may be unknown (no saved roles, corrupt ones, no curator answering) while
+        the node is a member all the same. Deleting the data then (as this worker once did
+        whenever it started without the role) took a voter's log from the cluster, and etcd,
+        started again on nothing, panicked in a loop. So nothing changes on disk here. If the
+        role is given again, the member's next start asks the cluster (``plan_start``): a
+        removed member's data is moved aside then (``data.removed-<time>``), and a member the
+        cluster still lists restarts on its data.
+        """
         self.node.values.set(LOCAL_CONTROL_PLANE, LocalControlPlane.NONE)
-        if self.member_directory.exists():
-            # The member was removed from etcd when the role went; its data would make a
-            # later member of this node restart as the removed one, which etcd refuses.
-            shutil.rmtree(self.member_directory)
-            ctx.log.info("removed the etcd data of this node's former member")
-        ctx.set_note("no consensus_member role")
         ctx.signal_healthy()
+
+    def _say_without(self, ctx: RunContext, roles: NodeRoles | None) -> None:
+        """The note while there is no control plane, and (once a process, when the roles
+        are known) where a former member's data stays."""
+        if roles is None:
+            ctx.set_note("waiting for the node's roles")
+            return
+        ctx.set_note("no consensus_member role")
+        data = self.member_directory / "data"
+        if not self.told_data_kept and data.exists():
+            self.told_data_kept = True
+            ctx.log.info(
+                "no consensus_member role: the etcd data of this node's former member stays "
+                "in %s; given the role again, the member moves it aside once the cluster "
+                "confirms it removed the member",
+                data,
+            )
 
     async def _start(self, ctx: RunContext, startup: Startup) -> None:
         # Too little disk space ends the worker here, before the bootstrap writes anything or

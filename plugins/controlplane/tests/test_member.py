@@ -32,9 +32,10 @@ from roleserve_controlplane.consensus import (
 )
 from roleserve_controlplane.consensus.certificates import write_tls_files
 from roleserve_controlplane.consensus.client import Member, MemberStatus
+from roleserve_controlplane.consensus.etcdlog import parse_etcd_log
 from roleserve_controlplane.consensus.member import is_member
 from roleserve_controlplane.testing import EtcdCluster, etcd_binary
-from roleserve_core import State, parse_zap_json, read_record
+from roleserve_core import State, read_record
 from roleserve_core.identity import certificate_to_pem
 from roleserve_core.testing import FakeClock, SupervisorRunner, record_leftover, wait_for_status
 
@@ -331,5 +332,5 @@ async def test_etcd_log_lines_become_records(
 ) -> None:
     config = cluster.config(0)
     spec = EtcdMember(config).program_spec(write_tls_files(tmp_path, config.credentials))
-    assert spec.parser is parse_zap_json
+    assert spec.parser is parse_etcd_log
     assert spec.parser(line) == expected

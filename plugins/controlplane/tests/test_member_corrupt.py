@@ -164,7 +164,7 @@ async def test_corrupt_data_is_one_line_then_a_rebuild_brings_the_member_back(
     assert again.last_error.type.endswith("CorruptDataError")
     assert again.last_error.message == message
     assert not again.final
-    assert not list(config.directory.glob("data.corrupt-*"))
+    assert not list(config.directory.glob("data.removed-*"))
 
     # What the leader does for `ctl consensus rebuild m2`.
     async with cluster.members[0].client(cluster.admin_credentials()) as client:
@@ -172,7 +172,7 @@ async def test_corrupt_data_is_one_line_then_a_rebuild_brings_the_member_back(
         await membership.remove(recorded.member_id)
         learner = await membership.add_learner(config.peer_url)
     await wait_healthy_through_backoff(third.supervisor, "root", fake_clock, again)
-    [aside] = config.directory.glob("data.corrupt-*")
+    [aside] = config.directory.glob("data.removed-*")
     assert (aside / "member" / "wal").is_dir()  # the damaged data, kept
     async with third.client(cluster.admin_credentials()) as own:
         status = await own.status()
@@ -211,7 +211,7 @@ async def test_a_member_removed_without_a_learner_waiting_is_still_refused(
     refused = await wait_for_status(third.supervisor, "root", lambda s: s.final, timeout=30)
     assert refused.last_error is not None
     assert refused.last_error.type.endswith("NotAMemberError")
-    assert not list(third.config.directory.glob("data.corrupt-*"))
+    assert not list(third.config.directory.glob("data.removed-*"))
 
 
 async def test_the_leaders_rebuild_brings_a_corrupt_member_back_as_a_voter(
@@ -243,7 +243,7 @@ async def test_the_leaders_rebuild_brings_a_corrupt_member_back_as_a_voter(
         return sorted(m.status for m in status.members) == [Member.FULL] * 3
 
     await poll_until("three voters", all_voters)
-    assert len(list(third.member.config.directory.glob("data.corrupt-*"))) == 1
+    assert len(list(third.member.config.directory.glob("data.removed-*"))) == 1
 
 
 async def test_a_member_removed_while_its_etcd_starts_is_rebuilt(
@@ -288,4 +288,4 @@ async def test_a_member_removed_while_its_etcd_starts_is_rebuilt(
     async with third.client(cluster.admin_credentials()) as own:
         status = await own.status()
     assert (status.member_id, status.is_learner) == (rebuilds[0], True)
-    assert len(list(config.directory.glob("data.corrupt-*"))) == 1
+    assert len(list(config.directory.glob("data.removed-*"))) == 1

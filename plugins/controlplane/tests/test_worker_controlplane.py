@@ -16,7 +16,7 @@ import grpc
 import pytest
 
 from roleserve_controlplane import hooks
-from roleserve_controlplane.consensus import FAULT_VARIABLE, EtcdBinary, EtcdClient
+from roleserve_controlplane.consensus import FAULT_VARIABLE, EtcdBinary, EtcdClient, Member
 from roleserve_controlplane.curator import BootstrapMaterial
 from roleserve_controlplane.proto import state_pb2
 from roleserve_controlplane.testing import enrol_node, wait_healthy_through_backoff
@@ -197,13 +197,58 @@ async def test_bootstrap_then_a_node_joins_and_leaves_with_its_role(
     # A change inside the role (another custom role beside it) does not restart it.
     second.set_roles(NodeRoles(consensus_member=roles.consensus_member, custom={"x": {}}))
 
-    # The role gone, it restarts once more and has no control plane, nor etcd data.
+    # The role gone, it restarts once more and has no control plane; its member's data
+    # stays where it is: the worker never deletes it (issue 28).
+    member = tmp_path / "second" / "plugins" / "controlplane" / "etcd"
     roles = await update_roles(boot, endpoint, credentials.node_id, "consensus_member", False)
     second.set_roles(roles)
     await control_plane(second, running=False)
     left = await second.wait_status(WORKER, lambda s: s.note == "no consensus_member role")
     assert left.restarts == 2
-    assert not (tmp_path / "second" / "plugins" / "controlplane" / "etcd").exists()
+    wal = wal_files(member / "data")
+    assert wal
+    assert (member / "membership.json").exists()
+
+    # Given the role again, the member finds the cluster removed it and waits for it as a
+    # learner: its former data is moved aside, whole, and it joins anew, as a voter.
+    roles = await update_roles(boot, endpoint, credentials.node_id, "consensus_member", True)
+    second.set_roles(roles)
+    await control_plane(second, running=True)
+    [aside] = member.glob("data.removed-*")
+    assert wal_files(aside) == wal
+    async with EtcdClient([lcp.etcd_endpoint or ""], lcp.etcd_credentials) as etcd:
+        await poll_until("the node a voter again", etcd.members, is_voter(credentials.node_id))
+
+
+def wal_files(data: Path) -> list[str]:
+    """The names of the WAL files of etcd's data in ``data``."""
+    return sorted(path.name for path in (data / "member" / "wal").glob("*.wal"))
+
+
+def is_voter(name: str) -> Callable[[list[Member]], bool]:
+    """Whether etcd's member list has ``name`` as a voter."""
+    return lambda members: any(m.name == name and not m.is_learner for m in members)
+
+
+async def test_an_unknown_role_changes_nothing_on_disk(node: StartNode, tmp_path: Path) -> None:
+    """Roles not known (no saved roles, corrupt ones, no curator answering) are no reason to
+    touch a member's data: the worker once deleted it whenever it started without the role
+    (issue 28: a member whose roles.pb was truncated lost its etcd log)."""
+    member = tmp_path / "plugins" / "controlplane" / "etcd"
+    (member / "data" / "member" / "wal").mkdir(parents=True)
+    files = {
+        member / "membership.json": b'{"name": "n"}',
+        member / "data" / "member" / "wal" / "0000000000000000-0000000000000000.wal": b"log",
+    }
+    for path, content in files.items():
+        path.write_bytes(content)
+    binary = EtcdBinary(Path("/nonexistent/etcd"), "3.5.0", "configured")
+    harness = await start(node, binary, tmp_path, subnet()(0))
+    await harness.wait_state(WORKER, State.HEALTHY)
+    assert {path: path.read_bytes() for path in files if path.exists()} == files
+    assert sorted(p.name for p in member.iterdir()) == ["data", "membership.json"]
+    assert value_of(harness, LOCAL_CONTROL_PLANE) == LocalControlPlane.NONE
+    assert harness.status(WORKER).note == "waiting for the node's roles"
 
 
 async def test_a_missing_etcd_is_final_at_once_and_restarting_after_the_fix_runs_it(

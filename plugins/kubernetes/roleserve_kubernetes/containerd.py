@@ -60,6 +60,7 @@ from roleserve_core import (
     RunContext,
     endpoint,
     local_exporter_host,
+    naming_full_disk,
     resolve_binary,
     start_program,
 )
@@ -213,7 +214,8 @@ def prepare_image(settings: WorkerSettings, layout: WorkerLayout) -> OciArchive:
     except OSError:
         unchanged = False
     if not unchanged:
-        layout.image_tar.write_bytes(archive.data)
+        with naming_full_disk(layout.image_tar):
+            layout.image_tar.write_bytes(archive.data)
     return archive
 
 
@@ -285,7 +287,8 @@ async def containerd(
         ContainerdConfig(layout, SANDBOX_IMAGE, settings.cni_bin_dir, settings.snapshotter, metrics)
     )
     layout.containerd_dir.mkdir(parents=True, exist_ok=True)
-    layout.config.write_text(toml)
+    with naming_full_disk(layout.config):
+        layout.config.write_text(toml)
     try:
         async with start_program(ctx.log, spec) as program, CriClient(layout.socket) as cri:
             ctx.set_note(f"waiting for containerd's CRI (pid {program.pid})")

@@ -82,7 +82,7 @@ def add_parsers(commands: Any) -> None:
         description=(
             "Rebuild NODE's etcd member, when its node says its etcd data is corrupt: the "
             "leader removes the member and adds a learner at its peer URL; the node moves "
-            "its data aside (data.corrupt-<time>, nothing is deleted), joins as the "
+            "its data aside (data.removed-<time>, nothing is deleted), joins as the "
             "learner and catches up from the others, and the leader promotes it. Refused "
             "when removing the member would cost the quorum (the voters left that answer "
             "could not form one), and for a node that is no consensus member."

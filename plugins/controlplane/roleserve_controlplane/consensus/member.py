@@ -15,8 +15,9 @@
     ├── starts etcd through the core's runner (``roleserve_core.process``), recorded in the
     │   member's directory: a leftover of a killed node is stopped first, an address held
     │   by anyone else is a PortInUseError, and etcd dies with the node; its log lines
-    │   (zap JSON) go to the log tree at the runnable's DN (info at DEBUG, warn and worse
-    │   as they are)
+    │   (zap JSON) go to the log tree at the runnable's DN (info, and the warnings of
+    │   normal operation listed in ``etcdlog``, at DEBUG; other warnings and worse as they
+    │   are)
     ├── refuses (DiskSpaceError, retried after the backoff) to start etcd without the free
     │   space it needs in the member's directory (``space``: its write-ahead log is
     │   allocated in full), naming the directory, the free and the needed bytes
@@ -63,6 +64,7 @@ from roleserve_controlplane.consensus.errors import (
     EtcdExitedError,
     EtcdRequestError,
 )
+from roleserve_controlplane.consensus.etcdlog import parse_etcd_log
 from roleserve_controlplane.consensus.faults import fault_point
 from roleserve_controlplane.consensus.liveness import Liveness, probe_forever
 from roleserve_controlplane.consensus.maintenance import DEFAULT_QUOTA_BACKEND_BYTES
@@ -84,7 +86,6 @@ from roleserve_core import (
     Value,
     endpoint,
     local_exporter_host,
-    parse_zap_json,
     start_program,
     stop_leftover,
 )
@@ -335,7 +336,7 @@ class EtcdMember:
             arguments=config.arguments(tls, mode),
             state_dir=config.directory,
             binds=[self.client_bind, self.peer_bind],
-            parser=parse_zap_json,
+            parser=parse_etcd_log,
             stop_grace=config.stop_grace,
             env={"GOGC": str(config.gc_percent)},
         )

@@ -12,8 +12,8 @@ leaves (a crash, SIGKILL, ENOSPC while etcd creates its WAL); started on it with
     plan_start(config)
     ├── record ──▶ RESTART (etcd: "existing", never "new")
     │     ├── a peer answers: the member is gone from its list, and a learner that never
-    │     │   started waits at this member's peer URL ──▶ a rebuild (below): the data moved
-    │     │                        aside, the record removed; JOIN as that learner
+    │     │   started waits at this member's peer URL ──▶ a rebuild, or the role given
+    │     │   again (below): the data moved aside, the record removed; JOIN as that learner
     │     ├── no WAL under data/ ──▶ CorruptDataError (retried until the operator has it
     │     │                        rebuilt: ``ctl consensus rebuild NODE``)
     │     └── a peer answers, and its cluster is another or lacks the member
@@ -37,10 +37,10 @@ leaves (a crash, SIGKILL, ENOSPC while etcd creates its WAL); started on it with
                               when a member's log is behind its commit), then the data
                               moved aside; JOIN with the cluster's current members
 
-Moved aside means renamed to ``data.interrupted-<UTC time>`` (``data.corrupt-<UTC time>``
-for a rebuild) with one WARNING line naming it: never deleted. Peers are asked on their
-client port, the same as this member's (as on every roleserve node), with the member's own
-certificate.
+Moved aside means renamed to ``data.interrupted-<UTC time>`` (``data.removed-<UTC time>``
+for a member the cluster removed) with one WARNING line naming it: never deleted. Peers are
+asked on their client port, the same as this member's (as on every roleserve node), with
+the member's own certificate.
 
 A rebuild (``ctl consensus rebuild NODE``, the leader's ``curator.rebuild``) replaces a
 member whose data is corrupt. Decided so, the simplest mechanism that survives a crash at
@@ -49,9 +49,14 @@ as it adds one for a node given the consensus_member role; the node's member see
 its next start (a corrupt member restarts after the supervisor's backoff, ``corruption``)
 and joins as that learner, which the leader promotes once it has caught up. The cluster's
 member list is the mark: no key to keep in step with it, nothing for the node to watch, and
-a node that was down meanwhile finds it too. A member removed without a learner waiting
-(its role taken away) is still refused (NotAMemberError), and only a learner that never
-started counts, so a running member is never taken for one to rebuild. The rebuild may
+a node that was down meanwhile finds it too. A member whose role was taken away and given
+again looks the same to it (the leader removed the member, then added a learner at its
+peer URL), and is joined anew the same way: this is the one place a member's data leaves
+``data/``, once the cluster has confirmed the removal (the ``controlplane`` worker, without
+the role, leaves the data alone: the role may merely be unknown). A member removed without
+a learner waiting (its role taken away, not given again) is still refused
+(NotAMemberError), and only a learner that never started counts, so a running member is
+never taken for one to rebuild. The rebuild may
 also land after the start was planned, before etcd served: etcd, its log cut back by a
 repair, may then know no peer, and no leader contacts a removed member, so it would wait
 for one for ever. So the member asks again (``check_membership``) while etcd does not serve,
@@ -247,13 +252,14 @@ def _rebuild(
 ) -> Start:
     """Move the data aside, then the record; join as ``learner``."""
     log.warning(
-        "the cluster (asked %s) removed this member and waits for it as learner %x: "
-        "rebuilding it from the other members",
+        "the cluster (asked %s) removed this member and waits for it as learner %x (a "
+        "rebuild, or the consensus_member role given again): joining it anew from the "
+        "other members",
         view.endpoint,
         learner.id,
     )
     if config.data_dir.exists():
-        _move_aside(config, log, "a rebuilt member", suffix="corrupt")
+        _move_aside(config, log, "a removed member", suffix="removed")
     config.membership_file.unlink(missing_ok=True)
     return Start(MemberMode.JOIN, _initial_cluster(config, view.members))
 
@@ -347,7 +353,7 @@ def _move_aside(
     if aside.exists():  # moved aside twice within a second (a rebuild's crash, then another)
         aside = aside.with_name(f"{aside.name}-{time.monotonic_ns()}")
     config.data_dir.rename(aside)
-    why = f"no {MEMBERSHIP_FILE}" if suffix == "interrupted" else "the operator asked"
+    why = f"no {MEMBERSHIP_FILE}" if suffix == "interrupted" else "the cluster removed it"
     log.warning(
         "moved aside the etcd data of %s (%s): %s; delete it once this member serves",
         what,

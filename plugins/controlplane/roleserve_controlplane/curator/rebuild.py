@@ -11,7 +11,7 @@
     └── a learner that never started waits at its peer URL ──▶ nothing to do (asked twice)
 
     then, on the node: its member finds the learner at its next start (``consensus.record``),
-    moves its data aside (``data.corrupt-<time>``), joins as the learner and catches up from
+    moves its data aside (``data.removed-<time>``), joins as the learner and catches up from
     the others; the leader promotes it (``Curator._promote_learners``)
 
 The mechanism, decided: the cluster's member list itself marks the rebuild (the member gone,
