@@ -38,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import ipaddress
+import signal
 import stat
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
@@ -578,11 +579,19 @@ class LocalCluster:
         return members
 
     async def _healthy(self, management: Management, members: list[LocalNode]) -> bool:
-        """Every one of ``members`` UP and HEALTHY, and every consensus member running its
-        curator."""
+        """Every one of ``members`` UP and HEALTHY, every consensus member running its
+        curator, and every node this process started reporting since it started it.
+
+        The curator's HEALTHY outlives a node's process by the heartbeat timeout (15 s):
+        a node restarted here that exits at once was still HEALTHY by its old process's
+        heartbeats, and ``up`` said the cluster was up. Its first status report (which a
+        node sends on every connection) is stamped by the curator, so a stamp from
+        before the start is the old process's."""
         nodes = await self.nodes_by_id(management)
         return all(
-            (node := nodes.get(self.node_id(local) or "")) is not None and _ready(node)
+            (node := nodes.get(self.node_id(local) or "")) is not None
+            and _ready(node)
+            and _reported_since(node, local.started_at)
             for local in members
         )
 
@@ -596,28 +605,74 @@ class LocalCluster:
     ) -> None:
         """Poll ``check`` until it holds; fail naming ``what`` and the node's log, or at
         once when ``node`` or one of ``running`` exits (nothing it waits for can happen
-        then: a node that stopped is never UP and HEALTHY), or logs that it waits for the
-        operator (too little disk space: one line, ``LocalNode.refusal``)."""
+        then: a node that stopped is never UP and HEALTHY), logs that it waits for the
+        operator (too little disk space: one line, ``LocalNode.refusal``), or has a full
+        disk (where it cannot even log that)."""
         watched = [node] if node is not None else list(running)
         with anyio.move_on_after(STEP_TIMEOUT):
             while not await check():
                 for each in watched:
-                    if each.pid is None:
-                        raise LocalClusterError(self._failure(f"node {each.index} exited", each))
-                    if (refusal := each.refusal()) is not None:
-                        raise LocalClusterError(
-                            f"node {each.index} cannot start: {refusal} (its log: "
-                            f"{each.log_file}); once that is done, run `cluster up` again"
-                        )
+                    stuck = self._stuck(each)
+                    if stuck is not None:
+                        raise LocalClusterError(stuck)
                 await anyio.sleep(POLL)
             return
         raise LocalClusterError(self._failure(f"timed out waiting until {what}", node))
 
+    def _stuck(self, node: LocalNode) -> str | None:
+        """Why ``node`` will not get where ``up`` waits for it, in one line (a full disk
+        first: it is the cause of whatever else the node then did); None if nothing says
+        so yet."""
+        free = node.disk_full()
+        if free is not None:
+            state = "exited" if node.pid is None else "is stuck"
+            return (
+                f"node {node.index} {state}: the disk of {node.directory} is full ({free} "
+                "bytes free), so the node can write neither its state nor its log; free "
+                "space there, then run `cluster up` again"
+            )
+        if node.pid is None:
+            return self._exited(node)
+        if (refusal := node.refusal()) is not None:
+            return (
+                f"node {node.index} cannot start: {refusal} (its log: "
+                f"{node.log_file}); once that is done, run `cluster up` again"
+            )
+        return None
+
+    def _exited(self, node: LocalNode) -> str:
+        """``node`` exited: its own error line first (of this start, when ``up`` started
+        it), then where its log is; its last lines instead when it said none."""
+        said = f"node {node.index} exited{_exit_status(node.exit_status())}"
+        cause = node.own_error()
+        if cause is not None:
+            return f"{said}: {cause} (its log: {node.log_file})"
+        return self._failure(said, node)
+
     def _failure(self, what: str, node: LocalNode | None) -> str:
         if node is None:
             return f"{what}; the nodes' logs are {self.directory}/n*/node.log"
+        since = " since this start" if node.started_here else ""
         tail = "\n    ".join(node.log_tail())
-        return f"{what}; the end of {node.log_file}:\n    {tail}"
+        return f"{what}; the end of {node.log_file}{since}:\n    {tail}"
+
+
+def _exit_status(status: int | None) -> str:
+    """`` (exit status 2)``, `` (killed by SIGKILL)``; nothing when unknown."""
+    if status is None:
+        return ""
+    if status < 0:
+        return f" (killed by {signal.Signals(-status).name})"
+    return f" (exit status {status})"
+
+
+def _reported_since(node: management_pb2.Node, started: float | None) -> bool:
+    """Whether the curator received ``node``'s status after ``started`` (seconds since
+    the epoch, None: the node was not started here, anything goes)."""
+    if started is None:
+        return True
+    stamp = node.status.timestamp
+    return node.status.HasField("timestamp") and stamp.ToNanoseconds() >= int(started * 1e9)
 
 
 def _ready(node: management_pb2.Node) -> bool:
