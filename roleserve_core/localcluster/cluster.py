@@ -386,8 +386,7 @@ class LocalCluster:
         first = self.nodes[0]
         if not first.datadir.enrolled and first.pid is None:
             self.progress(f"bootstrapping a new cluster on node 1 at {first.address}")
-            self._write_config(first)
-            first.start("--bootstrap", "--owner-credentials", str(self.owner_directory))
+            self._launch(first, "--bootstrap", "--owner-credentials", str(self.owner_directory))
         for node in self.nodes:
             if not node.datadir.enrolled:
                 continue
@@ -395,8 +394,7 @@ class LocalCluster:
                 self.progress(f"node {node.index} at {node.address} runs (pid {node.pid})")
             else:
                 self.progress(f"starting node {node.index} at {node.address} (it rejoins)")
-                self._write_config(node)
-                node.start()
+                self._launch(node)
 
     def _register(self, node: LocalNode, ticket: str) -> None:
         """Start ``node`` registering with ``ticket``, which it reads from its environment:
@@ -405,8 +403,17 @@ class LocalCluster:
             self.progress(f"node {node.index} at {node.address} runs (pid {node.pid})")
             return
         self.progress(f"registering node {node.index} at {node.address}")
+        flags = ("--join-address", str(self.nodes[0].address))
+        self._launch(node, *flags, env={REGISTER_TICKET_ENV: ticket})
+
+    def _launch(self, node: LocalNode, *flags: str, env: dict[str, str] | None = None) -> None:
+        """Start ``node`` with its config written first; refused at once on a full disk,
+        where it could write neither its state nor the log line that would say so."""
+        node.directory.mkdir(parents=True, exist_ok=True)
+        if (stuck := self._full(node)) is not None:
+            raise LocalClusterError(stuck)
         self._write_config(node)
-        node.start("--join-address", str(self.nodes[0].address), env={REGISTER_TICKET_ENV: ticket})
+        node.start(*flags, env=env)
 
     def _write_config(self, node: LocalNode) -> None:
         """Before ``node`` starts: the cluster's config for a node that has none, and the
@@ -623,14 +630,8 @@ class LocalCluster:
         """Why ``node`` will not get where ``up`` waits for it, in one line (a full disk
         first: it is the cause of whatever else the node then did); None if nothing says
         so yet."""
-        free = node.disk_full()
-        if free is not None:
-            state = "exited" if node.pid is None else "is stuck"
-            return (
-                f"node {node.index} {state}: the disk of {node.directory} is full ({free} "
-                "bytes free), so the node can write neither its state nor its log; free "
-                "space there, then run `cluster up` again"
-            )
+        if (full := self._full(node)) is not None:
+            return full
         if node.pid is None:
             return self._exited(node)
         if (refusal := node.refusal()) is not None:
@@ -639,6 +640,21 @@ class LocalCluster:
                 f"{node.log_file}); once that is done, run `cluster up` again"
             )
         return None
+
+    def _full(self, node: LocalNode) -> str | None:
+        """That ``node``'s disk is full, in one line; None if it is not."""
+        free = node.disk_full()
+        if free is None:
+            return None
+        if node.pid is not None:
+            state = "is stuck"
+        else:
+            state = "exited" if node.started_here else "cannot start"
+        return (
+            f"node {node.index} {state}: the disk of {node.directory} is full ({free} "
+            "bytes free), so the node can write neither its state nor its log; free "
+            "space there, then run `cluster up` again"
+        )
 
     def _exited(self, node: LocalNode) -> str:
         """``node`` exited: its own error line first (of this start, when ``up`` started
