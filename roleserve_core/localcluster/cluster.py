@@ -6,6 +6,7 @@
     ├── first-address   node 1's address (127.0.0.11 unless chosen); node i has the i-th;
     │                   one in 198.18.0.0/15 makes it a --netns cluster (netns.py)
     ├── owner/          the owner's access directory (written by node 1's bootstrap)
+    ├── up.lock         held by the `cluster up` at work on it (``lock``): one at a time
     ├── n1/ … nN/       each node's data directory, log (node.log), PID (node.pid) and
     │                   hosts file (hosts, when the hostsfile plugin is installed)
 
