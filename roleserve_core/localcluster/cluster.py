@@ -55,7 +55,13 @@ from roleserve_core.errors import RoleserveError
 from roleserve_core.files import write_atomically
 from roleserve_core.identity import certificate_from_pem, node_id, private_key_from_pem
 from roleserve_core.localcluster import netns as _netns
-from roleserve_core.localcluster.layout import DEFAULT_SIZE, FIRST_ADDRESS, default_roles
+from roleserve_core.localcluster.layout import (
+    DEFAULT_SIZE,
+    FIRST_ADDRESS,
+    FIRST_ADDRESS_FILE,
+    OWNER_DIRECTORY,
+    default_roles,
+)
 from roleserve_core.localcluster.management import LeaderManagement
 from roleserve_core.localcluster.nodeconfig import (
     CLUSTERNET_INTERFACE,
@@ -93,8 +99,6 @@ __all__ = [
     "size_for_up",
 ]
 
-FIRST_ADDRESS_FILE = "first-address"
-"""In the cluster's directory: node 1's address, so later commands find the nodes again."""
 STEP_TIMEOUT = 120.0
 """Seconds one step (a node enrolling, a member joining etcd) may take."""
 POLL = 0.25
@@ -262,7 +266,7 @@ class LocalCluster:
 
     @property
     def owner_directory(self) -> Path:
-        return self.directory / "owner"
+        return self.directory / OWNER_DIRECTORY
 
     def access(self) -> ClusterAccess:
         """The owner's access to the cluster."""
