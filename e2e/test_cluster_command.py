@@ -354,6 +354,16 @@ def kill_group(pid: int) -> None:
     anyio.run(lambda: poll_until(f"process group {pid} gone", gone, timeout=30))
 
 
+def test_ctl_takes_the_tables_names_with_the_clusters_directory(three: Three) -> None:
+    """The names the status table shows work in ctl, given the cluster's directory."""
+    nodes = status(three.directory)
+    approved = ctl(three.directory, "approve", "n2")  # an approved node: nothing changes
+    assert approved.returncode == 0, approved.stderr
+    assert approved.stdout == f"approved {nodes[1]['cluster']['id']}\n"
+    tree = ctl(three.directory, "tree", "n3")
+    assert tree.returncode == 0, tree.stderr
+
+
 NO_QUORUM_NOTE = "waiting: no quorum (1 of 3 members answer)"
 """The survivor's curator runnable's note once it waits for its member without a quorum
 (it may follow for a few seconds first, until its lease grant times out)."""
