@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from roleserve_core.localcluster.cluster import _exit_status
 from roleserve_core.localcluster.nodelog import full_disk, lines_since, own_error
 
 ETCD_NOISE = [
@@ -61,3 +62,16 @@ def test_a_disk_with_room_is_not_full(tmp_path: Path, monkeypatch: pytest.Monkey
     free = full_disk(tmp_path)
     assert free is not None
     assert 0 <= free < 2**62
+
+
+@pytest.mark.parametrize(
+    ("status", "said"),
+    [
+        (None, ""),
+        (2, " (exit status 2)"),
+        (-9, " (killed by SIGKILL)"),
+        (-40, " (killed by signal 40)"),
+    ],
+)
+def test_how_a_node_ended_is_said(status: int | None, said: str) -> None:
+    assert _exit_status(status) == said

@@ -683,7 +683,10 @@ def _exit_status(status: int | None) -> str:
     if status is None:
         return ""
     if status < 0:
-        return f" (killed by {signal.Signals(-status).name})"
+        try:
+            return f" (killed by {signal.Signals(-status).name})"
+        except ValueError:  # a real-time signal has no name
+            return f" (killed by signal {-status})"
     return f" (exit status {status})"
 
 
