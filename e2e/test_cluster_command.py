@@ -277,6 +277,59 @@ def test_up_starts_only_the_nodes_that_are_not_running(three: Three) -> None:
     assert [line.split()[0] for line in table] == ["n1", "n2", "n3"]
 
 
+def test_a_restarted_node_that_exits_fails_up_with_its_own_error_first(three: Three) -> None:
+    """Node 3 killed and its roleserve.toml given a typo: the node ``up`` starts exits at
+    once, while the curator still says HEALTHY by the old process's heartbeats. ``up``
+    waits for the new process's own report, so it fails, with the node's line first."""
+    n3 = three.directory / "n3"
+    config = n3 / "roleserve.toml"
+    saved = config.read_text()
+    kill_group(status(three.directory)[2]["pid"])
+    config.write_text(saved.replace("lease_ttl", "lease_tt"))
+    try:
+        failed = cluster("up", "--detach", "--dir", str(three.directory))
+    finally:
+        config.write_text(saved)
+        again = cluster("up", "--detach", "--dir", str(three.directory))
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert "the cluster is up" not in failed.stdout, failed.stdout
+    assert failed.stderr.startswith(
+        f"roleserve cluster: error: node 3 exited (exit status 2): {config}: "
+        "[plugins.controlplane] has no setting 'lease_tt' (did you mean 'lease_ttl'?)"
+    ), failed.stderr
+    assert failed.stderr.endswith(f" (its log: {n3 / 'node.log'})\n"), failed.stderr
+    assert failed.stderr.count("\n") == 1, failed.stderr
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert_up_with_roles(status(three.directory))
+
+
+def test_a_node_that_exits_in_the_foreground_shows_this_starts_cause_first(
+    three: Three,
+) -> None:
+    """Node 3 stopped cleanly and its roleserve.toml made garbage, its log holding an error
+    of an earlier attempt: a foreground ``up`` fails with this start's line, not the old one."""
+    n3 = three.directory / "n3"
+    config = n3 / "roleserve.toml"
+    saved = config.read_text()
+    anyio.run(LocalCluster.existing(three.directory).nodes[2].stop)
+    with (n3 / "node.log").open("a") as log:
+        log.write("roleserve node: error: an error of an earlier attempt\n")
+    config.write_text("garbage [[[\n")
+    try:
+        failed = cluster("up", "--dir", str(three.directory))
+    finally:
+        config.write_text(saved)
+        again = cluster("up", "--detach", "--dir", str(three.directory))
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert failed.stderr == (
+        f"roleserve cluster: error: node 3 exited (exit status 2): {config} is not valid "
+        "TOML: Expected '=' after a key in a key/value pair (at line 1, column 9) (its log: "
+        f"{n3 / 'node.log'})\n"
+    )
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert_up_with_roles(status(three.directory))
+
+
 def ctl(owner: Path, *args: str) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "roleserve_core", "ctl", "--credentials", str(owner)]
     return subprocess.run(
@@ -297,6 +350,16 @@ def kill_group(pid: int) -> None:
         return False
 
     anyio.run(lambda: poll_until(f"process group {pid} gone", gone, timeout=30))
+
+
+def test_ctl_takes_the_tables_names_with_the_clusters_directory(three: Three) -> None:
+    """The names the status table shows work in ctl, given the cluster's directory."""
+    nodes = status(three.directory)
+    approved = ctl(three.directory, "approve", "n2")  # an approved node: nothing changes
+    assert approved.returncode == 0, approved.stderr
+    assert approved.stdout == f"approved {nodes[1]['cluster']['id']}\n"
+    tree = ctl(three.directory, "tree", "n3")
+    assert tree.returncode == 0, tree.stderr
 
 
 NO_QUORUM_NOTE = "waiting: no quorum (1 of 3 members answer)"

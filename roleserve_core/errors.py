@@ -60,6 +60,8 @@ tree names the module. A test keeps the tree whole: every exception class of the
     │                                 (.localcluster.netns)
     ├── NodeConfigError               a node's roleserve.toml that up cannot add a setting to
     │                                 (.localcluster.nodeconfig)
+    ├── UpLockError                   a cluster's directory that cannot hold up's lock
+    │                                 (.localcluster.lock)
     ├── CtlError                      a ctl command's one-line failure, with its exit code
     │                                 (.cli.ctl._errors)
     └── NewPluginError                `plugin new` refuses its arguments or its directory

@@ -48,6 +48,7 @@ from roleserve_core.cli.ctl._format import format_age, state_name
 from roleserve_core.cli.ctl._metrics import figure_lines, node_figures
 from roleserve_core.cli.ctl._prometheus import default_name
 from roleserve_core.cli.ctl._resolve import match_node
+from roleserve_core.datadir import NodeDataDirectory
 from roleserve_core.enrolment.ticket import RegisterTicket
 from roleserve_core.identity import (
     NodeCredentials,
@@ -844,6 +845,37 @@ def test_an_unknown_node_lists_the_nodes(setup: Setup, ctl: Any) -> None:
         f"roleserve ctl: error: no node matches {unknown!r}; the cluster's nodes: {every}\n"
     )
     assert setup.cluster.received("ApproveNode") == []
+
+
+def local_cluster(setup: Setup, directory: Path) -> Path:
+    """``directory`` laid out as a local cluster's (``cluster up``): first-address, the
+    owner's access directory as owner/, and node 1's key (the fake leader's) in n1/."""
+    shutil.copytree(setup.access_dir, directory / "owner")
+    (directory / "first-address").write_text("127.0.0.11\n")
+    key = NodeDataDirectory(directory / "n1").key
+    key.parent.mkdir(parents=True)
+    key.write_bytes(setup.cluster.leader.key_pem)
+    (directory / "n2").mkdir()  # no key yet: no name
+    return directory
+
+
+@pytest.mark.parametrize("given", ["the cluster's directory", "its owner directory"])
+def test_a_local_clusters_table_names_are_nodes_and_its_directory_credentials(
+    setup: Setup, cli: Any, tmp_path: Path, given: str
+) -> None:
+    """``cluster status`` calls the nodes n1, n2, ...: ctl takes those names, given the
+    cluster's directory (it reads its owner/; it said ``key.pem is missing``) or owner/."""
+    cluster = local_cluster(setup, tmp_path / "cluster")
+    credentials = cluster if given == "the cluster's directory" else cluster / "owner"
+    result = cli("ctl", "--credentials", str(credentials), "approve", "n1")
+    assert result.code == 0, result.err
+    assert result.out == f"approved {setup.leader_id}\n"
+    assert setup.cluster.received("ApproveNode") == [
+        management_pb2.ApproveNodeRequest(node_id=setup.leader_id)
+    ]
+    result = cli("ctl", "--credentials", str(credentials), "approve", "n2")
+    assert result.code == 1
+    assert result.err.startswith("roleserve ctl: error: no node matches 'n2'; ")
 
 
 def test_match_node_lists_at_most_ten_candidates() -> None:
@@ -1643,6 +1675,32 @@ def test_missing_credentials_directory(
     result = cli("ctl", "leader")
     assert result.code == 2
     assert f"no cluster credentials at {nowhere}; pass --credentials" in result.err
+
+
+def test_without_credentials_the_local_clusters_owner_is_named(
+    setup: Setup, tmp_path: Path, cli: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No --credentials, no $ROLESERVE_CREDENTIALS, nothing in ~/.config/roleserve/owner,
+    but a cluster in ``cluster up``'s default directory: the error says where its owner's
+    credentials are (it named ~/.config/roleserve/owner alone)."""
+    monkeypatch.delenv("ROLESERVE_CREDENTIALS", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    default = tmp_path / "config" / "roleserve" / "owner"
+    result = cli("ctl", "nodes")
+    assert result.code == 2
+    assert result.err == (
+        f"roleserve ctl: error: no cluster credentials at {default}; pass --credentials DIR "
+        "or set ROLESERVE_CREDENTIALS to the directory the bootstrap printed\n"
+    )
+    cluster = local_cluster(setup, tmp_path / "state" / "roleserve" / "cluster")
+    result = cli("ctl", "nodes")
+    assert result.code == 2
+    assert result.err == (
+        f"roleserve ctl: error: no cluster credentials at {default}; pass --credentials DIR "
+        "or set ROLESERVE_CREDENTIALS to the directory the bootstrap printed; the local "
+        f"cluster in {cluster} has its owner's: --credentials {cluster / 'owner'}\n"
+    )
 
 
 def test_credentials_from_the_environment(

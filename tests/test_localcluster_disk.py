@@ -41,3 +41,33 @@ async def test_up_with_a_full_disk_fails_at_once_with_the_nodes_line(tmp_path: P
         f"starts by itself (its log: {node.log_file}); once that is done, run `cluster up` again"
     )
     assert "\n" not in message
+
+
+@pytest.mark.timeout(120)
+async def test_a_node_whose_disk_is_full_is_named_at_once(tmp_path: Path) -> None:
+    """A node of a cluster stopped, then its disk filled: it could write neither its state
+    nor its log (so not the line saying it waits for space either), and ``up`` waited 120 s
+    for it, then timed out without a word of the disk. It is named at once, in one line."""
+    first = ipaddress.IPv4Address(f"127.{random.randint(1, 254)}.{random.randint(0, 254)}.11")
+    cluster = LocalCluster(tmp_path, 1, first_address=first)
+    node = cluster.nodes[0]
+    with mounted_tmpfs(node.directory, 256 * MiB) as disk:
+        try:
+            await cluster.up()
+        finally:
+            await cluster.down()
+        disk.fill()
+        again = LocalCluster(tmp_path, 1)
+        try:
+            with anyio.fail_after(10), pytest.raises(LocalClusterError) as failed:
+                await again.up()
+        finally:
+            await again.down()
+            disk.release()
+    message = str(failed.value)
+    assert message.startswith(f"node 1 cannot start: the disk of {node.directory} is full (")
+    assert message.endswith(
+        " bytes free), so the node can write neither its state nor its log; free space "
+        "there, then run `cluster up` again"
+    )
+    assert "\n" not in message

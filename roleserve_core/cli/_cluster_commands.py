@@ -1,9 +1,11 @@
 """What ``roleserve cluster up|down|status`` do (``cluster`` is their command line).
 
-``up`` brings the cluster up (``LocalCluster.up``) and shows a live status table under
-the hint of how to operate it, until Ctrl-C stops the nodes it started (those it found
-running keep running, and it says so; so does a failed ``up``); ``down`` stops the nodes a
-detached ``up`` left running; ``status`` shows them, with what the leading curator knows.
+``up`` brings the cluster up (``LocalCluster.up``), one ``up`` at a time on a directory
+(``localcluster.lock``: a second waits for the first, then reports the whole cluster),
+and shows a live status table under the hint of how to operate it, until Ctrl-C stops
+the nodes it started (those it found running keep running, and it says so; so does a
+failed ``up``); ``down`` stops the nodes a detached ``up`` left running; ``status`` shows
+them, with what the leading curator knows.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from roleserve_core.cli.ctl._format import NONE, print_json
 from roleserve_core.cli.ctl._nodes import HEADERS, NOTES, node_json, node_row
 from roleserve_core.environment import CREDENTIALS_ENV
 from roleserve_core.localcluster import LocalCluster, size_for_up
+from roleserve_core.localcluster.lock import holding_up_lock
 from roleserve_core.localcluster.nodeconfig import HOSTS_FILE
 from roleserve_core.proto import management_pb2
 
@@ -38,11 +41,8 @@ def _progress(message: str) -> None:
 
 
 async def _up(args: argparse.Namespace) -> int:
-    size = size_for_up(args.dir, args.nodes)
-    cluster = LocalCluster(
-        args.dir, size, first_address=args.first_address, netns=args.netns, progress=_progress
-    )
-    _progress(f"cluster directory {cluster.directory}")
+    _progress(f"cluster directory {args.dir.absolute()}")
+    cluster: LocalCluster | None = None
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         stopped = False
         async with anyio.create_task_group() as tasks:
@@ -54,17 +54,29 @@ async def _up(args: argparse.Namespace) -> int:
                     tasks.cancel_scope.cancel()
 
             tasks.start_soon(interrupted)
-            try:
-                await cluster.up()
-            except BaseException:
-                with anyio.CancelScope(shield=True):
-                    await cluster.stop_started()
-                raise
+            async with holding_up_lock(args.dir, _progress):
+                # Read the directory only once it is this up's: another one may have
+                # grown the cluster meanwhile.
+                cluster = LocalCluster(
+                    args.dir,
+                    size_for_up(args.dir, args.nodes),
+                    first_address=args.first_address,
+                    netns=args.netns,
+                    progress=_progress,
+                )
+                try:
+                    await cluster.up()
+                except BaseException:
+                    with anyio.CancelScope(shield=True):
+                        await cluster.stop_started()
+                    raise
             if args.detach:
                 await _print_status(cluster, args.dir, json=False)
                 tasks.cancel_scope.cancel()
             else:
                 await _live_status(cluster, args.dir)
+        if cluster is None:  # interrupted while waiting for the other up
+            return 130
         if not args.detach:
             with anyio.CancelScope(shield=True):
                 every = await cluster.stop_started()

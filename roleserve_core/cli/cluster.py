@@ -158,6 +158,13 @@ def _run(command: str, args: argparse.Namespace) -> int:
     from roleserve_core.cli import _cluster_commands
 
     args.dir = (args.dir or default_cluster_directory()).expanduser()
+    if args.dir.exists() and not args.dir.is_dir():
+        report(
+            "roleserve cluster",
+            f"--dir {args.dir} is a file, not a directory; give a cluster's directory, or a "
+            "new path for a new cluster",
+        )
+        return 2
     try:
         with sole_error():
             return anyio.run(_cluster_commands.COMMANDS[command], args)

@@ -6,6 +6,7 @@
     ├── first-address   node 1's address (127.0.0.11 unless chosen); node i has the i-th;
     │                   one in 198.18.0.0/15 makes it a --netns cluster (netns.py)
     ├── owner/          the owner's access directory (written by node 1's bootstrap)
+    ├── up.lock         held by the `cluster up` at work on it (``lock``): one at a time
     ├── n1/ … nN/       each node's data directory, log (node.log), PID (node.pid) and
     │                   hosts file (hosts, when the hostsfile plugin is installed)
 
@@ -38,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import ipaddress
+import signal
 import stat
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
@@ -53,7 +55,13 @@ from roleserve_core.errors import RoleserveError
 from roleserve_core.files import write_atomically
 from roleserve_core.identity import certificate_from_pem, node_id, private_key_from_pem
 from roleserve_core.localcluster import netns as _netns
-from roleserve_core.localcluster.layout import DEFAULT_SIZE, FIRST_ADDRESS, default_roles
+from roleserve_core.localcluster.layout import (
+    DEFAULT_SIZE,
+    FIRST_ADDRESS,
+    FIRST_ADDRESS_FILE,
+    OWNER_DIRECTORY,
+    default_roles,
+)
 from roleserve_core.localcluster.management import LeaderManagement
 from roleserve_core.localcluster.nodeconfig import (
     CLUSTERNET_INTERFACE,
@@ -93,8 +101,6 @@ __all__ = [
     "size_for_up",
 ]
 
-FIRST_ADDRESS_FILE = "first-address"
-"""In the cluster's directory: node 1's address, so later commands find the nodes again."""
 STEP_TIMEOUT = 120.0
 """Seconds one step (a node enrolling, a member joining etcd) may take."""
 POLL = 0.25
@@ -263,7 +269,7 @@ class LocalCluster:
 
     @property
     def owner_directory(self) -> Path:
-        return self.directory / "owner"
+        return self.directory / OWNER_DIRECTORY
 
     def access(self) -> ClusterAccess:
         """The owner's access to the cluster."""
@@ -388,8 +394,7 @@ class LocalCluster:
         first = self.nodes[0]
         if not first.datadir.enrolled and first.pid is None:
             self.progress(f"bootstrapping a new cluster on node 1 at {first.address}")
-            self._write_config(first)
-            first.start("--bootstrap", "--owner-credentials", str(self.owner_directory))
+            self._launch(first, "--bootstrap", "--owner-credentials", str(self.owner_directory))
         for node in self.nodes:
             if not node.datadir.enrolled:
                 continue
@@ -397,8 +402,7 @@ class LocalCluster:
                 self.progress(f"node {node.index} at {node.address} runs (pid {node.pid})")
             else:
                 self.progress(f"starting node {node.index} at {node.address} (it rejoins)")
-                self._write_config(node)
-                node.start()
+                self._launch(node)
 
     def _register(self, node: LocalNode, ticket: str) -> None:
         """Start ``node`` registering with ``ticket``, which it reads from its environment:
@@ -407,8 +411,17 @@ class LocalCluster:
             self.progress(f"node {node.index} at {node.address} runs (pid {node.pid})")
             return
         self.progress(f"registering node {node.index} at {node.address}")
+        flags = ("--join-address", str(self.nodes[0].address))
+        self._launch(node, *flags, env={REGISTER_TICKET_ENV: ticket})
+
+    def _launch(self, node: LocalNode, *flags: str, env: dict[str, str] | None = None) -> None:
+        """Start ``node`` with its config written first; refused at once on a full disk,
+        where it could write neither its state nor the log line that would say so."""
+        node.directory.mkdir(parents=True, exist_ok=True)
+        if (stuck := self._full(node)) is not None:
+            raise LocalClusterError(stuck)
         self._write_config(node)
-        node.start("--join-address", str(self.nodes[0].address), env={REGISTER_TICKET_ENV: ticket})
+        node.start(*flags, env=env)
 
     def _write_config(self, node: LocalNode) -> None:
         """Before ``node`` starts: the cluster's config for a node that has none, and the
@@ -583,11 +596,19 @@ class LocalCluster:
         return members
 
     async def _healthy(self, management: Management, members: list[LocalNode]) -> bool:
-        """Every one of ``members`` UP and HEALTHY, and every consensus member running its
-        curator."""
+        """Every one of ``members`` UP and HEALTHY, every consensus member running its
+        curator, and every node this process started reporting since it started it.
+
+        The curator's HEALTHY outlives a node's process by the heartbeat timeout (15 s):
+        a node restarted here that exits at once was still HEALTHY by its old process's
+        heartbeats, and ``up`` said the cluster was up. Its first status report (which a
+        node sends on every connection) is stamped by the curator, so a stamp from
+        before the start is the old process's."""
         nodes = await self.nodes_by_id(management)
         return all(
-            (node := nodes.get(self.node_id(local) or "")) is not None and _ready(node)
+            (node := nodes.get(self.node_id(local) or "")) is not None
+            and _ready(node)
+            and _reported_since(node, local.started_at)
             for local in members
         )
 
@@ -601,28 +622,86 @@ class LocalCluster:
     ) -> None:
         """Poll ``check`` until it holds; fail naming ``what`` and the node's log, or at
         once when ``node`` or one of ``running`` exits (nothing it waits for can happen
-        then: a node that stopped is never UP and HEALTHY), or logs that it waits for the
-        operator (too little disk space: one line, ``LocalNode.refusal``)."""
+        then: a node that stopped is never UP and HEALTHY), logs that it waits for the
+        operator (too little disk space: one line, ``LocalNode.refusal``), or has a full
+        disk (where it cannot even log that)."""
         watched = [node] if node is not None else list(running)
         with anyio.move_on_after(STEP_TIMEOUT):
             while not await check():
                 for each in watched:
-                    if each.pid is None:
-                        raise LocalClusterError(self._failure(f"node {each.index} exited", each))
-                    if (refusal := each.refusal()) is not None:
-                        raise LocalClusterError(
-                            f"node {each.index} cannot start: {refusal} (its log: "
-                            f"{each.log_file}); once that is done, run `cluster up` again"
-                        )
+                    stuck = self._stuck(each)
+                    if stuck is not None:
+                        raise LocalClusterError(stuck)
                 await anyio.sleep(POLL)
             return
         raise LocalClusterError(self._failure(f"timed out waiting until {what}", node))
 
+    def _stuck(self, node: LocalNode) -> str | None:
+        """Why ``node`` will not get where ``up`` waits for it, in one line (a full disk
+        first: it is the cause of whatever else the node then did); None if nothing says
+        so yet."""
+        if (full := self._full(node)) is not None:
+            return full
+        if node.pid is None:
+            return self._exited(node)
+        if (refusal := node.refusal()) is not None:
+            return (
+                f"node {node.index} cannot start: {refusal} (its log: "
+                f"{node.log_file}); once that is done, run `cluster up` again"
+            )
+        return None
+
+    def _full(self, node: LocalNode) -> str | None:
+        """That ``node``'s disk is full, in one line; None if it is not."""
+        free = node.disk_full()
+        if free is None:
+            return None
+        if node.pid is not None:
+            state = "is stuck"
+        else:
+            state = "exited" if node.started_here else "cannot start"
+        return (
+            f"node {node.index} {state}: the disk of {node.directory} is full ({free} "
+            "bytes free), so the node can write neither its state nor its log; free "
+            "space there, then run `cluster up` again"
+        )
+
+    def _exited(self, node: LocalNode) -> str:
+        """``node`` exited: its own error line first (of this start, when ``up`` started
+        it), then where its log is; its last lines instead when it said none."""
+        said = f"node {node.index} exited{_exit_status(node.exit_status())}"
+        cause = node.own_error()
+        if cause is not None:
+            return f"{said}: {cause} (its log: {node.log_file})"
+        return self._failure(said, node)
+
     def _failure(self, what: str, node: LocalNode | None) -> str:
         if node is None:
             return f"{what}; the nodes' logs are {self.directory}/n*/node.log"
+        since = " since this start" if node.started_here else ""
         tail = "\n    ".join(node.log_tail())
-        return f"{what}; the end of {node.log_file}:\n    {tail}"
+        return f"{what}; the end of {node.log_file}{since}:\n    {tail}"
+
+
+def _exit_status(status: int | None) -> str:
+    """`` (exit status 2)``, `` (killed by SIGKILL)``; nothing when unknown."""
+    if status is None:
+        return ""
+    if status < 0:
+        try:
+            return f" (killed by {signal.Signals(-status).name})"
+        except ValueError:  # a real-time signal has no name
+            return f" (killed by signal {-status})"
+    return f" (exit status {status})"
+
+
+def _reported_since(node: management_pb2.Node, started: float | None) -> bool:
+    """Whether the curator received ``node``'s status after ``started`` (seconds since
+    the epoch, None: the node was not started here, anything goes)."""
+    if started is None:
+        return True
+    stamp = node.status.timestamp
+    return node.status.HasField("timestamp") and stamp.ToNanoseconds() >= int(started * 1e9)
 
 
 def _ready(node: management_pb2.Node) -> bool:

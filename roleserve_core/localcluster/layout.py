@@ -15,13 +15,26 @@ from __future__ import annotations
 
 import ipaddress
 
-__all__ = ["CONSENSUS_MEMBERS", "DEFAULT_SIZE", "FIRST_ADDRESS", "default_roles"]
+__all__ = [
+    "CONSENSUS_MEMBERS",
+    "DEFAULT_SIZE",
+    "FIRST_ADDRESS",
+    "FIRST_ADDRESS_FILE",
+    "OWNER_DIRECTORY",
+    "default_roles",
+]
 
 CONSENSUS_MEMBERS = 3
 DEFAULT_SIZE = 3
 """Nodes of a new cluster when ``--nodes`` is not given: the fewest that survive a loss."""
 FIRST_ADDRESS = ipaddress.IPv4Address("127.0.0.11")
 """Node 1's address unless chosen; node i has the i-th from it."""
+FIRST_ADDRESS_FILE = "first-address"
+"""In the cluster's directory: node 1's address, so later commands find the nodes again
+(and ``ctl`` knows the directory for a local cluster's)."""
+OWNER_DIRECTORY = "owner"
+"""In the cluster's directory: the owner's access directory, which node 1's bootstrap
+writes."""
 
 
 def default_roles(index: int, size: int) -> list[str]:

@@ -30,6 +30,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +41,7 @@ import anyio
 
 from roleserve_core.datadir import NodeDataDirectory
 from roleserve_core.environment import REGISTER_TICKET_ENV
+from roleserve_core.localcluster import nodelog
 from roleserve_core.localcluster.netns import in_namespace
 from roleserve_core.supervisor import WAITING_FOR_OPERATOR
 
@@ -73,6 +75,12 @@ class LocalNode:
     """The process, when this process started it (its exit status is collected here)."""
     _log_read: int | None = field(default=None, repr=False)
     """How far ``refusal`` has read the log; None unless this process started the node."""
+    _log_start: int | None = field(default=None, repr=False)
+    """Where the log stood when this process started the node: what it wrote since is
+    this start's (``nodelog``); None unless this process started it."""
+    started_at: float | None = field(default=None, repr=False)
+    """When this process started the node (seconds since the epoch: a curator stamps the
+    node's reports in the same clock); None unless it did."""
 
     @property
     def datadir(self) -> NodeDataDirectory:
@@ -130,7 +138,8 @@ class LocalNode:
         if self.namespace is not None:
             command = in_namespace(self.namespace, command)
         with self.log_file.open("ab") as log:
-            self._log_read = log.tell()
+            self._log_read = self._log_start = log.tell()
+            self.started_at = time.time()
             process = subprocess.Popen(
                 command,
                 stdin=subprocess.DEVNULL,
@@ -210,11 +219,26 @@ class LocalNode:
         return None
 
     def log_tail(self, lines: int = 20) -> Sequence[str]:
-        """The last lines of the node's log, to show when it fails."""
-        try:
-            return self.log_file.read_text(errors="replace").splitlines()[-lines:]
-        except OSError:
-            return []
+        """The last lines of the node's log, to show when it fails: of this start only
+        when this process started it (an earlier run's error would look like this one's)."""
+        return self._this_start()[-lines:]
+
+    def own_error(self) -> str | None:
+        """The node's own error line (``nodelog.own_error``), from this start only when
+        this process started it, else from the end of its log."""
+        return nodelog.own_error(self.log_tail(200))
+
+    def exit_status(self) -> int | None:
+        """The exit status of the node, once it ended, when this process started it."""
+        return self._process.poll() if self._process is not None else None
+
+    def disk_full(self) -> int | None:
+        """The bytes free where the node keeps its log and state, if too few to write
+        (``nodelog.full_disk``); None otherwise."""
+        return nodelog.full_disk(self.directory)
+
+    def _this_start(self) -> list[str]:
+        return nodelog.lines_since(self.log_file, self._log_start or 0)
 
 
 _REFUSAL = re.compile(

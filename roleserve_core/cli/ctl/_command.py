@@ -20,6 +20,7 @@ sub-command is not overwritten by the sub-command's default.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from roleserve_core.access import CREDENTIALS_ENV, ClusterAccess, resolve_access_directory
 from roleserve_core.cli._failure import report, sole_error
+from roleserve_core.cli.ctl import _local
 from roleserve_core.cli.ctl._errors import (
     EXIT_INTERRUPTED,
     EXIT_REFUSED,
@@ -80,8 +82,8 @@ def add_connection_options(parser: argparse.ArgumentParser, *, suppress: bool) -
         metavar="DIR",
         default=default(None),
         help=(
-            f"access directory (ca.pem, cert.pem, key.pem, endpoints); default: "
-            f"${CREDENTIALS_ENV}, else ~/.config/roleserve/owner"
+            f"access directory (ca.pem, cert.pem, key.pem, endpoints), or a local cluster's "
+            f"directory (its owner/); default: ${CREDENTIALS_ENV}, else ~/.config/roleserve/owner"
         ),
     )
     group.add_argument(
@@ -109,7 +111,9 @@ def add_json_option(parser: argparse.ArgumentParser) -> None:
 def add_node_argument(parser: argparse.ArgumentParser) -> None:
     """The NODE argument, resolved by ``Session.resolve``."""
     parser.add_argument(
-        "node", metavar="NODE", help="node ID, or a prefix of it that names one node"
+        "node",
+        metavar="NODE",
+        help="node ID, or a prefix of it that names one node; n1, n2, ... of a local cluster",
     )
 
 
@@ -164,11 +168,11 @@ def _run(run: Run, args: argparse.Namespace, *, without_leader: bool = False) ->
 
     :raises CtlError: for every failure this command reports.
     """
-    directory = resolve_access_directory(args.credentials)
+    directory = _local.owner_of(resolve_access_directory(args.credentials))
     try:
         access = _load_access(directory, args.endpoint)
     except CredentialsError as exc:
-        raise CtlError(str(exc), EXIT_USAGE) from None
+        raise CtlError(f"{exc}{_local_hint(args.credentials)}", EXIT_USAGE) from None
     # Imported here, not at the top: ``ctl --help`` lists every sub-command without
     # loading grpc, protobuf or cryptography, which only a call to the cluster needs.
     import anyio
@@ -179,7 +183,11 @@ def _run(run: Run, args: argparse.Namespace, *, without_leader: bool = False) ->
 
     async def in_session() -> None:
         async with open_session(
-            access, args.timeout, without_leader=without_leader, say=_note
+            access,
+            args.timeout,
+            without_leader=without_leader,
+            say=_note,
+            local_names=_local.node_names(directory),
         ) as session:
             if session.quorum is not None:
                 said = NoQuorumError(session.quorum, _start_them(directory))
@@ -215,12 +223,22 @@ def _start_them(directory: Path) -> str:
     access directory is a local cluster's (``D/owner``, beside ``D/first-address``)."""
     from roleserve_core.cli._invocation import roleserve_command
     from roleserve_core.connection.leader import START_THEM
-    from roleserve_core.localcluster.cluster import FIRST_ADDRESS_FILE
 
-    cluster = directory.parent
-    if directory.name == "owner" and (cluster / FIRST_ADDRESS_FILE).is_file():
+    cluster = _local.cluster_of(directory)
+    if cluster is not None:
         return f"start them: {roleserve_command()} cluster up --dir {cluster}"
     return START_THEM
+
+
+def _local_hint(flag: str | None) -> str:
+    """Where a local cluster's owner credentials are, when none were given (neither
+    ``--credentials`` nor ``$ROLESERVE_CREDENTIALS``) and ``cluster up``'s default
+    directory holds a cluster; else nothing."""
+    if flag or os.environ.get(CREDENTIALS_ENV):
+        return ""
+    from roleserve_core.cli.cluster import default_cluster_directory
+
+    return _local.local_credentials_hint(default_cluster_directory())
 
 
 def _load_access(directory: Path, endpoints: Sequence[str]) -> ClusterAccess:

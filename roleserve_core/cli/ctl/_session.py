@@ -14,7 +14,8 @@
       │
       ├─ session.call / session.stream: every RPC, with --timeout as its deadline, and
       │  failures turned into one-line CtlErrors that say what was being done
-      ├─ session.resolve(NODE): GetNodes, then the one node the prefix names
+      ├─ session.resolve(NODE): GetNodes, then the one node the prefix (or a local
+      │  cluster's n<i>: ``_local``) names
       └─ session.node_client(NODE): NodeManagement channel to that node's own address
          (Node.status.external_address, port 7839), verified as exactly that node
 
@@ -25,8 +26,8 @@ session closes everything, whichever way the command ends.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
-from dataclasses import dataclass
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -95,6 +96,9 @@ class Session:
     channel: grpc.aio.Channel | None = None
     """The channel ``management`` calls on: to the leader, where plugins' commands call
     their own services (``roleserve.ctl`` entry points, ``_plugins``)."""
+    local_names: Mapping[str, str] = field(default_factory=dict)
+    """``n<i>`` → node ID, when the access directory is a local cluster's (``_local``): the
+    names its status table shows, which ``resolve`` takes too."""
 
     @property
     def leader(self) -> LeaderInfo:
@@ -166,6 +170,7 @@ class Session:
         :raises CtlError: if it names none or several, listing the candidates; without a
             leader, also saying that only the members that answer can be reached.
         """
+        text = self.local_names.get(text.strip(), text)
         try:
             return match_node(await self.nodes(), text)
         except CtlError as exc:
@@ -202,12 +207,14 @@ async def open_session(
     *,
     without_leader: bool = False,
     say: Callable[[str], None] = lambda line: None,
+    local_names: Mapping[str, str] | None = None,
 ) -> AsyncIterator[Session]:
     """Find the leader and open the Management channel to it.
 
     :param call_timeout: seconds to find the leader, and for each call of the session.
     :param say: where to tell the person waiting why it takes longer (a leader found
         that does not answer).
+    :param local_names: ``n<i>`` → node ID of a local cluster (``Session.local_names``).
     :param without_leader: when the consensus has no quorum, open a session without a
         leader (``Session.quorum``) instead of failing: for commands that talk to one node.
     :raises LeaderRefusedError: as soon as every endpoint refused the connection: a
@@ -228,7 +235,9 @@ async def open_session(
         channel = secure_channel(target, access.credentials, node_id=node_id)
         await channels.enter_async_context(channel)
         management = management_pb2_grpc.ManagementStub(channel)
-        yield Session(access, leader, management, call_timeout, channels, quorum, channel)
+        yield Session(
+            access, leader, management, call_timeout, channels, quorum, channel, local_names or {}
+        )
 
 
 async def _leader_that_answers(
