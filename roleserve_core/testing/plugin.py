@@ -18,6 +18,12 @@ test suite has these fixtures without a conftest:
     test.
 ``node``
     A factory: ``await node(runtime)`` runs a ``NodeRuntime`` and returns a ``NodeHarness``.
+``terminal width`` (autouse)
+    No ``$COLUMNS`` in a test's environment, os.environ's or the process's own: tables
+    size themselves to it (``roleserve_core.cli._table``), and GNU readline, which the
+    test session imports, exports ``COLUMNS=80`` into the process's environment (not
+    ``os.environ``), so every command a test ran would have fitted 80 columns. A test
+    that wants a width sets it (``monkeypatch.setenv``).
 ``fake_cluster``
     A ``FakeCluster``: a throwaway CA, the node under test's credentials, and
     ``await fake_cluster.curator()`` for fake curators (real gRPC with mutual TLS on a
@@ -29,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -52,6 +59,13 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     """Close the loops still lingering, and give asyncio its default policy back."""
     close_lingering_loops()
     asyncio.set_event_loop_policy(None)
+
+
+@pytest.fixture(autouse=True)
+def _no_terminal_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No ``$COLUMNS`` unless the test sets it (see the module docstring)."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    os.unsetenv("COLUMNS")
 
 
 @pytest.fixture
