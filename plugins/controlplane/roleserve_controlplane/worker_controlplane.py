@@ -23,11 +23,13 @@ Values: reads ``roles``, ``bootstrap``, ``node_credentials`` and ``network``; wr
                                         the cluster's records are written, which waits
                                         until the member has recorded its bootstrap)
                 once the curator follows or leads: local_control_plane set, healthy
-                restart only when *whether* a control plane is wanted flips (not when
-                peers or certificates in the role change: etcd keeps its own membership;
-                nor when the node certificate is renewed, by the core's worker
-                ``renewal``: the curator's server reads the latest node_credentials at
-                each TLS handshake and presents the renewed certificate)
+                restart only when *whether* a control plane is wanted flips, followed
+                from the start on (a start may never end: a member its cluster refuses
+                leaves the curator waiting for etcd); not when peers or certificates in
+                the role change (etcd keeps its own membership), nor when the node
+                certificate is renewed (by the core's worker ``renewal``: the curator's
+                server reads the latest node_credentials at each TLS handshake and
+                presents the renewed certificate)
         bootstrap.pb: the CA keys dropped from it once the bootstrap committed; the file
                 deleted once node_credentials is set (the node is enrolled)
 
@@ -250,7 +252,7 @@ class ControlPlane:
                         startup = _fold(current, saved)
                     if not isinstance(startup, str):
                         from_records = startup.saved
-                        await self._start(ctx, startup)
+                        current = await self._start_following(ctx, startup, inputs, current, saved)
                 while _wanted(current, saved) == wanted:
                     self._forget_bootstrap_once_enrolled(ctx, current[2])
                     if not wanted:
@@ -258,12 +260,44 @@ class ControlPlane:
                     elif from_records:
                         ctx.set_note(FROM_RECORDS_NOTE if current[0] is None else "")
                     current = await inputs.get()
-                change = "given" if not wanted else "gone"
-                ctx.log.info("consensus_member role %s: restarting", change)
-                ctx.restart()
-                await anyio.sleep_forever()
+                await _restart(ctx, wanted)
             finally:
                 values.set(LOCAL_CONTROL_PLANE, LocalControlPlane.NONE)
+
+    async def _start_following(
+        self,
+        ctx: RunContext,
+        startup: Startup,
+        inputs: Combined,
+        current: tuple[Any, ...],
+        saved: SavedMember | None,
+    ) -> tuple[Any, ...]:
+        """Start the control plane, following the values meanwhile; the latest values.
+
+        A start may never end: a member its cluster refuses (NotAMemberError, final) leaves
+        its curator waiting for etcd. Whether a control plane is wanted may change meanwhile
+        (the roles, unknown when the member started from its own records, come from another
+        curator without the role): the worker restarts then, as it does once started.
+        """
+        latest = current
+        failed: Exception | None = None
+
+        async def follow() -> None:
+            nonlocal latest
+            while _wanted(latest, saved):
+                latest = await inputs.get()
+            await _restart(ctx, wanted=True)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(follow)
+            try:
+                await self._start(ctx, startup)
+            except Exception as exc:  # raised as itself, not in the task group's group
+                failed = exc
+            group.cancel_scope.cancel()
+        if failed is not None:
+            raise failed
+        return latest
 
     def _without_control_plane(self, ctx: RunContext) -> None:
         """No control plane on this node; a former member's data is left alone.
@@ -406,6 +440,13 @@ class ControlPlane:
         )
         ctx.set_note("")
         ctx.signal_healthy()
+
+
+async def _restart(ctx: RunContext, wanted: bool) -> None:
+    """Restart the worker: whether a control plane is wanted is no longer ``wanted``."""
+    ctx.log.info("consensus_member role %s: restarting", "gone" if wanted else "given")
+    ctx.restart()
+    await anyio.sleep_forever()
 
 
 async def _retrying_until_written(
