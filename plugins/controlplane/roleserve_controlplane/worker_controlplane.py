@@ -129,7 +129,8 @@ class Startup:
     credentials: NodeCredentials | None = None
     """The node's credentials (None while bootstrapping: the bootstrap makes them)."""
     member: Credentials | None = None
-    """Member certificate and consensus CA from the role (None while bootstrapping)."""
+    """Member certificate and consensus CA from the role, or from the member's own records
+    (``saved``); None while bootstrapping."""
     peers: Mapping[str, str] = field(default_factory=dict)
     saved: bool = False
     """Whether ``member`` and ``peers`` come from the member's own records, the roles being
