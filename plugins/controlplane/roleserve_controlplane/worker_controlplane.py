@@ -7,10 +7,15 @@ Values: reads ``roles``, ``bootstrap``, ``node_credentials`` and ``network``; wr
 ::
 
     roles, bootstrap, node_credentials, network ──fold──▶ Startup (or none)
+        (+ the member's own records)
         none:   local_control_plane = NONE; nothing on disk changes (a former member's
                 data stays: only the cluster can say the member was removed, see
                 ``_without_control_plane``); wait until a control plane is wanted, then
                 restart
+        roles unknown, but the member's own records on disk (``consensus.saved``:
+                membership record, TLS files, peers): the member they describe, as the
+                role would start it (a restart on its data), and its curator; the roles,
+                once known, confirm it (no restart) or take it away (restart: none)
         some:   too little disk space for etcd: DiskSpaceError (retried), nothing written
                 child group:  etcd      EtcdMember: bootstrap / join / restart, as its
                                         membership record says
@@ -18,11 +23,13 @@ Values: reads ``roles``, ``bootstrap``, ``node_credentials`` and ``network``; wr
                                         the cluster's records are written, which waits
                                         until the member has recorded its bootstrap)
                 once the curator follows or leads: local_control_plane set, healthy
-                restart only when *whether* a control plane is wanted flips (not when
-                peers or certificates in the role change: etcd keeps its own membership;
-                nor when the node certificate is renewed, by the core's worker
-                ``renewal``: the curator's server reads the latest node_credentials at
-                each TLS handshake and presents the renewed certificate)
+                restart only when *whether* a control plane is wanted flips, followed
+                from the start on (a start may never end: a member its cluster refuses
+                leaves the curator waiting for etcd); not when peers or certificates in
+                the role change (etcd keeps its own membership), nor when the node
+                certificate is renewed (by the core's worker ``renewal``: the curator's
+                server reads the latest node_credentials at each TLS handshake and
+                presents the renewed certificate)
         bootstrap.pb: the CA keys dropped from it once the bootstrap committed; the file
                 deleted once node_credentials is set (the node is enrolled)
 
@@ -50,7 +57,9 @@ from roleserve_controlplane.consensus import (
     EtcdRequestError,
     MemberConfig,
     MemberMode,
+    SavedMember,
     find_etcd,
+    load_saved_member,
     recorded_etcd,
     require_space,
 )
@@ -104,9 +113,11 @@ def wants_control_plane(roles: NodeRoles | None, bootstrap: BootstrapRequest | N
     return bootstrap is not None or (roles is not None and roles.consensus_member is not None)
 
 
-def _wanted(current: tuple[Any, ...]) -> bool:
+def _wanted(current: tuple[Any, ...], saved: SavedMember | None) -> bool:
+    """Whether a control plane is wanted: by the roles or a bootstrap, or, while the roles
+    are unknown, by the member's own records (``saved``, read when the worker started)."""
     roles, bootstrap, *_ = current
-    return wants_control_plane(roles, bootstrap)
+    return wants_control_plane(roles, bootstrap) or (roles is None and saved is not None)
 
 
 @dataclass(frozen=True)
@@ -118,8 +129,16 @@ class Startup:
     credentials: NodeCredentials | None = None
     """The node's credentials (None while bootstrapping: the bootstrap makes them)."""
     member: Credentials | None = None
-    """Member certificate and consensus CA from the role (None while bootstrapping)."""
+    """Member certificate and consensus CA from the role, or from the member's own records
+    (``saved``); None while bootstrapping."""
     peers: Mapping[str, str] = field(default_factory=dict)
+    saved: bool = False
+    """Whether ``member`` and ``peers`` come from the member's own records, the roles being
+    unknown (``consensus.saved``), rather than from the role."""
+
+
+FROM_RECORDS_NOTE = "the node's roles unknown: its member runs from its own records"
+"""The note while the member started from its own records and the roles are still unknown."""
 
 
 def fold(
@@ -127,8 +146,15 @@ def fold(
     bootstrap: BootstrapRequest | None,
     credentials: NodeCredentials | None,
     network: NetworkStatus | None,
+    saved: SavedMember | None = None,
 ) -> Startup | str:
-    """The startup, or what is still missing (a note for the status)."""
+    """The startup, or what is still missing (a note for the status).
+
+    While the roles are unknown (None: not saved, corrupt, no curator answering yet), the
+    member of ``saved`` (this node's own, by its name) starts as the role started it last:
+    on a node that is its cluster's only consensus member, the roles would otherwise never
+    come, the curator that sends them running on etcd. Known roles always decide.
+    """
     if network is None or network.external_address is None:
         return "waiting for the node's address"
     address = network.external_address
@@ -136,7 +162,17 @@ def fold(
         return Startup(address, bootstrap=bootstrap)
     if credentials is None:
         return "waiting for the node's credentials"
-    if roles is None or roles.consensus_member is None:
+    if roles is None and saved is not None and saved.name == credentials.node_id:
+        return Startup(
+            address,
+            credentials=credentials,
+            member=saved.credentials,
+            peers=saved.peers,
+            saved=True,
+        )
+    if roles is None:
+        return "waiting for the node's roles"
+    if roles.consensus_member is None:
         return "no consensus_member role"
     role = roles.consensus_member
     member = Credentials(
@@ -146,6 +182,12 @@ def fold(
     )
     peers = {peer.name: peer.url for peer in role.peers}
     return Startup(address, credentials=credentials, member=member, peers=peers)
+
+
+def _fold(current: tuple[Any, ...], saved: SavedMember | None) -> Startup | str:
+    """``fold`` of the worker's combined values."""
+    roles, bootstrap, credentials, network = current
+    return fold(roles, bootstrap, credentials, network, saved)
 
 
 def _bootstrapped_member(roles: NodeRoles | None, credentials: NodeCredentials | None) -> bool:
@@ -195,31 +237,68 @@ class ControlPlane:
         """Runs etcd and the curator while this node bootstraps or is a consensus member."""
         values = self.node.values
         sources = (values.read(ROLES), values.read(BOOTSTRAP), values.read(NODE_CREDENTIALS))
+        saved = load_saved_member(self.member_directory)
         async with Combined(*sources, values.read(NETWORK)) as inputs:
             current = await inputs.get()
-            wanted = _wanted(current)
+            wanted = _wanted(current, saved)
+            from_records = False
             try:
                 if not wanted:
                     self._without_control_plane(ctx)
                 else:
-                    startup = fold(*current)
-                    while isinstance(startup, str) and _wanted(current):
+                    startup = _fold(current, saved)
+                    while isinstance(startup, str) and _wanted(current, saved):
                         ctx.set_note(startup)
                         current = await inputs.get()
-                        startup = fold(*current)
+                        startup = _fold(current, saved)
                     if not isinstance(startup, str):
-                        await self._start(ctx, startup)
-                while _wanted(current) == wanted:
+                        from_records = startup.saved
+                        current = await self._start_following(ctx, startup, inputs, current, saved)
+                while _wanted(current, saved) == wanted:
                     self._forget_bootstrap_once_enrolled(ctx, current[2])
                     if not wanted:
                         self._say_without(ctx, current[0])
+                    elif from_records:
+                        ctx.set_note(FROM_RECORDS_NOTE if current[0] is None else "")
                     current = await inputs.get()
-                change = "given" if not wanted else "gone"
-                ctx.log.info("consensus_member role %s: restarting", change)
-                ctx.restart()
-                await anyio.sleep_forever()
+                await _restart(ctx, wanted)
             finally:
                 values.set(LOCAL_CONTROL_PLANE, LocalControlPlane.NONE)
+
+    async def _start_following(
+        self,
+        ctx: RunContext,
+        startup: Startup,
+        inputs: Combined,
+        current: tuple[Any, ...],
+        saved: SavedMember | None,
+    ) -> tuple[Any, ...]:
+        """Start the control plane, following the values meanwhile; the latest values.
+
+        A start may never end: a member its cluster refuses (NotAMemberError, final) leaves
+        its curator waiting for etcd. Whether a control plane is wanted may change meanwhile
+        (the roles, unknown when the member started from its own records, come from another
+        curator without the role): the worker restarts then, as it does once started.
+        """
+        latest = current
+        failed: Exception | None = None
+
+        async def follow() -> None:
+            nonlocal latest
+            while _wanted(latest, saved):
+                latest = await inputs.get()
+            await _restart(ctx, wanted=True)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(follow)
+            try:
+                await self._start(ctx, startup)
+            except Exception as exc:  # raised as itself, not in the task group's group
+                failed = exc
+            group.cancel_scope.cancel()
+        if failed is not None:
+            raise failed
+        return latest
 
     def _without_control_plane(self, ctx: RunContext) -> None:
         """No control plane on this node; a former member's data is left alone.
@@ -266,6 +345,13 @@ class ControlPlane:
         assert startup.credentials is not None
         assert startup.member is not None
         config = self._member_config(startup, startup.credentials.node_id, startup.member, binary)
+        if startup.saved:
+            ctx.log.info(
+                "the node's roles are unknown: starting its etcd member from its own records "
+                "in %s (membership record, TLS files, peers), as its role last started it; "
+                "the roles, once known, confirm it or take it away",
+                self.member_directory,
+            )
         member = EtcdMember(config)
         ctx.run("etcd", member)
         await self._run_curator(ctx, config, startup.credentials, member)
@@ -355,6 +441,13 @@ class ControlPlane:
         )
         ctx.set_note("")
         ctx.signal_healthy()
+
+
+async def _restart(ctx: RunContext, wanted: bool) -> None:
+    """Restart the worker: whether a control plane is wanted is no longer ``wanted``."""
+    ctx.log.info("consensus_member role %s: restarting", "gone" if wanted else "given")
+    ctx.restart()
+    await anyio.sleep_forever()
 
 
 async def _retrying_until_written(

@@ -52,6 +52,7 @@ from roleserve_core.testing import (
     FakeClock,
     NodeHarness,
     PluginHarness,
+    SupervisorRunner,
     poll_until,
     wait_for_value,
 )
@@ -249,6 +250,51 @@ async def test_an_unknown_role_changes_nothing_on_disk(node: StartNode, tmp_path
     assert sorted(p.name for p in member.iterdir()) == ["data", "membership.json"]
     assert value_of(harness, LOCAL_CONTROL_PLANE) == LocalControlPlane.NONE
     assert harness.status(WORKER).note == "waiting for the node's roles"
+
+
+async def test_a_removed_member_is_refused_from_its_records_and_kept(
+    node: StartNode, binary: EtcdBinary, tmp_path: Path, supervisor_runner: SupervisorRunner
+) -> None:
+    """While the roles are unknown, a member starts from its own records (issue 28: the
+    cluster's only member waited for ever), with the checks of every restart: one the cluster
+    removed is refused, and nothing is deleted. The worker follows the
+    values while etcd is refused: the roles, once known without the role, restart it
+    without a control plane."""
+    address = subnet()
+    first = await start(node, binary, tmp_path / "first", address(0))
+    first.set(BOOTSTRAP, BootstrapRequest(generate_key()))
+    lcp = await control_plane(first, running=True)
+    boot: Bootstrapped = value_of(first, BOOTSTRAPPED)
+    endpoint = lcp.curator_endpoint or ""
+    await until_it_leads(endpoint, boot)
+    second = await start(node, binary, tmp_path / "second", address(1))
+    key = generate_key()
+    credentials = await enrol_node(endpoint, boot.node.node_id, boot.owner, key, address(1))
+    second.set(NODE_CREDENTIALS, credentials)
+    roles = await update_roles(boot, endpoint, credentials.node_id, "consensus_member", True)
+    second.set_roles(roles)
+    await control_plane(second, running=True)
+    # The role taken away (the leader removes the member), the node down before it learns.
+    await update_roles(boot, endpoint, credentials.node_id, "consensus_member", False)
+    await supervisor_runner.stop(second.supervisor)
+    member = tmp_path / "second" / "plugins" / "controlplane" / "etcd"
+    before = sorted(path.name for path in member.iterdir())
+    wal = wal_files(member / "data")
+
+    again = await start(node, binary, tmp_path / "second", address(1))
+    again.set(NODE_CREDENTIALS, credentials)
+    refused = await again.wait_status(f"{WORKER}.etcd", lambda s: s.last_error is not None)
+    assert refused.last_error is not None
+    assert refused.last_error.type.endswith("NotAMemberError")
+    assert "is not in the member list of its cluster" in refused.last_error.message
+    assert sorted(path.name for path in member.iterdir()) == before
+    assert wal_files(member / "data") == wal
+
+    again.set_roles(NodeRoles())
+    left = await again.wait_status(WORKER, lambda s: s.note == "no consensus_member role")
+    assert left.restarts == 1
+    assert value_of(again, LOCAL_CONTROL_PLANE) == LocalControlPlane.NONE
+    assert sorted(path.name for path in member.iterdir()) == before
 
 
 async def test_a_missing_etcd_is_final_at_once_and_restarting_after_the_fix_runs_it(

@@ -10,7 +10,8 @@
                                 refuses without the disk space etcd needs (``space``),
                                 names corrupt data in one line (``corruption``) and
                                 rejoins once the leader rebuilds it (``record``),
-                                restarts an etcd that stops answering (``liveness``)
+                                restarts an etcd that stops answering (``liveness``);
+                                keeps what its role gave it (``saved``: SavedMember)
     EtcdClient ── adapter over etcd3aio: keys, transactions, watches, leases, members
     Membership ── add learner, promote once caught up, remove (refused if quorum would go)
     Election ── leader election on a lease; Leadership.lost tells the holder it lost
@@ -87,6 +88,7 @@ from roleserve_controlplane.consensus.member import (
 )
 from roleserve_controlplane.consensus.membership import MemberHealth, Membership
 from roleserve_controlplane.consensus.record import MembershipRecord
+from roleserve_controlplane.consensus.saved import PEERS_FILE, SavedMember, load_saved_member
 from roleserve_controlplane.consensus.space import require_space
 
 __all__ = [
@@ -99,6 +101,7 @@ __all__ = [
     "ETCD_SERVER_NAME",
     "FAULT_VARIABLE",
     "MEMBERSHIP_FILE",
+    "PEERS_FILE",
     "Alarm",
     "Campaign",
     "ConsensusCA",
@@ -141,6 +144,7 @@ __all__ = [
     "PeersUnreachableError",
     "QuorumError",
     "RevisionCompactedError",
+    "SavedMember",
     "TransactionResult",
     "WatchCompactedError",
     "WatchEvent",
@@ -151,6 +155,7 @@ __all__ = [
     "delete_operation",
     "find_etcd",
     "get_operation",
+    "load_saved_member",
     "put_operation",
     "recorded_etcd",
     "require_space",

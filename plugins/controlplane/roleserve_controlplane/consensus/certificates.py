@@ -38,7 +38,7 @@ from roleserve_core.identity import (
     issue_certificate,
 )
 
-__all__ = ["ETCD_SERVER_NAME", "ConsensusCA", "TLSFiles", "write_tls_files"]
+__all__ = ["ETCD_SERVER_NAME", "ConsensusCA", "TLSFiles", "tls_files", "write_tls_files"]
 
 ETCD_SERVER_NAME = "etcd.roleserve.invalid"
 """A DNS name of every member certificate; clients verify members against it."""
@@ -114,12 +114,20 @@ class TLSFiles:
     key: Path
 
 
+def tls_files(directory: Path) -> TLSFiles:
+    """Where a member's TLS files lie in ``directory``."""
+    return TLSFiles(directory / "ca.pem", directory / "member.pem", directory / "member-key.pem")
+
+
 def write_tls_files(directory: Path, credentials: Credentials) -> TLSFiles:
-    """Write ``credentials`` as ``ca.pem``, ``member.pem``, ``member-key.pem`` (0600)."""
+    """Write ``credentials`` as ``ca.pem``, ``member.pem``, ``member-key.pem`` (0600).
+
+    The member writes them at every start, so they also keep the role's member certificate
+    and consensus CA for a start while the node's roles are unknown (``saved``)."""
     if credentials.ca_certificate is None:
         raise ValueError("member credentials need the consensus CA")
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    files = TLSFiles(directory / "ca.pem", directory / "member.pem", directory / "member-key.pem")
+    files = tls_files(directory)
     write_atomically(files.ca, certificate_to_pem(credentials.ca_certificate))
     write_atomically(files.certificate, credentials.certificate_pem)
     write_atomically(files.key, credentials.key_pem, 0o600)

@@ -10,6 +10,8 @@
     │     no record, no peers ──▶ bootstrap a new one-member cluster
     │     no record, peers ──▶ join an existing cluster (as the learner added for it)
     │     data without a record (an interrupted bootstrap or join) ──▶ moved aside, again
+    │   and saves the peers it planned with (``peers.json``): with the TLS files and the
+    │   record, what a start needs while the node's roles are unknown (``saved``)
     ├── refuses (final) an etcd older than the one recorded with the data; records the
     │   binary it runs in etcd-binary.json when it creates the data, or upgrades it
     ├── starts etcd through the core's runner (``roleserve_core.process``), recorded in the
@@ -76,6 +78,7 @@ from roleserve_controlplane.consensus.record import (
     check_membership,
     plan_start,
 )
+from roleserve_controlplane.consensus.saved import save_peers
 from roleserve_controlplane.consensus.space import disk_full, require_space
 from roleserve_core import (
     Bind,
@@ -285,6 +288,7 @@ class EtcdMember:
         # perhaps moved aside); start_program would stop it only later.
         await stop_leftover("etcd", self.program_spec(tls).record_path, config.stop_grace, ctx.log)
         start = await plan_start(config, ctx.log)
+        save_peers(config.directory, start.peers)
         step = "bootstrap" if start.mode is MemberMode.BOOTSTRAP else "join"
         ctx.log.info("starting %s as member %s: %s", config.binary, config.name, start.mode.value)
         config.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
