@@ -41,9 +41,14 @@ DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 """The errors of a write that met a full filesystem (or the user's quota on it)."""
 
 
-class DiskFullError(ResourceError):
+class DiskFullError(ResourceError, OSError):
     """A write failed for want of space: one line naming the path, the filesystem it is on
-    and what to do (see the module docstring)."""
+    and what to do (see the module docstring).
+
+    Also an ``OSError`` with the cause's ``errno``, ``strerror`` and file name: code that
+    caught the ``OSError`` of ``write_atomically`` before it raised this (a plugin's own
+    ``except OSError``, which the plugin API promise keeps working) still catches it.
+    """
 
     def __init__(self, path: Path | None, cause: OSError) -> None:
         self.path = path
@@ -54,6 +59,13 @@ class DiskFullError(ResourceError):
         else:
             where = f"no space left on the filesystem mounted at {self.mount} (writing {path})"
         super().__init__(f"{where}: {reason}; free space there, and this starts again by itself")
+        self.errno = cause.errno
+        self.strerror = cause.strerror
+        self.filename = os.fspath(path) if path is not None else cause.filename
+
+    def __str__(self) -> str:
+        """The one line (OSError's own would be ``[Errno 28] …: 'path'``)."""
+        return str(self.args[0])
 
 
 def disk_full_error(error: BaseException, path: Path | str | None = None) -> DiskFullError | None:

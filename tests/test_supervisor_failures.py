@@ -8,14 +8,16 @@ supervisor runs on the fake clock with jitter-free backoff (``supervisor_runner`
 from __future__ import annotations
 
 import errno
+import os
 from collections.abc import Callable
+from pathlib import Path
 
 import anyio
 import grpc
 import pytest
 from grpc.aio import AioRpcError, Metadata
 
-from roleserve_core import ExpectedError, FinalError, ResourceError
+from roleserve_core import DiskFullError, ExpectedError, FinalError, ResourceError, write_atomically
 from roleserve_core.supervisor import (
     WAITING_FOR_OPERATOR,
     FailureKind,
@@ -266,4 +268,25 @@ async def test_a_full_disk_is_one_error_line_for_the_operator_not_a_traceback(
         "ERROR",
         f"{WAITING_FOR_OPERATOR}{message}; restarting in 0.50s",
         None,
+    )
+
+
+def test_a_full_disk_met_by_write_atomically_is_still_the_oserror_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plugin API promise: ``write_atomically`` raised an ``OSError`` on a full disk,
+    and a plugin's ``except OSError`` (the hostsfile plugin's, for one) must still catch the
+    ``DiskFullError`` it raises now, with the cause's errno, and the one line as its text."""
+
+    def full(*args: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    path = tmp_path / "state.json"
+    with pytest.raises(OSError, match="^no space left on the filesystem mounted at") as failed:
+        write_atomically(path, b"{}")
+    assert isinstance(failed.value, DiskFullError)
+    assert (failed.value.errno, failed.value.strerror) == (errno.ENOSPC, "No space left on device")
+    assert str(failed.value).startswith(
+        f"no space left on the filesystem mounted at / (writing {path})"
     )
