@@ -283,7 +283,7 @@ def test_a_full_disk_met_by_write_atomically_is_still_the_oserror_it_was(
 
     monkeypatch.setattr(os, "fsync", full)
     path = tmp_path / "state.json"
-    with pytest.raises(OSError, match="^no space left on the filesystem mounted at") as failed:
+    with pytest.raises(OSError, match=r"^no space left on the filesystem mounted at") as failed:
         write_atomically(path, b"{}")
     assert isinstance(failed.value, DiskFullError)
     assert (failed.value.errno, failed.value.strerror) == (errno.ENOSPC, "No space left on device")
