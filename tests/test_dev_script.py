@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -55,3 +56,28 @@ def test_roleserve_runs_in_the_callers_directory(tmp_path: Path) -> None:
         assert not in_checkout.exists()
     finally:
         shutil.rmtree(in_checkout, ignore_errors=True)  # written there before the fix
+
+
+def test_kube_binaries_without_go_is_one_line(tmp_path: Path) -> None:
+    """``./dev kube-binaries`` on a PATH without go: one line saying to install Go and run
+    it again, exit 1 (the build itself: plugins/kubernetes/tests/test_kube_build.py)."""
+    uv = os.environ.get("UV") or shutil.which("uv")
+    assert uv, "the tests run under uv, which names itself in UV"
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "uv").symlink_to(uv)
+    uv_cache = subprocess.run([uv, "cache", "dir"], capture_output=True, text=True, check=True)
+    environ = {
+        "PATH": f"{tools}:/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "UV_CACHE_DIR": uv_cache.stdout.strip(),
+    }
+    done = subprocess.run(
+        [str(DEV), "kube-binaries"], env=environ, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 1
+    assert done.stderr == (
+        "kube-binaries: go is not on PATH: install Go 1.26 or later (https://go.dev/dl/, or"
+        " /usr/local/go/bin on PATH) and run ./dev kube-binaries again\n"
+    )
