@@ -22,6 +22,7 @@ import ipaddress
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -114,6 +115,7 @@ def brittle_cluster(
 
 
 def ctl(cluster: LocalCluster, *args: str) -> str:
+    """``ctl ARGS`` as ``python -m roleserve_core``, the command its hints name."""
     command = [sys.executable, "-m", "roleserve_core", "ctl", "--credentials"]
     done = subprocess.run(
         [*command, str(cluster.owner_directory), *args],
@@ -127,9 +129,12 @@ def ctl(cluster: LocalCluster, *args: str) -> str:
 
 
 @pytest.mark.timeout(300)
-def test_a_plugin_that_fails_is_seen_in_the_nodes_status(brittle_cluster: LocalCluster) -> None:
-    """The node runs without it (its heartbeat is healthy), and every operator sees that:
+def test_a_plugin_that_fails_is_seen_in_the_nodes_status(
+    brittle_cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The node started without it (its heartbeat is healthy), and every operator sees that:
     ``ctl nodes`` marks it, ``ctl plugins NODE`` says which plugin, its version and why."""
+    monkeypatch.delenv("ROLESERVE_COMMAND", raising=False)  # hints name python -m
     cluster = brittle_cluster
     anyio.run(cluster.up)
     try:
@@ -152,8 +157,8 @@ def test_a_plugin_that_fails_is_seen_in_the_nodes_status(brittle_cluster: LocalC
         _header, row, line = ctl(cluster, "nodes").splitlines()
         assert re.split(r" {2,}", row.strip())[5] == "HEALTHY!"
         assert line == (
-            f"{node_id}: ! plugin brittle failed: it runs without; "
-            f"`roleserve ctl plugins {node_id}` says why"
+            f"{node_id}: ! plugin brittle failed: it started without; "
+            f"`{shlex.quote(sys.executable)} -m roleserve_core ctl plugins {node_id}` says why"
         )
 
         plugins = {

@@ -136,9 +136,12 @@ def roleserve_workers(node: NodeContext) -> list[Worker]:
     :returns: ``Worker`` objects; each runs at ``root.role.<name>`` while its ``when``
         predicate holds for the node's roles. Return ``[]`` if the plugin has none.
 
-    Synchronous only. If it raises, the plugin is marked failed and none of its workers
-    run. A worker whose name another plugin already uses is refused, with an error naming
-    both plugins.
+    Synchronous only. If it raises a ``ConfigError`` (the plugin's own check across its
+    settings), the node refuses to start, exit code 2, with that one line naming the file
+    and the section, as for a setting its ``Setting`` does not allow; ``roleserve node
+    config`` refuses the same file. If it raises anything else, the plugin is marked failed
+    and none of its workers run. A worker whose name another plugin already uses is
+    refused, with an error naming both plugins.
 
     Implement it by building ``Worker(name, run, when=..., reads=(...))`` values; gate on
     roles with a predicate such as ``lambda roles: roles.kubernetes_worker is not None``,

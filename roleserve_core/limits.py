@@ -42,6 +42,7 @@ __all__ = [
     "MAX_PLUGINS",
     "MAX_PLUGIN_ERROR_LENGTH",
     "MAX_PLUGIN_NAME_LENGTH",
+    "MAX_PLUGIN_STATE_LENGTH",
     "MAX_PREFIXES",
     "MAX_READ_BYTES",
     "MAX_REQUEST_BYTES",
@@ -114,13 +115,17 @@ MAX_ROLE_PARAMETER_VALUE_LENGTH = 256
 MAX_HANDLED_CUSTOM_ROLES = 64
 """Custom role names a node reports as handled by its plugins."""
 MAX_VERSION_LENGTH = 64
-"""Characters of the version a node reports."""
+"""Characters of the version a node reports, its own or a plugin's; the node cuts a longer
+one (a local version, ``0.1.dev7+g...``, can be long), as it cuts each of its plugins' texts:
+the curator refuses the whole status for one field too long."""
 MAX_INSTANCE_LENGTH = 64
 """Characters of a node process's instance ID (32 hex digits in roleserve)."""
 MAX_PLUGINS = 32
 """Plugins a node reports in its status (the core's are 8); a node reports the first."""
 MAX_PLUGIN_NAME_LENGTH = 64
-"""Characters of a reported plugin's name, or of its state."""
+"""Characters of a reported plugin's name."""
+MAX_PLUGIN_STATE_LENGTH = MAX_PLUGIN_NAME_LENGTH
+"""Characters of a reported plugin's state."""
 MAX_PLUGIN_ERROR_LENGTH = 256
 """Characters of a reported plugin's error; the node cuts a longer one (its log and
 ``roleserve plugins`` on the node keep it whole)."""

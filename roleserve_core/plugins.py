@@ -60,6 +60,7 @@ from roleserve_core.plugincheck import (
     unknown_hook_message,
 )
 from roleserve_core.settings import Setting, check_declaration
+from roleserve_core.text import cut
 from roleserve_core.version import CORE_DISTRIBUTION, core_version
 
 __all__ = [
@@ -274,8 +275,7 @@ class HookCall:
 
 
 def _short(obj: object, limit: int = 300) -> str:
-    text = repr(obj)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return cut(repr(obj), limit)
 
 
 def _describe(plugin: object) -> str:

@@ -43,6 +43,7 @@ from roleserve_core.errors import (
     UnknownValueKeyError,
 )
 from roleserve_core.event import Value, ValueWatch, Watcher
+from roleserve_core.text import cut
 
 __all__ = [
     "PluginValues",
@@ -321,9 +322,7 @@ class ValueRegistry:
         }
         current = None
         if stats.is_set:
-            current = repr(entry.value.get_nowait())
-            if len(current) > _REPR_LIMIT:
-                current = current[: _REPR_LIMIT - 1] + "…"
+            current = cut(repr(entry.value.get_nowait()), _REPR_LIMIT)
         return ValueInfo(
             name=entry.key.name,
             type=entry.key.type.__qualname__,

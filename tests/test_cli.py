@@ -635,6 +635,32 @@ def test_node_config_refuses_a_zero_interval_of_an_installed_plugin(
     assert err.count("\n") == 1
 
 
+@pytest.mark.parametrize(
+    ("line", "named"),
+    [
+        ("lease_ttl = 0", "lease_ttl must be an integer of at least 1, not 0"),
+        ("heartbeat_ms = -5", "heartbeat_ms must be an integer of at least 1, not -5"),
+        ("election_ms = 0", "election_ms must be an integer from 5 to 50000, not 0"),
+        ("node_prefix_length = 0", "node_prefix_length must be an integer from 1 to 128, not 0"),
+        (
+            'cluster_network = "8.8.0.0/16"',
+            "cluster_network must be a private network in canonical CIDR form",
+        ),
+    ],
+)
+def test_node_config_refuses_a_controlplane_setting_its_worker_cannot_use(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, line: str, named: str
+) -> None:
+    """Accepted before, each left the controlplane worker DEAD (or etcd refusing to start)
+    while the command exited 0."""
+    code, out, err = node_config(capsys, tmp_path, f"[plugins.controlplane]\n{line}\n")
+    assert (code, out) == (2, "")
+    assert err.startswith(
+        f"roleserve node: error: {tmp_path / 'roleserve.toml'}: [plugins.controlplane] {named}"
+    )
+    assert err.count("\n") == 1
+
+
 def test_node_config_warns_about_a_section_it_does_not_check(
     install: Install,
     monkeypatch: pytest.MonkeyPatch,

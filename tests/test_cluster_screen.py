@@ -108,3 +108,28 @@ def test_the_status_table_fits_an_80_column_terminal(
         assert row[2].endswith("…")
         assert identity.startswith(row[2].removesuffix("…"))
     assert rows[1][5] == "HEARTBEAT_TIME…"
+
+
+def test_the_status_table_names_a_failed_plugin_under_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The row's '!' says that a plugin failed; the line under the table, as under
+    ``ctl nodes``, says which and where to read why, fitted to the terminal."""
+    cluster = LocalCluster(tmp_path, 2)
+    nodes = known_nodes(cluster)
+    second = list(nodes.values())[1]
+    second.status.plugins.add(name="brittle", version="0.3", state="failed", error="no spool")
+
+    async def leader_says(_: LocalCluster) -> dict[str, management_pb2.Node]:
+        return nodes
+
+    monkeypatch.setattr(cluster_command, "_nodes", leader_says)
+    monkeypatch.setenv("ROLESERVE_COMMAND", "./dev roleserve")
+    monkeypatch.setenv("COLUMNS", "80")
+    shown = anyio.run(cluster_command._status_table, cluster).splitlines()
+    assert max(map(len, shown)) <= 80, "\n".join(shown)
+    at = next(index for index, line in enumerate(shown) if line.startswith(second.id))
+    assert " ".join(line.strip() for line in shown[at:]) == (
+        f"{second.id}: ! plugin brittle failed: it started without; "
+        f"`./dev roleserve ctl plugins {second.id}` says why"
+    )

@@ -26,7 +26,7 @@ import grpc
 import pytest
 
 from roleserve_core import Worker, custom_role, hookimpl
-from roleserve_core.limits import MAX_PLUGIN_ERROR_LENGTH
+from roleserve_core.limits import MAX_PLUGIN_ERROR_LENGTH, MAX_VERSION_LENGTH
 from roleserve_core.plugins import BUILTIN_PLUGINS, PluginSelection, PluginSet
 from roleserve_core.ports import CURATOR_PORT, ETCD_CLIENT_PORT, endpoint
 from roleserve_core.proto import common_pb2, curator_pb2
@@ -198,6 +198,21 @@ def test_plugin_statuses_give_each_plugins_state_and_error() -> None:
     assert len(brittle.error) == MAX_PLUGIN_ERROR_LENGTH
     assert brittle.error.endswith("…")
     assert plugin_statuses(None) == ()
+
+
+def test_a_long_version_is_cut_not_sent_for_the_curator_to_refuse() -> None:
+    """The curator refuses a whole status for one field over its limit, so a 100-character
+    local version (its own or a plugin's) would stop the node reporting at all: each is
+    cut to ``MAX_VERSION_LENGTH``, ``…`` saying so."""
+    long = "1.0.dev100+g" + "0123456789abcdef" * 6  # 108 characters
+    assert len(long) > 100
+    plugins = PluginSet.load(entry_points=[])
+    plugins.register(object(), "verbose", version=long)
+    [verbose] = [status for status in plugin_statuses(plugins) if status.name == "verbose"]
+    assert verbose.version == long[: MAX_VERSION_LENGTH - 1] + "…"
+    reported = node_status(NetworkStatus(ipaddress.IPv4Address("10.0.0.5")), None, long, None)
+    assert reported is not None
+    assert reported.version == long[: MAX_VERSION_LENGTH - 1] + "…"
 
 
 @pytest.mark.parametrize(

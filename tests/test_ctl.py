@@ -635,9 +635,13 @@ def report_plugins(node: management_pb2.Node) -> None:
     )
 
 
-def test_nodes_marks_a_node_running_without_a_failed_plugin(setup: Setup, ctl: Any) -> None:
-    """Its heartbeat is healthy, but not all of it runs: '!' after the health, and a line
-    under the table naming the plugin and where to read why."""
+def test_nodes_marks_a_node_running_without_a_failed_plugin(
+    setup: Setup, ctl: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever its heartbeat says (this one timed out), not all of it runs: '!' after the
+    health, and a line under the table naming the plugin and where to read why, with the
+    command as typed. The line says "started without", true whether the node still runs."""
+    monkeypatch.setenv("ROLESERVE_COMMAND", "./dev roleserve")
     report_plugins(setup.cluster.node(setup.worker_id))
     table = ctl("nodes")
     assert table.code == 0, table.err
@@ -645,11 +649,28 @@ def test_nodes_marks_a_node_running_without_a_failed_plugin(setup: Setup, ctl: A
     assert re.split(r" {2,}", leader.strip())[5] == "HEALTHY"
     assert re.split(r" {2,}", worker.strip())[4] == "HEARTBEAT_TIMEOUT!"
     assert line == (
-        f"{setup.worker_id}: ! plugin brittle failed: it runs without; "
-        f"`roleserve ctl plugins {setup.worker_id}` says why"
+        f"{setup.worker_id}: ! plugin brittle failed: it started without; "
+        f"`./dev roleserve ctl plugins {setup.worker_id}` says why"
     )
     _leader, _new, shown = json.loads(ctl("nodes", "--json").out)
     assert shown["failed_plugins"] == ["brittle"]
+
+
+def test_nodes_wraps_its_failed_plugin_lines_to_the_terminal(
+    setup: Setup, ctl: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("ROLESERVE_COMMAND", "roleserve")
+    report_plugins(setup.cluster.node(setup.worker_id))
+    table = ctl("nodes")
+    assert table.code == 0, table.err
+    lines = table.out.splitlines()
+    assert all(len(line) <= 80 for line in lines), lines
+    at = next(index for index, line in enumerate(lines) if "! plugin brittle" in line)
+    assert " ".join(line.strip() for line in lines[at:]) == (
+        f"{setup.worker_id}: ! plugin brittle failed: it started without; "
+        f"`roleserve ctl plugins {setup.worker_id}` says why"
+    )
 
 
 def test_plugins_lists_a_nodes_plugins(setup: Setup, ctl: Any) -> None:
@@ -678,6 +699,24 @@ def test_plugins_lists_a_nodes_plugins(setup: Setup, ctl: Any) -> None:
             "state": "blocked",
             "error": "named in ROLESERVE_DISABLE_PLUGINS",
         },
+    ]
+
+
+def test_plugins_fits_the_terminal_with_each_error_under_its_row(
+    setup: Setup, ctl: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "50")
+    report_plugins(setup.cluster.node(setup.worker_id))
+    table = ctl("plugins", setup.worker_id)
+    assert table.code == 0, table.err
+    assert table.out.splitlines() == [
+        "NAME      VERSION  STATE",
+        "core      0.1.0    loaded",
+        "brittle   0.3      failed",
+        "  error: roleserve_workers raised RuntimeError: no",
+        "    spool directory",
+        "nodemgmt  0.1.0    blocked",
+        "  error: named in ROLESERVE_DISABLE_PLUGINS",
     ]
 
 

@@ -322,4 +322,4 @@ def test_the_old_name_of_what_a_loopback_node_ran_without_still_works_and_warns(
     with pytest.warns(DeprecationWarning, match=r"nodeconfig\.CLUSTERNET_OFF"):
         assert process.LOOPBACK_WITHOUT == ("clusternet",)
     with pytest.raises(AttributeError):
-        process.NO_SUCH_NAME  # noqa: B018
+        process.NO_SUCH_NAME  # noqa: B018 - the lookup is the test

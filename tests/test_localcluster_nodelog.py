@@ -3,12 +3,18 @@ and the node's own error line among them (``localcluster.nodelog``)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from roleserve_core.localcluster.cluster import _exit_status
-from roleserve_core.localcluster.nodelog import full_disk, lines_since, own_error
+from roleserve_core.localcluster.nodelog import (
+    complete_lines_since,
+    full_disk,
+    lines_since,
+    own_error,
+)
 
 ETCD_NOISE = [
     "12:00:01 WARNING root.role.controlplane.etcd: etcd: stopping serving peer traffic",
@@ -53,6 +59,39 @@ def test_lines_since_an_offset_and_from_the_start_of_a_rotated_log(tmp_path: Pat
     log.write_text("rotated\n")  # shorter than the offset: a new file
     assert lines_since(log, offset) == ["rotated"]
     assert lines_since(tmp_path / "missing", 0) == []
+
+
+def test_complete_lines_since_leave_a_line_being_written_for_the_next_read(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "node.log"
+    log.write_text("earlier\nfirst\nsecond, half")
+    start = len("earlier\n")
+    lines, offset = complete_lines_since(log, start)
+    assert (lines, offset) == (["first"], len("earlier\nfirst\n"))
+    with log.open("a") as appended:
+        appended.write(" written\n")
+    assert complete_lines_since(log, offset) == (["second, half written"], log.stat().st_size)
+    log.write_text("rotated\n")  # shorter than the offset: a new file
+    assert complete_lines_since(log, offset) == (["rotated"], len("rotated\n"))
+    assert complete_lines_since(tmp_path / "missing", 7) == ([], 7)
+
+
+def _filesystem(free: int, available: int) -> os.statvfs_result:
+    """A filesystem of 4 KiB blocks with ``free`` of them free, ``available`` of those to
+    anyone but root (the rest reserved for root)."""
+    return os.statvfs_result((4096, 4096, 1 << 20, free, available, 1000, 500, 500, 0, 255))
+
+
+@pytest.mark.parametrize(("euid", "full"), [(0, None), (1000, 0)])
+def test_root_counts_the_blocks_reserved_for_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, euid: int, full: int | None
+) -> None:
+    """5% of the disk reserved for root, none available to others: full for a user, not
+    for a root-run (``--netns``) node, which may still write 200 MiB."""
+    monkeypatch.setattr(os, "statvfs", lambda _: _filesystem(free=51_200, available=0))
+    monkeypatch.setattr(os, "geteuid", lambda: euid)
+    assert full_disk(tmp_path) == full
 
 
 def test_a_disk_with_room_is_not_full(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -27,6 +27,7 @@ import grpc
 import pytest
 
 from roleserve_core import FinalError, NodeContext, RunContext, State, Worker, hookimpl
+from roleserve_core.errors import RunnableNotFoundError
 from roleserve_core.identity import (
     Credentials,
     NodeCredentials,
@@ -497,6 +498,41 @@ async def test_follow_marks_where_a_slow_reader_lost_records() -> None:
     assert marker.message == "3 log records of x lost here: this reader fell behind"
     assert entry.message == "live 3"
     assert [e.message for e in third.entries] == ["live 4"]
+
+
+async def test_a_runnable_that_has_not_logged_yet_can_be_followed() -> None:
+    """docs/node-management.md's promise: not NOT_FOUND (as for a DN that is no runnable),
+    but a call that waits, and gets the runnable's first record when it logs."""
+    logtree = LogTree()
+    introspection = NodeIntrospection(ValueRegistry(), logtree)
+    quiet = "root.role.quiet"
+
+    def status_of(dn: str) -> object:
+        if dn != quiet:
+            raise RunnableNotFoundError(dn)
+        return object()
+
+    introspection.supervisor.set(cast(Any, SimpleNamespace(status_of=status_of)))
+    service = NodeManagementService(introspection)
+    assert quiet not in logtree.dns()
+    request = pb.GetLogsRequest(dn=quiet, backlog=-1, follow=True)
+    stream = cast(
+        AsyncGenerator[pb.GetLogsResponse, None], service.GetLogs(request, cast(Any, None))
+    )
+    try:
+        with anyio.fail_after(CALL_TIMEOUT):
+            async with anyio.create_task_group() as tasks:
+                first: list[pb.GetLogsResponse] = []
+
+                async def read() -> None:
+                    first.append(await anext(stream))
+
+                tasks.start_soon(read)
+                await anyio.wait_all_tasks_blocked()  # the call follows, the backlog empty
+                logtree.logger(quiet).info("first words")
+    finally:
+        await stream.aclose()
+    assert [(e.dn, e.message) for e in first[0].entries] == [(quiet, "first words")]
 
 
 # -- restarts -----------------------------------------------------------------------------

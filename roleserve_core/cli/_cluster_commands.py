@@ -23,7 +23,14 @@ import anyio
 from roleserve_core.cli._invocation import roleserve_command
 from roleserve_core.cli._table import fill, output_width, render_table
 from roleserve_core.cli.ctl._format import NONE, print_json
-from roleserve_core.cli.ctl._nodes import HEADERS, NOTES, node_json, node_row
+from roleserve_core.cli.ctl._nodes import (
+    HEADERS,
+    NOTES,
+    conflict_lines,
+    failed_plugin_lines,
+    node_json,
+    node_row,
+)
 from roleserve_core.environment import CREDENTIALS_ENV
 from roleserve_core.localcluster import LocalCluster, size_for_up
 from roleserve_core.localcluster.lock import holding_up_lock
@@ -161,8 +168,11 @@ async def _status_table(cluster: LocalCluster) -> str:
         rows.append([f"n{local.index}", str(local.pid or "stopped"), *cells])
     width = output_width()
     table = render_table(("NODE", "PID", *HEADERS), rows, width=width, notes=NOTES)
-    files = _hosts_files(cluster)
-    return table if files is None else f"{table}\n{fill(files, width)}"
+    listed = [node for local in cluster.nodes if (node := nodes.get(cluster.node_id(local) or ""))]
+    # The lines ctl nodes prints under its table: the row's CONFLICT or '!' alone does
+    # not say what was seen, nor which plugin failed.
+    lines = [*conflict_lines(listed), *failed_plugin_lines(listed), _hosts_files(cluster)]
+    return "\n".join([table, *(fill(line, width) for line in lines if line is not None)])
 
 
 def _hosts_files(cluster: LocalCluster) -> str | None:

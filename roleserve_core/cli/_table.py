@@ -24,12 +24,12 @@ import sys
 import textwrap
 from collections.abc import Sequence
 
+from roleserve_core.text import cut
+
 __all__ = ["fill", "output_width", "render_table"]
 
 GAP = "  "
 """Between two columns."""
-CUT = "…"
-"""Ends a cell cut to its column's width."""
 NOTHING = ("", "-")
 """Cells that say there is nothing (``-`` is every command's: ``ctl._format.NONE``): as a
 note, they would add a line that says nothing."""
@@ -68,7 +68,7 @@ def render_table(
     widths = _fitted([headers[index] for index in kept], [widths[index] for index in kept], width)
     lines = [_line([headers[index] for index in kept], widths)]
     for row in rows:
-        cells = [_cut(row[index], cut) for index, cut in zip(kept, widths, strict=True)]
+        cells = [cut(row[index], most) for index, most in zip(kept, widths, strict=True)]
         lines.append(_line(cells, widths))
         for index in noted:
             if row[index] not in NOTHING:
@@ -114,10 +114,6 @@ def _fitted(headers: Sequence[str], widths: list[int], width: int) -> list[int]:
         widest = max(cuttable, key=lambda index: widths[index])
         widths[widest] -= 1
     return widths
-
-
-def _cut(cell: str, width: int) -> str:
-    return cell if len(cell) <= width else cell[: width - 1] + CUT
 
 
 def _line(cells: Sequence[str], widths: Sequence[int]) -> str:

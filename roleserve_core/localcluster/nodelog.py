@@ -25,7 +25,14 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["FULL_BELOW", "full_disk", "lines_since", "own_error"]
+__all__ = [
+    "FULL_BELOW",
+    "complete_lines_since",
+    "free_bytes",
+    "full_disk",
+    "lines_since",
+    "own_error",
+]
 
 FULL_BELOW = 1024 * 1024
 """Bytes free under which a node's disk counts as full: no room for its log and state
@@ -39,14 +46,33 @@ _LOGGED_ERROR = re.compile(r"^\S+ (?:ERROR|CRITICAL)\s+(?P<said>\S+: .*)$")
 def lines_since(path: Path, offset: int) -> list[str]:
     """The lines of ``path`` from byte ``offset`` (from its start if the file is now
     shorter: rotated, a new file); none if it cannot be read."""
+    read = _read_since(path, offset)
+    return [] if read is None else read[1].decode(errors="replace").splitlines()
+
+
+def complete_lines_since(path: Path, offset: int) -> tuple[list[str], int]:
+    """The complete lines of ``path`` from byte ``offset``, as ``lines_since``, and the
+    offset after them, to read the next ones from: a line the node is still writing is
+    left for the next read. None read (unreadable): no lines, ``offset`` as it was."""
+    read = _read_since(path, offset)
+    if read is None:
+        return [], offset
+    start, written = read
+    complete = written[: written.rfind(b"\n") + 1]
+    return complete.decode(errors="replace").splitlines(), start + len(complete)
+
+
+def _read_since(path: Path, offset: int) -> tuple[int, bytes] | None:
+    """Where ``path`` was read from (``offset``, or 0 if rotated) and what it holds after
+    that; None if it cannot be read."""
     try:
         with path.open("rb") as log:
             if log.seek(0, os.SEEK_END) < offset:
                 offset = 0
             log.seek(offset)
-            return log.read().decode(errors="replace").splitlines()
+            return offset, log.read()
     except OSError:
-        return []
+        return None
 
 
 def own_error(lines: Sequence[str]) -> str | None:
@@ -70,8 +96,16 @@ def full_disk(directory: Path) -> int | None:
     """The bytes free on the filesystem of ``directory`` if fewer than ``FULL_BELOW``;
     None if more, or if it cannot be told."""
     try:
-        stat = os.statvfs(directory)
+        free = free_bytes(os.statvfs(directory), os.geteuid())
     except OSError:
         return None
-    free = stat.f_bavail * stat.f_frsize
     return free if free < FULL_BELOW else None
+
+
+def free_bytes(stat: os.statvfs_result, euid: int) -> int:
+    """The bytes a process of ``euid`` may still write on a filesystem: root may use the
+    blocks reserved for it (``f_bfree``), anyone else not (``f_bavail``). Counting a
+    root-run (``--netns``) node's disk by ``f_bavail`` would call a disk full that it can
+    still write, and refuse on that guess."""
+    blocks = stat.f_bfree if euid == 0 else stat.f_bavail
+    return blocks * stat.f_frsize

@@ -202,17 +202,8 @@ class LocalNode:
         (or this process did not start it)."""
         if self._log_read is None:
             return None
-        try:
-            with self.log_file.open("rb") as log:
-                if log.seek(0, os.SEEK_END) < self._log_read:
-                    self._log_read = 0  # rotated: node.log is a new file
-                log.seek(self._log_read)
-                written = log.read()
-        except OSError:
-            return None
-        complete = written[: written.rfind(b"\n") + 1]
-        self._log_read += len(complete)
-        for line in complete.decode(errors="replace").splitlines():
+        lines, self._log_read = nodelog.complete_lines_since(self.log_file, self._log_read)
+        for line in lines:
             match = _REFUSAL.match(line)
             if match is not None:
                 return f"{match['dn']}: {match['message']}"

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import anyio
 
+from roleserve_core.text import cut
+
 __all__ = [
     "ProcStat",
     "boot_id",
@@ -92,7 +94,7 @@ def command_line(pid: int, limit: int = 160) -> str | None:
             text = "[" + (_PROC / str(pid) / "comm").read_text().strip() + "]"
         except OSError:
             return None
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return cut(text, limit)
 
 
 def group_members(pgid: int) -> list[int]:

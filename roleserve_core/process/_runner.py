@@ -433,5 +433,5 @@ def program_runnable(
 
 async def _wait_listening(program: RunningProgram, binds: Sequence[Bind]) -> None:
     """Return once ``program`` itself holds every address of ``binds``."""
-    while not all(program.listens_on(bind) for bind in binds):  # noqa: ASYNC110
+    while not all(program.listens_on(bind) for bind in binds):  # noqa: ASYNC110 - /proc tells no one
         await anyio.sleep(LISTEN_POLL)

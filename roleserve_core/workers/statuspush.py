@@ -41,12 +41,19 @@ import grpc
 from roleserve_core.connection.session import on_each_connection
 from roleserve_core.errors import RoleserveError
 from roleserve_core.event import Combined, Value
-from roleserve_core.limits import MAX_PLUGIN_ERROR_LENGTH, MAX_PLUGINS
+from roleserve_core.limits import (
+    MAX_PLUGIN_ERROR_LENGTH,
+    MAX_PLUGIN_NAME_LENGTH,
+    MAX_PLUGIN_STATE_LENGTH,
+    MAX_PLUGINS,
+    MAX_VERSION_LENGTH,
+)
 from roleserve_core.node import NodeContext, Worker
 from roleserve_core.plugins import PluginSet
 from roleserve_core.ports import CURATOR_PORT, split_endpoint
 from roleserve_core.proto import common_pb2, curator_pb2, curator_pb2_grpc
 from roleserve_core.supervisor import RunContext
+from roleserve_core.text import cut
 from roleserve_core.values import (
     CURATOR_CONNECTION,
     HANDLED_CUSTOM_ROLES,
@@ -90,7 +97,7 @@ def node_status(
         return None
     status = common_pb2.NodeStatus(
         external_address=str(network.external_address),
-        version=version,
+        version=cut(version, MAX_VERSION_LENGTH),
         boot_id=boot or b"",
         handled_custom_roles=custom_roles,
         plugins=plugins,
@@ -103,23 +110,21 @@ def node_status(
 
 def plugin_statuses(plugins: PluginSet | None) -> tuple[common_pb2.PluginStatus, ...]:
     """Every plugin's name, version, state and error (or why it is blocked), in load
-    order, within what the curator accepts (``MAX_PLUGINS``, an error cut to
-    ``MAX_PLUGIN_ERROR_LENGTH``); none outside a ``NodeRuntime``."""
+    order, within what the curator accepts (``MAX_PLUGINS``, each text cut to its limit
+    in ``roleserve_core.limits``): the curator refuses a whole status with one field too
+    long, so one plugin's long local version would stop the node reporting at all. None
+    outside a ``NodeRuntime``."""
     if plugins is None:
         return ()
     return tuple(
         common_pb2.PluginStatus(
-            name=info.name,
-            version=info.version or "",
-            state=str(info.state),
-            error=_cut(info.error or info.reason or "", MAX_PLUGIN_ERROR_LENGTH),
+            name=cut(info.name, MAX_PLUGIN_NAME_LENGTH),
+            version=cut(info.version or "", MAX_VERSION_LENGTH),
+            state=cut(str(info.state), MAX_PLUGIN_STATE_LENGTH),
+            error=cut(info.error or info.reason or "", MAX_PLUGIN_ERROR_LENGTH),
         )
         for info in plugins.infos()[:MAX_PLUGINS]
     )
-
-
-def _cut(text: str, most: int) -> str:
-    return text if len(text) <= most else text[: most - 1] + "…"
 
 
 def statuspush_worker(node: NodeContext) -> Worker:

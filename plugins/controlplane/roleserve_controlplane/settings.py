@@ -5,9 +5,12 @@ The ``Setting`` records are the one source of the names, types, defaults and doc
 (types and allowed ranges) before the node starts, and ``roleserve plugins`` lists them.
 ``ControlPlaneSettings`` gathers the checked values into one typed object for the worker.
 Its properties check a value against its ``Setting`` again only for an object built by hand
-(a test's, another plugin's): from a node's configuration it always holds. The cluster
-network and the prefix length are checked together, at bootstrap, which no ``Setting`` can
-say.
+(a test's, another plugin's): from a node's configuration it always holds. Each setting is
+checked alone before the node starts (``node config`` too): the cluster network is a
+private network in canonical CIDR form, the prefix length within 1..128. Together (the
+prefix longer than the network's, at most /32 for IPv4) they are checked at bootstrap,
+which no ``Setting`` can say; so is etcd's rule that ``election_ms`` be at least five
+``heartbeat_ms`` (etcd refuses to start otherwise, naming both).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from roleserve_controlplane.curator.prefixes import (
     DEFAULT_NODE_PREFIX_LENGTH,
     ClusterNetwork,
     ClusterNetworkError,
+    parse_network,
 )
 from roleserve_core import ConfigError, FinalError, Setting
 
@@ -69,25 +73,50 @@ LEASE_TTL: Setting[int] = Setting(
     int,
     DEFAULT_TTL,
     "Seconds the leading curator's lease lasts; a failover takes about this long.",
+    minimum=1,
 )
 HEARTBEAT_MS: Setting[int] = Setting(
-    "heartbeat_ms", int, 100, "etcd's heartbeat interval, in milliseconds."
+    "heartbeat_ms",
+    int,
+    100,
+    "etcd's heartbeat interval, in milliseconds (at most a fifth of election_ms).",
+    minimum=1,
 )
 ELECTION_MS: Setting[int] = Setting(
-    "election_ms", int, 1000, "etcd's election timeout, in milliseconds."
+    "election_ms",
+    int,
+    1000,
+    "etcd's election timeout, in milliseconds (at least five heartbeat_ms).",
+    minimum=5,
+    maximum=50_000,  # etcd refuses a longer one
 )
+
+
+def _is_cluster_network(text: str) -> bool:
+    """Whether ``text`` is a network a bootstrap accepts (``parse_network``)."""
+    try:
+        parse_network(text)
+    except ClusterNetworkError:
+        return False
+    return True
+
 
 CLUSTER_NETWORK: Setting[str] = Setting(
     "cluster_network",
     str,
     DEFAULT_CLUSTER_NETWORK,
     "The private network node prefixes are allocated from (CIDR); used at bootstrap only.",
+    predicate=_is_cluster_network,
+    requirement="a private network in canonical CIDR form, e.g. 10.192.0.0/11",
 )
 NODE_PREFIX_LENGTH: Setting[int] = Setting(
     "node_prefix_length",
     int,
     DEFAULT_NODE_PREFIX_LENGTH,
-    "The length of each node's prefix of the cluster network; used at bootstrap only.",
+    "The length of each node's prefix of the cluster network, longer than the network's "
+    "own (at most 32 for IPv4); used at bootstrap only.",
+    minimum=1,
+    maximum=128,  # an IPv6 cluster network's longest; an IPv4 one's is checked at bootstrap
 )
 
 

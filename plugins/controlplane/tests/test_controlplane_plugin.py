@@ -98,6 +98,29 @@ def test_a_bad_cluster_network_is_refused_in_one_line_when_used(
     assert "\n" not in str(refused.value)
 
 
+@pytest.mark.parametrize(
+    ("name", "refused", "accepted"),
+    [
+        ("lease_ttl", 0, 1),
+        ("heartbeat_ms", 0, 1),
+        ("election_ms", 4, 50_000),
+        ("election_ms", 50_001, 5),
+        ("node_prefix_length", 0, 128),
+        ("node_prefix_length", 129, 1),
+        ("cluster_network", "8.8.0.0/16", "fd00:10::/48"),
+        ("cluster_network", "10.192.0.1/11", "10.192.0.0/11"),
+    ],
+)
+def test_each_setting_refuses_what_its_worker_could_not_use(
+    name: str, refused: object, accepted: object
+) -> None:
+    """Checked before the node starts (``node config`` too), not when the worker (or etcd)
+    meets the value and stays DEAD."""
+    [setting] = [setting for setting in SETTINGS if setting.name == name]
+    assert setting.not_allowed(refused) is not None
+    assert setting.not_allowed(accepted) is None
+
+
 def test_maintenance_settings_make_the_policy_and_a_bad_one_is_refused_in_one_line() -> None:
     settings = ControlPlaneSettings.of(
         {"quota_backend_bytes": 8 << 20, "defrag_free_bytes": 0, "defrag_free_ratio": 0.25}

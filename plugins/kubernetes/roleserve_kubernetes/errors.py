@@ -30,6 +30,7 @@ for another prefix.
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 
 from roleserve_core import ExpectedError, FinalError, RoleserveError
@@ -53,12 +54,34 @@ class SocketPathError(KubernetesError, FinalError):
     """A socket's path (containerd's ``.ttrpc`` twin, say) is longer than the program that
     binds it takes; names the path, its length, the limit and the setting to change."""
 
-    def __init__(self, path: Path, limit: int, program: str, setting: str) -> None:
+    def __init__(
+        self, path: Path, limit: int, program: str | None = None, setting: str | None = None
+    ) -> None:
         self.path = path
+        if program is None or setting is None:
+            super().__init__(_old_message(path, limit))
+            return
         super().__init__(
             f"{program}'s socket {path} is {len(os.fsencode(path))} bytes, more than "
             f"{program} takes ({limit}); {setting}"
         )
+
+
+def _old_message(socket: Path, limit: int) -> str:
+    """``SocketPathError(socket, limit)``'s message, as before ``program`` and ``setting``
+    (0.1.0: ``socket`` is containerd's gRPC socket, the message names its ``.ttrpc`` twin).
+    Deprecated, with a warning naming the new arguments."""
+    warnings.warn(
+        "SocketPathError(path, limit) is deprecated: pass program and setting too "
+        "(SocketPathError(path, limit, program, setting)), naming the program that binds "
+        "the socket and the setting to change",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return (
+        f"containerd's socket {socket}.ttrpc is {len(os.fsencode(socket)) + 6} bytes, more "
+        f"than a unix socket takes ({limit}); give the node a shorter --data-dir"
+    )
 
 
 class SandboxImageError(KubernetesError, FinalError):

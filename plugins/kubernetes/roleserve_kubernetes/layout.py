@@ -26,6 +26,7 @@ containerd's crash loop.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,7 +35,7 @@ from roleserve_core.environment import RUNTIME_DIR_ENV
 from roleserve_kubernetes.errors import SocketPathError
 
 __all__ = [
-    "GO_SOCKET_PATH_LIMIT",
+    "CONTAINERD_SOCKET_PATH_LIMIT",
     "SOCKET_PATH_LIMIT",
     "TTRPC_SUFFIX",
     "WorkerLayout",
@@ -42,13 +43,16 @@ __all__ = [
     "check_socket_path",
 ]
 
-SOCKET_PATH_LIMIT = 104
-"""Bytes of a socket path containerd accepts (its ``sys.CreateUnixSocket``: "unix socket
-path too long (> 104)"); Linux itself takes 107."""
+SOCKET_PATH_LIMIT = 107
+"""Bytes of a unix socket's path on Linux (``sun_path`` is 108 with the terminating NUL):
+what a Go program such as the kubelet binds. Its value and meaning since 0.1.0; containerd
+takes fewer, ``CONTAINERD_SOCKET_PATH_LIMIT``. (Kept, not deprecated: it still says what it
+always said, and the kubelet's check uses it; a plugin that compared containerd's socket
+with it now reads the new name for containerd's own limit.)"""
 
-GO_SOCKET_PATH_LIMIT = 107
-"""Bytes of a socket path a Go program (the kubelet) binds: Linux's ``sun_path`` less
-its NUL."""
+CONTAINERD_SOCKET_PATH_LIMIT = 104
+"""Bytes of a socket path containerd accepts (its ``sys.CreateUnixSocket``: "unix socket
+path too long (> 104)"), fewer than Linux's ``SOCKET_PATH_LIMIT``."""
 
 KUBELET_SOCKET = Path("pod-resources") / "kubelet.sock"
 """The socket the kubelet binds in its root directory (its pod-resources API)."""
@@ -59,13 +63,32 @@ TTRPC_SUFFIX = ".ttrpc"
 CNI_CONFIG_NAME = "10-roleserve.conflist"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class WorkerLayout:
-    """The worker's paths under ``directory`` (the plugin's data directory)."""
+    """The worker's paths under ``directory`` (the plugin's data directory).
+
+    ``WorkerLayout(directory)`` without ``runtime_dir``, as before there was one, still
+    works, with a ``DeprecationWarning``: the sockets are then in ``directory``, where they
+    were (the layout it describes is the one an older worker made), which a deep data
+    directory makes too long for containerd.
+    """
 
     directory: Path
     runtime_dir: Path
     """The plugin's runtime directory (``NodeContext.runtime_dir``): the sockets."""
+
+    def __init__(self, directory: Path, runtime_dir: Path | None = None) -> None:
+        if runtime_dir is None:
+            warnings.warn(
+                "WorkerLayout(directory) without runtime_dir is deprecated: pass "
+                "runtime_dir=NodeContext.runtime_dir (WorkerLayout.of(node) does); until "
+                "then containerd's sockets are in directory, as before",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            runtime_dir = directory
+        object.__setattr__(self, "directory", directory)
+        object.__setattr__(self, "runtime_dir", runtime_dir)
 
     @classmethod
     def of(cls, node: NodeContext) -> WorkerLayout:
@@ -115,10 +138,10 @@ def check_socket_path(socket: Path) -> None:
     :raises SocketPathError: one line naming the path and the setting to change (final).
     """
     ttrpc = socket.with_name(socket.name + TTRPC_SUFFIX)
-    if len(str(ttrpc).encode()) > SOCKET_PATH_LIMIT:
+    if len(str(ttrpc).encode()) > CONTAINERD_SOCKET_PATH_LIMIT:
         raise SocketPathError(
             ttrpc,
-            SOCKET_PATH_LIMIT,
+            CONTAINERD_SOCKET_PATH_LIMIT,
             "containerd",
             f"set {RUNTIME_DIR_ENV} to a shorter directory (the node's sockets go under it)",
         )
@@ -135,10 +158,10 @@ def check_kubelet_root(root: Path) -> None:
     :raises SocketPathError: one line naming the path and the setting to change (final).
     """
     socket = root / KUBELET_SOCKET
-    if len(str(socket).encode()) > GO_SOCKET_PATH_LIMIT:
+    if len(str(socket).encode()) > SOCKET_PATH_LIMIT:
         raise SocketPathError(
             socket,
-            GO_SOCKET_PATH_LIMIT,
+            SOCKET_PATH_LIMIT,
             "kubelet",
             "give the node a shorter --data-dir (the kubelet's root directory, with its "
             "pods' volumes, is in it)",

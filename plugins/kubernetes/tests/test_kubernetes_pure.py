@@ -24,7 +24,12 @@ from roleserve_kubernetes.containerd import parse_containerd_log
 from roleserve_kubernetes.containerd_config import ContainerdConfig, containerd_toml
 from roleserve_kubernetes.errors import PodNetworkError, SandboxImageError, SocketPathError
 from roleserve_kubernetes.image import SANDBOX_IMAGE, build_sandbox_image, layer_tar, oci_archive
-from roleserve_kubernetes.layout import WorkerLayout, check_socket_path
+from roleserve_kubernetes.layout import (
+    CONTAINERD_SOCKET_PATH_LIMIT,
+    SOCKET_PATH_LIMIT,
+    WorkerLayout,
+    check_socket_path,
+)
 from roleserve_kubernetes.leftovers import mounts_under
 from roleserve_kubernetes.podnetwork import pod_prefix
 
@@ -145,6 +150,23 @@ def test_a_socket_path_too_long_for_containerd_is_refused_naming_it_and_the_sett
         "(104); set XDG_RUNTIME_DIR to a shorter directory (the node's sockets go under it)"
     )
     assert "\n" not in str(caught.value)
+
+
+def test_the_api_of_0_1_0_still_works() -> None:
+    """The plugin API promise: a caller of 0.1.0's layout and error keeps working, warned
+    of the new arguments; ``SOCKET_PATH_LIMIT`` keeps its value and meaning (Linux's)."""
+    with pytest.warns(DeprecationWarning, match="pass runtime_dir="):
+        layout = WorkerLayout(Path("/data/kubernetes"))
+    assert layout.socket == Path("/data/kubernetes/containerd.sock")  # where it was
+    assert layout == WorkerLayout(Path("/data/kubernetes"), Path("/data/kubernetes"))
+    with pytest.warns(DeprecationWarning, match=r"pass program and setting too"):
+        error = SocketPathError(Path("/deep/containerd.sock"), 107)
+    assert str(error) == (
+        "containerd's socket /deep/containerd.sock.ttrpc is 27 bytes, more than a unix "
+        "socket takes (107); give the node a shorter --data-dir"
+    )
+    assert error.path == Path("/deep/containerd.sock")
+    assert (SOCKET_PATH_LIMIT, CONTAINERD_SOCKET_PATH_LIMIT) == (107, 104)
 
 
 def members(data: bytes) -> dict[str, tarfile.TarInfo]:

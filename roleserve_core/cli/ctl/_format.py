@@ -13,6 +13,8 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from roleserve_core.text import cut
+
 if TYPE_CHECKING:
     from google.protobuf.duration_pb2 import Duration
     from google.protobuf.timestamp_pb2 import Timestamp
@@ -130,8 +132,7 @@ def roles_json(message: common_pb2.NodeRoles) -> dict[str, dict[str, str]]:
 
 def shorten(text: str, width: int) -> str:
     """``text`` on one line, at most ``width`` characters, ``…`` marking a cut."""
-    line = " ".join(text.split())
-    return line if len(line) <= width else line[: width - 1] + "…"
+    return cut(" ".join(text.split()), width)
 
 
 def timestamp_json(stamp: Timestamp, present: bool) -> str | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from roleserve_core.cli._table import render_table
+from roleserve_core.cli._table import output_width, render_table
 from roleserve_core.cli.ctl import _command
 from roleserve_core.cli.ctl._errors import EXIT_REFUSED, CtlError
 from roleserve_core.cli.ctl._format import NONE, print_json
@@ -21,11 +21,11 @@ if TYPE_CHECKING:
     from roleserve_core.cli.ctl._session import Session
     from roleserve_core.proto import common_pb2, management_pb2
 
-__all__ = ["FAILED", "add_parsers", "failed_plugins", "plugin_json"]
+__all__ = ["add_parsers", "failed_plugins", "plugin_json"]
 
-FAILED = "failed"
-"""The state of a plugin the node runs without, because it could not load it."""
 HEADERS = ("NAME", "VERSION", "STATE", "ERROR")
+NOTES = ("ERROR",)
+"""Under its row, wrapped, when the table is too wide: an error cut short hides why."""
 
 
 def add_parsers(commands: Any) -> None:
@@ -37,7 +37,7 @@ def add_parsers(commands: Any) -> None:
         help="list a node's plugins and which of them failed",
         description=(
             "List the plugins of NODE as it reported them to the curator when it started: "
-            "name, version, state (loaded; failed: the node runs without it, ERROR says "
+            "name, version, state (loaded; failed: the node started without it, ERROR says "
             "why; blocked: left out by ROLESERVE_PLUGINS or ROLESERVE_DISABLE_PLUGINS, "
             "ERROR says which) and error. `ctl nodes` marks a node with a failed plugin "
             "with '!'."
@@ -49,7 +49,9 @@ def add_parsers(commands: Any) -> None:
 
 def failed_plugins(node: management_pb2.Node) -> list[str]:
     """The names of the plugins ``node`` reports failed."""
-    return [plugin.name for plugin in node.status.plugins if plugin.state == FAILED]
+    from roleserve_core.plugins import PluginState  # pluggy: not for `ctl --help`
+
+    return [plugin.name for plugin in node.status.plugins if plugin.state == PluginState.FAILED]
 
 
 def plugin_json(plugin: common_pb2.PluginStatus) -> dict[str, Any]:
@@ -79,4 +81,4 @@ async def list_plugins(session: Session, args: argparse.Namespace) -> None:
         [plugin.name, plugin.version or NONE, plugin.state, plugin.error or NONE]
         for plugin in plugins
     ]
-    print(render_table(HEADERS, rows))
+    print(render_table(HEADERS, rows, width=output_width(), notes=NOTES))

@@ -11,7 +11,8 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from roleserve_core.cli._table import output_width, render_table
+from roleserve_core.cli._invocation import roleserve_command
+from roleserve_core.cli._table import fill, output_width, render_table
 from roleserve_core.cli.ctl import _command
 from roleserve_core.cli.ctl._errors import EXIT_REFUSED, EXIT_USAGE, CtlError
 from roleserve_core.cli.ctl._format import (
@@ -45,7 +46,7 @@ STATES = ("NEW", "STANDBY", "UP", "DECOMMISSIONED")
 HEADERS = ("", "ID", "ADDRESS", "STATE", "ROLES", "HEALTH", "HEARTBEAT")
 """The first column holds ``*`` for the node whose curator leads."""
 FAILED_PLUGIN_MARK = "!"
-"""After the health of a node that runs without a plugin that failed at its start."""
+"""After the health of a node that started without a plugin that failed at its start."""
 NOTES = ("ROLES",)
 """Under each row instead, when the table is wider than the terminal (``render_table``)."""
 
@@ -62,8 +63,8 @@ def add_parsers(commands: Any) -> None:
             "life-cycle state, roles, heartbeat health and the age of the last heartbeat. "
             "'*' marks the node whose curator leads. CONFLICT marks a node whose identity a "
             "second process (a copied data directory?) tried to use; a line under the "
-            "table says where from. '!' after the health marks a node running without a "
-            "plugin that failed; a line under the table names it (`ctl plugins NODE` says "
+            "table says where from. '!' after the health marks a node that started without "
+            "a plugin that failed; a line under the table names it (`ctl plugins NODE` says "
             "why)."
         ),
     )
@@ -139,8 +140,8 @@ def failed_plugin_lines(nodes: list[management_pb2.Node]) -> list[str]:
             names = ", ".join(failed)
             noun = "plugin" if len(failed) == 1 else "plugins"
             lines.append(
-                f"{node.id}: {FAILED_PLUGIN_MARK} {noun} {names} failed: it runs without; "
-                f"`roleserve ctl plugins {node.id}` says why"
+                f"{node.id}: {FAILED_PLUGIN_MARK} {noun} {names} failed: it started without; "
+                f"`{roleserve_command()} ctl plugins {node.id}` says why"
             )
     return lines
 
@@ -196,7 +197,7 @@ async def list_nodes(session: Session, args: argparse.Namespace) -> None:
         rows = [node_row(node) for node in nodes]
         print(render_table(HEADERS, rows, width=output_width(), notes=NOTES))
         for line in [*conflict_lines(nodes), *failed_plugin_lines(nodes)]:
-            print(line)
+            print(fill(line, output_width()))
 
 
 async def approve(session: Session, args: argparse.Namespace) -> None:

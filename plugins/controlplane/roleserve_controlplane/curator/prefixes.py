@@ -36,6 +36,7 @@ __all__ = [
     "ClusterNetwork",
     "ClusterNetworkError",
     "PrefixesExhaustedError",
+    "parse_network",
     "prefix_key",
 ]
 
@@ -55,6 +56,30 @@ class ClusterNetworkError(ConfigError, FinalError):
 
 class PrefixesExhaustedError(RoleserveError):
     """Every prefix of the cluster network is allocated."""
+
+
+def parse_network(network: str) -> IPNetwork:
+    """A cluster network alone checked: a private network in canonical CIDR form (the
+    ``cluster_network`` setting's check; ``ClusterNetwork.parse`` adds the prefix length).
+
+    :raises ClusterNetworkError: saying in one line what is wrong.
+    """
+    try:
+        parsed = ipaddress.ip_network(network, strict=True)
+    except ValueError:
+        raise ClusterNetworkError(
+            f"cluster network {network!r} is not a network in CIDR form (e.g. 10.192.0.0/11)"
+        ) from None
+    if str(parsed) != network:
+        raise ClusterNetworkError(
+            f"cluster network {network!r} is not in canonical form ({parsed})"
+        )
+    if not parsed.is_private or parsed.is_loopback or parsed.is_link_local:
+        raise ClusterNetworkError(
+            f"cluster network {network} is not a private network "
+            "(use one of 10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, fc00::/7)"
+        )
+    return parsed
 
 
 def prefix_key(prefix: str) -> str:
@@ -80,21 +105,7 @@ class ClusterNetwork:
 
         :raises ClusterNetworkError: saying in one line what is wrong.
         """
-        try:
-            parsed = ipaddress.ip_network(network, strict=True)
-        except ValueError:
-            raise ClusterNetworkError(
-                f"cluster network {network!r} is not a network in CIDR form (e.g. 10.192.0.0/11)"
-            ) from None
-        if str(parsed) != network:
-            raise ClusterNetworkError(
-                f"cluster network {network!r} is not in canonical form ({parsed})"
-            )
-        if not parsed.is_private or parsed.is_loopback or parsed.is_link_local:
-            raise ClusterNetworkError(
-                f"cluster network {network} is not a private network "
-                "(use one of 10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, fc00::/7)"
-            )
+        parsed = parse_network(network)
         if not parsed.prefixlen < prefix_length <= parsed.max_prefixlen:
             raise ClusterNetworkError(
                 f"node prefix length /{prefix_length} must be longer than the cluster "

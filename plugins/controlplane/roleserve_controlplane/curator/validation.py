@@ -25,6 +25,7 @@ from roleserve_core.limits import (
     MAX_NODE_ID_LENGTH,
     MAX_PLUGIN_ERROR_LENGTH,
     MAX_PLUGIN_NAME_LENGTH,
+    MAX_PLUGIN_STATE_LENGTH,
     MAX_PLUGINS,
     MAX_PREFIXES,
     MAX_VERSION_LENGTH,
@@ -95,7 +96,7 @@ def check_status(status: common_pb2.NodeStatus) -> None:
     for index, plugin in enumerate(status.plugins):
         check_text(f"plugins[{index}].name", plugin.name, MAX_PLUGIN_NAME_LENGTH)
         check_text(f"plugins[{index}].version", plugin.version, MAX_VERSION_LENGTH)
-        check_text(f"plugins[{index}].state", plugin.state, MAX_PLUGIN_NAME_LENGTH)
+        check_text(f"plugins[{index}].state", plugin.state, MAX_PLUGIN_STATE_LENGTH)
         check_text(f"plugins[{index}].error", plugin.error, MAX_PLUGIN_ERROR_LENGTH)
 
 
