@@ -14,8 +14,10 @@
         │                             but never said its runtime is ready
         ├── PodPrefixChangedError     (also ExpectedError) the node's pod prefix changed
         │                             under running pods: containerd starts over
-        └── PodNetworkError           the node's curator-allocated prefix cannot hold a pod
-                                      network (too small, or does not parse)
+        ├── PodNetworkError           the node's curator-allocated prefix cannot hold a pod
+        │                             network (too small, or does not parse)
+        └── KubeBuildError            ``./dev kube-binaries`` cannot build the pinned kube
+                                      binaries (no Go, a failed build); says what to do
 
 ``SocketPathError`` and ``SandboxImageError`` are final: a restart meets the same
 directory and the same missing file; the operator changes the setting named or installs
@@ -23,6 +25,7 @@ busybox-static and runs ``roleserve ctl restart``. ``ImageImportError`` and
 ``RuntimeNotReadyError`` are cured by a restart after the backoff, if at all by one;
 ``PodPrefixChangedError`` asks for that restart: the pods and the bridge holding the old
 prefix's gateway go, and the next pods get addresses of the new one.
+``KubeBuildError`` is the build's, never a node's: ``kubebuild`` prints it as its one line.
 ``PodNetworkError`` never fails a runnable: ``pod_network`` shows it as its note and waits
 for another prefix.
 """
@@ -37,6 +40,7 @@ from roleserve_core import ExpectedError, FinalError, RoleserveError
 
 __all__ = [
     "ImageImportError",
+    "KubeBuildError",
     "KubernetesError",
     "PodNetworkError",
     "PodPrefixChangedError",
@@ -102,3 +106,8 @@ class PodPrefixChangedError(KubernetesError, ExpectedError):
 
 class PodNetworkError(KubernetesError):
     """The node's prefix cannot hold a pod network; the message names the prefix."""
+
+
+class KubeBuildError(KubernetesError):
+    """The pinned kube binaries cannot be built (``kubebuild``); the message is one line
+    saying what to do."""

@@ -44,6 +44,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from roleserve_kubernetes.errors import KubeBuildError
+
 __all__ = [
     "BINARIES",
     "MODULE_DIR",
@@ -75,10 +77,6 @@ of the user's never changes what is built."""
 _REQUIRE = re.compile(r"^\s*(?:require\s+)?k8s\.io/kubernetes\s+(v\d+\.(\d+)\.\d+)(?:\s|$)", re.M)
 
 _BUILD_HINT = "./dev kube-binaries"
-
-
-class KubeBuildError(Exception):
-    """The build cannot be done; the message is one line saying what to do."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,8 +32,7 @@ from pathlib import Path
 from roleserve_controlplane.consensus.certificates import tls_files
 from roleserve_controlplane.consensus.errors import MembershipRecordError
 from roleserve_controlplane.consensus.record import MEMBERSHIP_FILE, MembershipRecord
-from roleserve_core import write_atomically
-from roleserve_core.errors import IdentityError
+from roleserve_core import IdentityError, write_atomically
 from roleserve_core.identity import Credentials, certificate_from_pem, private_key_from_pem
 
 __all__ = ["PEERS_FILE", "SavedMember", "load_saved_member", "save_peers"]
