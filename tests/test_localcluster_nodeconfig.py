@@ -316,6 +316,17 @@ def test_a_loopback_node_runs_the_mesh_off_saying_why(tmp_path: Path) -> None:
     assert "clusternet" not in config_of(without, 1)
 
 
+def test_the_loopback_mesh_reason_is_a_whole_sentence_and_the_readme_quotes_it() -> None:
+    """``ctl tree`` shows it as the worker's note: it once ended mid-sentence ("…gives each
+    its own, and the mesh"). The clusternet README quotes the note as ``ctl tree`` draws it."""
+    assert LOOPBACK_MESH_OFF == (
+        "the nodes of a loopback cluster share one network namespace; "
+        "`roleserve cluster up --netns` gives each node its own namespace and runs the mesh"
+    )
+    readme = (Path(__file__).parents[1] / "plugins/clusternet/README.md").read_text()
+    assert f"clusternet  NEW  off: {LOOPBACK_MESH_OFF}\n" in readme
+
+
 def test_the_old_name_of_what_a_loopback_node_ran_without_still_works_and_warns() -> None:
     from roleserve_core.localcluster import process
 

@@ -123,7 +123,7 @@ network's route on the host itself. Its worker stays off and says why in ``ctl t
 (a node without the plugin, as before, said nothing)."""
 LOOPBACK_MESH_OFF = (
     "the nodes of a loopback cluster share one network namespace; "
-    "`roleserve cluster up --netns` gives each its own, and the mesh"
+    "`roleserve cluster up --netns` gives each node its own namespace and runs the mesh"
 )
 """The value of ``CLUSTERNET_OFF`` on a loopback cluster: the clusternet worker's note."""
 
