@@ -208,7 +208,7 @@ def _assemble(options: NodeOptions, config: NodeConfig) -> tuple[NodeRuntime, IP
     address = _node_address(options, config)
     strict = config.strict_plugins if options.strict_plugins is None else options.strict_plugins
     plugins = PluginSet.load(strict=strict)
-    for warning in plugins.warnings:
+    for warning in (*plugins.warnings, *plugins.deprecations):
         log.warning("%s", warning)
     runtime = NodeRuntime(
         plugins,

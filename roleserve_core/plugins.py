@@ -29,6 +29,7 @@ arguments and its result at INFO on the ``roleserve.hooks`` logger.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import importlib
 import importlib.metadata
@@ -37,13 +38,15 @@ import logging
 import os
 import traceback
 import types
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+import warnings
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import pluggy
 
 from roleserve_core import hookspecs
+from roleserve_core._moved import PluginAPIDeprecationWarning
 from roleserve_core.environment import DISABLE_PLUGINS_ENV, PLUGINS_ENV, TRACE_HOOKS_ENV
 from roleserve_core.errors import (
     EssentialPluginError,
@@ -284,6 +287,26 @@ def _describe(plugin: object) -> str:
     return lines[0] if lines else ""
 
 
+@contextlib.contextmanager
+def _old_names_used() -> Iterator[list[str]]:
+    """The messages of the ``PluginAPIDeprecationWarning``s raised in the block (a plugin's
+    import of a name that moved), each once, in order: the plugin's warnings, which the
+    node logs and ``roleserve plugins`` lists (Python shows a DeprecationWarning outside
+    ``__main__`` to nobody). Any other warning goes on to the filters as before."""
+    used: list[str] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", PluginAPIDeprecationWarning)
+        yield used
+    for warning in caught:
+        message = str(warning.message)
+        if not issubclass(warning.category, PluginAPIDeprecationWarning):
+            warnings.warn_explicit(
+                warning.message, warning.category, warning.filename, warning.lineno
+            )
+        elif message not in used:
+            used.append(message)
+
+
 class PluginSet:
     """The plugins of one process: a pluggy manager, and what happened to every plugin."""
 
@@ -298,6 +321,10 @@ class PluginSet:
         self._contexts: dict[str, str] = {}
         self.warnings: list[str] = []
         """Problems not tied to one plugin (e.g. an allow list naming a missing plugin)."""
+        self.deprecations: list[str] = []
+        """``plugin 'NAME' (FILE): MESSAGE`` of each old name a plugin imported (also in
+        its ``PluginInfo.warnings``), for the node to log: ``roleserve plugins`` lists
+        them under the plugin instead."""
 
     @classmethod
     def load(
@@ -374,11 +401,16 @@ class PluginSet:
 
     def _import_and_register(self, info: PluginInfo, load: Callable[[], Any]) -> None:
         try:
-            plugin = load()
+            with _old_names_used() as used:
+                plugin = load()
         except Exception as exc:
             self._failed(info, f"import failed: {type(exc).__name__}: {exc}", exc)
             return
         self._register(info, plugin, check_api=True)
+        for message in used:
+            if message not in info.warnings:
+                info.warnings.append(message)
+                self.deprecations.append(f"{info.where}: {message}")
 
     def register(
         self,
