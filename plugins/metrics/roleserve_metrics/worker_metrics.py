@@ -48,11 +48,11 @@ from roleserve_core import (
     RunContext,
     ValueWatch,
     Worker,
+    address_in_use,
     endpoint,
     local_exporter_host,
     plan_listen,
 )
-from roleserve_core.process import address_in_use
 from roleserve_metrics.collectors import CoreCollector
 from roleserve_metrics.discovery import DiscoveryView, discovery_routes
 from roleserve_metrics.exporters import Exporter, ExporterTable, gather_exporters

@@ -26,13 +26,13 @@ from roleserve_core import (
     NODE_CREDENTIALS,
     REVOKED_CREDENTIALS,
     ROLES,
+    AddressInUseError,
     NetworkStatus,
     NodeRoles,
     RevokedCredentials,
     State,
     hookimpl,
 )
-from roleserve_core.errors import AddressInUseError
 from roleserve_core.identity import (
     Credentials,
     NodeCredentials,
