@@ -41,7 +41,7 @@ import types
 import warnings
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TextIO
 
 import pluggy
 
@@ -305,6 +305,30 @@ def _old_names_used() -> Iterator[list[str]]:
             )
         elif message not in used:
             used.append(message)
+
+
+def log_old_names(logger: logging.Logger) -> None:
+    """From now on, log each use of an old name (``PluginAPIDeprecationWarning``) at
+    WARNING on ``logger``, once per place that uses it: a plugin that looks one up after
+    its import (``keys.ROLES`` in a function), which ``_old_names_used`` does not see.
+    Other warnings are shown as before."""
+    shown = warnings.showwarning
+
+    def show(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: TextIO | None = None,
+        line: str | None = None,
+    ) -> None:
+        if issubclass(category, PluginAPIDeprecationWarning):
+            logger.warning("%s:%d: %s", filename, lineno, message)
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
+    warnings.filterwarnings("default", category=PluginAPIDeprecationWarning)
 
 
 class PluginSet:
