@@ -103,6 +103,7 @@ from .ports import NODE_MANAGEMENT_PORT as NODE_MANAGEMENT_PORT
 from .ports import endpoint as endpoint
 from .ports import local_exporter_host as local_exporter_host
 from .process import Bind as Bind
+from .process import address_in_use as address_in_use
 from .process import ProcessRecord as ProcessRecord
 from .process import ProgramExitedError as ProgramExitedError
 from .process import ProgramNotFoundError as ProgramNotFoundError
@@ -132,6 +133,7 @@ from .errors import ConfigError as ConfigError
 from .errors import CredentialsError as CredentialsError
 from .errors import ExpectedError as ExpectedError
 from .errors import FinalError as FinalError
+from .errors import AddressInUseError as AddressInUseError
 from .errors import IdentityError as IdentityError
 from .errors import PluginLoadError as PluginLoadError
 from .errors import RefusedError as RefusedError

@@ -7,8 +7,8 @@ plugin API N. When one moves, its old module answers for it through a module
 
     from roleserve_core.keys import ROLES      plugin API 1's path
          │ keys.__getattr__("ROLES")
-         ├─▶ DeprecationWarning: roleserve_core.keys.ROLES has moved: import ROLES from
-         │   roleserve_core; ...
+         ├─▶ PluginAPIDeprecationWarning (a DeprecationWarning): roleserve_core.keys.ROLES
+         │   has moved: import ROLES from roleserve_core; ...
          └─▶ roleserve_core.ROLES               the very object, not a copy
 
 Only the old names go through it: a module that still defines a name of its own
@@ -29,7 +29,14 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["moved_names"]
+__all__ = ["PluginAPIDeprecationWarning", "moved_names"]
+
+
+class PluginAPIDeprecationWarning(DeprecationWarning):
+    """An old name of an accepted plugin API was used. A ``DeprecationWarning`` (a plugin's
+    tests expect that), of its own class so that the plugin loader can tell it from other
+    warnings: it records each on the plugin that imported the name, the node logs it, and
+    ``roleserve plugins`` lists it, where Python alone would show it to nobody."""
 
 
 def moved_names(module: str, moves: Mapping[str, str], api: int) -> Callable[[str], Any]:
@@ -49,7 +56,7 @@ def moved_names(module: str, moves: Mapping[str, str], api: int) -> Callable[[st
         warnings.warn(
             f"{module}.{name} has moved: import {new_name} from {place}; the old name works "
             f"while roleserve-core accepts plugin API {api}",
-            DeprecationWarning,
+            PluginAPIDeprecationWarning,
             stacklevel=2,
         )
         return getattr(importlib.import_module(place), new_name)

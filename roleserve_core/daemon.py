@@ -60,7 +60,7 @@ from roleserve_core.enrolment import Enrolment, EnrolmentRequest, plan_enrolment
 from roleserve_core.errors import ConfigError
 from roleserve_core.event import Value
 from roleserve_core.logtree import PROCESS_LOGGER, LogTree
-from roleserve_core.plugins import PluginSet
+from roleserve_core.plugins import PluginSet, log_old_names
 from roleserve_core.ports import CURATOR_PORT, endpoint
 from roleserve_core.rundir import make_runtime_dir
 from roleserve_core.runtime import CORE_READER, NodeRuntime
@@ -207,8 +207,9 @@ async def serve_node(options: NodeOptions) -> int:
 def _assemble(options: NodeOptions, config: NodeConfig) -> tuple[NodeRuntime, IPAddress]:
     address = _node_address(options, config)
     strict = config.strict_plugins if options.strict_plugins is None else options.strict_plugins
+    log_old_names(log)
     plugins = PluginSet.load(strict=strict)
-    for warning in plugins.warnings:
+    for warning in (*plugins.warnings, *plugins.deprecations):
         log.warning("%s", warning)
     runtime = NodeRuntime(
         plugins,

@@ -10,6 +10,7 @@ tree names the module. A test keeps the tree whole: every exception class of the
     ├── FinalError                    restarting cannot fix this; the operator must act
     ├── ExpectedError                 a failure normal operation brings (a peer restarting)
     │   ├── ResourceError             the node lacks what only the operator can give (disk space)
+    │   │   ├── AddressInUseError     a server's address is held by another process
     │   │   └── DiskFullError         a write met a full filesystem: names it (.files)
     │   ├── NoLeaderError             no curator named a leader in time (.connection)
     │   │   ├── LeaderRefusedError    nothing listens at any curator endpoint
@@ -90,12 +91,15 @@ Plugins mark their own errors by inheriting from them (multiple inheritance is f
 
 from __future__ import annotations
 
+import errno
+import os
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import grpc
 
 __all__ = [
+    "AddressInUseError",
     "CertificateVerificationError",
     "ChildrenAfterHealthyError",
     "ConcurrentGetError",
@@ -163,6 +167,27 @@ class ResourceError(ExpectedError):
     on by itself, with nothing lost. The message names what is missing, where, and what to
     do, in one line: it is the line ``cluster up`` shows when a node cannot start.
     """
+
+
+class AddressInUseError(ResourceError, OSError):
+    """A server of the node cannot listen: another process holds its address. One line
+    naming the address (and the holder, when this node can see it) and what to do; retried
+    (the supervisor's backoff), so the server starts by itself once the port is free.
+
+    Also the ``OSError`` (``EADDRINUSE``) that a failed listen raised before, so code that
+    caught that still catches it.
+    """
+
+    def __init__(self, message: str, address: str) -> None:
+        super().__init__(message)
+        self.address = address
+        """The address, ``host:port``."""
+        self.errno = errno.EADDRINUSE
+        self.strerror = os.strerror(errno.EADDRINUSE)
+
+    def __str__(self) -> str:
+        """The one line (OSError's own would be ``[Errno 98] …``)."""
+        return str(self.args[0])
 
 
 class RefusedError(RoleserveError):

@@ -29,6 +29,7 @@ arguments and its result at INFO on the ``roleserve.hooks`` logger.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import importlib
 import importlib.metadata
@@ -37,13 +38,15 @@ import logging
 import os
 import traceback
 import types
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+import warnings
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TextIO
 
 import pluggy
 
 from roleserve_core import hookspecs
+from roleserve_core._moved import PluginAPIDeprecationWarning
 from roleserve_core.environment import DISABLE_PLUGINS_ENV, PLUGINS_ENV, TRACE_HOOKS_ENV
 from roleserve_core.errors import (
     EssentialPluginError,
@@ -284,6 +287,50 @@ def _describe(plugin: object) -> str:
     return lines[0] if lines else ""
 
 
+@contextlib.contextmanager
+def _old_names_used() -> Iterator[list[str]]:
+    """The messages of the ``PluginAPIDeprecationWarning``s raised in the block (a plugin's
+    import of a name that moved), each once, in order: the plugin's warnings, which the
+    node logs and ``roleserve plugins`` lists (Python shows a DeprecationWarning outside
+    ``__main__`` to nobody). Any other warning goes on to the filters as before."""
+    used: list[str] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", PluginAPIDeprecationWarning)
+        yield used
+    for warning in caught:
+        message = str(warning.message)
+        if not issubclass(warning.category, PluginAPIDeprecationWarning):
+            warnings.warn_explicit(
+                warning.message, warning.category, warning.filename, warning.lineno
+            )
+        elif message not in used:
+            used.append(message)
+
+
+def log_old_names(logger: logging.Logger) -> None:
+    """From now on, log each use of an old name (``PluginAPIDeprecationWarning``) at
+    WARNING on ``logger``, once per place that uses it: a plugin that looks one up after
+    its import (``keys.ROLES`` in a function), which ``_old_names_used`` does not see.
+    Other warnings are shown as before."""
+    shown = warnings.showwarning
+
+    def show(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: TextIO | None = None,
+        line: str | None = None,
+    ) -> None:
+        if issubclass(category, PluginAPIDeprecationWarning):
+            logger.warning("%s:%d: %s", filename, lineno, message)
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
+    warnings.filterwarnings("default", category=PluginAPIDeprecationWarning)
+
+
 class PluginSet:
     """The plugins of one process: a pluggy manager, and what happened to every plugin."""
 
@@ -298,6 +345,10 @@ class PluginSet:
         self._contexts: dict[str, str] = {}
         self.warnings: list[str] = []
         """Problems not tied to one plugin (e.g. an allow list naming a missing plugin)."""
+        self.deprecations: list[str] = []
+        """``plugin 'NAME' (FILE): MESSAGE`` of each old name a plugin imported (also in
+        its ``PluginInfo.warnings``), for the node to log: ``roleserve plugins`` lists
+        them under the plugin instead."""
 
     @classmethod
     def load(
@@ -374,11 +425,16 @@ class PluginSet:
 
     def _import_and_register(self, info: PluginInfo, load: Callable[[], Any]) -> None:
         try:
-            plugin = load()
+            with _old_names_used() as used:
+                plugin = load()
         except Exception as exc:
             self._failed(info, f"import failed: {type(exc).__name__}: {exc}", exc)
             return
         self._register(info, plugin, check_api=True)
+        for message in used:
+            if message not in info.warnings:
+                info.warnings.append(message)
+                self.deprecations.append(f"{info.where}: {message}")
 
     def register(
         self,

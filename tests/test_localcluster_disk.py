@@ -43,11 +43,15 @@ async def test_up_with_a_full_disk_fails_at_once_with_the_nodes_line(tmp_path: P
     assert "\n" not in message
 
 
-@pytest.mark.timeout(120)
-async def test_a_node_whose_disk_is_full_is_named_at_once(tmp_path: Path) -> None:
+@pytest.mark.timeout(150)
+async def test_a_node_whose_disk_is_full_or_nearly_is_named_at_once(tmp_path: Path) -> None:
     """A node of a cluster stopped, then its disk filled: it could write neither its state
     nor its log (so not the line saying it waits for space either), and ``up`` waited 120 s
-    for it, then timed out without a word of the disk. It is named at once, in one line."""
+    for it, then timed out without a word of the disk. It is named at once, in one line.
+
+    Then with 3 MiB left: the node (its owner's credentials written at its first start)
+    logs that it waits for space for etcd, and ``up`` waited 120 s for a leader, then said
+    every node runs and asked whether the cluster runs. That wait watches the node too."""
     first = ipaddress.IPv4Address(f"127.{random.randint(1, 254)}.{random.randint(0, 254)}.11")
     cluster = LocalCluster(tmp_path, 1, first_address=first)
     node = cluster.nodes[0]
@@ -64,10 +68,28 @@ async def test_a_node_whose_disk_is_full_is_named_at_once(tmp_path: Path) -> Non
         finally:
             await again.down()
             disk.release()
+        disk.fill(leave=3 * MiB)
+        nearly = LocalCluster(tmp_path, 1)
+        try:
+            with anyio.fail_after(45), pytest.raises(LocalClusterError) as waiting:
+                await nearly.up()
+        finally:
+            await nearly.down()
+            disk.release()
     message = str(failed.value)
     assert message.startswith(f"node 1 cannot start: the disk of {node.directory} is full (")
     assert message.endswith(
         " bytes free), so the node can write neither its state nor its log; free space "
         "there, then run `cluster up` again"
+    )
+    assert "\n" not in message
+    message = str(waiting.value)
+    assert message.startswith(
+        "node 1 cannot start: root.role.controlplane: not enough free space for etcd in "
+        f"{node.directory}/plugins/controlplane/etcd: "
+    )
+    assert "MiB) needed (etcd allocates" in message
+    assert message.endswith(
+        f"(its log: {node.log_file}); once that is done, run `cluster up` again"
     )
     assert "\n" not in message

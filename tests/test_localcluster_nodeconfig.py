@@ -316,6 +316,37 @@ def test_a_loopback_node_runs_the_mesh_off_saying_why(tmp_path: Path) -> None:
     assert "clusternet" not in config_of(without, 1)
 
 
+def test_a_stale_value_up_wrote_is_rewritten_and_an_operators_is_kept(tmp_path: Path) -> None:
+    """A cluster made when the loopback mesh's reason ended mid-sentence: its line (up's,
+    by its mark) gets today's reason at the next ``up``, every other line as it was. The
+    same key without the mark is the operator's, and stays."""
+    cluster = LocalCluster(tmp_path, 1, config=OPERATOR, accepts=everything)
+    node = cluster.nodes[0]
+    node.directory.mkdir(parents=True)
+    old = "the nodes of a loopback cluster share one network namespace; … and the mesh"
+    stale = f"[plugins.clusternet]\noff = {toml_literal(old)}  {CLUSTERNET_OFF.mark}\n"
+    node.datadir.config.write_text(f"# mine\n{stale}")
+    cluster._write_config(node)
+    text = config_of(cluster, 1)
+    assert f"# mine\n[plugins.clusternet]\noff = {toml_literal(LOOPBACK_MESH_OFF)}  " in text
+    assert old not in text
+    mine = '[plugins.clusternet]\noff = "not here, thanks"\n'
+    node.datadir.config.write_text(mine)
+    cluster._write_config(node)
+    assert parsed(config_of(cluster, 1))["plugins"]["clusternet"] == {"off": "not here, thanks"}
+
+
+def test_the_loopback_mesh_reason_is_a_whole_sentence_and_the_readme_quotes_it() -> None:
+    """``ctl tree`` shows it as the worker's note: it once ended mid-sentence ("…gives each
+    its own, and the mesh"). The clusternet README quotes the note as ``ctl tree`` draws it."""
+    assert LOOPBACK_MESH_OFF == (
+        "the nodes of a loopback cluster share one network namespace; "
+        "`roleserve cluster up --netns` gives each node its own namespace and runs the mesh"
+    )
+    readme = (Path(__file__).parents[1] / "plugins/clusternet/README.md").read_text()
+    assert f"clusternet  NEW  off: {LOOPBACK_MESH_OFF}\n" in readme
+
+
 def test_the_old_name_of_what_a_loopback_node_ran_without_still_works_and_warns() -> None:
     from roleserve_core.localcluster import process
 

@@ -84,8 +84,8 @@ def test_a_missing_leader_names_the_nodes_that_do_not_run_and_their_logs(
     for node in (first, second):
         processes.append(sleeping(node, ours=False))
     assert leaderless_message(tmp_path, [first, second, third], "waited 120 s") == (
-        f"no leader: every node of {tmp_path} runs, but none answers as leader (their "
-        f"logs: {tmp_path}/n*/node.log); waited 120 s"
+        f"no leader: every node of {tmp_path} runs, but none answers as leader (waited "
+        f"120 s); their logs: {tmp_path}/n*/node.log"
     )
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import logging
+import os
 import random
 import socket
 import time
@@ -275,7 +276,9 @@ async def test_a_followed_log_ends_with_ok_when_the_server_stops(served: Served)
             assert await call.code() is grpc.StatusCode.OK
 
 
-async def test_nodemgmt_does_not_share_its_port(started: NodeHarness, ca: ThrowawayCA) -> None:
+async def test_nodemgmt_does_not_share_its_port(
+    started: NodeHarness, ca: ThrowawayCA, caplog: pytest.LogCaptureFixture
+) -> None:
     """Another process on the node's address and port (one that allows sharing, even) makes
     it fail, with the address in its error, instead of splitting the connections."""
     address = random_loopback()
@@ -287,8 +290,19 @@ async def test_nodemgmt_does_not_share_its_port(started: NodeHarness, ca: Throwa
         started.set(NETWORK, NetworkStatus(address))
         status = await started.wait_status(NODEMGMT, lambda s: s.failures == 1)
     assert status.last_error is not None
-    assert status.last_error.type == "OSError"
-    assert f"cannot listen on {address}:7839" in status.last_error.message
+    # A refusal of the environment, in one line naming the holder (this test's process),
+    # retried: not an OSError with gRPC's hint to debug it and a traceback in the log.
+    assert status.last_error.type == "roleserve_core.errors.AddressInUseError"
+    assert status.last_error.message.startswith(
+        f"cannot listen on {address}:7839: held by pid {os.getpid()} ("
+    )
+    assert status.last_error.message.endswith(
+        "; stop that process, or configure another port, and this starts again by itself"
+    )
+    said = [record for record in caplog.records if "cannot listen on" in record.getMessage()]
+    assert said, caplog.text
+    assert all(record.exc_info is None for record in said)  # no traceback
+    assert said[0].getMessage().startswith("waiting for the operator: cannot listen on")
 
 
 def test_plan_says_what_it_waits_for_until_it_can_listen(ca: ThrowawayCA) -> None:

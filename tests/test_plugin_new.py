@@ -116,6 +116,29 @@ def test_the_distribution_it_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert "custom:nightly-backup" in (plugin / "README.md").read_text()
 
 
+def test_its_readme_develops_outside_the_repository_as_the_plugin_guide_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plugin's directory is outside the repository, where uv is often not on PATH:
+    its README used plain ``uv venv``. It repeats the guide's steps, with the uv of a
+    roleserve checkout beside it, and says what to do without uv."""
+    monkeypatch.chdir(tmp_path)
+    assert new("backup_agent", "--role", "nightly-backup") == 0
+    readme = (tmp_path / "roleserve-backup-agent" / "README.md").read_text()
+    guide = (REPOSITORY / "docs" / "plugin-guide.md").read_text()
+    section = guide.split("## Developing a plugin outside the repository")[1].split("\n## ")[0]
+    steps = [line.split("  #")[0].strip() for line in section.splitlines()]
+    shell = [step for step in steps if step.startswith(("../roleserve/dev uv", ".venv/bin/"))]
+    assert "../roleserve/dev uv venv" in shell
+    for step in shell:
+        assert step.replace("NAME", "backup_agent").replace("ROLE", "nightly-backup") in readme, (
+            step
+        )
+    commands = [line for line in readme.splitlines() if line.startswith(("uv ", "pip "))]
+    assert commands == []
+    assert "python3 -m venv .venv" in readme
+
+
 def test_what_it_writes_is_clean_for_ruff_and_mypy_even_with_the_longest_names(
     tmp_path: Path,
 ) -> None:

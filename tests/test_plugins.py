@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import logging
 import operator
+import warnings
 from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 from importlib.metadata import EntryPoint
@@ -37,6 +38,7 @@ from roleserve_core.plugins import (
     PluginSelection,
     PluginSet,
     PluginState,
+    log_old_names,
 )
 from roleserve_core.runtime import NodeRuntime
 from roleserve_core.testing import NO_CHANNEL, NodeHarness, wait_for_value
@@ -661,3 +663,30 @@ async def test_trace_hooks_logs_what_an_async_implementation_returns(
         "p → double({'x': 21})",
         "p ← double: 42",
     ]
+
+
+def test_an_old_name_used_after_the_import_is_logged_once_per_place(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A plugin that looks up a moved name at run time (``keys.ROLES`` in a function): the
+    node logs it at WARNING, once for that line however often it runs, where Python alone
+    shows a DeprecationWarning outside ``__main__`` to nobody."""
+    from roleserve_core import keys
+
+    logger = logging.getLogger("test.old_names")
+    monkeypatch.setattr(warnings, "showwarning", warnings.showwarning)  # put back after
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # as outside __main__
+        log_old_names(logger)
+        with caplog.at_level(logging.WARNING, logger=logger.name):
+            for _ in range(3):
+                assert keys.ROLES is ROLES
+    said = [record for record in caplog.records if record.name == logger.name]
+    assert [record.levelno for record in said] == [logging.WARNING]
+    source = Path(__file__).read_text().splitlines()
+    place = 1 + next(i for i, line in enumerate(source) if line.endswith("keys.ROLES is ROLES"))
+    assert said[0].getMessage() == (
+        f"{__file__}:{place}: roleserve_core.keys.ROLES has moved: "
+        "import ROLES from roleserve_core; the old name works while roleserve-core accepts "
+        "plugin API 1"
+    )

@@ -306,7 +306,7 @@ class LocalCluster:
         await self._until("node 1 wrote the owner's credentials", self._owner_written, node=first)
         self.progress("waiting for the cluster's leader")
         try:
-            await self._enrol_and_settle(newcomers)
+            await self._watching(lambda: self._enrol_and_settle(newcomers))
         except NoLeaderError as exc:
             quorum = await quorum_said(self.access())
             raise LocalClusterError(
@@ -636,14 +636,61 @@ class LocalCluster:
             return
         raise LocalClusterError(self._failure(f"timed out waiting until {what}", node))
 
+    async def _watching(self, work: Callable[[], Awaitable[None]]) -> None:
+        """Do ``work`` (a wait for the leader, through it for the nodes), failing at once
+        when a node this process started waits for the operator (``_waiting``): such a
+        node names no leader and never turns HEALTHY, and the wait would end only at its
+        timeout, with a generic line. A node that exits is left to ``work``'s own waits
+        and ``leaderless_message``: a decommissioned node, started again, exits at once,
+        and ``up`` goes on without it."""
+        stuck: list[str] = []
+        failed: Exception | None = None
+        async with anyio.create_task_group() as group:
+            group.start_soon(self._watch, stuck, group.cancel_scope)
+            try:
+                await work()
+            except Exception as exc:  # raised as it is below, not in an ExceptionGroup
+                failed = exc
+            group.cancel_scope.cancel()
+        if not stuck and failed is not None and (why := self._first_waiting()) is not None:
+            stuck.append(why)  # the node's own line is the cause of the wait's failure
+        if stuck:
+            raise LocalClusterError(stuck[0]) from failed
+        if failed is not None:
+            raise failed
+
+    async def _watch(self, stuck: list[str], scope: anyio.CancelScope) -> None:
+        """Poll the nodes started here until one waits for the operator; then put its
+        line in ``stuck`` and cancel ``scope``."""
+        while True:  # a node's log, polled: nothing to wait on as an event
+            why = self._first_waiting()
+            if why is not None:
+                stuck.append(why)
+                scope.cancel()
+                return
+            await anyio.sleep(POLL)
+
+    def _first_waiting(self) -> str | None:
+        """The line of the first node started here that waits for the operator; None if
+        none does."""
+        for node in self.nodes:
+            if node.started_here and (why := self._waiting(node)) is not None:
+                return why
+        return None
+
     def _stuck(self, node: LocalNode) -> str | None:
         """Why ``node`` will not get where ``up`` waits for it, in one line (a full disk
         first: it is the cause of whatever else the node then did); None if nothing says
         so yet."""
+        if node.pid is None:
+            return self._full(node) or self._exited(node)
+        return self._waiting(node)
+
+    def _waiting(self, node: LocalNode) -> str | None:
+        """That ``node`` waits for the operator, in one line: its disk is full, or it said
+        so in its log (``LocalNode.refusal``); None if neither."""
         if (full := self._full(node)) is not None:
             return full
-        if node.pid is None:
-            return self._exited(node)
         if (refusal := node.refusal()) is not None:
             return (
                 f"node {node.index} cannot start: {refusal} (its log: "

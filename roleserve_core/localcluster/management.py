@@ -96,7 +96,7 @@ class LeaderManagement:
         if last is None:  # the deadline came while the first leader was still sought
             raise NoLeaderError(
                 f"no curator at {', '.join(self.access.endpoints)} named a leader that "
-                f"answered within {self.patience:g} s; is the cluster running?"
+                f"answered within {self.patience:g} s"
             )
         # Only RETRIED_CODES are retried (see above): the leaders found all stopped leading or
         # answering; said as no leader, so that ``cluster up`` says it in one line.

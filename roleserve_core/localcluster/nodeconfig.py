@@ -17,6 +17,8 @@ What ``up`` does before it starts node i, for each such setting::
     ─────────────────────────────────────  ─────────────────────────────────────────
     absent                                 the cluster's config (if any), plus the line
     no such key in the plugin's section    the line added; every other line kept as is
+    the line up added, an older value      its value replaced (a value up wrote can go
+                                           stale); every other line kept as is
     a value of the operator's              left alone: the operator's choice wins
     not valid TOML                         left alone: the node refuses it, in one line
     a section it cannot add a line to (an  refused (NodeConfigError), naming the file
@@ -123,7 +125,7 @@ network's route on the host itself. Its worker stays off and says why in ``ctl t
 (a node without the plugin, as before, said nothing)."""
 LOOPBACK_MESH_OFF = (
     "the nodes of a loopback cluster share one network namespace; "
-    "`roleserve cluster up --netns` gives each its own, and the mesh"
+    "`roleserve cluster up --netns` gives each node its own namespace and runs the mesh"
 )
 """The value of ``CLUSTERNET_OFF`` on a loopback cluster: the clusternet worker's note."""
 
@@ -167,8 +169,9 @@ def configured(config: Path, setting: NodeSetting) -> str | None:
 
 def with_setting(text: str, setting: NodeSetting, value: str, source: Path) -> str | None:
     """``text`` (a ``roleserve.toml``) with ``setting = "<value>"`` added, every other line
-    as it was; None if it needs no change: it sets a value of its own, or is not valid TOML
-    (left for the node to refuse).
+    as it was, or the line it added before with an older value given ``value``
+    (``_refreshed``); None if it needs no change: it sets a value of its own (or this one),
+    or is not valid TOML (left for the node to refuse).
 
     :param source: the file ``text`` came from, for the error.
     :raises NodeConfigError: if the line cannot be added (the section is an inline table,
@@ -178,8 +181,10 @@ def with_setting(text: str, setting: NodeSetting, value: str, source: Path) -> s
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError:
         return None
-    if not isinstance(data.get("plugins", {}), dict) or setting.key in setting.section(data):
+    if not isinstance(data.get("plugins", {}), dict):
         return None  # the node refuses a [plugins] that is no table, with its own message
+    if setting.key in setting.section(data):
+        return _refreshed(text, data, setting, value)
     line = f"{setting.key} = {toml_literal(value)}  {setting.mark}\n"
     header = setting.header.search(text)
     if header is not None:  # the line goes right under the section's header
@@ -197,6 +202,34 @@ def with_setting(text: str, setting: NodeSetting, value: str, source: Path) -> s
             "`cluster up` again"
         )
     return merged
+
+
+def _refreshed(text: str, data: dict[str, Any], setting: NodeSetting, value: str) -> str | None:
+    """``text`` with the line ``with_setting`` added for ``setting`` (known by its mark) now
+    saying ``value``; None if its value is that already, or the value is not on such a
+    line (the operator's: theirs). A value ``up`` wrote can go stale: the loopback mesh's
+    reason once ended mid-sentence, and each ``up`` since rewrites it."""
+    if setting.section(data).get(setting.key) == value:
+        return None
+    lines = text.splitlines(keepends=True)
+    ours = [
+        i
+        for i, line in enumerate(lines)
+        if line.rstrip("\r\n").endswith(setting.mark) and not setting.header.match(line)
+    ]
+    if len(ours) != 1:
+        return None
+    ending = lines[ours[0]][len(lines[ours[0]].rstrip("\r\n")) :]
+    lines[ours[0]] = f"{setting.key} = {toml_literal(value)}  {setting.mark}{ending}"
+    refreshed = "".join(lines)
+    expected = tomllib.loads(text)
+    setting.section(expected)[setting.key] = value
+    try:
+        if tomllib.loads(refreshed) != expected:
+            return None
+    except tomllib.TOMLDecodeError:
+        return None
+    return refreshed
 
 
 def without_setting(text: str, setting: NodeSetting) -> str | None:

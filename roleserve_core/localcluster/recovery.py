@@ -118,7 +118,7 @@ def leaderless_message(
     if not said:
         return (
             f"no leader: every node of {directory} runs, but none answers as leader "
-            f"(their logs: {directory}/n*/node.log); {why}"
+            f"({why}); their logs: {directory}/n*/node.log"
         )
     logs = ", ".join(str(node.log_file) for node in [*down, *silent])
     counted = ""

@@ -62,6 +62,7 @@ from roleserve_core.process._parsers import (
     plain_text,
     zap_json_parser,
 )
+from roleserve_core.process._ports import address_in_use
 from roleserve_core.process._records import ProcessRecord, read_record, stop_leftover
 from roleserve_core.process._runner import (
     RunningProgram,
@@ -81,6 +82,7 @@ __all__ = [
     "ProgramNotFoundError",
     "ProgramSpec",
     "RunningProgram",
+    "address_in_use",
     "find_setpriv",
     "parse_zap_json",
     "plain_text",

@@ -21,11 +21,13 @@ import socket
 from collections.abc import Iterable
 from pathlib import Path
 
+from roleserve_core.errors import AddressInUseError
+from roleserve_core.ports import endpoint
 from roleserve_core.process._errors import PortInUseError, ProgramError
 from roleserve_core.process._proc import command_line
 from roleserve_core.process._spec import Bind
 
-__all__ = ["check_binds", "find_holder", "holds"]
+__all__ = ["address_in_use", "check_binds", "find_holder", "holds"]
 
 _TCP_LISTEN = "0A"
 _TCP_TIME_WAIT = "06"
@@ -52,17 +54,43 @@ def check_binds(name: str, binds: Iterable[Bind]) -> None:
         if problem.errno != errno.EADDRINUSE:
             raise ProgramError(f"cannot start {name}: cannot bind {bind}: {problem.strerror}")
         holder = find_holder(bind)
-        if holder is None:
-            who = "a process this node cannot see (another user, or another network namespace)"
-        else:
-            pid, command = holder
-            who = f"pid {pid} ({command or 'command unreadable'})"
+        who = _named(holder)
         raise PortInUseError(
             f"cannot start {name}: {bind} is held by {who}, which this node did not start; "
             f"stop that process, or configure {name} to use another address",
             address=str(bind),
             holder_pid=holder[0] if holder else None,
         )
+
+
+def address_in_use(host: str, port: int) -> AddressInUseError | None:
+    """Why a server cannot listen on ``host:port``, if another process holds it (a bind
+    of this node's own fails with EADDRINUSE); None if not, or if ``host`` is no address.
+
+    For a server that learnt only that it failed (gRPC's ``add_secure_port`` says no more
+    than that, and logs a line of its own): asked once its listen failed.
+    """
+    try:
+        bind = Bind(host, port)
+    except ValueError:  # port 0, or a name rather than an address: nothing to probe
+        return None
+    problem = _try_bind(bind)
+    if problem is None or problem.errno != errno.EADDRINUSE:
+        return None
+    address = endpoint(host, port)
+    return AddressInUseError(
+        f"cannot listen on {address}: held by {_named(find_holder(bind))}; stop that "
+        "process, or configure another port, and this starts again by itself",
+        address,
+    )
+
+
+def _named(holder: tuple[int, str | None] | None) -> str:
+    """The holder of an address as a message names it."""
+    if holder is None:
+        return "a process this node cannot see (another user, or another network namespace)"
+    pid, command = holder
+    return f"pid {pid} ({command or 'command unreadable'})"
 
 
 def _try_bind(bind: Bind) -> OSError | None:

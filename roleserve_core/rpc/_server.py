@@ -54,6 +54,8 @@ import grpc
 
 from roleserve_core.identity import NodeCredentials, certificate_to_pem, enrolment_ca
 from roleserve_core.limits import MAX_READ_BYTES, request_too_large
+from roleserve_core.ports import split_endpoint
+from roleserve_core.process._ports import address_in_use
 from roleserve_core.rpc._authorization import (
     MethodAuthorization,
     method_authorization,
@@ -560,12 +562,24 @@ def bind(
     :param current: the latest credentials, for a server that presents a renewed
         certificate without a restart (see ``server_credentials``).
     :returns: the port bound.
-    :raises OSError: if the address cannot be bound, naming it.
+    :raises AddressInUseError: if another process holds the address (a ``ResourceError``:
+        one line, retried, naming the address and the holder).
+    :raises OSError: if the address cannot be bound otherwise, naming it.
     """
     try:
         port = server.add_secure_port(address, server_credentials(credentials, current))
     except RuntimeError as exc:
-        raise OSError(f"cannot listen on {address}: {exc}") from None
+        raise _listen_error(address, f": {exc}") from None
     if port == 0:
-        raise OSError(f"cannot listen on {address}")
+        raise _listen_error(address, "")
     return port
+
+
+def _listen_error(address: str, said: str) -> OSError:
+    """Why ``bind`` failed: the address held by another process, asked of the kernel
+    (gRPC says only that it failed, with a hint to debug it), else what gRPC said."""
+    try:
+        host, port = split_endpoint(address, 0)
+    except ValueError:
+        return OSError(f"cannot listen on {address}{said}")
+    return address_in_use(host, port) or OSError(f"cannot listen on {address}{said}")

@@ -48,6 +48,7 @@ from roleserve_core import (
     RunContext,
     ValueWatch,
     Worker,
+    address_in_use,
     endpoint,
     local_exporter_host,
     plan_listen,
@@ -195,7 +196,8 @@ async def _serving(
 ) -> AsyncIterator[None]:
     """``app`` served over ``tls`` on ``host:port``; stopped on exit.
 
-    :raises OSError: naming the address, if it cannot listen there.
+    :raises AddressInUseError: naming the address and its holder, if another process has it.
+    :raises OSError: naming the address, if it cannot listen there otherwise.
     """
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
@@ -204,6 +206,9 @@ async def _serving(
         try:
             await site.start()
         except OSError as exc:
+            held = address_in_use(host, port)  # one line, retried (a ResourceError)
+            if held is not None:
+                raise held from None
             raise OSError(
                 f"cannot listen on {endpoint(host, port)}: {exc.strerror or exc}"
             ) from exc

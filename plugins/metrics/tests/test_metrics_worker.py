@@ -18,6 +18,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from aiohttp import web
 from prometheus_client.core import CounterMetricFamily, Metric
 
 from roleserve_core import (
@@ -25,6 +26,7 @@ from roleserve_core import (
     NODE_CREDENTIALS,
     REVOKED_CREDENTIALS,
     ROLES,
+    AddressInUseError,
     NetworkStatus,
     NodeRoles,
     RevokedCredentials,
@@ -51,7 +53,9 @@ from roleserve_core.testing import (
     require_real,
 )
 from roleserve_metrics import Exporter, hooks
+from roleserve_metrics.server import TlsIdentity
 from roleserve_metrics.settings import NODE_EXPORTER_EXECUTABLE
+from roleserve_metrics.worker_metrics import _serving
 
 pytestmark = pytest.mark.anyio
 
@@ -329,3 +333,21 @@ async def test_a_renewed_certificate_is_presented_without_a_restart(
     )
     assert served.harness.status(DN).restarts == 0
     assert (await served.get("core", owner))[0] == 200
+
+
+async def test_a_held_port_is_one_line_naming_the_holder() -> None:
+    """Another process on the exporter's address: a ``ResourceError`` (retried, logged in
+    one line as waiting for the operator), naming the address and the holder, as the
+    node's gRPC servers do; not an ``OSError`` with a traceback."""
+    host = str(random_loopback())
+    with socket.socket() as holder:
+        holder.bind((host, 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        tls = TlsIdentity(ThrowawayCA().node())
+        with pytest.raises(AddressInUseError) as held:
+            async with _serving(web.Application(), host, port, tls):
+                pass
+    assert str(held.value).startswith(
+        f"cannot listen on {host}:{port}: held by pid {os.getpid()} ("
+    )
