@@ -39,11 +39,18 @@ def modules_of(package: ModuleType) -> Iterator[ModuleType]:
 
 
 def exceptions_defined_in(package: ModuleType) -> dict[str, type[BaseException]]:
-    """Every exception class defined (not imported) in ``package``, by qualified name."""
+    """Every exception class defined (not imported) in ``package``, by qualified name.
+
+    Warning categories (``PluginAPIDeprecationWarning``) are left out: they are Python
+    exceptions only by descent, given to ``warnings.warn`` and never raised as errors."""
     found = {}
     for module in modules_of(package):
         for _, value in inspect.getmembers(module, inspect.isclass):
-            if issubclass(value, BaseException) and value.__module__ == module.__name__:
+            if (
+                issubclass(value, BaseException)
+                and not issubclass(value, Warning)
+                and value.__module__ == module.__name__
+            ):
                 found[f"{value.__module__}.{value.__qualname__}"] = value
     return found
 
