@@ -8,6 +8,7 @@ import ipaddress
 import random
 import urllib.request
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -252,14 +253,22 @@ async def test_an_unknown_role_changes_nothing_on_disk(node: StartNode, tmp_path
     assert harness.status(WORKER).note == "waiting for the node's roles"
 
 
-async def test_a_removed_member_is_refused_from_its_records_and_kept(
-    node: StartNode, binary: EtcdBinary, tmp_path: Path, supervisor_runner: SupervisorRunner
-) -> None:
-    """While the roles are unknown, a member starts from its own records (issue 28: the
-    cluster's only member waited for ever), with the checks of every restart: one the cluster
-    removed is refused, and nothing is deleted. The worker follows the
-    values while etcd is refused: the roles, once known without the role, restart it
-    without a control plane."""
+@dataclass(frozen=True)
+class TwoNodes:
+    """A first node that bootstrapped and leads, and a second enrolled beside it."""
+
+    address: Callable[[int], ipaddress.IPv4Address]
+    boot: Bootstrapped
+    endpoint: str
+    """The first node's curator."""
+    second: NodeHarness
+    """Started, its credentials set, its roles not yet."""
+    credentials: NodeCredentials
+
+
+async def a_second_node_enrolled(node: StartNode, binary: EtcdBinary, tmp_path: Path) -> TwoNodes:
+    """The start of the tests of a second node's member: the first bootstraps and leads,
+    the second is enrolled with the first's curator."""
     address = subnet()
     first = await start(node, binary, tmp_path / "first", address(0))
     first.set(BOOTSTRAP, BootstrapRequest(generate_key()))
@@ -268,9 +277,29 @@ async def test_a_removed_member_is_refused_from_its_records_and_kept(
     endpoint = lcp.curator_endpoint or ""
     await until_it_leads(endpoint, boot)
     second = await start(node, binary, tmp_path / "second", address(1))
-    key = generate_key()
-    credentials = await enrol_node(endpoint, boot.node.node_id, boot.owner, key, address(1))
+    credentials = await enrol_node(
+        endpoint, boot.node.node_id, boot.owner, generate_key(), address(1)
+    )
     second.set(NODE_CREDENTIALS, credentials)
+    return TwoNodes(address, boot, endpoint, second, credentials)
+
+
+async def test_a_removed_member_is_refused_from_its_records_and_kept(
+    node: StartNode, binary: EtcdBinary, tmp_path: Path, supervisor_runner: SupervisorRunner
+) -> None:
+    """While the roles are unknown, a member starts from its own records (issue 28: the
+    cluster's only member waited for ever), with the checks of every restart: one the cluster
+    removed is refused, and nothing is deleted. The worker follows the
+    values while etcd is refused: the roles, once known without the role, restart it
+    without a control plane."""
+    two = await a_second_node_enrolled(node, binary, tmp_path)
+    address, boot, endpoint, second, credentials = (
+        two.address,
+        two.boot,
+        two.endpoint,
+        two.second,
+        two.credentials,
+    )
     roles = await update_roles(boot, endpoint, credentials.node_id, "consensus_member", True)
     second.set_roles(roles)
     await control_plane(second, running=True)
@@ -361,17 +390,14 @@ async def test_a_join_interrupted_at_any_step_ends_as_a_voter_of_the_one_cluster
 ) -> None:
     """The reported fault (``enospc``: the join left data/member without a WAL; the next
     start founded a second etcd cluster), and a crash injected at each step of the join."""
-    address = subnet()
-    first = await start(node, binary, tmp_path / "first", address(0))
-    first.set(BOOTSTRAP, BootstrapRequest(generate_key()))
-    lcp = await control_plane(first, running=True)
-    boot: Bootstrapped = value_of(first, BOOTSTRAPPED)
-    endpoint = lcp.curator_endpoint or ""
-    await until_it_leads(endpoint, boot)
-    second = await start(node, binary, tmp_path / "second", address(1))
-    key = generate_key()
-    credentials = await enrol_node(endpoint, boot.node.node_id, boot.owner, key, address(1))
-    second.set(NODE_CREDENTIALS, credentials)
+    two = await a_second_node_enrolled(node, binary, tmp_path)
+    address, boot, endpoint, second, credentials = (
+        two.address,
+        two.boot,
+        two.endpoint,
+        two.second,
+        two.credentials,
+    )
     if fault == "enospc":
         data = tmp_path / "second" / "plugins" / "controlplane" / "etcd" / "data"
         (data / "member" / "snap").mkdir(parents=True)
@@ -398,7 +424,7 @@ async def test_a_join_interrupted_at_any_step_ends_as_a_voter_of_the_one_cluster
     await control_plane(second, running=True)
     assert roles.consensus_member is not None
     member = Credentials(
-        key,
+        credentials.key,
         certificate_from_pem(roles.consensus_member.peer_certificate, "peer certificate"),
         certificate_from_pem(roles.consensus_member.ca_certificate, "consensus CA"),
     )
