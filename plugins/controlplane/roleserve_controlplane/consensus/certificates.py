@@ -32,13 +32,22 @@ from roleserve_core.identity import (
     Credentials,
     PrivateKey,
     PublicKey,
+    certificate_from_pem,
     certificate_to_pem,
     create_ca,
     generate_key,
     issue_certificate,
+    private_key_from_pem,
 )
 
-__all__ = ["ETCD_SERVER_NAME", "ConsensusCA", "TLSFiles", "tls_files", "write_tls_files"]
+__all__ = [
+    "ETCD_SERVER_NAME",
+    "ConsensusCA",
+    "TLSFiles",
+    "read_tls_files",
+    "tls_files",
+    "write_tls_files",
+]
 
 ETCD_SERVER_NAME = "etcd.roleserve.invalid"
 """A DNS name of every member certificate; clients verify members against it."""
@@ -132,3 +141,17 @@ def write_tls_files(directory: Path, credentials: Credentials) -> TLSFiles:
     write_atomically(files.certificate, credentials.certificate_pem)
     write_atomically(files.key, credentials.key_pem, 0o600)
     return files
+
+
+def read_tls_files(directory: Path) -> Credentials:
+    """The credentials ``write_tls_files`` wrote into ``directory``.
+
+    :raises OSError: a file is missing or unreadable.
+    :raises IdentityError: a file does not hold what it should.
+    """
+    files = tls_files(directory)
+    return Credentials(
+        private_key_from_pem(files.key.read_bytes(), str(files.key)),
+        certificate_from_pem(files.certificate.read_bytes(), str(files.certificate)),
+        certificate_from_pem(files.ca.read_bytes(), str(files.ca)),
+    )

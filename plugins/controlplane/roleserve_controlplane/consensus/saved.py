@@ -29,11 +29,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from roleserve_controlplane.consensus.certificates import tls_files
+from roleserve_controlplane.consensus.certificates import read_tls_files
 from roleserve_controlplane.consensus.errors import MembershipRecordError
 from roleserve_controlplane.consensus.record import MEMBERSHIP_FILE, MembershipRecord
 from roleserve_core import IdentityError, write_atomically
-from roleserve_core.identity import Credentials, certificate_from_pem, private_key_from_pem
+from roleserve_core.identity import Credentials
 
 __all__ = ["PEERS_FILE", "SavedMember", "load_saved_member", "save_peers"]
 
@@ -72,12 +72,7 @@ def load_saved_member(directory: Path) -> SavedMember | None:
             isinstance(name, str) and isinstance(url, str) for name, url in peers.items()
         ):
             return None
-        files = tls_files(directory / "tls")
-        credentials = Credentials(
-            private_key_from_pem(files.key.read_bytes(), str(files.key)),
-            certificate_from_pem(files.certificate.read_bytes(), str(files.certificate)),
-            certificate_from_pem(files.ca.read_bytes(), str(files.ca)),
-        )
+        credentials = read_tls_files(directory / "tls")
     except (OSError, ValueError, MembershipRecordError, IdentityError):
         return None
     return SavedMember(record.name, credentials, peers)
