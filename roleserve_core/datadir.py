@@ -41,6 +41,7 @@ from roleserve_core.files import write_atomically
 from roleserve_core.identity import (
     PrivateKey,
     generate_key,
+    node_id,
     private_key_from_pem,
     private_key_to_pem,
 )
@@ -146,6 +147,17 @@ class NodeDataDirectory:
             yield
         finally:
             os.close(descriptor)
+
+    def read_node_id(self) -> str | None:
+        """The node's ID, from its key; None before the node made one.
+
+        :raises IdentityError: if the key file holds no usable key.
+        """
+        try:
+            key = private_key_from_pem(self.key.read_bytes(), str(self.key))
+        except OSError:
+            return None
+        return node_id(key.public_key())
 
     def load_or_create_key(self, path: Path) -> PrivateKey:
         """The private key at ``path``, made (0600) if there is none yet.

@@ -53,7 +53,7 @@ from roleserve_core.enrolment import RegisterTicket
 from roleserve_core.environment import REGISTER_TICKET_ENV
 from roleserve_core.errors import RoleserveError
 from roleserve_core.files import write_atomically
-from roleserve_core.identity import certificate_from_pem, node_id, private_key_from_pem
+from roleserve_core.identity import certificate_from_pem
 from roleserve_core.localcluster import netns as _netns
 from roleserve_core.localcluster.layout import (
     DEFAULT_SIZE,
@@ -283,10 +283,7 @@ class LocalCluster:
 
     def node_id(self, node: LocalNode) -> str | None:
         """The ID of ``node``, once it has made its key."""
-        try:
-            return node_id(private_key_from_pem(node.datadir.key.read_bytes()).public_key())
-        except OSError:
-            return None
+        return node.datadir.read_node_id()
 
     # -- up and down ---------------------------------------------------------------
 

@@ -187,7 +187,7 @@ def _run(run: Run, args: argparse.Namespace, *, without_leader: bool = False) ->
             args.timeout,
             without_leader=without_leader,
             say=_note,
-            local_names=_local.node_names(directory),
+            local_access=directory,
         ) as session:
             if session.quorum is not None:
                 said = NoQuorumError(session.quorum, _start_them(directory))

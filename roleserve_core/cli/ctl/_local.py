@@ -7,8 +7,8 @@ the names its table gives its nodes.
       --credentials D ─────────────▶ D/owner            (D itself holds no key.pem)
       no credentials, none in ~/.config/roleserve/owner,
       a cluster in cluster up's default directory ─▶ named in the error, to pass
-      access directory D/owner ────▶ n1 … nN: each node's ID, from D/n<i>'s key
-                                     (``Session.resolve`` takes them as NODE)
+      access directory D/owner ────▶ n<i> as NODE: node i's ID, from D/n<i>'s key
+                                     (``Session.resolve``, for that name only)
 
 The names are read from the cluster's own directory, the one ``cluster status`` reads for
 its table, so ``n2`` means what that table shows; any other NODE is an ID or a prefix of
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from roleserve_core.localcluster.layout import FIRST_ADDRESS_FILE, OWNER_DIRECTORY
 
-__all__ = ["cluster_of", "local_credentials_hint", "node_names", "owner_of"]
+__all__ = ["cluster_of", "local_credentials_hint", "node_id_named", "owner_of"]
 
 _NODE_DIRECTORY = re.compile(r"^n[0-9]+$")
 
@@ -44,26 +44,20 @@ def cluster_of(access: Path) -> Path | None:
     return None
 
 
-def node_names(access: Path) -> dict[str, str]:
-    """``n<i>`` → node ID of every node with a key, in the local cluster of ``access``
-    (none when it is no local cluster's owner directory)."""
+def node_id_named(access: Path, name: str) -> str | None:
+    """The ID of the node ``name`` (``n<i>``) names in the local cluster of ``access``;
+    None when ``name`` is no such name, ``access`` no local cluster's owner directory, or
+    that node has no key yet (or a broken one). Only that node's key is read."""
     from roleserve_core.datadir import NodeDataDirectory
     from roleserve_core.errors import IdentityError
-    from roleserve_core.identity import node_id, private_key_from_pem
 
     cluster = cluster_of(access)
-    if cluster is None:
-        return {}
-    names = {}
-    for directory in cluster.iterdir():
-        if not _NODE_DIRECTORY.match(directory.name):
-            continue
-        try:
-            key = private_key_from_pem(NodeDataDirectory(directory).key.read_bytes())
-        except (OSError, IdentityError):
-            continue  # no key yet (or a broken one): the node has no ID to name
-        names[directory.name] = node_id(key.public_key())
-    return names
+    if cluster is None or not _NODE_DIRECTORY.match(name):
+        return None
+    try:
+        return NodeDataDirectory(cluster / name).read_node_id()
+    except IdentityError:
+        return None
 
 
 def local_credentials_hint(default_cluster: Path) -> str:

@@ -26,8 +26,8 @@ session closes everything, whichever way the command ends.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -35,6 +35,7 @@ import anyio
 import grpc
 
 from roleserve_core.access import ClusterAccess
+from roleserve_core.cli.ctl import _local
 from roleserve_core.cli.ctl._errors import CtlError, rpc_failure
 from roleserve_core.cli.ctl._resolve import match_node
 from roleserve_core.connection import LeaderInfo, NoLeaderError, NoQuorumError, find_leader
@@ -96,9 +97,9 @@ class Session:
     channel: grpc.aio.Channel | None = None
     """The channel ``management`` calls on: to the leader, where plugins' commands call
     their own services (``roleserve.ctl`` entry points, ``_plugins``)."""
-    local_names: Mapping[str, str] = field(default_factory=dict)
-    """``n<i>`` → node ID, when the access directory is a local cluster's (``_local``): the
-    names its status table shows, which ``resolve`` takes too."""
+    local_access: Path | None = None
+    """The access directory, when it may be a local cluster's (``_local``): ``resolve``
+    then takes the names its status table shows (``n<i>``) too."""
 
     @property
     def leader(self) -> LeaderInfo:
@@ -170,7 +171,8 @@ class Session:
         :raises CtlError: if it names none or several, listing the candidates; without a
             leader, also saying that only the members that answer can be reached.
         """
-        text = self.local_names.get(text.strip(), text)
+        if self.local_access is not None:
+            text = _local.node_id_named(self.local_access, text.strip()) or text
         try:
             return match_node(await self.nodes(), text)
         except CtlError as exc:
@@ -207,14 +209,15 @@ async def open_session(
     *,
     without_leader: bool = False,
     say: Callable[[str], None] = lambda line: None,
-    local_names: Mapping[str, str] | None = None,
+    local_access: Path | None = None,
 ) -> AsyncIterator[Session]:
     """Find the leader and open the Management channel to it.
 
     :param call_timeout: seconds to find the leader, and for each call of the session.
     :param say: where to tell the person waiting why it takes longer (a leader found
         that does not answer).
-    :param local_names: ``n<i>`` → node ID of a local cluster (``Session.local_names``).
+    :param local_access: the access directory, for a local cluster's names
+        (``Session.local_access``).
     :param without_leader: when the consensus has no quorum, open a session without a
         leader (``Session.quorum``) instead of failing: for commands that talk to one node.
     :raises LeaderRefusedError: as soon as every endpoint refused the connection: a
@@ -236,7 +239,7 @@ async def open_session(
         await channels.enter_async_context(channel)
         management = management_pb2_grpc.ManagementStub(channel)
         yield Session(
-            access, leader, management, call_timeout, channels, quorum, channel, local_names or {}
+            access, leader, management, call_timeout, channels, quorum, channel, local_access
         )
 
 
