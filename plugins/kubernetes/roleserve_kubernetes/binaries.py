@@ -5,6 +5,9 @@
     [plugins.kubernetes] kube_apiserver = "/path"  ── set: the only candidate
                     │ empty
                     ▼
+    the pinned build (kubebuild.pinned_bin_dir(): ./dev kube-binaries) ── there ──▶ it
+                    │ not built
+                    ▼
     kube-apiserver on PATH ── found ──▶ its path: the runnable starts it
                     │ not found
                     ▼
@@ -26,12 +29,14 @@ operator installs the binary and restarts it.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from roleserve_core import ProgramNotFoundError, ProgramSpec, Setting, resolve_binary
+from roleserve_kubernetes.kubebuild import pinned_bin_dir
 
 __all__ = [
     "APISERVER",
@@ -98,7 +103,19 @@ KUBELET = Component("kubelet", _setting("kubelet", "kubelet"), "container runtim
 COMPONENTS = (APISERVER, CONTROLLER_MANAGER, SCHEDULER, KUBELET)
 """Every kube binary the plugin runs, controller's first."""
 
-SETTINGS: tuple[Setting[str], ...] = tuple(component.setting for component in COMPONENTS)
+BUILT_DIR: Setting[str] = Setting(
+    "kube_binaries_dir",
+    str,
+    "",
+    "Where the kube binaries built by `./dev kube-binaries` are looked for, after the "
+    "per-binary settings and before PATH; empty: the pinned version's build cache "
+    "(${XDG_CACHE_HOME:-~/.cache}/roleserve/kube/<version>-<digest>/bin).",
+)
+
+SETTINGS: tuple[Setting[str], ...] = (
+    *(component.setting for component in COMPONENTS),
+    BUILT_DIR,
+)
 """The ``[plugins.kubernetes]`` keys naming the binaries."""
 
 
@@ -108,23 +125,39 @@ class KubeBinaries:
 
     configured: Mapping[str, str]
     """Executable name → configured path, for those set in the section."""
+    built: Path | None = None
+    """The directory of built binaries (``kube_binaries_dir``); None: the pinned build's."""
 
     @classmethod
     def of(cls, config: Mapping[str, Any]) -> KubeBinaries:
         """The paths the plugin's ``NodeContext.config`` names (types checked by the core)."""
         found = {c.executable: c.setting.read(config) for c in COMPONENTS}
-        return cls({name: path for name, path in found.items() if path})
+        built = BUILT_DIR.read(config)
+        return cls(
+            {name: path for name, path in found.items() if path},
+            Path(built) if built else None,
+        )
 
     def find(self, component: Component, search_path: str | None = None) -> Path | None:
         """The binary of ``component``, or None if there is none (see ``find_binary``)."""
-        return find_binary(component, self.configured.get(component.executable), search_path)
+        configured = self.configured.get(component.executable)
+        return find_binary(component, configured, search_path, self.built)
 
 
 def find_binary(
-    component: Component, configured: str | None, search_path: str | None = None
+    component: Component,
+    configured: str | None,
+    search_path: str | None = None,
+    built: Path | None = None,
 ) -> Path | None:
-    """The binary of ``component``: ``configured`` if set (and only it), else the one on
-    PATH; None when nothing is configured and PATH has none (the note's case).
+    """The binary of ``component``: ``configured`` if set (and only it), else the pinned
+    build's in ``built`` (default ``kubebuild.pinned_bin_dir()``, where ``./dev
+    kube-binaries`` puts them), else the one on PATH; None when none of them has it (the
+    note's case).
+
+    The pinned build comes before PATH because it is the version the plugin's plans are
+    made for (``plugins/kubernetes/README.md``, which Kubernetes); PATH is for a machine
+    that installs the binaries some other way.
 
     A configured path is returned as it is, even if it is missing or not executable: the
     operator named it, so starting it fails with the runner's final error naming the path
@@ -133,6 +166,9 @@ def find_binary(
     """
     if configured:
         return Path(configured)
+    pinned = (built or pinned_bin_dir()) / component.executable
+    if os.access(pinned, os.X_OK):
+        return pinned
     spec = ProgramSpec(
         name=component.executable,
         executable=component.executable,

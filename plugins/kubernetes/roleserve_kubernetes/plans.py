@@ -238,6 +238,8 @@ def apiserver_plan(inputs: ControllerInputs) -> LaunchPlan:
         "allow-privileged": "true",
         "profiling": "false",
     }
+    if inputs.address.is_loopback:
+        flags["endpoint-reconciler-type"] = "none"
     health = Health(address, APISERVER_PORT, "/readyz", ca_pem=_certificate(pki, "ca"))
     files = (ca, serving, serving_key, kubelet, kubelet_key, proxy_ca, proxy, proxy_key)
     return LaunchPlan(
@@ -328,6 +330,7 @@ def kubelet_plan(inputs: KubeletInputs) -> LaunchPlan:
         "clusterDomain": CLUSTER_DOMAIN,
         "clusterDNS": [str(CLUSTER_DNS)],
         "podCIDR": str(inputs.pod_prefix),
+        "failCgroupV1": False,
         "rotateCertificates": False,
         "serverTLSBootstrap": False,
     }
