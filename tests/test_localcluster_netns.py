@@ -40,7 +40,12 @@ def test_a_plan_names_everything_after_its_subnet() -> None:
     ]
     assert [plan.namespace(i) for i in (1, 3)] == ["rsnet7-n1", "rsnet7-n3"]
     assert [plan.veth(i) for i in (1, 3)] == ["rsnet7-1", "rsnet7-3"]
-    assert netns.in_namespace("rsnet7-n1", ["true"]) == ["ip", "netns", "exec", "rsnet7-n1", "true"]
+    assert netns.in_namespace("rsnet7-n1", ["true"]) == [
+        "nsenter",
+        "--net=/var/run/netns/rsnet7-n1",
+        "--",
+        "true",
+    ]
 
 
 def test_names_fit_the_kernels_limit_in_the_whole_range() -> None:
@@ -121,6 +126,16 @@ def test_without_root_netns_refuses_in_one_line(
     anyio.run(cluster.down)  # nothing to remove, and no error for it
 
 
+def test_without_nsenter_netns_names_the_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A node runs under nsenter (util-linux), not ip netns exec (see netns.py)."""
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr(shutil, "which", lambda name: None if name == "nsenter" else name)
+    assert netns.unsupported() == (
+        "--netns needs util-linux's `nsenter` to run nodes in namespaces "
+        "(apt-get install util-linux)"
+    )
+
+
 def test_without_pyroute2_netns_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(os, "geteuid", lambda: 0)
     monkeypatch.setattr(shutil, "which", lambda name: f"/usr/bin/{name}")
@@ -142,7 +157,7 @@ def _netns_available() -> bool:
 def plan(tmp_path: Path) -> Iterator[NetnsPlan]:
     """A two-node plan in a /24 no other cluster of this machine uses; removed after."""
     require_real(
-        "network namespaces (root, iproute2, pyroute2)",
+        "network namespaces (root, iproute2, nsenter, pyroute2)",
         _netns_available(),
         f"run as root; {netns.unsupported()}",
     )
