@@ -3,11 +3,12 @@ controlplane worker starts serves ``KubernetesCertificates`` (through the hook
 ``roleserve_curator_services``), a plugin whose hook fails leaves the curator leading, and
 ``local_control_plane`` is all a controller needs to reach etcd for the PKI: the
 controller worker loads the same PKI. With the pinned build's kube binaries, the real
-control plane runs from the plugin on that etcd."""
+control plane runs from the plugin on two controllers, and outlives one of them."""
 
 from __future__ import annotations
 
 import argparse
+import functools
 import ipaddress
 import json
 import random
@@ -23,7 +24,7 @@ import pytest
 
 from roleserve_controlplane import hooks as controlplane_hooks
 from roleserve_controlplane.consensus import EtcdBinary
-from roleserve_controlplane.testing import ETCD_SOURCES, etcd_binary
+from roleserve_controlplane.testing import ETCD_SOURCES, enrol_node, etcd_binary
 from roleserve_core import (
     BOOTSTRAP,
     BOOTSTRAPPED,
@@ -31,6 +32,7 @@ from roleserve_core import (
     KUBERNETES_STATUS,
     LOCAL_CONTROL_PLANE,
     NETWORK,
+    NODE_CREDENTIALS,
     NODE_ID,
     ROLES,
     Bootstrapped,
@@ -44,7 +46,10 @@ from roleserve_core import (
     NodeRoles,
     State,
     hookimpl,
+    management_pb2,
+    management_pb2_grpc,
     open_ctl_session,
+    roles_from_proto,
 )
 from roleserve_core.identity import generate_key
 from roleserve_core.proto import common_pb2
@@ -95,15 +100,15 @@ class Controller:
     address: ipaddress.IPv4Address
 
 
-async def bootstrapped_controller(
+async def node_with_plugins(
     node: Callable[..., Awaitable[NodeHarness]],
     binary: EtcdBinary,
-    tmp_path: Path,
+    directory: Path,
     kubernetes: dict[str, Any],
+    address: ipaddress.IPv4Address,
     *more: tuple[Any, str],
-) -> Controller:
-    """A node with both plugins (and ``more`` ones, as ``(plugin, name)``) that bootstrapped
-    a cluster; its roles and node ID are not set yet (rolefetch's part, the test's)."""
+) -> NodeHarness:
+    """A node with both plugins (and ``more`` ones, as ``(plugin, name)``) at ``address``."""
     plugins = PluginHarness()
     plugins.register(controlplane_hooks, "controlplane")
     plugins.register(kubernetes_hooks, "kubernetes")
@@ -111,17 +116,33 @@ async def bootstrapped_controller(
         plugins.register(plugin, name)
     settings = {"etcd": str(binary.path), "heartbeat_ms": 25, "election_ms": 250, "lease_ttl": 2}
     config = {"controlplane": settings, "kubernetes": kubernetes}
-    harness = await node(plugins.runtime(tmp_path, config=config))
-    address = ipaddress.IPv4Address(f"127.{random.randint(1, 254)}.{random.randint(0, 254)}.1")
+    harness = await node(plugins.runtime(directory, config=config))
     harness.set(NETWORK, NetworkStatus(address))
+    return harness
+
+
+async def bootstrapped_controller(
+    node: Callable[..., Awaitable[NodeHarness]],
+    binary: EtcdBinary,
+    directory: Path,
+    kubernetes: dict[str, Any],
+    *more: tuple[Any, str],
+) -> Controller:
+    """A node with both plugins that bootstrapped a cluster, at ``<random /24>.1``; its
+    roles and node ID are not set yet (rolefetch's part, the test's)."""
+    address = ipaddress.IPv4Address(f"127.{random.randint(1, 254)}.{random.randint(0, 254)}.1")
+    harness = await node_with_plugins(node, binary, directory, kubernetes, address, *more)
     harness.set(BOOTSTRAP, BootstrapRequest(generate_key()))
-    lcp: LocalControlPlane = await wait_for_value(
-        harness.runtime.registry.read(LOCAL_CONTROL_PLANE, "test"),
-        lambda value: value.running,
-        timeout=60,
-    )
+    lcp = await running_control_plane(harness)
     boot: Bootstrapped = harness.runtime.registry.read(BOOTSTRAPPED, "test").get_nowait()
     return Controller(harness, boot, lcp, address)
+
+
+async def running_control_plane(harness: NodeHarness) -> LocalControlPlane:
+    """The node's ``local_control_plane`` once etcd and the curator run."""
+    values = harness.runtime.registry.read(LOCAL_CONTROL_PLANE, "test")
+    running: LocalControlPlane = await wait_for_value(values, lambda lcp: lcp.running, timeout=60)
+    return running
 
 
 async def test_the_curator_serves_kubelet_certificates_and_the_controller_reaches_etcd(
@@ -186,58 +207,73 @@ def kube_binaries() -> Path:
     return built
 
 
-@pytest.mark.timeout(420)
-async def test_the_real_control_plane_serves_ctl_kubeconfig_and_forgets_decommissioned_nodes(
+@pytest.mark.timeout(600)
+async def test_two_real_controllers_make_one_control_plane_that_outlives_one_of_them(
     node: Callable[..., Awaitable[NodeHarness]], tmp_path: Path
 ) -> None:
-    """The built kube-apiserver, controller-manager and scheduler on a real etcd, from the
-    plugin: each HEALTHY, the controller-manager and scheduler started once the apiserver
-    was ready (never failed: no crash loop), the status ready by /readyz; ``ctl
-    kubeconfig`` works with kubectl and the official Python client; a decommissioned
-    node's Node object goes; removing the role stops everything and resets the status."""
+    """The built kube-apiserver, controller-manager and scheduler on real etcd, from the
+    plugin, on two controllers: each component HEALTHY, the controller-manager and the
+    scheduler started once their apiserver was ready (never failed: no crash loop), each
+    status ready by /readyz; ``ctl kubeconfig`` names both, for kubectl and the official
+    Python client; a decommissioned node's Node goes; the role taken from one controller
+    stops its components and resets its status, and the other one serves on."""
     built = kube_binaries()
-    controller = await bootstrapped_controller(node, etcd_binary(ETCD_SOURCES[0]), tmp_path, {})
-    harness, boot, address = controller.harness, controller.boot, controller.address
-    own = boot.node.node_id
-    harness.set(CLUSTER_NODES, ClusterNodes({own: node_record(own, str(address))}, backlogged=True))
-    harness.set(NODE_ID, own)
-    harness.set(ROLES, boot.roles)
-    statuses = harness.runtime.registry.read(KUBERNETES_STATUS, "test")
-    status = await wait_for_value(statuses, lambda value: value.apiserver_ready, timeout=240)
-    assert status.apiserver == f"https://{address}:6443"
-    assert status.running == ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
-    for name in ("apiserver", "controller_manager", "scheduler", "node_cleanup"):
-        healthy = await harness.wait_state(f"{DN}.{name}", State.HEALTHY, timeout=180)
-        assert healthy.failures == 0, (name, healthy)  # started when it could work
+    binary = etcd_binary(ETCD_SOURCES[0])
+    first = await bootstrapped_controller(node, binary, tmp_path / "first", {})
+    boot, endpoint = first.boot, first.control_plane.curator_endpoint or ""
+    leader = boot.node.node_id
+    address = first.address + 1
+    second = await node_with_plugins(node, binary, tmp_path / "second", {}, address)
+    # Once it leads (a role the bootstrap gave it: nothing changes), it enrols a second.
+    await _when_leading(lambda: update_roles(boot, endpoint, leader, "kubernetes_controller", True))
+    credentials = await enrol_node(endpoint, leader, boot.owner, generate_key(), address)
+    second.set(NODE_CREDENTIALS, credentials)
+    await update_roles(boot, endpoint, credentials.node_id, "consensus_member", True)
+    roles = await update_roles(boot, endpoint, credentials.node_id, "kubernetes_controller", True)
+    nodes = {first.harness: (leader, boot.roles), second: (credentials.node_id, roles)}
+    records = {node_id: node_record(node_id) for node_id, _ in nodes.values()}
+    for harness, (node_id, node_roles) in nodes.items():
+        harness.set(CLUSTER_NODES, ClusterNodes(records, backlogged=True))
+        harness.set(NODE_ID, node_id)
+        harness.set(ROLES, node_roles)
+    statuses = [harness.runtime.registry.read(KUBERNETES_STATUS, "test") for harness in nodes]
+    for status, host in zip(statuses, (first.address, address), strict=True):
+        ready = await wait_for_value(status, lambda value: value.apiserver_ready, timeout=240)
+        assert ready.apiserver == f"https://{host}:6443"
+        assert ready.running == ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+    for harness in nodes:
+        for name in ("apiserver", "controller_manager", "scheduler", "node_cleanup"):
+            healthy = await harness.wait_state(f"{DN}.{name}", State.HEALTHY, timeout=180)
+            assert healthy.failures == 0, (name, healthy)  # started when it could work
 
-    # ctl kubeconfig: a context per ready apiserver (one here), for kubectl and Python.
+    # ctl kubeconfig: a context per ready apiserver, for kubectl and the Python client.
     out = tmp_path / "admin.kubeconfig"
-    access = ClusterAccess.of(boot.owner, [controller.control_plane.curator_endpoint or ""])
+    access = ClusterAccess.of(boot.owner, [endpoint])
     async with open_ctl_session(access, 10.0) as session:
         await kubeconfig(session, argparse.Namespace(out=out, force=False, server=None))
     written = json.loads(out.read_text())
-    assert written["current-context"] == f"roleserve-{address}"
-    assert [c["cluster"]["server"] for c in written["clusters"]] == [status.apiserver]
-    kubectl = [str(built / "kubectl"), "--kubeconfig", str(out)]
-    ready = await anyio.run_process([*kubectl, "get", "--raw", "/readyz"])
-    assert ready.stdout == b"ok"
-    namespaces = await anyio.run_process([*kubectl, "get", "namespaces", "-o", "name"])
-    assert "namespace/kube-system" in namespaces.stdout.decode().split()
-    api = await anyio.to_thread.run_sync(python_client, out)
-    who = await anyio.to_thread.run_sync(api.read_namespace, "kube-system")
-    assert who.metadata.name == "kube-system"
+    by_id = sorted([(leader, first.address), (credentials.node_id, address)])
+    contexts = [f"roleserve-{host}" for _, host in by_id]
+    assert [entry["name"] for entry in written["contexts"]] == contexts
+    assert written["current-context"] == contexts[0]
+    for context in contexts:
+        kubectl = [str(built / "kubectl"), "--kubeconfig", str(out), "--context", context]
+        ready_answer = await anyio.run_process([*kubectl, "get", "--raw", "/readyz"])
+        assert ready_answer.stdout == b"ok"
+        api = await anyio.to_thread.run_sync(python_client, out, context)
+        namespace = await anyio.to_thread.run_sync(api.read_namespace, "kube-system")
+        assert namespace.metadata.name == "kube-system"
+    api = await anyio.to_thread.run_sync(python_client, out, f"roleserve-{first.address}")
 
     # A decommissioned node's Node goes; a live node's and one made by hand stay.
     gone, live = "node-" + "cd" * 16, "node-" + "ef" * 16
     for name in (gone, live, "by-hand"):
         body = kubernetes.client.V1Node(metadata=kubernetes.client.V1ObjectMeta(name=name))
         await anyio.to_thread.run_sync(api.create_node, body)
-    records = {
-        own: node_record(own, str(address)),
-        live: node_record(live),
-        gone: node_record(gone, state=common_pb2.NODE_STATE_DECOMMISSIONED),
-    }
-    harness.set(CLUSTER_NODES, ClusterNodes(records, backlogged=True))
+    records[live] = node_record(live)
+    records[gone] = node_record(gone, state=common_pb2.NODE_STATE_DECOMMISSIONED)
+    for harness in nodes:  # both controllers delete it: one of them meets 404
+        harness.set(CLUSTER_NODES, ClusterNodes(records, backlogged=True))
 
     async def node_names() -> set[str]:
         listed = await anyio.to_thread.run_sync(api.list_node)
@@ -251,24 +287,46 @@ async def test_the_real_control_plane_serves_ctl_kubeconfig_and_forgets_decommis
     )
     assert left == {live, "by-hand"}
 
-    # The role goes: every component stops, and the status says nothing runs.
-    harness.set(ROLES, NodeRoles(consensus_member=boot.roles.consensus_member))
-    assert await wait_for_value(statuses, lambda value: not value.controller_running) == (
+    # The role taken from the second controller: its components stop, its status says
+    # nothing runs there, and the first one's control plane serves on.
+    roles = await update_roles(boot, endpoint, credentials.node_id, "kubernetes_controller", False)
+    second.set(ROLES, roles)
+    assert await wait_for_value(statuses[1], lambda value: not value.controller_running) == (
         KubernetesStatus.NONE
     )
-    await harness.wait_status(DN, lambda s: s.note == WAITING_FOR_ROLE)
+    await second.wait_status(DN, lambda s: s.note == WAITING_FOR_ROLE)
     for name in ("apiserver", "controller_manager", "scheduler", "node_cleanup"):
         with pytest.raises(LookupError):
-            harness.status(f"{DN}.{name}")
+            second.status(f"{DN}.{name}")
     for port, path in ((6443, "/readyz"), (10257, "/healthz"), (10259, "/healthz")):
-        health = Health(str(address), port, path)
-        assert await probe_failure(health) == "connection refused", port  # no process left
+        failure = await poll_until(
+            f"nothing on {address}:{port}",
+            functools.partial(probe_failure, Health(str(address), port, path)),
+            lambda failure: failure == "connection refused",
+        )
+        assert failure == "connection refused"
+    assert statuses[0].get_nowait().apiserver_ready
+    body = kubernetes.client.V1Node(metadata=kubernetes.client.V1ObjectMeta(name="after"))
+    await anyio.to_thread.run_sync(api.create_node, body)
+    assert "after" in await node_names()
 
 
-def python_client(kubeconfig_file: Path) -> Any:
+async def update_roles(
+    first: Bootstrapped, endpoint: str, node_id: str, role: str, assign: bool
+) -> NodeRoles:
+    """Assign or remove ``role`` of ``node_id`` as the owner, through the leader."""
+    async with secure_channel(endpoint, first.owner, node_id=first.node.node_id) as channel:
+        change = management_pb2.UpdateNodeRolesRequest.Change(role=role, assign=assign)
+        response = await management_pb2_grpc.ManagementStub(channel).UpdateNodeRoles(
+            management_pb2.UpdateNodeRolesRequest(node_id=node_id, changes=[change])
+        )
+    return roles_from_proto(response.roles)
+
+
+def python_client(kubeconfig_file: Path, context: str) -> Any:
     """The official client's CoreV1Api, configured by ``kubeconfig_file`` alone."""
     load = kubernetes.config.new_client_from_config  # untyped: the package has no hints
-    client = load(config_file=str(kubeconfig_file))  # type: ignore[no-untyped-call]
+    client = load(config_file=str(kubeconfig_file), context=context)  # type: ignore[no-untyped-call]
     return kubernetes.client.CoreV1Api(client)
 
 
