@@ -1,6 +1,7 @@
 """The worker ``kubernetes_controller``: Kubernetes' control plane on a controller node.
 
-Reads ``roles``, ``local_control_plane`` and ``network``; writes ``kubernetes_status``.
+Reads ``roles``, ``local_control_plane``, ``network`` and (for ``node_cleanup``)
+``cluster_nodes``; writes ``kubernetes_status``.
 
 ::
 
@@ -13,8 +14,12 @@ Reads ``roles``, ``local_control_plane`` and ``network``; writes ``kubernetes_st
         etcd files ◀────────────────────┤ the member's credentials as the apiserver's files
         binaries.find ◀─────────────────┤ each component's binary, or None (absent)
                                         ▼
-        children: apiserver, controller_manager, scheduler   (each its own group)
-        kubernetes_status = {apiserver URL, CA, ready, running, absent}; HEALTHY
+        children: apiserver, controller_manager, scheduler, node_cleanup (each its own
+                  group; all but the apiserver start once it answers /readyz)
+        kubernetes_status = {apiserver URL, CA, ready (/readyz, asked again every
+                             few seconds), running, absent}
+        HEALTHY once the apiserver first answers /readyz (until then NEW, its note
+        saying why: waiting for it, or kube-apiserver not found)
                                         │ the startup changes (the role goes or comes,
                                         ▼ the control plane stops or moves): restart
         finally: kubernetes_status = KubernetesStatus.NONE
@@ -26,7 +31,9 @@ it stops, so a node that lost the role does not go on claiming a control plane.
 
 The worker runs always (``when=None``), so that ``roleserve ctl tree`` says what it waits
 for on a node without the role. Each component is a child in a group of its own: a broken
-scheduler restarts alone and never takes the apiserver down with it.
+scheduler restarts alone and never takes the apiserver down with it. The controller-manager
+and the scheduler run with leader election, so the controllers together make one control
+plane; ``node_cleanup`` (``nodecleanup``) deletes the Node objects of decommissioned nodes.
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ import anyio
 from roleserve_controlplane.consensus import EtcdClient
 from roleserve_controlplane.consensus.certificates import write_tls_files
 from roleserve_core import (
+    CLUSTER_NODES,
     KUBERNETES_STATUS,
     LOCAL_CONTROL_PLANE,
     NETWORK,
@@ -57,7 +65,7 @@ from roleserve_core import (
     Worker,
 )
 from roleserve_core.identity import Credentials
-from roleserve_kubernetes.apiserver import apiserver_runnable
+from roleserve_kubernetes.apiserver import WAITING_FOR_APISERVER, apiserver_runnable
 from roleserve_kubernetes.binaries import (
     APISERVER,
     CONTROLLER_MANAGER,
@@ -66,6 +74,7 @@ from roleserve_kubernetes.binaries import (
     KubeBinaries,
 )
 from roleserve_kubernetes.controllermanager import controller_manager_runnable
+from roleserve_kubernetes.nodecleanup import node_cleanup_runnable
 from roleserve_kubernetes.pki import KeyPair, controller_pki
 from roleserve_kubernetes.plans import ControllerInputs, EtcdClientFiles, apiserver_url
 from roleserve_kubernetes.scheduler import scheduler_runnable
@@ -176,6 +185,9 @@ class ControllerWorker:
         self.pki = pki
         self.etcd_files = etcd_files
         self._status: KubernetesStatus = KubernetesStatus.NONE
+        self._unhealthy: RunContext | None = None
+        """The run that started the components and waits for the apiserver to be ready
+        before it says it is healthy."""
 
     async def run(self, ctx: RunContext) -> None:
         """Runs kube-apiserver, kube-controller-manager and kube-scheduler on controllers."""
@@ -191,6 +203,7 @@ class ControllerWorker:
                 ctx.restart()
                 await anyio.sleep_forever()
         finally:
+            self._unhealthy = None
             self._publish(KubernetesStatus.NONE)
 
     async def _start(self, ctx: RunContext, startup: ControllerStartup) -> None:
@@ -210,6 +223,7 @@ class ControllerWorker:
         cm = found[CONTROLLER_MANAGER.executable]
         ctx.run("controller_manager", controller_manager_runnable(inputs, cm, state_dir))
         ctx.run("scheduler", scheduler_runnable(inputs, found[SCHEDULER.executable], state_dir))
+        ctx.run("node_cleanup", node_cleanup_runnable(inputs, self.node.values))
         self._publish(
             KubernetesStatus(
                 apiserver=apiserver_url(startup.address) if apiserver is not None else None,
@@ -218,13 +232,17 @@ class ControllerWorker:
                 absent=tuple(name for name, path in found.items() if path is None),
             )
         )
-        ctx.set_note("")
-        ctx.signal_healthy()
+        ctx.set_note(WAITING_FOR_APISERVER if apiserver is not None else APISERVER.absent_note)
+        self._unhealthy = ctx
 
     def _ready(self, ready: bool) -> None:
         """The apiserver's readiness, into the status while it is this run's."""
         if self._status.controller_running:
             self._publish(dataclasses.replace(self._status, apiserver_ready=ready))
+            if ready and self._unhealthy is not None:  # the control plane works: healthy
+                ctx, self._unhealthy = self._unhealthy, None
+                ctx.set_note("")
+                ctx.signal_healthy()
 
     def _publish(self, status: KubernetesStatus) -> None:
         if status != self._status or status is KubernetesStatus.NONE:
@@ -251,5 +269,5 @@ def controller_worker(
     return Worker(
         "kubernetes_controller",
         controller.run,
-        reads=(ROLES, LOCAL_CONTROL_PLANE, NETWORK, NODE_ID),
+        reads=(ROLES, LOCAL_CONTROL_PLANE, NETWORK, NODE_ID, CLUSTER_NODES),
     )

@@ -2,46 +2,78 @@
 controlplane worker starts serves ``KubernetesCertificates`` (through the hook
 ``roleserve_curator_services``), a plugin whose hook fails leaves the curator leading, and
 ``local_control_plane`` is all a controller needs to reach etcd for the PKI: the
-controller worker loads the same PKI."""
+controller worker loads the same PKI. With the pinned build's kube binaries, the real
+control plane runs from the plugin on two controllers, and outlives one of them."""
 
 from __future__ import annotations
 
+import argparse
+import functools
 import ipaddress
+import json
 import random
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
+import kubernetes.client
+import kubernetes.config
 import pytest
 
 from roleserve_controlplane import hooks as controlplane_hooks
 from roleserve_controlplane.consensus import EtcdBinary
-from roleserve_controlplane.testing import ETCD_SOURCES, etcd_binary
+from roleserve_controlplane.testing import ETCD_SOURCES, enrol_node, etcd_binary
 from roleserve_core import (
     BOOTSTRAP,
     BOOTSTRAPPED,
+    CLUSTER_NODES,
     KUBERNETES_STATUS,
     LOCAL_CONTROL_PLANE,
     NETWORK,
+    NODE_CREDENTIALS,
     NODE_ID,
     ROLES,
     Bootstrapped,
     BootstrapRequest,
+    ClusterAccess,
+    ClusterNodes,
     CuratorConnection,
     KubernetesStatus,
     LocalControlPlane,
     NetworkStatus,
+    NodeRoles,
     State,
     hookimpl,
+    management_pb2,
+    management_pb2_grpc,
+    open_ctl_session,
+    roles_from_proto,
 )
 from roleserve_core.identity import generate_key
+from roleserve_core.proto import common_pb2
 from roleserve_core.rpc import secure_channel
-from roleserve_core.testing import NodeHarness, PluginHarness, poll_until, wait_for_value
+from roleserve_core.testing import (
+    NodeHarness,
+    PluginHarness,
+    node_record,
+    poll_until,
+    require_real,
+    wait_for_value,
+)
 from roleserve_kubernetes import hooks as kubernetes_hooks
+from roleserve_kubernetes import kubebuild
 from roleserve_kubernetes.certificates import kubelet_certificates
+from roleserve_kubernetes.ctl import kubeconfig
 from roleserve_kubernetes.pki import controller_pki, etcd_client
+from roleserve_kubernetes.plans import Health
+from roleserve_kubernetes.probe import probe_failure
+from roleserve_kubernetes.worker_controller import WAITING_FOR_ROLE
 
 pytestmark = pytest.mark.anyio
+
+DN = "root.role.kubernetes_controller"
 
 
 class BrokenPlugin:
@@ -57,27 +89,75 @@ def binary(request: pytest.FixtureRequest) -> EtcdBinary:
     return etcd_binary(request.param)
 
 
-async def test_the_curator_serves_kubelet_certificates_and_the_controller_reaches_etcd(
-    node: Callable[..., Awaitable[NodeHarness]], binary: EtcdBinary, tmp_path: Path
-) -> None:
+@dataclass
+class Controller:
+    """A node that bootstrapped a cluster: the controlplane plugin runs etcd and the
+    curator, and the kubernetes plugin its controller worker (given the roles below)."""
+
+    harness: NodeHarness
+    boot: Bootstrapped
+    control_plane: LocalControlPlane
+    address: ipaddress.IPv4Address
+
+
+async def node_with_plugins(
+    node: Callable[..., Awaitable[NodeHarness]],
+    binary: EtcdBinary,
+    directory: Path,
+    kubernetes: dict[str, Any],
+    address: ipaddress.IPv4Address,
+    *more: tuple[Any, str],
+) -> NodeHarness:
+    """A node with both plugins (and ``more`` ones, as ``(plugin, name)``) at ``address``."""
     plugins = PluginHarness()
     plugins.register(controlplane_hooks, "controlplane")
     plugins.register(kubernetes_hooks, "kubernetes")
-    plugins.register(BrokenPlugin(), "broken")
+    for plugin, name in more:
+        plugins.register(plugin, name)
     settings = {"etcd": str(binary.path), "heartbeat_ms": 25, "election_ms": 250, "lease_ttl": 2}
-    harness = await node(plugins.runtime(tmp_path, config={"controlplane": settings}))
-    address = ipaddress.IPv4Address(f"127.{random.randint(1, 254)}.{random.randint(0, 254)}.1")
+    config = {"controlplane": settings, "kubernetes": kubernetes}
+    harness = await node(plugins.runtime(directory, config=config))
     harness.set(NETWORK, NetworkStatus(address))
+    return harness
+
+
+async def bootstrapped_controller(
+    node: Callable[..., Awaitable[NodeHarness]],
+    binary: EtcdBinary,
+    directory: Path,
+    kubernetes: dict[str, Any],
+    *more: tuple[Any, str],
+) -> Controller:
+    """A node with both plugins that bootstrapped a cluster, at ``<random /24>.1``; its
+    roles and node ID are not set yet (rolefetch's part, the test's)."""
+    address = ipaddress.IPv4Address(f"127.{random.randint(1, 254)}.{random.randint(0, 254)}.1")
+    harness = await node_with_plugins(node, binary, directory, kubernetes, address, *more)
     harness.set(BOOTSTRAP, BootstrapRequest(generate_key()))
-    lcp: LocalControlPlane = await wait_for_value(
-        harness.runtime.registry.read(LOCAL_CONTROL_PLANE, "test"),
-        lambda value: value.running,
-        timeout=60,
-    )
+    lcp = await running_control_plane(harness)
     boot: Bootstrapped = harness.runtime.registry.read(BOOTSTRAPPED, "test").get_nowait()
+    return Controller(harness, boot, lcp, address)
+
+
+async def running_control_plane(harness: NodeHarness) -> LocalControlPlane:
+    """The node's ``local_control_plane`` once etcd and the curator run."""
+    values = harness.runtime.registry.read(LOCAL_CONTROL_PLANE, "test")
+    running: LocalControlPlane = await wait_for_value(values, lambda lcp: lcp.running, timeout=60)
+    return running
+
+
+async def test_the_curator_serves_kubelet_certificates_and_the_controller_reaches_etcd(
+    node: Callable[..., Awaitable[NodeHarness]], binary: EtcdBinary, tmp_path: Path
+) -> None:
+    # No kube binaries: neither the pinned build's (a directory that does not exist) nor
+    # any on this machine's PATH.
+    absent = {"kube_binaries_dir": str(tmp_path / "no-built-binaries")}
+    controller = await bootstrapped_controller(
+        node, binary, tmp_path, absent, (BrokenPlugin(), "broken")
+    )
+    harness, boot, lcp = controller.harness, controller.boot, controller.control_plane
     assert lcp.curator_endpoint is not None
     async with etcd_client(lcp) as etcd:
-        pki = await controller_pki(etcd, boot.node.node_id, [address])
+        pki = await controller_pki(etcd, boot.node.node_id, [controller.address])
     channel = secure_channel(lcp.curator_endpoint, boot.node, node_id=boot.node.node_id)
     async with channel:
         connection = CuratorConnection(
@@ -101,13 +181,153 @@ async def test_the_curator_serves_kubelet_certificates_and_the_controller_reache
     assert set(status.absent) == {"kube-apiserver", "kube-controller-manager", "kube-scheduler"}
     assert (status.apiserver, status.apiserver_ready) == (None, False)
     # What does not run is not HEALTHY: the apiserver's runnable says why it does not.
-    apiserver = await harness.wait_status(
-        "root.role.kubernetes_controller.apiserver", lambda s: s.note != ""
-    )
+    apiserver = await harness.wait_status(f"{DN}.apiserver", lambda s: s.note != "")
     assert (apiserver.state, apiserver.failures) == (State.NEW, 0)
     assert apiserver.note == (
         "kube-apiserver not found: set [plugins.kubernetes] kube_apiserver or install it"
     )
+    # Nor is the worker: without an apiserver, it runs no control plane.
+    assert (harness.status(DN).state, harness.status(DN).note) == (State.NEW, apiserver.note)
+
+
+# -- the real control plane ---------------------------------------------------------
+
+KUBE_TOOLS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+
+
+def kube_binaries() -> Path:
+    """The pinned build's directory, with every controller binary and kubectl in it."""
+    built = kubebuild.pinned_bin_dir()
+    missing = [name for name in KUBE_TOOLS if not (built / name).is_file()]
+    require_real(
+        "the pinned kube binaries",
+        not missing,
+        f"missing {missing} in {built}: ./dev kube-binaries",
+    )
+    return built
+
+
+@pytest.mark.timeout(600)
+async def test_two_real_controllers_make_one_control_plane_that_outlives_one_of_them(
+    node: Callable[..., Awaitable[NodeHarness]], tmp_path: Path
+) -> None:
+    """The built kube-apiserver, controller-manager and scheduler on real etcd, from the
+    plugin, on two controllers: each component HEALTHY, the controller-manager and the
+    scheduler started once their apiserver was ready (never failed: no crash loop), each
+    status ready by /readyz; ``ctl kubeconfig`` names both, for kubectl and the official
+    Python client; a decommissioned node's Node goes; the role taken from one controller
+    stops its components and resets its status, and the other one serves on."""
+    built = kube_binaries()
+    binary = etcd_binary(ETCD_SOURCES[0])
+    first = await bootstrapped_controller(node, binary, tmp_path / "first", {})
+    boot, endpoint = first.boot, first.control_plane.curator_endpoint or ""
+    leader = boot.node.node_id
+    address = first.address + 1
+    second = await node_with_plugins(node, binary, tmp_path / "second", {}, address)
+    # Once it leads (a role the bootstrap gave it: nothing changes), it enrols a second.
+    await _when_leading(lambda: update_roles(boot, endpoint, leader, "kubernetes_controller", True))
+    credentials = await enrol_node(endpoint, leader, boot.owner, generate_key(), address)
+    second.set(NODE_CREDENTIALS, credentials)
+    await update_roles(boot, endpoint, credentials.node_id, "consensus_member", True)
+    roles = await update_roles(boot, endpoint, credentials.node_id, "kubernetes_controller", True)
+    nodes = {first.harness: (leader, boot.roles), second: (credentials.node_id, roles)}
+    records = {node_id: node_record(node_id) for node_id, _ in nodes.values()}
+    for harness, (node_id, node_roles) in nodes.items():
+        harness.set(CLUSTER_NODES, ClusterNodes(records, backlogged=True))
+        harness.set(NODE_ID, node_id)
+        harness.set(ROLES, node_roles)
+    statuses = [harness.runtime.registry.read(KUBERNETES_STATUS, "test") for harness in nodes]
+    for status, host in zip(statuses, (first.address, address), strict=True):
+        ready = await wait_for_value(status, lambda value: value.apiserver_ready, timeout=240)
+        assert ready.apiserver == f"https://{host}:6443"
+        assert ready.running == ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+    for harness in nodes:
+        for name in ("apiserver", "controller_manager", "scheduler", "node_cleanup"):
+            healthy = await harness.wait_state(f"{DN}.{name}", State.HEALTHY, timeout=180)
+            assert healthy.failures == 0, (name, healthy)  # started when it could work
+
+    # ctl kubeconfig: a context per ready apiserver, for kubectl and the Python client.
+    out = tmp_path / "admin.kubeconfig"
+    access = ClusterAccess.of(boot.owner, [endpoint])
+    async with open_ctl_session(access, 10.0) as session:
+        await kubeconfig(session, argparse.Namespace(out=out, force=False, server=None))
+    written = json.loads(out.read_text())
+    by_id = sorted([(leader, first.address), (credentials.node_id, address)])
+    contexts = [f"roleserve-{host}" for _, host in by_id]
+    assert [entry["name"] for entry in written["contexts"]] == contexts
+    assert written["current-context"] == contexts[0]
+    for context in contexts:
+        kubectl = [str(built / "kubectl"), "--kubeconfig", str(out), "--context", context]
+        ready_answer = await anyio.run_process([*kubectl, "get", "--raw", "/readyz"])
+        assert ready_answer.stdout == b"ok"
+        api = await anyio.to_thread.run_sync(python_client, out, context)
+        namespace = await anyio.to_thread.run_sync(api.read_namespace, "kube-system")
+        assert namespace.metadata.name == "kube-system"
+    api = await anyio.to_thread.run_sync(python_client, out, f"roleserve-{first.address}")
+
+    # A decommissioned node's Node goes; a live node's and one made by hand stay.
+    gone, live = "node-" + "cd" * 16, "node-" + "ef" * 16
+    for name in (gone, live, "by-hand"):
+        body = kubernetes.client.V1Node(metadata=kubernetes.client.V1ObjectMeta(name=name))
+        await anyio.to_thread.run_sync(api.create_node, body)
+    records[live] = node_record(live)
+    records[gone] = node_record(gone, state=common_pb2.NODE_STATE_DECOMMISSIONED)
+    for harness in nodes:  # both controllers delete it: one of them meets 404
+        harness.set(CLUSTER_NODES, ClusterNodes(records, backlogged=True))
+
+    async def node_names() -> set[str]:
+        listed = await anyio.to_thread.run_sync(api.list_node)
+        return {item.metadata.name for item in listed.items}
+
+    left = await poll_until(
+        "the Node of the decommissioned node gone",
+        node_names,
+        lambda names: gone not in names,
+        timeout=60,
+    )
+    assert left == {live, "by-hand"}
+
+    # The role taken from the second controller: its components stop, its status says
+    # nothing runs there, and the first one's control plane serves on.
+    roles = await update_roles(boot, endpoint, credentials.node_id, "kubernetes_controller", False)
+    second.set(ROLES, roles)
+    assert await wait_for_value(statuses[1], lambda value: not value.controller_running) == (
+        KubernetesStatus.NONE
+    )
+    await second.wait_status(DN, lambda s: s.note == WAITING_FOR_ROLE)
+    for name in ("apiserver", "controller_manager", "scheduler", "node_cleanup"):
+        with pytest.raises(LookupError):
+            second.status(f"{DN}.{name}")
+    for port, path in ((6443, "/readyz"), (10257, "/healthz"), (10259, "/healthz")):
+        failure = await poll_until(
+            f"nothing on {address}:{port}",
+            functools.partial(probe_failure, Health(str(address), port, path)),
+            lambda failure: failure == "connection refused",
+        )
+        assert failure == "connection refused"
+    assert statuses[0].get_nowait().apiserver_ready
+    body = kubernetes.client.V1Node(metadata=kubernetes.client.V1ObjectMeta(name="after"))
+    await anyio.to_thread.run_sync(api.create_node, body)
+    assert "after" in await node_names()
+
+
+async def update_roles(
+    first: Bootstrapped, endpoint: str, node_id: str, role: str, assign: bool
+) -> NodeRoles:
+    """Assign or remove ``role`` of ``node_id`` as the owner, through the leader."""
+    async with secure_channel(endpoint, first.owner, node_id=first.node.node_id) as channel:
+        change = management_pb2.UpdateNodeRolesRequest.Change(role=role, assign=assign)
+        response = await management_pb2_grpc.ManagementStub(channel).UpdateNodeRoles(
+            management_pb2.UpdateNodeRolesRequest(node_id=node_id, changes=[change])
+        )
+    return roles_from_proto(response.roles)
+
+
+def python_client(kubeconfig_file: Path, context: str) -> Any:
+    """The official client's CoreV1Api, configured by ``kubeconfig_file`` alone."""
+    load = kubernetes.config.new_client_from_config  # untyped: the package has no hints
+    client = load(config_file=str(kubeconfig_file), context=context)  # type: ignore[no-untyped-call]
+    return kubernetes.client.CoreV1Api(client)
 
 
 async def _when_leading(call: Callable[[], Awaitable[Any]]) -> Any:

@@ -231,6 +231,7 @@ def test_kubelet_plan(pki: dict[str, KeyPair]) -> None:
         "clusterDomain": "cluster.local",
         "clusterDNS": ["10.224.0.10"],
         "podCIDR": "10.192.3.0/24",
+        "failCgroupV1": False,
         "rotateCertificates": False,
         "serverTLSBootstrap": False,
     }

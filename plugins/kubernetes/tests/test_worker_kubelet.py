@@ -125,7 +125,8 @@ async def test_without_a_kubelet_the_node_is_a_container_runtime_only(
 ) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # no kube binary on PATH, whatever the machine
     certificates = RecordingCertificates({})
-    harness = await node(runtime_of(tmp_path, certificates))
+    absent = str(tmp_path / "no-built-binaries")  # nor the pinned build's
+    harness = await node(runtime_of(tmp_path, certificates, kube_binaries_dir=absent))
     harness.set_roles(WORKER)
     note = "kubelet not found: container runtime only"
     child = await harness.wait_status(f"{DN}.kubelet", lambda s: s.note == note)
