@@ -47,6 +47,7 @@ from roleserve_kubernetes.binaries import (
     SCHEDULER,
     Component,
 )
+from roleserve_kubernetes.klog import klog_parser
 from roleserve_kubernetes.kubeconfig import KUBECONFIG_MODE, kubeconfig
 from roleserve_kubernetes.pki import PKI_PREFIX, KeyPair
 
@@ -373,7 +374,8 @@ def write_plan(plan: LaunchPlan) -> None:
 
 def program_spec(plan: LaunchPlan, binary: Path, state_dir: Path) -> ProgramSpec:
     """What the runner starts for ``plan``: ``binary`` (found before), its arguments, its
-    addresses; its record in ``state_dir`` (the plugin's data directory)."""
+    addresses; its record in ``state_dir`` (the plugin's data directory); its output, klog's
+    lines, parsed into levels (``klog``)."""
     return ProgramSpec(
         name=plan.name,
         executable=str(binary),
@@ -382,6 +384,7 @@ def program_spec(plan: LaunchPlan, binary: Path, state_dir: Path) -> ProgramSpec
         state_dir=state_dir,
         binds=plan.binds,
         env=plan.env,
+        parser=klog_parser(),
     )
 
 
