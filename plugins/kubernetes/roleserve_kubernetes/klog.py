@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Iterable
 
 from roleserve_core.process import LineParser
 
@@ -48,16 +49,24 @@ _STARTS = (
 )
 
 
-def klog_parser() -> LineParser:
-    """A parser for one kube program's output (the module docstring)."""
+def klog_parser(quiet: Iterable[str] = ()) -> LineParser:
+    """A parser for one kube program's output (the module docstring).
+
+    :param quiet: messages known to repeat harmlessly (the kubelet's refusal of a loopback
+        node IP, at every status update): an entry containing one is logged once at
+        WARNING, so that it is seen, and at DEBUG after that.
+    """
     continued = logging.INFO
+    known = tuple(quiet)
+    seen: set[str] = set()
 
     def parse(line: str) -> tuple[int, str]:
         nonlocal continued
         header = _HEADER.fullmatch(line)
         if header is not None:
-            continued = KLOG_LEVELS[header.group(1)]
-            return continued, header.group(2)
+            message = header.group(2)
+            continued = _quieted(KLOG_LEVELS[header.group(1)], message, known, seen)
+            return continued, message
         for start, level in _STARTS:
             if line.startswith(start):
                 continued = logging.INFO
@@ -65,3 +74,14 @@ def klog_parser() -> LineParser:
         return continued, line
 
     return parse
+
+
+def _quieted(level: int, message: str, known: tuple[str, ...], seen: set[str]) -> int:
+    """``level``, or WARNING the first time a known message comes and DEBUG after."""
+    for text in known:
+        if text in message:
+            if text in seen:
+                return logging.DEBUG
+            seen.add(text)
+            return min(level, logging.WARNING)
+    return level

@@ -101,3 +101,14 @@ def test_every_kube_component_is_started_with_the_klog_parser(tmp_path: Path, in
     spec = program_spec(plan, Path("/bin/true"), tmp_path)
     line = "W1204 22:56:23.000001    8939 x.go:1] careful"
     assert spec.parser(line) == (logging.WARNING, "x.go:1] careful"), plan.name
+
+
+def test_a_known_harmless_message_is_seen_once_then_quiet() -> None:
+    parse = klog_parser(quiet=["nodeIP can't be loopback address"])
+    line = (
+        'E1204 22:56:24.100000      12 kubelet_node_status.go:90] "Failed to set some node '
+        'status fields" err="failed to validate nodeIP: nodeIP can\'t be loopback address"'
+    )
+    assert [parse(line)[0] for _ in range(3)] == [logging.WARNING, logging.DEBUG, logging.DEBUG]
+    other = "E1204 22:56:24.100000      12 a.go:1] something else"
+    assert parse(other)[0] == logging.ERROR
