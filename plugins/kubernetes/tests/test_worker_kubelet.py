@@ -14,6 +14,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import anyio
 import pytest
 
 from roleserve_core import (
@@ -229,7 +230,8 @@ async def test_a_worker_only_node_takes_a_controller_s_apiserver_of_the_cluster(
 
 
 async def _server(kubeconfig: Path) -> str:
-    return str(json.loads(kubeconfig.read_text())["clusters"][0]["cluster"]["server"])
+    text = await anyio.Path(kubeconfig).read_text()
+    return str(json.loads(text)["clusters"][0]["cluster"]["server"])
 
 
 async def test_a_controller_node_waits_for_its_own_apiserver(
