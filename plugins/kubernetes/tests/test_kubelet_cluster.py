@@ -15,6 +15,7 @@ minute to settle); each test leaves it as it found it: both Nodes Ready, both po
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json
 import random
@@ -222,14 +223,14 @@ def pods(cluster: LocalCluster, kubectl: Path, admin: Path) -> dict[int, dict[st
             # Refused until the controller-manager has made the default service account.
             await poll_until(
                 f"pod {pod_name(local.index)} created",
-                lambda manifest=manifest: apply(kubectl, admin, manifest),
+                functools.partial(apply, kubectl, admin, manifest),
                 lambda result: result.returncode == 0,
                 timeout=SETTLE,
             )
         for local in cluster.nodes:
             seen[local.index] = await poll_until(
                 f"pod {pod_name(local.index)} running",
-                lambda local=local: get(kubectl, admin, "pod", pod_name(local.index)),
+                functools.partial(get, kubectl, admin, "pod", pod_name(local.index)),
                 running,
                 timeout=SETTLE,
             )
