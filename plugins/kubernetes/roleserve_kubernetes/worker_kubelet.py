@@ -18,8 +18,9 @@ Reads ``node_id``, ``network``, ``pod_network``, ``kubernetes_status`` and
                                           │ (certificates.kubelet_credentials; tests
                                           │ inject their own)
                                           ▼
-        cgroup root made (cgroups); child kubelet (kubelet.kubelet_runnable); HEALTHY;
-        restart when the startup changes
+        cgroup root made (cgroups); child kubelet (kubelet.kubelet_runnable), and on a
+        loopback address child node_address (nodeaddress: the Node's InternalIP, which
+        the kubelet refuses to set); HEALTHY; restart when the startup changes
     the role goes or the node stops: the kubelet stops, and once the pods' processes have
     left it (containerd's clean-up), the cgroup root is removed, and the mounts the
     kubelet made under its root directory undone
@@ -77,6 +78,7 @@ from roleserve_kubernetes.cgroups import (
 from roleserve_kubernetes.kubelet import kubelet_runnable
 from roleserve_kubernetes.layout import WorkerLayout, check_kubelet_root
 from roleserve_kubernetes.leftovers import mounts_under, unmount
+from roleserve_kubernetes.nodeaddress import node_address_runnable
 from roleserve_kubernetes.pki import KeyPair
 from roleserve_kubernetes.plans import KubeletInputs, apiserver_url, kubelet_root
 from roleserve_kubernetes.startup import start_when_ready
@@ -275,6 +277,8 @@ class KubeletWorker:
             pod_prefix=startup.pod_prefix,
         )
         ctx.run("kubelet", kubelet_runnable(lambda: inputs, binary, self.node.data_dir))
+        if startup.address.is_loopback:  # the kubelet refuses it as its node IP
+            ctx.run("node_address", node_address_runnable(inputs))
         ctx.set_note("")
         ctx.signal_healthy()
 

@@ -49,6 +49,7 @@ NOT_READY = 150.0
 """Seconds for a Node whose kubelet stopped to be marked NotReady: the controller-manager's
 node monitor grace period (50 s) and its checks, under load."""
 POD_IMAGE = "roleserve.local/sandbox:busybox"
+GREETING = "hello from the pod"
 
 
 def _etcd_found() -> bool:
@@ -204,7 +205,7 @@ def pod_manifest(name: str, node: str) -> str:
                         "name": "sleeper",
                         "image": POD_IMAGE,
                         "imagePullPolicy": "IfNotPresent",
-                        "command": ["/bin/busybox", "sh", "-c", "sleep 3600"],
+                        "command": ["/bin/busybox", "sh", "-c", f"echo {GREETING}; sleep 3600"],
                     }
                 ],
             },
@@ -303,6 +304,27 @@ async def test_two_kubelets_share_the_machine_each_ready_with_a_pod_in_its_own_c
         assert running(pod)
         assert restarts(pod) == 0
         assert pod["metadata"]["uid"] == pods[local.index]["metadata"]["uid"]
+
+
+def has_internal_ip(address: ipaddress.IPv4Address, node: dict[str, Any]) -> bool:
+    wanted = {"type": "InternalIP", "address": str(address)}
+    return wanted in node["status"].get("addresses", [])
+
+
+async def test_on_loopback_each_node_has_its_internal_ip_and_kubectl_logs_works(
+    cluster: LocalCluster, kubectl: Path, admin: Path, pods: dict[int, dict[str, Any]]
+) -> None:
+    """The kubelet refuses a loopback node IP; the worker sets the Node's address itself,
+    so the apiserver reaches each kubelet (its logs, of a pod on either node)."""
+    for local in cluster.nodes:
+        await poll_until(
+            f"node {local.index}'s InternalIP",
+            functools.partial(get, kubectl, admin, "node", node_id(cluster, local)),
+            functools.partial(has_internal_ip, local.address),
+        )
+        logs = await kube(kubectl, admin, "logs", pod_name(local.index))
+        assert logs.returncode == 0, logs.stderr
+        assert logs.stdout.strip() == GREETING
 
 
 async def test_a_kubelet_may_change_its_own_node_and_no_other(
