@@ -321,6 +321,7 @@ async def test_on_loopback_each_node_has_its_internal_ip_and_kubectl_logs_works(
             f"node {local.index}'s InternalIP",
             functools.partial(get, kubectl, admin, "node", node_id(cluster, local)),
             functools.partial(has_internal_ip, local.address),
+            timeout=SETTLE,
         )
         logs = await kube(kubectl, admin, "logs", pod_name(local.index))
         assert logs.returncode == 0, logs.stderr
