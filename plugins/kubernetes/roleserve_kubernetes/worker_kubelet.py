@@ -192,18 +192,22 @@ class KubeletWorker:
             await anyio.sleep_forever()
         else:
             check_kubelet_root(kubelet_root(self._directory))
+            self.restarting = False
             try:
                 await self._run(ctx, binary)
-            finally:
-                restarting, self.restarting = self.restarting, False
-                if not restarting:
+            except anyio.get_cancelled_exc_class():
+                # Stopped: the role went, the node stops, or new inputs (self.restarting).
+                # A failure (the curator not answering) is no reason: the pods of the
+                # kubelet before it run on until the next one takes them over.
+                if not self.restarting:
                     with anyio.CancelScope(shield=True):
                         await self._clean_up(ctx)
+                raise
 
     async def _clean_up(self, ctx: RunContext) -> None:
         """What the kubelet leaves, removed: the role has gone or the node stops, and
-        containerd's clean-up stops the pods. Not when the worker restarts on new inputs:
-        the pods run on, and the next kubelet takes them over.
+        containerd's clean-up stops the pods. Not when the worker restarts on new inputs
+        or fails: the pods run on, and the next kubelet takes them over.
 
         Its cgroup root (``cgroups``), and the mounts under its root directory: the
         kubelet makes that directory a shared bind mount of itself, and mounts the pods'
