@@ -1,0 +1,382 @@
+"""Kubernetes for real, as an operator sees it: ``roleserve cluster up --netns`` with the
+kube binaries ``./dev kube-binaries`` built (v1.37, from the pinned build's cache), and the
+kubectl of the same build with the admin kubeconfig ``roleserve ctl kubeconfig`` writes.
+
+Three nodes, each a consensus member, a Kubernetes controller and a worker: every node's
+Node is Ready; one busybox pod per node runs with an address from its node's pod prefix
+(the upper half of its curator-allocated prefix); a pod pings a pod of another node
+through the WireGuard mesh; the worker role removed from one node leaves none of its
+containers or shims, and given back, its Node is Ready again and its pod runs again; one
+controller's role removed, the API answers through the other two, and given back, its
+apiserver is ready again.
+
+One cluster (``kube``) serves the module: three control planes and three kubelets take
+minutes to start on two loaded cores, so every wait on the cluster's state allows
+``STARTUP`` seconds. Every test leaves it as it found it (every role in place, every Node
+Ready, one pod per node Running). Without the built binaries the module skips (fails under
+``ROLESERVE_REQUIRE_REAL=1``), naming ``./dev kube-binaries``.
+"""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+import json
+import secrets
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from roleserve_core import node_runtime_dir
+from roleserve_core.testing import require_real
+from roleserve_kubernetes.kubebuild import is_built, pinned, pinned_bin_dir
+from roleserve_kubernetes.leftovers import descendants, shim_pids
+
+from .netns_kit import MeshNode, NetnsCluster, ctl, mesh_nodes, netns_cluster_up, run, wait_for
+
+pytestmark = pytest.mark.timeout(900)
+
+STARTUP = 300.0
+"""Seconds a wait on Kubernetes may take: three control planes and kubelets starting on a
+loaded machine take minutes."""
+
+KUBE_CONFIG = """\
+[plugins.controlplane]
+lease_ttl = 3
+"""
+"""Each node's roleserve.toml: the e2e modules' short election lease, and, unlike
+``E2E_CONFIG``, no ``kube_binaries_dir``, so the nodes find the built binaries."""
+
+IMAGE = "roleserve.local/sandbox:busybox"
+"""The busybox image the worker imports into containerd (no registry)."""
+
+SHELL = ("/bin/busybox", "sh", "-c", "trap 'exit 0' TERM; sleep 2147483647 & wait")
+"""What a pod runs (its ``$0`` after it): a shell that waits, and ends at SIGTERM."""
+
+LABEL = "roleserve-e2e=busybox"
+"""The label of this module's pods."""
+
+
+@dataclass(frozen=True)
+class Kube:
+    """The cluster, and kubectl with the owner's admin kubeconfig."""
+
+    cluster: NetnsCluster
+    kubectl: Path
+    kubeconfig: Path
+
+    def __call__(
+        self, *args: str, stdin: str | None = None, server: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """kubectl ``args``; at ``server`` instead of the kubeconfig's, if given."""
+        where = ["--server", server] if server else []
+        return subprocess.run(
+            [str(self.kubectl), "--kubeconfig", str(self.kubeconfig), *where, *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    def json(self, *args: str) -> Any:
+        """kubectl ``args`` ``-o json``, parsed; a failure raises (a wait takes it as not
+        yet)."""
+        done = self(*args, "-o", "json")
+        if done.returncode != 0:
+            raise RuntimeError(done.stderr.strip())
+        return json.loads(done.stdout)
+
+    def node_socket(self, node: MeshNode) -> Path:
+        """The node's containerd socket, as its shims name it."""
+        data_dir = self.cluster.directory / f"n{node.index}"
+        return node_runtime_dir(data_dir) / "kubernetes" / "containerd.sock"
+
+
+def runtime_missing() -> str:
+    """The first of containerd, runc and ctr not on PATH, or ``""``."""
+    return next((tool for tool in ("containerd", "runc", "ctr") if not shutil.which(tool)), "")
+
+
+@pytest.fixture(scope="module")
+def kube(components: None) -> Iterator[Kube]:
+    """Three nodes made by ``cluster up --netns``, once an apiserver is ready (``ctl
+    kubeconfig`` writes a kubeconfig only then).
+
+    The cluster's directory is a short one of its own under /tmp: each kubelet binds a
+    socket about 60 characters below its node's directory, and pytest's tmp_path is too
+    deep for that. Removed after the cluster is down.
+    """
+    bin_dir = pinned_bin_dir()
+    require_real(
+        f"a build of Kubernetes {pinned().version}",
+        is_built(bin_dir),
+        "./dev kube-binaries builds them, tens of minutes the first time",
+    )
+    missing = runtime_missing()
+    require_real(
+        "containerd, runc and ctr", not missing, f"missing: {missing}; .ci/system-packages"
+    )
+    directory = Path(tempfile.mkdtemp(prefix="rsk8s-"))
+    try:
+        with netns_cluster_up(directory / "c", KUBE_CONFIG) as cluster:
+            kubeconfig = directory / "kubeconfig"
+            wait_for(
+                "a ready apiserver (ctl kubeconfig)",
+                lambda: ctl(cluster, "kubeconfig", "--out", str(kubeconfig), "--force"),
+                lambda done: done.returncode == 0,
+                timeout=STARTUP,
+            )
+            yield Kube(cluster, bin_dir / "kubectl", kubeconfig)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def workers(kube: Kube) -> list[MeshNode]:
+    """The three nodes, once each has its prefix and has announced it on the mesh."""
+    return wait_for(
+        "3 UP nodes with a prefix and a key",
+        lambda: mesh_nodes(kube.cluster),
+        lambda nodes: len(nodes) == 3,
+        timeout=STARTUP,
+    )
+
+
+def ready_nodes(kube: Kube) -> dict[str, bool]:
+    """Each Node's name and whether its Ready condition is True."""
+    return {
+        item["metadata"]["name"]: any(
+            condition["type"] == "Ready" and condition["status"] == "True"
+            for condition in item["status"].get("conditions", [])
+        )
+        for item in kube.json("get", "nodes")["items"]
+    }
+
+
+def wait_until_ready(kube: Kube, workers: list[MeshNode]) -> None:
+    """Until there is a Ready Node for each of ``workers`` and no other Node."""
+    wanted = {node.id: True for node in workers}
+    wait_for("every node's Node Ready", lambda: ready_nodes(kube), wanted.__eq__, STARTUP)
+
+
+def test_every_node_is_ready(kube: Kube, workers: list[MeshNode]) -> None:
+    """Each kubelet registered a Node named after its roleserve node ID, and it is Ready."""
+    wait_until_ready(kube, workers)
+
+
+# -- pods ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Pod:
+    name: str
+    node: MeshNode
+    marker: str
+    """The ``$0`` of the pod's shell: finds its process on the host (``pgrep -f``)."""
+
+    def manifest(self) -> str:
+        """A pod on ``node`` (by its hostname label) running a busybox shell that waits."""
+        return json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": self.name, "labels": dict([LABEL.split("=")])},
+                "spec": {
+                    "nodeSelector": {"kubernetes.io/hostname": self.node.id},
+                    "terminationGracePeriodSeconds": 1,
+                    "containers": [
+                        {
+                            "name": "busybox",
+                            "image": IMAGE,
+                            "imagePullPolicy": "IfNotPresent",
+                            "command": [*SHELL, self.marker],
+                        }
+                    ],
+                },
+            }
+        )
+
+
+def running_pod(kube: Kube, pod: Pod) -> dict[str, Any] | None:
+    """The pod's status once it runs, with an address; else None."""
+    status: dict[str, Any] = kube.json("get", "pod", pod.name)["status"]
+    return status if status.get("phase") == "Running" and status.get("podIP") else None
+
+
+def wait_until_running(kube: Kube, pod: Pod) -> dict[str, Any]:
+    status: dict[str, Any] | None = wait_for(
+        f"pod {pod.name} on node {pod.node.index} Running",
+        lambda: running_pod(kube, pod),
+        timeout=STARTUP,
+    )
+    assert status is not None
+    return status
+
+
+def marker_pids(pod: Pod) -> list[int]:
+    """The processes of ``pod``'s container, seen from the host."""
+    found = subprocess.run(
+        ["pgrep", "-f", pod.marker], capture_output=True, text=True, timeout=30, check=False
+    )
+    return [int(pid) for pid in found.stdout.split()]
+
+
+@pytest.fixture(scope="module")
+def pods(kube: Kube, workers: list[MeshNode]) -> Iterator[list[Pod]]:
+    """One busybox pod per node, once every Node is Ready; deleted after the module's
+    tests."""
+    wait_until_ready(kube, workers)
+    made = [
+        Pod(f"busybox-{node.index}", node, f"roleserve-e2e-{secrets.token_hex(4)}")
+        for node in workers
+    ]
+    try:
+        for pod in made:
+            created = kube("apply", "-f", "-", stdin=pod.manifest())
+            assert created.returncode == 0, created.stderr
+        yield made
+    finally:
+        kube("delete", "pods", "-l", LABEL, "--wait", "--timeout=120s")
+
+
+def pod_ip(kube: Kube, pod: Pod) -> ipaddress.IPv4Address:
+    return ipaddress.IPv4Address(wait_until_running(kube, pod)["podIP"])
+
+
+def test_one_busybox_pod_per_node_with_an_address_of_its_prefix(
+    kube: Kube, pods: list[Pod]
+) -> None:
+    """Each pod runs on the node it was meant for, with an address of that node's pod
+    network, and its shell runs under that node's containerd (a shim of its socket)."""
+    for pod in pods:
+        assert pod_ip(kube, pod) in pod.node.pod_network, pod
+        spec = kube.json("get", "pod", pod.name)["spec"]
+        assert spec["nodeName"] == pod.node.id
+        [shell] = marker_pids(pod)
+        assert shell in descendants(shim_pids(kube.node_socket(pod.node))), pod
+
+
+def test_a_pod_pings_the_pods_of_the_other_nodes_over_the_mesh(kube: Kube, pods: list[Pod]) -> None:
+    """From each pod to the next node's: the route the pod's node takes to it is its
+    WireGuard interface."""
+    addresses = {pod.name: pod_ip(kube, pod) for pod in pods}
+    for pod, other in zip(pods, [*pods[1:], pods[0]], strict=True):
+        target = str(addresses[other.name])
+        route = run("ip", "-n", pod.node.namespace, "route", "get", target)
+        assert f" dev {pod.node.interface} " in route, route
+        command = ("exec", pod.name, "--", "/bin/busybox", "ping", "-c", "1", "-W", "2", target)
+        pinged = wait_for(
+            f"{pod.name} pings {other.name} at {target}",
+            functools.partial(kube, *command),
+            lambda done: done.returncode == 0,
+            timeout=60,
+        )
+        assert "1 packets received" in pinged.stdout, pinged.stdout
+
+
+# -- roles move ------------------------------------------------------------------------
+
+
+def set_role(kube: Kube, node: MeshNode, action: str, role: str) -> None:
+    done = ctl(kube.cluster, "roles", action, node.id, role)
+    assert done.returncode == 0, done.stderr
+
+
+def lease_renewed(kube: Kube, node: MeshNode) -> datetime:
+    """When the node's kubelet last renewed its Lease (its heartbeat)."""
+    lease = kube.json("get", "lease", "-n", "kube-node-lease", node.id)
+    return datetime.fromisoformat(lease["spec"]["renewTime"])
+
+
+def test_the_worker_role_removed_leaves_no_container_and_given_back_the_node_is_ready(
+    kube: Kube, workers: list[MeshNode], pods: list[Pod]
+) -> None:
+    """Node 3 loses kubernetes_worker: no shim of its containerd and no process of its pod
+    is left (the other nodes' pods run on). Given back, its kubelet heartbeats again, its
+    Node is Ready and its pod runs again."""
+    *others, pod = pods
+    node = pod.node
+    socket = kube.node_socket(node)
+    wait_until_running(kube, pod)
+    assert shim_pids(socket), "no shim of the pod's node to remove"
+    assert marker_pids(pod), "no container to remove"
+    set_role(kube, node, "unset", "kubernetes_worker")
+    try:
+        wait_for(
+            f"no shim and no container left of node {node.index}",
+            lambda: (shim_pids(socket), marker_pids(pod)),
+            lambda left: left == ([], []),
+            timeout=120,
+        )
+        assert all(marker_pids(other) for other in others)
+    finally:
+        given_back = datetime.now().astimezone()
+        set_role(kube, node, "set", "kubernetes_worker")
+    wait_for(
+        f"node {node.index}'s kubelet's heartbeat after the role came back",
+        lambda: lease_renewed(kube, node),
+        lambda renewed: renewed > given_back,
+        timeout=STARTUP,
+    )
+    wait_until_ready(kube, workers)
+    wait_until_running(kube, pod)
+    wait_for(f"{pod.name}'s shell again", lambda: marker_pids(pod), timeout=STARTUP)
+
+
+def server_of(kube: Kube) -> str:
+    """The apiserver URL of the kubeconfig's current context."""
+    return kube("config", "view", "--minify", "-o", "jsonpath={.clusters[0].cluster.server}").stdout
+
+
+def apiserver_ready(kube: Kube, server: str) -> bool:
+    """Whether the apiserver at ``server`` says it is ready (``/readyz``)."""
+    return kube("get", "--raw", "/readyz", server=server).stdout == "ok"
+
+
+def test_one_controller_removed_the_api_answers_through_the_others(
+    kube: Kube, workers: list[MeshNode]
+) -> None:
+    """The controller the kubeconfig names loses kubernetes_controller: its apiserver
+    stops; a new kubeconfig names another, through which the API answers and lists every
+    Node. Given back, its apiserver is ready again."""
+    server = server_of(kube)
+    [node] = [
+        node
+        for node in workers
+        if str(kube.cluster.plan.address(node.index)) == urlsplit(server).hostname
+    ]
+    assert apiserver_ready(kube, server)
+    set_role(kube, node, "unset", "kubernetes_controller")
+    try:
+        wait_for(
+            f"node {node.index}'s apiserver gone",
+            lambda: apiserver_ready(kube, server),
+            lambda ready: not ready,
+            timeout=120,
+        )
+        others = Kube(kube.cluster, kube.kubectl, kube.kubeconfig.with_name("others"))
+        wait_for(
+            "a kubeconfig naming another controller",
+            lambda: ctl(kube.cluster, "kubeconfig", "--out", str(others.kubeconfig), "--force"),
+            lambda done: done.returncode == 0,
+            timeout=STARTUP,
+        )
+        assert server_of(others) not in ("", server)
+        assert set(ready_nodes(others)) == {worker.id for worker in workers}
+    finally:
+        set_role(kube, node, "set", "kubernetes_controller")
+    wait_for(
+        f"node {node.index}'s apiserver ready again",
+        lambda: apiserver_ready(kube, server),
+        timeout=STARTUP,
+    )
+    wait_until_ready(kube, workers)
