@@ -71,7 +71,7 @@ class NetnsCluster:
 
 def require_netns() -> None:
     require_real(
-        "network namespaces (root, iproute2, pyroute2)",
+        "network namespaces (root, iproute2, nsenter, pyroute2)",
         netns.unsupported() is None,
         f"{netns.unsupported()}; run as root after .ci/system-packages",
     )

@@ -31,12 +31,19 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import anyio
 import pytest
 
 from roleserve_core.localcluster import default_roles, netns
+from roleserve_core.rundir import node_runtime_dir
+from roleserve_core.testing import poll_until
+from roleserve_kubernetes.cri import NETWORK_READY, CriClient, runtime_ready
+from roleserve_kubernetes.image import SANDBOX_IMAGE
+from roleserve_kubernetes.proto import cri_pb2
 
 from .netns_kit import (
     LISTEN_PORT,
+    TIMEOUT,
     MeshNode,
     NetnsCluster,
     ctl,
@@ -85,9 +92,12 @@ def test_each_node_runs_in_its_own_namespace_at_its_own_address(
         assert (known["state"], known["health"]) == ("UP", "HEALTHY"), node
         assert known["address"] == str(plan.address(index))  # what the node itself reports
         assert set(known["roles"]) == set(default_roles(index, 3)), node
-        # The node process (not a wrapper) is in the namespace: ip netns exec execs it.
+        # The node process (not a wrapper) is in the namespace: nsenter execs it, and
+        # leaves it the host's mounts (runc needs the cgroup file systems).
         inside = os.stat(f"/proc/{node['pid']}/ns/net").st_ino
         assert inside == os.stat(f"/run/netns/{plan.namespace(index)}").st_ino
+        mounts = os.stat(f"/proc/{node['pid']}/ns/mnt").st_ino
+        assert mounts == os.stat("/proc/self/ns/mnt").st_ino
         assert "node" in Path(f"/proc/{node['pid']}/cmdline").read_bytes().decode().split("\0")
     assert f"bridge {plan.bridge} at {plan.host_address}/24" in netns_cluster.made
 
@@ -379,6 +389,113 @@ def test_the_address_removed_by_hand_comes_back_with_the_route(
     )
     again = wait_for("TCP from node 2 to node 1 again", lambda: tcp_transfer(a, b, 1024))
     assert again == (str(b.address), 1024)
+
+
+# -- pods on the mesh ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Pod:
+    """A pod sandbox with one container, started through a node's CRI."""
+
+    sandbox_id: str
+    container_id: str
+    address: ipaddress.IPv4Address
+    log: Path
+    """The container's CRI log file."""
+
+    def lines(self) -> list[str]:
+        """The text of its log's lines (``<time> <stream> <F|P> <text>``)."""
+        text = self.log.read_text() if self.log.exists() else ""
+        return [line.split(" ", 3)[3] for line in text.splitlines() if line.count(" ") >= 3]
+
+
+def node_cri(cluster: NetnsCluster, node: MeshNode) -> CriClient:
+    """A CRI client of ``node``'s containerd (its socket is in the node's runtime
+    directory, on the host's file system: the node shares the host's mounts)."""
+    socket = node_runtime_dir(cluster.directory / f"n{node.index}") / "kubernetes"
+    return CriClient(socket / "containerd.sock")
+
+
+async def start_pod(cri: CriClient, name: str, logs: Path, *command: str) -> Pod:
+    """A sandbox and a container of the busybox image running ``command``, once the node's
+    CRI says its network is ready (the CNI configuration of its pod prefix written)."""
+    await poll_until("NetworkReady", cri.status, lambda s: runtime_ready(s, NETWORK_READY))
+    sandbox = cri_pb2.PodSandboxConfig(
+        metadata=cri_pb2.PodSandboxMetadata(name=name, uid=f"uid-{name}", namespace="e2e"),
+        hostname=name,
+        log_directory=str(logs / name),
+    )
+    container = cri_pb2.ContainerConfig(
+        metadata=cri_pb2.ContainerMetadata(name=name),
+        image=cri_pb2.ImageSpec(image=SANDBOX_IMAGE),
+        command=list(command),
+        log_path=f"{name}.log",
+    )
+    sandbox_id = await cri.run_pod_sandbox(sandbox)
+    container_id = await cri.create_container(sandbox_id, container, sandbox)
+    await cri.start_container(container_id)
+    address = (await cri.pod_sandbox_status(sandbox_id)).network.ip
+    log = logs / name / f"{name}.log"
+    return Pod(sandbox_id, container_id, ipaddress.IPv4Address(address), log)
+
+
+async def remove_pod(cri: CriClient, pod: Pod) -> None:
+    await cri.stop_pod_sandbox(pod.sandbox_id)
+    await cri.remove_pod_sandbox(pod.sandbox_id)
+
+
+def test_containers_start_and_pods_reach_each_other_across_the_mesh(
+    netns_cluster: NetnsCluster, tmp_path: Path
+) -> None:
+    """A pod on node 1 and one on node 2, through each node's CRI: each container starts
+    (runc finds the cgroup file systems: the node runs in the host's mount namespace, only
+    its network its own), in a cgroup of its own, with an address of its node's pod
+    prefix; node 2's pod pings node 1's through WireGuard (node 1's counters of its peer
+    node 2 rise). A node run by ``ip netns exec``
+    had a /sys without cgroups, where no container started at all."""
+    mesh = wait_for_mesh(netns_cluster)
+    a, b = mesh[0], mesh[1]
+
+    async def pods() -> tuple[Pod, Pod, cri_pb2.ContainerStatus]:
+        async with node_cri(netns_cluster, a) as cri_a, node_cri(netns_cluster, b) as cri_b:
+            server = await start_pod(
+                cri_a, "server", tmp_path, "/bin/sh", "-c", "cat /proc/self/cgroup; sleep 600"
+            )
+            try:
+                await poll_until(
+                    "the server container running",
+                    lambda: cri_a.container_status(server.container_id),
+                    lambda s: s.state == cri_pb2.CONTAINER_RUNNING,
+                    timeout=TIMEOUT,
+                )
+                client = await start_pod(
+                    cri_b, "client", tmp_path, "/bin/ping", "-c", "3", "-w", "30",
+                    str(server.address),
+                )  # fmt: skip
+                try:
+                    pinged = await poll_until(
+                        "the client container to exit",
+                        lambda: cri_b.container_status(client.container_id),
+                        lambda s: s.state == cri_pb2.CONTAINER_EXITED,
+                        timeout=TIMEOUT,
+                    )
+                finally:
+                    await remove_pod(cri_b, client)
+            finally:
+                await remove_pod(cri_a, server)
+        return server, client, pinged
+
+    before = wg_dump(a.interface).peers[b.public_key]
+    server, client, pinged = anyio.run(pods)
+    after = wg_dump(a.interface).peers[b.public_key]
+    assert after.rx_bytes - before.rx_bytes >= 3 * 84, (before, after)  # 3 pings' packets
+    assert server.address in a.pod_network, (server, a.pod_network)
+    assert client.address in b.pod_network, (client, b.pod_network)
+    cgroups = server.lines()
+    assert any(server.container_id in line for line in cgroups), cgroups
+    assert pinged.exit_code == 0, client.lines()
+    assert "3 packets transmitted, 3 packets received" in "\n".join(client.lines())
 
 
 def test_a_decommissioned_node_leaves_the_others_peers(netns_cluster: NetnsCluster) -> None:

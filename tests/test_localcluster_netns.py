@@ -40,7 +40,12 @@ def test_a_plan_names_everything_after_its_subnet() -> None:
     ]
     assert [plan.namespace(i) for i in (1, 3)] == ["rsnet7-n1", "rsnet7-n3"]
     assert [plan.veth(i) for i in (1, 3)] == ["rsnet7-1", "rsnet7-3"]
-    assert netns.in_namespace("rsnet7-n1", ["true"]) == ["ip", "netns", "exec", "rsnet7-n1", "true"]
+    assert netns.in_namespace("rsnet7-n1", ["true"]) == [
+        "nsenter",
+        "--net=/var/run/netns/rsnet7-n1",
+        "--",
+        "true",
+    ]
 
 
 def test_names_fit_the_kernels_limit_in_the_whole_range() -> None:
@@ -142,7 +147,7 @@ def _netns_available() -> bool:
 def plan(tmp_path: Path) -> Iterator[NetnsPlan]:
     """A two-node plan in a /24 no other cluster of this machine uses; removed after."""
     require_real(
-        "network namespaces (root, iproute2, pyroute2)",
+        "network namespaces (root, iproute2, nsenter, pyroute2)",
         _netns_available(),
         f"run as root; {netns.unsupported()}",
     )

@@ -7,7 +7,7 @@
     │ bridge rsnet<k>   198.18.<k>.1/24        │   │ lo    127.0.0.1 (up)                │
     │   ├── rsnet<k>-1 ◀── veth pair ──────────┼──▶│ eth0  198.18.<k>.(10+i)/24          │
     │   ├── rsnet<k>-2 ◀── ...                 │   │ default via 198.18.<k>.1            │
-    │   └── ...                                │   │ node i: ip netns exec rsnet<k>-n<i> │
+    │   └── ...                                │   │ node i: nsenter --net=<its netns>   │
     └──────────────────────────────────────────┘   └─────────────────────────────────────┘
     (198.18.<k> stands for the k-th /24 of 198.18.0.0/15: k = 256 is 198.19.0)
 
@@ -28,11 +28,20 @@ Decisions:
 - **Ownership**: the bridge's alias is the cluster's directory. A bridge of the subnet with
   another directory belongs to another cluster (two paths hashed alike, or a cluster
   moved): ``up`` refuses instead of taking its network down as a leftover.
-- **Running a node inside**: ``ip netns exec NAME`` (iproute2) execs the node in place, so
-  the PID ``cluster up`` records is the node's, its session and process group stay its
-  own, and what the node starts (etcd, under ``setpriv --pdeathsig``) sees the node as its
-  parent, as on loopback. Setting the namespace in a ``preexec_fn`` instead would run
-  Python between fork and exec in a process with gRPC's threads, which can deadlock.
+- **Running a node inside**: ``nsenter --net=/var/run/netns/NAME`` (util-linux) enters
+  the namespace and execs the node in place, so the PID ``cluster up`` records is the
+  node's, its session and process group stay its own, and what the node starts (etcd,
+  under ``setpriv --pdeathsig``) sees the node as its parent, as on loopback. Only the
+  network is the node's own: it keeps the host's mounts. ``ip netns exec`` is not used: it
+  also gives the command a mount namespace of its own, with a fresh ``/sys`` (the
+  namespace's interfaces under ``/sys/class/net``) and none of the cgroup file systems
+  mounted under it, so runc could start no container there ("no cgroup mount found in
+  mountinfo"); and it bind-mounts ``/etc/netns/NAME/*`` over ``/etc``, which no node
+  uses (each node's hosts file is its own by setting: ``nodeconfig``). Nothing in a node
+  reads ``/sys/class/net``: pyroute2 and wireguard-go speak netlink and ``/dev/net/tun``,
+  and ``/proc/sys/net`` follows the network namespace of whoever opens it. Setting the
+  namespace in a ``preexec_fn`` instead would run Python between fork and exec in a
+  process with gRPC's threads, which can deadlock.
 - **pyroute2** does the netlink work (no ``ip`` output is parsed). It is the optional
   extra ``roleserve-core[netns]``: a node agent never needs it, and its import costs about
   a third of a second, so it is imported here, inside functions, only for ``--netns``.
@@ -96,6 +105,8 @@ NODE_OFFSET = 10
 """Node ``i`` holds the subnet's address ``NODE_OFFSET + i``."""
 MAX_NODES = 254 - NODE_OFFSET
 EXTRA = "roleserve-core[netns]"
+NETNS_DIR = Path("/var/run/netns")
+"""Where a named network namespace is mounted (iproute2's, and pyroute2's, place)."""
 
 
 class NetnsError(RoleserveError):
@@ -165,8 +176,9 @@ class NetnsPlan:
 
 
 def in_namespace(namespace: str, argv: Sequence[str]) -> list[str]:
-    """The command that runs ``argv`` in ``namespace`` (see the module docstring)."""
-    return ["ip", "netns", "exec", namespace, *argv]
+    """The command that runs ``argv`` in the network namespace ``namespace``, and in
+    every other namespace of this process (its mounts: see the module docstring)."""
+    return ["nsenter", f"--net={NETNS_DIR / namespace}", "--", *argv]
 
 
 def subnet_for(directory: Path) -> ipaddress.IPv4Network:
@@ -183,8 +195,11 @@ def unsupported() -> str | None:
         return "--netns needs root: it creates network namespaces"
     if not Path("/proc/self/ns/net").exists():
         return "--netns needs network namespaces, and this kernel has none (no /proc/self/ns/net)"
-    if shutil.which("ip") is None:
-        return "--netns needs iproute2's `ip` to run nodes in namespaces (apt-get install iproute2)"
+    if shutil.which("nsenter") is None:
+        return (
+            "--netns needs util-linux's `nsenter` to run nodes in namespaces "
+            "(apt-get install util-linux)"
+        )
     if importlib.util.find_spec("pyroute2") is None:
         return f"--netns needs pyroute2: install {EXTRA}"
     return None
