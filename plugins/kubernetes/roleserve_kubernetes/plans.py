@@ -47,6 +47,8 @@ from roleserve_kubernetes.binaries import (
     SCHEDULER,
     Component,
 )
+from roleserve_kubernetes.cgroups import cgroup_root
+from roleserve_kubernetes.klog import klog_parser
 from roleserve_kubernetes.kubeconfig import KUBECONFIG_MODE, kubeconfig
 from roleserve_kubernetes.pki import PKI_PREFIX, KeyPair
 
@@ -58,6 +60,7 @@ __all__ = [
     "KEY_MODE",
     "KUBELET_HEALTHZ_PORT",
     "KUBELET_PORT",
+    "LOOPBACK_NODE_IP",
     "POD_RANGE",
     "PUBLIC_MODE",
     "SCHEDULER_PORT",
@@ -95,6 +98,10 @@ ETCD_PREFIX = "/kubernetes/registry"
 away from the curator's keys."""
 KEY_MODE = 0o600
 PUBLIC_MODE = 0o644
+LOOPBACK_NODE_IP = "nodeIP can't be loopback address"
+"""What the kubelet says at every status update of a node on a loopback address: it
+refuses such a ``--node-ip``, so the Node has no InternalIP (the plugin README, "Loopback
+clusters")."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +147,9 @@ class LaunchPlan:
     binds: tuple[Bind, ...] = ()
     """Every address it listens on (checked free before it starts)."""
     env: Mapping[str, str] = field(default_factory=dict)
+    quiet: tuple[str, ...] = ()
+    """Messages the program is known to repeat harmlessly here: logged once at WARNING,
+    then at DEBUG (``klog.klog_parser``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,7 +314,12 @@ def scheduler_plan(inputs: ControllerInputs) -> LaunchPlan:
 def kubelet_plan(inputs: KubeletInputs) -> LaunchPlan:
     """The kubelet: a KubeletConfiguration (JSON, which the kubelet reads as YAML), a
     kubeconfig with the node's client certificate, its serving certificate, containerd's
-    CRI socket, and the node's pod prefix."""
+    CRI socket, and the node's pod prefix.
+
+    What is the node's own, so that several kubelets share a machine: its root directory
+    and the pods' logs in ``directory``, its cgroup root (``cgroups.cgroup_root``, made
+    before it starts), its API on the node's address and its healthz on the node's local
+    host, containerd's socket of the node."""
     directory = inputs.directory
     ca = _public(directory / "ca.pem", inputs.ca_pem)
     serving, serving_key = _pair(directory, "kubelet", inputs.serving)
@@ -331,6 +346,9 @@ def kubelet_plan(inputs: KubeletInputs) -> LaunchPlan:
         "clusterDNS": [str(CLUSTER_DNS)],
         "podCIDR": str(inputs.pod_prefix),
         "failCgroupV1": False,
+        "cgroupDriver": "cgroupfs",
+        "cgroupRoot": cgroup_root(inputs.node_id),
+        "podLogsDir": str(directory / "pod-logs"),
         "rotateCertificates": False,
         "serverTLSBootstrap": False,
     }
@@ -352,6 +370,7 @@ def kubelet_plan(inputs: KubeletInputs) -> LaunchPlan:
         files=(ca, serving, serving_key, credentials, config),
         health=health,
         binds=(health.bind, Bind(address, KUBELET_PORT)),
+        quiet=(LOOPBACK_NODE_IP,) if inputs.address.is_loopback else (),
     )
 
 
@@ -373,7 +392,8 @@ def write_plan(plan: LaunchPlan) -> None:
 
 def program_spec(plan: LaunchPlan, binary: Path, state_dir: Path) -> ProgramSpec:
     """What the runner starts for ``plan``: ``binary`` (found before), its arguments, its
-    addresses; its record in ``state_dir`` (the plugin's data directory)."""
+    addresses; its record in ``state_dir`` (the plugin's data directory); its output, klog's
+    lines, parsed into levels (``klog``)."""
     return ProgramSpec(
         name=plan.name,
         executable=str(binary),
@@ -382,6 +402,7 @@ def program_spec(plan: LaunchPlan, binary: Path, state_dir: Path) -> ProgramSpec
         state_dir=state_dir,
         binds=plan.binds,
         env=plan.env,
+        parser=klog_parser(quiet=plan.quiet),
     )
 
 

@@ -1,27 +1,40 @@
 """The worker ``kubernetes_kubelet``: the kubelet on nodes with the ``kubernetes_worker``
 role.
 
-Reads ``node_id``, ``network``, ``pod_network`` and ``kubernetes_status``; writes nothing.
+Reads ``node_id``, ``network``, ``pod_network``, ``kubernetes_status``, ``cluster_nodes``
+and ``roles``; writes nothing but the kubelet's files and its cgroup root.
 
 ::
 
     node_id, network ──────┐
-    pod_network ───────────┼─ fold ──▶ str: what it waits for (note; not healthy)
-    kubernetes_status ─────┘      └──▶ KubeletStartup(node, address, prefix, apiserver, CA)
-                                          │
-        certificates(startup) ◀───────────┤ client + serving pair, issued by the leading
-                                          │ curator (certificates.kubelet_certificates;
-                                          │ tests inject their own)
+    pod_network ───────────┤
+    kubernetes_status ─────┼─ fold ──▶ str: what it waits for (note; not healthy)
+    cluster_nodes ─────────┘      └──▶ KubeletStartup(node, address, prefix, apiserver)
+                                          │ apiserver: this node's own (kubernetes_status)
+                                          │ on a controller, else the first controller's
+                                          │ of the cluster (https://<its address>:6443)
+        certificates(startup) ◀───────────┤ client + serving pair and the Kubernetes CA,
+                                          │ issued by the leading curator
+                                          │ (certificates.kubelet_credentials; tests
+                                          │ inject their own)
                                           ▼
-        child kubelet (kubelet.kubelet_runnable); HEALTHY; restart when the startup changes
+        cgroup root made (cgroups); child kubelet (kubelet.kubelet_runnable); HEALTHY;
+        restart when the startup changes
+    the role goes: the kubelet stops (the core cancels the worker), and once the pods'
+    processes have left it (containerd's clean-up), the cgroup root is removed
 
 Without a kubelet binary it waits for nothing: its child says "kubelet not found:
 container runtime only" at once, and the node's containerd and pod network run on.
 
+Which apiserver: a worker-only node has none of its own, so it takes the cluster's
+controllers from ``cluster_nodes`` (UP, holding ``kubernetes_controller``, with an
+address), the first by node ID, and the CA from the curator with its certificates. A
+kubelet names one server (its kubeconfig's); another controller is taken when that one
+loses the role or leaves, not when its apiserver merely stops answering.
+
 Interim: the worker role's own runnable (containerd, CRI, CNI) is another branch's; once
 it is merged, the kubelet belongs next to containerd under it, and this worker's start-up
-moves there (``kubelet_runnable`` is made for that). Finding an apiserver on another node
-is not built yet: a worker node uses its own controller's (``kubernetes_status``).
+moves there (``kubelet_runnable`` is made for that).
 """
 
 from __future__ import annotations
@@ -34,11 +47,14 @@ from pathlib import Path
 import anyio
 
 from roleserve_core import (
+    CLUSTER_NODES,
     CURATOR_CONNECTION,
     KUBERNETES_STATUS,
     NETWORK,
     NODE_ID,
     POD_NETWORK,
+    ROLES,
+    ClusterNodes,
     Combined,
     KubernetesStatus,
     NetworkStatus,
@@ -47,13 +63,21 @@ from roleserve_core import (
     PodNetwork,
     RunContext,
     Worker,
+    node_address,
 )
+from roleserve_core.proto import common_pb2
 from roleserve_kubernetes.binaries import KUBELET, KubeBinaries
-from roleserve_kubernetes.certificates import kubelet_certificates
+from roleserve_kubernetes.certificates import KubeletCredentials, kubelet_credentials
+from roleserve_kubernetes.cgroups import (
+    cgroup_hierarchies,
+    cgroup_root,
+    create_cgroup_root,
+    remove_cgroup_root,
+)
 from roleserve_kubernetes.kubelet import kubelet_runnable
 from roleserve_kubernetes.layout import WorkerLayout, check_kubelet_root
 from roleserve_kubernetes.pki import KeyPair
-from roleserve_kubernetes.plans import KubeletInputs, kubelet_root
+from roleserve_kubernetes.plans import KubeletInputs, apiserver_url, kubelet_root
 from roleserve_kubernetes.startup import start_when_ready
 
 __all__ = [
@@ -61,6 +85,7 @@ __all__ = [
     "KubeletStartup",
     "certificates_from_curator",
     "containerd_socket",
+    "controller_addresses",
     "fold",
     "kubelet_worker",
 ]
@@ -77,12 +102,17 @@ class KubeletStartup:
     address: IPAddress
     pod_prefix: IPNetwork
     apiserver: str
-    ca_pem: bytes
+    ca_pem: bytes | None = None
+    """The Kubernetes CA as this node's controller has it; None for another node's
+    apiserver (the CA then comes from the curator, with the certificates)."""
 
 
-KubeletCertificates = Callable[[KubeletStartup], Awaitable[tuple[KeyPair, KeyPair]]]
+KubeletCertificates = Callable[
+    [KubeletStartup], Awaitable[KubeletCredentials | tuple[KeyPair, KeyPair]]
+]
 """The node's kubelet client and serving pairs, issued by the curator from the Kubernetes
-CA (``certificates.kubelet_certificates``)."""
+CA, with that CA (``certificates.kubelet_credentials``); a bare pair of pairs (as before
+the CA came with them) needs ``KubeletStartup.ca_pem``."""
 
 
 def fold(
@@ -90,6 +120,7 @@ def fold(
     network: NetworkStatus | None,
     pods: PodNetwork | None,
     status: KubernetesStatus | None,
+    nodes: ClusterNodes | None = None,
 ) -> KubeletStartup | str:
     """The startup, or what the kubelet still waits for (its note)."""
     if node_id is None:
@@ -98,11 +129,30 @@ def fold(
         return "waiting for the node's address"
     if pods is None or not pods.prefixes:
         return "waiting for the node's pod prefix (pod_network)"
-    if status is None or status.apiserver is None or status.ca_pem is None:
-        return "waiting for a kube-apiserver on this node (a remote one is not looked for yet)"
-    return KubeletStartup(
-        node_id, network.external_address, pods.prefixes[0], status.apiserver, status.ca_pem
-    )
+    address, prefix = network.external_address, pods.prefixes[0]
+    if status is not None and status.apiserver is not None and status.ca_pem is not None:
+        return KubeletStartup(node_id, address, prefix, status.apiserver, status.ca_pem)
+    if nodes is None or not nodes.backlogged:
+        return "waiting for a kube-apiserver: none on this node; the cluster's nodes unknown"
+    own = nodes.get(node_id)
+    if own is not None and own.roles.HasField("kubernetes_controller"):
+        return "waiting for a kube-apiserver: this node's own (kubernetes_status)"
+    controllers = controller_addresses(nodes)
+    if not controllers:
+        return "waiting for a kube-apiserver: no node of the cluster holds kubernetes_controller"
+    return KubeletStartup(node_id, address, prefix, apiserver_url(controllers[0]))
+
+
+def controller_addresses(nodes: ClusterNodes) -> list[IPAddress]:
+    """The addresses of the cluster's controllers (UP, holding ``kubernetes_controller``,
+    with an address), by node ID: where the kube-apiservers of the cluster are."""
+    found = []
+    for _, record in sorted(nodes.items()):
+        address = node_address(record)
+        controller = record.roles.HasField("kubernetes_controller")
+        if controller and record.state == common_pb2.NODE_STATE_UP and address is not None:
+            found.append(address)
+    return found
 
 
 def containerd_socket(node: NodeContext) -> Path:
@@ -115,11 +165,16 @@ class KubeletWorker:
     """The worker's state across its restarts: what it was given."""
 
     def __init__(
-        self, node: NodeContext, binaries: KubeBinaries, certificates: KubeletCertificates
+        self,
+        node: NodeContext,
+        binaries: KubeBinaries,
+        certificates: KubeletCertificates,
+        hierarchies: Callable[[], list[Path]] = cgroup_hierarchies,
     ) -> None:
         self.node = node
         self.binaries = binaries
         self.certificates = certificates
+        self.hierarchies = hierarchies
 
     async def run(self, ctx: RunContext) -> None:
         """Runs the kubelet on nodes with the kubernetes_worker role."""
@@ -130,7 +185,23 @@ class KubeletWorker:
             await anyio.sleep_forever()
         else:
             check_kubelet_root(kubelet_root(self._directory))
-            await self._run(ctx, binary)
+            try:
+                await self._run(ctx, binary)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await self._remove_cgroups_if_role_gone(ctx)
+
+    async def _remove_cgroups_if_role_gone(self, ctx: RunContext) -> None:
+        """The kubelet's cgroup root removed once the role has gone; kept while the node
+        holds it (a restart on new inputs, the node stopping: the pods stay, or
+        containerd's clean-up stops them and the next kubelet takes the root again)."""
+        roles = self.node.values.read(ROLES)
+        if roles.statistics().is_set and _is_worker(roles.get_nowait()):
+            return
+        ids = self.node.values.read(NODE_ID)
+        if ids.statistics().is_set:
+            root = cgroup_root(ids.get_nowait())
+            await remove_cgroup_root(ctx.log, root, self.hierarchies())
 
     @property
     def _directory(self) -> Path:
@@ -144,6 +215,7 @@ class KubeletWorker:
             values.read(NETWORK),
             values.read(POD_NETWORK),
             values.read(KUBERNETES_STATUS),
+            values.read(CLUSTER_NODES),
         ) as inputs:
             await start_when_ready(
                 ctx, inputs, fold, lambda startup: self._start(ctx, startup, binary)
@@ -154,13 +226,19 @@ class KubeletWorker:
 
     async def _start(self, ctx: RunContext, startup: KubeletStartup, binary: Path) -> None:
         ctx.set_note("asking the curator for the kubelet's certificates")
-        client, serving = await self.certificates(startup)
+        issued = await self.certificates(startup)
+        if isinstance(issued, KubeletCredentials):
+            client, serving, ca_pem = issued.client, issued.serving, issued.ca_certificate_pem
+        else:
+            (client, serving), ca_pem = issued, startup.ca_pem or b""
+        root = cgroup_root(startup.node_id)
+        await anyio.to_thread.run_sync(create_cgroup_root, root, self.hierarchies())
         inputs = KubeletInputs(
             directory=self._directory,
             node_id=startup.node_id,
             address=startup.address,
             apiserver=startup.apiserver,
-            ca_pem=startup.ca_pem,
+            ca_pem=ca_pem,
             client=client,
             serving=serving,
             containerd_socket=containerd_socket(self.node),
@@ -183,25 +261,42 @@ def certificates_from_curator(node: NodeContext) -> KubeletCertificates:
     """The kubelet's pairs as the leading curator issues them (``IssueCertificate``), over
     the node's connection to it: its node certificate is the kubelet's proof of identity."""
 
-    async def issue(startup: KubeletStartup) -> tuple[KeyPair, KeyPair]:
+    async def issue(startup: KubeletStartup) -> KubeletCredentials:
         with node.values.watch(CURATOR_CONNECTION) as connections:
             connection = await connections.get()
-        return await kubelet_certificates(connection, [startup.address])
+        return await kubelet_credentials(connection, [startup.address])
 
     return issue
 
 
-def kubelet_worker(node: NodeContext, certificates: KubeletCertificates | None = None) -> Worker:
+def kubelet_worker(
+    node: NodeContext,
+    certificates: KubeletCertificates | None = None,
+    hierarchies: Callable[[], list[Path]] = cgroup_hierarchies,
+) -> Worker:
     """The worker ``kubernetes_kubelet``, gated on the ``kubernetes_worker`` role.
 
     :param certificates: where the kubelet's certificates come from (tests pass their own).
+    :param hierarchies: the cgroup hierarchies its cgroup root is made in (tests of a
+        stand-in kubelet pass directories of their own).
     """
     kubelet = KubeletWorker(
-        node, KubeBinaries.of(node.config), certificates or certificates_from_curator(node)
+        node,
+        KubeBinaries.of(node.config),
+        certificates or certificates_from_curator(node),
+        hierarchies,
     )
     return Worker(
         "kubernetes_kubelet",
         kubelet.run,
         when=_is_worker,
-        reads=(NODE_ID, NETWORK, POD_NETWORK, KUBERNETES_STATUS, CURATOR_CONNECTION),
+        reads=(
+            NODE_ID,
+            NETWORK,
+            POD_NETWORK,
+            KUBERNETES_STATUS,
+            CLUSTER_NODES,
+            CURATOR_CONNECTION,
+            ROLES,
+        ),
     )

@@ -7,6 +7,7 @@ and files fit together is shown by the stand-in apiserver of ``test_runnables``.
 from __future__ import annotations
 
 import base64
+import hashlib
 import ipaddress
 import json
 import stat
@@ -231,6 +232,10 @@ def test_kubelet_plan(pki: dict[str, KeyPair]) -> None:
         "clusterDomain": "cluster.local",
         "clusterDNS": ["10.224.0.10"],
         "podCIDR": "10.192.3.0/24",
+        "failCgroupV1": False,
+        "cgroupDriver": "cgroupfs",
+        "cgroupRoot": "/roleserve-" + hashlib.sha256(b"node-0123").hexdigest()[:10],
+        "podLogsDir": f"{d}/pod-logs",
         "rotateCertificates": False,
         "serverTLSBootstrap": False,
     }
@@ -264,6 +269,36 @@ def test_kubelet_plan(pki: dict[str, KeyPair]) -> None:
         health=Health("127.0.0.1", 10248, "/healthz", tls=False),
         binds=(Bind("127.0.0.1", 10248), Bind("10.0.0.7", 10250)),
     )
+
+
+def test_two_kubelets_on_one_machine_share_no_cgroup_log_or_port(
+    pki: dict[str, KeyPair],
+) -> None:
+    """Each node's kubelet has its own cgroup root, pod logs, root directory and ports;
+    one on a loopback address says once that it cannot use it as its node IP."""
+
+    def plan(node: str, address: str) -> LaunchPlan:
+        inputs = KubeletInputs(
+            directory=Path(f"/{node}/plugins/kubernetes/kubelet"),
+            node_id=f"node-{node}",
+            address=ipaddress.ip_address(address),
+            apiserver="https://127.0.0.11:6443",
+            ca_pem=cert(pki, "ca"),
+            client=pki["admin"],
+            serving=pki["apiserver"],
+            containerd_socket=Path(f"/run/{node}/containerd.sock"),
+            pod_prefix=ipaddress.ip_network("10.192.3.0/24"),
+        )
+        return kubelet_plan(inputs)
+
+    first, second = plan("n1", "127.0.0.11"), plan("n2", "127.0.0.12")
+    owned = []
+    for each in (first, second):
+        settings = json.loads(each.files[-1].content)
+        root = [a for a in each.arguments if a.startswith("--root-dir=")]
+        owned.append({settings["cgroupRoot"], settings["podLogsDir"], *root, *each.binds})
+        assert each.quiet == ("nodeIP can't be loopback address",)
+    assert not owned[0] & owned[1]
 
 
 def test_kubeconfig_is_whole_and_embeds_the_credentials() -> None:

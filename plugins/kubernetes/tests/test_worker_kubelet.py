@@ -4,7 +4,9 @@ without a binary its child says the node is a container runtime only."""
 
 from __future__ import annotations
 
+import base64
 import ipaddress
+import json
 import shutil
 import tempfile
 from collections.abc import Awaitable, Callable, Iterator
@@ -15,10 +17,13 @@ from typing import Any
 import pytest
 
 from roleserve_core import (
+    CLUSTER_NODES,
     KUBERNETES_STATUS,
     NETWORK,
     NODE_ID,
     POD_NETWORK,
+    ClusterNodes,
+    KubernetesController,
     KubernetesStatus,
     KubernetesWorker,
     NetworkStatus,
@@ -28,8 +33,17 @@ from roleserve_core import (
     State,
     hookimpl,
 )
-from roleserve_core.testing import NodeHarness, PluginHarness, random_loopback
+from roleserve_core.proto.common_pb2 import NODE_STATE_NEW
+from roleserve_core.testing import (
+    NodeHarness,
+    PluginHarness,
+    node_record,
+    poll_until,
+    random_loopback,
+)
 from roleserve_kubernetes import binaries
+from roleserve_kubernetes.certificates import KubeletCredentials
+from roleserve_kubernetes.cgroups import cgroup_root
 from roleserve_kubernetes.pki import KeyPair
 from roleserve_kubernetes.testing import stand_in_kubelet, throwaway_pki
 from roleserve_kubernetes.worker_kubelet import KubeletStartup, kubelet_worker
@@ -52,7 +66,7 @@ class RecordingCertificates:
         return self.pki["admin"], self.pki["apiserver"]
 
 
-def runtime_of(tmp_path: Path, certificates: RecordingCertificates, **config: str) -> Any:
+def runtime_of(tmp_path: Path, certificates: Any, **config: str) -> Any:
     def values() -> list[Any]:
         return [KUBERNETES_STATUS, POD_NETWORK]
 
@@ -60,9 +74,15 @@ def runtime_of(tmp_path: Path, certificates: RecordingCertificates, **config: st
         return list(binaries.SETTINGS)
 
     def workers(node: NodeContext) -> list[Any]:
-        return [kubelet_worker(node, certificates=certificates)]
+        return [kubelet_worker(node, certificates=certificates, hierarchies=hierarchies)]
 
-    plugins = PluginHarness()
+    def hierarchies() -> list[Path]:
+        return [tmp_path / "cgroup" / "cpu", tmp_path / "cgroup" / "cpuset"]
+
+    for hierarchy in hierarchies():
+        hierarchy.mkdir(parents=True)
+    (tmp_path / "cgroup" / "cpuset" / "cpuset.cpus").write_text("0-1\n")
+    plugins = PluginHarness(cluster_nodes=True)
     plugins.register(
         SimpleNamespace(
             roleserve_values=hookimpl(values),
@@ -112,12 +132,105 @@ async def test_waits_for_its_inputs_then_runs_the_kubelet(
     assert certificates.calls == [KubeletStartup("node-0123", address, prefix, apiserver, ca)]
     config = harness.runtime.context("kubernetes").data_dir / "kubelet" / "config.json"
     assert '"podCIDR": "10.192.7.0/24"' in config.read_text()
+    # Its own cgroup root, made in every hierarchy before it started; a new cpuset gets
+    # its parent's CPUs.
+    root = json.loads(config.read_text())["cgroupRoot"]
+    assert root == cgroup_root("node-0123")
+    made = [tmp_path / "cgroup" / kind / root.lstrip("/") for kind in ("cpu", "cpuset")]
+    assert all(directory.is_dir() for directory in made)
+    assert (made[1] / "cpuset.cpus").read_text() == "0-1\n"
 
     # Readiness changes nothing the kubelet starts from: no restart.
     harness.set(KUBERNETES_STATUS, KubernetesStatus(apiserver, ca, False, (), ()), by="kubernetes")
+    (made[1] / "cpuset.cpus").unlink()  # a cgroup's files go with it; a directory's do not
     harness.set_roles(NodeRoles())  # the role goes: the core cancels the worker
     await harness.wait_status(DN, lambda s: s.state is not State.HEALTHY)
     assert len(certificates.calls) == 1
+    await poll_until("the cgroup root removed", lambda: _exists(made), lambda left: not left)
+
+
+async def _exists(paths: list[Path]) -> list[Path]:
+    return [path for path in paths if path.exists()]
+
+
+class CuratorCredentials:
+    """The kubelet's credentials as the curator gives them: with the Kubernetes CA."""
+
+    def __init__(self, pki: dict[str, KeyPair]) -> None:
+        self.pki = pki
+        self.calls: list[KubeletStartup] = []
+
+    async def __call__(self, startup: KubeletStartup) -> KubeletCredentials:
+        self.calls.append(startup)
+        ca = self.pki["ca"].certificate_pem
+        assert ca is not None
+        return KubeletCredentials(self.pki["admin"], self.pki["apiserver"], ca)
+
+
+async def test_a_worker_only_node_takes_a_controller_s_apiserver_of_the_cluster(
+    node: Callable[..., Awaitable[NodeHarness]], short_dir: Path
+) -> None:
+    """No kube-apiserver of its own: the first controller of ``cluster_nodes`` (by ID,
+    UP, with an address), and the CA that came with the certificates."""
+    address = random_loopback()
+    pki = throwaway_pki([address])
+    certificates = CuratorCredentials(pki)
+    kubelet = stand_in_kubelet(short_dir / "kubelet")
+    harness = await node(runtime_of(short_dir, certificates, kubelet=str(kubelet)))
+    harness.set_roles(WORKER)
+    harness.set(NODE_ID, "node-4")
+    harness.set(NETWORK, NetworkStatus(address))
+    prefix = ipaddress.ip_network("10.192.7.0/24")
+    harness.set(POD_NETWORK, PodNetwork((prefix,)), by="kubernetes")
+    controller = NodeRoles(kubernetes_controller=KubernetesController())
+    records = {
+        "node-4": node_record("node-4", str(address), roles=WORKER),
+        "node-3": node_record("node-3", "127.0.0.13", roles=controller, state=NODE_STATE_NEW),
+        "node-2": node_record("node-2", "", roles=controller),
+    }
+    harness.set(CLUSTER_NODES, ClusterNodes(records, backlogged=True))
+    await harness.wait_status(
+        DN, lambda s: s.note.endswith("no node of the cluster holds kubernetes_controller")
+    )
+    records["node-9"] = node_record("node-9", "127.0.0.19", roles=controller)
+    records["node-1"] = node_record("node-1", "127.0.0.11", roles=controller)
+    harness.set(CLUSTER_NODES, ClusterNodes(records, backlogged=True))
+
+    child = await harness.wait_state(f"{DN}.kubelet")
+    assert child.note.startswith("kubelet ready, pid ")
+    assert certificates.calls == [
+        KubeletStartup("node-4", address, prefix, "https://127.0.0.11:6443")
+    ]
+    directory = harness.runtime.context("kubernetes").data_dir / "kubelet"
+    config = json.loads((directory / "kubeconfig").read_text())
+    cluster = config["clusters"][0]["cluster"]
+    assert cluster["server"] == "https://127.0.0.11:6443"
+    ca = base64.b64decode(cluster["certificate-authority-data"])
+    assert ca == pki["ca"].certificate_pem
+    assert (directory / "ca.pem").read_bytes() == ca
+
+
+async def test_a_controller_node_waits_for_its_own_apiserver(
+    node: Callable[..., Awaitable[NodeHarness]], short_dir: Path
+) -> None:
+    certificates = CuratorCredentials(throwaway_pki())
+    kubelet = stand_in_kubelet(short_dir / "kubelet")
+    harness = await node(runtime_of(short_dir, certificates, kubelet=str(kubelet)))
+    harness.set_roles(WORKER)
+    harness.set(NODE_ID, "node-1")
+    harness.set(NETWORK, NetworkStatus(random_loopback()))
+    prefix = ipaddress.ip_network("10.192.7.0/24")
+    harness.set(POD_NETWORK, PodNetwork((prefix,)), by="kubernetes")
+    both = NodeRoles(
+        kubernetes_controller=KubernetesController(), kubernetes_worker=KubernetesWorker()
+    )
+    records = {
+        "node-1": node_record("node-1", "127.0.0.11", roles=both),
+        "node-0": node_record("node-0", "127.0.0.10", roles=both),
+    }
+    harness.set(CLUSTER_NODES, ClusterNodes(records, backlogged=True))
+    await harness.wait_status(DN, lambda s: s.note.endswith("this node's own (kubernetes_status)"))
+    assert certificates.calls == []
 
 
 async def test_without_a_kubelet_the_node_is_a_container_runtime_only(
@@ -125,7 +238,9 @@ async def test_without_a_kubelet_the_node_is_a_container_runtime_only(
 ) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # no kube binary on PATH, whatever the machine
     certificates = RecordingCertificates({})
-    harness = await node(runtime_of(tmp_path, certificates))
+    harness = await node(
+        runtime_of(tmp_path, certificates, kube_binaries_dir=str(tmp_path / "none"))
+    )
     harness.set_roles(WORKER)
     note = "kubelet not found: container runtime only"
     child = await harness.wait_status(f"{DN}.kubelet", lambda s: s.note == note)
