@@ -27,6 +27,7 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -101,6 +102,25 @@ class Kube:
         return node_runtime_dir(data_dir) / "kubernetes" / "containerd.sock"
 
 
+KUBE_RUNNABLES = ("apiserver", "controller_manager", "scheduler", "containerd", "kubelet")
+"""The runnables ``explained`` shows."""
+
+
+@contextmanager
+def explained(kube: Kube) -> Iterator[None]:
+    """A wait that times out says, too, what each node's Kubernetes runnables are doing
+    (their lines of ``ctl tree``): which component is not up, and its last error."""
+    try:
+        yield
+    except TimeoutError as timeout:
+        lines = [str(timeout)]
+        for index in (1, 2, 3):
+            tree = ctl(kube.cluster, "tree", f"n{index}").stdout.splitlines()
+            lines += [f"n{index}: {line.lstrip('│├└─ ')[:400]}" for line in tree
+                      if line.lstrip("│├└─ ").startswith(KUBE_RUNNABLES)]  # fmt: skip
+        raise TimeoutError("\n".join(lines)) from None
+
+
 def runtime_missing() -> str:
     """The first of containerd, runc and ctr not on PATH, or ``""``."""
     return next((tool for tool in ("containerd", "runc", "ctr") if not shutil.which(tool)), "")
@@ -165,7 +185,8 @@ def ready_nodes(kube: Kube) -> dict[str, bool]:
 def wait_until_ready(kube: Kube, workers: list[MeshNode]) -> None:
     """Until there is a Ready Node for each of ``workers`` and no other Node."""
     wanted = {node.id: True for node in workers}
-    wait_for("every node's Node Ready", lambda: ready_nodes(kube), wanted.__eq__, STARTUP)
+    with explained(kube):
+        wait_for("every node's Node Ready", lambda: ready_nodes(kube), wanted.__eq__, STARTUP)
 
 
 def test_every_node_is_ready(kube: Kube, workers: list[MeshNode]) -> None:
@@ -213,11 +234,12 @@ def running_pod(kube: Kube, pod: Pod) -> dict[str, Any] | None:
 
 
 def wait_until_running(kube: Kube, pod: Pod) -> dict[str, Any]:
-    status: dict[str, Any] | None = wait_for(
-        f"pod {pod.name} on node {pod.node.index} Running",
-        lambda: running_pod(kube, pod),
-        timeout=STARTUP,
-    )
+    with explained(kube):
+        status: dict[str, Any] | None = wait_for(
+            f"pod {pod.name} on node {pod.node.index} Running",
+            lambda: running_pod(kube, pod),
+            timeout=STARTUP,
+        )
     assert status is not None
     return status
 
