@@ -38,10 +38,20 @@ import pytest
 
 from roleserve_core import node_runtime_dir
 from roleserve_core.testing import require_real
+from roleserve_kubernetes.cgroups import cgroup_hierarchies, cgroup_root
 from roleserve_kubernetes.kubebuild import is_built, pinned, pinned_bin_dir
-from roleserve_kubernetes.leftovers import descendants, shim_pids
+from roleserve_kubernetes.leftovers import descendants, mounts_under, shim_pids, unmount
 
-from .netns_kit import MeshNode, NetnsCluster, ctl, mesh_nodes, netns_cluster_up, run, wait_for
+from .netns_kit import (
+    MeshNode,
+    NetnsCluster,
+    ctl,
+    mesh_nodes,
+    netns_cluster_up,
+    roleserve,
+    run,
+    wait_for,
+)
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -96,10 +106,25 @@ class Kube:
             raise RuntimeError(done.stderr.strip())
         return json.loads(done.stdout)
 
+    def data_dir(self, node: MeshNode) -> Path:
+        return self.cluster.directory / f"n{node.index}"
+
     def node_socket(self, node: MeshNode) -> Path:
         """The node's containerd socket, as its shims name it."""
-        data_dir = self.cluster.directory / f"n{node.index}"
-        return node_runtime_dir(data_dir) / "kubernetes" / "containerd.sock"
+        return node_runtime_dir(self.data_dir(node)) / "kubernetes" / "containerd.sock"
+
+    def leftovers(self, node: MeshNode) -> list[str]:
+        """What is left on the machine of ``node``'s worker: its shims, the cgroup root of
+        its kubelet in any hierarchy, mounts under its kubelet's root directory."""
+        kubelet_root = self.data_dir(node) / "plugins" / "kubernetes" / "kubelet" / "root"
+        cgroups = [
+            hierarchy / cgroup_root(node.id).lstrip("/") for hierarchy in cgroup_hierarchies()
+        ]
+        return [
+            *(f"shim {pid}" for pid in shim_pids(self.node_socket(node))),
+            *(f"cgroup {path}" for path in cgroups if path.exists()),
+            *(f"mount {point}" for point in mounts_under([kubelet_root])),
+        ]
 
 
 KUBE_RUNNABLES = ("apiserver", "controller_manager", "scheduler", "containerd", "kubelet")
@@ -133,7 +158,8 @@ def kube(components: None) -> Iterator[Kube]:
 
     The cluster's directory is a short one of its own under /tmp: each kubelet binds a
     socket about 60 characters below its node's directory, and pytest's tmp_path is too
-    deep for that. Removed after the cluster is down.
+    deep for that. Removed after the cluster is down, with whatever mount a failed test
+    left under it.
     """
     bin_dir = pinned_bin_dir()
     require_real(
@@ -145,7 +171,7 @@ def kube(components: None) -> Iterator[Kube]:
     require_real(
         "containerd, runc and ctr", not missing, f"missing: {missing}; .ci/system-packages"
     )
-    directory = Path(tempfile.mkdtemp(prefix="rsk8s-"))
+    directory = Path(tempfile.mkdtemp(prefix="rs-e2e-k8s-"))
     try:
         with netns_cluster_up(directory / "c", KUBE_CONFIG) as cluster:
             kubeconfig = directory / "kubeconfig"
@@ -157,6 +183,8 @@ def kube(components: None) -> Iterator[Kube]:
             )
             yield Kube(cluster, bin_dir / "kubectl", kubeconfig)
     finally:
+        for point in mounts_under([directory]):
+            unmount(point)
         shutil.rmtree(directory, ignore_errors=True)
 
 
@@ -340,6 +368,8 @@ def test_the_worker_role_removed_leaves_no_container_and_given_back_the_node_is_
             timeout=120,
         )
         assert all(marker_pids(other) for other in others)
+        wait_for(f"nothing left of node {node.index}'s worker", lambda: kube.leftovers(node),
+                 lambda left: not left, timeout=120)  # fmt: skip
     finally:
         given_back = datetime.now().astimezone()
         set_role(kube, node, "set", "kubernetes_worker")
@@ -402,3 +432,37 @@ def test_one_controller_removed_the_api_answers_through_the_others(
         timeout=STARTUP,
     )
     wait_until_ready(kube, workers)
+
+
+# -- last ------------------------------------------------------------------------------
+
+
+def cluster_processes(kube: Kube, workers: list[MeshNode], pods: list[Pod]) -> list[str]:
+    """The processes of the cluster: any naming its directory or a node's runtime
+    directory (nodes, etcd, kube components, containerd, shims), and the pods' shells."""
+    names = [str(kube.cluster.directory), *(str(node_runtime_dir(kube.data_dir(node)))
+                                             for node in workers)]  # fmt: skip
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmdline = (proc / "cmdline").read_bytes().decode(errors="replace").replace("\0", " ")
+        except OSError:
+            continue
+        if proc.name.isdigit() and any(name in cmdline for name in names):
+            found.append(f"{proc.name}: {cmdline[:200]}")
+    return found + [f"{pod.name}: {pid}" for pod in pods for pid in marker_pids(pod)]
+
+
+def test_down_leaves_no_process_mount_or_cgroup(
+    kube: Kube, workers: list[MeshNode], pods: list[Pod]
+) -> None:
+    """Last (it takes the cluster down, pods running): no process of the cluster, no
+    mount under its directory, no cgroup root of its kubelets is left."""
+    assert cluster_processes(kube, workers, pods)
+    down = roleserve("cluster", "down", "--dir", str(kube.cluster.directory))
+    assert down.returncode == 0, down.stderr
+    left = cluster_processes(kube, workers, pods) + [
+        f"mount {point}" for point in mounts_under([kube.cluster.directory])
+    ]
+    left += [item for node in workers for item in kube.leftovers(node)]
+    assert not left, "\n".join(left)
