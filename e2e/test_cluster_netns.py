@@ -38,7 +38,7 @@ from roleserve_core.localcluster import default_roles, netns
 from roleserve_core.rundir import node_runtime_dir
 from roleserve_core.testing import poll_until
 from roleserve_kubernetes.cri import NETWORK_READY, CriClient, runtime_ready
-from roleserve_kubernetes.image import SANDBOX_IMAGE
+from roleserve_kubernetes.image import BUSYBOX_IMAGE
 from roleserve_kubernetes.proto import cri_pb2
 
 from .netns_kit import (
@@ -428,7 +428,7 @@ async def start_pod(cri: CriClient, name: str, logs: Path, *command: str) -> Pod
     )
     container = cri_pb2.ContainerConfig(
         metadata=cri_pb2.ContainerMetadata(name=name),
-        image=cri_pb2.ImageSpec(image=SANDBOX_IMAGE),
+        image=cri_pb2.ImageSpec(image=BUSYBOX_IMAGE),
         command=list(command),
         log_path=f"{name}.log",
     )

@@ -16,7 +16,10 @@ writes ``<data_dir>/containerd/``, the sandbox image, and its sockets
     start_program: [nsenter --net=NETNS] containerd --config config.toml
         (dies with the node; its stderr, logfmt, into the log tree; missing binary: final)
         CRI Status over the socket until RuntimeReady (RuntimeNotReadyError after 60 s)
-        sandbox image imported unless CRI has it (ctr -n k8s.io image import)
+        images imported unless CRI has each (ctr -n k8s.io image import): the sandbox
+            image, and the busybox image for pods (BUSYBOX_IMAGE)
+        a container started and removed (runtimecheck: ctr run in a containerd namespace
+            of its own; RuntimeCannotRunError with runc's error if it cannot)
         healthy; then until containerd exits (ProgramExitedError with its last errors),
         or until pod_network changes to another prefix (PodPrefixChangedError: expected,
         restarted after the backoff, so no pod keeps an address of the old prefix and the
@@ -71,6 +74,7 @@ from roleserve_kubernetes.errors import ImageImportError, PodPrefixChangedError
 from roleserve_kubernetes.image import SANDBOX_IMAGE, OciArchive, build_sandbox_image
 from roleserve_kubernetes.layout import WorkerLayout, check_socket_path
 from roleserve_kubernetes.leftovers import remove_leftovers
+from roleserve_kubernetes.runtimecheck import prove_runtime
 from roleserve_kubernetes.settings import (
     CONTAINERD_EXECUTABLE,
     CONTAINERD_INSTALL_HINT,
@@ -83,6 +87,7 @@ __all__ = [
     "containerd_spec",
     "find_containerd",
     "find_ctr",
+    "images_missing",
     "import_image",
     "metrics_address",
     "parse_containerd_log",
@@ -236,10 +241,21 @@ def find_ctr(settings: WorkerSettings, containerd_binary: Path) -> Path:
     )
 
 
+async def images_missing(cri: CriClient, archive: OciArchive) -> list[str]:
+    """The images of ``archive`` that CRI does not have as built (by their IDs)."""
+    missing = []
+    for name, image_id in archive.images.items():
+        image = await cri.image_status(name)
+        if image is None or image.id != image_id:
+            missing.append(name)
+    return missing
+
+
 async def import_image(
     log: logging.Logger, ctr: Path, settings: WorkerSettings, layout: WorkerLayout
 ) -> None:
-    """``ctr -n k8s.io image import`` of the sandbox image into CRI's namespace.
+    """``ctr -n k8s.io image import`` of the image archive (the sandbox image and
+    ``BUSYBOX_IMAGE``) into CRI's namespace.
 
     :raises ImageImportError: ctr failed, with its output.
     """
@@ -262,7 +278,7 @@ async def import_image(
             f"cannot import the sandbox image {layout.image_tar}: ctr exited with status "
             f"{result.returncode}: {output.splitlines()[-1] if output else 'no output'}"
         )
-    log.info("imported %s from %s", SANDBOX_IMAGE, layout.image_tar)
+    log.info("imported the images of %s", layout.image_tar)
 
 
 async def containerd(
@@ -293,9 +309,10 @@ async def containerd(
         async with start_program(ctx.log, spec) as program, CriClient(layout.socket) as cri:
             ctx.set_note(f"waiting for containerd's CRI (pid {program.pid})")
             await cri.wait_runtime_ready()
-            image = await cri.image_status(SANDBOX_IMAGE)
-            if image is None or image.id != archive.config_digest:
+            if await images_missing(cri, archive):
                 await import_image(ctx.log, ctr, settings, layout)
+            ctx.set_note(f"starting a container to prove runc works (pid {program.pid})")
+            await prove_runtime(ctx.log, ctr, layout.socket, layout.image_tar, settings.snapshotter)
             ctx.set_note(f"containerd running, pid {program.pid}, socket {layout.socket}")
             ctx.signal_healthy()
             try:

@@ -12,6 +12,8 @@
         │                             last output
         ├── RuntimeNotReadyError      (also ExpectedError) containerd answered CRI Status
         │                             but never said its runtime is ready
+        ├── RuntimeCannotRunError     (also ExpectedError) containerd cannot start a
+        │                             container (runtimecheck): runc's error, in one line
         ├── PodPrefixChangedError     (also ExpectedError) the node's pod prefix changed
         │                             under running pods: containerd starts over
         ├── PodNetworkError           the node's curator-allocated prefix cannot hold a pod
@@ -21,8 +23,9 @@
 
 ``SocketPathError`` and ``SandboxImageError`` are final: a restart meets the same
 directory and the same missing file; the operator changes the setting named or installs
-busybox-static and runs ``roleserve ctl restart``. ``ImageImportError`` and
-``RuntimeNotReadyError`` are cured by a restart after the backoff, if at all by one;
+busybox-static and runs ``roleserve ctl restart``. ``ImageImportError``,
+``RuntimeNotReadyError`` and ``RuntimeCannotRunError`` are cured by a restart after the
+backoff, if at all by one (a runc fixed, cgroups mounted: the next check passes);
 ``PodPrefixChangedError`` asks for that restart: the pods and the bridge holding the old
 prefix's gateway go, and the next pods get addresses of the new one.
 ``KubeBuildError`` is the build's, never a node's: ``kubebuild`` prints it as its one line.
@@ -44,6 +47,7 @@ __all__ = [
     "KubernetesError",
     "PodNetworkError",
     "PodPrefixChangedError",
+    "RuntimeCannotRunError",
     "RuntimeNotReadyError",
     "SandboxImageError",
     "SocketPathError",
@@ -98,6 +102,11 @@ class ImageImportError(KubernetesError, ExpectedError):
 
 class RuntimeNotReadyError(KubernetesError, ExpectedError):
     """containerd answers CRI, but does not report its runtime ready in time."""
+
+
+class RuntimeCannotRunError(KubernetesError, ExpectedError):
+    """containerd runs, but cannot start a container (``runtimecheck``): the message says
+    why in one line (runc's error)."""
 
 
 class PodPrefixChangedError(KubernetesError, ExpectedError):

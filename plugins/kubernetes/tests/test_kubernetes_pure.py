@@ -13,6 +13,7 @@ import re
 import tarfile
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,7 +24,14 @@ from roleserve_kubernetes.cni import bridge_name, cni_conflist, write_cni_config
 from roleserve_kubernetes.containerd import parse_containerd_log
 from roleserve_kubernetes.containerd_config import ContainerdConfig, containerd_toml
 from roleserve_kubernetes.errors import PodNetworkError, SandboxImageError, SocketPathError
-from roleserve_kubernetes.image import SANDBOX_IMAGE, build_sandbox_image, layer_tar, oci_archive
+from roleserve_kubernetes.image import (
+    BUSYBOX_IMAGE,
+    SANDBOX_COMMAND,
+    SANDBOX_IMAGE,
+    build_sandbox_image,
+    layer_tar,
+    oci_archive,
+)
 from roleserve_kubernetes.layout import (
     CONTAINERD_SOCKET_PATH_LIMIT,
     SOCKET_PATH_LIMIT,
@@ -208,6 +216,41 @@ def test_the_oci_archive_is_one_image_whose_digests_match_its_blobs() -> None:
         assert config["rootfs"]["diff_ids"] == [manifest["layers"][0]["digest"]]
         assert config["config"]["Entrypoint"] == ["/bin/sh"]
         assert json.loads(read("oci-layout")) == {"imageLayoutVersion": "1.0.0"}
+
+
+def test_the_busybox_image_for_pods_shares_the_sandbox_images_layer(tmp_path: Path) -> None:
+    """Two images in one archive: the sandbox's (its entrypoint sleeps) as before, and
+    ``BUSYBOX_IMAGE``, which runs a pod's args (``Cmd`` sh, no ``Entrypoint``)."""
+    busybox = tmp_path / "busybox"
+    busybox.write_bytes(b"BUSYBOX")
+    archive = build_sandbox_image(busybox, ["sh", "echo"])
+    with tarfile.open(fileobj=io.BytesIO(archive.data)) as tar:
+
+        def read(name: str) -> Any:
+            member = tar.extractfile(name)
+            assert member is not None
+            return json.loads(member.read())
+
+        entries = read("index.json")["manifests"]
+        names = [entry["annotations"]["io.containerd.image.name"] for entry in entries]
+        assert names == [SANDBOX_IMAGE, BUSYBOX_IMAGE]
+        manifests = [read(f"blobs/sha256/{entry['digest'][7:]}") for entry in entries]
+        configs = [read(f"blobs/sha256/{m['config']['digest'][7:]}") for m in manifests]
+    assert manifests[0]["layers"] == manifests[1]["layers"]
+    assert configs[0]["config"]["Entrypoint"] == list(SANDBOX_COMMAND)
+    assert "Cmd" not in configs[0]["config"]
+    assert configs[1]["config"] == {"Cmd": ["sh"], "Env": ["PATH=/bin"], "WorkingDir": "/"}
+    assert archive.images == {
+        SANDBOX_IMAGE: manifests[0]["config"]["digest"],
+        BUSYBOX_IMAGE: manifests[1]["config"]["digest"],
+    }
+    assert archive.config_digest == archive.images[SANDBOX_IMAGE]
+    assert archive.manifest_digest == entries[0]["digest"]
+    # The sandbox image's ID is what a one-image archive of it had: a node that imported
+    # it before keeps it.
+    alone = oci_archive(layer_tar(b"BUSYBOX", ["sh", "echo"]), SANDBOX_IMAGE, SANDBOX_COMMAND)
+    assert alone.config_digest == archive.config_digest
+    assert build_sandbox_image(busybox, ["sh", "echo"]).data == archive.data  # reproducible
 
 
 def test_no_busybox_is_one_line_naming_the_file_and_the_package(tmp_path: Path) -> None:

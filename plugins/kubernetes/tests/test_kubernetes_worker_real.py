@@ -5,7 +5,9 @@ runs a command, and removing the role leaves no process and no mount behind."""
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
+import shutil
 import socket
 import subprocess
 from pathlib import Path
@@ -27,8 +29,10 @@ from roleserve_core import (
 from roleserve_core.testing import FakeClock, node_record, poll_until, wait_for_value
 from roleserve_kubernetes.cni import bridge_name
 from roleserve_kubernetes.cri import NETWORK_READY, CriClient, runtime_ready
+from roleserve_kubernetes.image import BUSYBOX_IMAGE, SANDBOX_IMAGE
 from roleserve_kubernetes.leftovers import mounts_under, shim_pids
 from roleserve_kubernetes.proto import cri_pb2
+from roleserve_kubernetes.runtimecheck import CHECK_NAMESPACE
 
 from .kubernetes_real import (
     CONTAINERD_DN,
@@ -37,6 +41,7 @@ from .kubernetes_real import (
     StartNode,
     deep_dir,
     run_pod,
+    sandbox_config,
     start_worker,
     worker_netns,
 )
@@ -82,6 +87,13 @@ async def test_the_worker_starts_containerd_and_cri_answers(
         await poll_until("NetworkReady", cri.status, lambda s: runtime_ready(s, NETWORK_READY))
     note = worker.harness.status(CONTAINERD_DN).note
     assert f"socket {worker.layout.socket}" in note
+    # Before it said so, it started a container, in a containerd namespace of its own,
+    # and removed it again.
+    check = ["ctr", "--address", str(worker.layout.socket), "--namespace", CHECK_NAMESPACE]
+    images = await anyio.run_process([*check, "images", "ls", "-q"])
+    assert SANDBOX_IMAGE in images.stdout.decode().split()
+    containers = await anyio.run_process([*check, "containers", "ls", "-q"])
+    assert containers.stdout == b""
     # Its metrics where the exporter the plugin contributes says (in the namespace).
     scraped = await anyio.run_process(
         ["ip", "netns", "exec", worker_netns, "/bin/busybox", "wget", "-qO-",
@@ -121,6 +133,98 @@ async def test_a_pod_gets_an_address_of_the_node_prefix_and_runs_a_command(
     lines = cri_lines(logs / "hello.log")
     assert lines[-1] == "hello from hello"
     assert re.search(rf"inet {re.escape(str(address))}/25 ", lines[0]), lines
+
+
+async def test_a_pod_of_the_busybox_image_runs_its_args_without_a_registry(
+    deep_dir: Path, worker_netns: str, node: StartNode
+) -> None:
+    """``roleserve.local/busybox:latest`` is there without a pull, and runs what a pod
+    gives it as ``args`` (its Cmd: no entrypoint stands before them), as Docker Hub's
+    busybox does."""
+    worker = await start_worker(node, deep_dir, worker_netns)
+    await worker.harness.wait_state(CONTAINERD_DN, timeout=SLOW)
+    logs = deep_dir / "pods" / "args"
+    async with CriClient(worker.layout.socket) as cri:
+        image = await cri.image_status(BUSYBOX_IMAGE)
+        assert image is not None
+        assert BUSYBOX_IMAGE in image.repo_tags
+        await poll_until("NetworkReady", cri.status, lambda s: runtime_ready(s, NETWORK_READY))
+        sandbox = sandbox_config("args", logs)
+        sandbox_id = await cri.run_pod_sandbox(sandbox)
+        container = cri_pb2.ContainerConfig(
+            metadata=cri_pb2.ContainerMetadata(name="args"),
+            image=cri_pb2.ImageSpec(image=BUSYBOX_IMAGE),
+            args=["sh", "-c", "echo args ran in $(hostname)"],
+            log_path="args.log",
+        )
+        container_id = await cri.create_container(sandbox_id, container, sandbox)
+        await cri.start_container(container_id)
+        status = await poll_until(
+            "the container to exit",
+            lambda: cri.container_status(container_id),
+            lambda s: s.state == cri_pb2.CONTAINER_EXITED,
+            timeout=SLOW,
+        )
+    assert status.exit_code == 0, cri_lines(logs / "args.log")
+    assert cri_lines(logs / "args.log") == ["args ran in args"]
+
+
+FAILING_RUNC = """#!/bin/sh
+# runc, except that it cannot create a container (as runc without cgroups could not). It
+# says why where runc does: a JSON line in its --log file, which the shim reads.
+log=/dev/null previous=
+for argument; do
+    if [ "$previous" = --log ]; then log=$argument; fi
+    if [ "$argument" = create ]; then
+        echo '{{"level":"error","msg":"runc create failed: made to fail by the test"}}' >>"$log"
+        exit 1
+    fi
+    previous=$argument
+done
+exec {runc} "$@"
+"""
+
+
+@pytest.fixture
+def failing_runc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``runc`` on PATH (containerd's, and so its shims') fails to create any container;
+    the real one does the rest (``delete``, ``state``)."""
+    real = shutil.which("runc")
+    assert real is not None  # the worker_netns fixture needs it
+    directory = tmp_path / "failing-runc"
+    directory.mkdir()
+    runc = directory / "runc"
+    runc.write_text(FAILING_RUNC.format(runc=real))
+    runc.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{directory}:{os.environ['PATH']}")
+
+
+async def test_a_runtime_that_cannot_start_a_container_is_not_healthy(
+    deep_dir: Path, worker_netns: str, failing_runc: None, node: StartNode
+) -> None:
+    """CRI says RuntimeReady, but runc cannot create a container: containerd never turns
+    HEALTHY; its error says why in one line (runc's own), and it is retried (a runc fixed
+    is found by the next start). The check's container is not left behind."""
+    worker = await start_worker(node, deep_dir, worker_netns)
+    seen: list[State] = []
+
+    def failed(status: RunnableStatus) -> bool:
+        seen.append(status.state)
+        return status.failures >= 1
+
+    status = await worker.harness.wait_status(CONTAINERD_DN, failed, timeout=SLOW)
+    assert State.HEALTHY not in seen
+    assert status.state is not State.HEALTHY
+    assert status.last_error is not None
+    summary = status.last_error.summary()
+    assert summary == (
+        "roleserve_kubernetes.errors.RuntimeCannotRunError: containerd cannot start a "
+        "container: the check could not start a container (containerd namespace "
+        f"{CHECK_NAMESPACE}): failed to create shim task: OCI runtime create failed: runc "
+        "create failed: made to fail by the test: unknown"
+    )
+    assert not status.final  # retried after the backoff
+    assert shim_pids(worker.layout.socket) == []
 
 
 async def test_removing_the_role_leaves_no_process_and_no_mount(
