@@ -1,8 +1,8 @@
 """The worker ``kubernetes_kubelet``: the kubelet on nodes with the ``kubernetes_worker``
 role.
 
-Reads ``node_id``, ``network``, ``pod_network``, ``kubernetes_status``, ``cluster_nodes``
-and ``roles``; writes nothing but the kubelet's files and its cgroup root.
+Reads ``node_id``, ``network``, ``pod_network``, ``kubernetes_status`` and
+``cluster_nodes``; writes nothing but the kubelet's files and its cgroup root.
 
 ::
 
@@ -20,8 +20,9 @@ and ``roles``; writes nothing but the kubelet's files and its cgroup root.
                                           ▼
         cgroup root made (cgroups); child kubelet (kubelet.kubelet_runnable); HEALTHY;
         restart when the startup changes
-    the role goes: the kubelet stops (the core cancels the worker), and once the pods'
-    processes have left it (containerd's clean-up), the cgroup root is removed
+    the role goes or the node stops: the kubelet stops, and once the pods' processes have
+    left it (containerd's clean-up), the cgroup root is removed, and the mounts the
+    kubelet made under its root directory undone
 
 Without a kubelet binary it waits for nothing: its child says "kubelet not found:
 container runtime only" at once, and the node's containerd and pod network run on.
@@ -53,7 +54,6 @@ from roleserve_core import (
     NETWORK,
     NODE_ID,
     POD_NETWORK,
-    ROLES,
     ClusterNodes,
     Combined,
     KubernetesStatus,
@@ -76,6 +76,7 @@ from roleserve_kubernetes.cgroups import (
 )
 from roleserve_kubernetes.kubelet import kubelet_runnable
 from roleserve_kubernetes.layout import WorkerLayout, check_kubelet_root
+from roleserve_kubernetes.leftovers import mounts_under, unmount
 from roleserve_kubernetes.pki import KeyPair
 from roleserve_kubernetes.plans import KubeletInputs, apiserver_url, kubelet_root
 from roleserve_kubernetes.startup import start_when_ready
@@ -92,6 +93,8 @@ __all__ = [
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+KUBELET_STOP_WAIT = 30.0
+"""Seconds the clean-up waits for the kubelet to exit (its stop grace is 5 s)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +178,8 @@ class KubeletWorker:
         self.binaries = binaries
         self.certificates = certificates
         self.hierarchies = hierarchies
+        self.restarting = False
+        """Whether the worker restarts itself on new inputs (its pods and cgroups stay)."""
 
     async def run(self, ctx: RunContext) -> None:
         """Runs the kubelet on nodes with the kubernetes_worker role."""
@@ -188,20 +193,44 @@ class KubeletWorker:
             try:
                 await self._run(ctx, binary)
             finally:
-                with anyio.CancelScope(shield=True):
-                    await self._remove_cgroups_if_role_gone(ctx)
+                restarting, self.restarting = self.restarting, False
+                if not restarting:
+                    with anyio.CancelScope(shield=True):
+                        await self._clean_up(ctx)
 
-    async def _remove_cgroups_if_role_gone(self, ctx: RunContext) -> None:
-        """The kubelet's cgroup root removed once the role has gone; kept while the node
-        holds it (a restart on new inputs, the node stopping: the pods stay, or
-        containerd's clean-up stops them and the next kubelet takes the root again)."""
-        roles = self.node.values.read(ROLES)
-        if roles.statistics().is_set and _is_worker(roles.get_nowait()):
-            return
+    async def _clean_up(self, ctx: RunContext) -> None:
+        """What the kubelet leaves, removed: the role has gone or the node stops, and
+        containerd's clean-up stops the pods. Not when the worker restarts on new inputs:
+        the pods run on, and the next kubelet takes them over.
+
+        Its cgroup root (``cgroups``), and the mounts under its root directory: the
+        kubelet makes that directory a shared bind mount of itself, and mounts the pods'
+        volumes (service account tokens on tmpfs) below it; none goes with the kubelet.
+        """
+        await self._wait_kubelet_stopped(ctx)
         ids = self.node.values.read(NODE_ID)
         if ids.statistics().is_set:
             root = cgroup_root(ids.get_nowait())
             await remove_cgroup_root(ctx.log, root, self.hierarchies())
+        points = mounts_under([kubelet_root(self._directory)])
+        for point in points:
+            try:
+                unmount(point)
+            except OSError as exc:
+                ctx.log.error("%s", exc)
+        if points:
+            ctx.log.info("unmounted the kubelet's %d mount(s)", len(points))
+
+    async def _wait_kubelet_stopped(self, ctx: RunContext) -> None:
+        """Until the kubelet has exited (the runner removes its record then): the child
+        stops beside this worker's clean-up, and a kubelet still running would make its
+        cgroups and mounts again. Gives up after ``KUBELET_STOP_WAIT``."""
+        record = self.node.data_dir / "kubelet.process.json"
+        with anyio.move_on_after(KUBELET_STOP_WAIT) as scope:
+            while record.exists():  # noqa: ASYNC110 - the runner tells no one but the child
+                await anyio.sleep(0.1)
+        if scope.cancelled_caught:
+            ctx.log.warning("the kubelet did not stop within %ss", KUBELET_STOP_WAIT)
 
     @property
     def _directory(self) -> Path:
@@ -221,6 +250,7 @@ class KubeletWorker:
                 ctx, inputs, fold, lambda startup: self._start(ctx, startup, binary)
             )
             ctx.log.info("the kubelet's inputs changed: restarting")
+            self.restarting = True
             ctx.restart()
             await anyio.sleep_forever()
 
@@ -297,6 +327,5 @@ def kubelet_worker(
             KUBERNETES_STATUS,
             CLUSTER_NODES,
             CURATOR_CONNECTION,
-            ROLES,
         ),
     )
