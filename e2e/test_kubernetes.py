@@ -39,6 +39,7 @@ import pytest
 from roleserve_core import node_runtime_dir
 from roleserve_core.testing import require_real
 from roleserve_kubernetes.cgroups import cgroup_hierarchies, cgroup_root
+from roleserve_kubernetes.image import BUSYBOX_IMAGE
 from roleserve_kubernetes.kubebuild import is_built, pinned, pinned_bin_dir
 from roleserve_kubernetes.leftovers import descendants, mounts_under, shim_pids, unmount
 
@@ -66,10 +67,7 @@ lease_ttl = 3
 """Each node's roleserve.toml: the e2e modules' short election lease, and, unlike
 ``E2E_CONFIG``, no ``kube_binaries_dir``, so the nodes find the built binaries."""
 
-IMAGE = "roleserve.local/sandbox:busybox"
-"""The busybox image the worker imports into containerd (no registry)."""
-
-SHELL = ("/bin/busybox", "sh", "-c", "trap 'exit 0' TERM; sleep 2147483647 & wait")
+SHELL = ("sh", "-c", "trap 'exit 0' TERM; sleep 2147483647 & wait")
 """What a pod runs (its ``$0`` after it): a shell that waits, and ends at SIGTERM."""
 
 LABEL = "roleserve-e2e=busybox"
@@ -245,7 +243,7 @@ class Pod:
                     "containers": [
                         {
                             "name": "busybox",
-                            "image": IMAGE,
+                            "image": BUSYBOX_IMAGE,
                             "imagePullPolicy": "IfNotPresent",
                             "command": [*SHELL, self.marker],
                         }
@@ -323,7 +321,7 @@ def test_a_pod_pings_the_pods_of_the_other_nodes_over_the_mesh(kube: Kube, pods:
         target = str(addresses[other.name])
         route = run("ip", "-n", pod.node.namespace, "route", "get", target)
         assert f" dev {pod.node.interface} " in route, route
-        command = ("exec", pod.name, "--", "/bin/busybox", "ping", "-c", "1", "-W", "2", target)
+        command = ("exec", pod.name, "--", "ping", "-c", "1", "-W", "2", target)
         pinged = wait_for(
             f"{pod.name} pings {other.name} at {target}",
             functools.partial(kube, *command),
