@@ -25,6 +25,7 @@ import anyio
 
 from roleserve_core.localcluster import netns
 from roleserve_core.localcluster.netns import NetnsPlan, subnet_for
+from roleserve_core.rundir import node_runtime_dir
 from roleserve_core.testing import poll_until, require_real
 
 TIMEOUT = 120.0
@@ -67,6 +68,16 @@ class NetnsCluster:
     def credentials(self) -> Path:
         """The owner's access directory, for ``ctl``."""
         return self.directory / "owner"
+
+    def data_dir(self, index: int) -> Path:
+        """Node ``index``'s data directory."""
+        return self.directory / f"n{index}"
+
+    def containerd_socket(self, index: int) -> Path:
+        """Node ``index``'s containerd socket (CRI; its shims' ``-address``): in the node's
+        runtime directory, on the host's file system (the node shares the host's
+        mounts)."""
+        return node_runtime_dir(self.data_dir(index)) / "kubernetes" / "containerd.sock"
 
 
 def require_netns() -> None:

@@ -35,7 +35,6 @@ import anyio
 import pytest
 
 from roleserve_core.localcluster import default_roles, netns
-from roleserve_core.rundir import node_runtime_dir
 from roleserve_core.testing import poll_until
 from roleserve_kubernetes.cri import NETWORK_READY, CriClient, runtime_ready
 from roleserve_kubernetes.image import BUSYBOX_IMAGE
@@ -411,10 +410,8 @@ class Pod:
 
 
 def node_cri(cluster: NetnsCluster, node: MeshNode) -> CriClient:
-    """A CRI client of ``node``'s containerd (its socket is in the node's runtime
-    directory, on the host's file system: the node shares the host's mounts)."""
-    socket = node_runtime_dir(cluster.directory / f"n{node.index}") / "kubernetes"
-    return CriClient(socket / "containerd.sock")
+    """A CRI client of ``node``'s containerd."""
+    return CriClient(cluster.containerd_socket(node.index))
 
 
 async def start_pod(cri: CriClient, name: str, logs: Path, *command: str) -> Pod:

@@ -105,11 +105,11 @@ class Kube:
         return json.loads(done.stdout)
 
     def data_dir(self, node: MeshNode) -> Path:
-        return self.cluster.directory / f"n{node.index}"
+        return self.cluster.data_dir(node.index)
 
     def node_socket(self, node: MeshNode) -> Path:
         """The node's containerd socket, as its shims name it."""
-        return node_runtime_dir(self.data_dir(node)) / "kubernetes" / "containerd.sock"
+        return self.cluster.containerd_socket(node.index)
 
     def leftovers(self, node: MeshNode) -> list[str]:
         """What is left on the machine of ``node``'s worker: its shims, the cgroup root of
@@ -289,8 +289,13 @@ def pods(kube: Kube, workers: list[MeshNode]) -> Iterator[list[Pod]]:
     ]
     try:
         for pod in made:
-            created = kube("apply", "-f", "-", stdin=pod.manifest())
-            assert created.returncode == 0, created.stderr
+            # Refused until the controller-manager has made the default service account.
+            wait_for(
+                f"pod {pod.name} created",
+                functools.partial(kube, "apply", "-f", "-", stdin=pod.manifest()),
+                lambda done: done.returncode == 0,
+                timeout=STARTUP,
+            )
         yield made
     finally:
         kube("delete", "pods", "-l", LABEL, "--wait", "--timeout=120s")
