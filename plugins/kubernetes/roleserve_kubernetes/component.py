@@ -11,6 +11,8 @@ healthy once it answers ready. ``apiserver``, ``controllermanager``, ``scheduler
       ├─ start_program(program_spec(plan))     roleserve_core.process: dies with the node
       ├─ wait_ready(program, plan.health)      its own pid listens, GET → 200
       ├─ on_ready(True), HEALTHY, note "<name> ready, pid N"
+      ├─ given an on_ready: follow_readiness    asked again every few seconds; each change
+      │                                         goes to on_ready (kubernetes_status)
       └─ program exits ──▶ on_ready(False), DEAD with its last error lines; the
                            supervisor starts it again after the backoff
 
@@ -37,12 +39,13 @@ import anyio
 from roleserve_core import ProgramSpec, RunContext, Runnable, start_program
 from roleserve_kubernetes.binaries import Component
 from roleserve_kubernetes.plans import LaunchPlan, program_spec, write_plan
-from roleserve_kubernetes.probe import wait_ready
+from roleserve_kubernetes.probe import follow_readiness, wait_ready
 
 __all__ = ["ReadyCallback", "component_runnable"]
 
 ReadyCallback = Callable[[bool], None]
-"""Told True once the component answers ready, False when it stops (never blocks)."""
+"""Told True once the component answers ready, each change after that (asked again every
+``probe.READY_RECHECK`` seconds), False when it stops (never blocks)."""
 
 
 def _ignore(ready: bool) -> None:
@@ -62,7 +65,8 @@ def component_runnable(
     :param plan: makes the plan, at each (re)start; not called when there is no binary.
     :param binary: the component's binary as found (``KubeBinaries.find``); None: absent.
     :param state_dir: where the runner records the program (the plugin's data directory).
-    :param on_ready: told when the component becomes ready and when it stops.
+    :param on_ready: told when the component becomes ready, each time its readiness
+        changes after that, and when it stops.
     """
 
     async def run(ctx: RunContext) -> None:
@@ -92,6 +96,9 @@ async def _run_program(
         on_ready(True)
         try:
             ctx.signal_healthy()
-            await program.wait()
+            async with anyio.create_task_group() as tasks:
+                if on_ready is not _ignore:  # someone wants each change, not just the first
+                    tasks.start_soon(follow_readiness, plan.health, on_ready)
+                await program.wait()
         finally:
             on_ready(False)

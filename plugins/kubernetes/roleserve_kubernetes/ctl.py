@@ -6,8 +6,11 @@
         (leading curator; owner scope: MANAGE_CREDENTIALS)
     ─▶ certificate (CN = the caller, O system:masters, 30 days), the Kubernetes CA, the
        controllers' apiservers (host:6443)
-    ─▶ the first of them whose /readyz answers 200 (TLS verified against the CA; none:
-       refused in one line, nothing written) ─▶ FILE, mode 0600, written atomically
+    ─▶ every one of them whose /readyz answers 200 (asked at once; TLS verified against
+       the CA; none: refused in one line, nothing written)
+    ─▶ FILE, mode 0600, written atomically: one cluster and one context per ready
+       apiserver, each named roleserve-<host>, one user roleserve-admin; the current
+       context is the first (the curator lists the controllers by node ID)
 
 Registered with the core's ``ctl`` through the entry-point group ``roleserve.ctl``, so
 the core never imports this plugin, and loaded only when ``kubeconfig`` is run.
@@ -21,6 +24,12 @@ whether or not its kube-apiserver runs (the binary may be absent), and a kubecon
 one that does not serve only moves the failure to kubectl's "connection refused". The
 question ctl asks is the one kubectl will, from where kubectl will run. ``--server URL``
 is the operator's choice (a load balancer, say) and is not asked.
+
+Why a context per apiserver rather than the first ready one alone: Kubernetes clients take
+one server per cluster entry, and a controller that goes away would leave a kubeconfig of
+one server useless; with every ready one named, ``kubectl --context roleserve-<host>``
+reaches another without asking ctl again. The names carry the host because ``kubectl
+config get-contexts`` shows no server.
 """
 
 from __future__ import annotations
@@ -29,6 +38,8 @@ import argparse
 import base64
 import datetime
 import json
+import urllib.parse
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,10 +48,11 @@ from roleserve_core import EXIT_USAGE, CtlError, add_ctl_command
 if TYPE_CHECKING:
     from roleserve_core import CtlSession
 
-__all__ = ["CLUSTER_NAME", "add_parsers", "admin_kubeconfig", "kubeconfig"]
+__all__ = ["CLUSTER_NAME", "add_parsers", "admin_kubeconfig", "context_name", "kubeconfig"]
 
 CLUSTER_NAME = "roleserve"
-"""The name of the cluster, user (``<name>-admin``) and context in the kubeconfig."""
+"""The prefix of each cluster's and context's name (``roleserve-<host>``), and of the
+user's (``roleserve-admin``) in the kubeconfig."""
 
 
 def add_parsers(commands: Any) -> None:
@@ -53,9 +65,10 @@ def add_parsers(commands: Any) -> None:
         description=(
             "Generate a key here, have the leader issue a Kubernetes cluster-admin "
             "certificate for it (O=system:masters, valid 30 days; owner credentials only), "
-            "and write a kubeconfig (JSON, which kubectl reads as YAML) naming the first "
-            "controller whose apiserver (port 6443) is ready to FILE, mode 0600. With no "
-            "ready apiserver, nothing is written (exit 1)."
+            "and write a kubeconfig (JSON, which kubectl reads as YAML) to FILE, mode 0600, "
+            "with a context roleserve-<host> for each controller whose apiserver (port "
+            "6443) is ready, the first one current. With no ready apiserver, nothing is "
+            "written (exit 1)."
         ),
     )
     parser.add_argument("--out", required=True, metavar="FILE", type=Path, help="where to")
@@ -63,29 +76,46 @@ def add_parsers(commands: Any) -> None:
     parser.add_argument(
         "--server",
         metavar="URL",
-        help="the apiserver to name, not checked (default: https://<first controller "
-        "whose apiserver is ready>:6443)",
+        help="the one apiserver to name, not checked (default: https://<host>:6443 of "
+        "every controller whose apiserver is ready)",
     )
 
 
+def context_name(server: str) -> str:
+    """``roleserve-<host>``: the name of ``server``'s cluster and context."""
+    host = urllib.parse.urlsplit(server).hostname or server
+    return f"{CLUSTER_NAME}-{host}"
+
+
 def admin_kubeconfig(
-    server: str, ca_pem: bytes, certificate_pem: bytes, key_pem: bytes
+    servers: str | Sequence[str], ca_pem: bytes, certificate_pem: bytes, key_pem: bytes
 ) -> dict[str, Any]:
-    """A kubeconfig of one cluster, user and context, every credential inline."""
+    """A kubeconfig with one cluster and one context per server (``context_name``), one
+    user, every credential inline; the current context is the first server's.
+
+    :param servers: the apiservers' URLs (one URL: that one alone).
+    """
 
     def data(pem: bytes) -> str:
         return base64.b64encode(pem).decode()
 
+    names = [servers] if isinstance(servers, str) else list(servers)
     user = f"{CLUSTER_NAME}-admin"
+    clusters = [
+        {
+            "name": context_name(server),
+            "cluster": {"server": server, "certificate-authority-data": data(ca_pem)},
+        }
+        for server in names
+    ]
+    contexts = [
+        {"name": context_name(server), "context": {"cluster": context_name(server), "user": user}}
+        for server in names
+    ]
     return {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [
-            {
-                "name": CLUSTER_NAME,
-                "cluster": {"server": server, "certificate-authority-data": data(ca_pem)},
-            }
-        ],
+        "clusters": clusters,
         "users": [
             {
                 "name": user,
@@ -95,8 +125,8 @@ def admin_kubeconfig(
                 },
             }
         ],
-        "contexts": [{"name": CLUSTER_NAME, "context": {"cluster": CLUSTER_NAME, "user": user}}],
-        "current-context": CLUSTER_NAME,
+        "contexts": contexts,
+        "current-context": context_name(names[0]),
         "preferences": {},
     }
 
@@ -124,9 +154,12 @@ async def kubeconfig(session: CtlSession, args: argparse.Namespace) -> None:
         stub.IssueAdminCertificate,
         kubernetes_pb2.IssueAdminCertificateRequest(csr=signing_request(key, "kubeconfig")),
     )
-    server = args.server or await _ready_server(answer.apiserver_endpoints, answer.ca_certificate)
+    servers: list[str] = [args.server]
+    left_out: list[str] = []
+    if not args.server:
+        servers, left_out = await _ready_servers(answer.apiserver_endpoints, answer.ca_certificate)
     config = admin_kubeconfig(
-        server, answer.ca_certificate, answer.certificate, private_key_to_pem(key)
+        servers, answer.ca_certificate, answer.certificate, private_key_to_pem(key)
     )
     _check_out(args.out, args.force)  # again: the call took time
     try:
@@ -134,18 +167,25 @@ async def kubeconfig(session: CtlSession, args: argparse.Namespace) -> None:
     except OSError as exc:
         raise CtlError(f"cannot write {args.out}: {exc.strerror or exc}") from None
     until = datetime.datetime.fromtimestamp(answer.not_after, datetime.UTC)
+    others = [context_name(server) for server in servers[1:]]
+    also = f"; also {', '.join(others)}" if others else ""
+    skipped = f"; left out, not ready: {'; '.join(left_out)}" if left_out else ""
     print(
-        f"wrote an admin kubeconfig for {server} to {args.out} (valid until "
-        f"{until:%Y-%m-%d %H:%M} UTC); use it with: kubectl --kubeconfig {args.out} get nodes"
+        f"wrote an admin kubeconfig for {servers[0]} (context {context_name(servers[0])}"
+        f"{also}) to {args.out} (valid until {until:%Y-%m-%d %H:%M} UTC){skipped}; use it "
+        f"with: kubectl --kubeconfig {args.out} get nodes"
     )
 
 
-async def _ready_server(endpoints: Any, ca_pem: bytes) -> str:
-    """``https://`` + the first apiserver endpoint (``host:port``) that answers ``/readyz``
-    with 200 over TLS verified against ``ca_pem``, as kubectl will check it.
+async def _ready_servers(endpoints: Any, ca_pem: bytes) -> tuple[list[str], list[str]]:
+    """``https://`` + each apiserver endpoint (``host:port``) that answers ``/readyz`` with
+    200 over TLS verified against ``ca_pem``, as kubectl will check it, in the order
+    given; and ``endpoint: reason`` of each one that does not. All are asked at once.
 
     :raises CtlError: if there is no endpoint, or none is ready (each one's reason).
     """
+    import anyio
+
     from roleserve_kubernetes.plans import Health
     from roleserve_kubernetes.probe import probe_failure
 
@@ -155,16 +195,22 @@ async def _ready_server(endpoints: Any, ca_pem: bytes) -> str:
             "apiserver to name; assign the role (ctl roles set NODE kubernetes_controller) "
             "or give --server URL"
         )
-    failures = []
-    for endpoint in endpoints:
+    failures: dict[str, str | None] = {}
+
+    async def ask(endpoint: str) -> None:
         host, _, port = endpoint.rpartition(":")
         health = Health(host.strip("[]"), int(port), "/readyz", ca_pem=ca_pem)
-        failure = await probe_failure(health)
-        if failure is None:
-            return f"https://{endpoint}"
-        failures.append(f"{endpoint}: {failure}")
-    raise CtlError(
-        f"no kube-apiserver is ready ({'; '.join(failures)}), so a kubeconfig would name "
-        "none that serves; `roleserve ctl tree NODE` on a controller says why (e.g. "
-        "kube-apiserver not found), or give --server URL"
-    )
+        failures[endpoint] = await probe_failure(health)
+
+    async with anyio.create_task_group() as tasks:
+        for endpoint in endpoints:
+            tasks.start_soon(ask, endpoint)
+    ready = [f"https://{endpoint}" for endpoint in endpoints if failures[endpoint] is None]
+    left_out = [f"{endpoint}: {failures[endpoint]}" for endpoint in endpoints if failures[endpoint]]
+    if not ready:
+        raise CtlError(
+            f"no kube-apiserver is ready ({'; '.join(left_out)}), so a kubeconfig would name "
+            "none that serves; `roleserve ctl tree NODE` on a controller says why (e.g. "
+            "kube-apiserver not found), or give --server URL"
+        )
+    return ready, left_out

@@ -18,6 +18,8 @@
         │                             under running pods: containerd starts over
         ├── PodNetworkError           the node's curator-allocated prefix cannot hold a pod
         │                             network (too small, or does not parse)
+        ├── KubeAPIError              (also ExpectedError) a call of the plugin's own to the
+        │                             apiserver failed (``kubeapi``): retried after the backoff
         └── KubeBuildError            ``./dev kube-binaries`` cannot build the pinned kube
                                       binaries (no Go, a failed build); says what to do
 
@@ -43,6 +45,7 @@ from roleserve_core import ExpectedError, FinalError, RoleserveError
 
 __all__ = [
     "ImageImportError",
+    "KubeAPIError",
     "KubeBuildError",
     "KubernetesError",
     "PodNetworkError",
@@ -115,6 +118,11 @@ class PodPrefixChangedError(KubernetesError, ExpectedError):
 
 class PodNetworkError(KubernetesError):
     """The node's prefix cannot hold a pod network; the message names the prefix."""
+
+
+class KubeAPIError(KubernetesError, ExpectedError):
+    """The apiserver did not answer a call of the plugin's own (``kubeapi``: the node
+    clean-up's list or delete) as it should; names the call, the server and why."""
 
 
 class KubeBuildError(KubernetesError):

@@ -71,6 +71,7 @@ __all__ = [
     "KubeletInputs",
     "LaunchPlan",
     "PlannedFile",
+    "apiserver_health",
     "apiserver_plan",
     "apiserver_url",
     "controller_manager_plan",
@@ -250,7 +251,7 @@ def apiserver_plan(inputs: ControllerInputs) -> LaunchPlan:
     }
     if inputs.address.is_loopback:
         flags["endpoint-reconciler-type"] = "none"
-    health = Health(address, APISERVER_PORT, "/readyz", ca_pem=_certificate(pki, "ca"))
+    health = apiserver_health(inputs)
     files = (ca, serving, serving_key, kubelet, kubelet_key, proxy_ca, proxy, proxy_key)
     return LaunchPlan(
         name="kube-apiserver",
@@ -260,6 +261,15 @@ def apiserver_plan(inputs: ControllerInputs) -> LaunchPlan:
         health=health,
         binds=(health.bind,),
     )
+
+
+def apiserver_health(inputs: ControllerInputs) -> Health:
+    """Where the controller's kube-apiserver says it is ready: ``/readyz`` on the node's
+    address, TLS verified against the Kubernetes CA. 200 only once it reaches etcd and has
+    run its post-start hooks (RBAC's bootstrap roles among them), so its clients (the
+    controller-manager, the scheduler) wait for it before they start."""
+    ca_pem = _certificate(inputs.pki, "ca")
+    return Health(str(inputs.address), APISERVER_PORT, "/readyz", ca_pem=ca_pem)
 
 
 def controller_manager_plan(inputs: ControllerInputs) -> LaunchPlan:

@@ -8,6 +8,15 @@ the runner started.
                   and probe(health) == 200            the component says it is ready
            (every READY_POLL seconds; the runnable's block is cancelled if the program exits)
 
+    follow_readiness(health, on_ready)                once ready: probe every READY_RECHECK
+                                                      seconds, tell each change (an apiserver
+                                                      that loses etcd answers /readyz 500)
+
+    wait_answering(health)                            until probe(health) == 200, whoever
+                                                      serves it (another runnable's program:
+                                                      the controller-manager waits for the
+                                                      local apiserver)
+
     probe_failure(health)                             why it is not ready, in a few words
                                                       (``ctl kubeconfig``'s refusal)
 
@@ -20,6 +29,7 @@ from __future__ import annotations
 
 import os
 import ssl
+from collections.abc import Callable
 
 import anyio
 import anyio.abc
@@ -27,7 +37,16 @@ import anyio.abc
 from roleserve_core import RunningProgram, endpoint
 from roleserve_kubernetes.plans import Health
 
-__all__ = ["PROBE_TIMEOUT", "READY_POLL", "probe", "probe_failure", "wait_ready"]
+__all__ = [
+    "PROBE_TIMEOUT",
+    "READY_POLL",
+    "READY_RECHECK",
+    "follow_readiness",
+    "probe",
+    "probe_failure",
+    "wait_answering",
+    "wait_ready",
+]
 
 PROBE_TIMEOUT = 5.0
 """Seconds one probe may take (connect, handshake, answer): a real component on the
@@ -35,6 +54,10 @@ node's own address answers in milliseconds."""
 
 READY_POLL = 0.2
 """Seconds between two probes while a component starts (kube-apiserver takes seconds)."""
+
+READY_RECHECK = 2.0
+"""Seconds between two probes of a component that was ready: how long a status may go on
+saying ready after the component stopped being so."""
 
 
 async def probe(health: Health) -> bool:
@@ -114,3 +137,23 @@ async def wait_ready(program: RunningProgram, health: Health) -> None:
     # Nothing announces readiness: asking again is the way, as kubeadm's checks do.
     while not (program.listens_on(health.bind) and await probe(health)):  # noqa: ASYNC110
         await anyio.sleep(READY_POLL)
+
+
+async def wait_answering(health: Health) -> None:
+    """Return once ``GET <path>`` on ``health``'s address answers 200, whoever serves it."""
+    while not await probe(health):  # noqa: ASYNC110 (nothing announces readiness)
+        await anyio.sleep(READY_POLL)
+
+
+async def follow_readiness(
+    health: Health, on_ready: Callable[[bool], None], interval: float = READY_RECHECK
+) -> None:
+    """Probe a component that answered ready every ``interval`` seconds, and tell
+    ``on_ready`` each time the answer changes (never returns; cancel it)."""
+    ready = True
+    while True:
+        await anyio.sleep(interval)
+        now = await probe(health)
+        if now != ready:
+            ready = now
+            on_ready(now)

@@ -42,8 +42,11 @@ _CLIENTS = {
 STAND_IN_APISERVER = """\
 #!{python}
 # A stand-in kube-apiserver: checks that every file flag names a file (keys 0600), then
-# serves /readyz over TLS with the planned certificate, on the planned address and port.
+# serves /readyz over TLS with the planned certificate, on the planned address and port;
+# /readyz answers 500 while a file <this script>.not-ready exists.
 import http.server, os, ssl, sys
+
+NOT_READY = sys.argv[0] + ".not-ready"
 
 flags = dict(argument[2:].split("=", 1) for argument in sys.argv[1:])
 FILES = ("file", "-key", "-certificate", "certificate-authority")
@@ -57,9 +60,10 @@ for name, value in flags.items():
 
 class Ready(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
-        self.send_response(200 if self.path == "/readyz" else 404)
+        ready = not os.path.exists(NOT_READY)
+        self.send_response((200 if ready else 500) if self.path == "/readyz" else 404)
         self.end_headers()
-        self.wfile.write(b"ok")
+        self.wfile.write(b"ok" if ready else b"not ready")
 
     def log_message(self, *args):
         pass
@@ -75,7 +79,8 @@ server.serve_forever()
 """A stand-in kube-apiserver (a Python script; ``{python}``: the interpreter). It proves a
 plan's flags and files fit together: it refuses a file flag naming no file or a private
 key others may read, and serves ``/readyz`` over TLS with the planned certificate, on the
-planned address and port. The real binary cannot be installed here."""
+planned address and port; ``/readyz`` answers 500 while a file named as the script plus
+``.not-ready`` exists (an apiserver that lost etcd, say)."""
 
 
 STAND_IN_KUBELET = """\

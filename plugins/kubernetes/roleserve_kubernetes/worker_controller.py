@@ -1,6 +1,7 @@
 """The worker ``kubernetes_controller``: Kubernetes' control plane on a controller node.
 
-Reads ``roles``, ``local_control_plane`` and ``network``; writes ``kubernetes_status``.
+Reads ``roles``, ``local_control_plane``, ``network`` and (for ``node_cleanup``)
+``cluster_nodes``; writes ``kubernetes_status``.
 
 ::
 
@@ -13,8 +14,10 @@ Reads ``roles``, ``local_control_plane`` and ``network``; writes ``kubernetes_st
         etcd files ◀────────────────────┤ the member's credentials as the apiserver's files
         binaries.find ◀─────────────────┤ each component's binary, or None (absent)
                                         ▼
-        children: apiserver, controller_manager, scheduler   (each its own group)
-        kubernetes_status = {apiserver URL, CA, ready, running, absent}; HEALTHY
+        children: apiserver, controller_manager, scheduler, node_cleanup (each its own
+                  group; all but the apiserver start once it answers /readyz)
+        kubernetes_status = {apiserver URL, CA, ready (/readyz, asked again every
+                             few seconds), running, absent}; HEALTHY
                                         │ the startup changes (the role goes or comes,
                                         ▼ the control plane stops or moves): restart
         finally: kubernetes_status = KubernetesStatus.NONE
@@ -26,7 +29,9 @@ it stops, so a node that lost the role does not go on claiming a control plane.
 
 The worker runs always (``when=None``), so that ``roleserve ctl tree`` says what it waits
 for on a node without the role. Each component is a child in a group of its own: a broken
-scheduler restarts alone and never takes the apiserver down with it.
+scheduler restarts alone and never takes the apiserver down with it. The controller-manager
+and the scheduler run with leader election, so the controllers together make one control
+plane; ``node_cleanup`` (``nodecleanup``) deletes the Node objects of decommissioned nodes.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ import anyio
 from roleserve_controlplane.consensus import EtcdClient
 from roleserve_controlplane.consensus.certificates import write_tls_files
 from roleserve_core import (
+    CLUSTER_NODES,
     KUBERNETES_STATUS,
     LOCAL_CONTROL_PLANE,
     NETWORK,
@@ -66,6 +72,7 @@ from roleserve_kubernetes.binaries import (
     KubeBinaries,
 )
 from roleserve_kubernetes.controllermanager import controller_manager_runnable
+from roleserve_kubernetes.nodecleanup import node_cleanup_runnable
 from roleserve_kubernetes.pki import KeyPair, controller_pki
 from roleserve_kubernetes.plans import ControllerInputs, EtcdClientFiles, apiserver_url
 from roleserve_kubernetes.scheduler import scheduler_runnable
@@ -210,6 +217,7 @@ class ControllerWorker:
         cm = found[CONTROLLER_MANAGER.executable]
         ctx.run("controller_manager", controller_manager_runnable(inputs, cm, state_dir))
         ctx.run("scheduler", scheduler_runnable(inputs, found[SCHEDULER.executable], state_dir))
+        ctx.run("node_cleanup", node_cleanup_runnable(inputs, self.node.values))
         self._publish(
             KubernetesStatus(
                 apiserver=apiserver_url(startup.address) if apiserver is not None else None,
@@ -251,5 +259,5 @@ def controller_worker(
     return Worker(
         "kubernetes_controller",
         controller.run,
-        reads=(ROLES, LOCAL_CONTROL_PLANE, NETWORK, NODE_ID),
+        reads=(ROLES, LOCAL_CONTROL_PLANE, NETWORK, NODE_ID, CLUSTER_NODES),
     )

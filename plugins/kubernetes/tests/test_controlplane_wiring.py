@@ -2,16 +2,23 @@
 controlplane worker starts serves ``KubernetesCertificates`` (through the hook
 ``roleserve_curator_services``), a plugin whose hook fails leaves the curator leading, and
 ``local_control_plane`` is all a controller needs to reach etcd for the PKI: the
-controller worker loads the same PKI."""
+controller worker loads the same PKI. With the pinned build's kube binaries, the real
+control plane runs from the plugin on that etcd."""
 
 from __future__ import annotations
 
+import argparse
 import ipaddress
+import json
 import random
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
+import kubernetes.client
+import kubernetes.config
 import pytest
 
 from roleserve_controlplane import hooks as controlplane_hooks
@@ -20,6 +27,7 @@ from roleserve_controlplane.testing import ETCD_SOURCES, etcd_binary
 from roleserve_core import (
     BOOTSTRAP,
     BOOTSTRAPPED,
+    CLUSTER_NODES,
     KUBERNETES_STATUS,
     LOCAL_CONTROL_PLANE,
     NETWORK,
@@ -27,21 +35,40 @@ from roleserve_core import (
     ROLES,
     Bootstrapped,
     BootstrapRequest,
+    ClusterAccess,
+    ClusterNodes,
     CuratorConnection,
     KubernetesStatus,
     LocalControlPlane,
     NetworkStatus,
+    NodeRoles,
     State,
     hookimpl,
+    open_ctl_session,
 )
 from roleserve_core.identity import generate_key
+from roleserve_core.proto import common_pb2
 from roleserve_core.rpc import secure_channel
-from roleserve_core.testing import NodeHarness, PluginHarness, poll_until, wait_for_value
+from roleserve_core.testing import (
+    NodeHarness,
+    PluginHarness,
+    node_record,
+    poll_until,
+    require_real,
+    wait_for_value,
+)
 from roleserve_kubernetes import hooks as kubernetes_hooks
+from roleserve_kubernetes import kubebuild
 from roleserve_kubernetes.certificates import kubelet_certificates
+from roleserve_kubernetes.ctl import kubeconfig
 from roleserve_kubernetes.pki import controller_pki, etcd_client
+from roleserve_kubernetes.plans import Health
+from roleserve_kubernetes.probe import probe_failure
+from roleserve_kubernetes.worker_controller import WAITING_FOR_ROLE
 
 pytestmark = pytest.mark.anyio
+
+DN = "root.role.kubernetes_controller"
 
 
 class BrokenPlugin:
@@ -57,15 +84,34 @@ def binary(request: pytest.FixtureRequest) -> EtcdBinary:
     return etcd_binary(request.param)
 
 
-async def test_the_curator_serves_kubelet_certificates_and_the_controller_reaches_etcd(
-    node: Callable[..., Awaitable[NodeHarness]], binary: EtcdBinary, tmp_path: Path
-) -> None:
+@dataclass
+class Controller:
+    """A node that bootstrapped a cluster: the controlplane plugin runs etcd and the
+    curator, and the kubernetes plugin its controller worker (given the roles below)."""
+
+    harness: NodeHarness
+    boot: Bootstrapped
+    control_plane: LocalControlPlane
+    address: ipaddress.IPv4Address
+
+
+async def bootstrapped_controller(
+    node: Callable[..., Awaitable[NodeHarness]],
+    binary: EtcdBinary,
+    tmp_path: Path,
+    kubernetes: dict[str, Any],
+    *more: tuple[Any, str],
+) -> Controller:
+    """A node with both plugins (and ``more`` ones, as ``(plugin, name)``) that bootstrapped
+    a cluster; its roles and node ID are not set yet (rolefetch's part, the test's)."""
     plugins = PluginHarness()
     plugins.register(controlplane_hooks, "controlplane")
     plugins.register(kubernetes_hooks, "kubernetes")
-    plugins.register(BrokenPlugin(), "broken")
+    for plugin, name in more:
+        plugins.register(plugin, name)
     settings = {"etcd": str(binary.path), "heartbeat_ms": 25, "election_ms": 250, "lease_ttl": 2}
-    harness = await node(plugins.runtime(tmp_path, config={"controlplane": settings}))
+    config = {"controlplane": settings, "kubernetes": kubernetes}
+    harness = await node(plugins.runtime(tmp_path, config=config))
     address = ipaddress.IPv4Address(f"127.{random.randint(1, 254)}.{random.randint(0, 254)}.1")
     harness.set(NETWORK, NetworkStatus(address))
     harness.set(BOOTSTRAP, BootstrapRequest(generate_key()))
@@ -75,9 +121,22 @@ async def test_the_curator_serves_kubelet_certificates_and_the_controller_reache
         timeout=60,
     )
     boot: Bootstrapped = harness.runtime.registry.read(BOOTSTRAPPED, "test").get_nowait()
+    return Controller(harness, boot, lcp, address)
+
+
+async def test_the_curator_serves_kubelet_certificates_and_the_controller_reaches_etcd(
+    node: Callable[..., Awaitable[NodeHarness]], binary: EtcdBinary, tmp_path: Path
+) -> None:
+    # No kube binaries: neither the pinned build's (a directory that does not exist) nor
+    # any on this machine's PATH.
+    absent = {"kube_binaries_dir": str(tmp_path / "no-built-binaries")}
+    controller = await bootstrapped_controller(
+        node, binary, tmp_path, absent, (BrokenPlugin(), "broken")
+    )
+    harness, boot, lcp = controller.harness, controller.boot, controller.control_plane
     assert lcp.curator_endpoint is not None
     async with etcd_client(lcp) as etcd:
-        pki = await controller_pki(etcd, boot.node.node_id, [address])
+        pki = await controller_pki(etcd, boot.node.node_id, [controller.address])
     channel = secure_channel(lcp.curator_endpoint, boot.node, node_id=boot.node.node_id)
     async with channel:
         connection = CuratorConnection(
@@ -101,13 +160,114 @@ async def test_the_curator_serves_kubelet_certificates_and_the_controller_reache
     assert set(status.absent) == {"kube-apiserver", "kube-controller-manager", "kube-scheduler"}
     assert (status.apiserver, status.apiserver_ready) == (None, False)
     # What does not run is not HEALTHY: the apiserver's runnable says why it does not.
-    apiserver = await harness.wait_status(
-        "root.role.kubernetes_controller.apiserver", lambda s: s.note != ""
-    )
+    apiserver = await harness.wait_status(f"{DN}.apiserver", lambda s: s.note != "")
     assert (apiserver.state, apiserver.failures) == (State.NEW, 0)
     assert apiserver.note == (
         "kube-apiserver not found: set [plugins.kubernetes] kube_apiserver or install it"
     )
+
+
+# -- the real control plane ---------------------------------------------------------
+
+KUBE_TOOLS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+
+
+def kube_binaries() -> Path:
+    """The pinned build's directory, with every controller binary and kubectl in it."""
+    built = kubebuild.pinned_bin_dir()
+    missing = [name for name in KUBE_TOOLS if not (built / name).is_file()]
+    require_real(
+        "the pinned kube binaries",
+        not missing,
+        f"missing {missing} in {built}: ./dev kube-binaries",
+    )
+    return built
+
+
+@pytest.mark.timeout(420)
+async def test_the_real_control_plane_serves_ctl_kubeconfig_and_forgets_decommissioned_nodes(
+    node: Callable[..., Awaitable[NodeHarness]], tmp_path: Path
+) -> None:
+    """The built kube-apiserver, controller-manager and scheduler on a real etcd, from the
+    plugin: each HEALTHY, the controller-manager and scheduler started once the apiserver
+    was ready (never failed: no crash loop), the status ready by /readyz; ``ctl
+    kubeconfig`` works with kubectl and the official Python client; a decommissioned
+    node's Node object goes; removing the role stops everything and resets the status."""
+    built = kube_binaries()
+    controller = await bootstrapped_controller(node, etcd_binary(ETCD_SOURCES[0]), tmp_path, {})
+    harness, boot, address = controller.harness, controller.boot, controller.address
+    own = boot.node.node_id
+    harness.set(CLUSTER_NODES, ClusterNodes({own: node_record(own, str(address))}, backlogged=True))
+    harness.set(NODE_ID, own)
+    harness.set(ROLES, boot.roles)
+    statuses = harness.runtime.registry.read(KUBERNETES_STATUS, "test")
+    status = await wait_for_value(statuses, lambda value: value.apiserver_ready, timeout=240)
+    assert status.apiserver == f"https://{address}:6443"
+    assert status.running == ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+    for name in ("apiserver", "controller_manager", "scheduler", "node_cleanup"):
+        healthy = await harness.wait_state(f"{DN}.{name}", State.HEALTHY, timeout=180)
+        assert healthy.failures == 0, (name, healthy)  # started when it could work
+
+    # ctl kubeconfig: a context per ready apiserver (one here), for kubectl and Python.
+    out = tmp_path / "admin.kubeconfig"
+    access = ClusterAccess.of(boot.owner, [controller.control_plane.curator_endpoint or ""])
+    async with open_ctl_session(access, 10.0) as session:
+        await kubeconfig(session, argparse.Namespace(out=out, force=False, server=None))
+    written = json.loads(out.read_text())
+    assert written["current-context"] == f"roleserve-{address}"
+    assert [c["cluster"]["server"] for c in written["clusters"]] == [status.apiserver]
+    kubectl = [str(built / "kubectl"), "--kubeconfig", str(out)]
+    ready = await anyio.run_process([*kubectl, "get", "--raw", "/readyz"])
+    assert ready.stdout == b"ok"
+    namespaces = await anyio.run_process([*kubectl, "get", "namespaces", "-o", "name"])
+    assert "namespace/kube-system" in namespaces.stdout.decode().split()
+    api = await anyio.to_thread.run_sync(python_client, out)
+    who = await anyio.to_thread.run_sync(api.read_namespace, "kube-system")
+    assert who.metadata.name == "kube-system"
+
+    # A decommissioned node's Node goes; a live node's and one made by hand stay.
+    gone, live = "node-" + "cd" * 16, "node-" + "ef" * 16
+    for name in (gone, live, "by-hand"):
+        body = kubernetes.client.V1Node(metadata=kubernetes.client.V1ObjectMeta(name=name))
+        await anyio.to_thread.run_sync(api.create_node, body)
+    records = {
+        own: node_record(own, str(address)),
+        live: node_record(live),
+        gone: node_record(gone, state=common_pb2.NODE_STATE_DECOMMISSIONED),
+    }
+    harness.set(CLUSTER_NODES, ClusterNodes(records, backlogged=True))
+
+    async def node_names() -> set[str]:
+        listed = await anyio.to_thread.run_sync(api.list_node)
+        return {item.metadata.name for item in listed.items}
+
+    left = await poll_until(
+        "the Node of the decommissioned node gone",
+        node_names,
+        lambda names: gone not in names,
+        timeout=60,
+    )
+    assert left == {live, "by-hand"}
+
+    # The role goes: every component stops, and the status says nothing runs.
+    harness.set(ROLES, NodeRoles(consensus_member=boot.roles.consensus_member))
+    assert await wait_for_value(statuses, lambda value: not value.controller_running) == (
+        KubernetesStatus.NONE
+    )
+    await harness.wait_status(DN, lambda s: s.note == WAITING_FOR_ROLE)
+    for name in ("apiserver", "controller_manager", "scheduler", "node_cleanup"):
+        with pytest.raises(LookupError):
+            harness.status(f"{DN}.{name}")
+    for port, path in ((6443, "/readyz"), (10257, "/healthz"), (10259, "/healthz")):
+        health = Health(str(address), port, path)
+        assert await probe_failure(health) == "connection refused", port  # no process left
+
+
+def python_client(kubeconfig_file: Path) -> Any:
+    """The official client's CoreV1Api, configured by ``kubeconfig_file`` alone."""
+    load = kubernetes.config.new_client_from_config  # untyped: the package has no hints
+    client = load(config_file=str(kubeconfig_file))  # type: ignore[no-untyped-call]
+    return kubernetes.client.CoreV1Api(client)
 
 
 async def _when_leading(call: Callable[[], Awaitable[Any]]) -> Any:

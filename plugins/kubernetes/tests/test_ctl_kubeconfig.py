@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import base64
 import json
-import shutil
 import stat
 import subprocess
 import sys
@@ -30,9 +29,10 @@ from roleserve_controlplane.testing import (
 )
 from roleserve_core import ClusterAccess, CtlError, open_ctl_session
 from roleserve_core.identity import certificate_from_pem
-from roleserve_core.testing import SupervisorRunner, require_real
-from roleserve_kubernetes.ctl import kubeconfig
-from roleserve_kubernetes.pki import KeyPair, controller_pki
+from roleserve_core.testing import SupervisorRunner, random_loopback, require_real
+from roleserve_kubernetes import kubebuild
+from roleserve_kubernetes.ctl import _ready_servers, admin_kubeconfig, kubeconfig
+from roleserve_kubernetes.pki import KeyPair, controller_pki, load_or_create_pki
 from roleserve_kubernetes.service import APISERVER_PORT, curator_extension
 from roleserve_kubernetes.testing import stand_in_apiserver
 
@@ -149,6 +149,13 @@ async def serving_apiserver(cluster: Cluster, directory: Path) -> AsyncIterator[
             process.terminate()
 
 
+def built_kubectl() -> str:
+    """The pinned build's kubectl (Debian's is 1.20)."""
+    kubectl = kubebuild.pinned_bin_dir() / "kubectl"
+    require_real("kubectl", kubectl.is_file(), f"no {kubectl}: ./dev kube-binaries")
+    return str(kubectl)
+
+
 async def _kubeconfig(access: ClusterAccess, out: Path, *, force: bool = False) -> None:
     args = argparse.Namespace(out=out, force=force, server=None)
     async with open_ctl_session(access, 10.0) as session:
@@ -214,9 +221,7 @@ async def test_the_admin_kubeconfig_is_accepted_by_kubectl(
     access = cluster.access
     async with serving_apiserver(cluster, tmp_path / "apiserver") as url:
         await _kubeconfig(access, out)
-        kubectl = shutil.which("kubectl")
-        require_real("kubectl", kubectl, "apt-get install kubernetes-client")
-        assert kubectl is not None
+        kubectl = built_kubectl()
         # kubectl trusts the apiserver through the kubeconfig's CA, and gets /readyz.
         ready = await anyio.run_process(
             [kubectl, "--kubeconfig", str(out), "get", "--raw", "/readyz"]
@@ -232,8 +237,8 @@ async def test_the_admin_kubeconfig_is_accepted_by_kubectl(
         [kubectl, "config", "view", "--kubeconfig", str(out), "--raw", "-o", "json"]
     )
     seen = json.loads(viewed.stdout)
-    assert seen["current-context"] == "roleserve"
     host = access.endpoints[0].rsplit(":", 1)[0]
+    assert seen["current-context"] == f"roleserve-{host}"
     assert seen["clusters"][0]["cluster"]["server"] == f"https://{host}:6443"
     assert seen["users"][0]["user"]["client-key-data"] == user["client-key-data"]
 
@@ -248,3 +253,32 @@ async def test_an_existing_file_is_kept_unless_forced(cluster: Cluster, tmp_path
     async with serving_apiserver(cluster, tmp_path / "apiserver"):
         await _kubeconfig(cluster.access, out, force=True)
     assert json.loads(out.read_text())["kind"] == "Config"
+
+
+@pytest.mark.anyio
+async def test_every_ready_apiserver_gets_a_context_and_the_others_are_left_out(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """One cluster and context per ready apiserver, named after its host, the first one
+    current; one that does not answer is left out with its reason."""
+    gone = f"{random_loopback()}:6443"
+    assert cluster.leader.member is not None
+    async with cluster.leader.member.client() as etcd:
+        ca_pem = (await load_or_create_pki(etcd))["ca"].certificate_pem
+    assert ca_pem is not None
+    async with serving_apiserver(cluster, tmp_path / "apiserver") as url:
+        ready = url.removeprefix("https://")
+        servers, left_out = await _ready_servers([gone, ready], ca_pem)
+    assert (servers, left_out) == ([url], [f"{gone}: connection refused"])
+    other = f"https://{random_loopback()}:6443"
+    out = tmp_path / "config"
+    config = admin_kubeconfig([url, other], ca_pem, b"certificate", b"key")
+    out.write_text(json.dumps(config))
+    host = ready.rpartition(":")[0]
+    assert config["current-context"] == f"roleserve-{host}"
+    contexts = await anyio.run_process(
+        [built_kubectl(), "config", "get-contexts", "--kubeconfig", str(out), "-o", "name"]
+    )
+    names = [f"roleserve-{host}", f"roleserve-{other.removeprefix('https://')[:-5]}"]
+    assert sorted(contexts.stdout.decode().split()) == sorted(names)  # kubectl sorts them
+    assert [entry["cluster"]["server"] for entry in config["clusters"]] == [url, other]

@@ -10,6 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import anyio
 import pytest
 
 from roleserve_core import (
@@ -106,7 +107,9 @@ async def test_waits_runs_reports_and_resets(
     address = random_loopback()
     pki = RecordingPKI(throwaway_pki([address]))
     apiserver = stand_in_apiserver(tmp_path / "kube-apiserver")
-    config = {"kubernetes": {"kube_apiserver": str(apiserver)}}
+    # Only the stand-in: not the pinned build's other components either.
+    absent = str(tmp_path / "no-built-binaries")
+    config = {"kubernetes": {"kube_apiserver": str(apiserver), "kube_binaries_dir": absent}}
     runtime = plugins(pki, etcd_files(tmp_path)).runtime(tmp_path / "node", config=config)
     harness = await node(runtime)
     status = runtime.registry.read(KUBERNETES_STATUS, "test")
@@ -139,6 +142,14 @@ async def test_waits_runs_reports_and_resets(
     ):
         child = await harness.wait_status(f"{DN}.{name}", lambda s: s.note != "")
         assert (child.state, child.note) == (State.NEW, component.absent_note)  # not running
+
+    # Ready only while /readyz says so (asked again while it runs), and again when it does.
+    not_ready = anyio.Path(f"{apiserver}.not-ready")
+    await not_ready.touch()
+    assert not (await wait_for_value(status, lambda s: not s.apiserver_ready)).apiserver_ready
+    assert harness.status(f"{DN}.apiserver").state is State.HEALTHY  # it runs: not restarted
+    await not_ready.unlink()
+    assert (await wait_for_value(status, lambda s: s.apiserver_ready)) == ready
 
     harness.set_roles(NodeRoles())  # the role goes: nothing runs, and the status says so
     assert await wait_for_value(status, lambda s: not s.controller_running) == (
