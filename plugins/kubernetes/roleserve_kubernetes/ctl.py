@@ -37,7 +37,7 @@ from roleserve_core import EXIT_USAGE, CtlError, add_ctl_command
 if TYPE_CHECKING:
     from roleserve_core import CtlSession
 
-__all__ = ["CLUSTER_NAME", "add_parsers", "admin_kubeconfig", "kubeconfig"]
+__all__ = ["CLUSTER_NAME", "add_parsers", "admin_kubeconfig", "kubeconfig", "write_kubeconfig"]
 
 CLUSTER_NAME = "roleserve"
 """The name of the cluster, user (``<name>-admin``) and context in the kubeconfig."""
@@ -111,11 +111,29 @@ def _check_out(path: Path, force: bool) -> None:
 
 async def kubeconfig(session: CtlSession, args: argparse.Namespace) -> None:
     """``ctl kubeconfig --out FILE [--force] [--server URL]``."""
+    server, until = await write_kubeconfig(session, args.out, force=args.force, server=args.server)
+    print(
+        f"wrote an admin kubeconfig for {server} to {args.out} (valid until "
+        f"{until:%Y-%m-%d %H:%M} UTC); use it with: kubectl --kubeconfig {args.out} get nodes"
+    )
+
+
+async def write_kubeconfig(
+    session: CtlSession, out: Path, *, force: bool = False, server: str | None = None
+) -> tuple[str, datetime.datetime]:
+    """Write an admin kubeconfig to ``out`` (mode 0600, atomically): what ``ctl kubeconfig``
+    does, also for ``cluster up`` (``localcluster``). The apiserver it names and when its
+    certificate expires.
+
+    :param server: the apiserver's URL, not checked; None: the first ready one.
+    :raises CtlError: ``out`` exists (without ``force``) or cannot be written, or no
+        apiserver is ready (nothing written then).
+    """
     from roleserve_core import write_atomically
     from roleserve_core.identity import generate_key, private_key_to_pem, signing_request
     from roleserve_kubernetes.proto import kubernetes_pb2, kubernetes_pb2_grpc
 
-    _check_out(args.out, args.force)
+    _check_out(out, force)
     assert session.channel is not None  # a session with a leader has its channel
     key = generate_key()
     stub = kubernetes_pb2_grpc.KubernetesCertificatesStub(session.channel)
@@ -124,20 +142,16 @@ async def kubeconfig(session: CtlSession, args: argparse.Namespace) -> None:
         stub.IssueAdminCertificate,
         kubernetes_pb2.IssueAdminCertificateRequest(csr=signing_request(key, "kubeconfig")),
     )
-    server = args.server or await _ready_server(answer.apiserver_endpoints, answer.ca_certificate)
+    server = server or await _ready_server(answer.apiserver_endpoints, answer.ca_certificate)
     config = admin_kubeconfig(
         server, answer.ca_certificate, answer.certificate, private_key_to_pem(key)
     )
-    _check_out(args.out, args.force)  # again: the call took time
+    _check_out(out, force)  # again: the call took time
     try:
-        write_atomically(args.out, json.dumps(config, indent=2).encode() + b"\n", mode=0o600)
+        write_atomically(out, json.dumps(config, indent=2).encode() + b"\n", mode=0o600)
     except OSError as exc:
-        raise CtlError(f"cannot write {args.out}: {exc.strerror or exc}") from None
-    until = datetime.datetime.fromtimestamp(answer.not_after, datetime.UTC)
-    print(
-        f"wrote an admin kubeconfig for {server} to {args.out} (valid until "
-        f"{until:%Y-%m-%d %H:%M} UTC); use it with: kubectl --kubeconfig {args.out} get nodes"
-    )
+        raise CtlError(f"cannot write {out}: {exc.strerror or exc}") from None
+    return server, datetime.datetime.fromtimestamp(answer.not_after, datetime.UTC)
 
 
 async def _ready_server(endpoints: Any, ca_pem: bytes) -> str:
