@@ -23,12 +23,13 @@ import functools
 import ipaddress
 import json
 import secrets
+import shlex
 import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,9 @@ SHELL = ("sh", "-c", "trap 'exit 0' TERM; sleep 2147483647 & wait")
 LABEL = "roleserve-e2e=busybox"
 """The label of this module's pods."""
 
+LIST_NODES = "list Kubernetes' nodes with: "
+"""How ``cluster up`` introduces the kubectl command it prints."""
+
 
 @dataclass(frozen=True)
 class Kube:
@@ -82,11 +86,15 @@ class Kube:
     kubectl: Path
     kubeconfig: Path
 
+    context: str | None = None
+    """The kubeconfig's context to use; None: its current one."""
+
     def __call__(
         self, *args: str, stdin: str | None = None, server: str | None = None
     ) -> subprocess.CompletedProcess[str]:
-        """kubectl ``args``; at ``server`` instead of the kubeconfig's, if given."""
+        """kubectl ``args``; at ``server`` instead of the context's, if given."""
         where = ["--server", server] if server else []
+        where += ["--context", self.context] if self.context else []
         return subprocess.run(
             [str(self.kubectl), "--kubeconfig", str(self.kubeconfig), *where, *args],
             input=stdin,
@@ -171,7 +179,7 @@ def kube(components: None) -> Iterator[Kube]:
     )
     directory = Path(tempfile.mkdtemp(prefix="rs-e2e-k8s-"))
     try:
-        with netns_cluster_up(directory / "c", KUBE_CONFIG) as cluster:
+        with netns_cluster_up(directory / "c", KUBE_CONFIG, timeout=3 * STARTUP) as cluster:
             kubeconfig = directory / "kubeconfig"
             wait_for(
                 "a ready apiserver (ctl kubeconfig)",
@@ -218,6 +226,25 @@ def wait_until_ready(kube: Kube, workers: list[MeshNode]) -> None:
 def test_every_node_is_ready(kube: Kube, workers: list[MeshNode]) -> None:
     """Each kubelet registered a Node named after its roleserve node ID, and it is Ready."""
     wait_until_ready(kube, workers)
+
+
+def test_cluster_up_says_how_to_list_the_nodes(kube: Kube, workers: list[MeshNode]) -> None:
+    """``cluster up`` waited for them, and printed the one command that lists them, with
+    the built kubectl and the kubeconfig it wrote in the cluster's directory."""
+    [command] = [
+        line.removeprefix(LIST_NODES)
+        for line in kube.cluster.made.splitlines()
+        if line.startswith(LIST_NODES)
+    ]
+    words = shlex.split(command)
+    assert words == [
+        str(kube.kubectl), "--kubeconfig", str(kube.cluster.directory / "kubeconfig"),
+        "get", "nodes",
+    ]  # fmt: skip
+    listed = subprocess.run(words, capture_output=True, text=True, timeout=60, check=False)
+    assert listed.returncode == 0, listed.stderr
+    rows = [line.split()[:2] for line in listed.stdout.splitlines()[1:]]
+    assert sorted(rows) == sorted([node.id, "Ready"] for node in workers)
 
 
 # -- pods ------------------------------------------------------------------------------
@@ -387,9 +414,27 @@ def test_the_worker_role_removed_leaves_no_container_and_given_back_the_node_is_
     wait_for(f"{pod.name}'s shell again", lambda: marker_pids(pod), timeout=STARTUP)
 
 
-def server_of(kube: Kube) -> str:
-    """The apiserver URL of the kubeconfig's current context."""
-    return kube("config", "view", "--minify", "-o", "jsonpath={.clusters[0].cluster.server}").stdout
+def contexts(kube: Kube) -> dict[str, str]:
+    """The kubeconfig's contexts and the server of each, the current one first."""
+    config = json.loads(kube("config", "view", "-o", "json").stdout)
+    servers = {entry["name"]: entry["cluster"]["server"] for entry in config["clusters"]}
+    named = {entry["name"]: servers[entry["context"]["cluster"]] for entry in config["contexts"]}
+    current = config["current-context"]
+    return {current: named.pop(current), **named}
+
+
+def kubeconfig_of(kube: Kube, name: str, controllers: int) -> Kube:
+    """kubectl with a new kubeconfig (``ctl kubeconfig``), once it names ``controllers``
+    ready apiservers."""
+    made = replace(kube, kubeconfig=kube.kubeconfig.with_name(name))
+    wait_for(
+        f"a kubeconfig naming {controllers} ready apiservers",
+        lambda: (ctl(kube.cluster, "kubeconfig", "--out", str(made.kubeconfig), "--force"),
+                 contexts(made)),
+        lambda seen: seen[0].returncode == 0 and len(seen[1]) == controllers,
+        timeout=STARTUP,
+    )  # fmt: skip
+    return made
 
 
 def apiserver_ready(kube: Kube, server: str) -> bool:
@@ -400,38 +445,35 @@ def apiserver_ready(kube: Kube, server: str) -> bool:
 def test_one_controller_removed_the_api_answers_through_the_others(
     kube: Kube, workers: list[MeshNode]
 ) -> None:
-    """The controller the kubeconfig names loses kubernetes_controller: its apiserver
-    stops; a new kubeconfig names another, through which the API answers and lists every
-    Node. Given back, its apiserver is ready again."""
-    server = server_of(kube)
+    """A kubeconfig names the three apiservers, a context each. The controller of its
+    current context loses kubernetes_controller: its apiserver stops, and through each of
+    the other two contexts the API answers, listing every Node; a new kubeconfig names
+    those two alone. Given back, its apiserver is ready again."""
+    every = kubeconfig_of(kube, "every", 3)
+    (_current, server), *others = contexts(every).items()
     [node] = [
         node
         for node in workers
         if str(kube.cluster.plan.address(node.index)) == urlsplit(server).hostname
     ]
-    assert apiserver_ready(kube, server)
     set_role(kube, node, "unset", "kubernetes_controller")
     try:
         wait_for(
             f"node {node.index}'s apiserver gone",
-            lambda: apiserver_ready(kube, server),
+            lambda: apiserver_ready(every, server),
             lambda ready: not ready,
             timeout=120,
         )
-        others = Kube(kube.cluster, kube.kubectl, kube.kubeconfig.with_name("others"))
-        wait_for(
-            "a kubeconfig naming another controller",
-            lambda: ctl(kube.cluster, "kubeconfig", "--out", str(others.kubeconfig), "--force"),
-            lambda done: done.returncode == 0,
-            timeout=STARTUP,
-        )
-        assert server_of(others) not in ("", server)
-        assert set(ready_nodes(others)) == {worker.id for worker in workers}
+        for context, _server in others:
+            through = replace(every, context=context)
+            assert set(ready_nodes(through)) == {worker.id for worker in workers}, context
+        remaining = kubeconfig_of(kube, "remaining", 2)
+        assert set(contexts(remaining).values()) == {other for _context, other in others}
     finally:
         set_role(kube, node, "set", "kubernetes_controller")
     wait_for(
         f"node {node.index}'s apiserver ready again",
-        lambda: apiserver_ready(kube, server),
+        lambda: apiserver_ready(every, server),
         timeout=STARTUP,
     )
     wait_until_ready(kube, workers)
