@@ -1,20 +1,23 @@
 """Kubernetes for real, as an operator sees it: ``roleserve cluster up --netns`` with the
-kube binaries ``./dev kube-binaries`` built (v1.37, from the pinned build's cache), and the
+kube binaries ``./dev kube-binaries`` built (from the pinned build's cache), and the
 kubectl of the same build with the admin kubeconfig ``roleserve ctl kubeconfig`` writes.
 
 Three nodes, each a consensus member, a Kubernetes controller and a worker: every node's
-Node is Ready; one busybox pod per node runs with an address from its node's pod prefix
-(the upper half of its curator-allocated prefix); a pod pings a pod of another node
+Node is Ready, and the kubectl command ``cluster up`` prints lists them; one busybox pod
+per node (``roleserve.local/busybox:latest``) runs with an address from its node's pod
+prefix (the upper half of its curator-allocated prefix); a pod pings a pod of another node
 through the WireGuard mesh; the worker role removed from one node leaves none of its
-containers or shims, and given back, its Node is Ready again and its pod runs again; one
-controller's role removed, the API answers through the other two, and given back, its
-apiserver is ready again.
+containers, shims, mounts or cgroups, and given back, its Node is Ready again and its pod
+runs again; one controller's role removed, the API answers through the other two contexts
+of the kubeconfig, and given back, its apiserver is ready again. Then node 3,
+decommissioned, loses its Node; and ``cluster down``, with pods running, leaves no
+process, mount or cgroup of the cluster.
 
-One cluster (``kube``) serves the module: three control planes and three kubelets take
-minutes to start on two loaded cores, so every wait on the cluster's state allows
-``STARTUP`` seconds. Every test leaves it as it found it (every role in place, every Node
-Ready, one pod per node Running). Without the built binaries the module skips (fails under
-``ROLESERVE_REQUIRE_REAL=1``), naming ``./dev kube-binaries``.
+One cluster (``kube``) serves the module: three control planes and three kubelets can
+take minutes to start on two loaded cores, so every wait on the cluster's state allows
+``STARTUP`` seconds. Every test but the last two leaves it as it found it (every role in
+place, every Node Ready, one pod per node Running). Without the built binaries the module
+skips (fails under ``ROLESERVE_REQUIRE_REAL=1``), naming ``./dev kube-binaries``.
 """
 
 from __future__ import annotations
@@ -477,6 +480,22 @@ def test_one_controller_removed_the_api_answers_through_the_others(
         timeout=STARTUP,
     )
     wait_until_ready(kube, workers)
+
+
+def test_a_decommissioned_node_s_node_is_deleted(kube: Kube, workers: list[MeshNode]) -> None:
+    """Node 3 loses its controller and consensus roles and is decommissioned (as
+    ``docs/ctl.md`` says): its Node goes from the API; the other two stay Ready. Next to
+    last: node 3 never comes back."""
+    *remaining, node = workers
+    for role in ("kubernetes_controller", "consensus_member"):
+        set_role(kube, node, "unset", role)
+    two = kubeconfig_of(kube, "two", 2)
+    gone = ctl(kube.cluster, "decommission", node.id, "--yes")
+    assert gone.returncode == 0, gone.stderr
+    wanted = {other.id: True for other in remaining}
+    with explained(kube):
+        wait_for(f"node {node.index}'s Node deleted", lambda: ready_nodes(two), wanted.__eq__,
+                 timeout=STARTUP)  # fmt: skip
 
 
 # -- last ------------------------------------------------------------------------------
