@@ -409,6 +409,17 @@ class Pod:
         return [line.split(" ", 3)[3] for line in text.splitlines() if line.count(" ") >= 3]
 
 
+CONTAINERD = "root.role.kubernetes_worker.containerd"
+
+
+def runnable(cluster: NetnsCluster, node: MeshNode, dn: str) -> dict[str, Any]:
+    """The runnable ``dn`` of ``node``, as ``ctl tree --json`` shows it."""
+    shown = ctl(cluster, "tree", node.id, dn, "--json")
+    assert shown.returncode == 0, shown.stderr
+    [found] = [entry for entry in json.loads(shown.stdout) if entry["dn"] == dn]
+    return found
+
+
 def node_cri(cluster: NetnsCluster, node: MeshNode) -> CriClient:
     """A CRI client of ``node``'s containerd."""
     return CriClient(cluster.containerd_socket(node.index))
@@ -453,6 +464,13 @@ def test_containers_start_and_pods_reach_each_other_across_the_mesh(
     had a /sys without cgroups, where no container started at all."""
     mesh = wait_for_mesh(netns_cluster)
     a, b = mesh[0], mesh[1]
+    for node in (a, b):  # HEALTHY: it has started a container of its own (runtimecheck)
+        wait_for(
+            f"node {node.index}'s containerd HEALTHY",
+            functools.partial(runnable, netns_cluster, node, CONTAINERD),
+            lambda shown: shown["state"] == "HEALTHY",
+            timeout=60.0,
+        )
 
     async def pods() -> tuple[Pod, Pod, cri_pb2.ContainerStatus]:
         async with node_cri(netns_cluster, a) as cri_a, node_cri(netns_cluster, b) as cri_b:

@@ -126,6 +126,16 @@ def test_without_root_netns_refuses_in_one_line(
     anyio.run(cluster.down)  # nothing to remove, and no error for it
 
 
+def test_without_nsenter_netns_names_the_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A node runs under nsenter (util-linux), not ip netns exec (see netns.py)."""
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr(shutil, "which", lambda name: None if name == "nsenter" else name)
+    assert netns.unsupported() == (
+        "--netns needs util-linux's `nsenter` to run nodes in namespaces "
+        "(apt-get install util-linux)"
+    )
+
+
 def test_without_pyroute2_netns_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(os, "geteuid", lambda: 0)
     monkeypatch.setattr(shutil, "which", lambda name: f"/usr/bin/{name}")
