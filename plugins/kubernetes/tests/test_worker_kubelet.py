@@ -14,6 +14,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import anyio
 import pytest
 
 from roleserve_core import (
@@ -82,7 +83,7 @@ def runtime_of(tmp_path: Path, certificates: Any, **config: str) -> Any:
     for hierarchy in hierarchies():
         hierarchy.mkdir(parents=True)
     (tmp_path / "cgroup" / "cpuset" / "cpuset.cpus").write_text("0-1\n")
-    plugins = PluginHarness(cluster_nodes=True)
+    plugins = PluginHarness()  # cluster_nodes is the test's to set
     plugins.register(
         SimpleNamespace(
             roleserve_values=hookimpl(values),
@@ -208,6 +209,29 @@ async def test_a_worker_only_node_takes_a_controller_s_apiserver_of_the_cluster(
     ca = base64.b64decode(cluster["certificate-authority-data"])
     assert ca == pki["ca"].certificate_pem
     assert (directory / "ca.pem").read_bytes() == ca
+
+    # That controller leaves: the kubelet starts over on the next one, and its cgroup
+    # root stays (its pods run on under the next kubelet).
+    made = short_dir / "cgroup" / "cpu" / cgroup_root("node-4").lstrip("/")
+    assert made.is_dir()
+    del records["node-1"]
+    harness.set(CLUSTER_NODES, ClusterNodes(records, backlogged=True))
+    await poll_until(
+        "the kubelet on node-9's apiserver",
+        lambda: _server(directory / "kubeconfig"),
+        lambda server: server == "https://127.0.0.19:6443",
+    )
+    await harness.wait_state(f"{DN}.kubelet")
+    assert made.is_dir()
+    assert [call.apiserver for call in certificates.calls] == [
+        "https://127.0.0.11:6443",
+        "https://127.0.0.19:6443",
+    ]
+
+
+async def _server(kubeconfig: Path) -> str:
+    text = await anyio.Path(kubeconfig).read_text()
+    return str(json.loads(text)["clusters"][0]["cluster"]["server"])
 
 
 async def test_a_controller_node_waits_for_its_own_apiserver(
