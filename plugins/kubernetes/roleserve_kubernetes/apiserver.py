@@ -14,6 +14,7 @@ and crash-looped twice before it ran.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from roleserve_core import RunContext, Runnable
@@ -22,7 +23,12 @@ from roleserve_kubernetes.component import ReadyCallback, component_runnable
 from roleserve_kubernetes.plans import ControllerInputs, apiserver_health, apiserver_plan
 from roleserve_kubernetes.probe import wait_answering
 
-__all__ = ["WAITING_FOR_APISERVER", "after_apiserver", "apiserver_runnable"]
+__all__ = [
+    "WAITING_FOR_APISERVER",
+    "after_apiserver",
+    "apiserver_runnable",
+    "component_after_apiserver",
+]
 
 WAITING_FOR_APISERVER = "waiting for the local kube-apiserver to be ready (/readyz)"
 """The note of a runnable ``after_apiserver`` holds back."""
@@ -53,3 +59,15 @@ def after_apiserver(inputs: ControllerInputs, runnable: Runnable) -> Runnable:
         await runnable(ctx)
 
     return run
+
+
+def component_after_apiserver(
+    inputs: ControllerInputs, runnable: Runnable, binary: Path | None
+) -> Runnable:
+    """``after_apiserver(inputs, runnable)`` for the runnable of a component that runs
+    ``binary``, unless the binary is absent or cannot be executed: then its runnable says
+    so at once (NEW with the "not found" note, or DEAD naming the setting to fix) instead
+    of only once the apiserver is up."""
+    if binary is None or not os.access(binary, os.X_OK):
+        return runnable
+    return after_apiserver(inputs, runnable)

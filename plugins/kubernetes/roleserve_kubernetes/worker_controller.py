@@ -17,7 +17,9 @@ Reads ``roles``, ``local_control_plane``, ``network`` and (for ``node_cleanup``)
         children: apiserver, controller_manager, scheduler, node_cleanup (each its own
                   group; all but the apiserver start once it answers /readyz)
         kubernetes_status = {apiserver URL, CA, ready (/readyz, asked again every
-                             few seconds), running, absent}; HEALTHY
+                             few seconds), running, absent}
+        HEALTHY once the apiserver first answers /readyz (until then NEW, its note
+        saying why: waiting for it, or kube-apiserver not found)
                                         │ the startup changes (the role goes or comes,
                                         ▼ the control plane stops or moves): restart
         finally: kubernetes_status = KubernetesStatus.NONE
@@ -63,7 +65,7 @@ from roleserve_core import (
     Worker,
 )
 from roleserve_core.identity import Credentials
-from roleserve_kubernetes.apiserver import apiserver_runnable
+from roleserve_kubernetes.apiserver import WAITING_FOR_APISERVER, apiserver_runnable
 from roleserve_kubernetes.binaries import (
     APISERVER,
     CONTROLLER_MANAGER,
@@ -183,6 +185,9 @@ class ControllerWorker:
         self.pki = pki
         self.etcd_files = etcd_files
         self._status: KubernetesStatus = KubernetesStatus.NONE
+        self._unhealthy: RunContext | None = None
+        """The run that started the components and waits for the apiserver to be ready
+        before it says it is healthy."""
 
     async def run(self, ctx: RunContext) -> None:
         """Runs kube-apiserver, kube-controller-manager and kube-scheduler on controllers."""
@@ -198,6 +203,7 @@ class ControllerWorker:
                 ctx.restart()
                 await anyio.sleep_forever()
         finally:
+            self._unhealthy = None
             self._publish(KubernetesStatus.NONE)
 
     async def _start(self, ctx: RunContext, startup: ControllerStartup) -> None:
@@ -226,13 +232,17 @@ class ControllerWorker:
                 absent=tuple(name for name, path in found.items() if path is None),
             )
         )
-        ctx.set_note("")
-        ctx.signal_healthy()
+        ctx.set_note(WAITING_FOR_APISERVER if apiserver is not None else APISERVER.absent_note)
+        self._unhealthy = ctx
 
     def _ready(self, ready: bool) -> None:
         """The apiserver's readiness, into the status while it is this run's."""
         if self._status.controller_running:
             self._publish(dataclasses.replace(self._status, apiserver_ready=ready))
+            if ready and self._unhealthy is not None:  # the control plane works: healthy
+                ctx, self._unhealthy = self._unhealthy, None
+                ctx.set_note("")
+                ctx.signal_healthy()
 
     def _publish(self, status: KubernetesStatus) -> None:
         if status != self._status or status is KubernetesStatus.NONE:

@@ -165,6 +165,8 @@ async def test_the_curator_serves_kubelet_certificates_and_the_controller_reache
     assert apiserver.note == (
         "kube-apiserver not found: set [plugins.kubernetes] kube_apiserver or install it"
     )
+    # Nor is the worker: without an apiserver, it runs no control plane.
+    assert (harness.status(DN).state, harness.status(DN).note) == (State.NEW, apiserver.note)
 
 
 # -- the real control plane ---------------------------------------------------------

@@ -19,7 +19,7 @@ from roleserve_core.testing import (
     wait_for_state,
     wait_for_status,
 )
-from roleserve_kubernetes.apiserver import apiserver_runnable
+from roleserve_kubernetes.apiserver import WAITING_FOR_APISERVER, apiserver_runnable
 from roleserve_kubernetes.binaries import KUBELET, SCHEDULER
 from roleserve_kubernetes.kubelet import kubelet_runnable
 from roleserve_kubernetes.plans import ControllerInputs, EtcdClientFiles, KubeletInputs
@@ -172,3 +172,31 @@ async def test_the_planned_flags_and_files_make_a_stand_in_apiserver_ready(
     assert oct(os.stat(key).st_mode & 0o777) == "0o600"
     await supervisor_runner.stop(supervisor)
     assert ready == [True, False]
+
+
+async def test_the_scheduler_starts_once_the_local_apiserver_is_ready(
+    tmp_path: Path, supervisor_runner: SupervisorRunner
+) -> None:
+    """Started before, the controller-manager exited at once ("forbidden") and
+    crash-looped; now a controller's component waits, not failing, until /readyz says 200."""
+    inputs = controller_inputs(tmp_path)
+    started = tmp_path / "scheduler-started"
+    scheduler = executable(tmp_path / "kube-scheduler", f"#!/bin/sh\ntouch {started}\nexit 1\n")
+    supervisor = await start(
+        supervisor_runner, {"scheduler": scheduler_runnable(inputs, scheduler, tmp_path)}
+    )
+    waiting = await wait_for_status(supervisor, "root.scheduler", with_note(WAITING_FOR_APISERVER))
+    assert (waiting.state, waiting.failures) == (State.NEW, 0)
+    assert not await anyio.Path(started).exists()  # its binary not run while it waits
+    binary = stand_in_apiserver(tmp_path / "kube-apiserver")
+    await start(
+        supervisor_runner, {"apiserver": apiserver_runnable(inputs, binary, tmp_path, _ignore)}
+    )
+    failed = await wait_for_status(supervisor, "root.scheduler", lambda s: s.failures >= 1)
+    assert failed.last_error is not None
+    assert "kube-scheduler exited with status 1" in failed.last_error.message
+    assert await anyio.Path(started).exists()  # run once the stand-in apiserver was ready
+
+
+def _ignore(ready: bool) -> None:
+    """Nobody needs the stand-in apiserver's readiness."""
