@@ -131,6 +131,7 @@ from .ctlplugin import open_ctl_session as open_ctl_session
 from .clusterplugin import ClusterExtension as ClusterExtension
 from .clusterplugin import ClusterMember as ClusterMember
 from .clusterplugin import ClusterView as ClusterView
+from .clusterplugin import RunnableSeen as RunnableSeen
 
 # Errors a plugin raises or catches (the whole tree: roleserve_core.errors' docstring).
 from .errors import CertificateVerificationError as CertificateVerificationError

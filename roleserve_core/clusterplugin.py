@@ -24,7 +24,7 @@ to load is left out with one line saying so; the cluster runs as it would withou
 from __future__ import annotations
 
 import importlib.metadata
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -36,6 +36,7 @@ __all__ = [
     "ClusterExtension",
     "ClusterMember",
     "ClusterView",
+    "RunnableSeen",
     "load_extensions",
 ]
 
@@ -61,6 +62,25 @@ class ClusterMember:
 
 
 @dataclass(frozen=True, slots=True)
+class RunnableSeen:
+    """One runnable of a node's supervision tree, as ``roleserve ctl tree`` shows it."""
+
+    dn: str
+    state: str
+    """``NEW``, ``HEALTHY``, ``DONE``, ``DEAD`` or ``CANCELED``."""
+    note: str
+    last_error: str
+    """``Type: message`` of its last failure; empty if it never failed."""
+    final: bool
+    """DEAD of a final error: not restarted until the operator restarts it."""
+
+
+async def _unseen(member: ClusterMember, dn: str) -> list[RunnableSeen]:
+    """The default ``ClusterView.runnables``: nothing is seen."""
+    return []
+
+
+@dataclass(frozen=True, slots=True)
 class ClusterView:
     """The local cluster, for a ``ClusterExtension``."""
 
@@ -72,6 +92,11 @@ class ClusterView:
     nodes: tuple[ClusterMember, ...]
     progress: Callable[[str], None]
     """Prints one line of ``up``'s progress, with the time."""
+    runnables: Callable[[ClusterMember, str], Awaitable[list[RunnableSeen]]] = _unseen
+    """``await view.runnables(member, dn)``: the subtree at ``dn`` of the node's supervision
+    tree (its node management service, as the owner), parents first; empty if the node
+    does not answer in a few seconds or has no such runnable. E.g. to stop waiting for what
+    a runnable that failed for good will never bring."""
 
     def access(self) -> ClusterAccess:
         """The owner's access to the cluster."""

@@ -167,7 +167,7 @@ def test_the_extensions_hint_goes_under_the_operators(
 ) -> None:
     monkeypatch.setenv("ROLESERVE_COMMAND", "./dev roleserve")
     cluster = LocalCluster(tmp_path, 1, extensions=[Extension([])])
-    assert cluster_command._hints(cluster, tmp_path).splitlines() == [
+    assert anyio.run(cluster_command._hints, cluster, tmp_path).splitlines() == [
         f"operate it with: export ROLESERVE_CREDENTIALS={tmp_path / 'owner'}; "
         "./dev roleserve ctl nodes",
         "reach the thing with: thingctl",

@@ -93,7 +93,7 @@ async def _up(args: argparse.Namespace) -> int:
                 every = await cluster.stop_started()
             _progress("every node stopped" if every else "the nodes this run started stopped")
     if args.detach:
-        print(_hints(cluster, args.dir))
+        print(await _hints(cluster, args.dir))
         print(f"stop it with: {roleserve_command()} cluster down --dir {args.dir}")
     return 130 if stopped and args.detach else 0
 
@@ -103,10 +103,10 @@ def _hint(directory: Path) -> str:
     return f"operate it with: export {CREDENTIALS_ENV}={owner}; {roleserve_command()} ctl nodes"
 
 
-def _hints(cluster: LocalCluster, directory: Path) -> str:
+async def _hints(cluster: LocalCluster, directory: Path) -> str:
     """How to operate the cluster, then each plugin extension's line (e.g. the kubectl
-    command that lists Kubernetes' nodes)."""
-    view = cluster.view({})
+    command that lists Kubernetes' nodes), which may depend on the nodes' roles."""
+    view = cluster.view(await _nodes(cluster) if cluster.extensions else {})
     lines = [_hint(directory), *(extension.hint(view) for extension in cluster.extensions)]
     return "\n".join(line for line in lines if line is not None)
 
@@ -119,7 +119,7 @@ async def _live_status(cluster: LocalCluster, directory: Path) -> None:
     """
     if not sys.stdout.isatty():
         await _print_status(cluster, directory, json=False)
-        print(_hints(cluster, directory), flush=True)
+        print(await _hints(cluster, directory), flush=True)
         await anyio.sleep_forever()
     while True:
         table = await _status_table(cluster)
@@ -128,7 +128,7 @@ async def _live_status(cluster: LocalCluster, directory: Path) -> None:
             f"roleserve cluster in {directory}    {time.strftime('%H:%M:%S')}    Ctrl-C stops it\n"
         )
         print(table)
-        print(f"\n{_hints(cluster, directory)}", flush=True)
+        print(f"\n{await _hints(cluster, directory)}", flush=True)
         await anyio.sleep(REFRESH)
 
 

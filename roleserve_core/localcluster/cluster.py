@@ -48,9 +48,15 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import grpc
 
 from roleserve_core.access import ClusterAccess
-from roleserve_core.clusterplugin import ClusterExtension, ClusterMember, ClusterView
+from roleserve_core.clusterplugin import (
+    ClusterExtension,
+    ClusterMember,
+    ClusterView,
+    RunnableSeen,
+)
 from roleserve_core.connection import NoLeaderError
 from roleserve_core.enrolment import RegisterTicket
 from roleserve_core.environment import REGISTER_TICKET_ENV
@@ -89,6 +95,7 @@ from roleserve_core.ports import NODE_MANAGEMENT_PORT, endpoint
 from roleserve_core.proto import (
     common_pb2,
     management_pb2,
+    nodemanagement_pb2,
     nodemanagement_pb2_grpc,
 )
 from roleserve_core.roles import roles_from_proto
@@ -107,6 +114,8 @@ __all__ = [
 STEP_TIMEOUT = 120.0
 """Seconds one step (a node enrolling, a member joining etcd) may take."""
 POLL = 0.25
+RUNNABLE_PATIENCE = 5.0
+"""Seconds a node may take to show a runnable of its tree to an extension."""
 
 Progress = Callable[[str], None]
 Management = LeaderManagement
@@ -305,7 +314,23 @@ class LocalCluster:
                     node.index, identity, str(node.address), node.datadir.config, tuple(roles)
                 )
             )
-        return ClusterView(self.directory, self.owner_directory, tuple(members), self.progress)
+        return ClusterView(
+            self.directory, self.owner_directory, tuple(members), self.progress, self._runnables
+        )
+
+    async def _runnables(self, member: ClusterMember, dn: str) -> list[RunnableSeen]:
+        """``ClusterView.runnables``: the subtree at ``dn`` of ``member``'s supervision tree."""
+        request = nodemanagement_pb2.GetSupervisionTreeRequest(dn=dn)
+        try:
+            with anyio.fail_after(RUNNABLE_PATIENCE):
+                async with self.node_management(self.nodes[member.index - 1]) as stub:
+                    tree = await stub.GetSupervisionTree(request)
+        except (grpc.aio.AioRpcError, TimeoutError, LocalClusterError, OSError):
+            return []
+        return [
+            RunnableSeen(each.dn, each.state, each.note, each.last_error, each.final)
+            for each in tree.runnables
+        ]
 
     # -- up and down ---------------------------------------------------------------
 

@@ -3,12 +3,14 @@
 ::
 
     cluster up ── every node UP and HEALTHY ──▶ settle(view)
-        kube binaries absent (every node's settings, as the node finds them: binaries.py)
+        no controller finds kube-apiserver (its settings, as the node looks: binaries.py)
             └─▶ one line: containerd only; `./dev kube-binaries` builds them (~9 min cold)
         present
             ├─ wait until a controller's kube-apiserver answers /readyz
             ├─ <dir>/kubeconfig: an admin kubeconfig, written as `ctl kubeconfig` writes one
-            └─ wait until every kubernetes_worker's Node is Ready (the apiserver's word)
+            └─ wait until the Node of every kubernetes_worker that finds the kubelet is
+               Ready (the apiserver's word); at once, fail if its kubelet or container
+               runtime failed for good (ctl tree's DEAD, final)
         ──▶ "the cluster is up" ──▶ under the table: kubectl --kubeconfig <dir>/kubeconfig get nodes
 
     the status table's K8S column, per node, as the apiserver reports it:
@@ -64,9 +66,13 @@ KUBECONFIG = "kubeconfig"
 READY_TIMEOUT = 300.0
 """Seconds ``up`` waits for a ready apiserver, then as long again for every Node Ready."""
 POLL = 1.0
+LOOK_EVERY = 5.0
+"""Seconds between two looks at a waiting node's kubelet and runtime (``ctl tree``'s)."""
+WORKER_DNS = ("root.role.kubernetes_worker", "root.role.kubernetes_kubelet")
+"""The subtrees of a worker's container runtime and kubelet."""
 BUILD_HINT = (
-    "Kubernetes: no kube binaries here, so the nodes run containerd only; "
-    "`./dev kube-binaries` builds them (about 9 minutes the first time)"
+    "Kubernetes: no kube binaries found (no controller has kube-apiserver), so the nodes "
+    "run containerd only; `./dev kube-binaries` builds them (about 9 minutes the first time)"
 )
 """The one line of a cluster without the binaries (the figure: the plugin README's)."""
 CONTROLLER, WORKER = "kubernetes_controller", "kubernetes_worker"
@@ -98,11 +104,19 @@ def _binaries(member: ClusterMember) -> KubeBinaries:
 
 
 def binaries_present(view: ClusterView) -> bool:
-    """Whether some node finds both kube-apiserver and the kubelet, as it would."""
-    return any(
-        (found := _binaries(member)).find(APISERVER) is not None and found.find(KUBELET) is not None
-        for member in view.nodes
-    )
+    """Whether some controller finds kube-apiserver, as it would: without one, no kubelet
+    has an apiserver to register with."""
+    return bool(_apiservers(view))
+
+
+def _apiservers(view: ClusterView) -> list[ClusterMember]:
+    """The controllers that find kube-apiserver."""
+    return [member for member in _controllers(view) if _binaries(member).find(APISERVER)]
+
+
+def _kubelets(view: ClusterView) -> list[ClusterMember]:
+    """The workers that find the kubelet: those whose Node ``up`` waits for."""
+    return [member for member in _workers(view) if _binaries(member).find(KUBELET)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,6 +235,20 @@ def _workers(view: ClusterView) -> list[ClusterMember]:
     return [member for member in view.nodes if WORKER in member.roles and member.node_id]
 
 
+async def _fail_if_failed_for_good(view: ClusterView, waiting: list[ClusterMember]) -> None:
+    """:raises KubernetesNotReadyError: a runnable of a waiting node's kubelet or container
+    runtime is DEAD for good (its own error in the line), so its Node will never be Ready."""
+    for member in waiting:
+        for top in WORKER_DNS:
+            for seen in await view.runnables(member, top):
+                if seen.state == "DEAD" and seen.final:
+                    why = seen.last_error or seen.note
+                    raise KubernetesNotReadyError(
+                        f"Kubernetes: n{member.index}'s Node will not be Ready: {seen.dn} "
+                        f"failed for good: {why}"
+                    )
+
+
 class KubernetesExtension:
     """The ``roleserve.cluster`` extension (``roleserve_core.clusterplugin``)."""
 
@@ -238,9 +266,9 @@ class KubernetesExtension:
         view.progress(f"Kubernetes: {server} is ready; wrote an admin kubeconfig to {path}")
         admin = _Admin.load(path)
         assert admin is not None  # just written
-        workers = _workers(view)
+        workers = _kubelets(view)
         view.progress(f"Kubernetes: waiting until every Node is Ready ({len(workers)})")
-        await self._until_ready(admin, workers)
+        await self._until_ready(view, admin, workers)
 
     async def _write_kubeconfig(self, view: ClusterView, path: Path) -> str:
         """Through ``ctl kubeconfig``'s own code, once a controller's apiserver is ready."""
@@ -248,9 +276,9 @@ class KubernetesExtension:
         from roleserve_kubernetes.ctl import write_kubeconfig
 
         deadline = time.monotonic() + READY_TIMEOUT
-        why = "no node has the kubernetes_controller role"
+        why = "no kube-apiserver answers /readyz with 200"
         while time.monotonic() < deadline:
-            if any([await _apiserver_ready(member, None) for member in _controllers(view)]):
+            if any([await _apiserver_ready(member, None) for member in _apiservers(view)]):
                 try:
                     async with open_ctl_session(view.access(), 30.0) as session:
                         written = await write_kubeconfig(session, path, force=True)
@@ -265,9 +293,15 @@ class KubernetesExtension:
             "`roleserve ctl tree n1` says what the controller runs"
         )
 
-    async def _until_ready(self, admin: _Admin, workers: list[ClusterMember]) -> None:
+    async def _until_ready(
+        self, view: ClusterView, admin: _Admin, workers: list[ClusterMember]
+    ) -> None:
+        """Until the apiserver says every worker's Node is Ready; at once, a worker whose
+        container runtime or kubelet failed for good (restarting will not bring it)."""
         deadline = time.monotonic() + READY_TIMEOUT
-        waiting = [f"n{member.index}" for member in workers]
+        waiting: list[ClusterMember] = []
+        said = ""
+        looked = 0.0
         while time.monotonic() < deadline:
             conditions: dict[str, str] | None
             try:
@@ -275,17 +309,20 @@ class KubernetesExtension:
             except OSError:
                 conditions = None
             waiting = [
-                f"n{member.index}: {_cell(member, conditions, None)}"
+                member
                 for member in workers
                 if conditions is None or conditions.get(member.node_id or "") != "True"
             ]
             if not waiting:
                 return
+            said = ", ".join(f"n{m.index}: {_cell(m, conditions, None)}" for m in waiting)
+            if time.monotonic() - looked >= LOOK_EVERY:
+                looked = time.monotonic()
+                await _fail_if_failed_for_good(view, waiting)
             await anyio.sleep(POLL)
-        first = waiting[0].split(":")[0]
         raise KubernetesNotReadyError(
-            f"Kubernetes: not every Node was Ready after {READY_TIMEOUT:g} s "
-            f"({', '.join(waiting)}); `roleserve ctl tree {first}` says how its kubelet runs"
+            f"Kubernetes: not every Node was Ready after {READY_TIMEOUT:g} s ({said}); "
+            f"`roleserve ctl tree n{waiting[0].index}` says how its kubelet runs"
         )
 
     async def cells(self, view: ClusterView) -> Mapping[str, str] | None:

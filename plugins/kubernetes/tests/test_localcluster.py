@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 import pytest
 
-from roleserve_core import ClusterMember, ClusterView
+from roleserve_core import ClusterMember, ClusterView, RunnableSeen
 from roleserve_kubernetes import localcluster
 from roleserve_kubernetes.ctl import admin_kubeconfig
 from roleserve_kubernetes.localcluster import (
@@ -222,3 +222,34 @@ async def test_up_fails_with_one_line_when_a_node_is_never_ready(
         f"to {tmp_path / KUBECONFIG}",
         "Kubernetes: waiting until every Node is Ready (3)",
     ]
+
+
+async def test_up_fails_at_once_when_a_waiting_nodes_kubelet_failed_for_good(
+    tmp_path: Path, binaries: str, address: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kubelet DEAD of a final error (``ctl tree``'s) never makes its Node Ready: the
+    wait ends at the first look, with the kubelet's own error, not at the timeout."""
+    monkeypatch.setattr(localcluster, "POLL", 0.05)
+    pki = throwaway_pki([ipaddress.ip_address(address)])
+
+    async def written(_: Any, self_view: ClusterView, path: Path) -> str:
+        write_kubeconfig(tmp_path, address, pki)
+        return f"https://{address}:{APISERVER_PORT}"
+
+    async def tree(member: ClusterMember, dn: str) -> list[RunnableSeen]:
+        if member.index != 2 or dn != "root.role.kubernetes_kubelet":
+            return [RunnableSeen(dn, "HEALTHY", "", "", final=False)]
+        return [RunnableSeen(dn, "DEAD", "", "SocketPathError: kubelet's socket is too long", True)]
+
+    monkeypatch.setattr(localcluster.KubernetesExtension, "_write_kubeconfig", written)
+    cluster = ClusterView(
+        tmp_path, tmp_path / "owner", members(tmp_path, address, binaries), print, tree
+    )
+    nodes = [node("node-1", "True"), node("node-3", "True")]
+    async with apiserver(tmp_path, address, pki, nodes):
+        with anyio.fail_after(20), pytest.raises(KubernetesNotReadyError) as failed:
+            await EXTENSION.settle(cluster)
+    assert str(failed.value) == (
+        "Kubernetes: n2's Node will not be Ready: root.role.kubernetes_kubelet failed for "
+        "good: SocketPathError: kubelet's socket is too long"
+    )
