@@ -354,8 +354,6 @@ def test_a_pod_pings_the_pods_of_the_other_nodes_over_the_mesh(kube: Kube, pods:
     addresses = {pod.name: pod_ip(kube, pod) for pod in pods}
     for pod, other in zip(pods, [*pods[1:], pods[0]], strict=True):
         target = str(addresses[other.name])
-        route = run("ip", "-n", pod.node.namespace, "route", "get", target)
-        assert f" dev {pod.node.interface} " in route, route
         command = ("exec", pod.name, "--", "ping", "-c", "1", "-W", "2", target)
         pinged = wait_for(
             f"{pod.name} pings {other.name} at {target}",
@@ -364,6 +362,8 @@ def test_a_pod_pings_the_pods_of_the_other_nodes_over_the_mesh(kube: Kube, pods:
             timeout=60,
         )
         assert "1 packets received" in pinged.stdout, pinged.stdout
+        route = run("ip", "-n", pod.node.namespace, "route", "get", target)
+        assert f" dev {pod.node.interface} " in route, route
 
 
 # -- roles move ------------------------------------------------------------------------
