@@ -15,8 +15,10 @@ minute to settle); each test leaves it as it found it: both Nodes Ready, both po
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json
+import os
 import random
 import subprocess
 import sys
@@ -29,6 +31,7 @@ import pytest
 
 from roleserve_core import node_runtime_dir
 from roleserve_core.localcluster import LocalCluster, LocalNode
+from roleserve_core.process import read_record
 from roleserve_core.testing import poll_until, require_real
 from roleserve_kubernetes.cgroups import cgroup_hierarchies, cgroup_root
 from roleserve_kubernetes.kubebuild import is_built, pinned, pinned_bin_dir
@@ -167,6 +170,27 @@ def cgroup_dirs(cluster: LocalCluster, node: LocalNode) -> list[Path]:
     return [hierarchy / root for hierarchy in cgroup_hierarchies()]
 
 
+def listening(pid: int) -> set[tuple[ipaddress.IPv4Address, int]]:
+    """The TCP addresses process ``pid`` listens on (IPv4: the nodes are on loopback)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        target = os.readlink(fd)
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:[") : -1])
+    found = set()
+    for line in Path(f"/proc/{pid}/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if fields[3] == "0A" and fields[9] in inodes:  # LISTEN, one of the process's
+            host, port = fields[1].split(":")
+            address = ipaddress.IPv4Address(bytes.fromhex(host)[::-1])
+            found.add((address, int(port, 16)))
+    return found
+
+
+def kubelet_pid(node: LocalNode) -> int:
+    return read_record(node.datadir.plugin("kubernetes") / "kubelet.process.json").pid
+
+
 def pod_manifest(name: str, node: str) -> str:
     return json.dumps(
         {
@@ -222,14 +246,14 @@ def pods(cluster: LocalCluster, kubectl: Path, admin: Path) -> dict[int, dict[st
             # Refused until the controller-manager has made the default service account.
             await poll_until(
                 f"pod {pod_name(local.index)} created",
-                lambda manifest=manifest: apply(kubectl, admin, manifest),
+                functools.partial(apply, kubectl, admin, manifest),
                 lambda result: result.returncode == 0,
                 timeout=SETTLE,
             )
         for local in cluster.nodes:
             seen[local.index] = await poll_until(
                 f"pod {pod_name(local.index)} running",
-                lambda local=local: get(kubectl, admin, "pod", pod_name(local.index)),
+                functools.partial(get, kubectl, admin, "pod", pod_name(local.index)),
                 running,
                 timeout=SETTLE,
             )
@@ -268,6 +292,11 @@ async def test_two_kubelets_share_the_machine_each_ready_with_a_pod_in_its_own_c
         other = second if local is first else first
         for directory in cgroup_dirs(cluster, other):
             assert not list(directory.glob(f"kubepods/*/pod{uid}")), directory
+        # Every port of its kubelet is on the node's own address (the API 10250, healthz
+        # 10248 on the node's loopback address, which is its own local host).
+        ports = listening(kubelet_pid(local))
+        assert {(local.address, 10250), (local.address, 10248)} <= ports
+        assert {address for address, _ in ports} == {local.address}
     # Both keep running: neither kubelet removed or restarted the other's.
     for local in cluster.nodes:
         pod = await get(kubectl, admin, "pod", pod_name(local.index))
