@@ -58,11 +58,13 @@ from .netns_kit import (
     wait_for,
 )
 
-pytestmark = pytest.mark.timeout(900)
-
 STARTUP = 300.0
 """Seconds a wait on Kubernetes may take: three control planes and kubelets starting on a
 loaded machine take minutes."""
+
+pytestmark = pytest.mark.timeout(4 * STARTUP)
+"""Each test, the first with the cluster's start: ``cluster up`` (at most ``2 * STARTUP``,
+the kube components' start among it), then a wait or two."""
 
 KUBE_CONFIG = """\
 [plugins.controlplane]
@@ -182,7 +184,7 @@ def kube(components: None) -> Iterator[Kube]:
     )
     directory = Path(tempfile.mkdtemp(prefix="rs-e2e-k8s-"))
     try:
-        with netns_cluster_up(directory / "c", KUBE_CONFIG, timeout=3 * STARTUP) as cluster:
+        with netns_cluster_up(directory / "c", KUBE_CONFIG, timeout=2 * STARTUP) as cluster:
             kubeconfig = directory / "kubeconfig"
             wait_for(
                 "a ready apiserver (ctl kubeconfig)",
