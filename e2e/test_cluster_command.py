@@ -58,10 +58,19 @@ def status(directory: Path) -> list[dict[str, Any]]:
     return nodes
 
 
+def configured(directory: Path, node_config: str, nodes: int = 1) -> Path:
+    """``directory`` with each node's roleserve.toml written first (``up`` keeps it):
+    ``E2E_CONFIG``'s short lease, and no kube binaries: these tests are not Kubernetes'."""
+    for index in range(1, nodes + 1):
+        (directory / f"n{index}").mkdir(parents=True)
+        (directory / f"n{index}" / "roleserve.toml").write_text(node_config)
+    return directory
+
+
 def test_up_detached_status_and_down(
-    components: None, first_address: ipaddress.IPv4Address, tmp_path: Path
+    components: None, first_address: ipaddress.IPv4Address, tmp_path: Path, node_config: str
 ) -> None:
-    directory, first = tmp_path / "cluster", first_address
+    directory, first = configured(tmp_path / "cluster", node_config), first_address
     up = cluster("up", "--nodes", "1", "--detach", "--dir", str(directory),
                  "--first-address", str(first))  # fmt: skip
     try:
@@ -90,9 +99,9 @@ def test_up_detached_status_and_down(
 
 
 def test_up_in_the_foreground_stops_every_node_on_ctrl_c(
-    components: None, first_address: ipaddress.IPv4Address, tmp_path: Path
+    components: None, first_address: ipaddress.IPv4Address, tmp_path: Path, node_config: str
 ) -> None:
-    directory, first = tmp_path / "cluster", first_address
+    directory, first = configured(tmp_path / "cluster", node_config), first_address
     argv = [*COMMAND, "up", "--nodes", "1", "--dir", str(directory), "--first-address", str(first)]
     process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert process.stdout is not None
@@ -116,11 +125,11 @@ def test_up_in_the_foreground_stops_every_node_on_ctrl_c(
 
 
 def test_a_one_node_cluster_stays_one_node_when_brought_back(
-    components: None, first_address: ipaddress.IPv4Address, tmp_path: Path
+    components: None, first_address: ipaddress.IPv4Address, tmp_path: Path, node_config: str
 ) -> None:
     """Without --nodes, ``up`` keeps the size the directory records (it once took
     --nodes' default, 3, and added two consensus members)."""
-    directory = tmp_path / "cluster"
+    directory = configured(tmp_path / "cluster", node_config)
     made = cluster("up", "--nodes", "1", "--detach", "--dir", str(directory),
                    "--first-address", str(first_address))  # fmt: skip
     try:
@@ -158,10 +167,7 @@ def three(
 ) -> Iterator[Three]:
     """Three nodes made by ``cluster up --detach``, with a short election lease (each node's
     roleserve.toml is written first; ``up`` keeps what it finds)."""
-    directory = tmp_path_factory.mktemp("three") / "cluster"
-    for index in (1, 2, 3):
-        (directory / f"n{index}").mkdir(parents=True)
-        (directory / f"n{index}" / "roleserve.toml").write_text(node_config)
+    directory = configured(tmp_path_factory.mktemp("three") / "cluster", node_config, 3)
     first = str(module_first_address)
     up = ["up", "--nodes", "3", "--detach", "--dir", str(directory), "--first-address", first]
     made = cluster(*up)
@@ -193,6 +199,29 @@ def test_registering_nodes_get_the_ticket_outside_their_arguments(three: Three) 
         words = argv(node["pid"])
         assert "node" in words, words  # the node process itself
         assert not any(word.startswith("rs1-") or word == "--register" for word in words)
+
+
+BUILD_HINT = (
+    "Kubernetes: no kube binaries found (no controller has kube-apiserver), so the nodes "
+    "run containerd only; `./dev kube-binaries` builds them (about 9 minutes the first time)"
+)
+
+
+def test_without_kube_binaries_up_says_in_one_line_how_to_build_them(three: Three) -> None:
+    """The nodes' roleserve.toml hides the kube binaries (``E2E_CONFIG``): ``up`` runs as
+    before Kubernetes (no K8S column) and says, as a step before "the cluster is up" and
+    under the table, what builds them and how long that takes."""
+    lines = three.made.splitlines()
+    said = [index for index, line in enumerate(lines) if line.endswith(BUILD_HINT)]
+    up = next(index for index, line in enumerate(lines) if "the cluster is up: 3 nodes" in line)
+    assert len(said) == 2, three.made
+    assert said[0] < up < said[1]
+    header = lines[up + 1]
+    assert header.startswith("NODE ")
+    assert header.split()[-1] == "HEARTBEAT"
+    shown = cluster("status", "--dir", str(three.directory))
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines()[0].split()[-1] == "HEARTBEAT"
 
 
 def hosts_entries(path: Path) -> dict[str, str]:

@@ -10,11 +10,11 @@ travels inside WireGuard (and cannot without the peer); wireguard-go killed come
 configured; an address removed by hand comes back with its route; a decommissioned node's
 peer leaves the others.
 
-One cluster (``netns_cluster``) serves the module: forming it takes most of its time. Its
-nodes reconcile their interfaces every ``RECONCILE_INTERVAL`` seconds (5, not the default
-60), so what a test removes by hand comes back quickly. The decommission test takes node 3
-out of the mesh for good, so it comes after the other mesh tests; the last test takes the
-cluster down.
+One cluster (``netns_cluster``, made by ``netns_kit.netns_cluster_up``) serves the module:
+forming it takes most of its time. Its nodes reconcile their interfaces every
+``RECONCILE_INTERVAL`` seconds (5, not the default 60), so what a test removes by hand
+comes back quickly. The decommission test takes node 3 out of the mesh for good, so it
+comes after the other mesh tests; the last test takes the cluster down.
 """
 
 from __future__ import annotations
@@ -27,23 +27,34 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio
 import pytest
 
 from roleserve_core.localcluster import default_roles, netns
-from roleserve_core.localcluster.netns import NetnsPlan, subnet_for
-from roleserve_core.rundir import node_runtime_dir
-from roleserve_core.testing import poll_until, require_real
+from roleserve_core.testing import poll_until
 from roleserve_kubernetes.cri import NETWORK_READY, CriClient, runtime_ready
 from roleserve_kubernetes.image import BUSYBOX_IMAGE
 from roleserve_kubernetes.proto import cri_pb2
 
-TIMEOUT = 120.0
+from .netns_kit import (
+    LISTEN_PORT,
+    TIMEOUT,
+    MeshNode,
+    NetnsCluster,
+    ctl,
+    mesh_nodes,
+    netns_cluster_up,
+    roleserve,
+    run,
+    status,
+    wait_for,
+)
+
 RECONCILE_INTERVAL = 5
 MESH_CONFIG = f"""
 [plugins.clusternet]
@@ -52,34 +63,6 @@ reconcile_interval = {RECONCILE_INTERVAL}
 """Added to the e2e roleserve.toml of this module's nodes (``cluster up`` adds each node's
 own interface name under the same header)."""
 CLUSTER_NETWORK = ipaddress.IPv4Network("10.192.0.0/11")
-LISTEN_PORT = 7838
-ROLESERVE = [sys.executable, "-m", "roleserve_core"]
-
-
-def roleserve(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*ROLESERVE, *args],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        check=False,
-        env={**os.environ, **(env or {})},
-    )
-
-
-def status(directory: Path) -> list[dict[str, Any]]:
-    shown = roleserve("cluster", "status", "--json", "--dir", str(directory))
-    assert shown.returncode == 0, shown.stderr
-    nodes: list[dict[str, Any]] = json.loads(shown.stdout)
-    return nodes
-
-
-@dataclass(frozen=True)
-class NetnsCluster:
-    directory: Path
-    plan: NetnsPlan
-    made: str
-    """What ``cluster up`` printed."""
 
 
 @pytest.fixture(scope="module")
@@ -88,25 +71,10 @@ def netns_cluster(
 ) -> Iterator[NetnsCluster]:
     """Three nodes made by ``cluster up --netns --detach`` (with the e2e roleserve.toml
     and ``MESH_CONFIG``)."""
-    require_real(
-        "network namespaces (root, iproute2, nsenter, pyroute2)",
-        netns.unsupported() is None,
-        f"{netns.unsupported()}; run as root after .ci/system-packages",
-    )
-    directory = tmp_path_factory.mktemp("netns") / "cluster"
-    for index in (1, 2, 3):
-        (directory / f"n{index}").mkdir(parents=True)
-        (directory / f"n{index}" / "roleserve.toml").write_text(node_config + MESH_CONFIG)
-    plan = NetnsPlan(subnet_for(directory), 3)
-    made = roleserve(
-        "cluster", "up", "--netns", "--nodes", "3", "--detach", "--dir", str(directory)
-    )
-    try:
-        assert made.returncode == 0, made.stdout + made.stderr
-        yield NetnsCluster(directory, plan, made.stdout)
-    finally:
-        roleserve("cluster", "down", "--dir", str(directory))
-        netns.remove(plan)  # whatever a failed test left
+    with netns_cluster_up(
+        tmp_path_factory.mktemp("netns") / "cluster", node_config + MESH_CONFIG
+    ) as made:
+        yield made
 
 
 def test_each_node_runs_in_its_own_namespace_at_its_own_address(
@@ -155,87 +123,6 @@ def test_up_without_netns_on_it_is_refused(netns_cluster: NetnsCluster) -> None:
 
 
 # -- the clusternet mesh -------------------------------------------------------------
-
-T = TypeVar("T")
-
-
-def wait_for(
-    what: str, look: Callable[[], T], predicate: Callable[[T], bool] = bool, timeout: float = 30.0
-) -> T:
-    """``poll_until`` for a synchronous ``look`` (a command run on the host)."""
-
-    async def looking() -> T:
-        return look()
-
-    return anyio.run(functools.partial(poll_until, what, looking, predicate, timeout=timeout))
-
-
-def ctl(cluster: NetnsCluster, *args: str) -> subprocess.CompletedProcess[str]:
-    return roleserve("ctl", *args, env={"ROLESERVE_CREDENTIALS": str(cluster.directory / "owner")})
-
-
-def run(*command: str) -> str:
-    return subprocess.run(command, capture_output=True, text=True, timeout=30, check=True).stdout
-
-
-@dataclass(frozen=True)
-class MeshNode:
-    """One node as the curator knows it (``ctl nodes --json``), with where it runs."""
-
-    index: int
-    id: str
-    namespace: str
-    interface: str
-    endpoint: str
-    """``<its address on the bridge>:7838``, as the others' peer entries name it."""
-    prefix: ipaddress.IPv4Network
-    announced: tuple[str, ...]
-    public_key: str
-
-    @property
-    def pod_network(self) -> ipaddress.IPv4Network:
-        """The kubernetes plugin's pod network on this worker: the upper half of its
-        prefix (the lower half holds the node's own mesh address)."""
-        return list(self.prefix.subnets(prefixlen_diff=1))[1]
-
-    @property
-    def expected_announced(self) -> tuple[str, ...]:
-        """What it announces: its own mesh address and its pod network."""
-        return (f"{self.address}/32", str(self.pod_network))
-
-    @property
-    def address(self) -> ipaddress.IPv4Address:
-        """Its address in the mesh: the first of its prefix."""
-        return self.prefix[1]
-
-
-def mesh_nodes(cluster: NetnsCluster) -> list[MeshNode]:
-    """The nodes that are UP, once each has a prefix and has announced its key."""
-    listed = ctl(cluster, "nodes", "--json")
-    assert listed.returncode == 0, listed.stderr
-    plan = cluster.plan
-    index_of = {str(plan.address(index)): index for index in (1, 2, 3)}
-    nodes = []
-    for node in json.loads(listed.stdout):
-        if node["state"] != "UP":
-            continue
-        announced = node["clusternet"]
-        assert node["cluster_prefix"] is not None, node
-        assert announced is not None, node
-        index = index_of[node["address"]]
-        nodes.append(
-            MeshNode(
-                index=index,
-                id=node["id"],
-                namespace=plan.namespace(index),
-                interface=plan.wireguard_interface(index),
-                endpoint=f"{plan.address(index)}:{LISTEN_PORT}",
-                prefix=ipaddress.IPv4Network(node["cluster_prefix"]),
-                announced=tuple(announced["prefixes"]),
-                public_key=announced["wireguard_pubkey"],
-            )
-        )
-    return sorted(nodes, key=lambda node: node.index)
 
 
 @dataclass(frozen=True)
@@ -535,10 +422,8 @@ def runnable(cluster: NetnsCluster, node: MeshNode, dn: str) -> dict[str, Any]:
 
 
 def node_cri(cluster: NetnsCluster, node: MeshNode) -> CriClient:
-    """A CRI client of ``node``'s containerd (its socket is in the node's runtime
-    directory, on the host's file system: the node shares the host's mounts)."""
-    socket = node_runtime_dir(cluster.directory / f"n{node.index}") / "kubernetes"
-    return CriClient(socket / "containerd.sock")
+    """A CRI client of ``node``'s containerd."""
+    return CriClient(cluster.containerd_socket(node.index))
 
 
 async def start_pod(cri: CriClient, name: str, logs: Path, *command: str) -> Pod:

@@ -127,6 +127,12 @@ from .ctlplugin import CtlSession as CtlSession
 from .ctlplugin import add_ctl_command as add_ctl_command
 from .ctlplugin import open_ctl_session as open_ctl_session
 
+# What a plugin adds to `roleserve cluster up|status` (entry-point group roleserve.cluster).
+from .clusterplugin import ClusterExtension as ClusterExtension
+from .clusterplugin import ClusterMember as ClusterMember
+from .clusterplugin import ClusterView as ClusterView
+from .clusterplugin import RunnableSeen as RunnableSeen
+
 # Errors a plugin raises or catches (the whole tree: roleserve_core.errors' docstring).
 from .errors import CertificateVerificationError as CertificateVerificationError
 from .errors import ConfigError as ConfigError

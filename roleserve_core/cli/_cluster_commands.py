@@ -5,7 +5,9 @@
 and shows a live status table under the hint of how to operate it, until Ctrl-C stops
 the nodes it started (those it found running keep running, and it says so; so does a
 failed ``up``); ``down`` stops the nodes a detached ``up`` left running; ``status`` shows
-them, with what the leading curator knows.
+them, with what the leading curator knows. Plugins add to both (``clusterplugin``): what
+``up`` waits for before it says the cluster is up, a column of the table each, and a line
+under it.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import argparse
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,7 @@ from roleserve_core.cli.ctl._nodes import (
     node_json,
     node_row,
 )
+from roleserve_core.clusterplugin import load_extensions
 from roleserve_core.environment import CREDENTIALS_ENV
 from roleserve_core.localcluster import LocalCluster, size_for_up
 from roleserve_core.localcluster.lock import holding_up_lock
@@ -70,6 +73,7 @@ async def _up(args: argparse.Namespace) -> int:
                     first_address=args.first_address,
                     netns=args.netns,
                     progress=_progress,
+                    extensions=load_extensions(_progress),
                 )
                 try:
                     await cluster.up()
@@ -89,7 +93,7 @@ async def _up(args: argparse.Namespace) -> int:
                 every = await cluster.stop_started()
             _progress("every node stopped" if every else "the nodes this run started stopped")
     if args.detach:
-        print(_hint(args.dir))
+        print(await _hints(cluster, args.dir))
         print(f"stop it with: {roleserve_command()} cluster down --dir {args.dir}")
     return 130 if stopped and args.detach else 0
 
@@ -97,6 +101,14 @@ async def _up(args: argparse.Namespace) -> int:
 def _hint(directory: Path) -> str:
     owner = directory / "owner"
     return f"operate it with: export {CREDENTIALS_ENV}={owner}; {roleserve_command()} ctl nodes"
+
+
+async def _hints(cluster: LocalCluster, directory: Path) -> str:
+    """How to operate the cluster, then each plugin extension's line (e.g. the kubectl
+    command that lists Kubernetes' nodes), which may depend on the nodes' roles."""
+    view = cluster.view(await _nodes(cluster) if cluster.extensions else {})
+    lines = [_hint(directory), *(extension.hint(view) for extension in cluster.extensions)]
+    return "\n".join(line for line in lines if line is not None)
 
 
 async def _live_status(cluster: LocalCluster, directory: Path) -> None:
@@ -107,7 +119,7 @@ async def _live_status(cluster: LocalCluster, directory: Path) -> None:
     """
     if not sys.stdout.isatty():
         await _print_status(cluster, directory, json=False)
-        print(_hint(directory), flush=True)
+        print(await _hints(cluster, directory), flush=True)
         await anyio.sleep_forever()
     while True:
         table = await _status_table(cluster)
@@ -116,7 +128,7 @@ async def _live_status(cluster: LocalCluster, directory: Path) -> None:
             f"roleserve cluster in {directory}    {time.strftime('%H:%M:%S')}    Ctrl-C stops it\n"
         )
         print(table)
-        print(f"\n{_hint(directory)}", flush=True)
+        print(f"\n{await _hints(cluster, directory)}", flush=True)
         await anyio.sleep(REFRESH)
 
 
@@ -132,7 +144,7 @@ async def _down(args: argparse.Namespace) -> int:
 
 
 async def _status(args: argparse.Namespace) -> int:
-    cluster = LocalCluster.existing(args.dir)
+    cluster = LocalCluster.existing(args.dir, extensions=load_extensions(_progress))
     await _print_status(cluster, args.dir, json=args.json)
     return 0
 
@@ -157,22 +169,50 @@ async def _nodes(cluster: LocalCluster) -> dict[str, management_pb2.Node]:
 
 async def _status_table(cluster: LocalCluster) -> str:
     nodes = await _nodes(cluster)
+    columns = await _extension_columns(cluster, nodes)
     rows = []
     for local in cluster.nodes:
-        known = nodes.get(cluster.node_id(local) or "")
+        identity = cluster.node_id(local) or ""
+        known = nodes.get(identity)
         cells = (
-            node_row(known)
-            if known
-            else ["", cluster.node_id(local) or NONE, str(local.address), *[NONE] * 4]
+            node_row(known) if known else ["", identity or NONE, str(local.address), *[NONE] * 4]
         )
-        rows.append([f"n{local.index}", str(local.pid or "stopped"), *cells])
+        extra = [column.get(identity, NONE) for column in columns.values()]
+        rows.append([f"n{local.index}", str(local.pid or "stopped"), *cells, *extra])
     width = output_width()
-    table = render_table(("NODE", "PID", *HEADERS), rows, width=width, notes=NOTES)
+    headers = ("NODE", "PID", *HEADERS, *columns)
+    table = render_table(headers, rows, width=width, notes=NOTES)
     listed = [node for local in cluster.nodes if (node := nodes.get(cluster.node_id(local) or ""))]
     # The lines ctl nodes prints under its table: the row's CONFLICT or '!' alone does
     # not say what was seen, nor which plugin failed.
     lines = [*conflict_lines(listed), *failed_plugin_lines(listed), _hosts_files(cluster)]
     return "\n".join([table, *(fill(line, width) for line in lines if line is not None)])
+
+
+EXTENSION_PATIENCE = 5.0
+"""Seconds a plugin extension may take to give its column's cells."""
+UNKNOWN = "?"
+"""The cells of an extension's column that did not answer in time."""
+
+
+async def _extension_columns(
+    cluster: LocalCluster, nodes: dict[str, management_pb2.Node]
+) -> dict[str, Mapping[str, str]]:
+    """Each plugin extension's column (``clusterplugin``): header → cells by node ID.
+    One that gives none (its components are not installed) has no column; one that does
+    not answer in time shows ``?`` in every row: the table is redrawn every few seconds
+    and must not wait for a plugin."""
+    view = cluster.view(nodes)
+    columns: dict[str, Mapping[str, str]] = {}
+    for extension in cluster.extensions:
+        cells: Mapping[str, str] | None = {
+            member.node_id: UNKNOWN for member in view.nodes if member.node_id
+        }
+        with anyio.move_on_after(EXTENSION_PATIENCE):
+            cells = await extension.cells(view)
+        if cells is not None:
+            columns[extension.column] = cells
+    return columns
 
 
 def _hosts_files(cluster: LocalCluster) -> str | None:

@@ -53,7 +53,8 @@ def add_parser(commands: Any) -> None:
         description=(
             "Bootstrap node 1, register and approve the others, give them roles (three "
             "consensus members when there are three nodes or more; kubernetes_worker on "
-            "every node), wait until all are UP and HEALTHY, then show a live status table. "
+            "every node), wait until all are UP and HEALTHY (and, with the kube binaries, every "
+            "Kubernetes Node Ready: a plugin's extension), then show a live status table. "
             "Ctrl-C stops the nodes it started cleanly; nodes it found running keep "
             "running, on Ctrl-C and on failure alike. Run it again on the same directory to "
             "bring the same cluster back: it starts every node that is not running (all of "

@@ -20,6 +20,8 @@
             roles (layout.default_roles): consensus members one at a time (each joins etcd
             as a learner and is promoted), then the rest
             wait until every node is UP and HEALTHY
+            each plugin extension's settle (clusterplugin: e.g. every Kubernetes Node
+            Ready); only then "the cluster is up"
     down(): SIGTERM every node, wait for each to stop (SIGKILL after a while)
 
     --netns (``netns``): up first makes the namespaces, veths and bridge (removing those
@@ -41,13 +43,20 @@ import functools
 import ipaddress
 import signal
 import stat
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import anyio
+import grpc
 
 from roleserve_core.access import ClusterAccess
+from roleserve_core.clusterplugin import (
+    ClusterExtension,
+    ClusterMember,
+    ClusterView,
+    RunnableSeen,
+)
 from roleserve_core.connection import NoLeaderError
 from roleserve_core.enrolment import RegisterTicket
 from roleserve_core.environment import REGISTER_TICKET_ENV
@@ -86,6 +95,7 @@ from roleserve_core.ports import NODE_MANAGEMENT_PORT, endpoint
 from roleserve_core.proto import (
     common_pb2,
     management_pb2,
+    nodemanagement_pb2,
     nodemanagement_pb2_grpc,
 )
 from roleserve_core.roles import roles_from_proto
@@ -104,6 +114,8 @@ __all__ = [
 STEP_TIMEOUT = 120.0
 """Seconds one step (a node enrolling, a member joining etcd) may take."""
 POLL = 0.25
+RUNNABLE_PATIENCE = 5.0
+"""Seconds a node may take to show a runnable of its tree to an extension."""
 
 Progress = Callable[[str], None]
 Management = LeaderManagement
@@ -176,6 +188,8 @@ class LocalCluster:
         refused: ``up`` does what its flag says or nothing, rather than quietly switching
         a cluster's network (and needing root) behind the operator's back.
     :param config: the ``roleserve.toml`` text of nodes created by this cluster.
+    :param extensions: what plugins add (``clusterplugin``): ``up`` waits for each one's
+        ``settle`` before it says the cluster is up.
     :param accepts: whether a node would accept a setting ``up`` gives each node a value
         of its own for (``nodeconfig``: the hosts file's path; with --netns, the clusternet
         interface; on loopback, why the mesh is off); by default, whether its plugin is
@@ -192,6 +206,7 @@ class LocalCluster:
         config: str = "",
         accepts: Callable[[NodeSetting], bool] = setting_accepted,
         progress: Progress = _quiet,
+        extensions: Sequence[ClusterExtension] = (),
     ) -> None:
         if size < 1:
             raise ValueError("a cluster has at least one node")
@@ -199,6 +214,7 @@ class LocalCluster:
         self.config = config
         self.accepts = functools.cache(accepts)
         self.progress = progress
+        self.extensions = tuple(extensions)
         saved = saved_first_address(self.directory)
         recorded = None if saved is None else saved in _netns.NETNS_RANGE
         if netns is not None and recorded not in (None, netns):
@@ -285,6 +301,37 @@ class LocalCluster:
         """The ID of ``node``, once it has made its key."""
         return node.datadir.read_node_id()
 
+    def view(self, records: Mapping[str, management_pb2.Node]) -> ClusterView:
+        """The cluster for a plugin's extension (``clusterplugin``), with each node's
+        roles from ``records`` (what the leader knows, by node ID; none: no roles)."""
+        members = []
+        for node in self.nodes:
+            identity = self.node_id(node)
+            record = records.get(identity or "")
+            roles = roles_from_proto(record.roles).names() if record is not None else []
+            members.append(
+                ClusterMember(
+                    node.index, identity, str(node.address), node.datadir.config, tuple(roles)
+                )
+            )
+        return ClusterView(
+            self.directory, self.owner_directory, tuple(members), self.progress, self._runnables
+        )
+
+    async def _runnables(self, member: ClusterMember, dn: str) -> list[RunnableSeen]:
+        """``ClusterView.runnables``: the subtree at ``dn`` of ``member``'s supervision tree."""
+        request = nodemanagement_pb2.GetSupervisionTreeRequest(dn=dn)
+        try:
+            with anyio.fail_after(RUNNABLE_PATIENCE):
+                async with self.node_management(self.nodes[member.index - 1]) as stub:
+                    tree = await stub.GetSupervisionTree(request)
+        except (grpc.aio.AioRpcError, TimeoutError, LocalClusterError, OSError):
+            return []
+        return [
+            RunnableSeen(each.dn, each.state, each.note, each.last_error, each.final)
+            for each in tree.runnables
+        ]
+
     # -- up and down ---------------------------------------------------------------
 
     async def up(self) -> None:
@@ -330,6 +377,9 @@ class LocalCluster:
                 running=members,
             )
             await self._save_curators(management)
+            view = self.view(await self.nodes_by_id(management))
+        for extension in self.extensions:
+            await extension.settle(view)
         count, gone = len(members), len(self.nodes) - len(members)
         left = f" ({gone} decommissioned)" if gone else ""
         self.progress(f"the cluster is up: {count} node{'' if count == 1 else 's'}{left}")

@@ -40,6 +40,7 @@ import datetime
 import json
 import urllib.parse
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,7 +49,15 @@ from roleserve_core import EXIT_USAGE, CtlError, add_ctl_command
 if TYPE_CHECKING:
     from roleserve_core import CtlSession
 
-__all__ = ["CLUSTER_NAME", "add_parsers", "admin_kubeconfig", "context_name", "kubeconfig"]
+__all__ = [
+    "CLUSTER_NAME",
+    "WrittenKubeconfig",
+    "add_parsers",
+    "admin_kubeconfig",
+    "context_name",
+    "kubeconfig",
+    "write_kubeconfig",
+]
 
 CLUSTER_NAME = "roleserve"
 """The prefix of each cluster's and context's name (``roleserve-<host>``), and of the
@@ -141,11 +150,45 @@ def _check_out(path: Path, force: bool) -> None:
 
 async def kubeconfig(session: CtlSession, args: argparse.Namespace) -> None:
     """``ctl kubeconfig --out FILE [--force] [--server URL]``."""
+    written = await write_kubeconfig(session, args.out, force=args.force, server=args.server)
+    servers = written.servers
+    others = [context_name(server) for server in servers[1:]]
+    also = f"; also {', '.join(others)}" if others else ""
+    skipped = f"; left out, not ready: {'; '.join(written.left_out)}" if written.left_out else ""
+    print(
+        f"wrote an admin kubeconfig for {servers[0]} (context {context_name(servers[0])}"
+        f"{also}) to {args.out} (valid until {written.until:%Y-%m-%d %H:%M} UTC){skipped}; "
+        f"use it with: kubectl --kubeconfig {args.out} get nodes"
+    )
+
+
+@dataclass(frozen=True)
+class WrittenKubeconfig:
+    """What ``write_kubeconfig`` wrote."""
+
+    servers: list[str]
+    """The apiservers it names, the current context's first."""
+    left_out: list[str]
+    """``endpoint: reason`` of each controller's apiserver left out, not ready."""
+    until: datetime.datetime
+    """When its certificate expires."""
+
+
+async def write_kubeconfig(
+    session: CtlSession, out: Path, *, force: bool = False, server: str | None = None
+) -> WrittenKubeconfig:
+    """Write an admin kubeconfig to ``out`` (mode 0600, atomically): what ``ctl kubeconfig``
+    does, also for ``cluster up`` (``localcluster``).
+
+    :param server: the one apiserver's URL, not checked; None: every ready one.
+    :raises CtlError: ``out`` exists (without ``force``) or cannot be written, or no
+        apiserver is ready (nothing written then).
+    """
     from roleserve_core import write_atomically
     from roleserve_core.identity import generate_key, private_key_to_pem, signing_request
     from roleserve_kubernetes.proto import kubernetes_pb2, kubernetes_pb2_grpc
 
-    _check_out(args.out, args.force)
+    _check_out(out, force)
     assert session.channel is not None  # a session with a leader has its channel
     key = generate_key()
     stub = kubernetes_pb2_grpc.KubernetesCertificatesStub(session.channel)
@@ -154,27 +197,20 @@ async def kubeconfig(session: CtlSession, args: argparse.Namespace) -> None:
         stub.IssueAdminCertificate,
         kubernetes_pb2.IssueAdminCertificateRequest(csr=signing_request(key, "kubeconfig")),
     )
-    servers: list[str] = [args.server]
+    servers: list[str] = [server] if server else []
     left_out: list[str] = []
-    if not args.server:
+    if not server:
         servers, left_out = await _ready_servers(answer.apiserver_endpoints, answer.ca_certificate)
     config = admin_kubeconfig(
         servers, answer.ca_certificate, answer.certificate, private_key_to_pem(key)
     )
-    _check_out(args.out, args.force)  # again: the call took time
+    _check_out(out, force)  # again: the call took time
     try:
-        write_atomically(args.out, json.dumps(config, indent=2).encode() + b"\n", mode=0o600)
+        write_atomically(out, json.dumps(config, indent=2).encode() + b"\n", mode=0o600)
     except OSError as exc:
-        raise CtlError(f"cannot write {args.out}: {exc.strerror or exc}") from None
+        raise CtlError(f"cannot write {out}: {exc.strerror or exc}") from None
     until = datetime.datetime.fromtimestamp(answer.not_after, datetime.UTC)
-    others = [context_name(server) for server in servers[1:]]
-    also = f"; also {', '.join(others)}" if others else ""
-    skipped = f"; left out, not ready: {'; '.join(left_out)}" if left_out else ""
-    print(
-        f"wrote an admin kubeconfig for {servers[0]} (context {context_name(servers[0])}"
-        f"{also}) to {args.out} (valid until {until:%Y-%m-%d %H:%M} UTC){skipped}; use it "
-        f"with: kubectl --kubeconfig {args.out} get nodes"
-    )
+    return WrittenKubeconfig(servers, left_out, until)
 
 
 async def _ready_servers(endpoints: Any, ca_pem: bytes) -> tuple[list[str], list[str]]:
