@@ -205,16 +205,21 @@ async def test_up_fails_with_one_line_when_a_node_is_never_ready(
         write_kubeconfig(tmp_path, address, pki)
         return f"https://{address}:{APISERVER_PORT}"
 
+    async def tree(member: ClusterMember, dn: str) -> list[RunnableSeen]:
+        return [RunnableSeen(dn, "NEW", "waiting for a kube-apiserver", "", final=False)]
+
     monkeypatch.setattr(localcluster.KubernetesExtension, "_write_kubeconfig", written)
     said: list[str] = []
-    cluster = view(tmp_path, members(tmp_path, address, binaries), said)
+    cluster = ClusterView(
+        tmp_path, tmp_path / "owner", members(tmp_path, address, binaries), said.append, tree
+    )
     nodes = [node("node-1", "True"), node("node-2", "Unknown")]
     async with apiserver(tmp_path, address, pki, nodes):
         with anyio.fail_after(20), pytest.raises(KubernetesNotReadyError) as failed:
             await EXTENSION.settle(cluster)
     assert str(failed.value) == (
         "Kubernetes: not every Node was Ready after 0.5 s (n2: Unknown, n3: no Node); "
-        "`roleserve ctl tree n2` says how its kubelet runs"
+        "n2's kubelet (NEW: waiting for a kube-apiserver): `roleserve ctl tree n2` says more"
     )
     assert said == [
         "Kubernetes: waiting for a kube-apiserver to be ready",
