@@ -236,6 +236,10 @@ async def _apiserver_ready(member: ClusterMember, ca_pem: bytes | None) -> bool:
 
 
 def _controllers(view: ClusterView) -> list[ClusterMember]:
+    """The controllers; every node when no node's roles are known (the leader did not
+    answer, or the nodes are stopped): a silent leader is no reason to say "no binaries"."""
+    if not any(member.roles for member in view.nodes):
+        return list(view.nodes)
     return [member for member in view.nodes if CONTROLLER in member.roles]
 
 

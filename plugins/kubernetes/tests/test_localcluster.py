@@ -7,6 +7,7 @@ the kubectl command under the table."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib.metadata
 import ipaddress
 import json
@@ -258,3 +259,15 @@ async def test_up_fails_at_once_when_a_waiting_nodes_kubelet_failed_for_good(
         "Kubernetes: n2's Node will not be Ready: root.role.kubernetes_kubelet failed for "
         "good: SocketPathError: kubelet's socket is too long"
     )
+
+
+def test_with_no_roles_known_the_binaries_are_looked_for_on_every_node(
+    tmp_path: Path, binaries: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A leader that does not answer (stopping nodes, ``--detach`` interrupted) leaves the
+    roles unknown: the hint is still the kubectl command, not "no kube binaries"."""
+    monkeypatch.setattr(localcluster, "kubectl", lambda: "kubectl")
+    unknown = tuple(
+        dataclasses.replace(member, roles=()) for member in members(tmp_path, "127.0.0.1", binaries)
+    )
+    assert EXTENSION.hint(view(tmp_path, unknown, [])) != BUILD_HINT
