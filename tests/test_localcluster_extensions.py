@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import contextlib
 import importlib.metadata
+import json
 from collections.abc import AsyncIterator, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -188,3 +190,21 @@ def test_an_entry_point_that_fails_to_load_is_left_out_with_one_line() -> None:
 
 
 FINE = Extension([])
+
+
+def test_status_json_gives_each_extensions_cell_by_its_header(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    extension = Extension([])
+    cluster = LocalCluster(tmp_path, 2, extensions=[extension])
+    nodes = known_nodes(cluster)
+    first = cluster.node_id(cluster.nodes[0]) or ""
+    extension._cells = {first: "Ready, api ready"}
+
+    async def leader_says(_: LocalCluster) -> dict[str, management_pb2.Node]:
+        return nodes
+
+    monkeypatch.setattr(cluster_command, "_nodes", leader_says)
+    anyio.run(partial(cluster_command._print_status, cluster, tmp_path, json=True))
+    shown = json.loads(capsys.readouterr().out)
+    assert [node["columns"] for node in shown] == [{"THING": "Ready, api ready"}, {"THING": None}]

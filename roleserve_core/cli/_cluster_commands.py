@@ -152,7 +152,10 @@ async def _status(args: argparse.Namespace) -> int:
 async def _print_status(cluster: LocalCluster, directory: Path, *, json: bool) -> None:
     if json:
         nodes = await _nodes(cluster)
-        print_json([_node_json(cluster, index, nodes) for index in range(len(cluster.nodes))])
+        columns = await _extension_columns(cluster, nodes)
+        print_json(
+            [_node_json(cluster, index, nodes, columns) for index in range(len(cluster.nodes))]
+        )
     else:
         print(await _status_table(cluster), flush=True)
 
@@ -233,8 +236,13 @@ def _hosts_files(cluster: LocalCluster) -> str | None:
 
 
 def _node_json(
-    cluster: LocalCluster, index: int, nodes: dict[str, management_pb2.Node]
+    cluster: LocalCluster,
+    index: int,
+    nodes: dict[str, management_pb2.Node],
+    columns: dict[str, Mapping[str, str]] | None = None,
 ) -> dict[str, Any]:
+    """One node for scripts; ``columns``: the plugin extensions' cells, by header (a node
+    an extension leaves out: null)."""
     local = cluster.nodes[index]
     identity = cluster.node_id(local)
     known = nodes.get(identity or "")
@@ -246,6 +254,7 @@ def _node_json(
         "directory": str(local.directory),
         "hosts_file": None if (hosts := cluster.hosts_file(local)) is None else str(hosts),
         "cluster": node_json(known) if known else None,
+        "columns": {header: cells.get(identity or "") for header, cells in (columns or {}).items()},
     }
 
 

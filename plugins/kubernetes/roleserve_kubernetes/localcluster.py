@@ -28,6 +28,7 @@ the entry point: the core never imports this plugin.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import shutil
@@ -66,9 +67,12 @@ KUBECONFIG = "kubeconfig"
 READY_TIMEOUT = 300.0
 """Seconds ``up`` waits for a ready apiserver, then as long again for every Node Ready."""
 POLL = 1.0
+CELL_PATIENCE = 3.0
+"""Seconds the table waits for the Nodes and for each apiserver's /readyz (all at once)."""
 LOOK_EVERY = 5.0
 """Seconds between two looks at a waiting node's kubelet and runtime (``ctl tree``'s)."""
-WORKER_DNS = ("root.role.kubernetes_worker", "root.role.kubernetes_kubelet")
+KUBELET_DN = "root.role.kubernetes_kubelet"
+WORKER_DNS = ("root.role.kubernetes_worker", KUBELET_DN)
 """The subtrees of a worker's container runtime and kubelet."""
 BUILD_HINT = (
     "Kubernetes: no kube binaries found (no controller has kube-apiserver), so the nodes "
@@ -224,10 +228,18 @@ def _cell(member: ClusterMember, conditions: dict[str, str] | None, api: bool | 
 
 
 async def _apiserver_ready(member: ClusterMember, ca_pem: bytes | None) -> bool:
-    return await probe(Health(member.address, APISERVER_PORT, "/readyz", ca_pem=ca_pem))
+    """Whether ``member``'s kube-apiserver answers ``/readyz`` with 200 within
+    ``CELL_PATIENCE``: a hung one must not hold up the table (nor the others' cells)."""
+    with anyio.move_on_after(CELL_PATIENCE):
+        return await probe(Health(member.address, APISERVER_PORT, "/readyz", ca_pem=ca_pem))
+    return False
 
 
 def _controllers(view: ClusterView) -> list[ClusterMember]:
+    """The controllers; every node when no node's roles are known (the leader did not
+    answer, or the nodes are stopped): a silent leader is no reason to say "no binaries"."""
+    if not any(member.roles for member in view.nodes):
+        return list(view.nodes)
     return [member for member in view.nodes if CONTROLLER in member.roles]
 
 
@@ -320,9 +332,12 @@ class KubernetesExtension:
                 looked = time.monotonic()
                 await _fail_if_failed_for_good(view, waiting)
             await anyio.sleep(POLL)
+        first = waiting[0]
+        kubelet = await view.runnables(first, KUBELET_DN)
+        shown = f" ({kubelet[0].state}: {kubelet[0].note})" if kubelet and kubelet[0].note else ""
         raise KubernetesNotReadyError(
             f"Kubernetes: not every Node was Ready after {READY_TIMEOUT:g} s ({said}); "
-            f"`roleserve ctl tree n{waiting[0].index}` says how its kubelet runs"
+            f"n{first.index}'s kubelet{shown}: `roleserve ctl tree n{first.index}` says more"
         )
 
     async def cells(self, view: ClusterView) -> Mapping[str, str] | None:
@@ -330,20 +345,28 @@ class KubernetesExtension:
         if not binaries_present(view):
             return None
         admin = _Admin.load(view.directory / KUBECONFIG)
-        conditions: dict[str, str] | None = None
-        if admin is not None:
-            try:
-                conditions = await node_conditions(admin)
-            except OSError:
-                conditions = None
         ca_pem = admin.ca_pem if admin is not None else None
-        cells = {}
-        for member in view.nodes:
-            if member.node_id is None:
-                continue
-            api = await _apiserver_ready(member, ca_pem) if CONTROLLER in member.roles else None
-            cells[member.node_id] = _cell(member, conditions, api)
-        return cells
+        conditions: dict[str, str] | None = None
+        ready: dict[int, bool] = {}
+
+        async def read_nodes() -> None:
+            nonlocal conditions
+            if admin is not None:
+                with contextlib.suppress(OSError), anyio.move_on_after(CELL_PATIENCE):
+                    conditions = await node_conditions(admin)
+
+        async def probe_apiserver(member: ClusterMember) -> None:
+            ready[member.index] = await _apiserver_ready(member, ca_pem)
+
+        async with anyio.create_task_group() as tasks:  # at once: each may take seconds
+            tasks.start_soon(read_nodes)
+            for member in _controllers(view):
+                tasks.start_soon(probe_apiserver, member)
+        return {
+            member.node_id: _cell(member, conditions, ready.get(member.index))
+            for member in view.nodes
+            if member.node_id is not None
+        }
 
     def hint(self, view: ClusterView) -> str | None:
         """The kubectl command that lists the nodes; without the binaries, how to build

@@ -7,6 +7,7 @@ the kubectl command under the table."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib.metadata
 import ipaddress
 import json
@@ -205,16 +206,21 @@ async def test_up_fails_with_one_line_when_a_node_is_never_ready(
         write_kubeconfig(tmp_path, address, pki)
         return f"https://{address}:{APISERVER_PORT}"
 
+    async def tree(member: ClusterMember, dn: str) -> list[RunnableSeen]:
+        return [RunnableSeen(dn, "NEW", "waiting for a kube-apiserver", "", final=False)]
+
     monkeypatch.setattr(localcluster.KubernetesExtension, "_write_kubeconfig", written)
     said: list[str] = []
-    cluster = view(tmp_path, members(tmp_path, address, binaries), said)
+    cluster = ClusterView(
+        tmp_path, tmp_path / "owner", members(tmp_path, address, binaries), said.append, tree
+    )
     nodes = [node("node-1", "True"), node("node-2", "Unknown")]
     async with apiserver(tmp_path, address, pki, nodes):
         with anyio.fail_after(20), pytest.raises(KubernetesNotReadyError) as failed:
             await EXTENSION.settle(cluster)
     assert str(failed.value) == (
         "Kubernetes: not every Node was Ready after 0.5 s (n2: Unknown, n3: no Node); "
-        "`roleserve ctl tree n2` says how its kubelet runs"
+        "n2's kubelet (NEW: waiting for a kube-apiserver): `roleserve ctl tree n2` says more"
     )
     assert said == [
         "Kubernetes: waiting for a kube-apiserver to be ready",
@@ -253,3 +259,15 @@ async def test_up_fails_at_once_when_a_waiting_nodes_kubelet_failed_for_good(
         "Kubernetes: n2's Node will not be Ready: root.role.kubernetes_kubelet failed for "
         "good: SocketPathError: kubelet's socket is too long"
     )
+
+
+def test_with_no_roles_known_the_binaries_are_looked_for_on_every_node(
+    tmp_path: Path, binaries: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A leader that does not answer (stopping nodes, ``--detach`` interrupted) leaves the
+    roles unknown: the hint is still the kubectl command, not "no kube binaries"."""
+    monkeypatch.setattr(localcluster, "kubectl", lambda: "kubectl")
+    unknown = tuple(
+        dataclasses.replace(member, roles=()) for member in members(tmp_path, "127.0.0.1", binaries)
+    )
+    assert EXTENSION.hint(view(tmp_path, unknown, [])) != BUILD_HINT
