@@ -11,8 +11,11 @@ healthy once it answers ready. ``apiserver``, ``controllermanager``, ``scheduler
       ├─ start_program(program_spec(plan))     roleserve_core.process: dies with the node
       ├─ wait_ready(program, plan.health)      its own pid listens, GET → 200
       ├─ on_ready(True), HEALTHY, note "<name> ready, pid N"
-      ├─ given an on_ready: follow_readiness    asked again every few seconds; each change
-      │                                         goes to on_ready (kubernetes_status)
+      ├─ follow_readiness                      asked again every few seconds; each change
+      │                                         goes to on_ready (kubernetes_status) and
+      │                                         the note; not ready for 30 s in a row:
+      │                                         ComponentNotReadyError, restarted (a hung
+      │                                         program is never left HEALTHY)
       └─ program exits ──▶ on_ready(False), DEAD with its last error lines; the
                            supervisor starts it again after the backoff
 
@@ -32,6 +35,7 @@ root.role.kubernetes_controller`` (or a restart of the node) starts it.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -92,13 +96,17 @@ async def _run_program(
     async with start_program(ctx.log, spec) as program:
         ctx.set_note(f"waiting for {plan.name} to be ready (pid {program.pid})")
         await wait_ready(program, plan.health)
-        ctx.set_note(f"{plan.name} ready, pid {program.pid}")
+        ready_note = f"{plan.name} ready, pid {program.pid}"
+        ctx.set_note(ready_note)
         on_ready(True)
+
+        def note(failure: str) -> None:
+            ctx.set_note(f"{plan.name} not ready: {failure}" if failure else ready_note)
+
         try:
             ctx.signal_healthy()
             async with anyio.create_task_group() as tasks:
-                if on_ready is not _ignore:  # someone wants each change, not just the first
-                    tasks.start_soon(follow_readiness, plan.health, on_ready)
-                await program.wait()
+                tasks.start_soon(partial(follow_readiness, plan.health, on_ready, note=note))
+                await program.wait()  # raises ProgramExitedError when it exits
         finally:
             on_ready(False)

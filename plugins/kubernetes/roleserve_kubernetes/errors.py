@@ -18,6 +18,8 @@
         │                             under running pods: containerd starts over
         ├── PodNetworkError           the node's curator-allocated prefix cannot hold a pod
         │                             network (too small, or does not parse)
+        ├── ComponentNotReadyError    (also ExpectedError) a kube component that was ready
+        │                             has not answered ready for a while: restarted
         ├── KubeAPIError              (also ExpectedError) a call of the plugin's own to the
         │                             apiserver failed (``kubeapi``): retried after the backoff
         └── KubeBuildError            ``./dev kube-binaries`` cannot build the pinned kube
@@ -44,6 +46,7 @@ from pathlib import Path
 from roleserve_core import ExpectedError, FinalError, RoleserveError
 
 __all__ = [
+    "ComponentNotReadyError",
     "ImageImportError",
     "KubeAPIError",
     "KubeBuildError",
@@ -118,6 +121,12 @@ class PodPrefixChangedError(KubernetesError, ExpectedError):
 
 class PodNetworkError(KubernetesError):
     """The node's prefix cannot hold a pod network; the message names the prefix."""
+
+
+class ComponentNotReadyError(KubernetesError, ExpectedError):
+    """A kube component that was ready has stopped answering ready (hung, stopped, lost
+    its etcd) for ``probe.UNREADY_LIMIT`` seconds: its runnable fails, so it is not left
+    HEALTHY, and the supervisor starts it again after the backoff."""
 
 
 class KubeAPIError(KubernetesError, ExpectedError):

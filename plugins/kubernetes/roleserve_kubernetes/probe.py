@@ -10,7 +10,10 @@ the runner started.
 
     follow_readiness(health, on_ready)                once ready: probe every READY_RECHECK
                                                       seconds, tell each change (an apiserver
-                                                      that loses etcd answers /readyz 500)
+                                                      that loses etcd answers /readyz 500);
+                                                      not ready for UNREADY_LIMIT seconds in
+                                                      a row: ComponentNotReadyError (a hung
+                                                      program is restarted, never HEALTHY)
 
     wait_answering(health)                            until probe(health) == 200, whoever
                                                       serves it (another runnable's program:
@@ -35,12 +38,14 @@ import anyio
 import anyio.abc
 
 from roleserve_core import RunningProgram, endpoint
+from roleserve_kubernetes.errors import ComponentNotReadyError
 from roleserve_kubernetes.plans import Health
 
 __all__ = [
     "PROBE_TIMEOUT",
     "READY_POLL",
     "READY_RECHECK",
+    "UNREADY_LIMIT",
     "follow_readiness",
     "probe",
     "probe_failure",
@@ -58,6 +63,12 @@ READY_POLL = 0.2
 READY_RECHECK = 2.0
 """Seconds between two probes of a component that was ready: how long a status may go on
 saying ready after the component stopped being so."""
+
+UNREADY_LIMIT = 30.0
+"""Seconds a component that was ready may go on not answering ready before its runnable
+fails (and the supervisor starts it again after the backoff), as a liveness probe would:
+long enough for an apiserver to ride out an etcd election, short enough that a hung
+program does not stay HEALTHY."""
 
 
 async def probe(health: Health) -> bool:
@@ -146,14 +157,34 @@ async def wait_answering(health: Health) -> None:
 
 
 async def follow_readiness(
-    health: Health, on_ready: Callable[[bool], None], interval: float = READY_RECHECK
+    health: Health,
+    on_ready: Callable[[bool], None],
+    interval: float = READY_RECHECK,
+    limit: float | None = None,
+    note: Callable[[str], None] | None = None,
 ) -> None:
     """Probe a component that answered ready every ``interval`` seconds, and tell
-    ``on_ready`` each time the answer changes (never returns; cancel it)."""
-    ready = True
+    ``on_ready`` each time the answer changes (never returns; cancel it).
+
+    :param note: told why it is not ready (``probe_failure``) at each probe that fails,
+        and ``""`` when it is ready again.
+    :raises ComponentNotReadyError: once it has not been ready for ``limit`` seconds
+        (default ``UNREADY_LIMIT``) in a row, naming the component's address and the last
+        reason.
+    """
+    ready, since = True, 0.0
     while True:
         await anyio.sleep(interval)
-        now = await probe(health)
+        failure = await probe_failure(health)
+        now = failure is None
         if now != ready:
-            ready = now
+            ready, since = now, anyio.current_time()
             on_ready(now)
+        if note is not None:
+            note("" if failure is None else failure)
+        allowed = UNREADY_LIMIT if limit is None else limit  # read now: tests shorten it
+        if failure is not None and anyio.current_time() - since >= allowed:
+            raise ComponentNotReadyError(
+                f"{endpoint(health.host, health.port)}{health.path} has not answered ready "
+                f"for {allowed:g} s ({failure}): stopping it to start it again"
+            )

@@ -27,8 +27,14 @@ from roleserve_core import (
     State,
     hookimpl,
 )
-from roleserve_core.testing import NodeHarness, PluginHarness, random_loopback, wait_for_value
-from roleserve_kubernetes import binaries
+from roleserve_core.testing import (
+    FakeClock,
+    NodeHarness,
+    PluginHarness,
+    random_loopback,
+    wait_for_value,
+)
+from roleserve_kubernetes import binaries, probe
 from roleserve_kubernetes.pki import KeyPair
 from roleserve_kubernetes.plans import EtcdClientFiles
 from roleserve_kubernetes.testing import stand_in_apiserver, throwaway_pki
@@ -101,7 +107,10 @@ def plugins(pki: RecordingPKI, files: EtcdClientFiles) -> PluginHarness:
 
 
 async def test_waits_runs_reports_and_resets(
-    node: Callable[..., Awaitable[NodeHarness]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    node: Callable[..., Awaitable[NodeHarness]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    fake_clock: FakeClock,
 ) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # no kube binary on PATH, whatever the machine
     address = random_loopback()
@@ -147,8 +156,25 @@ async def test_waits_runs_reports_and_resets(
     not_ready = anyio.Path(f"{apiserver}.not-ready")
     await not_ready.touch()
     assert not (await wait_for_value(status, lambda s: not s.apiserver_ready)).apiserver_ready
-    assert harness.status(f"{DN}.apiserver").state is State.HEALTHY  # it runs: not restarted
+    unready = await harness.wait_status(f"{DN}.apiserver", lambda s: "not ready" in s.note)
+    assert unready.note == "kube-apiserver not ready: /readyz answered 500"
+    assert unready.state is State.HEALTHY  # it runs: not restarted within UNREADY_LIMIT
     await not_ready.unlink()
+    assert (await wait_for_value(status, lambda s: s.apiserver_ready)) == ready
+
+    # Not ready for longer than UNREADY_LIMIT: failed and started again, never left HEALTHY.
+    monkeypatch.setattr(probe, "UNREADY_LIMIT", 1.0)
+    await not_ready.touch()
+    failed = await harness.wait_status(f"{DN}.apiserver", lambda s: s.failures > 0)
+    assert failed.last_error is not None
+    assert failed.last_error.type.endswith("ComponentNotReadyError"), failed.last_error
+    assert "/readyz has not answered ready for 1 s (/readyz answered 500)" in str(
+        failed.last_error.message
+    )
+    await not_ready.unlink()
+    await fake_clock.advance_to_next()  # the supervisor's backoff
+    again = await harness.wait_status(f"{DN}.apiserver", lambda s: s.state is State.HEALTHY)
+    assert again.note.startswith("kube-apiserver ready, pid "), again
     assert (await wait_for_value(status, lambda s: s.apiserver_ready)) == ready
 
     harness.set_roles(NodeRoles())  # the role goes: nothing runs, and the status says so
