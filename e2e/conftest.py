@@ -19,16 +19,17 @@ from roleserve_core.localcluster import LocalCluster
 from roleserve_core.testing import require_real
 
 E2E_CONFIG = """\
-[plugins.controlplane]
-lease_ttl = 3
-
 [plugins.kubernetes]
 kube_binaries_dir = "/nonexistent/kube-binaries"
+
+[plugins.controlplane]
+lease_ttl = 3
 """
 """Each node's roleserve.toml: a short election lease, so a failover takes seconds; and no
 kube binaries (a built cache is not looked for), so the modules that do not test
 Kubernetes do not run three control planes and kubelets on CI's two cores
-(``e2e/test_kubernetes.py`` does)."""
+(``e2e/test_kubernetes.py`` does). ``[plugins.controlplane]`` comes last: tests append
+settings of its own (``node_certificate_lifetime``) to it."""
 
 
 def _etcd_found() -> bool:

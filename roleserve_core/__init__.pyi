@@ -109,6 +109,7 @@ from .process import ProgramExitedError as ProgramExitedError
 from .process import ProgramNotFoundError as ProgramNotFoundError
 from .process import ProgramSpec as ProgramSpec
 from .process import RunningProgram as RunningProgram
+from .process import LineParser as LineParser
 from .process import parse_zap_json as parse_zap_json
 from .process import program_runnable as program_runnable
 from .process import read_record as read_record
@@ -132,6 +133,10 @@ from .clusterplugin import ClusterExtension as ClusterExtension
 from .clusterplugin import ClusterMember as ClusterMember
 from .clusterplugin import ClusterView as ClusterView
 from .clusterplugin import RunnableSeen as RunnableSeen
+
+# A local cluster of real node processes (`roleserve cluster up`'s), for plugins' tests.
+from .localcluster import LocalCluster as LocalCluster
+from .localcluster import LocalNode as LocalNode
 
 # Errors a plugin raises or catches (the whole tree: roleserve_core.errors' docstring).
 from .errors import CertificateVerificationError as CertificateVerificationError

@@ -29,7 +29,7 @@ import logging
 import re
 from collections.abc import Iterable
 
-from roleserve_core.process import LineParser
+from roleserve_core import LineParser
 
 __all__ = ["KLOG_LEVELS", "klog_parser"]
 

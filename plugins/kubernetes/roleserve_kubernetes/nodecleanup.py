@@ -39,9 +39,9 @@ from roleserve_core import (
     PluginValues,
     RunContext,
     Runnable,
+    common_pb2,
     write_atomically,
 )
-from roleserve_core.proto import common_pb2
 from roleserve_kubernetes.apiserver import after_apiserver
 from roleserve_kubernetes.kubeapi import KubeAPI
 from roleserve_kubernetes.plans import KEY_MODE, PUBLIC_MODE, ControllerInputs, apiserver_url

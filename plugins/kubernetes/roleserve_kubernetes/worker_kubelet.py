@@ -64,9 +64,9 @@ from roleserve_core import (
     PodNetwork,
     RunContext,
     Worker,
+    common_pb2,
     node_address,
 )
-from roleserve_core.proto import common_pb2
 from roleserve_kubernetes.binaries import KUBELET, KubeBinaries
 from roleserve_kubernetes.certificates import KubeletCredentials, kubelet_credentials
 from roleserve_kubernetes.cgroups import (

@@ -45,6 +45,7 @@ from roleserve_core import (
     NetworkStatus,
     NodeRoles,
     State,
+    common_pb2,
     hookimpl,
     management_pb2,
     management_pb2_grpc,
@@ -52,7 +53,6 @@ from roleserve_core import (
     roles_from_proto,
 )
 from roleserve_core.identity import generate_key
-from roleserve_core.proto import common_pb2
 from roleserve_core.rpc import secure_channel
 from roleserve_core.testing import (
     NodeHarness,

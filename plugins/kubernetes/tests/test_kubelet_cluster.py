@@ -29,9 +29,7 @@ from typing import Any
 import anyio
 import pytest
 
-from roleserve_core import node_runtime_dir
-from roleserve_core.localcluster import LocalCluster, LocalNode
-from roleserve_core.process import read_record
+from roleserve_core import LocalCluster, LocalNode, node_runtime_dir, read_record
 from roleserve_core.testing import poll_until, require_real
 from roleserve_kubernetes.cgroups import cgroup_hierarchies, cgroup_root
 from roleserve_kubernetes.kubebuild import is_built, pinned, pinned_bin_dir

@@ -32,9 +32,9 @@ from roleserve_core import (
     NodeRoles,
     PodNetwork,
     State,
+    common_pb2,
     hookimpl,
 )
-from roleserve_core.proto.common_pb2 import NODE_STATE_NEW
 from roleserve_core.testing import (
     NodeHarness,
     PluginHarness,
@@ -186,7 +186,9 @@ async def test_a_worker_only_node_takes_a_controller_s_apiserver_of_the_cluster(
     controller = NodeRoles(kubernetes_controller=KubernetesController())
     records = {
         "node-4": node_record("node-4", str(address), roles=WORKER),
-        "node-3": node_record("node-3", "127.0.0.13", roles=controller, state=NODE_STATE_NEW),
+        "node-3": node_record(
+            "node-3", "127.0.0.13", roles=controller, state=common_pb2.NODE_STATE_NEW
+        ),
         "node-2": node_record("node-2", "", roles=controller),
     }
     harness.set(CLUSTER_NODES, ClusterNodes(records, backlogged=True))
