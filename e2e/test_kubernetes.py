@@ -44,8 +44,8 @@ from roleserve_core import node_runtime_dir
 from roleserve_core.testing import require_real
 from roleserve_kubernetes.cgroups import cgroup_hierarchies, cgroup_root
 from roleserve_kubernetes.image import BUSYBOX_IMAGE
-from roleserve_kubernetes.kubebuild import is_built, pinned, pinned_bin_dir
 from roleserve_kubernetes.leftovers import descendants, mounts_under, shim_pids, unmount
+from roleserve_kubernetes.testing import require_kube_binaries
 
 from .netns_kit import (
     MeshNode,
@@ -172,12 +172,7 @@ def kube(components: None) -> Iterator[Kube]:
     deep for that. Removed after the cluster is down, with whatever mount a failed test
     left under it.
     """
-    bin_dir = pinned_bin_dir()
-    require_real(
-        f"a build of Kubernetes {pinned().version}",
-        is_built(bin_dir),
-        "./dev kube-binaries builds them, tens of minutes the first time",
-    )
+    bin_dir = require_kube_binaries()
     missing = runtime_missing()
     require_real(
         "containerd, runc and ctr", not missing, f"missing: {missing}; .ci/system-packages"

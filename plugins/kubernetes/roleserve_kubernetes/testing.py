@@ -19,11 +19,14 @@ from roleserve_core.identity import (
     issue_certificate,
     private_key_to_pem,
 )
+from roleserve_core.testing import require_real
+from roleserve_kubernetes.kubebuild import is_built, pinned, pinned_bin_dir
 from roleserve_kubernetes.pki import KeyPair
 
 __all__ = [
     "STAND_IN_APISERVER",
     "STAND_IN_KUBELET",
+    "require_kube_binaries",
     "stand_in_apiserver",
     "stand_in_kubelet",
     "throwaway_pki",
@@ -116,6 +119,19 @@ print("serving", flush=True)
 http.server.HTTPServer(address, Healthy).serve_forever()
 """
 """A stand-in kubelet, as ``STAND_IN_APISERVER`` is for the apiserver."""
+
+
+def require_kube_binaries() -> Path:
+    """The pinned build's directory (``kubebuild.pinned_bin_dir``) with every kube binary
+    in it; else skip the calling test (fail it under ROLESERVE_REQUIRE_REAL=1), naming the
+    command that builds them."""
+    bin_dir = pinned_bin_dir()
+    require_real(
+        f"a build of Kubernetes {pinned().version}",
+        is_built(bin_dir),
+        "./dev kube-binaries builds them, tens of minutes the first time",
+    )
+    return bin_dir
 
 
 def stand_in_apiserver(path: Path) -> Path:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from roleserve_core.testing import require_real
-from roleserve_kubernetes.kubebuild import BINARIES, is_built, pinned, pinned_bin_dir
+from roleserve_kubernetes.kubebuild import BINARIES, pinned
+from roleserve_kubernetes.testing import require_kube_binaries
 
 VERSION_COMMANDS = {binary: ["--version"] for binary in BINARIES} | {
     "kubectl": ["version", "--client"]
@@ -21,13 +21,7 @@ VERSION_COMMANDS = {binary: ["--version"] for binary in BINARIES} | {
 @pytest.fixture(scope="module")
 def bin_dir() -> Path:
     """The pinned version's binaries, or a skip naming the command that builds them."""
-    found = pinned_bin_dir()
-    require_real(
-        f"a build of Kubernetes {pinned().version}",
-        is_built(found),
-        "./dev kube-binaries builds them, tens of minutes the first time",
-    )
-    return found
+    return require_kube_binaries()
 
 
 @pytest.mark.parametrize("binary", BINARIES)

