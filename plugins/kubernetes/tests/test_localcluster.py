@@ -152,6 +152,19 @@ async def apiserver(
         yield requests
 
 
+def kubeconfig_written_at_once(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, address: str, pki: dict[str, KeyPair]
+) -> None:
+    """The extension's kubeconfig step writes the test's kubeconfig for ``address`` at
+    once, without asking any apiserver for its readiness."""
+
+    async def written(_: Any, self_view: ClusterView, path: Path) -> str:
+        write_kubeconfig(tmp_path, address, pki)
+        return f"https://{address}:{APISERVER_PORT}"
+
+    monkeypatch.setattr(localcluster.KubernetesExtension, "_write_kubeconfig", written)
+
+
 def write_kubeconfig(tmp_path: Path, address: str, pki: dict[str, KeyPair]) -> None:
     ca, admin = pki["ca"], pki["admin"]
     assert ca.certificate_pem is not None
@@ -202,14 +215,10 @@ async def test_up_fails_with_one_line_when_a_node_is_never_ready(
     monkeypatch.setattr(localcluster, "POLL", 0.05)
     pki = throwaway_pki([ipaddress.ip_address(address)])
 
-    async def written(_: Any, self_view: ClusterView, path: Path) -> str:
-        write_kubeconfig(tmp_path, address, pki)
-        return f"https://{address}:{APISERVER_PORT}"
-
     async def tree(member: ClusterMember, dn: str) -> list[RunnableSeen]:
         return [RunnableSeen(dn, "NEW", "waiting for a kube-apiserver", "", final=False)]
 
-    monkeypatch.setattr(localcluster.KubernetesExtension, "_write_kubeconfig", written)
+    kubeconfig_written_at_once(monkeypatch, tmp_path, address, pki)
     said: list[str] = []
     cluster = ClusterView(
         tmp_path, tmp_path / "owner", members(tmp_path, address, binaries), said.append, tree
@@ -238,16 +247,12 @@ async def test_up_fails_at_once_when_a_waiting_nodes_kubelet_failed_for_good(
     monkeypatch.setattr(localcluster, "POLL", 0.05)
     pki = throwaway_pki([ipaddress.ip_address(address)])
 
-    async def written(_: Any, self_view: ClusterView, path: Path) -> str:
-        write_kubeconfig(tmp_path, address, pki)
-        return f"https://{address}:{APISERVER_PORT}"
-
     async def tree(member: ClusterMember, dn: str) -> list[RunnableSeen]:
         if member.index != 2 or dn != "root.role.kubernetes_kubelet":
             return [RunnableSeen(dn, "HEALTHY", "", "", final=False)]
         return [RunnableSeen(dn, "DEAD", "", "SocketPathError: kubelet's socket is too long", True)]
 
-    monkeypatch.setattr(localcluster.KubernetesExtension, "_write_kubeconfig", written)
+    kubeconfig_written_at_once(monkeypatch, tmp_path, address, pki)
     cluster = ClusterView(
         tmp_path, tmp_path / "owner", members(tmp_path, address, binaries), print, tree
     )
