@@ -20,7 +20,11 @@ from roleserve_controlplane import hooks
 from roleserve_controlplane.consensus import FAULT_VARIABLE, EtcdBinary, EtcdClient, Member
 from roleserve_controlplane.curator import BootstrapMaterial
 from roleserve_controlplane.proto import state_pb2
-from roleserve_controlplane.testing import enrol_node, wait_healthy_through_backoff
+from roleserve_controlplane.testing import (
+    enrol_node,
+    update_roles,
+    wait_healthy_through_backoff,
+)
 from roleserve_controlplane.worker_controlplane import BOOTSTRAP_FILE
 from roleserve_core import (
     BOOTSTRAP,
@@ -110,17 +114,6 @@ async def until_it_leads(endpoint: str, boot: Bootstrapped) -> None:
                         if answer.leader_node_id == answer.this_node_id:
                             stream.cancel()
                             return
-
-
-async def update_roles(
-    first: Bootstrapped, endpoint: str, node_id: str, role: str, assign: bool
-) -> NodeRoles:
-    async with secure_channel(endpoint, first.owner, node_id=first.node.node_id) as channel:
-        change = management_pb2.UpdateNodeRolesRequest.Change(role=role, assign=assign)
-        response = await management_pb2_grpc.ManagementStub(channel).UpdateNodeRoles(
-            management_pb2.UpdateNodeRolesRequest(node_id=node_id, changes=[change])
-        )
-    return roles_from_proto(response.roles)
 
 
 async def leader_metrics_and_etcd_metrics(

@@ -24,7 +24,7 @@ import pytest
 
 from roleserve_controlplane import hooks as controlplane_hooks
 from roleserve_controlplane.consensus import EtcdBinary
-from roleserve_controlplane.testing import ETCD_SOURCES, enrol_node, etcd_binary
+from roleserve_controlplane.testing import ETCD_SOURCES, enrol_node, etcd_binary, update_roles
 from roleserve_core import (
     BOOTSTRAP,
     BOOTSTRAPPED,
@@ -43,14 +43,10 @@ from roleserve_core import (
     KubernetesStatus,
     LocalControlPlane,
     NetworkStatus,
-    NodeRoles,
     State,
     common_pb2,
     hookimpl,
-    management_pb2,
-    management_pb2_grpc,
     open_ctl_session,
-    roles_from_proto,
 )
 from roleserve_core.identity import generate_key
 from roleserve_core.rpc import secure_channel
@@ -309,18 +305,6 @@ async def test_two_real_controllers_make_one_control_plane_that_outlives_one_of_
     body = kubernetes.client.V1Node(metadata=kubernetes.client.V1ObjectMeta(name="after"))
     await anyio.to_thread.run_sync(api.create_node, body)
     assert "after" in await node_names()
-
-
-async def update_roles(
-    first: Bootstrapped, endpoint: str, node_id: str, role: str, assign: bool
-) -> NodeRoles:
-    """Assign or remove ``role`` of ``node_id`` as the owner, through the leader."""
-    async with secure_channel(endpoint, first.owner, node_id=first.node.node_id) as channel:
-        change = management_pb2.UpdateNodeRolesRequest.Change(role=role, assign=assign)
-        response = await management_pb2_grpc.ManagementStub(channel).UpdateNodeRoles(
-            management_pb2.UpdateNodeRolesRequest(node_id=node_id, changes=[change])
-        )
-    return roles_from_proto(response.roles)
 
 
 def python_client(kubeconfig_file: Path, context: str) -> Any:

@@ -9,6 +9,7 @@ from roleserve_controlplane.testing.curator import (
     CuratorNode,
     change_roles,
     enrol_node,
+    update_roles,
 )
 from roleserve_controlplane.testing.etcd import (
     ETCD_SOURCES,
@@ -35,5 +36,6 @@ __all__ = [
     "etcd_binary",
     "fill_database",
     "require_node_etcd",
+    "update_roles",
     "wait_healthy_through_backoff",
 ]

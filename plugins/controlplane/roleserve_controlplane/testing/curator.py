@@ -38,8 +38,10 @@ from roleserve_controlplane.curator import (
 from roleserve_controlplane.curator.extension import CuratorExtension
 from roleserve_controlplane.testing.etcd import EtcdCluster, RunningMember
 from roleserve_core import (
+    Bootstrapped,
     Clock,
     MonotonicClock,
+    NodeRoles,
     Supervisor,
     Value,
     common_pb2,
@@ -47,6 +49,7 @@ from roleserve_core import (
     curator_pb2_grpc,
     management_pb2,
     management_pb2_grpc,
+    roles_from_proto,
 )
 from roleserve_core.identity import (
     Credentials,
@@ -62,7 +65,7 @@ from roleserve_core.identity import (
 from roleserve_core.rpc import CancellationSafeChannel, secure_channel
 from roleserve_core.testing import SupervisorRunner, wait_for_value
 
-__all__ = ["CuratorCluster", "CuratorNode", "change_roles", "enrol_node"]
+__all__ = ["CuratorCluster", "CuratorNode", "change_roles", "enrol_node", "update_roles"]
 
 TEST_TTL = 2
 """Seconds of the election lease in tests: failover within a few seconds."""
@@ -307,6 +310,19 @@ async def enrol_node(
             curator_pb2.UpdateNodeStatusRequest(node_id=credentials.node_id, status=status)
         )
     return credentials
+
+
+async def update_roles(
+    first: Bootstrapped, endpoint: str, node_id: str, role: str, assign: bool
+) -> NodeRoles:
+    """Assign or remove ``role`` of ``node_id`` as ``first``'s owner, through the leader at
+    ``endpoint``; the node's roles after the change."""
+    async with secure_channel(endpoint, first.owner, node_id=first.node.node_id) as channel:
+        change = management_pb2.UpdateNodeRolesRequest.Change(role=role, assign=assign)
+        response = await management_pb2_grpc.ManagementStub(channel).UpdateNodeRoles(
+            management_pb2.UpdateNodeRolesRequest(node_id=node_id, changes=[change])
+        )
+    return roles_from_proto(response.roles)
 
 
 async def change_roles(
