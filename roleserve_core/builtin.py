@@ -9,7 +9,8 @@ can do without, and a test can put a plugin of its own in the place of one (as p
     core         roleserve_core.builtin          roleserve_values: node_id, node_credentials,
                                                  bootstrap, roles, curator_connection,
                                                  network, handled_custom_roles,
-                                                 cluster_nodes, revoked_credentials (``values``)
+                                                 cluster_nodes, revoked_credentials (declared
+                                                 in ``values``)
     rolefetch    roleserve_core.builtin:ROLEFETCH      the worker rolefetch
     statuspush   roleserve_core.builtin:STATUSPUSH     the worker statuspush
     ...          (one ``CoreWorkerPlugin`` per worker of ``workers/``)
@@ -23,10 +24,22 @@ Which of them are essential, and why, is ``plugins.BUILTIN_PLUGINS``.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from roleserve_core.hookspecs import hookimpl
 from roleserve_core.node import NodeContext, Worker
-from roleserve_core.values import roleserve_values
+from roleserve_core.registry import ValueKey
+from roleserve_core.values import (
+    BOOTSTRAP,
+    CLUSTER_NODES,
+    CURATOR_CONNECTION,
+    HANDLED_CUSTOM_ROLES,
+    NETWORK,
+    NODE_CREDENTIALS,
+    NODE_ID,
+    REVOKED_CREDENTIALS,
+    ROLES,
+)
 from roleserve_core.workers.heartbeat import heartbeat_worker
 from roleserve_core.workers.nodemgmt import nodemgmt_worker
 from roleserve_core.workers.nodewatch import nodewatch_worker
@@ -48,6 +61,24 @@ __all__ = [
 ]
 
 ROLESERVE_PLUGIN_API = 1
+
+
+@hookimpl
+def roleserve_values() -> list[ValueKey[Any]]:
+    """The core owns the node's identity and credentials, its bootstrap request, its roles,
+    curator connection and network, which custom roles its plugins handle, the cluster's
+    nodes, and the revoked user certificates."""
+    return [
+        NODE_ID,
+        NODE_CREDENTIALS,
+        BOOTSTRAP,
+        ROLES,
+        CURATOR_CONNECTION,
+        NETWORK,
+        HANDLED_CUSTOM_ROLES,
+        CLUSTER_NODES,
+        REVOKED_CREDENTIALS,
+    ]
 
 
 class CoreWorkerPlugin:

@@ -4,7 +4,8 @@ The curator's ``Watch(NodesInCluster)`` sends a backlog (every node, the last ev
 ``PROGRESS_LAST_BACKLOGGED``) and then each change: changed nodes whole, removed ones as
 tombstones. Folding that stream into a map is the same few lines wherever it is done, so it
 is done here once (``NodeWatchFold``), and one core worker (``nodewatch``) keeps the result
-as the value ``cluster_nodes`` for every plugin of the node::
+as the value ``cluster_nodes`` for every plugin of the node (its key, ``CLUSTER_NODES``, is
+declared here, beside its type and the helpers that follow it)::
 
     Watch(NodesInCluster) ──events──▶ NodeWatchFold ──after the backlog, once per event──▶
         cluster_nodes: ClusterNodes { node ID → curator_pb2.Node, backlogged }
@@ -36,11 +37,10 @@ from typing import TYPE_CHECKING
 
 from roleserve_core._moved import moved_names
 from roleserve_core.proto import curator_pb2
-
-if TYPE_CHECKING:
-    from roleserve_core.registry import PluginValues
+from roleserve_core.registry import PluginValues, ValueKey
 
 __all__ = [
+    "CLUSTER_NODES",
     "ClusterNodes",
     "NodeChanges",
     "NodeWatchFold",
@@ -113,6 +113,16 @@ class ClusterNodes(Mapping[str, Node]):
         shown = ", ".join(sorted(self._nodes)[:5])
         more = f", … {len(self) - 5} more" if len(self) > 5 else ""
         return f"ClusterNodes({len(self)} nodes: {shown}{more}; backlogged={self.backlogged})"
+
+
+CLUSTER_NODES: ValueKey[ClusterNodes] = ValueKey(
+    "cluster_nodes",
+    ClusterNodes,
+    "Every node of the cluster (node ID -> curator record), from one Watch of the leader; "
+    "set after its backlog, once per change; kept only while a running worker reads it.",
+)
+"""The key, declared beside its type and the readers' helpers below, which follow it; one
+of ``roleserve_core.values``' keys too (``SHARED_KEYS``), owned by the core."""
 
 
 class NodeWatchFold:
@@ -214,8 +224,6 @@ async def follow_changes(
     are skipped. The worker using it must declare ``reads=(CLUSTER_NODES,)``, or nobody
     keeps the value.
     """
-    from roleserve_core.values import CLUSTER_NODES
-
     previous: Mapping[str, Node] | None = None
     with values.watch(CLUSTER_NODES) as views:
         async for view in views:

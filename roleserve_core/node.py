@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from roleserve_core.errors import InvalidRunnableNameError
 from roleserve_core.event import Value
@@ -33,14 +33,15 @@ from roleserve_core.roles import NodeRoles, check_custom_role_name
 from roleserve_core.rundir import node_runtime_dir
 from roleserve_core.stats import NodeStats
 from roleserve_core.supervisor import NAME_PATTERN, Runnable, Supervisor
-
-if TYPE_CHECKING:
-    from roleserve_core.plugins import PluginSet
+from roleserve_core.values import NODE_ID
 
 __all__ = [
     "CustomRole",
+    "HookImplementation",
     "NodeContext",
     "NodeIntrospection",
+    "NodePlugins",
+    "PluginRecord",
     "RolePredicate",
     "Worker",
     "custom_role",
@@ -122,6 +123,57 @@ def _worker_name(name: object) -> str:
     return fixed or "worker"
 
 
+class PluginRecord(Protocol):
+    """What ``NodePlugins.infos`` says about one plugin (a ``plugins.PluginInfo``)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def version(self) -> str | None: ...
+    @property
+    def state(self) -> str:
+        """``loaded``, ``failed`` or ``blocked`` (a ``plugins.PluginState``)."""
+
+    @property
+    def error(self) -> str | None:
+        """Why it failed and what to do, one line; None unless failed."""
+
+    @property
+    def reason(self) -> str | None:
+        """Why it is blocked; None unless blocked."""
+
+    @property
+    def hook_failures(self) -> Mapping[str, int]:
+        """Hook name → how many calls of it raised or timed out."""
+
+
+class HookImplementation(Protocol):
+    """One plugin's implementation of one hook (a ``plugins.HookCall``)."""
+
+    @property
+    def plugin(self) -> str: ...
+    def __call__(self, **kwargs: Any) -> Any:
+        """Call it with the hook's keyword arguments (each gets those it asks for)."""
+
+
+class NodePlugins(Protocol):
+    """The node's plugins as ``NodeIntrospection`` shows them: its ``plugins.PluginSet``.
+
+    A protocol rather than the class, because the class's module is above this one: it
+    loads the hooks (``hookspecs``) whose arguments this module defines, so naming it here
+    would tie the two into a circle (docs/architecture.md, "Layers").
+    """
+
+    def infos(self) -> Sequence[PluginRecord]:
+        """Every plugin found, in load order."""
+
+    def implementations(self, hook: str) -> Sequence[HookImplementation]:
+        """The implementations of ``hook`` by loaded plugins, in load order."""
+
+    def record_hook_failure(self, plugin: str, hook: str) -> None:
+        """Count a failed call of ``hook`` against ``plugin``."""
+
+
 @dataclass(frozen=True)
 class NodeIntrospection:
     """The whole node, read-only but for restarts: every value, the log tree, and the
@@ -134,8 +186,9 @@ class NodeIntrospection:
     """Set when the node's root runnable starts."""
     stats: NodeStats = field(default_factory=NodeStats)
     """Counters the core keeps for metrics: heartbeat round trips, gRPC calls served."""
-    plugins: PluginSet | None = None
-    """The node's plugins (their states, and hooks that plugins define for each other)."""
+    plugins: NodePlugins | None = None
+    """The node's plugins (their states, and hooks that plugins define for each other): its
+    ``plugins.PluginSet``."""
     context: Callable[[str], NodeContext] | None = None
     """A plugin's ``NodeContext`` by its name, for calling a plugin's hook as the core
     does; None outside a ``NodeRuntime``."""
@@ -175,7 +228,5 @@ class NodeContext:
     @property
     def node_id(self) -> str | None:
         """The node's ID once it is known (after enrolment), else None."""
-        from roleserve_core.values import NODE_ID
-
         watch = self.values.read(NODE_ID)
         return watch.get_nowait() if watch.statistics().is_set else None

@@ -24,9 +24,9 @@ worker left running when the roles change.
 
 Building a ``NodeRuntime`` does no I/O, which is why ``roleserve plugins`` can build one
 just to list the workers and values of every plugin. It checks the plugins' sections of
-``roleserve.toml`` first (``settings.resolve_plugin_config``), so a bad file is refused
-before any hook but the loading ones runs, and each ``NodeContext.config`` holds checked
-values with the defaults filled in. A ``ConfigError`` a plugin raises in
+``roleserve.toml`` first (``resolve_plugin_config``, at the end of this module), so a bad
+file is refused before any hook but the loading ones runs, and each ``NodeContext.config``
+holds checked values with the defaults filled in. A ``ConfigError`` a plugin raises in
 ``roleserve_workers`` (its own check across settings) refuses the node the same way: a
 plugin that refuses its configuration is the operator's to fix before the node runs, not a
 plugin to leave out while the node reports itself up. Any other exception there fails only
@@ -38,6 +38,7 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,15 +48,21 @@ from roleserve_core.errors import ConfigError, DuplicateValueKeyError
 from roleserve_core.event import Watcher
 from roleserve_core.logtree import LogTree
 from roleserve_core.node import NodeContext, NodeIntrospection, RolePredicate, Worker
-from roleserve_core.plugins import PluginSet
+from roleserve_core.plugins import PluginInfo, PluginSet, PluginState
 from roleserve_core.registry import ValueKey, ValueRegistry, prefixed, unprefixed_key_warning
 from roleserve_core.roles import NodeRoles
 from roleserve_core.rundir import make_runtime_dir, node_runtime_dir, remove_runtime_dir
-from roleserve_core.settings import resolve_plugin_config
+from roleserve_core.settings import check_sections, unknown_section
 from roleserve_core.supervisor import RunContext, Runnable, Supervisor
 from roleserve_core.values import CURATOR_CONNECTION, HANDLED_CUSTOM_ROLES, ROLES, SHARED_KEYS
 
-__all__ = ["CORE_READER", "DEFAULT_HOOK_TIMEOUT", "NodeRuntime"]
+__all__ = [
+    "CORE_READER",
+    "DEFAULT_HOOK_TIMEOUT",
+    "NodeRuntime",
+    "PluginConfig",
+    "resolve_plugin_config",
+]
 
 DEFAULT_HOOK_TIMEOUT = 60.0
 """Seconds an ``on_*`` hook implementation may take before it counts as failed."""
@@ -388,3 +395,67 @@ async def _restart_when_false(
 
 def _negate(predicate: Callable[[NodeRoles], bool]) -> Callable[[NodeRoles], bool]:
     return lambda roles: not predicate(roles)
+
+
+# -- the plugins' sections of roleserve.toml -------------------------------------------
+# Here rather than in settings.py, which checks a section against its Setting records and
+# knows no PluginSet: plugins.py records those records, so settings.py sits below it.
+
+
+@dataclass(frozen=True)
+class PluginConfig:
+    """The plugin sections of a node's configuration, checked."""
+
+    sections: Mapping[str, Mapping[str, Any]]
+    """Every loaded plugin's settings (read-only), each filled in with its defaults."""
+    warnings: tuple[str, ...] = ()
+    """Sections that were not checked, and why (their plugin is blocked or failed)."""
+
+
+def resolve_plugin_config(
+    plugins: PluginSet, sections: Mapping[str, Mapping[str, Any]], source: str
+) -> PluginConfig:
+    """Check every ``[plugins.NAME]`` section against what its plugin declared.
+
+    A section of a loaded plugin must set only its settings, each of its type. A section of
+    a plugin absent on purpose (blocked by the selection, or named in the block list though
+    not installed) or of one that failed to load is left unchecked, with a warning. Any
+    other section names no plugin and is refused: most likely a typo.
+
+    :param source: the file the sections came from, for messages.
+    :raises ConfigError: one line naming ``source``, the section, the key and what to do.
+    """
+    # The core's worker plugins act for core and read its section: none of their own.
+    infos = {
+        info.name: info for info in plugins.infos() if plugins.context_name(info.name) == info.name
+    }
+    warnings = [
+        warning
+        for name in sections
+        if (warning := _why_unchecked(plugins, infos, name, source)) is not None
+    ]
+    return PluginConfig(check_sections(source, sections, plugins.settings()), tuple(warnings))
+
+
+def _why_unchecked(
+    plugins: PluginSet, infos: Mapping[str, PluginInfo], name: str, source: str
+) -> str | None:
+    """None for the section of a loaded plugin (to be checked); a warning for one of a
+    plugin absent on purpose or broken.
+
+    :raises ConfigError: for a section of no plugin this node knows of.
+    """
+    info = infos.get(name)
+    where = f"{source}: [plugins.{name}]"
+    if info is None and name in plugins.selection.block:
+        return (
+            f"{where} is ignored: plugin {name!r} is named in ROLESERVE_DISABLE_PLUGINS "
+            "(and not installed)"
+        )
+    if info is None:
+        raise ConfigError(unknown_section(source, name, sorted(infos)))
+    if info.state is PluginState.BLOCKED:
+        return f"{where} is ignored: plugin {name!r} is {info.reason}"
+    if info.state is PluginState.FAILED:
+        return f"{where} is not checked: plugin {name!r} failed to load"
+    return None

@@ -5,9 +5,9 @@
     roleserve_settings() ──▶ [Setting("lease_ttl", int, 10, "..."), ...]   per plugin, at load
                                      │  (PluginInfo.settings; ``roleserve plugins`` lists them)
     roleserve.toml [plugins.NAME] ───┤
-    PluginSet: loaded / blocked ─────┴─▶ resolve_plugin_config ─▶ NodeContext.config
-                                             │  checked, defaults filled in, read-only
-                                             ▼
+    PluginSet: loaded / blocked ─────┴─▶ runtime.resolve_plugin_config ─▶ NodeContext.config
+                                             │  check_sections (here): checked, defaults
+                                             ▼  filled in, read-only
                      a wrong type, a value not allowed, an unknown key, a section of no
                      installed plugin:
                      ConfigError naming the file, the section, the key and what was expected
@@ -49,14 +49,11 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+from typing import Any, Generic, TypeVar, cast
 
 from roleserve_core.errors import ConfigError
 
-if TYPE_CHECKING:
-    from roleserve_core.plugins import PluginInfo, PluginSet
-
-__all__ = ["SETTING_TYPES", "PluginConfig", "Setting", "resolve_plugin_config", "toml_literal"]
+__all__ = ["SETTING_TYPES", "Setting", "check_sections", "toml_literal", "unknown_section"]
 
 T = TypeVar("T")
 
@@ -267,70 +264,24 @@ def check_declaration(settings: Iterable[object]) -> list[Setting[Any]]:
     return list(checked.values())
 
 
-@dataclass(frozen=True)
-class PluginConfig:
-    """The plugin sections of a node's configuration, checked."""
+def check_sections(
+    source: str,
+    sections: Mapping[str, Mapping[str, Any]],
+    declared: Mapping[str, list[Setting[Any]]],
+) -> dict[str, Mapping[str, Any]]:
+    """Each plugin of ``declared``'s section of ``sections`` (empty if absent), checked
+    against the settings it declared and filled in with their defaults, read-only.
 
-    sections: Mapping[str, Mapping[str, Any]]
-    """Every loaded plugin's settings (read-only), each filled in with its defaults."""
-    warnings: tuple[str, ...] = ()
-    """Sections that were not checked, and why (their plugin is blocked or failed)."""
-
-
-def resolve_plugin_config(
-    plugins: PluginSet, sections: Mapping[str, Mapping[str, Any]], source: str
-) -> PluginConfig:
-    """Check every ``[plugins.NAME]`` section against what its plugin declared.
-
-    A section of a loaded plugin must set only its settings, each of its type. A section of
-    a plugin absent on purpose (blocked by the selection, or named in the block list though
-    not installed) or of one that failed to load is left unchecked, with a warning. Any
-    other section names no plugin and is refused: most likely a typo.
+    Which sections to check, and what to say about the others, is the caller's: it knows
+    the plugins (``runtime.resolve_plugin_config``).
 
     :param source: the file the sections came from, for messages.
     :raises ConfigError: one line naming ``source``, the section, the key and what to do.
     """
-    # The core's worker plugins act for core and read its section: none of their own.
-    infos = {
-        info.name: info for info in plugins.infos() if plugins.context_name(info.name) == info.name
-    }
-    warnings = [
-        warning
-        for name in sections
-        if (warning := _why_unchecked(plugins, infos, name, source)) is not None
-    ]
-    checked = {
+    return {
         name: MappingProxyType(_section(source, name, sections.get(name, {}), settings))
-        for name, settings in plugins.settings().items()
+        for name, settings in declared.items()
     }
-    return PluginConfig(checked, tuple(warnings))
-
-
-def _why_unchecked(
-    plugins: PluginSet, infos: Mapping[str, PluginInfo], name: str, source: str
-) -> str | None:
-    """None for the section of a loaded plugin (to be checked); a warning for one of a
-    plugin absent on purpose or broken.
-
-    :raises ConfigError: for a section of no plugin this node knows of.
-    """
-    # plugins imports this module (PluginInfo.settings); the states are needed only here.
-    from roleserve_core.plugins import PluginState
-
-    info = infos.get(name)
-    where = f"{source}: [plugins.{name}]"
-    if info is None and name in plugins.selection.block:
-        return (
-            f"{where} is ignored: plugin {name!r} is named in ROLESERVE_DISABLE_PLUGINS "
-            "(and not installed)"
-        )
-    if info is None:
-        raise ConfigError(_unknown_section(source, name, sorted(infos)))
-    if info.state is PluginState.BLOCKED:
-        return f"{where} is ignored: plugin {name!r} is {info.reason}"
-    if info.state is PluginState.FAILED:
-        return f"{where} is not checked: plugin {name!r} failed to load"
-    return None
 
 
 def _section(
@@ -378,7 +329,8 @@ def _unknown_key(source: str, plugin: str, key: str, known: list[str]) -> str:
     return f"{where}{_did_you_mean(key, known)}; its settings are {', '.join(known)}"
 
 
-def _unknown_section(source: str, name: str, installed: list[str]) -> str:
+def unknown_section(source: str, name: str, installed: list[str]) -> str:
+    """Why a section of no installed plugin is refused, and what to do."""
     return (
         f"{source}: [plugins.{name}] names no installed plugin{_did_you_mean(name, installed)}; "
         f"known plugins: {', '.join(installed)}. Remove the section, install the plugin, or "

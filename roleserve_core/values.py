@@ -19,11 +19,14 @@ core, never on the plugin that owns the key::
     kubernetes_status        KubernetesStatus    kubernetes     status push, metrics
     pod_network              PodNetwork          kubernetes     clusternet
 
-The built-in plugin ``core`` (``roleserve_core.builtin``) owns the core's keys, which this
-module's ``roleserve_values`` declares; the core's workers are built-in plugins of their
-own, which test harnesses leave out when they want the core's values without its workers.
-``SHARED_KEYS`` is every key above: their names are chosen here for all plugins, so they
-need not begin with their owner's name.
+This module only declares: the built-in plugin ``core`` (``roleserve_core.builtin``) owns
+the core's keys, and its ``roleserve_values`` hook returns them, so the keys depend on no
+plugin machinery (docs/architecture.md, "Layers"). ``cluster_nodes`` is declared beside its
+type and the helpers that follow it, in ``roleserve_core.clusternodes``, and is one of this
+module's names too. The core's workers are built-in plugins of their own, which test
+harnesses leave out when they want the core's values without its workers. ``SHARED_KEYS``
+is every key above: their names are chosen here for all plugins, so they need not begin
+with their owner's name.
 """
 
 from __future__ import annotations
@@ -34,8 +37,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from roleserve_core._moved import moved_names
-from roleserve_core.clusternodes import ClusterNodes
-from roleserve_core.hookspecs import hookimpl
+from roleserve_core.clusternodes import CLUSTER_NODES
 from roleserve_core.identity import Credentials, NodeCredentials, PrivateKey, UserCredentials
 from roleserve_core.registry import ValueKey
 from roleserve_core.roles import NodeRoles
@@ -299,12 +301,6 @@ KUBERNETES_STATUS: ValueKey[KubernetesStatus] = ValueKey(
 POD_NETWORK: ValueKey[PodNetwork] = ValueKey(
     "pod_network", PodNetwork, "Pod prefixes assigned to this node (owned by kubernetes)."
 )
-CLUSTER_NODES: ValueKey[ClusterNodes] = ValueKey(
-    "cluster_nodes",
-    ClusterNodes,
-    "Every node of the cluster (node ID -> curator record), from one Watch of the leader; "
-    "set after its backlog, once per change; kept only while a running worker reads it.",
-)
 REVOKED_CREDENTIALS: ValueKey[RevokedCredentials] = ValueKey(
     "revoked_credentials",
     RevokedCredentials,
@@ -334,24 +330,6 @@ so they need not begin with their owner's name (the rule for a plugin's own keys
 ``registry.unprefixed_key_warning``)."""
 
 
-@hookimpl
-def roleserve_values() -> list[ValueKey[Any]]:
-    """The core owns the node's identity and credentials, its bootstrap request, its roles,
-    curator connection and network, which custom roles its plugins handle, the cluster's
-    nodes, and the revoked user certificates."""
-    return [
-        NODE_ID,
-        NODE_CREDENTIALS,
-        BOOTSTRAP,
-        ROLES,
-        CURATOR_CONNECTION,
-        NETWORK,
-        HANDLED_CUSTOM_ROLES,
-        CLUSTER_NODES,
-        REVOKED_CREDENTIALS,
-    ]
-
-
 if not TYPE_CHECKING:
     # Under plugin API 1 this module was the value registry, renamed roleserve_core.registry.
     # Its names there meet none of this module's (ValueKey, the one both hold, is the same
@@ -367,6 +345,8 @@ if not TYPE_CHECKING:
             "prefixed": "roleserve_core.registry:prefixed",
             "unprefixed_key_warning": "roleserve_core.registry:unprefixed_key_warning",
             "value_details": "roleserve_core.registry:value_details",
+            # The core's roleserve_values hook, now its plugin's (roleserve_core.builtin).
+            "roleserve_values": "roleserve_core.builtin:roleserve_values",
         },
         api=1,
     )

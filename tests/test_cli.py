@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 import roleserve_core
-from roleserve_core import values as core_values
+from roleserve_core import builtin as core_plugin
 from roleserve_core.cli import main
 from roleserve_core.cli._invocation import COMMAND_ENV, roleserve_command
 from roleserve_core.datadir import NodeDataDirectory
@@ -34,7 +34,7 @@ JSON_KEYS = {"name", "distribution", "version", "state", "error", "hooks", "work
 
 Install = Callable[..., None]
 
-CORE_VALUES = [key.name for key in core_values.roleserve_values()]
+CORE_VALUES = [key.name for key in core_plugin.roleserve_values()]
 BUILTINS = [builtin.name for builtin in BUILTIN_PLUGINS]
 """core, then one plugin per worker of the core, named as its worker."""
 CORE_WORKERS = BUILTINS[1:]

@@ -23,7 +23,7 @@ import anyio
 import pytest
 
 from roleserve_core import NodeRoles, RunContext, Setting, State, ValueKey, Worker, hookimpl
-from roleserve_core import values as core_values
+from roleserve_core import builtin as core_plugin
 from roleserve_core.errors import (
     EssentialPluginError,
     NotValueOwnerError,
@@ -488,6 +488,20 @@ def test_hook_roleserve_add_hookspecs(load: Load, names: tuple[str, str]) -> Non
     assert alone.warnings == [unknown_hook_warning("roleserve_greeting")]
 
 
+def test_the_core_declares_its_values_in_builtin_and_the_old_place_warns() -> None:
+    """The core's ``roleserve_values`` is its plugin's (``builtin``), so ``values`` only
+    declares keys; the hook's old place still finds it, warning, and stays out of ``dir()``
+    (pluggy, walking the module, sees no hook there)."""
+    old_place = importlib.import_module("roleserve_core.values")
+    with pytest.warns(
+        DeprecationWarning,
+        match=r"^roleserve_core\.values\.roleserve_values has moved: import roleserve_values "
+        r"from roleserve_core\.builtin;",
+    ):
+        assert old_place.roleserve_values is core_plugin.roleserve_values
+    assert "roleserve_values" not in dir(old_place)
+
+
 def test_hook_roleserve_values(load: Load, tmp_path: Path) -> None:
     """A plugin owns the keys it returns: it alone may set them, anyone may read them. One
     that raises is failed and unloaded, and the node assembles without it."""
@@ -495,7 +509,7 @@ def test_hook_roleserve_values(load: Load, tmp_path: Path) -> None:
     runtime = NodeRuntime(plugins, data_dir=tmp_path)
 
     assert plugins.info("good").values == ["good_roles", "good_connection"]
-    core = [key.name for key in core_values.roleserve_values()]
+    core = [key.name for key in core_plugin.roleserve_values()]
     assert [info.name for info in runtime.registry.entries()] == sorted(
         [*core, "good_connection", "good_roles"]
     )

@@ -27,7 +27,7 @@ from roleserve_core import (
     Worker,
     custom_role,
 )
-from roleserve_core import values as core_values
+from roleserve_core import builtin as core_plugin
 from roleserve_core.errors import (
     InvalidRunnableNameError,
     NotValueOwnerError,
@@ -336,7 +336,7 @@ def test_a_plugin_whose_values_are_refused_is_left_out(
     bad = lenient.plugins.info("bad")
     assert (bad.state, bad.error, bad.values) == (PluginState.FAILED, error, [])
     assert lenient.plugins.loaded() == ["core", "fine"]
-    core = core_values.roleserve_values()
+    core = core_plugin.roleserve_values()
     assert [info.owner for info in runtime.registry.entries()] == ["core"] * len(core)
     assert list(runtime.workers) == ["fine"]
 

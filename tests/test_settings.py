@@ -19,8 +19,8 @@ import pytest
 from roleserve_core import Setting
 from roleserve_core.errors import ConfigError
 from roleserve_core.plugins import ENTRY_POINT_GROUP, PluginSelection, PluginSet
-from roleserve_core.runtime import NodeRuntime
-from roleserve_core.settings import resolve_plugin_config, toml_literal
+from roleserve_core.runtime import NodeRuntime, resolve_plugin_config
+from roleserve_core.settings import toml_literal
 
 PLUGINS_DIR = Path(__file__).parent / "plugins"
 SOURCE = "/srv/node/roleserve.toml"

@@ -48,8 +48,7 @@ from roleserve_core.limits import (
     MAX_PLUGINS,
     MAX_VERSION_LENGTH,
 )
-from roleserve_core.node import NodeContext, Worker
-from roleserve_core.plugins import PluginSet
+from roleserve_core.node import NodeContext, NodePlugins, Worker
 from roleserve_core.ports import CURATOR_PORT, split_endpoint
 from roleserve_core.proto import common_pb2, curator_pb2, curator_pb2_grpc
 from roleserve_core.supervisor import RunContext
@@ -108,7 +107,7 @@ def node_status(
     return status
 
 
-def plugin_statuses(plugins: PluginSet | None) -> tuple[common_pb2.PluginStatus, ...]:
+def plugin_statuses(plugins: NodePlugins | None) -> tuple[common_pb2.PluginStatus, ...]:
     """Every plugin's name, version, state and error (or why it is blocked), in load
     order, within what the curator accepts (``MAX_PLUGINS``, each text cut to its limit
     in ``roleserve_core.limits``): the curator refuses a whole status with one field too
