@@ -1,7 +1,7 @@
 # The plugin API: everything a plugin needs, importable from `roleserve_core` alone.
 #
 # For type checkers and for lazy_loader (see __init__.py), which imports each name from its
-# module on first use. Add a name here to export it; tests/test_surface.py checks that every
+# module on first use. Add a name here to export it; tests/test_exports.py checks that every
 # name resolves and that the repository's plugins and example import only from here (and
 # from the namespaces and test kit below).
 

@@ -1,5 +1,5 @@
 """The core's own workings that plugins' tests compare against, so that those tests import
-only the plugin API and this kit (tests/test_surface.py checks), never a private module.
+only the plugin API and this kit (tests/test_exports.py checks), never a private module.
 
 - ``record_leftover``: a process recorded as the program runner records the programs it
   starts, so that a test can leave one behind as a killed node would;
