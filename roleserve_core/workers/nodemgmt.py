@@ -34,10 +34,10 @@ When it restarts:
   so a second process on the same address fails loudly instead of sharing the port.
 - ``RestartRunnable`` of itself or of an ancestor restarts it once the answer is sent.
 
-Monogon's ``worker_nodemgmt`` (reference §3.8) waits for the curator connection and
-listens on ``:7839``. This one waits only for what the server needs, its certificate and
-address, so that an owner can read the logs of a node that cannot reach the control plane,
-which is when they are needed most.
+Monogon's ``worker_nodemgmt`` (``roleserve/worker_nodemgmt.go``) waits for the curator
+connection and listens on ``:7839``. This one waits only for what the server needs, its
+certificate and address, so that an owner can read the logs of a node that cannot reach the
+control plane, which is when they are needed most.
 """
 
 from __future__ import annotations
