@@ -18,7 +18,7 @@ from typing import Any
 from roleserve_core.cli import cluster as cluster_command
 from roleserve_core.cli import ctl as ctl_command
 from roleserve_core.cli import node as node_command
-from roleserve_core.cli import plugin as plugin_command
+from roleserve_core.cli import plugin_new as plugin_new_command
 from roleserve_core.cli import plugins as plugins_command
 from roleserve_core.cli._failure import DEBUG_ENV, discard_stdout, report, sole_error
 from roleserve_core.errors import RoleserveError
@@ -65,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     node_command.add_parser(commands)
     cluster_command.add_parser(commands)
     plugins_command.add_parser(commands)
-    plugin_command.add_parser(commands)
+    plugin_new_command.add_parser(commands)
     ctl_command.add_parser(commands)
     return parser
 
