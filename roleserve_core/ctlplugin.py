@@ -1,5 +1,5 @@
 """What a plugin's ``roleserve ctl`` sub-command is written with (entry-point group
-``roleserve.ctl``; see ``roleserve_core.cli.ctl._plugins`` and the plugin guide).
+``roleserve.ctl``; see ``roleserve_core.cli.ctl._plugin_commands`` and the plugin guide).
 
 ::
 
