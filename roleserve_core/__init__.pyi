@@ -120,13 +120,13 @@ from .workers.nodemgmt import Listen as Listen
 from .workers.nodemgmt import plan_listen as plan_listen
 
 # A plugin's own `roleserve ctl` sub-command (entry-point group roleserve.ctl).
-from .ctlplugin import EXIT_REFUSED as EXIT_REFUSED
-from .ctlplugin import EXIT_USAGE as EXIT_USAGE
-from .ctlplugin import ClusterAccess as ClusterAccess
-from .ctlplugin import CtlError as CtlError
-from .ctlplugin import CtlSession as CtlSession
-from .ctlplugin import add_ctl_command as add_ctl_command
-from .ctlplugin import open_ctl_session as open_ctl_session
+from .ctl_extension import EXIT_REFUSED as EXIT_REFUSED
+from .ctl_extension import EXIT_USAGE as EXIT_USAGE
+from .ctl_extension import ClusterAccess as ClusterAccess
+from .ctl_extension import CtlError as CtlError
+from .ctl_extension import CtlSession as CtlSession
+from .ctl_extension import add_ctl_command as add_ctl_command
+from .ctl_extension import open_ctl_session as open_ctl_session
 
 # What a plugin adds to `roleserve cluster up|status` (entry-point group roleserve.cluster).
 from .clusterplugin import ClusterExtension as ClusterExtension
