@@ -129,10 +129,10 @@ from .ctl_extension import add_ctl_command as add_ctl_command
 from .ctl_extension import open_ctl_session as open_ctl_session
 
 # What a plugin adds to `roleserve cluster up|status` (entry-point group roleserve.cluster).
-from .clusterplugin import ClusterExtension as ClusterExtension
-from .clusterplugin import ClusterMember as ClusterMember
-from .clusterplugin import ClusterView as ClusterView
-from .clusterplugin import RunnableSeen as RunnableSeen
+from .cluster_extension import ClusterExtension as ClusterExtension
+from .cluster_extension import ClusterMember as ClusterMember
+from .cluster_extension import ClusterView as ClusterView
+from .cluster_extension import RunnableSeen as RunnableSeen
 
 # A local cluster of real node processes (`roleserve cluster up`'s), for plugins' tests.
 from .localcluster import LocalCluster as LocalCluster
