@@ -18,10 +18,10 @@ from pathlib import Path
 from roleserve_core.cli.ctl._prometheus import ROLE_LABEL as PROMETHEUS_ROLE_LABEL
 from roleserve_core.cli.ctl._prometheus import prometheus_yaml
 from roleserve_core.cli.ctl._tree import describe
-from roleserve_core.nodemanagement import runnable_message
 from roleserve_core.plugins import PluginSelection, PluginSet
 from roleserve_core.process import ProcessRecord
 from roleserve_core.process._proc import boot_id, read_stat
+from roleserve_core.service_nodemanagement import runnable_message
 from roleserve_core.supervisor import RunnableStatus
 from roleserve_core.workers.renewal import renewal_due
 
