@@ -9,9 +9,9 @@
                naming the field and its limit)
         │
         ▼ etcd record (a node's record stays far below etcd's 1.5 MiB request limit,
-                       ``ETCD_MAX_REQUEST_BYTES``: the controlplane's test
-                       ``test_the_largest_node_record_fits_one_etcd_request`` fills every
-                       limit at once and checks the record is under half of it)
+                       ``ETCD_MAX_REQUEST_BYTES``: with every limit filled at once, under
+                       half of it, says the controlplane's test_curator_validation.py,
+                       ``test_the_largest_node_record_fits_one_etcd_request``)
 
 Why these numbers: each is well above what roleserve itself sends, and together they keep a
 node's record in etcd (labels, roles, status, cluster networking) under a few hundred KiB
