@@ -30,7 +30,12 @@ The pieces, each a module of its own::
     process     the runner of programs (etcd, exporters, ...): death with the node, leftovers
     rundir      a node's runtime directory: its unix sockets, short whatever its data directory
     environment every environment variable roleserve reads
-    testing     fixtures and helpers for tests (a pytest plugin)
+    ctl_extension, cluster_extension
+                what a plugin's own `roleserve ctl` sub-command and its part of
+                `roleserve cluster up|status` are written with (entry points)
+    service_nodemanagement
+                the NodeManagement service, which the worker workers/nodemgmt serves
+    testing     fixtures and helpers for tests (its pytest plugin: testing.pytest_plugin)
 
 Everything is imported on first use (PEP 562, through ``lazy_loader``; the names and their
 modules are listed once, in ``__init__.pyi``, which type checkers read too), so that

@@ -1,7 +1,7 @@
 # The plugin API: everything a plugin needs, importable from `roleserve_core` alone.
 #
 # For type checkers and for lazy_loader (see __init__.py), which imports each name from its
-# module on first use. Add a name here to export it; tests/test_surface.py checks that every
+# module on first use. Add a name here to export it; tests/test_exports.py checks that every
 # name resolves and that the repository's plugins and example import only from here (and
 # from the namespaces and test kit below).
 
@@ -120,19 +120,19 @@ from .workers.nodemgmt import Listen as Listen
 from .workers.nodemgmt import plan_listen as plan_listen
 
 # A plugin's own `roleserve ctl` sub-command (entry-point group roleserve.ctl).
-from .ctlplugin import EXIT_REFUSED as EXIT_REFUSED
-from .ctlplugin import EXIT_USAGE as EXIT_USAGE
-from .ctlplugin import ClusterAccess as ClusterAccess
-from .ctlplugin import CtlError as CtlError
-from .ctlplugin import CtlSession as CtlSession
-from .ctlplugin import add_ctl_command as add_ctl_command
-from .ctlplugin import open_ctl_session as open_ctl_session
+from .ctl_extension import EXIT_REFUSED as EXIT_REFUSED
+from .ctl_extension import EXIT_USAGE as EXIT_USAGE
+from .ctl_extension import ClusterAccess as ClusterAccess
+from .ctl_extension import CtlError as CtlError
+from .ctl_extension import CtlSession as CtlSession
+from .ctl_extension import add_ctl_command as add_ctl_command
+from .ctl_extension import open_ctl_session as open_ctl_session
 
 # What a plugin adds to `roleserve cluster up|status` (entry-point group roleserve.cluster).
-from .clusterplugin import ClusterExtension as ClusterExtension
-from .clusterplugin import ClusterMember as ClusterMember
-from .clusterplugin import ClusterView as ClusterView
-from .clusterplugin import RunnableSeen as RunnableSeen
+from .cluster_extension import ClusterExtension as ClusterExtension
+from .cluster_extension import ClusterMember as ClusterMember
+from .cluster_extension import ClusterView as ClusterView
+from .cluster_extension import RunnableSeen as RunnableSeen
 
 # A local cluster of real node processes (`roleserve cluster up`'s), for plugins' tests.
 from .localcluster import LocalCluster as LocalCluster

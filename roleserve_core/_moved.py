@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import importlib
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-__all__ = ["PluginAPIDeprecationWarning", "moved_names"]
+__all__ = ["PluginAPIDeprecationWarning", "moved_module", "moved_names"]
 
 
 class PluginAPIDeprecationWarning(DeprecationWarning):
@@ -62,3 +62,10 @@ def moved_names(module: str, moves: Mapping[str, str], api: int) -> Callable[[st
         return getattr(importlib.import_module(place), new_name)
 
     return __getattr__
+
+
+def moved_module(module: str, new: str, names: Iterable[str], api: int) -> Callable[[str], Any]:
+    """The ``__getattr__`` for ``module``, a module path of plugin API ``api`` renamed to
+    ``new``: each of ``names`` is the very object of the same name there, with a warning
+    naming it. The old module defines nothing of its own, so that nothing is kept twice."""
+    return moved_names(module, {name: f"{new}:{name}" for name in names}, api)

@@ -1,32 +1,27 @@
-"""What a plugin's ``roleserve ctl`` sub-command is written with (entry-point group
-``roleserve.ctl``; see ``roleserve_core.cli.ctl._plugins`` and the plugin guide).
+"""Plugin API 1's path of ``roleserve_core.ctl_extension`` (what a plugin's ``roleserve ctl``
+sub-command is written with), renamed so that its name says what it is: an extension of
+``ctl``, not a part of the plugin loader (``plugins``, ``plugincheck``).
 
-::
-
-    [project.entry-points."roleserve.ctl"]
-    kubeconfig = "roleserve_kubernetes.ctl:add_parsers"
-
-    def add_parsers(commands):                       # called when `ctl kubeconfig` runs
-        parser = add_ctl_command(commands, "kubeconfig", run, help=..., description=...)
-        parser.add_argument("--out", ...)
-
-    async def run(session: CtlSession, args) -> None:
-        stub = MyServiceStub(session.channel)        # the leader, over mutual TLS
-        ...
-        raise CtlError("one line, what to do", EXIT_USAGE)
-
-A sub-command added so gets what every core sub-command has: the connection options, a
-session with the leading curator, and its refusals as one line with an exit code. The names
-here are the core's own, under names that say they are ``ctl``'s, exported at the top of
-``roleserve_core``.
+Kept for plugins that import from here: every name still does, with a ``DeprecationWarning``
+naming ``roleserve_core.ctl_extension`` (the names a plugin needs are also at
+``roleserve_core``'s top level). It goes when the core stops accepting plugin API 1
+(docs/plugin-guide.md, "The plugin API promise").
 """
 
 from __future__ import annotations
 
-from roleserve_core.access import ClusterAccess
-from roleserve_core.cli.ctl._command import add
-from roleserve_core.cli.ctl._errors import EXIT_REFUSED, EXIT_USAGE, CtlError
-from roleserve_core.cli.ctl._session import Session, open_session
+from typing import TYPE_CHECKING
+
+from roleserve_core._moved import moved_module
+
+if TYPE_CHECKING:  # what type checkers see; at run time, __getattr__ answers, and warns
+    from roleserve_core.ctl_extension import EXIT_REFUSED as EXIT_REFUSED
+    from roleserve_core.ctl_extension import EXIT_USAGE as EXIT_USAGE
+    from roleserve_core.ctl_extension import ClusterAccess as ClusterAccess
+    from roleserve_core.ctl_extension import CtlError as CtlError
+    from roleserve_core.ctl_extension import CtlSession as CtlSession
+    from roleserve_core.ctl_extension import add_ctl_command as add_ctl_command
+    from roleserve_core.ctl_extension import open_ctl_session as open_ctl_session
 
 __all__ = [
     "EXIT_REFUSED",
@@ -38,13 +33,5 @@ __all__ = [
     "open_ctl_session",
 ]
 
-add_ctl_command = add
-"""Register a ``ctl`` sub-command (``_command.add``): ``add_ctl_command(commands, name,
-run, help=..., description=...)`` returns its parser for the command's own arguments."""
-
-CtlSession = Session
-"""What a sub-command's ``run(session, args)`` gets: the access, the leader, its channel."""
-
-open_ctl_session = open_session
-"""``async with open_ctl_session(access, timeout) as session``: a session as ``ctl`` opens
-one, for tests of a plugin's sub-command."""
+if not TYPE_CHECKING:
+    __getattr__ = moved_module(__name__, "roleserve_core.ctl_extension", __all__, api=1)

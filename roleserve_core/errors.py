@@ -66,7 +66,7 @@ tree names the module. A test keeps the tree whole: every exception class of the
     ├── CtlError                      a ctl command's one-line failure, with its exit code
     │                                 (.cli.ctl._errors)
     └── NewPluginError                `plugin new` refuses its arguments or its directory
-                                      (.cli.plugin)
+                                      (.cli.plugin_new)
 
 Errors that describe a misuse of an API by a runnable (``InvalidSignalError`` and friends)
 are raised inside that runnable, so they fail that runnable alone, with the DN in the status

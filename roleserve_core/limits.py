@@ -8,8 +8,10 @@
     handler ─▶ the checks below, before anything is stored (beyond one: INVALID_ARGUMENT,
                naming the field and its limit)
         │
-        ▼ etcd record (a node's record stays far below etcd's 1.5 MiB request limit:
-                       ``WORST_NODE_RECORD_BYTES`` is checked against it in the tests)
+        ▼ etcd record (a node's record stays far below etcd's 1.5 MiB request limit,
+                       ``ETCD_MAX_REQUEST_BYTES``: with every limit filled at once, under
+                       half of it, says the controlplane's test_curator_validation.py,
+                       ``test_the_largest_node_record_fits_one_etcd_request``)
 
 Why these numbers: each is well above what roleserve itself sends, and together they keep a
 node's record in etcd (labels, roles, status, cluster networking) under a few hundred KiB

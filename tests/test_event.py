@@ -1,9 +1,10 @@
 """Event values: ``Value``, ``Watcher`` and ``ValueWatch``.
 
-The first group translates Monogon's ``memory_test.go`` and ``example_test.go`` (reference
-§1.4); the rest checks, one behaviour per test, each sentence of ARCHITECTURE §2.1 and of
-the ``roleserve_core.event`` docstring. Tests synchronise on events, values and
-``anyio.wait_all_tasks_blocked()``; every wait is bounded by ``anyio.fail_after``.
+The first group translates Monogon's ``memory_test.go`` and ``example_test.go`` (of
+``osbase/event/memory``); the rest checks, one behaviour per test, each sentence of
+docs/architecture.md ("event.py: latest-value cells") and of the ``roleserve_core.event``
+docstring. Tests synchronise on events, values and ``anyio.wait_all_tasks_blocked()``;
+every wait is bounded by ``anyio.fail_after``.
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ async def assert_get_blocks(watcher: Watcher[T]) -> None:
     assert scope.cancelled_caught
 
 
-# -- Monogon memory_test.go and example_test.go (reference §1.4) ---------------------------
+# -- Monogon memory_test.go and example_test.go (osbase/event/memory) ----------------------
 
 
 async def test_async() -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import roleserve_core
-from roleserve_core.cli.plugin import NewPlugin, render
+from roleserve_core.cli.plugin_new import NewPlugin, render
 from roleserve_core.plugins import PLUGIN_API_VERSION
 from roleserve_core.registry import ValueKey
 from roleserve_core.values import SHARED_KEYS

@@ -1,6 +1,6 @@
 """The cluster PKI: keys and node IDs, issuing, verification, credentials on disk.
 
-Verification follows the seven cases of Monogon's ``certificates_test.go`` (reference §5.1),
+Verification follows the seven cases of Monogon's ``certificates_test.go`` (TestCertificates),
 adapted to P-256 and to roleserve's certificates: the bad certificates are built here with
 ``CertificateBuilder`` (``build_certificate``), each differing from a valid one in the one
 thing its case names, and signed by the test's CA. Validity is checked with ``now=`` and
@@ -635,7 +635,7 @@ def test_the_enrolment_ca_has_the_same_key_in_every_call_and_process() -> None:
     )
 
 
-# -- verification: the seven cases of reference §5.1 --------------------------------------
+# -- verification: the seven cases of Monogon's TestCertificates --------------------------
 
 
 @dataclass(frozen=True)

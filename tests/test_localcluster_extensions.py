@@ -1,4 +1,4 @@
-"""What plugins add to ``cluster up`` (``clusterplugin``): ``up`` says the cluster is up only
+"""What plugins add to ``cluster up`` (``cluster_extension``): ``up`` says the cluster is up only
 once every extension's ``settle`` returned, and fails with its line when it raises; the
 status table gets each extension's column and the lines under it its hint; a broken entry
 point is left out with one line. No processes: the leader's answers are stand-ins."""
@@ -18,7 +18,7 @@ import pytest
 
 from roleserve_core import ClusterView
 from roleserve_core.cli import _cluster_commands as cluster_command
-from roleserve_core.clusterplugin import GROUP, load_extensions
+from roleserve_core.cluster_extension import GROUP, load_extensions
 from roleserve_core.errors import RoleserveError
 from roleserve_core.localcluster import LocalCluster
 from roleserve_core.proto import management_pb2

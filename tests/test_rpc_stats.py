@@ -1,5 +1,5 @@
 """The status code the node's RPC statistics count a call under (``rpc/_stats.py``): what
-``roleserve_rpc_calls_total`` of the metrics plugin is labelled with."""
+``roleserve_grpc_server_handled_total{method,code}`` of the metrics plugin is labelled with."""
 
 from __future__ import annotations
 

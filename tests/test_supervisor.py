@@ -1,4 +1,4 @@
-"""The supervisor: the cases of Monogon's supervisor_test.go and ARCHITECTURE §2.2.
+"""The supervisor: the cases of Monogon's supervisor_test.go and the rules of its docstring.
 
 Every supervisor here runs on the fake clock with jitter-free backoff (``supervisor_runner``),
 so a backoff lasts until the test advances the clock and its length is exact. Tests wait on
@@ -313,7 +313,7 @@ def qualified(exc_type: type[BaseException]) -> str:
     return f"{exc_type.__module__}.{exc_type.__qualname__}".removeprefix("builtins.")
 
 
-# -- reference §2.5 -------------------------------------------------------------------------
+# -- Monogon's supervisor_test.go -----------------------------------------------------------
 
 
 async def test_simple_group_becomes_healthy(start: Start) -> None:
@@ -663,7 +663,7 @@ async def test_child_logger_records_land_under_its_dn(start: Start) -> None:
     assert [(e.dn, e.message) for e in entries] == [("root.foo.dut", "from the sub-logger")]
 
 
-# -- ARCHITECTURE §2.2: failure, cancellation, restart ---------------------------------------
+# -- the docstring's rules: failure, cancellation, restart -----------------------------------
 
 
 async def test_failure_cancels_subtree_and_group_but_not_other_groups_or_parent(

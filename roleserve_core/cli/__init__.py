@@ -1,8 +1,9 @@
 """The ``roleserve`` command.
 
 One sub-command per module: ``node`` runs a node, ``cluster`` a local cluster, ``plugins``
-lists the installed plugins, ``plugin new`` writes a new one, and ``ctl`` (a package, one
-module per concern) operates a cluster with an operator's credentials.
+lists the installed plugins (``plugin_list``), ``plugin new`` writes a new one
+(``plugin_new``), and ``ctl`` (a package, one module per concern) operates a cluster with an
+operator's credentials.
 Each module exposes ``add_parser(subparsers)``, which registers its sub-command with a
 ``handler(args) -> int`` default.
 """
@@ -18,8 +19,8 @@ from typing import Any
 from roleserve_core.cli import cluster as cluster_command
 from roleserve_core.cli import ctl as ctl_command
 from roleserve_core.cli import node as node_command
-from roleserve_core.cli import plugin as plugin_command
-from roleserve_core.cli import plugins as plugins_command
+from roleserve_core.cli import plugin_list as plugin_list_command
+from roleserve_core.cli import plugin_new as plugin_new_command
 from roleserve_core.cli._failure import DEBUG_ENV, discard_stdout, report, sole_error
 from roleserve_core.errors import RoleserveError
 
@@ -64,8 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", dest="command")
     node_command.add_parser(commands)
     cluster_command.add_parser(commands)
-    plugins_command.add_parser(commands)
-    plugin_command.add_parser(commands)
+    plugin_list_command.add_parser(commands)
+    plugin_new_command.add_parser(commands)
     ctl_command.add_parser(commands)
     return parser
 

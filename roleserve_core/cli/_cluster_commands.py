@@ -5,7 +5,7 @@
 and shows a live status table under the hint of how to operate it, until Ctrl-C stops
 the nodes it started (those it found running keep running, and it says so; so does a
 failed ``up``); ``down`` stops the nodes a detached ``up`` left running; ``status`` shows
-them, with what the leading curator knows. Plugins add to both (``clusterplugin``): what
+them, with what the leading curator knows. Plugins add to both (``cluster_extension``): what
 ``up`` waits for before it says the cluster is up, a column of the table each, and a line
 under it.
 """
@@ -33,7 +33,7 @@ from roleserve_core.cli.ctl._nodes import (
     node_json,
     node_row,
 )
-from roleserve_core.clusterplugin import load_extensions
+from roleserve_core.cluster_extension import load_extensions
 from roleserve_core.environment import CREDENTIALS_ENV
 from roleserve_core.localcluster import LocalCluster, size_for_up
 from roleserve_core.localcluster.lock import holding_up_lock
@@ -201,7 +201,7 @@ UNKNOWN = "?"
 async def _extension_columns(
     cluster: LocalCluster, nodes: dict[str, management_pb2.Node]
 ) -> dict[str, Mapping[str, str]]:
-    """Each plugin extension's column (``clusterplugin``): header → cells by node ID.
+    """Each plugin extension's column (``cluster_extension``): header → cells by node ID.
     One that gives none (its components are not installed) has no column; one that does
     not answer in time shows ``?`` in every row: the table is redrawn every few seconds
     and must not wait for a plugin."""

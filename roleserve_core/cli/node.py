@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from roleserve_core.cli import node_config
+from roleserve_core.cli import node_config_check
 from roleserve_core.cli._failure import report, sole_error
 from roleserve_core.config import LOG_LEVELS
 from roleserve_core.environment import REGISTER_TICKET_ENV
@@ -107,7 +107,7 @@ def add_parser(commands: Any) -> None:
         help="stop if any plugin fails to load (default: report it and go on)",
     )
     run.set_defaults(handler=_run)
-    node_config.add_subparser(subcommands)
+    node_config_check.add_subparser(subcommands)
     parser.set_defaults(handler=lambda args: _usage(parser))
 
 

@@ -20,7 +20,7 @@
             roles (layout.default_roles): consensus members one at a time (each joins etcd
             as a learner and is promoted), then the rest
             wait until every node is UP and HEALTHY
-            each plugin extension's settle (clusterplugin: e.g. every Kubernetes Node
+            each plugin extension's settle (cluster_extension: e.g. every Kubernetes Node
             Ready); only then "the cluster is up"
     down(): SIGTERM every node, wait for each to stop (SIGKILL after a while)
 
@@ -51,7 +51,7 @@ import anyio
 import grpc
 
 from roleserve_core.access import ClusterAccess
-from roleserve_core.clusterplugin import (
+from roleserve_core.cluster_extension import (
     ClusterExtension,
     ClusterMember,
     ClusterView,
@@ -188,7 +188,7 @@ class LocalCluster:
         refused: ``up`` does what its flag says or nothing, rather than quietly switching
         a cluster's network (and needing root) behind the operator's back.
     :param config: the ``roleserve.toml`` text of nodes created by this cluster.
-    :param extensions: what plugins add (``clusterplugin``): ``up`` waits for each one's
+    :param extensions: what plugins add (``cluster_extension``): ``up`` waits for each one's
         ``settle`` before it says the cluster is up.
     :param accepts: whether a node would accept a setting ``up`` gives each node a value
         of its own for (``nodeconfig``: the hosts file's path; with --netns, the clusternet
@@ -302,7 +302,7 @@ class LocalCluster:
         return node.datadir.read_node_id()
 
     def view(self, records: Mapping[str, management_pb2.Node]) -> ClusterView:
-        """The cluster for a plugin's extension (``clusterplugin``), with each node's
+        """The cluster for a plugin's extension (``cluster_extension``), with each node's
         roles from ``records`` (what the leader knows, by node ID; none: no roles)."""
         members = []
         for node in self.nodes:

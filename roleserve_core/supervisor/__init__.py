@@ -15,7 +15,7 @@ them, each named by its DN (``root.role.kubernetes.worker``), and keeps the tree
                  raise FinalError ──▶ DEAD, final ──(restart(dn) by the operator)──▶ NEW
                  cancelled by ancestor or sibling ──▶ CANCELED ──(at once)──▶ NEW
 
-Rules (reference §2.2–2.3):
+Rules (Monogon's ``osbase/supervisor``: its node states and its restart loop):
 
 - A runnable that raises, or returns without having signalled done, is DEAD: its subtree
   and its group siblings are cancelled. The parent is not affected.

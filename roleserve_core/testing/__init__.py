@@ -1,8 +1,8 @@
 """Test kit for roleserve and its plugins: fake clock, fake curator and throwaway cluster,
 harnesses, and waits on conditions.
 
-The fixtures live in ``roleserve_core.testing.plugin``, registered with pytest through the
-``pytest11`` entry point. The rule behind all of it: tests wait on conditions (a value
+The fixtures live in ``roleserve_core.testing.pytest_plugin``, registered with pytest through
+the ``pytest11`` entry point. The rule behind all of it: tests wait on conditions (a value
 satisfying a predicate, a runnable reaching a state, a task falling asleep on the fake
 clock), each under a timeout, and never on ``sleep``.
 

@@ -1,5 +1,5 @@
 """The core's own workings that plugins' tests compare against, so that those tests import
-only the plugin API and this kit (tests/test_surface.py checks), never a private module.
+only the plugin API and this kit (tests/test_exports.py checks), never a private module.
 
 - ``record_leftover``: a process recorded as the program runner records the programs it
   starts, so that a test can leave one behind as a killed node would;
@@ -18,10 +18,10 @@ from pathlib import Path
 from roleserve_core.cli.ctl._prometheus import ROLE_LABEL as PROMETHEUS_ROLE_LABEL
 from roleserve_core.cli.ctl._prometheus import prometheus_yaml
 from roleserve_core.cli.ctl._tree import describe
-from roleserve_core.nodemanagement import runnable_message
 from roleserve_core.plugins import PluginSelection, PluginSet
 from roleserve_core.process import ProcessRecord
 from roleserve_core.process._proc import boot_id, read_stat
+from roleserve_core.service_nodemanagement import runnable_message
 from roleserve_core.supervisor import RunnableStatus
 from roleserve_core.workers.renewal import renewal_due
 

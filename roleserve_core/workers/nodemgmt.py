@@ -13,7 +13,7 @@
 What it does: waits, in state NEW with a note saying for what, until the node has its
 credentials (``node_credentials``) and knows its address (``network``,
 ``NetworkStatus.external_address``); then serves the node management service (see
-``roleserve_core.nodemanagement``) over the node's TLS, on the node's own address and never
+``roleserve_core.service_nodemanagement``) over the node's TLS, on the node's own address and never
 on a wildcard, so several nodes on one machine each serve on their loopback address. It
 signals healthy once the server has started. Cancelled, it ends the following ``GetLogs``
 calls first (``end_follows``: OK, so a reader of ``ctl logs -f`` tells a node that stops
@@ -34,10 +34,10 @@ When it restarts:
   so a second process on the same address fails loudly instead of sharing the port.
 - ``RestartRunnable`` of itself or of an ancestor restarts it once the answer is sent.
 
-Monogon's ``worker_nodemgmt`` (reference §3.8) waits for the curator connection and
-listens on ``:7839``. This one waits only for what the server needs, its certificate and
-address, so that an owner can read the logs of a node that cannot reach the control plane,
-which is when they are needed most.
+Monogon's ``worker_nodemgmt`` (``roleserve/worker_nodemgmt.go``) waits for the curator
+connection and listens on ``:7839``. This one waits only for what the server needs, its
+certificate and address, so that an owner can read the logs of a node that cannot reach the
+control plane, which is when they are needed most.
 """
 
 from __future__ import annotations
@@ -55,10 +55,10 @@ from roleserve_core.errors import RoleserveError
 from roleserve_core.event import Combined, ValueWatch
 from roleserve_core.identity import NodeCredentials
 from roleserve_core.node import NodeContext, NodeIntrospection, Worker
-from roleserve_core.nodemanagement import NodeManagementService
 from roleserve_core.ports import NODE_MANAGEMENT_PORT, endpoint
 from roleserve_core.proto import nodemanagement_pb2_grpc
 from roleserve_core.rpc import Revocations, bind, create_server
+from roleserve_core.service_nodemanagement import NodeManagementService
 from roleserve_core.stats import RpcStats
 from roleserve_core.supervisor import RunContext
 from roleserve_core.values import (

@@ -20,7 +20,7 @@ that is there but exits at once is DEAD with its last error lines, restarted aft
 backoff.
 
 A missing kube binary (nothing configured, none on PATH) is a state of the node, not a
-failure: Debian ships none of them (``shared/reference/components.md`` §3), so a node
+failure: Debian ships none of them (the plugin's README, "Which Kubernetes"), so a node
 without them still runs containerd, the pod network and everything else. Restarting
 cannot conjure a binary, so the runnable does not crash-loop; it is not HEALTHY either,
 since nothing runs: it stays NEW and shows the note in ``roleserve ctl tree`` until the

@@ -262,7 +262,7 @@ async def _fail_if_failed_for_good(view: ClusterView, waiting: list[ClusterMembe
 
 
 class KubernetesExtension:
-    """The ``roleserve.cluster`` extension (``roleserve_core.clusterplugin``)."""
+    """The ``roleserve.cluster`` extension (``roleserve_core.cluster_extension``)."""
 
     column = "K8S"
 

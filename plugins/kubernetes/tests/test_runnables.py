@@ -1,6 +1,7 @@
-"""The component runnables with stand-in binaries: the real kube binaries cannot be
-installed here (``shared/reference/components.md`` §3), so a test writes a tiny program of
-its own. That tests the plugin's handling (absent, broken, ready), not Kubernetes."""
+"""The component runnables with stand-in binaries: the real kube binaries are on no
+machine by default (no package ships them: the plugin's README, "Which Kubernetes"), so a
+test writes a tiny program of its own. That tests the plugin's handling (absent, broken,
+ready), not Kubernetes."""
 
 from __future__ import annotations
 

@@ -18,12 +18,13 @@ value. Runs always (``when=None``).
     node_credentials renewed (same CA, same address) ─▶ TlsIdentity.load: no restart
     address or CA changed ─▶ ctx.restart()
 
-Monogon's worker waits for the curator connection first (reference §3.11); this one waits
-only for what its server needs, the node certificate and address, as ``nodemgmt`` does, so
-a node that cannot reach the control plane can still be scraped, which is when its metrics
-matter most. Monogon's ``watch-consensus`` child, which runs discovery on consensus
-members, is the worker ``metrics_discovery`` here (``discovery.py``); this worker answers
-``/discovery`` from the view that one keeps, on every node (503 where it does not run).
+Monogon's worker (``roleserve/worker_metrics.go``) waits for the curator connection first;
+this one waits only for what its server needs, the node certificate and address, as
+``nodemgmt`` does, so a node that cannot reach the control plane can still be scraped, which
+is when its metrics matter most. Monogon's ``watch-consensus`` child, which runs discovery
+on consensus members, is the worker ``metrics_discovery`` here (``discovery.py``); this
+worker answers ``/discovery`` from the view that one keeps, on every node (503 where it does
+not run).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ Modules, one concern each: ``_command`` (options, the handler every sub-command 
 (node prefixes), ``_format`` (cells and JSON), then one module per group of sub-commands:
 ``_nodes``, ``_node_plugins`` (a node's plugins), ``_roles``, ``_ticket``, ``_consensus``,
 ``_tree``, ``_values``, ``_logs``, ``_metrics``, ``_credentials``, ``_prometheus``;
-``_plugins`` adds the sub-commands that plugins contribute (entry-point group
+``_plugin_commands`` adds the sub-commands that plugins contribute (entry-point group
 ``roleserve.ctl``, loaded only when run).
 
 Every sub-command prints a table (or plain lines) for people and, where it lists things,
@@ -38,7 +38,7 @@ from roleserve_core.cli.ctl import (
     _metrics,
     _node_plugins,
     _nodes,
-    _plugins,
+    _plugin_commands,
     _prometheus,
     _roles,
     _ticket,
@@ -81,4 +81,4 @@ def add_parser(commands: Any) -> None:
     subcommands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
     for module in SUBCOMMAND_MODULES:
         module.add_parsers(subcommands)
-    _plugins.add_parsers(subcommands)  # last: a plugin's command never shadows the core's
+    _plugin_commands.add_parsers(subcommands)  # last: a plugin's command never shadows the core's

@@ -39,7 +39,7 @@ ALL_STORED = -1
 
 GAP = "[gap]"
 """Stands for the DN of a gap marker: the entry, without a DN, that the node sends where a
-follower fell behind and lost records (see ``roleserve_core.nodemanagement``)."""
+follower fell behind and lost records (see ``roleserve_core.service_nodemanagement``)."""
 
 
 def add_parsers(commands: Any) -> None:

@@ -96,7 +96,7 @@ class Session:
     curators, which does not lead, and says so."""
     channel: grpc.aio.Channel | None = None
     """The channel ``management`` calls on: to the leader, where plugins' commands call
-    their own services (``roleserve.ctl`` entry points, ``_plugins``)."""
+    their own services (``roleserve.ctl`` entry points, ``_plugin_commands``)."""
     local_access: Path | None = None
     """The access directory, when it may be a local cluster's (``_local``): ``resolve``
     then takes the names its status table shows (``n<i>``) too."""

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from roleserve_core.cli import main
-from roleserve_core.cli.ctl._plugins import GROUP
+from roleserve_core.cli.ctl._plugin_commands import GROUP
 
 PLUGIN = """
 import sys

@@ -40,12 +40,12 @@ from roleserve_core.identity import (
 from roleserve_core.limits import MAX_DN_LENGTH, MAX_VALUE_NAME_LENGTH
 from roleserve_core.logtree import LogTree
 from roleserve_core.node import NodeIntrospection
-from roleserve_core.nodemanagement import BATCH_ENTRIES, NodeManagementService
 from roleserve_core.ports import NODE_MANAGEMENT_PORT, endpoint
 from roleserve_core.proto import nodemanagement_pb2 as pb
 from roleserve_core.proto import nodemanagement_pb2_grpc as pb_grpc
 from roleserve_core.registry import ValueKey, ValueRegistry
 from roleserve_core.rpc import secure_channel, user_revocation
+from roleserve_core.service_nodemanagement import BATCH_ENTRIES, NodeManagementService
 from roleserve_core.testing import NodeHarness, PluginHarness, ThrowawayCA, wait_for_value
 from roleserve_core.values import (
     NETWORK,
