@@ -58,8 +58,22 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("state", ("clusternodes", "keys", "registry", "roles", "settings", "values")),
     ("plugin API", ("hookspecs", "node")),
     ("plugin loading", ("docgen", "plugincheck", "plugins", "runtime")),
-    ("the node", ("builtin", "connection", "daemon", "enrolment", "nodemanagement", "workers")),
-    ("tools", ("__main__", "cli", "clusterplugin", "ctlplugin", "localcluster")),
+    (
+        "the node",
+        ("builtin", "connection", "daemon", "enrolment", "service_nodemanagement", "workers"),
+    ),
+    (
+        "tools",
+        (
+            "__main__",
+            "cli",
+            "cluster_extension",
+            "clusterplugin",
+            "ctl_extension",
+            "ctlplugin",
+            "localcluster",
+        ),
+    ),
     ("facade and test kit", ("__init__", "testing")),
 )
 """Each layer's modules and packages (a package holds its submodules), by their names in
