@@ -3,14 +3,14 @@
 ::
 
     @dataclass(frozen=True)
-    class HostsfileSettings(PluginSettings):
-        path: Path = setting("path", str, "/etc/hosts", "The hosts file.", convert=Path)
+    class BackupSettings(PluginSettings):
+        target: Path = setting("target", str, "/var/backups", "Where.", convert=Path)
         port: int = port_setting("port", 7000, "The port it listens on.")
                         │
-       HostsfileSettings.declared() ──▶ (Setting("path", ...), Setting("port", ...))
-                        │                  the roleserve_settings hook returns them
-       HostsfileSettings.of(node.config) ──▶ HostsfileSettings(path=Path(...), port=7000)
-                                              the worker's typed, read-only settings
+       BackupSettings.declared() ──▶ (Setting("target", ...), Setting("port", ...))
+                        │               what the roleserve_settings hook returns
+       BackupSettings.of(node.config) ──▶ BackupSettings(target=Path(...), port=7000)
+                                           the worker's typed, read-only settings
 
 Why: a plugin that gathered its checked values in a dataclass of its own named each setting
 four times (a ``Setting`` constant, a field, a read in ``of``, the list for the hook) and
@@ -20,8 +20,8 @@ record in the field's metadata, so the class yields both.
 Why a plain frozen dataclass rather than a base class that makes one
 (``dataclass_transform``): the decorator is what mypy and a reader already know, and
 ``setting`` is typed as returning the field's value, so mypy checks a default (or what its
-``convert`` returns) against the field's annotation. A field specifier of
-``dataclass_transform`` would have to be called with keywords only.
+``convert`` returns) against the field's annotation; mypy would accept a field specifier
+of ``dataclass_transform`` called with keywords only.
 
 A conversion (``convert``) turns the value as the file holds it (a ``str``, an ``int``) into
 the type the worker uses (a ``Path``, None for an empty string); it is applied to the
