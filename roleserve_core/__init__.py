@@ -23,6 +23,7 @@ The pieces, each a module of its own::
     plugins     finding and loading plugins
     node        NodeContext and Worker, the plugin-facing objects
     settings    Setting: what a plugin accepts in roleserve.toml, checked at start
+    settingsclass  PluginSettings: a plugin's settings as one frozen dataclass, from its fields
     runtime     plugins + values + workers assembled into one tree
     proto       the gRPC API (generated code committed)
     identity    keys, node IDs, the cluster CA, certificates, credentials

@@ -14,6 +14,9 @@ from .node import Worker as Worker
 from .node import custom_role as custom_role
 from .plugins import PLUGIN_API_VERSION as PLUGIN_API_VERSION
 from .settings import Setting as Setting
+from .settingsclass import PluginSettings as PluginSettings
+from .settingsclass import port_setting as port_setting
+from .settingsclass import setting as setting
 from .version import core_version as core_version
 
 # The supervision tree a worker runs in.

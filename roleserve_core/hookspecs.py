@@ -97,6 +97,11 @@ def roleserve_settings() -> list[Setting[Any]]:
         @hookimpl
         def roleserve_settings() -> list[Setting[Any]]:
             return [LEASE_TTL]
+
+    With more than a setting or two, declare each once as a field of a frozen
+    ``PluginSettings`` dataclass (``setting``, ``port_setting``), return its
+    ``declared()`` records here, and build the typed object in ``roleserve_workers`` with
+    ``of(node.config)`` (see the plugin guide, "Settings").
     """
     raise NotImplementedError  # pragma: no cover - specification only
 

@@ -27,7 +27,8 @@ or a pydantic model) that the core introspects:
   failure isolation, tracing and listing, with no second mechanism.
 - ``Setting[T]`` is typed: ``LEASE_TTL.read(node.config)`` is an ``int`` to mypy, so a plugin
   may still gather its values in a dataclass of its own, while names, defaults and docs
-  live in one place, the records.
+  live in one place, the records (``settingsclass.PluginSettings`` is that dataclass, each
+  field declared once with its record).
 
 Beyond its type, a setting may say which values it allows: a range (``minimum``,
 ``maximum``), a set of ``choices``, or a ``predicate`` with the ``requirement`` it checks

@@ -34,7 +34,7 @@ from roleserve_core import (
     program_runnable,
     resolve_binary,
 )
-from roleserve_metrics.settings import NODE_EXPORTER, NODE_EXPORTER_EXECUTABLE, MetricsSettings
+from roleserve_metrics.settings import NODE_EXPORTER_EXECUTABLE, MetricsSettings
 
 __all__ = [
     "READY_POLL",
@@ -65,7 +65,7 @@ def node_exporter_spec(
         executable=str(binary) if binary is not None else NODE_EXPORTER_EXECUTABLE,
         configured=settings.node_exporter or None,
         setting=(
-            f'set `{NODE_EXPORTER.name} = "/path"` in [plugins.metrics] of roleserve.toml, '
+            'set `node_exporter = "/path"` in [plugins.metrics] of roleserve.toml, '
             "or apt-get install prometheus-node-exporter"
         ),
         arguments=node_exporter_arguments(listen),
