@@ -22,11 +22,13 @@ from .clock import MonotonicClock as MonotonicClock
 from .supervisor import WAITING_FOR_OPERATOR as WAITING_FOR_OPERATOR
 from .supervisor import BackoffPolicy as BackoffPolicy
 from .supervisor import CrashLoopPolicy as CrashLoopPolicy
+from .supervisor import Retry as Retry
 from .supervisor import RunContext as RunContext
 from .supervisor import Runnable as Runnable
 from .supervisor import RunnableStatus as RunnableStatus
 from .supervisor import State as State
 from .supervisor import Supervisor as Supervisor
+from .supervisor import retry as retry
 from .logtree import LogEntry as LogEntry
 from .logtree import LogFollower as LogFollower
 from .logtree import LogTree as LogTree
