@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from roleserve_core.process import read_stat
+
 
 def status_value(pid: int | str, field: str) -> int:
     """The number on a line of ``/proc/PID/status``: KiB for memory (``VmRSS``,
@@ -23,7 +25,7 @@ def open_files(pid: int) -> int:
 
 def cpu_seconds(pid: int) -> float:
     """CPU time ``pid`` has used, user and system."""
-    # /proc/PID/stat: the fields after the command's closing parenthesis; utime and stime
-    # are the 14th and 15th of the whole line.
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    stat = read_stat(pid)
+    if stat is None:
+        raise LookupError(f"no process {pid}")
+    return stat.cpu_seconds

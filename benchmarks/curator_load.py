@@ -29,7 +29,6 @@ import argparse
 import contextlib
 import ipaddress
 import logging
-import os
 import random
 import signal
 import subprocess
@@ -42,6 +41,7 @@ from typing import Any
 
 import anyio
 import grpc
+from _proc import cpu_seconds
 from _report import print_comparison, summarise
 from anyio.streams.buffered import BufferedByteReceiveStream
 
@@ -79,12 +79,6 @@ PROBE_EVERY = 0.05
 """Seconds between the probe's heartbeats."""
 
 Line = BufferedByteReceiveStream
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of process ``pid`` so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def read_line(stream: Line) -> str:

@@ -32,8 +32,9 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from _proc import cpu_seconds
 from _report import print_comparison, summarise
-from curator_load import CHANNELS, Line, cpu_seconds, read_line, stop
+from curator_load import CHANNELS, Line, read_line, stop
 
 from roleserve_controlplane.testing import enrol_node
 from roleserve_core.identity import NodeCredentials, UserCredentials, generate_key

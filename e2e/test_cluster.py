@@ -24,8 +24,7 @@ from roleserve_core.identity import UserCredentials
 from roleserve_core.localcluster import LocalCluster, LocalNode
 from roleserve_core.localcluster.nodeconfig import LOOPBACK_MESH_OFF
 from roleserve_core.ports import CURATOR_PORT, NODE_MANAGEMENT_PORT, endpoint
-from roleserve_core.process import read_record
-from roleserve_core.process._proc import read_stat
+from roleserve_core.process import read_record, read_stat, read_stats
 from roleserve_core.proto import (
     common_pb2,
     management_pb2,
@@ -621,16 +620,7 @@ async def test_a_sigkilled_node_leaves_no_process_and_comes_back_healthy(
 
 def _stats() -> dict[int, tuple[int, int]]:
     """Every process: pid → (parent pid, start time)."""
-    table = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                text = (entry / "stat").read_text()
-            except OSError:
-                continue
-            fields = text[text.rfind(")") + 2 :].split()
-            table[int(entry.name)] = (int(fields[1]), int(fields[19]))
-    return table
+    return {stat.pid: (stat.ppid, stat.start_time) for stat in read_stats()}
 
 
 def _started_by(root: int) -> set[tuple[int, int]]:

@@ -25,11 +25,13 @@ from .clock import MonotonicClock as MonotonicClock
 from .supervisor import WAITING_FOR_OPERATOR as WAITING_FOR_OPERATOR
 from .supervisor import BackoffPolicy as BackoffPolicy
 from .supervisor import CrashLoopPolicy as CrashLoopPolicy
+from .supervisor import Retry as Retry
 from .supervisor import RunContext as RunContext
 from .supervisor import Runnable as Runnable
 from .supervisor import RunnableStatus as RunnableStatus
 from .supervisor import State as State
 from .supervisor import Supervisor as Supervisor
+from .supervisor import retry as retry
 from .logtree import LogEntry as LogEntry
 from .logtree import LogFollower as LogFollower
 from .logtree import LogTree as LogTree
@@ -108,6 +110,7 @@ from .ports import local_exporter_host as local_exporter_host
 from .process import Bind as Bind
 from .process import address_in_use as address_in_use
 from .process import ProcessRecord as ProcessRecord
+from .process import ProcStat as ProcStat
 from .process import ProgramExitedError as ProgramExitedError
 from .process import ProgramNotFoundError as ProgramNotFoundError
 from .process import ProgramSpec as ProgramSpec
@@ -116,6 +119,8 @@ from .process import LineParser as LineParser
 from .process import parse_zap_json as parse_zap_json
 from .process import program_runnable as program_runnable
 from .process import read_record as read_record
+from .process import read_stat as read_stat
+from .process import read_stats as read_stats
 from .process import resolve_binary as resolve_binary
 from .process import start_program as start_program
 from .process import stop_leftover as stop_leftover

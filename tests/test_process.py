@@ -42,7 +42,7 @@ from roleserve_core.process import (
     start_program,
     zap_json_parser,
 )
-from roleserve_core.process._proc import boot_id, group_members, read_stat
+from roleserve_core.process._proc import boot_id, group_members, read_stat, read_stats
 from roleserve_core.process._watchdog import watchdog
 from roleserve_core.supervisor import FailureKind, RunContext, State, classify_failure
 from roleserve_core.testing import (
@@ -450,16 +450,13 @@ async def test_the_death_signal_alone_takes_the_program_with_the_node(tmp_path: 
 
 def _children_named(parent: int, name: str) -> list[int]:
     found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+    for stat in read_stats():
         try:
-            stat = (entry / "stat").read_text()
-            argv0 = (entry / "cmdline").read_bytes().split(b"\0")[0].decode()
+            argv0 = Path(f"/proc/{stat.pid}/cmdline").read_bytes().split(b"\0")[0].decode()
         except OSError:
             continue
-        if int(stat[stat.rfind(")") + 2 :].split()[1]) == parent and argv0 == name:
-            found.append(int(entry.name))
+        if stat.ppid == parent and argv0 == name:
+            found.append(stat.pid)
     return found
 
 

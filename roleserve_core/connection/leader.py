@@ -44,6 +44,7 @@ from roleserve_core.identity import Credentials
 from roleserve_core.ports import CURATOR_PORT, endpoint, split_endpoint
 from roleserve_core.proto import curator_pb2, curator_pb2_grpc
 from roleserve_core.rpc import secure_channel
+from roleserve_core.supervisor import BackoffPolicy, Retry
 
 __all__ = [
     "ForeignClusterError",
@@ -59,6 +60,7 @@ log = logging.getLogger("roleserve.connection")
 
 FIRST_BACKOFF = 0.25
 MAX_BACKOFF = 5.0
+"""Seconds between passes that named no leader: FIRST_BACKOFF, doubling up to MAX_BACKOFF."""
 ANSWER_TIMEOUT = 5.0
 """Seconds a candidate has to give its first answer."""
 
@@ -147,7 +149,7 @@ async def follow_leader(
         consensus has no quorum, with what it said; what it raises ends the iteration.
     """
     last: LeaderInfo | None = None
-    delay = FIRST_BACKOFF
+    pauses = _pauses()
     while True:
         answered = False
         asking = list(candidates())
@@ -169,11 +171,17 @@ async def follow_leader(
             if last is not None and last.answered_by_leader and last.answered_by == candidate:
                 last = None  # the leader's own stream ended: see the docstring
         if answered:
-            delay = FIRST_BACKOFF
+            pauses.reset()
             continue
         _report_pass(asking, found, on_refused, on_no_quorum)
-        await anyio.sleep(delay)
-        delay = min(delay * 2, MAX_BACKOFF)
+        await pauses.wait()
+
+
+def _pauses() -> Retry:
+    """The pauses between passes (read at each look: a test shortens them)."""
+    return Retry(
+        BackoffPolicy(initial=FIRST_BACKOFF, multiplier=2.0, maximum=MAX_BACKOFF, jitter=0.0)
+    )
 
 
 @dataclass
@@ -231,15 +239,14 @@ async def find_leader(
     on_refused = _raise_refused if refused_is_final else None
     on_no_quorum = _raise_no_quorum if no_quorum_is_final else None
     with anyio.move_on_after(timeout):
-        delay = FIRST_BACKOFF
+        pauses = _pauses()
         while True:
             found = _Pass()
             leader = await _first_named(endpoints, credentials, found)
             if leader is not None:
                 return leader
             _report_pass(endpoints, found, on_refused, on_no_quorum)
-            await anyio.sleep(delay)
-            delay = min(delay * 2, MAX_BACKOFF)
+            await pauses.wait()
     raise NoLeaderError(
         f"no curator at {', '.join(endpoints)} named a leader within {timeout:g} s; "
         "is the cluster running, and are these its addresses?"

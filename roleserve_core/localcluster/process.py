@@ -43,6 +43,7 @@ from roleserve_core.datadir import NodeDataDirectory
 from roleserve_core.environment import REGISTER_TICKET_ENV
 from roleserve_core.localcluster import nodelog
 from roleserve_core.localcluster.netns import in_namespace
+from roleserve_core.process import read_stat
 from roleserve_core.supervisor import WAITING_FOR_OPERATOR
 
 __all__ = ["LocalNode"]
@@ -252,10 +253,8 @@ def _alive(pid: int) -> bool:
 
 
 def _is_zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except (OSError, IndexError):
-        return False
+    stat = read_stat(pid)
+    return stat is not None and stat.state == "Z"
 
 
 async def _exit_of(pid: int) -> None:

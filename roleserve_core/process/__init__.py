@@ -63,6 +63,7 @@ from roleserve_core.process._parsers import (
     zap_json_parser,
 )
 from roleserve_core.process._ports import address_in_use
+from roleserve_core.process._proc import ProcStat, read_stat, read_stats
 from roleserve_core.process._records import ProcessRecord, read_record, stop_leftover
 from roleserve_core.process._runner import (
     RunningProgram,
@@ -76,6 +77,7 @@ __all__ = [
     "Bind",
     "LineParser",
     "PortInUseError",
+    "ProcStat",
     "ProcessRecord",
     "ProgramError",
     "ProgramExitedError",
@@ -88,6 +90,8 @@ __all__ = [
     "plain_text",
     "program_runnable",
     "read_record",
+    "read_stat",
+    "read_stats",
     "resolve_binary",
     "start_program",
     "stop_leftover",

@@ -1,4 +1,10 @@
-"""What ``/proc`` says about processes: start time, state, process group, command line.
+"""What ``/proc`` says about processes: start time, state, parent, process group, CPU
+time, command line.
+
+The one reader of ``/proc/PID/stat`` in roleserve, its plugins, benchmarks and tests
+(``read_stat``, ``read_stats``; ``roleserve_core.read_stat`` for a plugin): the command name
+in it is in parentheses and may itself hold spaces and parentheses, so the fields are
+counted from the last ``)``, which a hand-written split gets wrong for such a name.
 
 A pid alone does not name a process: pids are reused. A pid together with its start time
 (field 22 of ``/proc/PID/stat``, clock ticks since boot) and the boot ID does: that triple
@@ -26,6 +32,7 @@ __all__ = [
     "command_line",
     "group_members",
     "read_stat",
+    "read_stats",
     "wait_group_empty",
 ]
 
@@ -34,13 +41,19 @@ _PROC = Path("/proc")
 
 @dataclass(frozen=True, slots=True)
 class ProcStat:
-    """The fields of ``/proc/PID/stat`` the runner uses."""
+    """The fields of ``/proc/PID/stat`` roleserve reads (numbered from 1 as in proc(5))."""
 
     pid: int
     state: str
-    """One letter: ``R``, ``S``, ``D``, ``Z`` (zombie), ``X`` (dead), ..."""
+    """One letter: ``R``, ``S``, ``D``, ``Z`` (zombie), ``X`` (dead), ... (field 3)."""
+    ppid: int
+    """Its parent's pid (field 4)."""
     pgrp: int
-    """Its process group."""
+    """Its process group (field 5)."""
+    utime: int
+    """CPU time in user mode, in clock ticks (field 14)."""
+    stime: int
+    """CPU time in kernel mode, in clock ticks (field 15)."""
     start_time: int
     """When it started, in clock ticks since boot (field 22)."""
 
@@ -48,6 +61,11 @@ class ProcStat:
     def gone(self) -> bool:
         """Whether it has exited (a zombie waiting to be reaped counts as exited)."""
         return self.state in ("Z", "X")
+
+    @property
+    def cpu_seconds(self) -> float:
+        """CPU time it has used so far, user and kernel, in seconds."""
+        return (self.utime + self.stime) / os.sysconf("SC_CLK_TCK")
 
 
 def read_stat(pid: int) -> ProcStat | None:
@@ -57,12 +75,33 @@ def read_stat(pid: int) -> ProcStat | None:
         text = (_PROC / str(pid) / "stat").read_text()
     except OSError:
         return None
+    return _parse_stat(pid, text)
+
+
+def _parse_stat(pid: int, text: str) -> ProcStat | None:
+    """The fields of a ``stat`` line; None if it is not one."""
     # The command name (field 2) is in parentheses and may itself hold spaces and ')'.
     fields = text[text.rfind(")") + 2 :].split()
     try:
-        return ProcStat(pid, fields[0], int(fields[2]), int(fields[19]))
+        return ProcStat(
+            pid=pid,
+            state=fields[0],
+            ppid=int(fields[1]),
+            pgrp=int(fields[2]),
+            utime=int(fields[11]),
+            stime=int(fields[12]),
+            start_time=int(fields[19]),
+        )
     except (IndexError, ValueError):
         return None
+
+
+def read_stats() -> list[ProcStat]:
+    """``/proc/PID/stat`` of every process ``/proc`` shows (zombies too), but those that
+    exit while it reads."""
+    with os.scandir(_PROC) as entries:
+        pids = [int(entry.name) for entry in entries if entry.name.isdigit()]
+    return [stat for pid in pids if (stat := read_stat(pid)) is not None]
 
 
 _boot_id: str | None = None
@@ -109,14 +148,7 @@ def group_members(pgid: int) -> list[int]:
         return []
     except PermissionError:
         pass  # someone's there; the scan says who
-    members = []
-    with os.scandir(_PROC) as entries:
-        for entry in entries:
-            if entry.name.isdigit():
-                stat = read_stat(int(entry.name))
-                if stat is not None and stat.pgrp == pgid and not stat.gone:
-                    members.append(stat.pid)
-    return members
+    return [stat.pid for stat in read_stats() if stat.pgrp == pgid and not stat.gone]
 
 
 async def wait_group_empty(pgid: int, limit: float | None = None) -> bool:

@@ -40,7 +40,8 @@ state, a crash-looping flag, notes a runnable sets about itself, ``restart(dn)``
 injectable clock so that tests drive backoff without waiting.
 
 Modules: ``_api`` (what runnables see), ``_node`` (the tree node), ``_supervisor`` (the
-state-owning logic), ``_backoff`` (restart delays), ``_failure`` (what kind a failure is).
+state-owning logic), ``_backoff`` (restart delays), ``_failure`` (what kind a failure is),
+``_retry`` (the same delays for a loop that retries inside a runnable).
 """
 
 from roleserve_core.supervisor._api import (
@@ -57,6 +58,7 @@ from roleserve_core.supervisor._failure import (
     FailureKind,
     classify_failure,
 )
+from roleserve_core.supervisor._retry import Retry, retry
 from roleserve_core.supervisor._supervisor import (
     NAME_PATTERN,
     SUPERVISOR_DN,
@@ -75,6 +77,7 @@ __all__ = [
     "BackoffPolicy",
     "CrashLoopPolicy",
     "FailureKind",
+    "Retry",
     "RunContext",
     "Runnable",
     "RunnableError",
@@ -84,4 +87,5 @@ __all__ = [
     "Supervisor",
     "SupervisorStatistics",
     "classify_failure",
+    "retry",
 ]

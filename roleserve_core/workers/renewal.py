@@ -46,13 +46,14 @@ from roleserve_core.identity import NodeCredentials, certificate_from_pem
 from roleserve_core.node import NodeContext, Worker
 from roleserve_core.proto import curator_pb2, curator_pb2_grpc
 from roleserve_core.rpc import node_refusal
-from roleserve_core.supervisor import RunContext
+from roleserve_core.supervisor import BackoffPolicy, Retry, RunContext
 from roleserve_core.values import CURATOR_CONNECTION, NODE_CREDENTIALS, CuratorConnection
 
 __all__ = [
     "CALL_TIMEOUT",
     "RECHECK",
     "RENEW_AFTER",
+    "RETRIES",
     "RETRY_FIRST",
     "RETRY_MAX",
     "Renewal",
@@ -67,6 +68,8 @@ RETRY_FIRST = 10.0
 """Seconds before the first retry of a failed renewal; doubled after each failure."""
 RETRY_MAX = 600.0
 """Seconds between retries at most."""
+RETRIES = BackoffPolicy(initial=RETRY_FIRST, multiplier=2.0, maximum=RETRY_MAX, jitter=0.0)
+"""The pauses between attempts of a failed renewal: RETRY_FIRST, doubling up to RETRY_MAX."""
 RECHECK = 3600.0
 """Seconds of the longest sleep before the wall-clock time is read again (see above)."""
 CALL_TIMEOUT = 30.0
@@ -130,7 +133,7 @@ class Renewal:
         self, ctx: RunContext, clock: Clock, credentials: NodeCredentials
     ) -> NodeCredentials:
         """New credentials from the curator, retried with backoff until it gives them."""
-        retry = RETRY_FIRST
+        pauses = Retry(RETRIES, clock=clock)
         while True:
             with self.node.values.watch(CURATOR_CONNECTION) as connections:
                 connection = await connections.get()
@@ -143,11 +146,10 @@ class Renewal:
                 said = f"{exc.code().name}: {exc.details()}"
             except CredentialsError as exc:
                 said = str(exc)
-            message = f"cannot renew the node certificate ({said}); again in {retry:g} s"
+            message = f"cannot renew the node certificate ({said}); again in {pauses.delay:g} s"
             ctx.log.warning("%s", message)
             ctx.set_note(message)
-            await self._sleep(clock, retry)
-            retry = min(retry * 2, RETRY_MAX)
+            await self._sleep(clock, pauses.next_delay())
 
 
 async def _renew(connection: CuratorConnection, credentials: NodeCredentials) -> NodeCredentials:

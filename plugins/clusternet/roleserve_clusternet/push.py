@@ -34,11 +34,13 @@ from roleserve_core import (
     CLUSTER_NODES,
     NODE_ID,
     POD_NETWORK,
+    BackoffPolicy,
     ClusterNodes,
     Combined,
     CuratorConnection,
     PluginValues,
     PodNetwork,
+    Retry,
     RunContext,
     common_pb2,
     curator_pb2,
@@ -46,10 +48,13 @@ from roleserve_core import (
     on_each_connection,
 )
 
-__all__ = ["BACKOFF_INITIAL", "BACKOFF_MAX", "WAITING_FOR_PREFIX", "push"]
+__all__ = ["BACKOFF_INITIAL", "BACKOFF_MAX", "RETRIES", "WAITING_FOR_PREFIX", "push"]
 
 BACKOFF_INITIAL = 0.5
 BACKOFF_MAX = 30.0
+RETRIES = BackoffPolicy(initial=BACKOFF_INITIAL, multiplier=2.0, maximum=BACKOFF_MAX, jitter=0.0)
+"""The pauses before sending again what the curator refused: BACKOFF_INITIAL, doubling up
+to BACKOFF_MAX."""
 WAITING_FOR_PREFIX = "waiting for this node's cluster_prefix"
 
 
@@ -69,20 +74,20 @@ async def push(ctx: RunContext, values: PluginValues, mesh: Mesh) -> None:
             inputs.append(values.read(POD_NETWORK))
         async with Combined(*inputs) as changes:
             latest = await changes.get()
-            delay = BACKOFF_INITIAL
+            pauses = Retry(RETRIES)
             while True:
                 view, *rest = latest
                 pods: PodNetwork | None = rest[0] if rest else None
                 wanted = _wanted(ctx, mesh, view, own_id, pods)
                 if wanted is not None and wanted != sent:
-                    if not await _send(ctx, curator, wanted, delay):
+                    if not await _send(ctx, curator, wanted, pauses.delay):
                         # Again after the delay, or at once with newer inputs: a request
                         # the curator refuses for good must not hide a corrected one.
-                        with anyio.move_on_after(delay):
+                        with anyio.move_on_after(pauses.next_delay()):
                             latest = await changes.get()
-                        delay = min(delay * 2, BACKOFF_MAX)
                         continue
-                    sent, delay = wanted, BACKOFF_INITIAL
+                    sent = wanted
+                    pauses.reset()
                     mesh.announced.set(tuple(wanted.prefixes))
                     mesh.kick()  # a reconcile pass publishes the status with them
                     if not healthy:

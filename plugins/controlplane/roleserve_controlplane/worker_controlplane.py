@@ -41,6 +41,7 @@ process runs that member (the bootstrap material is gone by then).
 from __future__ import annotations
 
 import datetime
+import functools
 import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -52,6 +53,7 @@ import anyio
 from roleserve_controlplane.consensus import (
     DEFAULT_CLIENT_PORT,
     DEFAULT_PEER_PORT,
+    ETCD_RETRY,
     EtcdClient,
     EtcdMember,
     EtcdRequestError,
@@ -90,6 +92,7 @@ from roleserve_core import (
     NodeRoles,
     RunContext,
     Worker,
+    retry,
     roles_from_proto,
 )
 from roleserve_core.identity import Credentials, NodeCredentials, certificate_from_pem
@@ -459,17 +462,13 @@ async def _retrying_until_written(
     retention: float,
 ) -> bool:
     """Write the bootstrap records once etcd answers."""
-    delay = 0.05
-    while True:
-        try:
-            return await write_bootstrap(
-                client,
-                material,
-                address,
-                network=network,
-                node_certificate_lifetime=lifetime,
-                history_retention=retention,
-            )
-        except EtcdRequestError:
-            await anyio.sleep(delay)
-            delay = min(delay * 2, 1.0)
+    write = functools.partial(
+        write_bootstrap,
+        client,
+        material,
+        address,
+        network=network,
+        node_certificate_lifetime=lifetime,
+        history_retention=retention,
+    )
+    return await retry(write, retry_on=EtcdRequestError, backoff=ETCD_RETRY)

@@ -42,6 +42,8 @@ from pathlib import Path
 
 import anyio
 
+from roleserve_core import read_stat, read_stats
+
 __all__ = [
     "KILL_WAIT",
     "descendants",
@@ -87,18 +89,7 @@ def shim_pids(socket: Path) -> list[int]:
 
 def _parents() -> dict[int, int]:
     """pid → parent pid, of every process /proc shows (zombies too)."""
-    parents = {}
-    for pid in _pids():
-        try:
-            text = (_PROC / pid / "stat").read_text()
-        except OSError:
-            continue
-        fields = text[text.rfind(")") + 2 :].split()
-        try:
-            parents[int(pid)] = int(fields[1])
-        except (IndexError, ValueError):
-            continue
-    return parents
+    return {stat.pid: stat.ppid for stat in read_stats()}
 
 
 def descendants(roots: Iterable[int]) -> list[int]:
@@ -116,11 +107,8 @@ def descendants(roots: Iterable[int]) -> list[int]:
 
 
 def _alive(pid: int) -> bool:
-    try:
-        state = (_PROC / str(pid) / "stat").read_text()
-    except OSError:
-        return False
-    return state[state.rfind(")") + 2 :][:1] not in ("Z", "X")
+    stat = read_stat(pid)
+    return stat is not None and not stat.gone
 
 
 async def kill_shims(socket: Path, log: logging.Logger) -> int:

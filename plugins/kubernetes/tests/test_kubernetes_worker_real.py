@@ -25,6 +25,7 @@ from roleserve_core import (
     State,
     node_runtime_dir,
     read_record,
+    read_stat,
 )
 from roleserve_core.testing import FakeClock, node_record, poll_until, wait_for_value
 from roleserve_kubernetes.cni import bridge_name
@@ -274,11 +275,8 @@ def link_exists(netns: str, name: str) -> bool:
 
 
 def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rfind(")") + 2 :][:1] not in ("Z", "X")
+    stat = read_stat(pid)
+    return stat is not None and not stat.gone
 
 
 async def test_a_new_prefix_restarts_containerd_and_new_pods_get_its_addresses(

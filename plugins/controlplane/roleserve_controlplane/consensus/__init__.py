@@ -23,6 +23,7 @@ and keeps the cluster's state in etcd.
 from roleserve_controlplane.consensus.binary import EtcdBinary, EtcdRecord, find_etcd, wheel_etcd
 from roleserve_controlplane.consensus.certificates import ETCD_SERVER_NAME, ConsensusCA
 from roleserve_controlplane.consensus.client import (
+    ETCD_RETRY,
     Alarm,
     EtcdClient,
     EventKind,
@@ -98,6 +99,7 @@ __all__ = [
     "DEFAULT_QUOTA_BACKEND_BYTES",
     "DEFAULT_RETENTION",
     "DEFAULT_TTL",
+    "ETCD_RETRY",
     "ETCD_SERVER_NAME",
     "FAULT_VARIABLE",
     "MEMBERSHIP_FILE",

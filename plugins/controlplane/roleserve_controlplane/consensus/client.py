@@ -46,6 +46,7 @@ from roleserve_controlplane.consensus.errors import (
     WatchCompactedError,
 )
 from roleserve_controlplane.consensus.watchstream import watch_responses
+from roleserve_core import BackoffPolicy
 from roleserve_core.identity import Credentials
 from roleserve_core.rpc import CancellationSafeChannel, channel_credentials
 
@@ -53,6 +54,7 @@ log = logging.getLogger("roleserve.consensus")
 
 __all__ = [
     "DEFAULT_TIMEOUT",
+    "ETCD_RETRY",
     "Alarm",
     "Comparison",
     "EtcdClient",
@@ -76,6 +78,9 @@ T = TypeVar("T")
 
 DEFAULT_TIMEOUT = 5.0
 """Seconds a request may take, retries included, unless the caller says otherwise."""
+ETCD_RETRY = BackoffPolicy(initial=0.05, multiplier=2.0, maximum=1.0, jitter=0.0)
+"""The pauses before asking etcd again after an ``EtcdRequestError`` (for ``retry``): from
+0.05 s, doubling up to 1 s, since a member that is starting or electing answers soon."""
 
 Comparison = Any
 """An etcd ``Compare`` message; build one with the ``compare_*`` functions."""

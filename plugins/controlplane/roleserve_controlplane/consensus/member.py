@@ -81,9 +81,11 @@ from roleserve_controlplane.consensus.record import (
 from roleserve_controlplane.consensus.saved import save_peers
 from roleserve_controlplane.consensus.space import disk_full, require_space
 from roleserve_core import (
+    BackoffPolicy,
     Bind,
     ProgramExitedError,
     ProgramSpec,
+    Retry,
     RunContext,
     RunningProgram,
     Value,
@@ -391,7 +393,9 @@ class EtcdMember:
         (The runner has already stopped a recorded leftover, and refused an address held by
         anyone else.)
         """
-        delay = self.health_poll
+        polls = Retry(
+            BackoffPolicy(initial=self.health_poll, multiplier=1.5, maximum=0.5, jitter=0.0)
+        )
         recheck = anyio.current_time() + MEMBERSHIP_RECHECK
         while True:
             if anyio.current_time() >= recheck:
@@ -407,8 +411,7 @@ class EtcdMember:
                     etcd.pid,
                 )
                 return status
-            await anyio.sleep(delay)
-            delay = min(delay * 1.5, 0.5)
+            await polls.wait()
 
     async def _own_status(self, client: EtcdClient, etcd: RunningProgram) -> MemberStatus | None:
         """The status of the etcd answering, if it is ``etcd`` serving as this member and

@@ -23,13 +23,14 @@ from typing import TypeVar
 
 import anyio
 
-from roleserve_controlplane.consensus.client import EtcdClient, Member, MemberStatus
+from roleserve_controlplane.consensus.client import ETCD_RETRY, EtcdClient, Member, MemberStatus
 from roleserve_controlplane.consensus.errors import (
     EtcdRequestError,
     MembershipError,
     NotCaughtUpError,
     QuorumError,
 )
+from roleserve_core import retry
 from roleserve_core.identity import Credentials
 
 __all__ = ["MemberHealth", "Membership", "endpoint_of"]
@@ -199,16 +200,13 @@ async def _retrying(
     change: Callable[[], Awaitable[T]], patience: float, transient: Sequence[str], failure: str
 ) -> T:
     """Run ``change`` until it succeeds, retrying while etcd's error is ``transient``."""
-    delay = 0.05
     with anyio.move_on_after(patience):
-        while True:
-            try:
-                return await change()
-            except EtcdRequestError as exc:
-                if not any(reason in str(exc) for reason in transient):
-                    raise
-            await anyio.sleep(delay)
-            delay = min(delay * 2, 1.0)
+        return await retry(
+            change,
+            retry_on=EtcdRequestError,
+            when=lambda exc: any(reason in str(exc) for reason in transient),
+            backoff=ETCD_RETRY,
+        )
     raise MembershipError(failure)
 
 

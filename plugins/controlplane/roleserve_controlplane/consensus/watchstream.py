@@ -29,14 +29,15 @@ import grpc
 from etcd3aio._protobuf import WatchCreateRequest, WatchRequest, WatchResponse, WatchStub
 from etcd3aio.base import TRANSIENT_CODES
 
+from roleserve_core import BackoffPolicy, Retry
+
 __all__ = ["watch_responses"]
 
 log = logging.getLogger("roleserve.consensus")  # the node formats and files it
 
-RECONNECT_BACKOFF = 0.1
-"""Seconds before the first new call after a transient error; doubled after each."""
-MAX_RECONNECT_BACKOFF = 2.0
-"""The longest wait between calls: members come back within seconds."""
+RECONNECTS = BackoffPolicy(initial=0.1, multiplier=2.0, maximum=2.0, jitter=0.0)
+"""The pauses before a new call after a transient error: 0.1 s, doubling up to 2 s (members
+come back within seconds)."""
 
 
 async def watch_responses(
@@ -48,7 +49,7 @@ async def watch_responses(
     :raises grpc.aio.AioRpcError: for an error a new call would not cure.
     """
     revision = start_revision
-    backoff = RECONNECT_BACKOFF
+    pauses = Retry(RECONNECTS)
     while True:
         ended = anyio.Event()
         create = WatchCreateRequest(key=key, range_end=range_end, start_revision=revision)
@@ -56,18 +57,17 @@ async def watch_responses(
         try:
             async for response in call:
                 revision = _resume_from(response, revision)
-                backoff = RECONNECT_BACKOFF
+                pauses.reset()
                 yield response
             return
         except grpc.aio.AioRpcError as exc:
             if exc.code() not in TRANSIENT_CODES:  # what etcd3aio retries its requests on
                 raise
-            log.warning("etcd watch of %r: %s; again in %.1fs", key, exc.code().name, backoff)
+            log.warning("etcd watch of %r: %s; again in %.1fs", key, exc.code().name, pauses.delay)
         finally:
             ended.set()
             call.cancel()
-        await anyio.sleep(backoff)
-        backoff = min(backoff * 2, MAX_RECONNECT_BACKOFF)
+        await pauses.wait()
 
 
 def _resume_from(response: WatchResponse, revision: int) -> int:

@@ -35,6 +35,7 @@ import grpc
 
 from roleserve_controlplane.consensus import (
     DEFAULT_TTL,
+    ETCD_RETRY,
     Election,
     EtcdClient,
     EtcdMaintenance,
@@ -68,6 +69,7 @@ from roleserve_controlplane.proto import state_pb2
 from roleserve_core import (
     Clock,
     MonotonicClock,
+    Retry,
     RoleserveError,
     RunContext,
     Value,
@@ -75,6 +77,7 @@ from roleserve_core import (
     curator_pb2_grpc,
     management_pb2,
     management_pb2_grpc,
+    retry,
 )
 from roleserve_core.identity import Credentials, NodeCredentials
 from roleserve_core.rpc import NodeGate, Revocations, bind, create_server
@@ -194,7 +197,7 @@ class Curator:
         """Wait until the local member is a voter with a leader; meanwhile, a consensus
         without a quorum is said in the note (``waiting: no quorum (1 of 3 members
         answer)``) and in one log line each time who answers changes."""
-        delay = 0.05
+        pauses = Retry(ETCD_RETRY)
         notice = QuorumNotice(ctx, "waiting", "waiting for the local etcd member to vote")
         while True:
             try:
@@ -205,8 +208,7 @@ class Curator:
                 notice.show(None)
                 return
             notice.show(await probe_quorum(client, self.config.etcd))
-            await anyio.sleep(delay)
-            delay = min(delay * 2, 1.0)
+            await pauses.wait()
 
     async def _watch_quorum(self, ctx: RunContext, client: EtcdClient, done: anyio.Event) -> None:
         """While following (until ``done``): say a lost quorum in the note and log as
@@ -374,26 +376,27 @@ async def allocate_missing_prefixes(state: ClusterState, network: ClusterNetwork
     logged and ends the pass (approvals then say so too); a lost leadership ends it quietly
     (the term is over, the next leader runs it again).
     """
-    delay = 0.05
-    while True:
-        try:
-            nodes, _ = await state.nodes()
-            given = 0
-            for record in nodes:
-                if record.state in APPROVED_STATES and not record.cluster_prefix:
-                    with contextlib.suppress(NodeNotFoundError):
-                        updated = await state.update_node(record.id, _unchanged, allocate=network)
-                        log.info("allocated %s to node %s", updated.cluster_prefix, record.id)
-                        given += 1
-            return given
-        except PrefixesExhaustedError as exc:
-            log.warning("approved nodes are left without a prefix: %s", exc)
-            return 0
-        except LeadershipLostError:
-            return 0
-        except EtcdRequestError:
-            await anyio.sleep(delay)
-            delay = min(delay * 2, 1.0)
+    allocate = functools.partial(_allocate_missing, state, network)
+    try:
+        return await retry(allocate, retry_on=EtcdRequestError, backoff=ETCD_RETRY)
+    except PrefixesExhaustedError as exc:
+        log.warning("approved nodes are left without a prefix: %s", exc)
+        return 0
+    except LeadershipLostError:
+        return 0
+
+
+async def _allocate_missing(state: ClusterState, network: ClusterNetwork) -> int:
+    """One pass of ``allocate_missing_prefixes``."""
+    nodes, _ = await state.nodes()
+    given = 0
+    for record in nodes:
+        if record.state in APPROVED_STATES and not record.cluster_prefix:
+            with contextlib.suppress(NodeNotFoundError):
+                updated = await state.update_node(record.id, _unchanged, allocate=network)
+                log.info("allocated %s to node %s", updated.cluster_prefix, record.id)
+                given += 1
+    return given
 
 
 class QuorumNotice:
