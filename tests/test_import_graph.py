@@ -55,7 +55,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("mechanisms", ("access", "datadir", "identity", "process", "rpc", "supervisor")),
-    ("state", ("clusternodes", "keys", "registry", "roles", "settings", "values")),
+    ("state", ("clusternodes", "keys", "registry", "roles", "settings", "settingsclass", "values")),
     ("plugin API", ("hookspecs", "node")),
     ("plugin loading", ("docgen", "plugincheck", "plugins", "runtime")),
     (
