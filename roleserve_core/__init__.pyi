@@ -17,6 +17,7 @@ from .settings import Setting as Setting
 from .settingsclass import PluginSettings as PluginSettings
 from .settingsclass import port_setting as port_setting
 from .settingsclass import setting as setting
+from .settingsclass import former_setting_constants as former_setting_constants
 from .version import core_version as core_version
 
 # The supervision tree a worker runs in.

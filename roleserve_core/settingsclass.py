@@ -34,13 +34,22 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Self, TypedDict, TypeVar, Unpack, cast, overload
 
+from roleserve_core._moved import PluginAPIDeprecationWarning
 from roleserve_core.settings import Setting
 
-__all__ = ["PORT_MAXIMUM", "Allowed", "PluginSettings", "port_setting", "setting"]
+__all__ = [
+    "PORT_MAXIMUM",
+    "Allowed",
+    "PluginSettings",
+    "former_setting_constants",
+    "port_setting",
+    "setting",
+]
 
 V = TypeVar("V")
 T = TypeVar("T")
@@ -162,6 +171,17 @@ class PluginSettings:
         return cls(**{name: declared.value(config) for name, declared in cls._fields().items()})
 
     @classmethod
+    def record(cls, name: str) -> Setting[Any]:
+        """The ``Setting`` of the field declared as setting ``name``.
+
+        :raises KeyError: if no field declares ``name``.
+        """
+        for declared in cls.declared():
+            if declared.name == name:
+                return declared
+        raise KeyError(f"{cls.__qualname__} declares no setting {name!r}")
+
+    @classmethod
     def _fields(cls) -> dict[str, _Declared]:
         """Field name → its declaration."""
         params = getattr(cls, "__dataclass_params__", None)  # what @dataclass sets
@@ -180,3 +200,30 @@ class PluginSettings:
         if twice := sorted({name for name in names if names.count(name) > 1}):
             raise TypeError(f"{cls.__qualname__} declares setting {twice[0]!r} twice")
         return found
+
+
+def former_setting_constants(
+    module: str, settings: type[PluginSettings], *, renamed: Mapping[str, str] | None = None
+) -> Callable[[str], Any]:
+    """The ``__getattr__`` (PEP 562) of a plugin's settings ``module`` that, before
+    ``PluginSettings``, declared one ``Setting`` constant per setting (``PATH =
+    Setting("path", ...)``): another plugin or a test may import one, so each still answers
+    with its record, the very one ``settings.declared()`` holds, and a
+    ``PluginAPIDeprecationWarning`` naming ``record``. A constant was its setting's name in
+    capitals, unless ``renamed`` maps it (constant -> setting name).
+    """
+    names = {record.name.upper(): record.name for record in settings.declared()}
+    names.update(renamed or {})
+
+    def __getattr__(name: str) -> Any:  # noqa: N807 - the name PEP 562 looks for
+        if name not in names:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        warnings.warn(
+            f"{module}.{name} is gone: each setting is a field of {settings.__qualname__} "
+            f"now; its record is {settings.__qualname__}.record({names[name]!r})",
+            PluginAPIDeprecationWarning,
+            stacklevel=2,
+        )
+        return settings.record(names[name])
+
+    return __getattr__

@@ -17,7 +17,16 @@ from typing import Any, assert_type
 
 import pytest
 
-from roleserve_core import ConfigError, PluginSettings, Setting, hookimpl, port_setting, setting
+from roleserve_core import (
+    ConfigError,
+    PluginSettings,
+    Setting,
+    former_setting_constants,
+    hookimpl,
+    port_setting,
+    setting,
+)
+from roleserve_core._moved import PluginAPIDeprecationWarning
 from roleserve_core.settingsclass import Allowed
 from roleserve_core.testing import PluginHarness
 
@@ -200,3 +209,49 @@ def test_a_setting_declared_twice_is_refused() -> None:
 
     with pytest.raises(TypeError, match="declares setting 'port' twice"):
         Twice.declared()
+
+
+def test_a_record_is_found_by_its_setting_name() -> None:
+    assert ExampleSettings.record("port") is ExampleSettings.declared()[1]
+    with pytest.raises(KeyError, match="declares no setting 'bogus'"):
+        ExampleSettings.record("bogus")
+
+
+def test_a_former_constant_answers_with_its_record_and_a_warning() -> None:
+    """A settings module whose constants (``TARGET = Setting("target", ...)``) became fields
+    still answers for them, each the very record ``declared()`` holds."""
+    getattr_ = former_setting_constants(
+        "example.settings", ExampleSettings, renamed={"METRICS_PORT_SETTING": "metrics_port"}
+    )
+    with pytest.warns(PluginAPIDeprecationWarning, match=r"ExampleSettings.record\('target'\)"):
+        assert getattr_("TARGET") is ExampleSettings.record("target")
+    with pytest.warns(PluginAPIDeprecationWarning, match=r"example.settings.METRICS_PORT_SETTING"):
+        assert getattr_("METRICS_PORT_SETTING") is ExampleSettings.record("metrics_port")
+    with pytest.raises(AttributeError, match=r"'example\.settings' has no attribute 'TARGETS'"):
+        getattr_("TARGETS")
+
+
+@pytest.mark.parametrize(
+    ("module", "constant", "setting_name"),
+    [
+        ("roleserve_hostsfile.settings", "PATH", "path"),
+        ("roleserve_clusternet.settings", "LISTEN_PORT", "listen_port"),
+        ("roleserve_controlplane.settings", "LEASE_TTL", "lease_ttl"),
+        (
+            "roleserve_kubernetes.settings",
+            "CONTAINERD_METRICS_PORT_SETTING",
+            "containerd_metrics_port",
+        ),
+        ("roleserve_metrics.settings", "NODE_EXPORTER_PORT_SETTING", "node_exporter_port"),
+    ],
+)
+def test_the_plugins_former_setting_constants_still_import(
+    module: str, constant: str, setting_name: str
+) -> None:
+    """The repository's plugins declared a constant per setting before ``PluginSettings``;
+    another plugin may import one."""
+    settings = pytest.importorskip(module)
+    with pytest.warns(PluginAPIDeprecationWarning, match=f"{module}.{constant} is gone"):
+        record = getattr(settings, constant)
+    assert record in settings.SETTINGS
+    assert record.name == setting_name

@@ -12,10 +12,10 @@ from __future__ import annotations
 import ipaddress
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roleserve_clusternet.device import IPNetwork
-from roleserve_core import PluginSettings, Setting, port_setting, setting
+from roleserve_core import PluginSettings, Setting, former_setting_constants, port_setting, setting
 
 __all__ = ["SETTINGS", "ClusternetSettings"]
 
@@ -94,3 +94,9 @@ class ClusternetSettings(PluginSettings):
 
 SETTINGS: tuple[Setting[Any], ...] = ClusternetSettings.declared()
 """Everything ``[plugins.clusternet]`` accepts, in the order ``roleserve plugins`` lists."""
+
+
+if not TYPE_CHECKING:
+    # Each setting was a ``Setting`` constant of this module before ClusternetSettings; the old
+    # constants still answer, with a warning naming the field's record.
+    __getattr__ = former_setting_constants(__name__, ClusternetSettings)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import datetime
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from roleserve_controlplane.consensus import (
     DEFAULT_GC_PERCENT,
@@ -39,7 +39,14 @@ from roleserve_controlplane.curator.prefixes import (
     ClusterNetworkError,
     parse_network,
 )
-from roleserve_core import ConfigError, FinalError, PluginSettings, Setting, setting
+from roleserve_core import (
+    ConfigError,
+    FinalError,
+    PluginSettings,
+    Setting,
+    former_setting_constants,
+    setting,
+)
 
 T = TypeVar("T")
 
@@ -248,3 +255,9 @@ def _allowed(name: str, value: T, error: type[ConfigError]) -> T:
     if declared.not_allowed(value) is not None:
         raise error(f"[plugins.controlplane] {name} must be {declared.allowed}, not {value}")
     return value
+
+
+if not TYPE_CHECKING:
+    # Each setting was a ``Setting`` constant of this module before ControlPlaneSettings; the old
+    # constants still answer, with a warning naming the field's record.
+    __getattr__ = former_setting_constants(__name__, ControlPlaneSettings)

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from roleserve_core import PluginSettings, Setting, setting
+from roleserve_core import PluginSettings, Setting, former_setting_constants, setting
 
 __all__ = ["SETTINGS", "HostsfileSettings"]
 
@@ -47,3 +47,9 @@ class HostsfileSettings(PluginSettings):
 
 SETTINGS: tuple[Setting[Any], ...] = HostsfileSettings.declared()
 """Everything ``[plugins.hostsfile]`` accepts, in the order ``roleserve plugins`` lists."""
+
+
+if not TYPE_CHECKING:
+    # Each setting was a ``Setting`` constant of this module before HostsfileSettings; the old
+    # constants still answer, with a warning naming the field's record.
+    __getattr__ = former_setting_constants(__name__, HostsfileSettings)

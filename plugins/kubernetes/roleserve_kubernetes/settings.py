@@ -11,9 +11,16 @@ values. The kube binaries' settings are ``binaries``'.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from roleserve_core import CONTAINERD_METRICS_PORT, PluginSettings, Setting, port_setting, setting
+from roleserve_core import (
+    CONTAINERD_METRICS_PORT,
+    PluginSettings,
+    Setting,
+    former_setting_constants,
+    port_setting,
+    setting,
+)
 
 __all__ = ["CONTAINERD_EXECUTABLE", "CONTAINERD_INSTALL_HINT", "SETTINGS", "WorkerSettings"]
 
@@ -79,3 +86,13 @@ class WorkerSettings(PluginSettings):
 SETTINGS: tuple[Setting[Any], ...] = WorkerSettings.declared()
 """Everything ``[plugins.kubernetes]`` accepts beside the kube binaries' (``binaries``), in
 the order ``roleserve plugins`` lists."""
+
+
+if not TYPE_CHECKING:
+    # Each setting was a ``Setting`` constant of this module before WorkerSettings; the old
+    # constants still answer, with a warning naming the field's record.
+    __getattr__ = former_setting_constants(
+        __name__,
+        WorkerSettings,
+        renamed={"CONTAINERD_METRICS_PORT_SETTING": "containerd_metrics_port"},
+    )

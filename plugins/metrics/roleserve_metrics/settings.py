@@ -10,13 +10,14 @@ checked values for the worker. ``discovery`` is declared by the discovery module
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roleserve_core import (
     METRICS_PORT,
     NODE_EXPORTER_PORT,
     PluginSettings,
     Setting,
+    former_setting_constants,
     port_setting,
     setting,
 )
@@ -61,3 +62,11 @@ class MetricsSettings(PluginSettings):
 SETTINGS: tuple[Setting[Any], ...] = (*MetricsSettings.declared(), DISCOVERY_SETTING)
 """Everything ``[plugins.metrics]`` accepts, in the order ``roleserve plugins`` lists
 (``discovery`` is the discovery module's)."""
+
+
+if not TYPE_CHECKING:
+    # Each setting was a ``Setting`` constant of this module before MetricsSettings; the old
+    # constants still answer, with a warning naming the field's record.
+    __getattr__ = former_setting_constants(
+        __name__, MetricsSettings, renamed={"NODE_EXPORTER_PORT_SETTING": "node_exporter_port"}
+    )
