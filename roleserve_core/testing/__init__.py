@@ -26,8 +26,10 @@ from roleserve_core.testing._harness import (
     NO_CHANNEL,
     NodeHarness,
     PluginHarness,
+    StartNode,
     SupervisorRunner,
     load_installed_plugin,
+    start_plugin_node,
 )
 from roleserve_core.testing._real import REQUIRE_REAL_ENV, require_real
 from roleserve_core.testing._records import node_record
@@ -54,6 +56,7 @@ __all__ = [
     "FakeCurator",
     "NodeHarness",
     "PluginHarness",
+    "StartNode",
     "SupervisorRunner",
     "ThrowawayCA",
     "Tmpfs",
@@ -68,6 +71,7 @@ __all__ = [
     "record_leftover",
     "renewal_due",
     "require_real",
+    "start_plugin_node",
     "tree_line",
     "wait_for_state",
     "wait_for_status",
