@@ -20,6 +20,7 @@ from roleserve_core.testing import (
     load_installed_plugin,
     mounted_tmpfs,
     require_real,
+    run_ctl,
     start_plugin_node,
     wait_for_state,
     wait_for_value,
@@ -116,6 +117,15 @@ async def test_start_plugin_node_adds_the_core_workers_asked_for(
     assert "heartbeat" not in watching.runtime.workers
     everything = await start_plugin_node(node, tmp_path / "b", {}, core_workers=True)
     assert {"nodewatch", "heartbeat"} <= set(everything.runtime.workers)
+
+
+def test_run_ctl_runs_the_command_and_says_what_a_failed_one_said(tmp_path: Path) -> None:
+    nowhere = tmp_path / "nowhere"
+    done = run_ctl(nowhere, "nodes")
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"roleserve ctl: error: no cluster credentials at {nowhere};")
+    with pytest.raises(AssertionError, match=r"^ctl nodes --json exited 2: roleserve ctl: error"):
+        run_ctl(nowhere, "nodes", "--json", check=True)
 
 
 def test_load_installed_plugin_names_what_is_missing() -> None:

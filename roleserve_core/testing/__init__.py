@@ -21,6 +21,7 @@ from roleserve_core.testing._core import (
     renewal_due,
     tree_line,
 )
+from roleserve_core.testing._ctl import CTL_TIMEOUT, run_ctl
 from roleserve_core.testing._curator import FakeCall, FakeCurator, random_loopback
 from roleserve_core.testing._harness import (
     NO_CHANNEL,
@@ -45,6 +46,7 @@ from roleserve_core.testing._wait import (
 )
 
 __all__ = [
+    "CTL_TIMEOUT",
     "DEFAULT_TIMEOUT",
     "NO_CHANNEL",
     "POLL_INTERVAL",
@@ -71,6 +73,7 @@ __all__ = [
     "record_leftover",
     "renewal_due",
     "require_real",
+    "run_ctl",
     "start_plugin_node",
     "tree_line",
     "wait_for_state",
