@@ -26,7 +26,7 @@ import anyio
 from roleserve_core.localcluster import netns
 from roleserve_core.localcluster.netns import NetnsPlan, subnet_for
 from roleserve_core.rundir import node_runtime_dir
-from roleserve_core.testing import poll_until, require_real
+from roleserve_core.testing import poll_until, require_real, run_ctl
 
 TIMEOUT = 120.0
 """Seconds a CLI command may take."""
@@ -123,10 +123,6 @@ def wait_for(
     return anyio.run(functools.partial(poll_until, what, looking, predicate, timeout=timeout))
 
 
-def ctl(cluster: NetnsCluster, *args: str) -> subprocess.CompletedProcess[str]:
-    return roleserve("ctl", *args, env={"ROLESERVE_CREDENTIALS": str(cluster.credentials)})
-
-
 def run(*command: str) -> str:
     return subprocess.run(command, capture_output=True, text=True, timeout=30, check=True).stdout
 
@@ -164,7 +160,7 @@ class MeshNode:
 
 def mesh_nodes(cluster: NetnsCluster) -> list[MeshNode]:
     """The nodes that are UP, once each has a prefix and has announced its key."""
-    listed = ctl(cluster, "nodes", "--json")
+    listed = run_ctl(cluster.credentials, "nodes", "--json", timeout=TIMEOUT)
     assert listed.returncode == 0, listed.stderr
     plan = cluster.plan
     index_of = {str(plan.address(index)): index for index in (1, 2, 3)}

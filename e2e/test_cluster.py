@@ -34,7 +34,7 @@ from roleserve_core.proto import (
 )
 from roleserve_core.roles import roles_from_proto
 from roleserve_core.rpc import secure_channel
-from roleserve_core.testing import poll_until
+from roleserve_core.testing import poll_until, run_ctl
 from roleserve_metrics.testing import all_up, free_port, query, run_prometheus, targets_when
 
 pytestmark = pytest.mark.anyio
@@ -101,23 +101,9 @@ def hello_state(found: dict[str, Any]) -> str:
     return str(found[HELLO].state) if HELLO in found else "absent"
 
 
-def ctl(cluster: LocalCluster, *args: str) -> str:
-    """Run ``roleserve ctl`` as the owner; its standard output."""
-    result = ctl_as(cluster.owner_directory, *args)
-    assert result.returncode == 0, result.stderr
-    return result.stdout
-
-
-def ctl_as(credentials: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """Run ``roleserve ctl --credentials CREDENTIALS ...``, whatever it exits with."""
-    command = [sys.executable, "-m", "roleserve_core", "ctl", "--credentials"]
-    return subprocess.run(
-        [*command, str(credentials), *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+def consensus_json(cluster: LocalCluster) -> str:
+    """``ctl consensus --json`` as the owner."""
+    return run_ctl(cluster.owner_directory, "consensus", "--json", check=True).stdout
 
 
 async def node_values_as(target: str, node_id: str, credentials: UserCredentials) -> str:
@@ -181,18 +167,18 @@ async def test_ctl_tree_logs_and_restart_name_a_workers_dn(cluster: LocalCluster
         await poll_until(
             "hello runs", lambda: tree(cluster, chosen), lambda t: hello_state(t) == "HEALTHY"
         )
-        drawn = ctl(cluster, "tree", identity)
+        drawn = run_ctl(cluster.owner_directory, "tree", identity, check=True).stdout
         assert any(line.endswith("hello  HEALTHY") for line in drawn.splitlines()), drawn
-        logs = ctl(cluster, "logs", identity, HELLO)
+        logs = run_ctl(cluster.owner_directory, "logs", identity, HELLO, check=True).stdout
         assert f"{HELLO}: greeting: hello" in logs
         before = (await tree(cluster, chosen))[HELLO].restarts
-        ctl(cluster, "restart", identity, HELLO)
+        run_ctl(cluster.owner_directory, "restart", identity, HELLO, check=True)
         await poll_until(
             "hello restarted",
             lambda: tree(cluster, chosen),
             lambda t: t[HELLO].restarts == before + 1 and hello_state(t) == "HEALTHY",
         )
-        logs = ctl(cluster, "logs", identity, HELLO)
+        logs = run_ctl(cluster.owner_directory, "logs", identity, HELLO, check=True).stdout
         assert logs.count(f"{HELLO}: greeting: hello") == 2, logs
     finally:
         await set_role(cluster, chosen, "custom:hello", False)
@@ -215,7 +201,7 @@ async def test_what_does_not_run_is_not_healthy_and_says_why(
     )
     mesh = runnables["root.role.clusternet"]
     assert (mesh.state, mesh.note) == ("NEW", f"off: {LOOPBACK_MESH_OFF}")
-    drawn = ctl(cluster, "tree", identity)
+    drawn = run_ctl(cluster.owner_directory, "tree", identity, check=True).stdout
     assert f"clusternet  NEW  off: {LOOPBACK_MESH_OFF}" in drawn, drawn
     if shutil.which("kube-apiserver") is not None:
         return  # a machine with the real binary: its apiserver runs
@@ -225,7 +211,7 @@ async def test_what_does_not_run_is_not_healthy_and_says_why(
         "kube-apiserver not found: set [plugins.kubernetes] kube_apiserver or install it"
     )
     out = tmp_path / "kubeconfig"
-    refused = ctl_as(cluster.owner_directory, "kubeconfig", "--out", str(out))
+    refused = run_ctl(cluster.owner_directory, "kubeconfig", "--out", str(out))
     assert refused.returncode == 1, refused.stderr
     [line] = refused.stderr.splitlines()
     assert line.startswith("roleserve ctl: error: no kube-apiserver is ready ("), line
@@ -236,14 +222,24 @@ async def test_scoped_credentials_issued_by_ctl_are_refused_everywhere_once_revo
     cluster: LocalCluster, tmp_path: Path
 ) -> None:
     vera = tmp_path / "vera"
-    ctl(cluster, "credentials", "issue", "vera", "--scope", "viewer", "--out", str(vera))
-    whoami = ctl_as(vera, "whoami")
+    run_ctl(
+        cluster.owner_directory,
+        "credentials",
+        "issue",
+        "vera",
+        "--scope",
+        "viewer",
+        "--out",
+        str(vera),
+        check=True,
+    )
+    whoami = run_ctl(vera, "whoami")
     assert "scope:        viewer" in whoami.stdout, whoami.stderr
     chosen = cluster.nodes[1]
     identity = cluster.node_id(chosen)
     assert identity is not None
-    assert ctl_as(vera, "nodes").returncode == 0
-    roles = ctl_as(vera, "roles", "set", identity, "custom:hello")
+    assert run_ctl(vera, "nodes").returncode == 0
+    roles = run_ctl(vera, "roles", "set", identity, "custom:hello")
     assert roles.returncode == 1
     assert (
         "viewer credentials cannot UpdateNodeRoles (needs MANAGE_ROLES); "
@@ -253,7 +249,7 @@ async def test_scoped_credentials_issued_by_ctl_are_refused_everywhere_once_revo
     target = endpoint(chosen.address, NODE_MANAGEMENT_PORT)
     assert await node_values_as(target, identity, credentials) == ""
 
-    ctl(cluster, "credentials", "revoke", "vera")
+    run_ctl(cluster.owner_directory, "credentials", "revoke", "vera", check=True)
     revoked = f"credentials 'vera' (serial {credentials.certificate.serial_number:x}) were revoked"
     await poll_until(
         "the node refuses vera",
@@ -261,13 +257,13 @@ async def test_scoped_credentials_issued_by_ctl_are_refused_everywhere_once_revo
         lambda refusal: refusal.startswith(revoked),
         timeout=TIMEOUT,
     )
-    nodes_as_vera = ctl_as(vera, "nodes")
+    nodes_as_vera = run_ctl(vera, "nodes")
     assert nodes_as_vera.returncode == 1
     assert revoked in nodes_as_vera.stderr, nodes_as_vera.stderr
-    whoami_revoked = ctl_as(vera, "whoami")
+    whoami_revoked = run_ctl(vera, "whoami")
     assert (whoami_revoked.returncode, whoami_revoked.stdout) == (1, "")
     assert whoami_revoked.stderr.startswith(f"roleserve ctl: error: {revoked}; ask the owner")
-    listed = ctl(cluster, "credentials", "list").splitlines()
+    listed = run_ctl(cluster.owner_directory, "credentials", "list", check=True).stdout.splitlines()
     assert listed[1].split()[::4] == ["vera", "yes"], listed
 
 
@@ -297,9 +293,19 @@ async def test_each_revocation_reaches_every_node_and_fails_no_worker(
     before = {local.index: (await tree(cluster, local))[revocations] for local in cluster.nodes}
     for name in ("rita", "ruth", "rosa"):
         directory = tmp_path / name
-        ctl(cluster, "credentials", "issue", name, "--scope", "viewer", "--out", str(directory))
+        run_ctl(
+            cluster.owner_directory,
+            "credentials",
+            "issue",
+            name,
+            "--scope",
+            "viewer",
+            "--out",
+            str(directory),
+            check=True,
+        )
         credentials = UserCredentials.load(directory)
-        ctl(cluster, "credentials", "revoke", name)
+        run_ctl(cluster.owner_directory, "credentials", "revoke", name, check=True)
         for local in cluster.nodes:
             await refuses(cluster, local, name, credentials)
         for local in cluster.nodes:
@@ -327,7 +333,15 @@ async def test_prometheus_scrapes_every_node_from_the_generated_config(
     out = tmp_path / "prometheus"
     # Sooner than an operator needs, so that the test waits seconds: a scrape every second,
     # discovery asked every 2 s instead of the file's 30 s.
-    ctl(cluster, "prometheus-config", "--out", str(out), "--scrape-interval", "1s")
+    run_ctl(
+        cluster.owner_directory,
+        "prometheus-config",
+        "--out",
+        str(out),
+        "--scrape-interval",
+        "1s",
+        check=True,
+    )
     config = out / "prometheus.yml"
     written = config.read_text()
     assert "refresh_interval: 30s" in written
@@ -441,7 +455,7 @@ async def test_a_member_whose_saved_roles_are_corrupt_keeps_its_etcd_data(
     assert sorted(path.name for path in member.glob("data*")) == ["data"]
     await poll_until(
         "three voters",
-        lambda: anyio.to_thread.run_sync(ctl, cluster, "consensus", "--json"),
+        lambda: anyio.to_thread.run_sync(consensus_json, cluster),
         lambda out: sorted(m["status"] for m in json.loads(out)) == ["FULL"] * 3,
         timeout=TIMEOUT,
     )
@@ -538,7 +552,10 @@ async def test_a_copy_of_a_nodes_data_directory_is_refused_and_shown(
         assert shown.health == management_pb2.Node.HEALTHY
         assert shown.status.external_address == str(original.address)
         assert "two processes share this node's identity" in shown.conflict
-        assert f"{identity}: CONFLICT: connected from" in ctl(cluster, "nodes")
+        assert (
+            f"{identity}: CONFLICT: connected from"
+            in run_ctl(cluster.owner_directory, "nodes", check=True).stdout
+        )
         refused = f"the curator refused this process: node {identity} is already connected from"
         await poll_until("the copy says so", lambda: _read(log), lambda text: refused in text)
         assert (await tree(cluster, original))["root.role.heartbeat"].state == "HEALTHY"

@@ -34,7 +34,7 @@ from roleserve_core.identity import NodeCredentials
 from roleserve_core.localcluster import FIRST_ADDRESS, LocalCluster, default_roles
 from roleserve_core.proto import common_pb2, curator_pb2, curator_pb2_grpc
 from roleserve_core.rpc import secure_channel
-from roleserve_core.testing import poll_until
+from roleserve_core.testing import poll_until, run_ctl
 
 T = TypeVar("T")
 
@@ -359,13 +359,6 @@ def test_a_node_that_exits_in_the_foreground_shows_this_starts_cause_first(
     assert_up_with_roles(status(three.directory))
 
 
-def ctl(owner: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "roleserve_core", "ctl", "--credentials", str(owner)]
-    return subprocess.run(
-        [*command, *args], capture_output=True, text=True, timeout=TIMEOUT, check=False
-    )
-
-
 def kill_group(pid: int) -> None:
     """SIGKILL the node ``pid`` leads and everything it started (etcd), as a crash would;
     wait until the whole group is gone."""
@@ -384,10 +377,11 @@ def kill_group(pid: int) -> None:
 def test_ctl_takes_the_tables_names_with_the_clusters_directory(three: Three) -> None:
     """The names the status table shows work in ctl, given the cluster's directory."""
     nodes = status(three.directory)
-    approved = ctl(three.directory, "approve", "n2")  # an approved node: nothing changes
+    # An approved node: nothing changes.
+    approved = run_ctl(three.directory, "approve", "n2", timeout=TIMEOUT)
     assert approved.returncode == 0, approved.stderr
     assert approved.stdout == f"approved {nodes[1]['cluster']['id']}\n"
-    tree = ctl(three.directory, "tree", "n3")
+    tree = run_ctl(three.directory, "tree", "n3", timeout=TIMEOUT)
     assert tree.returncode == 0, tree.stderr
 
 
@@ -408,9 +402,13 @@ def wait_for(what: str, look: Callable[[], T], predicate: Callable[[T], bool]) -
 def assert_no_quorum_said(owner: Path, survivor: dict[str, Any], lost: list[Any]) -> None:
     """ctl says at once that there is no quorum, who answers and who does not; the
     survivor's log and its curator's note in ``ctl tree`` say so too."""
-    wait_for("ctl says no quorum", lambda: ctl(owner, "nodes").stderr, lambda e: "no quorum" in e)
+    wait_for(
+        "ctl says no quorum",
+        lambda: run_ctl(owner, "nodes", timeout=TIMEOUT).stderr,
+        lambda e: "no quorum" in e,
+    )
     start = time.monotonic()
-    answer = ctl(owner, "nodes")
+    answer = run_ctl(owner, "nodes", timeout=TIMEOUT)
     took = time.monotonic() - start
     assert answer.returncode == 1
     assert took < 5, (took, answer.stderr)
@@ -423,7 +421,9 @@ def assert_no_quorum_said(owner: Path, survivor: dict[str, Any], lost: list[Any]
     wait_for("the survivor logs no quorum", log.read_text, lambda text: NO_QUORUM_NOTE in text)
 
     def curator_line() -> str:
-        tree = ctl(owner, "tree", survivor["cluster"]["id"], "root.role.controlplane")
+        tree = run_ctl(
+            owner, "tree", survivor["cluster"]["id"], "root.role.controlplane", timeout=TIMEOUT
+        )
         assert "reaching the members that answer" in tree.stderr, tree.stderr
         return "".join(line for line in tree.stdout.splitlines() if " curator " in line)
 

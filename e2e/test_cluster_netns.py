@@ -36,7 +36,7 @@ import anyio
 import pytest
 
 from roleserve_core.localcluster import default_roles, netns
-from roleserve_core.testing import poll_until
+from roleserve_core.testing import poll_until, run_ctl
 from roleserve_kubernetes.cri import NETWORK_READY, CriClient, runtime_ready
 from roleserve_kubernetes.image import BUSYBOX_IMAGE
 from roleserve_kubernetes.proto import cri_pb2
@@ -46,7 +46,6 @@ from .netns_kit import (
     TIMEOUT,
     MeshNode,
     NetnsCluster,
-    ctl,
     mesh_nodes,
     netns_cluster_up,
     roleserve,
@@ -275,7 +274,7 @@ def clusternet_summary(node: MeshNode, peers: int) -> str:
 
 def clusternet_status(cluster: NetnsCluster, node: MeshNode) -> str | None:
     """The node's value ``clusternet_status``, as ``ctl values`` shows it."""
-    shown = ctl(cluster, "values", node.id, "--json")
+    shown = run_ctl(cluster.credentials, "values", node.id, "--json", timeout=TIMEOUT)
     assert shown.returncode == 0, shown.stderr
     [value] = [value for value in json.loads(shown.stdout) if value["name"] == "clusternet_status"]
     current: str | None = value["current"]
@@ -415,7 +414,7 @@ CONTAINERD = "root.role.kubernetes_worker.containerd"
 
 def runnable(cluster: NetnsCluster, node: MeshNode, dn: str) -> dict[str, Any]:
     """The runnable ``dn`` of ``node``, as ``ctl tree --json`` shows it."""
-    shown = ctl(cluster, "tree", node.id, dn, "--json")
+    shown = run_ctl(cluster.credentials, "tree", node.id, dn, "--json", timeout=TIMEOUT)
     assert shown.returncode == 0, shown.stderr
     [found] = [entry for entry in json.loads(shown.stdout) if entry["dn"] == dn]
     return found
@@ -521,13 +520,15 @@ def test_a_decommissioned_node_leaves_the_others_peers(netns_cluster: NetnsClust
     mesh = wait_for_mesh(netns_cluster)
     third = mesh[2]
     for role in ("kubernetes_controller", "consensus_member"):
-        unset = ctl(netns_cluster, "roles", "unset", third.id, role)
+        unset = run_ctl(
+            netns_cluster.credentials, "roles", "unset", third.id, role, timeout=TIMEOUT
+        )
         assert unset.returncode == 0, unset.stderr
-    gone = ctl(netns_cluster, "decommission", third.id, "--yes")
+    gone = run_ctl(netns_cluster.credentials, "decommission", third.id, "--yes", timeout=TIMEOUT)
     assert gone.returncode == 0, gone.stderr
     assert f"decommissioned {third.id}" in gone.stdout
     remaining = mesh[:2]
-    listed = ctl(netns_cluster, "nodes", "--json")
+    listed = run_ctl(netns_cluster.credentials, "nodes", "--json", timeout=TIMEOUT)
     assert listed.returncode == 0, listed.stderr
     [record] = [node for node in json.loads(listed.stdout) if node["id"] == third.id]
     assert (record["state"], record["cluster_prefix"]) == ("DECOMMISSIONED", None), record

@@ -9,8 +9,6 @@ with one member rebuilt.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,23 +17,11 @@ import pytest
 from roleserve_controlplane.testing import damage_wal
 from roleserve_core.localcluster import LocalCluster, LocalNode
 from roleserve_core.proto import common_pb2, management_pb2
-from roleserve_core.testing import poll_until
+from roleserve_core.testing import poll_until, run_ctl
 
 pytestmark = pytest.mark.anyio
 
 TIMEOUT = 60.0
-
-
-def ctl(cluster: LocalCluster, *args: str) -> subprocess.CompletedProcess[str]:
-    """``roleserve ctl`` as the owner, whatever it exits with."""
-    command = [sys.executable, "-m", "roleserve_core", "ctl", "--credentials"]
-    return subprocess.run(
-        [*command, str(cluster.owner_directory), *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
 
 
 async def nodes(cluster: LocalCluster) -> dict[str, management_pb2.Node]:
@@ -48,7 +34,7 @@ def member_directory(node: LocalNode) -> Path:
 
 
 async def consensus(cluster: LocalCluster) -> list[dict[str, Any]]:
-    result = ctl(cluster, "consensus", "--json")
+    result = run_ctl(cluster.owner_directory, "consensus", "--json")
     assert result.returncode == 0, result.stderr
     members: list[dict[str, Any]] = json.loads(result.stdout)
     return members
@@ -67,7 +53,7 @@ async def test_a_corrupt_member_is_one_line_and_ctl_rebuilds_it(cluster: LocalCl
     damage_wal(data_dir, 256)
 
     # With the victim down, rebuilding another voter would leave 1 of 2: refused.
-    refused = ctl(cluster, "consensus", "rebuild", bystander_id)
+    refused = run_ctl(cluster.owner_directory, "consensus", "rebuild", bystander_id)
     assert refused.returncode == 1
     assert refused.stdout == ""
     assert refused.stderr.count("\n") == 1, refused.stderr
@@ -96,7 +82,7 @@ async def test_a_corrupt_member_is_one_line_and_ctl_rebuilds_it(cluster: LocalCl
     ), said
     assert victim.pid is not None  # it waits, restarting after the backoff
 
-    rebuilt = ctl(cluster, "consensus", "rebuild", victim_id[:16])
+    rebuilt = run_ctl(cluster.owner_directory, "consensus", "rebuild", victim_id[:16])
     assert rebuilt.returncode == 0, rebuilt.stderr
     assert rebuilt.stdout.startswith(f"rebuilding {victim_id}: removed member ")
 

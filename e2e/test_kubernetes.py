@@ -41,16 +41,16 @@ from urllib.parse import urlsplit
 import pytest
 
 from roleserve_core import node_runtime_dir
-from roleserve_core.testing import require_real
+from roleserve_core.testing import require_real, run_ctl
 from roleserve_kubernetes.cgroups import cgroup_hierarchies, cgroup_root
 from roleserve_kubernetes.image import BUSYBOX_IMAGE
 from roleserve_kubernetes.leftovers import descendants, mounts_under, shim_pids, unmount
 from roleserve_kubernetes.testing import require_kube_binaries
 
 from .netns_kit import (
+    TIMEOUT,
     MeshNode,
     NetnsCluster,
-    ctl,
     mesh_nodes,
     netns_cluster_up,
     roleserve,
@@ -151,7 +151,9 @@ def explained(kube: Kube) -> Iterator[None]:
     except TimeoutError as timeout:
         lines = [str(timeout)]
         for index in (1, 2, 3):
-            tree = ctl(kube.cluster, "tree", f"n{index}").stdout.splitlines()
+            tree = run_ctl(
+                kube.cluster.credentials, "tree", f"n{index}", timeout=TIMEOUT
+            ).stdout.splitlines()
             lines += [f"n{index}: {line.lstrip('│├└─ ')[:400]}" for line in tree
                       if line.lstrip("│├└─ ").startswith(KUBE_RUNNABLES)]  # fmt: skip
         raise TimeoutError("\n".join(lines)) from None
@@ -183,7 +185,14 @@ def kube(components: None) -> Iterator[Kube]:
             kubeconfig = directory / "kubeconfig"
             wait_for(
                 "a ready apiserver (ctl kubeconfig)",
-                lambda: ctl(cluster, "kubeconfig", "--out", str(kubeconfig), "--force"),
+                lambda: run_ctl(
+                    cluster.credentials,
+                    "kubeconfig",
+                    "--out",
+                    str(kubeconfig),
+                    "--force",
+                    timeout=TIMEOUT,
+                ),
                 lambda done: done.returncode == 0,
                 timeout=STARTUP,
             )
@@ -367,7 +376,7 @@ def test_a_pod_pings_the_pods_of_the_other_nodes_over_the_mesh(kube: Kube, pods:
 
 
 def set_role(kube: Kube, node: MeshNode, action: str, role: str) -> None:
-    done = ctl(kube.cluster, "roles", action, node.id, role)
+    done = run_ctl(kube.cluster.credentials, "roles", action, node.id, role, timeout=TIMEOUT)
     assert done.returncode == 0, done.stderr
 
 
@@ -427,10 +436,10 @@ def kubeconfig_of(kube: Kube, name: str, controllers: int) -> Kube:
     """kubectl with a new kubeconfig (``ctl kubeconfig``), once it names ``controllers``
     ready apiservers."""
     made = replace(kube, kubeconfig=kube.kubeconfig.with_name(name))
+    written = ("kubeconfig", "--out", str(made.kubeconfig), "--force")
     wait_for(
         f"a kubeconfig naming {controllers} ready apiservers",
-        lambda: (ctl(kube.cluster, "kubeconfig", "--out", str(made.kubeconfig), "--force"),
-                 contexts(made)),
+        lambda: (run_ctl(kube.cluster.credentials, *written, timeout=TIMEOUT), contexts(made)),
         lambda seen: seen[0].returncode == 0 and len(seen[1]) == controllers,
         timeout=STARTUP,
     )  # fmt: skip
@@ -487,7 +496,7 @@ def test_a_decommissioned_node_s_node_is_deleted(kube: Kube, workers: list[MeshN
     for role in ("kubernetes_controller", "consensus_member"):
         set_role(kube, node, "unset", role)
     two = kubeconfig_of(kube, "two", 2)
-    gone = ctl(kube.cluster, "decommission", node.id, "--yes")
+    gone = run_ctl(kube.cluster.credentials, "decommission", node.id, "--yes", timeout=TIMEOUT)
     assert gone.returncode == 0, gone.stderr
     wanted = {other.id: True for other in remaining}
     with explained(kube):

@@ -31,7 +31,7 @@ import anyio
 import pytest
 
 from roleserve_core.localcluster import LocalCluster
-from roleserve_core.testing import poll_until
+from roleserve_core.testing import poll_until, run_ctl
 
 TIMEOUT = 90.0
 
@@ -114,20 +114,6 @@ def brittle_cluster(
     return LocalCluster(tmp_path / "cluster", 1, first_address=first_address, config=node_config)
 
 
-def ctl(cluster: LocalCluster, *args: str) -> str:
-    """``ctl ARGS`` as ``python -m roleserve_core``, the command its hints name."""
-    command = [sys.executable, "-m", "roleserve_core", "ctl", "--credentials"]
-    done = subprocess.run(
-        [*command, str(cluster.owner_directory), *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
 @pytest.mark.timeout(300)
 def test_a_plugin_that_fails_is_seen_in_the_nodes_status(
     brittle_cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch
@@ -142,7 +128,9 @@ def test_a_plugin_that_fails_is_seen_in_the_nodes_status(
         assert node_id is not None
 
         async def listed() -> list[dict[str, object]]:
-            return list(json.loads(ctl(cluster, "nodes", "--json")))
+            return list(
+                json.loads(run_ctl(cluster.owner_directory, "nodes", "--json", check=True).stdout)
+            )
 
         [node] = anyio.run(
             lambda: poll_until(
@@ -154,7 +142,9 @@ def test_a_plugin_that_fails_is_seen_in_the_nodes_status(
         )
         assert (node["id"], node["health"]) == (node_id, "HEALTHY")
 
-        _header, row, line = ctl(cluster, "nodes").splitlines()
+        _header, row, line = run_ctl(
+            cluster.owner_directory, "nodes", check=True
+        ).stdout.splitlines()
         assert re.split(r" {2,}", row.strip())[5] == "HEALTHY!"
         assert line == (
             f"{node_id}: ! plugin brittle failed: it started without; "
@@ -162,7 +152,10 @@ def test_a_plugin_that_fails_is_seen_in_the_nodes_status(
         )
 
         plugins = {
-            entry["name"]: entry for entry in json.loads(ctl(cluster, "plugins", node_id, "--json"))
+            entry["name"]: entry
+            for entry in json.loads(
+                run_ctl(cluster.owner_directory, "plugins", node_id, "--json", check=True).stdout
+            )
         }
         assert plugins["brittle"] == {
             "name": "brittle",
@@ -171,7 +164,12 @@ def test_a_plugin_that_fails_is_seen_in_the_nodes_status(
             "error": "roleserve_workers raised RuntimeError: no spool directory",
         }
         assert plugins["controlplane"]["state"] == "loaded"
-        assert ctl(cluster, "plugins", node_id[:12]).count("failed") == 1
+        assert (
+            run_ctl(cluster.owner_directory, "plugins", node_id[:12], check=True).stdout.count(
+                "failed"
+            )
+            == 1
+        )
     finally:
         anyio.run(cluster.down)
 

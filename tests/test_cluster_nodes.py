@@ -29,8 +29,8 @@ from roleserve_core.testing import (
     FakeCluster,
     FakeCurator,
     NodeHarness,
-    PluginHarness,
     node_record,
+    start_plugin_node,
     wait_for_value,
 )
 from roleserve_core.values import CLUSTER_NODES, CURATOR_CONNECTION
@@ -179,9 +179,7 @@ def start(cluster: FakeCluster, node: Start, tmp_path: Path) -> Start:
     ``fake_cluster``)."""
 
     async def started(readers: Readers) -> NodeHarness:
-        plugins = PluginHarness(cluster_nodes=True)
-        plugins.register(readers, "readers")
-        return await node(plugins.runtime(tmp_path))
+        return await start_plugin_node(node, tmp_path, {"readers": readers}, cluster_nodes=True)
 
     return started
 

@@ -44,6 +44,7 @@ from roleserve_core.testing import (
     NodeHarness,
     PluginHarness,
     random_loopback,
+    start_plugin_node,
     wait_for_value,
 )
 from roleserve_core.values import (
@@ -112,9 +113,8 @@ def start(
     credentials set, as enrolment leaves it."""
 
     async def started() -> NodeHarness:
-        plugins = PluginHarness(core_workers=True)
-        plugins.register(control_plane_plugin(), CONTROL_PLANE_PLUGIN)
-        harness = await node(plugins.runtime(tmp_path))
+        plugins = {CONTROL_PLANE_PLUGIN: control_plane_plugin()}
+        harness = await start_plugin_node(node, tmp_path, plugins, core_workers=True)
         harness.set(NODE_CREDENTIALS, cluster.credentials)
         return harness
 

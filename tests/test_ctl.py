@@ -41,10 +41,11 @@ from typing_extensions import override
 
 from roleserve_core.access import ClusterAccess
 from roleserve_core.cli import main
+from roleserve_core.cli._format import format_age
+from roleserve_core.cli._node_display import state_name
 from roleserve_core.cli.ctl import _session as session_module
 from roleserve_core.cli.ctl._credentials import SCOPES
 from roleserve_core.cli.ctl._errors import CtlError
-from roleserve_core.cli.ctl._format import format_age, state_name
 from roleserve_core.cli.ctl._metrics import figure_lines, node_figures
 from roleserve_core.cli.ctl._prometheus import default_name
 from roleserve_core.cli.ctl._resolve import match_node

@@ -90,20 +90,7 @@ SUPERVISOR_TRIO = frozenset(
 """The supervisor's private trio, one concept split by role (what a runnable sees, the tree
 node, the logic), behind ``supervisor/__init__.py``: it may stay a circle (issue 29)."""
 
-CLI_CYCLE = frozenset(
-    {
-        "roleserve_core.cli._cluster_commands",
-        "roleserve_core.cli.cluster",
-        "roleserve_core.cli.ctl._command",
-        "roleserve_core.cli.ctl._node_plugins",
-        "roleserve_core.cli.ctl._nodes",
-    }
-)
-"""A known circle, there while ``cluster up``'s table borrows ctl's private modules. The
-branch that gives presenting a node one module (wip/seams-present, issue 29) removes it,
-and this constant goes with it."""
-
-ALLOWED_CYCLES = (SUPERVISOR_TRIO, CLI_CYCLE)
+ALLOWED_CYCLES = (SUPERVISOR_TRIO,)
 
 
 @dataclass(frozen=True, order=True)

@@ -354,3 +354,23 @@ def test_the_old_name_of_what_a_loopback_node_ran_without_still_works_and_warns(
         assert process.LOOPBACK_WITHOUT == ("clusternet",)
     with pytest.raises(AttributeError):
         process.NO_SUCH_NAME  # noqa: B018 - the lookup is the test
+
+
+def test_an_empty_section_gets_the_line_under_its_header() -> None:
+    for text in ("[plugins.hostsfile]\n", "[plugins.hostsfile]"):
+        assert with_setting(text, HOSTS_PATH, str(HOSTS), SOURCE) == f"[plugins.hostsfile]\n{ADDED}"
+
+
+def test_sections_added_after_other_tables_come_and_go_each_alone() -> None:
+    """The second section goes after the first, both at the end, though ``[plugins]``
+    tables stand before other tables; each goes again with its blank line."""
+    text = f"{OPERATOR}\n[other]\nkept = true\n"
+    hosts = with_setting(text, HOSTS_PATH, str(HOSTS), SOURCE)
+    assert hosts == f"{text}\n{HEADER}{ADDED}"
+    both = with_setting(hosts, CLUSTERNET_OFF, LOOPBACK_MESH_OFF, SOURCE)
+    off = f"off = {toml_literal(LOOPBACK_MESH_OFF)}  {CLUSTERNET_OFF.mark}\n"
+    assert both == f"{hosts}\n[plugins.clusternet]  {CLUSTERNET_OFF.mark}\n{off}"
+    assert without_setting(both, HOSTS_PATH) == (
+        f"{text}\n[plugins.clusternet]  {CLUSTERNET_OFF.mark}\n{off}"
+    )
+    assert without_setting(both, CLUSTERNET_OFF) == hosts

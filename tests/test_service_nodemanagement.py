@@ -46,7 +46,13 @@ from roleserve_core.proto import nodemanagement_pb2_grpc as pb_grpc
 from roleserve_core.registry import ValueKey, ValueRegistry
 from roleserve_core.rpc import secure_channel, user_revocation
 from roleserve_core.service_nodemanagement import BATCH_ENTRIES, NodeManagementService
-from roleserve_core.testing import NodeHarness, PluginHarness, ThrowawayCA, wait_for_value
+from roleserve_core.testing import (
+    NodeHarness,
+    StartNode,
+    ThrowawayCA,
+    start_plugin_node,
+    wait_for_value,
+)
 from roleserve_core.values import (
     NETWORK,
     NODE_CREDENTIALS,
@@ -58,7 +64,6 @@ from roleserve_core.workers.nodemgmt import Listen, plan_listen, restart_needed
 
 pytestmark = pytest.mark.anyio
 
-StartNode = Callable[..., Awaitable[NodeHarness]]
 
 CALL_TIMEOUT = 10.0
 """Generous; calls answer at once."""
@@ -168,9 +173,9 @@ def ca() -> ThrowawayCA:
 @pytest.fixture
 async def started(node: StartNode, tmp_path: Path) -> NodeHarness:
     """A node with the core's workers and chatty, before it has credentials or an address."""
-    plugins = PluginHarness(core_workers=True)
-    plugins.register(chatty_plugin(), "chatty")
-    harness = await node(plugins.runtime(tmp_path))
+    harness = await start_plugin_node(
+        node, tmp_path, {"chatty": chatty_plugin()}, core_workers=True
+    )
     await harness.wait_state(CHILD)
     return harness
 

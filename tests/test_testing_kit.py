@@ -9,16 +9,19 @@ from types import SimpleNamespace
 import anyio
 import pytest
 
-from roleserve_core import NodeContext, RunContext, State, Value, Worker, hookimpl
+from roleserve_core import NodeContext, RunContext, Setting, State, Value, Worker, hookimpl
 from roleserve_core.errors import PluginAPIVersionError, PluginLoadError
 from roleserve_core.plugins import PluginState
 from roleserve_core.testing import (
     REQUIRE_REAL_ENV,
     PluginHarness,
+    StartNode,
     SupervisorRunner,
     load_installed_plugin,
     mounted_tmpfs,
     require_real,
+    run_ctl,
+    start_plugin_node,
     wait_for_state,
     wait_for_value,
 )
@@ -70,6 +73,59 @@ def test_a_tmpfs_where_mounting_fails_skips_or_fails_under_require_real(
 
 def test_plugin_harness_leaves_installed_plugins_out(plugin_manager: PluginHarness) -> None:
     assert plugin_manager.plugins.loaded() == ["core"]
+
+
+def greeter(greeting: str) -> SimpleNamespace:
+    """A plugin whose one worker, named as the plugin is, says its setting ``greeting``
+    (default: ``greeting``) in its note."""
+    setting = Setting("greeting", str, greeting, "What the worker says.")
+
+    def workers(node: NodeContext) -> list[Worker]:
+        async def say(ctx: RunContext) -> None:
+            ctx.set_note(setting.read(node.config))
+            ctx.signal_healthy()
+            await anyio.sleep_forever()
+
+        return [Worker(node.plugin, say)]
+
+    return SimpleNamespace(
+        roleserve_settings=hookimpl(lambda: [setting]), roleserve_workers=hookimpl(workers)
+    )
+
+
+@pytest.mark.anyio
+async def test_start_plugin_node_runs_exactly_the_plugins_with_their_config(
+    node: StartNode, tmp_path: Path
+) -> None:
+    plugins = {"first": greeter("hello"), "second": greeter("hi")}
+    harness = await start_plugin_node(
+        node, tmp_path / "node", plugins, config={"second": {"greeting": "good evening"}}
+    )
+    assert harness.runtime.plugins.loaded() == ["core", "first", "second"]
+    assert harness.runtime.data_dir == tmp_path / "node"
+    notes = [(await harness.wait_state(f"root.role.{name}")).note for name in plugins]
+    assert notes == ["hello", "good evening"]
+    assert "nodewatch" not in harness.runtime.workers
+
+
+@pytest.mark.anyio
+async def test_start_plugin_node_adds_the_core_workers_asked_for(
+    node: StartNode, tmp_path: Path
+) -> None:
+    watching = await start_plugin_node(node, tmp_path / "a", {}, cluster_nodes=True)
+    assert "nodewatch" in watching.runtime.workers
+    assert "heartbeat" not in watching.runtime.workers
+    everything = await start_plugin_node(node, tmp_path / "b", {}, core_workers=True)
+    assert {"nodewatch", "heartbeat"} <= set(everything.runtime.workers)
+
+
+def test_run_ctl_runs_the_command_and_says_what_a_failed_one_said(tmp_path: Path) -> None:
+    nowhere = tmp_path / "nowhere"
+    done = run_ctl(nowhere, "nodes")
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"roleserve ctl: error: no cluster credentials at {nowhere};")
+    with pytest.raises(AssertionError, match=r"^ctl nodes --json exited 2: roleserve ctl: error"):
+        run_ctl(nowhere, "nodes", "--json", check=True)
 
 
 def test_load_installed_plugin_names_what_is_missing() -> None:

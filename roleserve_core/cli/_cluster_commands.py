@@ -22,17 +22,10 @@ from typing import Any
 
 import anyio
 
+from roleserve_core.cli._format import NONE, print_json
 from roleserve_core.cli._invocation import roleserve_command
-from roleserve_core.cli._table import fill, output_width, render_table
-from roleserve_core.cli.ctl._format import NONE, print_json
-from roleserve_core.cli.ctl._nodes import (
-    HEADERS,
-    NOTES,
-    conflict_lines,
-    failed_plugin_lines,
-    node_json,
-    node_row,
-)
+from roleserve_core.cli._node_display import NodeTable, node_json
+from roleserve_core.cli._table import output_width
 from roleserve_core.cluster_extension import load_extensions
 from roleserve_core.environment import CREDENTIALS_ENV
 from roleserve_core.localcluster import LocalCluster, size_for_up
@@ -171,25 +164,22 @@ async def _nodes(cluster: LocalCluster) -> dict[str, management_pb2.Node]:
 
 
 async def _status_table(cluster: LocalCluster) -> str:
+    """Every local node: its process's cells, then what the leader knows of it (as ``ctl
+    nodes`` shows it, with the lines that explain its marks), then the plugin extensions'
+    cells; under it, where the hosts files are."""
     nodes = await _nodes(cluster)
     columns = await _extension_columns(cluster, nodes)
-    rows = []
+    table = NodeTable(before=("NODE", "PID"), after=tuple(columns))
     for local in cluster.nodes:
         identity = cluster.node_id(local) or ""
-        known = nodes.get(identity)
-        cells = (
-            node_row(known) if known else ["", identity or NONE, str(local.address), *[NONE] * 4]
+        table.add(
+            nodes.get(identity),
+            before=[f"n{local.index}", str(local.pid or "stopped")],
+            after=[column.get(identity, NONE) for column in columns.values()],
+            node_id=identity,
+            address=str(local.address),
         )
-        extra = [column.get(identity, NONE) for column in columns.values()]
-        rows.append([f"n{local.index}", str(local.pid or "stopped"), *cells, *extra])
-    width = output_width()
-    headers = ("NODE", "PID", *HEADERS, *columns)
-    table = render_table(headers, rows, width=width, notes=NOTES)
-    listed = [node for local in cluster.nodes if (node := nodes.get(cluster.node_id(local) or ""))]
-    # The lines ctl nodes prints under its table: the row's CONFLICT or '!' alone does
-    # not say what was seen, nor which plugin failed.
-    lines = [*conflict_lines(listed), *failed_plugin_lines(listed), _hosts_files(cluster)]
-    return "\n".join([table, *(fill(line, width) for line in lines if line is not None)])
+    return table.render(output_width(), lines=[_hosts_files(cluster)])
 
 
 EXTENSION_PATIENCE = 5.0

@@ -31,7 +31,7 @@ __all__ = ["fill", "output_width", "render_table"]
 GAP = "  "
 """Between two columns."""
 NOTHING = ("", "-")
-"""Cells that say there is nothing (``-`` is every command's: ``ctl._format.NONE``): as a
+"""Cells that say there is nothing (``-`` is every command's: ``_format.NONE``): as a
 note, they would add a line that says nothing."""
 
 

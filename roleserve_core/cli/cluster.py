@@ -16,22 +16,19 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from roleserve_core.cli._failure import report, sole_error
 from roleserve_core.errors import RoleserveError
-from roleserve_core.localcluster.layout import DEFAULT_SIZE, FIRST_ADDRESS
+from roleserve_core.localcluster.layout import (
+    DEFAULT_SIZE,
+    FIRST_ADDRESS,
+    default_cluster_directory,
+)
 
-__all__ = ["add_parser", "default_cluster_directory"]
-
-
-def default_cluster_directory() -> Path:
-    """``$XDG_STATE_HOME/roleserve/cluster`` (``~/.local/state/roleserve/cluster``)."""
-    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(state) / "roleserve" / "cluster"
+__all__ = ["add_parser"]
 
 
 def add_parser(commands: Any) -> None:

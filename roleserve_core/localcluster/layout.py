@@ -14,6 +14,8 @@ held, as on a real cluster.
 from __future__ import annotations
 
 import ipaddress
+import os
+from pathlib import Path
 
 __all__ = [
     "CONSENSUS_MEMBERS",
@@ -21,6 +23,7 @@ __all__ = [
     "FIRST_ADDRESS",
     "FIRST_ADDRESS_FILE",
     "OWNER_DIRECTORY",
+    "default_cluster_directory",
     "default_roles",
 ]
 
@@ -35,6 +38,14 @@ FIRST_ADDRESS_FILE = "first-address"
 OWNER_DIRECTORY = "owner"
 """In the cluster's directory: the owner's access directory, which node 1's bootstrap
 writes."""
+
+
+def default_cluster_directory() -> Path:
+    """``$XDG_STATE_HOME/roleserve/cluster`` (``~/.local/state/roleserve/cluster``): where
+    ``cluster up`` keeps a cluster unless ``--dir`` says otherwise, and where ``ctl`` looks
+    for one when it has no credentials."""
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state) / "roleserve" / "cluster"
 
 
 def default_roles(index: int, size: int) -> list[str]:

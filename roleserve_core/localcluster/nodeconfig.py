@@ -29,6 +29,10 @@ What ``up`` does before it starts node i, for each such setting::
 values at its next ``up``. The lines it adds end with the setting's ``mark``, so that it
 can take them out again (``without_setting``) when the plugin is gone.
 
+The file is edited as a ``tomlkit`` document, which keeps every comment, space and
+quoting of the operator's as it was; each edit is then read back as the node will read it
+(``tomllib``), and one that changes more than the setting is not made.
+
 Decision: a value is written only when its plugin would accept it (``setting_accepted``):
 installed, selected (``ROLESERVE_PLUGINS``, ``ROLESERVE_DISABLE_PLUGINS``), loaded, and
 declaring the key. The nodes run with this process's interpreter and environment, so what
@@ -44,12 +48,16 @@ operator's is theirs.
 from __future__ import annotations
 
 import importlib.metadata
-import re
 import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+import tomlkit
+import tomlkit.exceptions
+from tomlkit.items import InlineTable, Item, Table
+from tomlkit.toml_document import TOMLDocument
 
 from roleserve_core.errors import RoleserveError
 from roleserve_core.settings import toml_literal
@@ -67,6 +75,8 @@ __all__ = [
     "with_setting",
     "without_setting",
 ]
+
+ItemT = TypeVar("ItemT", bound=Item)
 
 HOSTS_FILE = "hosts"
 """In each node's directory: the hosts file its hostsfile plugin keeps."""
@@ -90,16 +100,6 @@ class NodeSetting:
         from, and ``up`` knows which lines it may take out again."""
         why = self.why or f"this node's own {self.what}"
         return f"# roleserve cluster up: {why}"
-
-    @property
-    def header(self) -> re.Pattern[str]:
-        """The section's header line, however it is quoted or spaced."""
-        plugin = re.escape(self.plugin)
-        return re.compile(
-            rf"""^[ \t]*\[[ \t]*(plugins|"plugins")[ \t]*\.[ \t]*({plugin}|"{plugin}")[ \t]*\]"""
-            r"[ \t]*(#[^\n]*)?\r?$",
-            re.MULTILINE,
-        )
 
     def section(self, data: dict[str, Any]) -> dict[str, Any]:
         """The plugin's section of parsed ``data``; empty if it has none."""
@@ -173,113 +173,132 @@ def with_setting(text: str, setting: NodeSetting, value: str, source: Path) -> s
     (``_refreshed``); None if it needs no change: it sets a value of its own (or this one),
     or is not valid TOML (left for the node to refuse).
 
+    The line goes right under the section's header, or in a section of its own at the end,
+    after a blank line.
+
     :param source: the file ``text`` came from, for the error.
     :raises NodeConfigError: if the line cannot be added (the section is an inline table,
         or made of dotted keys).
     """
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError:
-        return None
-    if not isinstance(data.get("plugins", {}), dict):
+    document = _parsed(text)
+    if document is None or not isinstance(document.get("plugins", {}), dict):
         return None  # the node refuses a [plugins] that is no table, with its own message
-    if setting.key in setting.section(data):
-        return _refreshed(text, data, setting, value)
-    line = f"{setting.key} = {toml_literal(value)}  {setting.mark}\n"
-    header = setting.header.search(text)
-    if header is not None:  # the line goes right under the section's header
-        head, tail = text[: header.end()], text[header.end() :].removeprefix("\n")
-        merged = f"{head}\n{line}{tail}"
-    else:  # a section of its own, after a blank line
-        head = text if not text or text.endswith("\n") else f"{text}\n"
-        blank = "\n" if head.strip() and not head.endswith("\n\n") else ""
-        merged = f"{head}{blank}[plugins.{setting.plugin}]  {setting.mark}\n{line}"
-    if not _only_added(data, merged, setting, value):
-        raise NodeConfigError(
-            f"{source}: cannot add the node's own {setting.what} to its "
-            f"[plugins.{setting.plugin}] section; add the line {setting.key} = "
-            f"{toml_literal(value)} to it yourself (or any value of your choice), then run "
-            "`cluster up` again"
-        )
+    section = document.get("plugins", {}).get(setting.plugin)
+    if isinstance(section, dict) and setting.key in section:
+        return _refreshed(document, section, setting, value)
+    if section is not None and not isinstance(section, dict):
+        raise _cannot_add(setting, value, source)  # an array of tables
+    expected = document.unwrap()
+    expected.setdefault("plugins", {}).setdefault(setting.plugin, {})[setting.key] = value
+    if section is None and not isinstance(document.get("plugins"), InlineTable):
+        if not text.endswith("\n") and text:  # the header goes on a line of its own
+            document = tomlkit.parse(f"{text}\n")
+        header = tomlkit.table()
+        header.append(setting.key, _marked(tomlkit.item(value), setting))
+        plugins = tomlkit.table(is_super_table=True)
+        plugins.append(setting.plugin, _marked(header, setting))
+        document.append("plugins", plugins)
+    elif isinstance(section, Table) and not section.is_super_table():
+        line = _marked(tomlkit.item(value), setting)
+        if section:  # under the header, above the operator's lines (tomlkit has no
+            section.value._insert_at(0, setting.key, line)  # public insert: append is last)
+        else:
+            section.append(setting.key, line)
+    merged = document.as_string()  # unchanged where it cannot go: refused just below
+    if not _parses_to(merged, expected):
+        raise _cannot_add(setting, value, source)
     return merged
 
 
-def _refreshed(text: str, data: dict[str, Any], setting: NodeSetting, value: str) -> str | None:
-    """``text`` with the line ``with_setting`` added for ``setting`` (known by its mark) now
-    saying ``value``; None if its value is that already, or the value is not on such a
+def _cannot_add(setting: NodeSetting, value: str, source: Path) -> NodeConfigError:
+    return NodeConfigError(
+        f"{source}: cannot add the node's own {setting.what} to its "
+        f"[plugins.{setting.plugin}] section; add the line {setting.key} = "
+        f"{toml_literal(value)} to it yourself (or any value of your choice), then run "
+        "`cluster up` again"
+    )
+
+
+def _refreshed(
+    document: TOMLDocument, section: dict[str, Any], setting: NodeSetting, value: str
+) -> str | None:
+    """``document`` with the line ``with_setting`` added for ``setting`` (known by its mark)
+    now saying ``value``; None if its value is that already, or the value is not on such a
     line (the operator's: theirs). A value ``up`` wrote can go stale: the loopback mesh's
     reason once ended mid-sentence, and each ``up`` since rewrites it."""
-    if setting.section(data).get(setting.key) == value:
+    if section[setting.key] == value or not _ours(section, setting):
         return None
-    lines = text.splitlines(keepends=True)
-    ours = [
-        i
-        for i, line in enumerate(lines)
-        if line.rstrip("\r\n").endswith(setting.mark) and not setting.header.match(line)
-    ]
-    if len(ours) != 1:
-        return None
-    ending = lines[ours[0]][len(lines[ours[0]].rstrip("\r\n")) :]
-    lines[ours[0]] = f"{setting.key} = {toml_literal(value)}  {setting.mark}{ending}"
-    refreshed = "".join(lines)
-    expected = tomllib.loads(text)
-    setting.section(expected)[setting.key] = value
-    try:
-        if tomllib.loads(refreshed) != expected:
-            return None
-    except tomllib.TOMLDecodeError:
-        return None
-    return refreshed
+    section[setting.key] = value  # the item keeps its place and its mark
+    return document.as_string()
 
 
 def without_setting(text: str, setting: NodeSetting) -> str | None:
     """``text`` without the lines ``with_setting`` added for ``setting`` (known by its
     mark): the value, and the section's header if it added that and nothing else is left
-    under it. None if it holds none of them, or if taking them out would change anything
-    else (an operator who wrote under the header keeps it all).
+    under it, with the blank line before it. None if it holds none of them, or if taking
+    them out would change anything else (an operator who wrote under the header keeps it
+    all).
     """
-    lines = text.splitlines(keepends=True)
-    ours = [i for i, line in enumerate(lines) if line.rstrip("\r\n").endswith(setting.mark)]
-    if not ours:
+    document = _parsed(text)
+    plugins = document.get("plugins") if document is not None else None
+    if document is None or not isinstance(plugins, dict):
         return None
-    try:
-        expected = tomllib.loads(text)
-    except tomllib.TOMLDecodeError:
+    section = plugins.get(setting.plugin)
+    if not isinstance(section, dict):
         return None
-    section = setting.section(expected)
-    section.pop(setting.key, None)
-    values = [i for i in ours if not setting.header.match(lines[i])]
-    headers = [i for i in ours if setting.header.match(lines[i])]
-    gone = set(values)
-    if not section and headers:
+    header = isinstance(section, Table) and section.trivia.comment == setting.mark
+    if not (header or _ours(section, setting)):
+        return None
+    expected = document.unwrap()
+    if _ours(section, setting):
+        del section[setting.key]
+        del expected["plugins"][setting.plugin][setting.key]
+    kept = document.as_string()
+    if header and not section:
+        del plugins[setting.plugin]
         del expected["plugins"][setting.plugin]
         if not expected["plugins"]:
             del expected["plugins"]
-        gone.update(headers)
-        before = headers[0] - 1  # the blank line it put before the header
-        if before >= 0 and not lines[before].strip():
-            gone.add(before)
-    kept = "".join(line for i, line in enumerate(lines) if i not in gone)
+        kept = _without_blank_before(kept, document.as_string())
+    return kept if _parses_to(kept, expected) else None
+
+
+def _without_blank_before(before: str, after: str) -> str:
+    """``after`` (``before`` with one stretch of lines taken out) without the blank line
+    right before that stretch, which ``with_setting`` put before its section."""
+    pairs = enumerate(zip(before, after, strict=False))  # after is the shorter
+    cut = next((i for i, (a, b) in pairs if a != b), len(after))
+    start = after.rfind("\n", 0, max(cut - 1, 0)) + 1  # of the line before the stretch
+    return after[:start] + after[cut:] if cut and not after[start:cut].strip() else after
+
+
+def _marked(item: ItemT, setting: NodeSetting) -> ItemT:
+    """``item`` with ``setting``'s mark after it, two spaces away."""
+    item.comment(setting.mark)
+    item.trivia.comment_ws = "  "
+    return item
+
+
+def _ours(section: dict[str, Any], setting: NodeSetting) -> bool:
+    """Whether the value of ``setting`` in ``section`` is on a line ``up`` wrote."""
+    if not isinstance(section, Table) or setting.key not in section:
+        return False
+    item = section.item(setting.key)
+    return isinstance(item, Item) and item.trivia.comment == setting.mark
+
+
+def _parsed(text: str) -> TOMLDocument | None:
+    """``text`` as a document that keeps every comment and space; None if not TOML."""
     try:
-        if tomllib.loads(kept) != expected:
-            return None
-    except tomllib.TOMLDecodeError:
+        return tomlkit.parse(text)
+    except tomlkit.exceptions.TOMLKitError:
         return None
-    return kept
 
 
-def _only_added(before: dict[str, Any], merged: str, setting: NodeSetting, value: str) -> bool:
-    """Whether ``merged`` parses to ``before`` with the setting added, and nothing else."""
+def _parses_to(text: str, expected: dict[str, Any]) -> bool:
+    """Whether ``text`` reads as ``expected`` (the one change, nothing else), as the node
+    will read it: by ``tomllib``."""
     try:
-        after = tomllib.loads(merged)
+        return tomllib.loads(text) == expected
     except tomllib.TOMLDecodeError:
         return False
-    plugins = after.get("plugins")
-    section = plugins.get(setting.plugin) if isinstance(plugins, dict) else None
-    if not isinstance(section, dict) or section.pop(setting.key, None) != value:
-        return False
-    if not section and setting.plugin not in before.get("plugins", {}):
-        del after["plugins"][setting.plugin]
-        if not after["plugins"] and "plugins" not in before:
-            del after["plugins"]
-    return after == before

@@ -21,13 +21,16 @@ from roleserve_core.testing._core import (
     renewal_due,
     tree_line,
 )
+from roleserve_core.testing._ctl import CTL_TIMEOUT, run_ctl
 from roleserve_core.testing._curator import FakeCall, FakeCurator, random_loopback
 from roleserve_core.testing._harness import (
     NO_CHANNEL,
     NodeHarness,
     PluginHarness,
+    StartNode,
     SupervisorRunner,
     load_installed_plugin,
+    start_plugin_node,
 )
 from roleserve_core.testing._real import REQUIRE_REAL_ENV, require_real
 from roleserve_core.testing._records import node_record
@@ -43,6 +46,7 @@ from roleserve_core.testing._wait import (
 )
 
 __all__ = [
+    "CTL_TIMEOUT",
     "DEFAULT_TIMEOUT",
     "NO_CHANNEL",
     "POLL_INTERVAL",
@@ -54,6 +58,7 @@ __all__ = [
     "FakeCurator",
     "NodeHarness",
     "PluginHarness",
+    "StartNode",
     "SupervisorRunner",
     "ThrowawayCA",
     "Tmpfs",
@@ -68,6 +73,8 @@ __all__ = [
     "record_leftover",
     "renewal_due",
     "require_real",
+    "run_ctl",
+    "start_plugin_node",
     "tree_line",
     "wait_for_state",
     "wait_for_status",

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, TypeAlias, TypeVar
 
 import anyio
 import grpc
@@ -30,8 +30,10 @@ __all__ = [
     "NO_CHANNEL",
     "NodeHarness",
     "PluginHarness",
+    "StartNode",
     "SupervisorRunner",
     "load_installed_plugin",
+    "start_plugin_node",
 ]
 
 T = TypeVar("T")
@@ -244,3 +246,34 @@ def load_installed_plugin(name: str) -> PluginInfo:
         ) from None
     NodeRuntime(plugins, data_dir=Path("/nonexistent/roleserve-test"))
     return info
+
+
+StartNode: TypeAlias = "Callable[..., Awaitable[NodeHarness]]"
+"""The ``node`` fixture: ``await node(runtime, **supervisor_options)`` runs a runtime."""
+
+
+async def start_plugin_node(
+    node: StartNode,
+    data_dir: Path,
+    plugins: Mapping[str, object],
+    *,
+    config: Mapping[str, Mapping[str, Any]] | None = None,
+    cluster_nodes: bool = False,
+    core_workers: bool = False,
+) -> NodeHarness:
+    """A node of exactly ``plugins`` running under the test's supervisor, on its clock.
+
+    What a plugin's worker test does first, and used to write again in each file: a strict
+    ``PluginHarness``, each plugin registered, a runtime in ``data_dir``, started by the
+    ``node`` fixture.
+
+    :param node: the ``node`` fixture.
+    :param plugins: name → hook module, class or object, registered in this order.
+    :param config: name → its ``[plugins.<name>]`` table, as a roleserve.toml gives it.
+    :param cluster_nodes: add the core's ``nodewatch``, for a worker that reads
+        ``cluster_nodes``; ``core_workers``: all the core's workers (``PluginHarness``).
+    """
+    harness = PluginHarness(cluster_nodes=cluster_nodes, core_workers=core_workers)
+    for name, plugin in plugins.items():
+        harness.register(plugin, name)
+    return await node(harness.runtime(data_dir, config=config))

@@ -36,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -45,7 +45,7 @@ from roleserve_core.registry import ValueRegistry
 from roleserve_core.runtime import NodeRuntime
 from roleserve_core.testing._clock import FakeClock
 from roleserve_core.testing._cluster import FakeCluster, ThrowawayCA
-from roleserve_core.testing._harness import NodeHarness, PluginHarness, SupervisorRunner
+from roleserve_core.testing._harness import NodeHarness, PluginHarness, StartNode, SupervisorRunner
 from roleserve_core.testing._loop import LingeringEventLoopPolicy, close_lingering_loops
 
 
@@ -102,7 +102,7 @@ async def supervisor_runner(fake_clock: FakeClock) -> AsyncIterator[SupervisorRu
 @pytest.fixture
 def node(
     supervisor_runner: SupervisorRunner,
-) -> Callable[..., Awaitable[NodeHarness]]:
+) -> StartNode:
     """``await node(runtime, **supervisor_options)`` runs a node runtime for this test."""
 
     async def start(runtime: NodeRuntime, **options: Any) -> NodeHarness:

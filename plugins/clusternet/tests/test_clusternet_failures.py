@@ -7,7 +7,6 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
 
@@ -21,7 +20,13 @@ from roleserve_clusternet.interface import InterfaceSpec, open_interface
 from roleserve_clusternet.privatekey import KEY_FILE
 from roleserve_clusternet.worker_clusternet import WAITING_FOR_ID
 from roleserve_core import NODE_ID, FinalError, ProgramSpec, State
-from roleserve_core.testing import NodeHarness, PluginHarness, record_leftover, require_real
+from roleserve_core.testing import (
+    NodeHarness,
+    StartNode,
+    record_leftover,
+    require_real,
+    start_plugin_node,
+)
 
 from .clusternet_netns import NetnsPair, netns_pair
 
@@ -29,7 +34,6 @@ __all__ = ["netns_pair"]  # the fixture, imported to be found
 
 pytestmark = pytest.mark.anyio
 
-StartNode = Callable[..., Awaitable[NodeHarness]]
 DN = "root.role.clusternet"
 LOG = logging.getLogger("test.clusternet")
 
@@ -39,10 +43,9 @@ async def start(
 ) -> NodeHarness:
     """The plugin on a node with no ID; the ID is set once it waits for it (with
     ``key_file`` written in between, if given)."""
-    plugins = PluginHarness()
-    plugins.register(hooks, "clusternet")
-    runtime = plugins.runtime(tmp_path / "node", config={"clusternet": settings})
-    harness = await node(runtime)
+    harness = await start_plugin_node(
+        node, tmp_path / "node", {"clusternet": hooks}, config={"clusternet": settings}
+    )
     await harness.wait_status(DN, lambda s: s.note == WAITING_FOR_ID)
     path = tmp_path / "node" / "plugins" / "clusternet" / KEY_FILE
     assert not path.exists()  # nothing made before the node has an ID

@@ -11,7 +11,7 @@ import logging
 import os
 import signal
 import subprocess
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
 
@@ -39,9 +39,9 @@ from roleserve_core.testing import (
     DEFAULT_TIMEOUT,
     FakeClock,
     FakeCluster,
-    NodeHarness,
-    PluginHarness,
+    StartNode,
     node_record,
+    start_plugin_node,
     wait_for_value,
 )
 
@@ -52,7 +52,6 @@ __all__ = ["netns_pair"]  # the fixture, imported to be found
 
 pytestmark = pytest.mark.anyio
 
-StartNode = Callable[..., Awaitable[NodeHarness]]
 LOG = logging.getLogger("test.clusternet")
 PORT = 7838
 
@@ -178,15 +177,19 @@ async def test_the_worker_keeps_the_mesh_and_survives_wireguard_go(
     leader.set_node(record(own, a, prefix=str(a.prefix)))
     leader.set_node(record("node-b", b, key_b))
 
-    plugins = PluginHarness(cluster_nodes=True)
-    plugins.register(ClusternetHooks(netns=a.netns), "clusternet")
     config = {
         "interface": a.interface,
         "cluster_network": str(netns_pair.mesh),
         "keepalive": 1,
         "reconcile_interval": 0.5,
     }
-    harness = await node(plugins.runtime(tmp_path / "node", config={"clusternet": config}))
+    harness = await start_plugin_node(
+        node,
+        tmp_path / "node",
+        {"clusternet": ClusternetHooks(netns=a.netns)},
+        config={"clusternet": config},
+        cluster_nodes=True,
+    )
     status = harness.runtime.registry.read(CLUSTERNET_STATUS, "test")
     async with AsyncExitStack() as stack:
         device_b = await open_side(stack, b, netns_pair, key_b, tmp_path / "b")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +32,9 @@ from roleserve_core.testing import (
     FakeCluster,
     FakeCurator,
     NodeHarness,
-    PluginHarness,
+    StartNode,
     node_record,
+    start_plugin_node,
     wait_for_value,
 )
 
@@ -42,7 +42,6 @@ from .clusternet_hooks import ClusternetHooks
 
 pytestmark = pytest.mark.anyio
 
-StartNode = Callable[..., Awaitable[NodeHarness]]
 DN = "root.role.clusternet"
 net = ipaddress.ip_network
 KEY_A = WireGuardKey.generate()
@@ -92,14 +91,16 @@ async def start(
     node: StartNode, tmp_path: Path, *, kubernetes: bool = False, **settings: Any
 ) -> Node:
     device = MemoryInterface()
-    plugins = PluginHarness(cluster_nodes=True)
-    plugins.register(ClusternetHooks(device=device), "clusternet")
+    plugins: dict[str, object] = {"clusternet": ClusternetHooks(device=device)}
     if kubernetes:
-        plugins.register(Kubernetes(), "kubernetes")
+        plugins["kubernetes"] = Kubernetes()
     key = load_or_create_key(tmp_path / "node" / "plugins" / "clusternet")
     settings.setdefault("reconcile_interval", 3600.0)  # passes only when kicked
-    runtime = plugins.runtime(tmp_path / "node", config={"clusternet": settings})
-    return Node(await node(runtime), device, key)
+    config = {"clusternet": settings}
+    harness = await start_plugin_node(
+        node, tmp_path / "node", plugins, config=config, cluster_nodes=True
+    )
+    return Node(harness, device, key)
 
 
 def connect(started: Node, cluster: FakeCluster, curator: FakeCurator) -> None:

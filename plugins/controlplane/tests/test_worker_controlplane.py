@@ -7,7 +7,7 @@ import contextlib
 import ipaddress
 import random
 import urllib.request
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,15 +56,15 @@ from roleserve_core.rpc import secure_channel
 from roleserve_core.testing import (
     FakeClock,
     NodeHarness,
-    PluginHarness,
+    StartNode,
     SupervisorRunner,
     poll_until,
+    start_plugin_node,
     wait_for_value,
 )
 
 pytestmark = pytest.mark.anyio
 
-StartNode = Callable[..., Awaitable[NodeHarness]]
 WORKER = "root.role.controlplane"
 
 
@@ -82,11 +82,10 @@ async def start(
     **more: object,
 ) -> NodeHarness:
     """A node runtime with the controlplane plugin, on fast etcd timers."""
-    plugins = PluginHarness()
-    plugins.register(hooks, "controlplane")
     settings = {"etcd": str(binary.path), "heartbeat_ms": 25, "election_ms": 250, "lease_ttl": 2}
     settings.update(more)
-    harness = await node(plugins.runtime(directory, config={"controlplane": settings}))
+    config = {"controlplane": settings}
+    harness = await start_plugin_node(node, directory, {"controlplane": hooks}, config=config)
     harness.set(NETWORK, NetworkStatus(address))
     return harness
 

@@ -7,7 +7,6 @@ import logging
 import os
 import socket
 import stat
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +29,9 @@ from roleserve_core.testing import (
     FakeCluster,
     FakeCurator,
     NodeHarness,
-    PluginHarness,
+    StartNode,
     node_record,
+    start_plugin_node,
     wait_for_value,
 )
 from roleserve_hostsfile import hooks
@@ -40,7 +40,6 @@ from roleserve_hostsfile.worker_hostsfile import WAITING_FOR_ID, WAITING_FOR_NOD
 
 pytestmark = pytest.mark.anyio
 
-StartNode = Callable[..., Awaitable[NodeHarness]]
 DN = "root.role.hostsfile"
 HOSTS = b"127.0.0.1 localhost\n# the operator's\n"
 
@@ -53,9 +52,13 @@ def block(addresses: dict[str, str]) -> bytes:
 
 async def start(node: StartNode, tmp_path: Path, **settings: Any) -> NodeHarness:
     """A node running the hostsfile worker and the core's nodewatch."""
-    plugins = PluginHarness(cluster_nodes=True)
-    plugins.register(hooks, "hostsfile")
-    return await node(plugins.runtime(tmp_path / "node", config={"hostsfile": settings}))
+    return await start_plugin_node(
+        node,
+        tmp_path / "node",
+        {"hostsfile": hooks},
+        config={"hostsfile": settings},
+        cluster_nodes=True,
+    )
 
 
 async def enrolled(harness: NodeHarness, cluster: FakeCluster, curator: FakeCurator) -> None:

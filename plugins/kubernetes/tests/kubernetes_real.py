@@ -14,7 +14,7 @@ import os
 import secrets
 import shutil
 import subprocess
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +22,13 @@ from pathlib import Path
 import pytest
 
 from roleserve_core import CLUSTER_NODES, NODE_ID, ClusterNodes, KubernetesWorker, NodeRoles
-from roleserve_core.testing import NodeHarness, PluginHarness, node_record, require_real
+from roleserve_core.testing import (
+    NodeHarness,
+    StartNode,
+    node_record,
+    require_real,
+    start_plugin_node,
+)
 from roleserve_kubernetes.cri import CriClient
 from roleserve_kubernetes.image import SANDBOX_IMAGE
 from roleserve_kubernetes.layout import WorkerLayout
@@ -36,8 +42,6 @@ CONTAINERD_DN = f"{DN}.containerd"
 POD_NETWORK_DN = f"{DN}.pod_network"
 NODE_ID_OF_TEST = "node-" + "ab" * 16
 CNI_BIN = Path("/usr/lib/cni")
-
-StartNode = Callable[..., Awaitable[NodeHarness]]
 
 
 def missing_component() -> str:
@@ -127,15 +131,13 @@ async def start_worker(
     **settings: object,
 ) -> WorkerNode:
     """A node running the plugin's worker with the role, its ID and its prefix set."""
-    plugins = PluginHarness()
-    plugins.register(KubernetesHooks(netns=netns), "kubernetes")
-    runtime = plugins.runtime(data_dir, config={"kubernetes": settings})
-    harness = await node(runtime)
+    plugins = {"kubernetes": KubernetesHooks(netns=netns)}
+    harness = await start_plugin_node(node, data_dir, plugins, config={"kubernetes": settings})
     harness.set(NODE_ID, node_id)
     record = node_record(node_id, cluster_prefix=prefix)
     harness.set(CLUSTER_NODES, ClusterNodes({node_id: record}, backlogged=True))
     harness.set_roles(WORKER)
-    layout = WorkerLayout.of(runtime.context("kubernetes"))
+    layout = WorkerLayout.of(harness.runtime.context("kubernetes"))
     return WorkerNode(harness, layout, ipaddress.IPv4Network(prefix))
 
 

@@ -52,10 +52,10 @@ from roleserve_core.identity import generate_key
 from roleserve_core.rpc import secure_channel
 from roleserve_core.testing import (
     NodeHarness,
-    PluginHarness,
     node_record,
     poll_until,
     require_real,
+    start_plugin_node,
     wait_for_value,
 )
 from roleserve_kubernetes import hooks as kubernetes_hooks
@@ -105,14 +105,14 @@ async def node_with_plugins(
     *more: tuple[Any, str],
 ) -> NodeHarness:
     """A node with both plugins (and ``more`` ones, as ``(plugin, name)``) at ``address``."""
-    plugins = PluginHarness()
-    plugins.register(controlplane_hooks, "controlplane")
-    plugins.register(kubernetes_hooks, "kubernetes")
-    for plugin, name in more:
-        plugins.register(plugin, name)
+    plugins = {
+        "controlplane": controlplane_hooks,
+        "kubernetes": kubernetes_hooks,
+        **{name: plugin for plugin, name in more},
+    }
     settings = {"etcd": str(binary.path), "heartbeat_ms": 25, "election_ms": 250, "lease_ttl": 2}
     config = {"controlplane": settings, "kubernetes": kubernetes}
-    harness = await node(plugins.runtime(directory, config=config))
+    harness = await start_plugin_node(node, directory, plugins, config=config)
     harness.set(NETWORK, NetworkStatus(address))
     return harness
 

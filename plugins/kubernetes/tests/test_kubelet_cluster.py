@@ -21,7 +21,6 @@ import json
 import os
 import random
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,7 @@ import pytest
 
 from roleserve_controlplane.testing import require_node_etcd
 from roleserve_core import LocalCluster, LocalNode, node_runtime_dir, read_record
-from roleserve_core.testing import poll_until, require_real
+from roleserve_core.testing import poll_until, require_real, run_ctl
 from roleserve_kubernetes.cgroups import cgroup_hierarchies, cgroup_root
 from roleserve_kubernetes.leftovers import mounts_under, shim_pids
 from roleserve_kubernetes.plans import POD_RANGE
@@ -84,7 +83,7 @@ def admin(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> Pa
     out = tmp_path_factory.mktemp("admin") / "kubeconfig"
 
     async def written() -> subprocess.CompletedProcess[str]:
-        return ctl(cluster, "kubeconfig", "--out", str(out), "--force")
+        return run_ctl(cluster.owner_directory, "kubeconfig", "--out", str(out), "--force")
 
     anyio.run(
         lambda: poll_until(
@@ -92,18 +91,6 @@ def admin(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> Pa
         )
     )
     return out
-
-
-def ctl(cluster: LocalCluster, *args: str) -> subprocess.CompletedProcess[str]:
-    """``roleserve ctl`` as the owner, whatever it exits with."""
-    command = [sys.executable, "-m", "roleserve_core", "ctl", "--credentials"]
-    return subprocess.run(
-        [*command, str(cluster.owner_directory), *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
 
 
 async def kube(kubectl: Path, kubeconfig: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -252,7 +239,7 @@ async def test_two_kubelets_share_the_machine_each_ready_with_a_pod_in_its_own_c
 ) -> None:
     first, second = cluster.nodes
     # Node 2 holds no controller role: its kubelet found node 1's apiserver.
-    listed = ctl(cluster, "nodes").stdout
+    listed = run_ctl(cluster.owner_directory, "nodes").stdout
     assert "kubernetes_controller" not in next(
         line for line in listed.splitlines() if node_id(cluster, second) in line
     )
@@ -348,7 +335,7 @@ async def test_removing_the_worker_role_leaves_nothing_and_adding_it_back_makes_
     socket = node_runtime_dir(second.directory) / "kubernetes" / "containerd.sock"
     assert shim_pids(socket), "a pod runs on node 2: a shim of its containerd"
 
-    result = ctl(cluster, "roles", "unset", removed, "kubernetes_worker")
+    result = run_ctl(cluster.owner_directory, "roles", "unset", removed, "kubernetes_worker")
     assert result.returncode == 0, result.stderr
 
     async def left() -> list[str]:
@@ -364,7 +351,7 @@ async def test_removing_the_worker_role_leaves_nothing_and_adding_it_back_makes_
     assert restarts(kept) == 0
     assert all(directory.is_dir() for directory in cgroup_dirs(cluster, first))
 
-    result = ctl(cluster, "roles", "set", removed, "kubernetes_worker")
+    result = run_ctl(cluster.owner_directory, "roles", "set", removed, "kubernetes_worker")
     assert result.returncode == 0, result.stderr
     await wait_ready(kubectl, admin, removed)
     # Its pod is started again by the new kubelet, in its cgroups again.

@@ -13,13 +13,12 @@ from pathlib import Path
 import pytest
 
 from roleserve_core import State, node_runtime_dir
-from roleserve_core.testing import FakeClock, NodeHarness
+from roleserve_core.testing import FakeClock, NodeHarness, StartNode
 
 from .kubernetes_real import (
     CONTAINERD_DN,
     DN,
     POD_NETWORK_DN,
-    StartNode,
     deep_directory,
     start_worker,
 )

@@ -26,10 +26,11 @@ import pytest
 from roleserve_core import CURATOR_CONNECTION, NODE_ID, State
 from roleserve_core.testing import (
     FakeCluster,
-    PluginHarness,
+    StartNode,
     node_record,
     poll_until,
     require_real,
+    start_plugin_node,
 )
 from roleserve_kubernetes.cri import NETWORK_READY, CriClient, runtime_ready
 from roleserve_kubernetes.layout import WorkerLayout
@@ -39,7 +40,6 @@ from .kubernetes_hooks import KubernetesHooks
 from .kubernetes_real import (
     CONTAINERD_DN,
     WORKER,
-    StartNode,
     deep_dir,
     missing_component,
     run_pod,
@@ -113,14 +113,17 @@ async def test_a_pod_reaches_a_pod_of_another_node_over_the_mesh(
     )
 
     # Node A: clusternet and kubernetes, fed by the fake curator.
-    plugins = PluginHarness(cluster_nodes=True)
-    plugins.register(hooks.ClusternetHooks(netns=a.netns), "clusternet")
-    plugins.register(KubernetesHooks(netns=a.netns), "kubernetes")
+    plugins = {
+        "clusternet": hooks.ClusternetHooks(netns=a.netns),
+        "kubernetes": KubernetesHooks(netns=a.netns),
+    }
     config = {
         "clusternet": {"interface": a.interface, "cluster_network": str(pair.mesh), "keepalive": 1},
         "kubernetes": {},
     }
-    node_a = await node(plugins.runtime(deep_dir / "a", config=config))
+    node_a = await start_plugin_node(
+        node, deep_dir / "a", plugins, config=config, cluster_nodes=True
+    )
     node_a.set(NODE_ID, own)
     node_a.set(CURATOR_CONNECTION, fake_cluster.connect(leader))
     node_a.set_roles(WORKER)

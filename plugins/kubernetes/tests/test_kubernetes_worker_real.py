@@ -27,7 +27,7 @@ from roleserve_core import (
     read_record,
     read_stat,
 )
-from roleserve_core.testing import FakeClock, node_record, poll_until, wait_for_value
+from roleserve_core.testing import FakeClock, StartNode, node_record, poll_until, wait_for_value
 from roleserve_kubernetes.cni import bridge_name
 from roleserve_kubernetes.cri import NETWORK_READY, CriClient, runtime_ready
 from roleserve_kubernetes.image import BUSYBOX_IMAGE, SANDBOX_IMAGE
@@ -39,7 +39,6 @@ from .kubernetes_real import (
     CONTAINERD_DN,
     DN,
     NODE_ID_OF_TEST,
-    StartNode,
     deep_dir,
     run_pod,
     sandbox_config,

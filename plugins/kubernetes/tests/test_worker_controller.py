@@ -30,8 +30,8 @@ from roleserve_core import (
 from roleserve_core.testing import (
     FakeClock,
     NodeHarness,
-    PluginHarness,
     random_loopback,
+    start_plugin_node,
     wait_for_value,
 )
 from roleserve_kubernetes import binaries, probe
@@ -78,7 +78,7 @@ def etcd_files(tmp_path: Path) -> EtcdClientFiles:
     return files
 
 
-def plugins(pki: RecordingPKI, files: EtcdClientFiles) -> PluginHarness:
+def plugins(pki: RecordingPKI, files: EtcdClientFiles) -> dict[str, object]:
     """The controller worker with the test's PKI, and a stand-in owner of
     ``local_control_plane``."""
 
@@ -91,19 +91,14 @@ def plugins(pki: RecordingPKI, files: EtcdClientFiles) -> PluginHarness:
     def workers(node: NodeContext) -> list[Any]:
         return [controller_worker(node, pki=pki, etcd_files=lambda _startup: files)]
 
-    harness = PluginHarness()
-    harness.register(
-        SimpleNamespace(
+    return {
+        "kubernetes": SimpleNamespace(
             roleserve_values=hookimpl(values),
             roleserve_settings=hookimpl(settings),
             roleserve_workers=hookimpl(workers),
         ),
-        "kubernetes",
-    )
-    harness.register(
-        SimpleNamespace(roleserve_values=hookimpl(lambda: [LOCAL_CONTROL_PLANE])), "controlplane"
-    )
-    return harness
+        "controlplane": SimpleNamespace(roleserve_values=hookimpl(lambda: [LOCAL_CONTROL_PLANE])),
+    }
 
 
 async def test_waits_runs_reports_and_resets(
@@ -119,9 +114,9 @@ async def test_waits_runs_reports_and_resets(
     # Only the stand-in: not the pinned build's other components either.
     absent = str(tmp_path / "no-built-binaries")
     config = {"kubernetes": {"kube_apiserver": str(apiserver), "kube_binaries_dir": absent}}
-    runtime = plugins(pki, etcd_files(tmp_path)).runtime(tmp_path / "node", config=config)
-    harness = await node(runtime)
-    status = runtime.registry.read(KUBERNETES_STATUS, "test")
+    stand_ins = plugins(pki, etcd_files(tmp_path))
+    harness = await start_plugin_node(node, tmp_path / "node", stand_ins, config=config)
+    status = harness.runtime.registry.read(KUBERNETES_STATUS, "test")
 
     await harness.wait_status(DN, lambda s: s.note == WAITING_FOR_ROLES)
     assert status.get_nowait() == KubernetesStatus.NONE

@@ -37,10 +37,11 @@ from roleserve_core import (
 )
 from roleserve_core.testing import (
     NodeHarness,
-    PluginHarness,
+    StartNode,
     node_record,
     poll_until,
     random_loopback,
+    start_plugin_node,
 )
 from roleserve_kubernetes import binaries
 from roleserve_kubernetes.certificates import KubeletCredentials
@@ -67,7 +68,11 @@ class RecordingCertificates:
         return self.pki["admin"], self.pki["apiserver"]
 
 
-def runtime_of(tmp_path: Path, certificates: Any, **config: str) -> Any:
+async def kubelet_node(
+    node: StartNode, tmp_path: Path, certificates: Any, **config: str
+) -> NodeHarness:
+    """A node running the kubelet worker alone, with the test's certificates and cgroups."""
+
     def values() -> list[Any]:
         return [KUBERNETES_STATUS, POD_NETWORK]
 
@@ -83,16 +88,14 @@ def runtime_of(tmp_path: Path, certificates: Any, **config: str) -> Any:
     for hierarchy in hierarchies():
         hierarchy.mkdir(parents=True)
     (tmp_path / "cgroup" / "cpuset" / "cpuset.cpus").write_text("0-1\n")
-    plugins = PluginHarness()  # cluster_nodes is the test's to set
-    plugins.register(
-        SimpleNamespace(
-            roleserve_values=hookimpl(values),
-            roleserve_settings=hookimpl(settings),
-            roleserve_workers=hookimpl(workers),
-        ),
-        "kubernetes",
+    kubernetes = SimpleNamespace(
+        roleserve_values=hookimpl(values),
+        roleserve_settings=hookimpl(settings),
+        roleserve_workers=hookimpl(workers),
     )
-    return plugins.runtime(tmp_path / "node", config={"kubernetes": config})
+    # No cluster_nodes: the test's to set.
+    plugins = {"kubernetes": kubernetes}
+    return await start_plugin_node(node, tmp_path / "node", plugins, config={"kubernetes": config})
 
 
 @pytest.fixture
@@ -114,7 +117,7 @@ async def test_waits_for_its_inputs_then_runs_the_kubelet(
     pki = throwaway_pki([address])
     certificates = RecordingCertificates(pki)
     kubelet = stand_in_kubelet(tmp_path / "kubelet")
-    harness = await node(runtime_of(tmp_path, certificates, kubelet=str(kubelet)))
+    harness = await kubelet_node(node, tmp_path, certificates, kubelet=str(kubelet))
     harness.set_roles(WORKER)
     await harness.wait_status(DN, lambda s: s.note == "waiting for the node's ID")
     harness.set(NODE_ID, "node-0123")
@@ -177,7 +180,7 @@ async def test_a_worker_only_node_takes_a_controller_s_apiserver_of_the_cluster(
     pki = throwaway_pki([address])
     certificates = CuratorCredentials(pki)
     kubelet = stand_in_kubelet(short_dir / "kubelet")
-    harness = await node(runtime_of(short_dir, certificates, kubelet=str(kubelet)))
+    harness = await kubelet_node(node, short_dir, certificates, kubelet=str(kubelet))
     harness.set_roles(WORKER)
     harness.set(NODE_ID, "node-4")
     harness.set(NETWORK, NetworkStatus(address))
@@ -241,7 +244,7 @@ async def test_a_controller_node_waits_for_its_own_apiserver(
 ) -> None:
     certificates = CuratorCredentials(throwaway_pki())
     kubelet = stand_in_kubelet(short_dir / "kubelet")
-    harness = await node(runtime_of(short_dir, certificates, kubelet=str(kubelet)))
+    harness = await kubelet_node(node, short_dir, certificates, kubelet=str(kubelet))
     harness.set_roles(WORKER)
     harness.set(NODE_ID, "node-1")
     harness.set(NETWORK, NetworkStatus(random_loopback()))
@@ -264,8 +267,8 @@ async def test_without_a_kubelet_the_node_is_a_container_runtime_only(
 ) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # no kube binary on PATH, whatever the machine
     certificates = RecordingCertificates({})
-    harness = await node(
-        runtime_of(tmp_path, certificates, kube_binaries_dir=str(tmp_path / "none"))
+    harness = await kubelet_node(
+        node, tmp_path, certificates, kube_binaries_dir=str(tmp_path / "none")
     )
     harness.set_roles(WORKER)
     note = "kubelet not found: container runtime only"
@@ -282,7 +285,7 @@ async def test_a_data_directory_too_deep_for_the_kubelet_s_socket_is_refused_in_
     certificates = RecordingCertificates({})
     kubelet = stand_in_kubelet(tmp_path / "kubelet")
     deep = tmp_path / ("d" * (200 - len(str(tmp_path)) - 1))
-    harness = await node(runtime_of(deep, certificates, kubelet=str(kubelet)))
+    harness = await kubelet_node(node, deep, certificates, kubelet=str(kubelet))
     harness.set_roles(WORKER)
     status = await harness.wait_status(DN, lambda s: s.final)
     socket = deep / "node/plugins/kubernetes/kubelet/root/pod-resources/kubelet.sock"

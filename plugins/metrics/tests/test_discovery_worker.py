@@ -3,7 +3,6 @@ curator, gated on the node's roles, leaving 503 behind when it stops."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +27,9 @@ from roleserve_core.testing import (
     FakeCluster,
     FakeCurator,
     NodeHarness,
-    PluginHarness,
+    StartNode,
     node_record,
+    start_plugin_node,
 )
 from roleserve_metrics.discovery import (
     DISCOVERY_SETTING,
@@ -42,7 +42,6 @@ from roleserve_metrics.discovery import (
 
 pytestmark = pytest.mark.anyio
 
-StartNode = Callable[..., Awaitable[NodeHarness]]
 DN = "root.role.metrics_discovery"
 MEMBER = NodeRoles(consensus_member=ConsensusMember())
 WORKER = NodeRoles(kubernetes_worker=KubernetesWorker())
@@ -69,9 +68,13 @@ async def start(
     node: StartNode, tmp_path: Path, **settings: Any
 ) -> tuple[NodeHarness, DiscoveryView]:
     plugin = DiscoveryPlugin()
-    plugins = PluginHarness(cluster_nodes=True)
-    plugins.register(plugin, "metrics")
-    harness = await node(plugins.runtime(tmp_path / "node", config={"metrics": settings}))
+    harness = await start_plugin_node(
+        node,
+        tmp_path / "node",
+        {"metrics": plugin},
+        config={"metrics": settings},
+        cluster_nodes=True,
+    )
     assert plugin.view is not None
     return harness, plugin.view
 

@@ -11,7 +11,7 @@ import signal
 import socket
 import ssl
 import tempfile
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,12 +45,13 @@ from roleserve_core.identity import (
 from roleserve_core.testing import (
     FakeClock,
     NodeHarness,
-    PluginHarness,
+    StartNode,
     ThrowawayCA,
     poll_until,
     presented_certificate,
     random_loopback,
     require_real,
+    start_plugin_node,
 )
 from roleserve_metrics import Exporter, hooks
 from roleserve_metrics.server import TlsIdentity
@@ -59,7 +60,6 @@ from roleserve_metrics.worker_metrics import _serving
 
 pytestmark = pytest.mark.anyio
 
-StartNode = Callable[..., Awaitable[NodeHarness]]
 DN = "root.role.metrics"
 EXPORTER_DN = f"{DN}.node_exporter"
 
@@ -162,12 +162,9 @@ async def start_node(
     plugins: Sequence[tuple[object, str]] = (),
     **settings: Any,
 ) -> Node:
-    harness_plugins = PluginHarness()
-    harness_plugins.register(hooks, "metrics")
-    for plugin, name in plugins:
-        harness_plugins.register(plugin, name)
-    runtime = harness_plugins.runtime(tmp_path / "node", config={"metrics": settings})
-    harness = await node(runtime)
+    registered = {"metrics": hooks, **{name: plugin for plugin, name in plugins}}
+    config = {"metrics": settings}
+    harness = await start_plugin_node(node, tmp_path / "node", registered, config=config)
     ca = ThrowawayCA()
     host = str(random_loopback())
     harness.set(NODE_CREDENTIALS, ca.node())

@@ -14,7 +14,7 @@ ones the owner issued: ``credentials issue``).
 
 Modules, one concern each: ``_command`` (options, the handler every sub-command shares),
 ``_session`` (channels and calls), ``_errors`` (exit codes, one-line failures), ``_resolve``
-(node prefixes), ``_format`` (cells and JSON), then one module per group of sub-commands:
+(node prefixes), then one module per group of sub-commands:
 ``_nodes``, ``_node_plugins`` (a node's plugins), ``_roles``, ``_ticket``, ``_consensus``,
 ``_tree``, ``_values``, ``_logs``, ``_metrics``, ``_credentials``, ``_prometheus``;
 ``_plugin_commands`` adds the sub-commands that plugins contribute (entry-point group
@@ -24,6 +24,10 @@ Every sub-command prints a table (or plain lines) for people and, where it lists
 ``--json`` for scripts. Every failure is one line on stderr, ``roleserve ctl: error: ...``,
 with exit 1 if the cluster refused or could not be reached and 2 if the command cannot be
 run as given (see ``_errors``). ``docs/ctl.md`` is the operator's reference.
+
+What ``cluster up|status`` shares with these is one level up, in ``cli``: ``_format``
+(cells and JSON), ``_table`` (tables) and ``_node_display`` (a node's row, its words, the
+lines under a table of nodes, its JSON: ``nodes`` and ``cluster status`` show nodes alike).
 """
 
 from __future__ import annotations

@@ -37,6 +37,7 @@ from roleserve_core.cli.ctl._errors import (
     rpc_failure,
 )
 from roleserve_core.errors import CredentialsError, RoleserveError
+from roleserve_core.localcluster.layout import default_cluster_directory
 
 if TYPE_CHECKING:
     from roleserve_core.cli.ctl._session import Session
@@ -236,8 +237,6 @@ def _local_hint(flag: str | None) -> str:
     directory holds a cluster; else nothing."""
     if flag or os.environ.get(CREDENTIALS_ENV):
         return ""
-    from roleserve_core.cli.cluster import default_cluster_directory
-
     return _local.local_credentials_hint(default_cluster_directory())
 
 

@@ -11,9 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from roleserve_core.cli._table import output_width, render_table
-from roleserve_core.cli.ctl import _command
-from roleserve_core.cli.ctl._format import (
+from roleserve_core.cli._format import (
     NONE,
     enum_name,
     format_duration,
@@ -21,6 +19,8 @@ from roleserve_core.cli.ctl._format import (
     seconds,
     timestamp_json,
 )
+from roleserve_core.cli._table import output_width, render_table
+from roleserve_core.cli.ctl import _command
 
 if TYPE_CHECKING:
     from roleserve_core.cli.ctl._session import Session

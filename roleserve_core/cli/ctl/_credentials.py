@@ -23,11 +23,11 @@ import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from roleserve_core.cli._format import print_json
 from roleserve_core.cli._invocation import roleserve_command
 from roleserve_core.cli._table import output_width, render_table
 from roleserve_core.cli.ctl import _command
 from roleserve_core.cli.ctl._errors import EXIT_USAGE, CtlError
-from roleserve_core.cli.ctl._format import print_json
 
 if TYPE_CHECKING:
     from cryptography import x509

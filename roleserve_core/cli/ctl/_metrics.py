@@ -22,16 +22,9 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from roleserve_core.cli._format import NONE, format_age, format_duration, print_json, seconds
+from roleserve_core.cli._node_display import health_name, state_name
 from roleserve_core.cli.ctl import _command
-from roleserve_core.cli.ctl._format import (
-    NONE,
-    format_age,
-    format_duration,
-    health_name,
-    print_json,
-    seconds,
-    state_name,
-)
 
 if TYPE_CHECKING:
     from roleserve_core.cli.ctl._session import Session

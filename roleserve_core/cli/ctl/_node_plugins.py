@@ -12,16 +12,16 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from roleserve_core.cli._format import NONE, print_json
 from roleserve_core.cli._table import output_width, render_table
 from roleserve_core.cli.ctl import _command
 from roleserve_core.cli.ctl._errors import EXIT_REFUSED, CtlError
-from roleserve_core.cli.ctl._format import NONE, print_json
 
 if TYPE_CHECKING:
     from roleserve_core.cli.ctl._session import Session
-    from roleserve_core.proto import common_pb2, management_pb2
+    from roleserve_core.proto import common_pb2
 
-__all__ = ["add_parsers", "failed_plugins", "plugin_json"]
+__all__ = ["add_parsers", "plugin_json"]
 
 HEADERS = ("NAME", "VERSION", "STATE", "ERROR")
 NOTES = ("ERROR",)
@@ -45,13 +45,6 @@ def add_parsers(commands: Any) -> None:
     )
     _command.add_node_argument(parser)
     _command.add_json_option(parser)
-
-
-def failed_plugins(node: management_pb2.Node) -> list[str]:
-    """The names of the plugins ``node`` reports failed."""
-    from roleserve_core.plugins import PluginState  # pluggy: not for `ctl --help`
-
-    return [plugin.name for plugin in node.status.plugins if plugin.state == PluginState.FAILED]
 
 
 def plugin_json(plugin: common_pb2.PluginStatus) -> dict[str, Any]:

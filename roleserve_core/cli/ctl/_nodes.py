@@ -11,44 +11,16 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from roleserve_core.cli._invocation import roleserve_command
-from roleserve_core.cli._table import fill, output_width, render_table
+from roleserve_core.cli._format import print_json
+from roleserve_core.cli._node_display import STATES, NodeTable, node_json
+from roleserve_core.cli._table import output_width
 from roleserve_core.cli.ctl import _command
 from roleserve_core.cli.ctl._errors import EXIT_REFUSED, EXIT_USAGE, CtlError
-from roleserve_core.cli.ctl._format import (
-    NONE,
-    format_age,
-    format_roles_message,
-    health_name,
-    print_json,
-    roles_json,
-    seconds,
-    state_name,
-)
-from roleserve_core.cli.ctl._node_plugins import failed_plugins
 
 if TYPE_CHECKING:
     from roleserve_core.cli.ctl._session import Session
-    from roleserve_core.proto import management_pb2
 
-__all__ = [
-    "FAILED_PLUGIN_MARK",
-    "NOTES",
-    "add_parsers",
-    "confirm",
-    "conflict_lines",
-    "failed_plugin_lines",
-    "node_json",
-    "node_row",
-]
-
-STATES = ("NEW", "STANDBY", "UP", "DECOMMISSIONED")
-HEADERS = ("", "ID", "ADDRESS", "STATE", "ROLES", "HEALTH", "HEARTBEAT")
-"""The first column holds ``*`` for the node whose curator leads."""
-FAILED_PLUGIN_MARK = "!"
-"""After the health of a node that started without a plugin that failed at its start."""
-NOTES = ("ROLES",)
-"""Under each row instead, when the table is wider than the terminal (``render_table``)."""
+__all__ = ["add_parsers", "confirm"]
 
 
 def add_parsers(commands: Any) -> None:
@@ -112,76 +84,6 @@ def add_parsers(commands: Any) -> None:
     parser.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
 
 
-def node_row(node: management_pb2.Node) -> list[str]:
-    """The table row of ``node``, in ``HEADERS`` order."""
-    return [
-        "*" if node.leader else "",
-        node.id,
-        node.status.external_address or NONE,
-        state_name(node.state),
-        format_roles_message(node.roles),
-        _health(node),
-        format_age(_heartbeat_age(node)),
-    ]
-
-
-def _health(node: management_pb2.Node) -> str:
-    """The heartbeat's health, marked if a plugin failed: the node is alive, but not all
-    of it runs, which the health alone would hide."""
-    mark = FAILED_PLUGIN_MARK if failed_plugins(node) else ""
-    return health_name(node.health) + mark + (", CONFLICT" if node.conflict else "")
-
-
-def failed_plugin_lines(nodes: list[management_pb2.Node]) -> list[str]:
-    """One line under the table per node marked ``!``: which plugins failed."""
-    lines = []
-    for node in nodes:
-        if failed := failed_plugins(node):
-            names = ", ".join(failed)
-            noun = "plugin" if len(failed) == 1 else "plugins"
-            lines.append(
-                f"{node.id}: {FAILED_PLUGIN_MARK} {noun} {names} failed: it started without; "
-                f"`{roleserve_command()} ctl plugins {node.id}` says why"
-            )
-    return lines
-
-
-def conflict_lines(nodes: list[management_pb2.Node]) -> list[str]:
-    """One line under the table per node that two processes claim: the table's CONFLICT
-    says that something is wrong, the line says what the curator saw."""
-    return [f"{node.id}: CONFLICT: {node.conflict}" for node in nodes if node.conflict]
-
-
-def node_json(node: management_pb2.Node) -> dict[str, Any]:
-    """``node`` for scripts: every field an operator decides on, none of the certificates."""
-    return {
-        "id": node.id,
-        "address": node.status.external_address or None,
-        "state": state_name(node.state),
-        "roles": roles_json(node.roles),
-        "health": health_name(node.health),
-        "heartbeat_age": _heartbeat_age(node),
-        "leader": node.leader,
-        "version": node.status.version or None,
-        "labels": {pair.key: pair.value for pair in node.labels.pairs},
-        "conflict": node.conflict or None,
-        "failed_plugins": failed_plugins(node),
-        "cluster_prefix": node.cluster_prefix or None,
-        "clusternet": {
-            "wireguard_pubkey": node.clusternet.wireguard_pubkey,
-            "prefixes": list(node.clusternet.prefixes),
-        }
-        if node.clusternet.wireguard_pubkey
-        else None,
-    }
-
-
-def _heartbeat_age(node: management_pb2.Node) -> float | None:
-    if not node.HasField("time_since_heartbeat"):
-        return None
-    return seconds(node.time_since_heartbeat)
-
-
 async def list_nodes(session: Session, args: argparse.Namespace) -> None:
     """``ctl nodes``."""
     from roleserve_core.proto import common_pb2, management_pb2
@@ -194,10 +96,10 @@ async def list_nodes(session: Session, args: argparse.Namespace) -> None:
     if args.json:
         print_json([node_json(node) for node in nodes])
     else:
-        rows = [node_row(node) for node in nodes]
-        print(render_table(HEADERS, rows, width=output_width(), notes=NOTES))
-        for line in [*conflict_lines(nodes), *failed_plugin_lines(nodes)]:
-            print(fill(line, output_width()))
+        table = NodeTable()
+        for node in nodes:
+            table.add(node)
+        print(table.render(output_width()))
 
 
 async def approve(session: Session, args: argparse.Namespace) -> None:

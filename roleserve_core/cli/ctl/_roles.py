@@ -21,9 +21,9 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from roleserve_core.cli._format import format_roles_message
 from roleserve_core.cli.ctl import _command
 from roleserve_core.cli.ctl._errors import EXIT_USAGE, CtlError
-from roleserve_core.cli.ctl._format import format_roles_message
 
 if TYPE_CHECKING:
     from roleserve_core.cli.ctl._session import Session

@@ -24,8 +24,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from roleserve_core.cli._format import format_duration, print_json, seconds, timestamp_json
 from roleserve_core.cli.ctl import _command
-from roleserve_core.cli.ctl._format import format_duration, print_json, seconds, timestamp_json
 
 if TYPE_CHECKING:
     from roleserve_core.cli.ctl._session import Session

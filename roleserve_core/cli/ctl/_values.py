@@ -12,9 +12,9 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from roleserve_core.cli._format import NONE, print_json, shorten, timestamp_json
 from roleserve_core.cli._table import output_width, render_table
 from roleserve_core.cli.ctl import _command
-from roleserve_core.cli.ctl._format import NONE, print_json, shorten, timestamp_json
 
 if TYPE_CHECKING:
     from roleserve_core.cli.ctl._session import Session

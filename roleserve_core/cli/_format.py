@@ -1,8 +1,10 @@
 """Turning wire messages into what people read (table cells) and what scripts read (JSON).
 
-Each sub-command prints either a table, through ``render_table``, or JSON, through
-``print_json``; the helpers here keep the cells of every command alike: enum names without
-their prefixes, ``-`` for nothing, ages as ``2.1s ago``, roles as ``has()`` spells them.
+Each command (every ``ctl`` sub-command, ``cluster status``) prints either a table, through
+``render_table``, or JSON, through ``print_json``; the helpers here keep the cells of every
+command alike: enum names without their prefixes, ``-`` for nothing, ages as ``2.1s ago``,
+roles as ``has()`` spells them. A node's own words (its state, its health) are
+``_node_display``'s.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ if TYPE_CHECKING:
     from google.protobuf.duration_pb2 import Duration
     from google.protobuf.timestamp_pb2 import Timestamp
 
-    from roleserve_core.proto import common_pb2, management_pb2
+    from roleserve_core.proto import common_pb2
     from roleserve_core.roles import NodeRoles
 
 __all__ = [
@@ -29,13 +31,11 @@ __all__ = [
     "format_duration",
     "format_roles",
     "format_roles_message",
-    "health_name",
     "print_json",
     "role_parameters",
     "roles_json",
     "seconds",
     "shorten",
-    "state_name",
     "timestamp_json",
 ]
 
@@ -56,20 +56,6 @@ def enum_name(name_of: Callable[[Any], str], value: int, prefix: str) -> str:
         return name_of(value).removeprefix(prefix)
     except ValueError:
         return str(value)
-
-
-def state_name(state: common_pb2.NodeState.ValueType) -> str:
-    """``UP`` for ``NODE_STATE_UP``; the prefix says nothing in a STATE column."""
-    from roleserve_core.proto import common_pb2
-
-    return enum_name(common_pb2.NodeState.Name, state, "NODE_STATE_")
-
-
-def health_name(health: management_pb2.Node.Health.ValueType) -> str:
-    """``HEALTHY``, ``HEARTBEAT_TIMEOUT`` or ``UNKNOWN``."""
-    from roleserve_core.proto import management_pb2
-
-    return enum_name(management_pb2.Node.Health.Name, health, "HEALTH_")
 
 
 def seconds(duration: Duration) -> float:
