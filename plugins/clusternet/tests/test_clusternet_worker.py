@@ -21,8 +21,6 @@ from roleserve_core import (
     CLUSTER_NODES,
     CURATOR_CONNECTION,
     NODE_ID,
-    POD_NETWORK,
-    PodNetwork,
     State,
     ValueKey,
     common_pb2,
@@ -37,6 +35,7 @@ from roleserve_core.testing import (
     node_record,
     wait_for_value,
 )
+from roleserve_kubernetes import POD_NETWORK, PodNetwork
 
 from .clusternet_hooks import ClusternetHooks
 

@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from roleserve_core import CONTAINERD_METRICS_PORT, Setting
+from roleserve_core import Setting
+from roleserve_kubernetes.ports import CONTAINERD_METRICS_PORT
 
 __all__ = [
     "BUSYBOX",

@@ -19,18 +19,14 @@ import pytest
 
 from roleserve_core import (
     CLUSTER_NODES,
-    KUBERNETES_STATUS,
     NETWORK,
     NODE_ID,
-    POD_NETWORK,
     ClusterNodes,
     KubernetesController,
-    KubernetesStatus,
     KubernetesWorker,
     NetworkStatus,
     NodeContext,
     NodeRoles,
-    PodNetwork,
     State,
     common_pb2,
     hookimpl,
@@ -42,7 +38,13 @@ from roleserve_core.testing import (
     poll_until,
     random_loopback,
 )
-from roleserve_kubernetes import binaries
+from roleserve_kubernetes import (
+    KUBERNETES_STATUS,
+    POD_NETWORK,
+    KubernetesStatus,
+    PodNetwork,
+    binaries,
+)
 from roleserve_kubernetes.certificates import KubeletCredentials
 from roleserve_kubernetes.cgroups import cgroup_root
 from roleserve_kubernetes.pki import KeyPair

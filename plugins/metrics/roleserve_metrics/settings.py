@@ -12,8 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from roleserve_core import METRICS_PORT, NODE_EXPORTER_PORT, Setting
+from roleserve_core import Setting
 from roleserve_metrics.discovery import DISCOVERY_SETTING
+from roleserve_metrics.ports import METRICS_PORT, NODE_EXPORTER_PORT
 
 __all__ = [
     "NODE_EXPORTER",

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from roleserve_core import METRICS_PORT, ClusterNodes, ConsensusMember, KubernetesWorker, NodeRoles
+from roleserve_core import ClusterNodes, ConsensusMember, KubernetesWorker, NodeRoles
 from roleserve_core.identity import (
     ANY_NODE_NAME,
     NodeCredentials,
@@ -37,7 +37,7 @@ from roleserve_core.testing import (
     prometheus_yaml,
     random_loopback,
 )
-from roleserve_metrics import discovery
+from roleserve_metrics import METRICS_PORT, discovery
 from roleserve_metrics.discovery import DiscoveryView, discovery_routes
 from roleserve_metrics.testing import all_up, free_port, run_prometheus, targets_when
 

@@ -48,7 +48,7 @@ from roleserve_core.cli._invocation import roleserve_command
 from roleserve_core.cli.ctl import _command
 from roleserve_core.cli.ctl._credentials import check_out, issue_credentials, save_access
 from roleserve_core.cli.ctl._errors import EXIT_USAGE, CtlError
-from roleserve_core.ports import METRICS_PORT, endpoint
+from roleserve_core.ports import endpoint
 
 if TYPE_CHECKING:
     from roleserve_core.cli.ctl._session import Session
@@ -63,6 +63,9 @@ __all__ = [
     "prometheus_yaml",
 ]
 
+METRICS_PORT = 7840
+"""The metrics plugin's port (``roleserve_metrics.METRICS_PORT``), copied as ``ROLE_LABEL``
+is until this command moves into that plugin: the core imports no plugin."""
 CONFIG_FILE = "prometheus.yml"
 SCOPE = "metrics"
 EXPORTERS: tuple[tuple[str, str | None], ...] = (
