@@ -3,12 +3,19 @@
 The plugin API is ``roleserve_core``'s top level (listed in ``__init__.pyi``), its
 namespaces for plugins that serve the cluster (``SERVING_NAMESPACES``), and the test kit.
 Every plugin of the repository, the example and what ``roleserve plugin new`` writes import
-only from those: the last test walks their sources.
+only from those: a test walks their sources.
+
+The same holds between plugins: a plugin that others build on declares its API in its
+package's top-level ``__all__`` (``roleserve_controlplane``, ``roleserve_kubernetes``,
+``roleserve_metrics``, ...), and another plugin's code imports only those names; its tests
+may also use the owner's test kit (``roleserve_<plugin>.testing``). The last tests walk the
+plugins' sources and tests for that.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib
 import inspect
 import subprocess
 import sys
@@ -135,3 +142,89 @@ def test_plugins_the_example_and_the_template_import_only_the_plugin_api() -> No
         "these import roleserve_core's insides; export what they need in "
         "roleserve_core/__init__.pyi (or the test kit) and import it from there"
     )
+
+
+PLUGIN_PACKAGES = frozenset(path.name for path in REPOSITORY.glob("plugins/*/roleserve_*"))
+"""Every plugin's package in the repository (``roleserve_controlplane``, ...)."""
+BUILT_ON = ("roleserve_controlplane", "roleserve_kubernetes", "roleserve_metrics")
+"""The plugins others build on, which must declare an API whatever imports them today."""
+
+
+def _declared(package: str) -> frozenset[str]:
+    """``package``'s declared API: its top-level ``__all__`` (empty without one)."""
+    return frozenset(getattr(importlib.import_module(package), "__all__", ()))
+
+
+def _imports_across_plugins(tree: ast.AST, own: str, in_tests: bool) -> Iterator[str]:
+    """Imports in a source of plugin package ``own`` from another plugin's package that go
+    past its declared API: a module below its top level (but its test kit, in tests), or a
+    name its ``__all__`` does not list."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            package, _, below = node.module.partition(".")
+            if package not in PLUGIN_PACKAGES or package == own:
+                continue
+            if below:
+                if not (in_tests and (below == "testing" or below.startswith("testing."))):
+                    yield f"line {node.lineno}: from {node.module} import ..."
+                continue
+            undeclared = sorted(a.name for a in node.names if a.name not in _declared(package))
+            if undeclared:
+                yield f"line {node.lineno}: from {package} import {', '.join(undeclared)}"
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                package, _, below = alias.name.partition(".")
+                if package in PLUGIN_PACKAGES and package != own and below:
+                    yield f"line {node.lineno}: import {alias.name}"
+
+
+def _plugin_sources() -> Iterator[tuple[Path, str, bool]]:
+    """Every plugin's Python sources and tests: path, its plugin's package, whether a test."""
+    for plugin in sorted(REPOSITORY.glob("plugins/*/roleserve_*")):
+        for path in sorted(plugin.parent.glob("**/*.py")):
+            if ".venv" not in path.parts and not path.name.endswith(("_pb2.py", "_pb2_grpc.py")):
+                yield path, plugin.name, "tests" in path.relative_to(plugin.parent).parts
+
+
+def test_plugins_import_each_other_only_through_their_declared_api() -> None:
+    across = {
+        str(path.relative_to(REPOSITORY)): found
+        for path, own, in_tests in _plugin_sources()
+        if (found := list(_imports_across_plugins(ast.parse(path.read_text()), own, in_tests)))
+    }
+    assert across == {}, (
+        "these import another plugin's insides; declare what they need in that plugin's "
+        "__init__.pyi (its top-level __all__), or its test kit for tests, and import it from there"
+    )
+
+
+def test_the_plugins_others_build_on_declare_their_api() -> None:
+    """Each lists its API, and every name of it resolves (``lazy_loader`` imports it)."""
+    for package in BUILT_ON:
+        module = importlib.import_module(package)
+        assert module.__all__, package
+        for name in module.__all__:
+            assert getattr(module, name) is not None, f"{package}.{name}"
+
+
+@pytest.mark.parametrize(
+    ("source", "in_tests", "found"),
+    [
+        ("from roleserve_controlplane import EtcdClient, handled", False, []),
+        ("from roleserve_controlplane import Nonesuch, csr_key", False, ["Nonesuch"]),
+        ("from roleserve_controlplane.curator.errors import handled", False, ["curator.errors"]),
+        ("import roleserve_controlplane.consensus", False, ["import roleserve_controlplane."]),
+        ("from roleserve_controlplane.testing import EtcdCluster", True, []),
+        ("from roleserve_controlplane.testing import EtcdCluster", False, ["testing"]),
+        ("from roleserve_kubernetes.values import POD_NETWORK", False, []),  # its own
+        ("import roleserve_controlplane", False, []),
+    ],
+)
+def test_the_plugin_import_check_tells_declared_from_private(
+    source: str, in_tests: bool, found: list[str]
+) -> None:
+    """What the walk above counts, on sources of the kubernetes plugin."""
+    lines = list(_imports_across_plugins(ast.parse(source), "roleserve_kubernetes", in_tests))
+    assert len(lines) == len(found)
+    for line, part in zip(lines, found, strict=True):
+        assert part in line

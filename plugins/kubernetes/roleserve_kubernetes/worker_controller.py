@@ -45,8 +45,7 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from roleserve_controlplane.consensus import EtcdClient
-from roleserve_controlplane.consensus.certificates import write_tls_files
+from roleserve_controlplane import EtcdClient, write_tls_files
 from roleserve_core import (
     CLUSTER_NODES,
     LOCAL_CONTROL_PLANE,

@@ -22,8 +22,8 @@ import kubernetes.client
 import kubernetes.config
 import pytest
 
+from roleserve_controlplane import EtcdBinary
 from roleserve_controlplane import hooks as controlplane_hooks
-from roleserve_controlplane.consensus import EtcdBinary
 from roleserve_controlplane.testing import ETCD_SOURCES, enrol_node, etcd_binary, update_roles
 from roleserve_core import (
     BOOTSTRAP,
