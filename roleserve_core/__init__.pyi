@@ -115,7 +115,11 @@ from .ctlplugin import ClusterAccess as ClusterAccess
 from .ctlplugin import CtlError as CtlError
 from .ctlplugin import CtlSession as CtlSession
 from .ctlplugin import add_ctl_command as add_ctl_command
+from .ctlplugin import check_ctl_out as check_ctl_out
+from .ctlplugin import issue_ctl_credentials as issue_ctl_credentials
 from .ctlplugin import open_ctl_session as open_ctl_session
+from .ctlplugin import roleserve_command as roleserve_command
+from .ctlplugin import save_ctl_access as save_ctl_access
 
 # What a plugin adds to `roleserve cluster up|status` (entry-point group roleserve.cluster).
 from .clusterplugin import ClusterExtension as ClusterExtension

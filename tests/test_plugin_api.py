@@ -132,10 +132,13 @@ MOVED_TO_PLUGINS: dict[str, str] = {
     **{f"roleserve_core.values.{name}": f"roleserve_kubernetes.{name}" for name in KUBERNETES_KEYS},
     **{f"roleserve_core.{name}": f"{plugin}.{name}" for name, plugin in PORTS_MOVED.items()},
     **{f"roleserve_core.ports.{name}": f"{plugin}.{name}" for name, plugin in PORTS_MOVED.items()},
+    "roleserve_core.testing.PROMETHEUS_ROLE_LABEL": "roleserve_metrics.ROLE_LABEL",
+    "roleserve_core.testing.prometheus_yaml": "roleserve_metrics.prometheus_yaml",
 }
 """Names the core exported after plugin API 1's release that moved to the plugin owning them
-(beside those of ``roleserve_core.keys`` in ``MOVED``), and their place there. Each plugin
-declares them in its top-level API; the core names them only as strings."""
+(beside those of ``roleserve_core.keys`` in ``MOVED``), and their place there (the test
+kit's two with ``ctl prometheus-config``). Each plugin declares them in its top-level API;
+the core names them only as strings."""
 
 FROZEN = Path(__file__).parent / "plugin_api_1"
 FROZEN_DIGESTS = {
@@ -222,16 +225,16 @@ def test_a_name_moved_to_its_plugin_still_imports_from_the_core_and_warns(old: s
     """``from roleserve_core import KUBERNETES_STATUS`` and the like keep working, naming
     the plugin's declared API, and give the plugin's very object."""
     module, _, name = old.rpartition(".")
-    place = MOVED_TO_PLUGINS[old].rpartition(".")[0]
+    place, _, new_name = MOVED_TO_PLUGINS[old].rpartition(".")
     expected = (
-        f"{old} has moved: import {name} from {place}; the old name works while "
+        f"{old} has moved: import {new_name} from {place}; the old name works while "
         "roleserve-core accepts plugin API 1"
     )
     with pytest.warns(DeprecationWarning, match=f"^{re.escape(expected)}$") as warned:
         found = getattr(importlib.import_module(module), name)
     assert [warning.filename for warning in warned] == [__file__]
-    assert found is getattr(importlib.import_module(place), name)
-    assert name in importlib.import_module(place).__all__
+    assert found is getattr(importlib.import_module(place), new_name)
+    assert new_name in importlib.import_module(place).__all__
 
 
 def test_a_name_moved_to_a_plugin_not_installed_is_an_attribute_error(

@@ -11,16 +11,10 @@ server) is imported by name only: it needs hypothesis, a test dependency, and th
 is imported in every suite through the pytest plugin.
 """
 
+from roleserve_core._moved import moved_names
 from roleserve_core.testing._clock import FakeClock
 from roleserve_core.testing._cluster import FakeCluster, ThrowawayCA
-from roleserve_core.testing._core import (
-    PROMETHEUS_ROLE_LABEL,
-    plugin_set,
-    prometheus_yaml,
-    record_leftover,
-    renewal_due,
-    tree_line,
-)
+from roleserve_core.testing._core import plugin_set, record_leftover, renewal_due, tree_line
 from roleserve_core.testing._curator import FakeCall, FakeCurator, random_loopback
 from roleserve_core.testing._harness import (
     NO_CHANNEL,
@@ -46,7 +40,6 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "NO_CHANNEL",
     "POLL_INTERVAL",
-    "PROMETHEUS_ROLE_LABEL",
     "REQUIRE_REAL_ENV",
     "FakeCall",
     "FakeClock",
@@ -63,7 +56,6 @@ __all__ = [
     "plugin_set",
     "poll_until",
     "presented_certificate",
-    "prometheus_yaml",
     "random_loopback",
     "record_leftover",
     "renewal_due",
@@ -73,3 +65,13 @@ __all__ = [
     "wait_for_status",
     "wait_for_value",
 ]
+
+# What `ctl prometheus-config` writes moved with the command to the metrics plugin.
+__getattr__ = moved_names(
+    __name__,
+    {
+        "PROMETHEUS_ROLE_LABEL": "roleserve_metrics:ROLE_LABEL",
+        "prometheus_yaml": "roleserve_metrics:prometheus_yaml",
+    },
+    api=1,
+)

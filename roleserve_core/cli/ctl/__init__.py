@@ -7,7 +7,8 @@ ones the owner issued: ``credentials issue``).
         │
         ├─ access directory ─▶ find_leader ─▶ Management (leading curator, port 7835)
         │     nodes  plugins  approve  decommission  roles set|unset  ticket  leader
-        │     consensus  whoami  credentials issue|list|revoke  prometheus-config
+        │     consensus  whoami  credentials issue|list|revoke
+        │     and plugins' sub-commands (kubeconfig, prometheus-config: ``_plugins``)
         │
         └─ GetNodes: NODE (ID or unique prefix) ─▶ its address ─▶ NodeManagement (7839)
               tree  restart  values  logs  metrics
@@ -16,9 +17,9 @@ Modules, one concern each: ``_command`` (options, the handler every sub-command 
 ``_session`` (channels and calls), ``_errors`` (exit codes, one-line failures), ``_resolve``
 (node prefixes), ``_format`` (cells and JSON), then one module per group of sub-commands:
 ``_nodes``, ``_node_plugins`` (a node's plugins), ``_roles``, ``_ticket``, ``_consensus``,
-``_tree``, ``_values``, ``_logs``, ``_metrics``, ``_credentials``, ``_prometheus``;
-``_plugins`` adds the sub-commands that plugins contribute (entry-point group
-``roleserve.ctl``, loaded only when run).
+``_tree``, ``_values``, ``_logs``, ``_metrics``, ``_credentials``; ``_plugins`` adds the
+sub-commands that plugins contribute (entry-point group ``roleserve.ctl``, loaded only when
+run: the kubernetes plugin's ``kubeconfig``, the metrics plugin's ``prometheus-config``).
 
 Every sub-command prints a table (or plain lines) for people and, where it lists things,
 ``--json`` for scripts. Every failure is one line on stderr, ``roleserve ctl: error: ...``,
@@ -39,7 +40,6 @@ from roleserve_core.cli.ctl import (
     _node_plugins,
     _nodes,
     _plugins,
-    _prometheus,
     _roles,
     _ticket,
     _tree,
@@ -60,7 +60,6 @@ SUBCOMMAND_MODULES = (
     _logs,
     _metrics,
     _credentials,
-    _prometheus,
 )
 """In the order ``roleserve ctl --help`` lists their sub-commands."""
 
