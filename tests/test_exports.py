@@ -17,6 +17,8 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+import pickle
+import pkgutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -25,6 +27,7 @@ from pathlib import Path
 import pytest
 
 import roleserve_core
+from roleserve_core._public import is_private, publish
 from roleserve_core.cli.plugin import NewPlugin, render
 from roleserve_core.plugins import PLUGIN_API_VERSION
 from roleserve_core.registry import ValueKey
@@ -89,6 +92,86 @@ def test_public_objects_say_where_they_live() -> None:
         obj = getattr(roleserve_core, name)
         if inspect.isclass(obj) or inspect.isfunction(obj):
             assert (obj.__doc__ or "").strip(), f"{name} has no docstring"
+
+
+def _exported_classes() -> Iterator[tuple[str, type]]:
+    """Every class the plugin API exports, by the name it is imported as, defined in the core."""
+    places = ["roleserve_core", *(f"roleserve_core.{name}" for name in SERVING_NAMESPACES)]
+    for place in [*places, *TEST_KIT]:
+        module = importlib.import_module(place)
+        for name in getattr(module, "__all__", ()):
+            found = getattr(module, name)
+            if inspect.isclass(found) and found.__module__.startswith("roleserve_core"):
+                yield f"{place}.{name}", found
+
+
+def _core_exceptions() -> Iterator[type]:
+    """Every exception class of the core: ``RoleserveError`` and what derives from it, once
+    every module of the core is imported."""
+    from roleserve_core.errors import RoleserveError
+
+    for info in pkgutil.walk_packages(roleserve_core.__path__, "roleserve_core."):
+        if "plugin_template" not in info.name and info.name != "roleserve_core.__main__":
+            importlib.import_module(info.name)
+    pending: list[type] = [RoleserveError]
+    while pending:
+        found = pending.pop()
+        pending.extend(found.__subclasses__())
+        if found.__module__.startswith("roleserve_core"):
+            yield found
+
+
+def _names_public_place(cls: type) -> bool:
+    """Whether ``cls`` reports a public module that holds it under the name it reports
+    (``roleserve_core.ProgramNotFoundError``), as status lines, tracebacks and pickles say."""
+    if is_private(cls.__module__):
+        return False
+    return getattr(importlib.import_module(cls.__module__), cls.__qualname__, None) is cls
+
+
+def test_every_exported_class_reports_its_public_module() -> None:
+    """As trio's do: a status line naming ``roleserve_core.process._errors.X`` would send a
+    plugin author to a private module (roleserve_core._public)."""
+    private = sorted(
+        f"{name}: {cls.__module__}.{cls.__qualname__}"
+        for name, cls in _exported_classes()
+        if not _names_public_place(cls)
+    )
+    assert private == []
+    assert roleserve_core.ProgramNotFoundError.__module__ == "roleserve_core"
+    assert roleserve_core.rpc.NodePeer.__module__ == "roleserve_core.rpc"
+
+
+def test_every_exception_of_the_core_reports_its_public_module() -> None:
+    private = sorted(
+        f"{cls.__module__}.{cls.__qualname__}"
+        for cls in _core_exceptions()
+        if not _names_public_place(cls)
+    )
+    assert private == []
+
+
+def test_an_exception_of_a_private_module_pickles_and_reads_by_its_public_name() -> None:
+    error = roleserve_core.ProgramNotFoundError("cannot start etcd: not found")
+    assert f"{type(error).__module__}.{type(error).__qualname__}" == (
+        "roleserve_core.ProgramNotFoundError"
+    )
+    again = pickle.loads(pickle.dumps(error))
+    assert (type(again), again.args) == (type(error), error.args)
+
+
+def test_publish_names_the_top_level_or_the_package() -> None:
+    """On classes made here, as if defined in a private module of a public package."""
+    top = type("ProgramSpec", (), {"__module__": "roleserve_core.x._private"})
+    own = type("Thing", (), {"__module__": "roleserve_core.x._private"})
+    public = type("Kept", (), {"__module__": "roleserve_core.values"})
+    publish("roleserve_core.x", {"ProgramSpec": top, "Renamed": own, "Kept": public},
+            ["ProgramSpec", "Renamed", "Kept"])  # fmt: skip
+    assert (top.__module__, top.__qualname__) == ("roleserve_core", "ProgramSpec")
+    assert (own.__module__, own.__qualname__, own.__name__) == ("roleserve_core.x",) + (
+        "Renamed",
+    ) * 2
+    assert (public.__module__, public.__qualname__) == ("roleserve_core.values", "Kept")
 
 
 def test_importing_the_package_loads_none_of_its_heavy_dependencies() -> None:

@@ -43,6 +43,7 @@ Modules: ``_api`` (what runnables see), ``_node`` (the tree node), ``_supervisor
 state-owning logic), ``_backoff`` (restart delays), ``_failure`` (what kind a failure is).
 """
 
+from roleserve_core._public import publish
 from roleserve_core.supervisor._api import (
     RunContext,
     Runnable,
@@ -85,3 +86,6 @@ __all__ = [
     "SupervisorStatistics",
     "classify_failure",
 ]
+
+# Its classes report this package (or the top level) as theirs: see _public.
+publish(__name__, globals(), __all__)

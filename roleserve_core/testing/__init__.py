@@ -12,6 +12,7 @@ is imported in every suite through the pytest plugin.
 """
 
 from roleserve_core._moved import moved_names
+from roleserve_core._public import publish
 from roleserve_core.testing._clock import FakeClock
 from roleserve_core.testing._cluster import FakeCluster, ThrowawayCA
 from roleserve_core.testing._core import plugin_set, record_leftover, renewal_due, tree_line
@@ -75,3 +76,6 @@ __getattr__ = moved_names(
     },
     api=1,
 )
+
+# Its classes report this package (or the top level) as theirs: see _public.
+publish(__name__, globals(), __all__)
