@@ -201,6 +201,21 @@ def test_a_core_accepting_several_plugin_apis_loads_each(
         assert found == f"{problem} Install a version of the plugin made for it."
 
 
+def _moved_warns(old: str, new: str) -> object:
+    """``old`` (``module.NAME``) still resolves, warning once, at this file's line, with the
+    message naming ``new`` (``place.NAME``); the object it resolved to."""
+    module, _, name = old.rpartition(".")
+    place, _, new_name = new.rpartition(".")
+    expected = (
+        f"{old} has moved: import {new_name} from {place}; the old name works while "
+        "roleserve-core accepts plugin API 1"
+    )
+    with pytest.warns(DeprecationWarning, match=f"^{re.escape(expected)}$") as warned:
+        found = getattr(importlib.import_module(module), name)
+    assert [warning.filename for warning in warned] == [__file__]
+    return found
+
+
 @pytest.mark.parametrize(("module", "name"), _names())
 def test_every_name_of_plugin_api_1_imports_from_where_api_1_put_it(module: str, name: str) -> None:
     """``from MODULE import NAME`` of API 1 still works; a moved name warns, at the line
@@ -209,31 +224,16 @@ def test_every_name_of_plugin_api_1_imports_from_where_api_1_put_it(module: str,
     if old not in MOVED:
         assert _resolve(old) is not None  # and no warning: the suite makes one an error
         return
-    place, _, new_name = MOVED[old].rpartition(".")
-    expected = (
-        f"{old} has moved: import {new_name} from {place}; the old name works while "
-        "roleserve-core accepts plugin API 1"
-    )
-    with pytest.warns(DeprecationWarning, match=f"^{re.escape(expected)}$") as warned:
-        found = getattr(importlib.import_module(module), name)
-    assert [warning.filename for warning in warned] == [__file__]
-    assert found is _resolve(MOVED[old])
+    assert _moved_warns(old, MOVED[old]) is _resolve(MOVED[old])
 
 
 @pytest.mark.parametrize("old", sorted(MOVED_TO_PLUGINS))
 def test_a_name_moved_to_its_plugin_still_imports_from_the_core_and_warns(old: str) -> None:
     """``from roleserve_core import KUBERNETES_STATUS`` and the like keep working, naming
     the plugin's declared API, and give the plugin's very object."""
-    module, _, name = old.rpartition(".")
-    place, _, new_name = MOVED_TO_PLUGINS[old].rpartition(".")
-    expected = (
-        f"{old} has moved: import {new_name} from {place}; the old name works while "
-        "roleserve-core accepts plugin API 1"
-    )
-    with pytest.warns(DeprecationWarning, match=f"^{re.escape(expected)}$") as warned:
-        found = getattr(importlib.import_module(module), name)
-    assert [warning.filename for warning in warned] == [__file__]
-    assert found is getattr(importlib.import_module(place), new_name)
+    new = MOVED_TO_PLUGINS[old]
+    assert _moved_warns(old, new) is _resolve(new)
+    place, _, new_name = new.rpartition(".")
     assert new_name in importlib.import_module(place).__all__
 
 
