@@ -45,6 +45,7 @@ sys.path[:] = [entry for entry in sys.path if str(Path(entry or ".").resolve()) 
 import anyio  # noqa: E402
 import grpc  # noqa: E402
 
+from roleserve_controlplane import ETCD_METRICS_PORT  # noqa: E402
 from roleserve_controlplane.consensus import (  # noqa: E402
     DEFAULT_GC_PERCENT,
     ETCD_SERVER_NAME,
@@ -60,7 +61,6 @@ from roleserve_controlplane.testing import (  # noqa: E402
     change_roles,
     etcd_binary,
 )
-from roleserve_core import ETCD_METRICS_PORT  # noqa: E402
 from roleserve_core.identity import certificate_to_pem  # noqa: E402
 from roleserve_core.testing import FakeClock  # noqa: E402
 

@@ -51,12 +51,14 @@ from typing import Any
 
 import lazy_loader
 
+from roleserve_core._moved import TO_PLUGINS, moved_names
+
 _export, _dir, _exports = lazy_loader.attach_stub(__name__, __file__)
 
 __all__ = sorted([*_exports, "__version__"])
 
 
-def __getattr__(name: str) -> Any:
+def _exported(name: str) -> Any:
     """An exported name, imported on first use (and kept here after)."""
     if name != "__version__":
         return _export(name)
@@ -64,6 +66,11 @@ def __getattr__(name: str) -> Any:
 
     globals()[name] = version = core_version()
     return version
+
+
+# A name that moved to the plugin owning it (_moved.TO_PLUGINS) answers with a warning
+# naming its place there; every other name is _exported's.
+__getattr__ = moved_names(__name__, TO_PLUGINS, api=1, otherwise=_exported)
 
 
 def __dir__() -> list[str]:

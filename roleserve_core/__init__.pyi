@@ -50,21 +50,17 @@ from .values import BOOTSTRAPPED as BOOTSTRAPPED
 from .values import CLUSTER_NODES as CLUSTER_NODES
 from .values import CURATOR_CONNECTION as CURATOR_CONNECTION
 from .values import HANDLED_CUSTOM_ROLES as HANDLED_CUSTOM_ROLES
-from .values import KUBERNETES_STATUS as KUBERNETES_STATUS
 from .values import LOCAL_CONTROL_PLANE as LOCAL_CONTROL_PLANE
 from .values import NETWORK as NETWORK
 from .values import NODE_CREDENTIALS as NODE_CREDENTIALS
 from .values import NODE_ID as NODE_ID
-from .values import POD_NETWORK as POD_NETWORK
 from .values import REVOKED_CREDENTIALS as REVOKED_CREDENTIALS
 from .values import ROLES as ROLES
 from .values import BootstrapRequest as BootstrapRequest
 from .values import Bootstrapped as Bootstrapped
 from .values import CuratorConnection as CuratorConnection
-from .values import KubernetesStatus as KubernetesStatus
 from .values import LocalControlPlane as LocalControlPlane
 from .values import NetworkStatus as NetworkStatus
-from .values import PodNetwork as PodNetwork
 from .values import RevokedCredentials as RevokedCredentials
 
 # Roles: what the control plane assigned to the node.
@@ -97,14 +93,7 @@ from .files import DiskFullError as DiskFullError
 from .files import naming_full_disk as naming_full_disk
 from .files import write_atomically as write_atomically
 from .rundir import node_runtime_dir as node_runtime_dir
-from .ports import CLUSTERNET_PORT as CLUSTERNET_PORT
-from .ports import CONTAINERD_METRICS_PORT as CONTAINERD_METRICS_PORT
 from .ports import CURATOR_PORT as CURATOR_PORT
-from .ports import ETCD_CLIENT_PORT as ETCD_CLIENT_PORT
-from .ports import ETCD_METRICS_PORT as ETCD_METRICS_PORT
-from .ports import ETCD_PEER_PORT as ETCD_PEER_PORT
-from .ports import METRICS_PORT as METRICS_PORT
-from .ports import NODE_EXPORTER_PORT as NODE_EXPORTER_PORT
 from .ports import NODE_MANAGEMENT_PORT as NODE_MANAGEMENT_PORT
 from .ports import endpoint as endpoint
 from .ports import local_exporter_host as local_exporter_host
@@ -135,7 +124,11 @@ from .ctl_extension import ClusterAccess as ClusterAccess
 from .ctl_extension import CtlError as CtlError
 from .ctl_extension import CtlSession as CtlSession
 from .ctl_extension import add_ctl_command as add_ctl_command
+from .ctl_extension import check_ctl_out as check_ctl_out
+from .ctl_extension import issue_ctl_credentials as issue_ctl_credentials
 from .ctl_extension import open_ctl_session as open_ctl_session
+from .ctl_extension import roleserve_command as roleserve_command
+from .ctl_extension import save_ctl_access as save_ctl_access
 
 # What a plugin adds to `roleserve cluster up|status` (entry-point group roleserve.cluster).
 from .cluster_extension import ClusterExtension as ClusterExtension

@@ -20,6 +20,11 @@ The moved names are left out of ``dir()``: whatever walks a module's members (pl
 looking for hook implementations, ``inspect.getmembers``) sees the module as it is today
 and triggers no warning. The warning is raised each time an old name is looked up, so it
 points at every line that uses one (Python's filters show each place once).
+
+A name may also have moved out of the core, to the plugin that owns it (``TO_PLUGINS``):
+the core names that place only as a string and imports the plugin at the moment the old
+name is looked up, never before, so the core still imports no plugin. Without that plugin
+installed the old name is an ``AttributeError`` saying where it went.
 """
 
 from __future__ import annotations
@@ -29,7 +34,25 @@ import warnings
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-__all__ = ["PluginAPIDeprecationWarning", "moved_module", "moved_names"]
+__all__ = ["TO_PLUGINS", "PluginAPIDeprecationWarning", "moved_module", "moved_names"]
+
+TO_PLUGINS: Mapping[str, str] = {
+    **{
+        name: f"roleserve_kubernetes:{name}"
+        for name in ("KUBERNETES_STATUS", "POD_NETWORK", "KubernetesStatus", "PodNetwork")
+    },
+    "CONTAINERD_METRICS_PORT": "roleserve_kubernetes:CONTAINERD_METRICS_PORT",
+    **{
+        name: f"roleserve_controlplane:{name}"
+        for name in ("ETCD_CLIENT_PORT", "ETCD_PEER_PORT", "ETCD_METRICS_PORT")
+    },
+    "METRICS_PORT": "roleserve_metrics:METRICS_PORT",
+    "NODE_EXPORTER_PORT": "roleserve_metrics:NODE_EXPORTER_PORT",
+    "CLUSTERNET_PORT": "roleserve_clusternet:CLUSTERNET_PORT",
+}
+"""The names the core exported (at its top level, and in ``values``, ``keys`` and
+``ports``) that moved to the plugin owning them, and their place there; each plugin
+declares them in its top-level API."""
 
 
 class PluginAPIDeprecationWarning(DeprecationWarning):
@@ -39,9 +62,16 @@ class PluginAPIDeprecationWarning(DeprecationWarning):
     ``roleserve plugins`` lists it, where Python alone would show it to nobody."""
 
 
-def moved_names(module: str, moves: Mapping[str, str], api: int) -> Callable[[str], Any]:
+def moved_names(
+    module: str,
+    moves: Mapping[str, str],
+    api: int,
+    otherwise: Callable[[str], Any] | None = None,
+) -> Callable[[str], Any]:
     """The ``__getattr__`` for ``module``, whose names in ``moves`` moved while plugin API
-    ``api`` is accepted; each maps to its new place, ``"package.module:name"``.
+    ``api`` is accepted; each maps to its new place, ``"package.module:name"``. Any other
+    name goes to ``otherwise`` (a module's own lazy ``__getattr__``), if given: one
+    function, so that the warning points at the line using the old name.
 
     The warning names the new place, so that the fix is in the message, and says until
     when the old name works: while the core accepts plugin API ``api``.
@@ -49,6 +79,8 @@ def moved_names(module: str, moves: Mapping[str, str], api: int) -> Callable[[st
     targets = {old: new.partition(":")[::2] for old, new in moves.items()}
 
     def __getattr__(name: str) -> Any:  # noqa: N807 - the name PEP 562 looks for
+        if name not in targets and otherwise is not None:
+            return otherwise(name)
         try:
             place, new_name = targets[name]
         except KeyError:
@@ -59,7 +91,13 @@ def moved_names(module: str, moves: Mapping[str, str], api: int) -> Callable[[st
             PluginAPIDeprecationWarning,
             stacklevel=2,
         )
-        return getattr(importlib.import_module(place), new_name)
+        try:
+            found = importlib.import_module(place)
+        except ModuleNotFoundError as exc:
+            raise AttributeError(
+                f"{module}.{name} has moved to {place}, which is not installed"
+            ) from exc
+        return getattr(found, new_name)
 
     return __getattr__
 

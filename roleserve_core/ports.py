@@ -1,21 +1,22 @@
-"""The standard ports, the same on every node's own address.
+"""The core's standard ports, the same on every node's own address, and how endpoints
+are written.
 
 ::
 
     7835  curator (gRPC: Curator, CuratorLocal, Management)     TCP
-    7836  etcd clients                                           TCP
-    7837  etcd peers                                             TCP
-    7838  clusternet (WireGuard)                                 UDP
     7839  node management (gRPC: NodeManagement)                 TCP
-    7840  metrics (Prometheus, HTTPS)                            TCP
+
+The curator is the controlplane plugin's, but every node dials it, so its port is the
+core's contract. Each plugin declares and documents its own ports in its top-level API and
+its README: etcd's (7836 clients, 7837 peers, 7842 metrics: ``roleserve_controlplane``),
+clusternet's WireGuard (7838 UDP: ``roleserve_clusternet``), the metrics plugin's HTTPS
+server and node_exporter (7840, 7841: ``roleserve_metrics``), containerd's metrics (7846:
+``roleserve_kubernetes``). Their old names here still answer, with a warning naming that
+place, while the core accepts plugin API 1.
 
 Exporters the metrics plugin proxies listen on the node's local exporter host
 (``local_exporter_host``: 127.0.0.1, or the node's own address when that is a loopback
-one), plain HTTP, never reachable from another machine::
-
-    7841  node_exporter                                          TCP
-    7842  etcd metrics (consensus members)                       TCP
-    7846  containerd metrics (kubernetes workers)                TCP
+one), plain HTTP, never reachable from another machine.
 
 Every node listens on its own address, never on a wildcard, so several nodes on one
 machine each take a loopback address of their own (127.0.0.11, 127.0.0.12, ...) and keep
@@ -25,16 +26,12 @@ the standard ports, just as real nodes have their own IPs.
 from __future__ import annotations
 
 import ipaddress
+from typing import TYPE_CHECKING
+
+from roleserve_core._moved import TO_PLUGINS, moved_names
 
 __all__ = [
-    "CLUSTERNET_PORT",
-    "CONTAINERD_METRICS_PORT",
     "CURATOR_PORT",
-    "ETCD_CLIENT_PORT",
-    "ETCD_METRICS_PORT",
-    "ETCD_PEER_PORT",
-    "METRICS_PORT",
-    "NODE_EXPORTER_PORT",
     "NODE_MANAGEMENT_PORT",
     "endpoint",
     "local_exporter_host",
@@ -42,14 +39,7 @@ __all__ = [
 ]
 
 CURATOR_PORT = 7835
-ETCD_CLIENT_PORT = 7836
-ETCD_PEER_PORT = 7837
-CLUSTERNET_PORT = 7838
 NODE_MANAGEMENT_PORT = 7839
-METRICS_PORT = 7840
-NODE_EXPORTER_PORT = 7841
-ETCD_METRICS_PORT = 7842
-CONTAINERD_METRICS_PORT = 7846
 
 
 def local_exporter_host(address: str | ipaddress.IPv4Address | ipaddress.IPv6Address) -> str:
@@ -99,3 +89,12 @@ def _is_ipv6(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+if not TYPE_CHECKING:
+    # The plugins' ports, declared here until each plugin declared its own.
+    __getattr__ = moved_names(
+        __name__,
+        {name: place for name, place in TO_PLUGINS.items() if name.endswith("_PORT")},
+        api=1,
+    )

@@ -54,7 +54,13 @@ from roleserve_core.roles import NodeRoles
 from roleserve_core.rundir import make_runtime_dir, node_runtime_dir, remove_runtime_dir
 from roleserve_core.settings import check_sections, unknown_section
 from roleserve_core.supervisor import RunContext, Runnable, Supervisor
-from roleserve_core.values import CURATOR_CONNECTION, HANDLED_CUSTOM_ROLES, ROLES, SHARED_KEYS
+from roleserve_core.values import (
+    CURATOR_CONNECTION,
+    HANDLED_CUSTOM_ROLES,
+    MOVED_KEY_NAMES,
+    ROLES,
+    SHARED_KEYS,
+)
 
 __all__ = [
     "CORE_READER",
@@ -148,7 +154,7 @@ class NodeRuntime:
             info = self.plugins.info(call.plugin)
             for key in keys:
                 self.registry.declare(key, call.plugin)
-                if not info.builtin and key not in SHARED_KEYS:
+                if not info.builtin and key not in SHARED_KEYS and key.name not in MOVED_KEY_NAMES:
                     self._warn(call.plugin, unprefixed_key_warning(call.plugin, key))
             info.values = [key.name for key in keys]
 

@@ -1,7 +1,9 @@
 """The node's shared state: every core ``ValueKey``, its type and its invariants.
 
-The core declares the keys that several plugins meet on, so that a reader depends on the
-core, never on the plugin that owns the key::
+The core declares the keys it reads itself, and those several plugins meet on, so that a
+reader depends on the core, never on the plugin that owns the key. A key the core reads is
+the core's contract, which a plugin may own: the controlplane owns ``local_control_plane``
+and ``bootstrapped``, which the core's status push, enrolment and daemon read::
 
     key                      type                owner          read by (typically)
     node_id                  str                 core           every plugin
@@ -16,8 +18,11 @@ core, never on the plugin that owns the key::
     local_control_plane      LocalControlPlane   controlplane   statuspush, kubernetes, metrics
     bootstrapped             Bootstrapped        controlplane   the node's enrolment (it saves the
                                                                 credentials it carries)
-    kubernetes_status        KubernetesStatus    kubernetes     status push, metrics
-    pod_network              PodNetwork          kubernetes     clusternet
+
+A key only plugins read is declared by the plugin that owns it, in its top-level API, and
+read through that: ``kubernetes_status`` and ``pod_network``, declared here under plugin
+API 1, are ``roleserve_kubernetes``'s (their old names here still answer, with a warning,
+and keep their names: ``MOVED_KEY_NAMES``).
 
 This module only declares: the built-in plugin ``core`` (``roleserve_core.builtin``) owns
 the core's keys, and its ``roleserve_values`` hook returns them, so the keys depend on no
@@ -36,7 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from roleserve_core._moved import moved_names
+from roleserve_core._moved import TO_PLUGINS, moved_names
 from roleserve_core.clusternodes import CLUSTER_NODES
 from roleserve_core.identity import Credentials, NodeCredentials, PrivateKey, UserCredentials
 from roleserve_core.registry import ValueKey
@@ -59,29 +64,25 @@ __all__ = [
     "CLUSTER_NODES",
     "CURATOR_CONNECTION",
     "HANDLED_CUSTOM_ROLES",
-    "KUBERNETES_STATUS",
     "LOCAL_CONTROL_PLANE",
+    "MOVED_KEY_NAMES",
     "NETWORK",
     "NODE_CREDENTIALS",
     "NODE_ID",
-    "POD_NETWORK",
     "REVOKED_CREDENTIALS",
     "ROLES",
     "SHARED_KEYS",
     "BootstrapRequest",
     "Bootstrapped",
     "CuratorConnection",
-    "KubernetesStatus",
     "LocalControlPlane",
     "NetworkStatus",
-    "PodNetwork",
     "RevokedCredentials",
 ]
 
 ROLESERVE_PLUGIN_API = 1
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
 @dataclass(frozen=True, eq=False)
@@ -190,64 +191,11 @@ class Bootstrapped:
 
 
 @dataclass(frozen=True, slots=True)
-class KubernetesStatus:
-    """Kubernetes' control plane on this node, as the kubernetes plugin's controller runs it.
-
-    Set by the controller worker once it started the components, again when the apiserver
-    turns ready or stops being ready, and reset to ``KubernetesStatus.NONE`` ("nothing
-    runs") whenever the worker stops: Monogon never resets its status, so a node that lost
-    the controller role went on saying it ran one. Values cannot be unset, so "nothing" is
-    a value of its own, as with ``LocalControlPlane.NONE``.
-    """
-
-    apiserver: str | None = None
-    """The local kube-apiserver's URL, ``https://<node address>:6443``; None: no apiserver
-    runs here (no controller, or no kube-apiserver binary)."""
-    ca_pem: bytes | None = None
-    """The cluster's Kubernetes CA (PEM): it signed the apiserver's serving certificate and
-    every client certificate the apiserver admits."""
-    apiserver_ready: bool = False
-    """Whether the local apiserver answers ``/readyz`` with 200."""
-    running: tuple[str, ...] = ()
-    """The components started here (``kube-apiserver``, ``kube-controller-manager``,
-    ``kube-scheduler``); each one's own state is its runnable's, in ``roleserve ctl tree``."""
-    absent: tuple[str, ...] = ()
-    """The components this node has no binary for (configured or on PATH)."""
-
-    @property
-    def controller_running(self) -> bool:
-        """Whether the controller worker started Kubernetes' control plane here (with the
-        binaries it found: ``running`` and ``absent`` say which)."""
-        return bool(self.running or self.absent)
-
-    def __repr__(self) -> str:
-        """One short line: the CA's PEM would drown the rest (``roleserve ctl values``)."""
-        if self == KubernetesStatus.NONE:
-            return "KubernetesStatus(NONE)"
-        return (
-            f"KubernetesStatus(apiserver={self.apiserver!r}, ready={self.apiserver_ready}, "
-            f"running={self.running!r}, absent={self.absent!r})"
-        )
-
-    NONE: ClassVar[KubernetesStatus]
-
-
-KubernetesStatus.NONE = KubernetesStatus()
-
-
-@dataclass(frozen=True, slots=True)
 class RevokedCredentials:
     """The cluster's revoked user certificates, as the leader last sent them: the node
     management server refuses their calls (``workers/revocations.py``)."""
 
     serials: frozenset[int]
-
-
-@dataclass(frozen=True, slots=True)
-class PodNetwork:
-    """The pod prefixes Kubernetes assigned to this node, to announce over the cluster mesh."""
-
-    prefixes: tuple[IPNetwork, ...]
 
 
 NODE_CREDENTIALS: ValueKey[NodeCredentials] = ValueKey(
@@ -292,15 +240,6 @@ LOCAL_CONTROL_PLANE: ValueKey[LocalControlPlane] = ValueKey(
     LocalControlPlane,
     "etcd and curator endpoints on this node while both run, else NONE (owned by controlplane).",
 )
-KUBERNETES_STATUS: ValueKey[KubernetesStatus] = ValueKey(
-    "kubernetes_status",
-    KubernetesStatus,
-    "Kubernetes' control plane here: apiserver URL and readiness, CA, components running "
-    "and absent; NONE when no controller runs (owned by kubernetes).",
-)
-POD_NETWORK: ValueKey[PodNetwork] = ValueKey(
-    "pod_network", PodNetwork, "Pod prefixes assigned to this node (owned by kubernetes)."
-)
 REVOKED_CREDENTIALS: ValueKey[RevokedCredentials] = ValueKey(
     "revoked_credentials",
     RevokedCredentials,
@@ -319,8 +258,6 @@ SHARED_KEYS: frozenset[ValueKey[Any]] = frozenset(
         NETWORK,
         HANDLED_CUSTOM_ROLES,
         LOCAL_CONTROL_PLANE,
-        KUBERNETES_STATUS,
-        POD_NETWORK,
         CLUSTER_NODES,
         REVOKED_CREDENTIALS,
     }
@@ -328,6 +265,11 @@ SHARED_KEYS: frozenset[ValueKey[Any]] = frozenset(
 """Every key this module declares. Their names are chosen here, for all plugins at once,
 so they need not begin with their owner's name (the rule for a plugin's own keys,
 ``registry.unprefixed_key_warning``)."""
+
+MOVED_KEY_NAMES: frozenset[str] = frozenset({"kubernetes_status", "pod_network"})
+"""The names of the keys this module declared under plugin API 1 that moved to the plugin
+owning them (``roleserve_kubernetes``). The core chose them, for all plugins: they keep
+them, as shared keys do, without the warning for a name not beginning with its owner's."""
 
 
 if not TYPE_CHECKING:
@@ -347,6 +289,11 @@ if not TYPE_CHECKING:
             "value_details": "roleserve_core.registry:value_details",
             # The core's roleserve_values hook, now its plugin's (roleserve_core.builtin).
             "roleserve_values": "roleserve_core.builtin:roleserve_values",
+            # Declared here until their owner, the kubernetes plugin, declared them.
+            **{
+                name: TO_PLUGINS[name]
+                for name in ("KUBERNETES_STATUS", "POD_NETWORK", "KubernetesStatus", "PodNetwork")
+            },
         },
         api=1,
     )

@@ -25,10 +25,11 @@ import anyio
 import grpc
 import pytest
 
+from roleserve_controlplane import ETCD_CLIENT_PORT
 from roleserve_core import Worker, custom_role, hookimpl
 from roleserve_core.limits import MAX_PLUGIN_ERROR_LENGTH, MAX_VERSION_LENGTH
 from roleserve_core.plugins import BUILTIN_PLUGINS, PluginSelection, PluginSet
-from roleserve_core.ports import CURATOR_PORT, ETCD_CLIENT_PORT, endpoint
+from roleserve_core.ports import CURATOR_PORT, endpoint
 from roleserve_core.proto import common_pb2, curator_pb2
 from roleserve_core.roles import (
     ConsensusMember,
@@ -54,7 +55,6 @@ from roleserve_core.values import (
     NODE_CREDENTIALS,
     REVOKED_CREDENTIALS,
     ROLES,
-    KubernetesStatus,
     LocalControlPlane,
     NetworkStatus,
     RevokedCredentials,
@@ -807,18 +807,3 @@ async def test_revocations_stays_healthy_through_each_revocation(
 
 def _counts(count: int, revoked: RevokedCredentials) -> bool:
     return len(revoked.serials) == count
-
-
-def test_kubernetes_status_none_says_nothing_runs() -> None:
-    """The value the kubernetes plugin leaves when its controller stops: no apiserver, no
-    CA, nothing running; a started controller runs, even with every binary absent."""
-    assert KubernetesStatus(None, None, False, (), ()) == KubernetesStatus.NONE
-    assert not KubernetesStatus.NONE.controller_running
-    running = KubernetesStatus("https://10.0.0.1:6443", b"CA", True, ("kube-apiserver",), ())
-    assert running.controller_running
-    assert KubernetesStatus(None, b"CA", False, (), ("kube-apiserver",)).controller_running
-    assert repr(KubernetesStatus.NONE) == "KubernetesStatus(NONE)"  # ctl values shows it
-    assert repr(running) == (
-        "KubernetesStatus(apiserver='https://10.0.0.1:6443', ready=True, "
-        "running=('kube-apiserver',), absent=())"
-    )

@@ -47,7 +47,6 @@ from roleserve_core.cli.ctl import _session as session_module
 from roleserve_core.cli.ctl._credentials import SCOPES
 from roleserve_core.cli.ctl._errors import CtlError
 from roleserve_core.cli.ctl._metrics import figure_lines, node_figures
-from roleserve_core.cli.ctl._prometheus import default_name
 from roleserve_core.cli.ctl._resolve import match_node
 from roleserve_core.datadir import NodeDataDirectory
 from roleserve_core.enrolment.ticket import RegisterTicket
@@ -70,7 +69,7 @@ from roleserve_core.proto import (
     nodemanagement_pb2_grpc,
 )
 from roleserve_core.rpc import bind, create_server
-from roleserve_core.testing import ThrowawayCA, random_loopback, require_real
+from roleserve_core.testing import ThrowawayCA, random_loopback
 
 T = TypeVar("T")
 Context = Any
@@ -1526,176 +1525,6 @@ def test_credentials_list_and_revoke(setup: Setup, ctl: Any) -> None:
 
 def test_the_scope_choices_are_the_scopes() -> None:
     assert tuple(scope.value for scope in Scope) == SCOPES
-
-
-# -- prometheus-config -------------------------------------------------------------------------
-
-
-def promtool_check(config: Path) -> None:
-    """``promtool check config`` accepts ``config`` (Debian's prometheus package)."""
-    promtool = shutil.which("promtool")
-    require_real("promtool", promtool, "apt-get install prometheus")
-    assert promtool is not None
-    checked = subprocess.run(
-        [promtool, "check", "config", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert checked.returncode == 0, checked.stdout + checked.stderr
-
-
-def directory_of(*members: str) -> common_pb2.ClusterDirectory:
-    directory = common_pb2.ClusterDirectory()
-    for index, address in enumerate(members):
-        directory.nodes.add(id=f"node-{index}", addresses=[address])
-    return directory
-
-
-def test_prometheus_config_writes_credentials_and_a_config_promtool_accepts(
-    setup: Setup, ctl: Any, cli: Any, tmp_path: Path
-) -> None:
-    setup.cluster.directory = directory_of(setup.cluster.address, "fd00::2")
-    out = tmp_path / "prometheus"
-    result = ctl("prometheus-config", "--out", str(out))
-    assert result.code == 0, result.err
-
-    [request] = setup.cluster.received("IssueCredentials")
-    assert request.scope == "metrics"
-    assert re.fullmatch(r"prometheus-\d{8}-[0-9a-f]{6}", request.name)
-    credentials = UserCredentials.load(out)  # key, certificate and CA belong together
-    assert credentials.identity == request.name
-    assert certificate_scope(credentials.certificate) == "metrics"
-    assert credentials.ca_certificate == setup.cluster.issuer.certificate  # type: ignore[union-attr]
-    assert ClusterAccess.load(out).endpoints == (f"{setup.cluster.address}:{CURATOR_PORT}",)
-    assert (out / "key.pem").stat().st_mode & 0o777 == 0o600
-
-    config = out / "prometheus.yml"
-    promtool_check(config)
-    text = config.read_text()
-    jobs = ("core", "node", "etcd", "containerd")
-    for exporter in jobs:
-        assert f'- job_name: "roleserve-{exporter}"' in text
-        assert f'metrics_path: "/metrics/{exporter}"' in text
-    assert text.count(f'url: "https://{setup.cluster.address}:7840/discovery"') == len(jobs)
-    assert text.count('url: "https://[fd00::2]:7840/discovery"') == len(jobs)
-    assert text.count('server_name: "any-node.roleserve.invalid"') == 3 * len(jobs)
-    assert text.count(f'cert_file: "{out.resolve()}/cert.pem"') == 3 * len(jobs)
-    assert text.count('source_labels: ["roleserve_role_consensus_member"]') == 1
-    assert text.count('source_labels: ["roleserve_role_kubernetes_worker"]') == 1
-    # Prometheus's default, 1m, leaves rate(...[1m]) empty; each job keeps it when merged.
-    assert "global:\n  scrape_interval: 15s\n  evaluation_interval: 15s\n" in text
-    assert text.count("    scrape_interval: 15s\n") == len(jobs)
-
-    serial = f"{credentials.certificate.serial_number:x}"
-    assert result.out.splitlines() == [
-        f"issued metrics credentials {request.name!r} (serial {serial}, expires "
-        f"{credentials.certificate.not_valid_after_utc:%Y-%m-%d}) and wrote {config}: jobs "
-        "roleserve-core, roleserve-node, roleserve-etcd, roleserve-containerd, targets from "
-        "/discovery on 2 consensus members",
-        f"check it with: promtool check config {config}",
-    ]
-
-    # the directory is an access directory too: whoami names the metrics credentials
-    whoami = cli("ctl", "--credentials", str(out), "whoami", "--json")
-    assert whoami.code == 0, whoami.err
-    assert json.loads(whoami.out)["scope"] == "metrics"
-
-
-def test_prometheus_config_name_install_dir_and_force(
-    setup: Setup, ctl: Any, tmp_path: Path
-) -> None:
-    setup.cluster.directory = directory_of(setup.cluster.address)
-    out = tmp_path / "prometheus"
-    first = ctl("prometheus-config", "--out", str(out), "--name", "scraper-1")
-    assert first.code == 0, first.err
-
-    again = ctl("prometheus-config", "--out", str(out), "--name", "scraper-2")
-    assert again.code == 2
-    assert again.err == (
-        f"roleserve ctl: error: {out} exists and is not an empty directory; "
-        "give a new one to --out\n"
-    )
-
-    elsewhere = "/etc/prometheus/roleserve"
-    forced = ctl(
-        "prometheus-config", "--out", str(out), "--name", "scraper-2", "--force",
-        "--install-dir", elsewhere, "--scrape-interval", "1m30s",
-    )  # fmt: skip
-    assert forced.code == 0, forced.err
-    assert [r.name for r in setup.cluster.received("IssueCredentials")] == [
-        "scraper-1",
-        "scraper-2",
-    ]
-    assert UserCredentials.load(out).identity == "scraper-2"
-    assert forced.out.splitlines()[-1] == (
-        "the credentials 'scraper-1' it replaced stay valid until revoked: "
-        "roleserve ctl credentials revoke scraper-1"
-    )
-    text = (out / "prometheus.yml").read_text()
-    assert f'key_file: "{elsewhere}/key.pem"' in text
-    assert str(out) not in text
-    assert "global:\n  scrape_interval: 1m30s\n  evaluation_interval: 1m30s\n" in text
-
-
-@pytest.mark.parametrize("interval", ["0s", "15", "1.5s", "s", "5m1h"])
-def test_prometheus_config_refuses_what_is_no_prometheus_duration(
-    ctl: Any, tmp_path: Path, interval: str
-) -> None:
-    out = tmp_path / "prometheus"
-    result = ctl("prometheus-config", "--out", str(out), "--scrape-interval", interval)
-    assert result.code == 2
-    assert result.err.splitlines()[-1] == (
-        "roleserve ctl prometheus-config: error: argument --scrape-interval: "
-        f"{interval!r} is not a Prometheus duration longer than 0, such as 15s, 1m or 500ms"
-    )
-    assert not out.exists()
-
-
-def test_prometheus_config_force_never_writes_over_an_access_directory(
-    setup: Setup, ctl: Any
-) -> None:
-    setup.cluster.directory = directory_of(setup.cluster.address)
-    before = (setup.access_dir / "key.pem").read_bytes()
-    result = ctl("prometheus-config", "--out", str(setup.access_dir), "--force")
-    assert result.code == 2
-    assert result.err == (
-        f"roleserve ctl: error: {setup.access_dir} holds no prometheus.yml of an earlier run; "
-        "--force replaces only those: give a new or empty directory to --out\n"
-    )
-    assert setup.cluster.received("IssueCredentials") == []
-    assert (setup.access_dir / "key.pem").read_bytes() == before
-
-
-def test_prometheus_config_without_members_or_refused_says_why(
-    setup: Setup, ctl: Any, tmp_path: Path
-) -> None:
-    out = tmp_path / "prometheus"
-    result = ctl("prometheus-config", "--out", str(out))
-    assert (result.code, result.err) == (
-        1,
-        "roleserve ctl: error: the cluster names no consensus member with an address to "
-        "discover from\n",
-    )
-    setup.cluster.directory = directory_of(setup.cluster.address)
-    setup.cluster.refusals["IssueCredentials"] = (
-        grpc.StatusCode.PERMISSION_DENIED,
-        "metrics credentials cannot IssueCredentials (needs MANAGE_CREDENTIALS)",
-    )
-    result = ctl("prometheus-config", "--out", str(out), "--name", "p")
-    assert result.code == 1
-    assert result.err == (
-        "roleserve ctl: error: issuing credentials 'p': metrics credentials cannot "
-        "IssueCredentials (needs MANAGE_CREDENTIALS) (PERMISSION_DENIED)\n"
-    )
-    assert not out.exists()
-
-
-def test_the_default_name() -> None:
-    name = default_name(datetime.date(2026, 12, 3))
-    assert re.fullmatch(r"prometheus-20261203-[0-9a-f]{6}", name)
-    assert default_name() != default_name()
 
 
 # -- credentials and connection ----------------------------------------------------------------

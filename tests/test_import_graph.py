@@ -37,6 +37,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "primitives",
         (
             "_moved",
+            "_public",
             "address",
             "clock",
             "config",

@@ -17,6 +17,7 @@ import hashlib
 import importlib
 import inspect
 import re
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -93,11 +94,16 @@ API_1_HOOKS = {
 }
 """Plugin API 1's hooks and the arguments each passed."""
 
+KUBERNETES_KEYS = ("KUBERNETES_STATUS", "POD_NETWORK", "KubernetesStatus", "PodNetwork")
+"""The kubernetes plugin's keys and their types, the core's under plugin API 1."""
+
 MOVED: dict[str, str] = {
     **{
         f"roleserve_core.keys.{name}": f"roleserve_core.{name}"
         for name in API_1["roleserve_core.keys"].split()
+        if name not in KUBERNETES_KEYS
     },
+    **{f"roleserve_core.keys.{name}": f"roleserve_kubernetes.{name}" for name in KUBERNETES_KEYS},
     "roleserve_core.keys.SHARED_KEYS": "roleserve_core.values.SHARED_KEYS",
     "roleserve_core.values.PluginValues": "roleserve_core.PluginValues",
     "roleserve_core.values.ValueRegistry": "roleserve_core.ValueRegistry",
@@ -111,6 +117,28 @@ MOVED: dict[str, str] = {
     "roleserve_core.workers.nodemgmt.plan": "roleserve_core.plan_listen",
 }
 """Plugin API 1's names that moved, and where each is today (the warning names it)."""
+
+PORTS_MOVED = {
+    "CONTAINERD_METRICS_PORT": "roleserve_kubernetes",
+    "ETCD_CLIENT_PORT": "roleserve_controlplane",
+    "ETCD_PEER_PORT": "roleserve_controlplane",
+    "ETCD_METRICS_PORT": "roleserve_controlplane",
+    "METRICS_PORT": "roleserve_metrics",
+    "NODE_EXPORTER_PORT": "roleserve_metrics",
+    "CLUSTERNET_PORT": "roleserve_clusternet",
+}
+MOVED_TO_PLUGINS: dict[str, str] = {
+    **{f"roleserve_core.{name}": f"roleserve_kubernetes.{name}" for name in KUBERNETES_KEYS},
+    **{f"roleserve_core.values.{name}": f"roleserve_kubernetes.{name}" for name in KUBERNETES_KEYS},
+    **{f"roleserve_core.{name}": f"{plugin}.{name}" for name, plugin in PORTS_MOVED.items()},
+    **{f"roleserve_core.ports.{name}": f"{plugin}.{name}" for name, plugin in PORTS_MOVED.items()},
+    "roleserve_core.testing.PROMETHEUS_ROLE_LABEL": "roleserve_metrics.ROLE_LABEL",
+    "roleserve_core.testing.prometheus_yaml": "roleserve_metrics.prometheus_yaml",
+}
+"""Names the core exported after plugin API 1's release that moved to the plugin owning them
+(beside those of ``roleserve_core.keys`` in ``MOVED``), and their place there (the test
+kit's two with ``ctl prometheus-config``). Each plugin declares them in its top-level API;
+the core names them only as strings."""
 
 FROZEN = Path(__file__).parent / "plugin_api_1"
 FROZEN_DIGESTS = {
@@ -173,6 +201,21 @@ def test_a_core_accepting_several_plugin_apis_loads_each(
         assert found == f"{problem} Install a version of the plugin made for it."
 
 
+def _moved_warns(old: str, new: str) -> object:
+    """``old`` (``module.NAME``) still resolves, warning once, at this file's line, with the
+    message naming ``new`` (``place.NAME``); the object it resolved to."""
+    module, _, name = old.rpartition(".")
+    place, _, new_name = new.rpartition(".")
+    expected = (
+        f"{old} has moved: import {new_name} from {place}; the old name works while "
+        "roleserve-core accepts plugin API 1"
+    )
+    with pytest.warns(DeprecationWarning, match=f"^{re.escape(expected)}$") as warned:
+        found = getattr(importlib.import_module(module), name)
+    assert [warning.filename for warning in warned] == [__file__]
+    return found
+
+
 @pytest.mark.parametrize(("module", "name"), _names())
 def test_every_name_of_plugin_api_1_imports_from_where_api_1_put_it(module: str, name: str) -> None:
     """``from MODULE import NAME`` of API 1 still works; a moved name warns, at the line
@@ -181,15 +224,39 @@ def test_every_name_of_plugin_api_1_imports_from_where_api_1_put_it(module: str,
     if old not in MOVED:
         assert _resolve(old) is not None  # and no warning: the suite makes one an error
         return
-    place, _, new_name = MOVED[old].rpartition(".")
-    expected = (
-        f"{old} has moved: import {new_name} from {place}; the old name works while "
-        "roleserve-core accepts plugin API 1"
-    )
-    with pytest.warns(DeprecationWarning, match=f"^{re.escape(expected)}$") as warned:
-        found = getattr(importlib.import_module(module), name)
-    assert [warning.filename for warning in warned] == [__file__]
-    assert found is _resolve(MOVED[old])
+    assert _moved_warns(old, MOVED[old]) is _resolve(MOVED[old])
+
+
+@pytest.mark.parametrize("old", sorted(MOVED_TO_PLUGINS))
+def test_a_name_moved_to_its_plugin_still_imports_from_the_core_and_warns(old: str) -> None:
+    """``from roleserve_core import KUBERNETES_STATUS`` and the like keep working, naming
+    the plugin's declared API, and give the plugin's very object."""
+    new = MOVED_TO_PLUGINS[old]
+    assert _moved_warns(old, new) is _resolve(new)
+    place, _, new_name = new.rpartition(".")
+    assert new_name in importlib.import_module(place).__all__
+
+
+def test_a_name_moved_to_a_plugin_not_installed_is_an_attribute_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """So ``getattr(roleserve_core, NAME, default)`` still works; the error names the
+    plugin."""
+    monkeypatch.setitem(sys.modules, "roleserve_kubernetes", None)  # as if not installed
+    with (
+        pytest.warns(DeprecationWarning, match="POD_NETWORK has moved"),
+        pytest.raises(AttributeError, match="moved to roleserve_kubernetes, which is not"),
+    ):
+        getattr(roleserve_core, "POD_NETWORK")  # noqa: B009 - a moved name, on purpose
+
+
+def test_the_moved_names_are_out_of_the_core_s_listings() -> None:
+    """Whatever walks the core's members (pluggy, ``dir``) meets no warning and no plugin."""
+    for old in MOVED_TO_PLUGINS:
+        module, _, name = old.rpartition(".")
+        found = importlib.import_module(module)
+        assert name not in getattr(found, "__all__", ()), old
+        assert name not in dir(found), old
 
 
 def test_every_moved_name_is_a_name_of_plugin_api_1() -> None:

@@ -11,19 +11,17 @@ import ipaddress
 
 import pytest
 
-from roleserve_core.ports import (
-    CLUSTERNET_PORT,
-    CURATOR_PORT,
-    ETCD_CLIENT_PORT,
-    ETCD_PEER_PORT,
-    METRICS_PORT,
-    NODE_MANAGEMENT_PORT,
-    endpoint,
-    split_endpoint,
-)
+from roleserve_clusternet import CLUSTERNET_PORT
+from roleserve_controlplane import ETCD_CLIENT_PORT, ETCD_METRICS_PORT, ETCD_PEER_PORT
+from roleserve_core.ports import CURATOR_PORT, NODE_MANAGEMENT_PORT, endpoint, split_endpoint
+from roleserve_kubernetes import CONTAINERD_METRICS_PORT
+from roleserve_metrics import METRICS_PORT, NODE_EXPORTER_PORT
 
 
 def test_the_standard_ports_are_distinct_and_consecutive() -> None:
+    """The core's and its plugins' (each declares its own): one node's never collide."""
+    exporters = [NODE_EXPORTER_PORT, ETCD_METRICS_PORT, CONTAINERD_METRICS_PORT]
+    assert exporters == [7841, 7842, 7846]
     ports = [
         CURATOR_PORT,
         ETCD_CLIENT_PORT,

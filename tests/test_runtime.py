@@ -42,8 +42,8 @@ from roleserve_core.supervisor import RunnableStatus
 from roleserve_core.testing import NO_CHANNEL, NodeHarness, PluginHarness, wait_for_value
 from roleserve_core.values import (
     CURATOR_CONNECTION,
+    LOCAL_CONTROL_PLANE,
     NODE_ID,
-    POD_NETWORK,
     ROLES,
     CuratorConnection,
 )
@@ -443,11 +443,13 @@ def test_a_mistake_fails_the_strict_harness_with_one_line_naming_the_fix(
 def test_a_key_not_named_for_its_plugin_gives_a_warning(
     plugin_manager: PluginHarness, tmp_path: Path
 ) -> None:
-    """Only a warning: a key of the core's keys.py (pod_network, owned by kubernetes) is
-    named for what it holds, and needs no prefix."""
+    """Only a warning: a key of the core's values.py (local_control_plane, owned by the
+    controlplane) is named for what it holds, and needs no prefix."""
     named: ValueKey[str] = ValueKey("p_named", str, "Named for its plugin.")
     bare: ValueKey[str] = ValueKey("status", str, "Named for nothing.")
-    plugin_manager.register(plugin(roleserve_values=lambda: [named, bare, POD_NETWORK]), "p")
+    plugin_manager.register(
+        plugin(roleserve_values=lambda: [named, bare, LOCAL_CONTROL_PLANE]), "p"
+    )
     runtime = plugin_manager.runtime(tmp_path)
     warning = (
         "value 'status' does not begin with the plugin's name; name it 'p_status' so that "
@@ -456,11 +458,26 @@ def test_a_key_not_named_for_its_plugin_gives_a_warning(
     info = plugin_manager.plugins.info("p")
     assert (info.state, info.values, info.warnings) == (
         PluginState.LOADED,
-        ["p_named", "status", "pod_network"],
+        ["p_named", "status", "local_control_plane"],
         [warning],
     )
     logged = [(entry.level, entry.message) for entry in runtime.logtree.entries("runtime")]
     assert logged == [(logging.WARNING, f"plugin 'p': {warning}")]
+
+
+def test_a_key_that_moved_out_of_the_core_keeps_its_name_without_a_warning(
+    plugin_manager: PluginHarness, tmp_path: Path
+) -> None:
+    """pod_network was the core's (plugin API 1) and is the kubernetes plugin's now: the
+    name the core chose for it needs no prefix still; any other bare name does."""
+    pods: ValueKey[str] = ValueKey("pod_network", str, "Named by the core, once.")
+    bare: ValueKey[str] = ValueKey("pod_networks", str, "Named for nothing.")
+    plugin_manager.register(plugin(roleserve_values=lambda: [pods, bare]), "kube")
+    plugin_manager.runtime(tmp_path)
+    assert plugin_manager.plugins.info("kube").warnings == [
+        "value 'pod_networks' does not begin with the plugin's name; name it "
+        "'kube_pod_networks' so that no other plugin's value can take its name"
+    ]
 
 
 @pytest.mark.anyio

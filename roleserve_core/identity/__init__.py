@@ -16,6 +16,7 @@ Modules: ``_keys`` (keys, IDs, PEM), ``_certificates`` (issuing), ``_verify`` (c
 ``_credentials`` (what a peer connects with, on disk), ``_scope`` (what a user may do).
 """
 
+from roleserve_core._public import publish
 from roleserve_core.identity._certificates import (
     ANY_NODE_NAME,
     CA_NAME,
@@ -105,3 +106,6 @@ __all__ = [
     "verify_node_certificate",
     "verify_user_certificate",
 ]
+
+# Its classes report this package (or the top level) as theirs: see _public.
+publish(__name__, globals(), __all__)

@@ -50,6 +50,7 @@ Modules, one concept each: ``_spec`` (the spec, finding the binary), ``_parsers`
 (start, watch, stop), ``_errors``.
 """
 
+from roleserve_core._public import publish
 from roleserve_core.process._errors import (
     PortInUseError,
     ProgramError,
@@ -97,3 +98,6 @@ __all__ = [
     "stop_leftover",
     "zap_json_parser",
 ]
+
+# Its classes report this package (or the top level) as theirs: see _public.
+publish(__name__, globals(), __all__)

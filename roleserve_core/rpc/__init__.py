@@ -19,6 +19,7 @@ Modules: ``_authorization`` (method options, permissions, scopes), ``_peer`` (cl
 ``_server``, ``_client``, ``_unary``.
 """
 
+from roleserve_core._public import publish
 from roleserve_core.rpc._authorization import (
     NODE_PERMISSIONS,
     SCOPE_PERMISSIONS,
@@ -101,3 +102,6 @@ __all__ = [
     "until_ready",
     "user_revocation",
 ]
+
+# Its classes report this package (or the top level) as theirs: see _public.
+publish(__name__, globals(), __all__)

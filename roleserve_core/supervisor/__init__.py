@@ -44,6 +44,7 @@ state-owning logic), ``_backoff`` (restart delays), ``_failure`` (what kind a fa
 ``_retry`` (the same delays for a loop that retries inside a runnable).
 """
 
+from roleserve_core._public import publish
 from roleserve_core.supervisor._api import (
     RunContext,
     Runnable,
@@ -89,3 +90,6 @@ __all__ = [
     "classify_failure",
     "retry",
 ]
+
+# Its classes report this package (or the top level) as theirs: see _public.
+publish(__name__, globals(), __all__)

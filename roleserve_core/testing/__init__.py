@@ -11,16 +11,11 @@ server) is imported by name only: it needs hypothesis, a test dependency, and th
 is imported in every suite through the pytest plugin.
 """
 
+from roleserve_core._moved import moved_names
+from roleserve_core._public import publish
 from roleserve_core.testing._clock import FakeClock
 from roleserve_core.testing._cluster import FakeCluster, ThrowawayCA
-from roleserve_core.testing._core import (
-    PROMETHEUS_ROLE_LABEL,
-    plugin_set,
-    prometheus_yaml,
-    record_leftover,
-    renewal_due,
-    tree_line,
-)
+from roleserve_core.testing._core import plugin_set, record_leftover, renewal_due, tree_line
 from roleserve_core.testing._ctl import CTL_TIMEOUT, run_ctl
 from roleserve_core.testing._curator import FakeCall, FakeCurator, random_loopback
 from roleserve_core.testing._harness import (
@@ -50,7 +45,6 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "NO_CHANNEL",
     "POLL_INTERVAL",
-    "PROMETHEUS_ROLE_LABEL",
     "REQUIRE_REAL_ENV",
     "FakeCall",
     "FakeClock",
@@ -68,7 +62,6 @@ __all__ = [
     "plugin_set",
     "poll_until",
     "presented_certificate",
-    "prometheus_yaml",
     "random_loopback",
     "record_leftover",
     "renewal_due",
@@ -80,3 +73,16 @@ __all__ = [
     "wait_for_status",
     "wait_for_value",
 ]
+
+# What `ctl prometheus-config` writes moved with the command to the metrics plugin.
+__getattr__ = moved_names(
+    __name__,
+    {
+        "PROMETHEUS_ROLE_LABEL": "roleserve_metrics:ROLE_LABEL",
+        "prometheus_yaml": "roleserve_metrics:prometheus_yaml",
+    },
+    api=1,
+)
+
+# Its classes report this package (or the top level) as theirs: see _public.
+publish(__name__, globals(), __all__)

@@ -6,8 +6,10 @@ only the plugin API and this kit (tests/test_exports.py checks), never a private
 - ``tree_line``: a runnable's line in ``roleserve ctl tree``, as the node sends it and
   ``ctl`` draws it;
 - ``plugin_set``: a node's plugin set holding only the given plugin modules;
-- ``renewal_due``, ``prometheus_yaml`` and ``PROMETHEUS_ROLE_LABEL``: when the core renews a
-  certificate, and what ``ctl prometheus-config`` writes.
+- ``renewal_due``: when the core renews a certificate.
+
+(``prometheus_yaml`` and ``PROMETHEUS_ROLE_LABEL``, what ``ctl prometheus-config`` writes,
+moved with the command to the metrics plugin: ``roleserve_metrics``.)
 """
 
 from __future__ import annotations
@@ -15,8 +17,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from roleserve_core.cli.ctl._prometheus import ROLE_LABEL as PROMETHEUS_ROLE_LABEL
-from roleserve_core.cli.ctl._prometheus import prometheus_yaml
 from roleserve_core.cli.ctl._tree import describe
 from roleserve_core.plugins import PluginSelection, PluginSet
 from roleserve_core.process import ProcessRecord
@@ -26,9 +26,7 @@ from roleserve_core.supervisor import RunnableStatus
 from roleserve_core.workers.renewal import renewal_due
 
 __all__ = [
-    "PROMETHEUS_ROLE_LABEL",
     "plugin_set",
-    "prometheus_yaml",
     "record_leftover",
     "renewal_due",
     "tree_line",

@@ -22,7 +22,7 @@ trying: the supervisor's restart would only start the same retries over.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import grpc
@@ -30,16 +30,15 @@ import grpc
 from roleserve_clusternet.device import IPNetwork
 from roleserve_clusternet.mesh import Mesh
 from roleserve_clusternet.peers import announced, own_address
+from roleserve_clusternet.pods import pod_network_key
 from roleserve_core import (
     CLUSTER_NODES,
     NODE_ID,
-    POD_NETWORK,
     BackoffPolicy,
     ClusterNodes,
     Combined,
     CuratorConnection,
     PluginValues,
-    PodNetwork,
     Retry,
     RunContext,
     common_pb2,
@@ -47,6 +46,9 @@ from roleserve_core import (
     curator_pb2_grpc,
     on_each_connection,
 )
+
+if TYPE_CHECKING:
+    from roleserve_kubernetes import PodNetwork
 
 __all__ = ["BACKOFF_INITIAL", "BACKOFF_MAX", "RETRIES", "WAITING_FOR_PREFIX", "push"]
 
@@ -70,8 +72,8 @@ async def push(ctx: RunContext, values: PluginValues, mesh: Mesh) -> None:
         sent: common_pb2.NodeClusterNetworking | None = None
         healthy = False
         inputs: list[Any] = [values.read(CLUSTER_NODES)]
-        if POD_NETWORK in values:
-            inputs.append(values.read(POD_NETWORK))
+        if (pods_key := pod_network_key(values)) is not None:
+            inputs.append(values.read(pods_key))
         async with Combined(*inputs) as changes:
             latest = await changes.get()
             pauses = Retry(RETRIES)

@@ -41,6 +41,7 @@ from roleserve_clusternet import link
 from roleserve_clusternet.device import DeviceChange, MeshInterface
 from roleserve_clusternet.interface import InterfaceSpec, open_interface
 from roleserve_clusternet.mesh import Mesh
+from roleserve_clusternet.pods import pod_network_key
 from roleserve_clusternet.privatekey import WireGuardKey, load_or_create_key
 from roleserve_clusternet.pull import pull
 from roleserve_clusternet.push import push
@@ -51,7 +52,6 @@ from roleserve_core import (
     CLUSTER_NODES,
     CURATOR_CONNECTION,
     NODE_ID,
-    POD_NETWORK,
     NodeContext,
     PluginValues,
     RunContext,
@@ -103,8 +103,8 @@ def clusternet_worker(
         await run_mesh(ctx, node.values, node.data_dir, settings, spec, device=device)
 
     reads: list[ValueKey[Any]] = [NODE_ID, CLUSTER_NODES, CURATOR_CONNECTION]
-    if POD_NETWORK in node.values:
-        reads.append(POD_NETWORK)
+    if (pods := pod_network_key(node.values)) is not None:
+        reads.append(pods)
     return Worker("clusternet", clusternet, reads=tuple(reads))
 
 

@@ -99,7 +99,7 @@ async def test_without_wireguard_go_the_worker_is_final_naming_the_setting(
     missing = tmp_path / "wireguard-go"
     error, _ = await dead(await start(node, tmp_path, wireguard_go=str(missing)))
     assert error.startswith(
-        "roleserve_core.process._errors.ProgramNotFoundError: cannot start wireguard-go: "
+        "roleserve_core.ProgramNotFoundError: cannot start wireguard-go: "
         f"no executable wireguard-go; tried {missing} (configured, not found); "
     )
     assert "[plugins.clusternet]" in error

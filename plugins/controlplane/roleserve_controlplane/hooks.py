@@ -20,11 +20,11 @@ from typing import Any
 import pluggy
 
 from roleserve_controlplane import hookspecs
+from roleserve_controlplane.ports import ETCD_METRICS_PORT
 from roleserve_controlplane.settings import SETTINGS
 from roleserve_controlplane.worker_controlplane import controlplane_worker
 from roleserve_core import (
     BOOTSTRAPPED,
-    ETCD_METRICS_PORT,
     LOCAL_CONTROL_PLANE,
     NETWORK,
     ROLES,

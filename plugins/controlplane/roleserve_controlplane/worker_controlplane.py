@@ -74,11 +74,11 @@ from roleserve_controlplane.curator import (
     write_bootstrap,
 )
 from roleserve_controlplane.curator.extension import gather_extensions
+from roleserve_controlplane.ports import ETCD_METRICS_PORT
 from roleserve_controlplane.settings import ControlPlaneSettings
 from roleserve_core import (
     BOOTSTRAP,
     BOOTSTRAPPED,
-    ETCD_METRICS_PORT,
     LOCAL_CONTROL_PLANE,
     NETWORK,
     NODE_CREDENTIALS,

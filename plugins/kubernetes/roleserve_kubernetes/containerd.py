@@ -54,10 +54,8 @@ import grpc.aio
 from roleserve_core import (
     NETWORK,
     NODE_ID,
-    POD_NETWORK,
     Bind,
     PluginValues,
-    PodNetwork,
     ProgramNotFoundError,
     ProgramSpec,
     RunContext,
@@ -80,6 +78,7 @@ from roleserve_kubernetes.settings import (
     CONTAINERD_INSTALL_HINT,
     WorkerSettings,
 )
+from roleserve_kubernetes.values import POD_NETWORK, PodNetwork
 
 __all__ = [
     "REMOVE_PODS_TIMEOUT",

@@ -21,19 +21,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from roleserve_core import (
-    KUBERNETES_STATUS,
-    POD_NETWORK,
-    ROLES,
-    NodeContext,
-    Setting,
-    ValueKey,
-    Worker,
-    hookimpl,
-)
+from roleserve_core import ROLES, NodeContext, Setting, ValueKey, Worker, hookimpl
 from roleserve_kubernetes import binaries
 from roleserve_kubernetes.containerd import metrics_address
 from roleserve_kubernetes.settings import SETTINGS, WorkerSettings
+from roleserve_kubernetes.values import KUBERNETES_STATUS, POD_NETWORK
 from roleserve_kubernetes.worker_controller import controller_worker
 from roleserve_kubernetes.worker_kubelet import kubelet_worker
 from roleserve_kubernetes.worker_kubernetes_worker import has_worker_role, kubernetes_worker

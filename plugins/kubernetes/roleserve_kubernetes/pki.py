@@ -58,11 +58,7 @@ from dataclasses import dataclass
 
 from cryptography import x509
 
-from roleserve_controlplane.consensus import (
-    EtcdClient,
-    compare_create_revision,
-    put_operation,
-)
+from roleserve_controlplane import EtcdClient, compare_create_revision, put_operation
 from roleserve_core import FinalError, IdentityError, LocalControlPlane
 from roleserve_core.identity import (
     PrivateKey,

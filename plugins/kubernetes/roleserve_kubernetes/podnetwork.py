@@ -28,18 +28,11 @@ import ipaddress
 
 import anyio.to_thread
 
-from roleserve_core import (
-    CLUSTER_NODES,
-    NODE_ID,
-    POD_NETWORK,
-    ClusterNodes,
-    PluginValues,
-    PodNetwork,
-    RunContext,
-)
+from roleserve_core import CLUSTER_NODES, NODE_ID, ClusterNodes, PluginValues, RunContext
 from roleserve_kubernetes.cni import IPNetwork, bridge_name, cni_conflist, write_cni_config
 from roleserve_kubernetes.errors import PodNetworkError
 from roleserve_kubernetes.layout import WorkerLayout
+from roleserve_kubernetes.values import POD_NETWORK, PodNetwork
 
 __all__ = ["WAITING_FOR_PREFIX", "pod_network", "pod_prefix"]
 

@@ -32,9 +32,7 @@ from typing import Any
 import grpc
 from typing_extensions import override
 
-from roleserve_controlplane.curator.credentials import csr_key
-from roleserve_controlplane.curator.errors import handled
-from roleserve_controlplane.curator.extension import CuratorExtension, CuratorLeader
+from roleserve_controlplane import CuratorExtension, CuratorLeader, csr_key, handled
 from roleserve_core import IdentityError, RefusedError
 from roleserve_core.identity import PublicKey, certificate_to_pem, public_key_from_der
 from roleserve_core.limits import MAX_KEY_BYTES, check_bytes

@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from roleserve_core import (
-    CONTAINERD_METRICS_PORT,
     PluginSettings,
     Setting,
     former_setting_constants,
     port_setting,
     setting,
 )
+from roleserve_kubernetes.ports import CONTAINERD_METRICS_PORT
 
 __all__ = ["CONTAINERD_EXECUTABLE", "CONTAINERD_INSTALL_HINT", "SETTINGS", "WorkerSettings"]
 

@@ -45,18 +45,15 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from roleserve_controlplane.consensus import EtcdClient
-from roleserve_controlplane.consensus.certificates import write_tls_files
+from roleserve_controlplane import EtcdClient, write_tls_files
 from roleserve_core import (
     CLUSTER_NODES,
-    KUBERNETES_STATUS,
     LOCAL_CONTROL_PLANE,
     NETWORK,
     NODE_ID,
     ROLES,
     Combined,
     FinalError,
-    KubernetesStatus,
     LocalControlPlane,
     NetworkStatus,
     NodeContext,
@@ -79,6 +76,7 @@ from roleserve_kubernetes.pki import KeyPair, controller_pki
 from roleserve_kubernetes.plans import ControllerInputs, EtcdClientFiles, apiserver_url
 from roleserve_kubernetes.scheduler import scheduler_runnable
 from roleserve_kubernetes.startup import start_when_ready
+from roleserve_kubernetes.values import KUBERNETES_STATUS, KubernetesStatus
 
 __all__ = [
     "CONTROLLER_COMPONENTS",

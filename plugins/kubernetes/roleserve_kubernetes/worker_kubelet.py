@@ -51,17 +51,13 @@ import anyio
 from roleserve_core import (
     CLUSTER_NODES,
     CURATOR_CONNECTION,
-    KUBERNETES_STATUS,
     NETWORK,
     NODE_ID,
-    POD_NETWORK,
     ClusterNodes,
     Combined,
-    KubernetesStatus,
     NetworkStatus,
     NodeContext,
     NodeRoles,
-    PodNetwork,
     RunContext,
     Worker,
     common_pb2,
@@ -82,6 +78,7 @@ from roleserve_kubernetes.nodeaddress import node_address_runnable
 from roleserve_kubernetes.pki import KeyPair
 from roleserve_kubernetes.plans import KubeletInputs, apiserver_url, kubelet_root
 from roleserve_kubernetes.startup import start_when_ready
+from roleserve_kubernetes.values import KUBERNETES_STATUS, POD_NETWORK, KubernetesStatus, PodNetwork
 
 __all__ = [
     "KubeletCertificates",

@@ -31,7 +31,6 @@ from roleserve_core import (
     CLUSTER_NODES,
     NETWORK,
     NODE_ID,
-    POD_NETWORK,
     NodeContext,
     NodeRoles,
     RunContext,
@@ -41,6 +40,7 @@ from roleserve_kubernetes.containerd import containerd
 from roleserve_kubernetes.layout import WorkerLayout
 from roleserve_kubernetes.podnetwork import pod_network
 from roleserve_kubernetes.settings import WorkerSettings
+from roleserve_kubernetes.values import POD_NETWORK
 
 __all__ = ["RUNNABLES", "has_worker_role", "kubernetes_worker"]
 

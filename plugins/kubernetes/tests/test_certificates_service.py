@@ -16,8 +16,7 @@ import pytest
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
-from roleserve_controlplane.consensus import EtcdBinary
-from roleserve_controlplane.curator.service_not_leading import NotLeadingHandler
+from roleserve_controlplane import EtcdBinary, NotLeadingHandler
 from roleserve_controlplane.testing import (
     ETCD_SOURCES,
     CuratorCluster,

@@ -22,14 +22,13 @@ import kubernetes.client
 import kubernetes.config
 import pytest
 
+from roleserve_controlplane import EtcdBinary
 from roleserve_controlplane import hooks as controlplane_hooks
-from roleserve_controlplane.consensus import EtcdBinary
 from roleserve_controlplane.testing import ETCD_SOURCES, enrol_node, etcd_binary, update_roles
 from roleserve_core import (
     BOOTSTRAP,
     BOOTSTRAPPED,
     CLUSTER_NODES,
-    KUBERNETES_STATUS,
     LOCAL_CONTROL_PLANE,
     NETWORK,
     NODE_CREDENTIALS,
@@ -40,7 +39,6 @@ from roleserve_core import (
     ClusterAccess,
     ClusterNodes,
     CuratorConnection,
-    KubernetesStatus,
     LocalControlPlane,
     NetworkStatus,
     State,
@@ -58,8 +56,8 @@ from roleserve_core.testing import (
     start_plugin_node,
     wait_for_value,
 )
+from roleserve_kubernetes import KUBERNETES_STATUS, KubernetesStatus, kubebuild
 from roleserve_kubernetes import hooks as kubernetes_hooks
-from roleserve_kubernetes import kubebuild
 from roleserve_kubernetes.certificates import kubelet_certificates
 from roleserve_kubernetes.ctl import kubeconfig
 from roleserve_kubernetes.pki import controller_pki, etcd_client

@@ -19,7 +19,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from roleserve_controlplane.consensus import EtcdBinary
+from roleserve_controlplane import EtcdBinary
 from roleserve_controlplane.testing import (
     ETCD_SOURCES,
     CuratorCluster,

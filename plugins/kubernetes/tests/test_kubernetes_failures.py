@@ -69,7 +69,7 @@ async def test_a_missing_containerd_is_final_naming_the_path_and_the_setting(
     final, error = await containerd_dead(worker.harness)
     assert final
     assert error.startswith(
-        "roleserve_core.process._errors.ProgramNotFoundError: cannot start containerd: "
+        "roleserve_core.ProgramNotFoundError: cannot start containerd: "
         f"no executable containerd; tried {missing} (configured, not found); "
     )
     assert "[plugins.kubernetes]" in error
@@ -84,7 +84,7 @@ async def test_a_containerd_that_exits_at_once_is_dead_with_its_reason_and_resta
     final, error = await containerd_dead(worker.harness)
     assert not final
     assert error == (
-        "roleserve_core.process._errors.ProgramExitedError: containerd exited with status 1: "
+        "roleserve_core.ProgramExitedError: containerd exited with status 1: "
         "containerd: failed to load TOML from config.toml: invalid plugin key"
     )
     await fake_clock.advance_to_next()
@@ -108,7 +108,7 @@ async def test_a_deep_data_directory_does_not_reach_containerd_s_socket(
     worker = await start_worker(node, deep, None, **settings)
     final, error = await containerd_dead(worker.harness)
     assert not final
-    assert error.startswith("roleserve_core.process._errors.ProgramExitedError: containerd")
+    assert error.startswith("roleserve_core.ProgramExitedError: containerd")
     socket = node_runtime_dir(deep) / "kubernetes" / "containerd.sock"
     assert worker.layout.socket == socket
     config = tomllib.loads(worker.layout.config.read_text())

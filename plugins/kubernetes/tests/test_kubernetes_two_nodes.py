@@ -88,12 +88,17 @@ def pair() -> Iterator[Any]:
 async def test_a_pod_reaches_a_pod_of_another_node_over_the_mesh(
     pair: Any, deep_dir: Path, fake_cluster: FakeCluster, node: StartNode
 ) -> None:
-    from roleserve_clusternet import link
-    from roleserve_clusternet.device import DeviceChange, PeerConfig
-    from roleserve_clusternet.interface import InterfaceSpec, open_interface
-    from roleserve_clusternet.privatekey import WireGuardKey, load_or_create_key
-    from roleserve_clusternet.settings import ClusternetSettings
-    from roleserve_clusternet.worker_clusternet import configure_device
+    from roleserve_clusternet.testing import (
+        ClusternetSettings,
+        DeviceChange,
+        InterfaceSpec,
+        PeerConfig,
+        WireGuardKey,
+        configure_device,
+        link,
+        load_or_create_key,
+        open_interface,
+    )
 
     hooks = clusternet_kit("clusternet_hooks")
     a, b = pair.a, pair.b

@@ -17,10 +17,8 @@ import pytest
 
 from roleserve_core import (
     CLUSTER_NODES,
-    POD_NETWORK,
     ClusterNodes,
     NodeRoles,
-    PodNetwork,
     RunnableStatus,
     State,
     node_runtime_dir,
@@ -28,6 +26,7 @@ from roleserve_core import (
     read_stat,
 )
 from roleserve_core.testing import FakeClock, StartNode, node_record, poll_until, wait_for_value
+from roleserve_kubernetes import POD_NETWORK, PodNetwork
 from roleserve_kubernetes.cni import bridge_name
 from roleserve_kubernetes.cri import NETWORK_READY, CriClient, runtime_ready
 from roleserve_kubernetes.image import BUSYBOX_IMAGE, SANDBOX_IMAGE

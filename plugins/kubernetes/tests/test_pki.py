@@ -21,7 +21,7 @@ from cryptography.x509.verification import (
     Store,
 )
 
-from roleserve_controlplane.consensus import EtcdBinary, EtcdClient
+from roleserve_controlplane import EtcdBinary, EtcdClient
 from roleserve_controlplane.testing import ETCD_SOURCES, EtcdCluster, etcd_binary
 from roleserve_core import LocalControlPlane
 from roleserve_core.identity import certificate_to_pem, generate_key

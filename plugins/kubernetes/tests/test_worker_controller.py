@@ -14,12 +14,9 @@ import anyio
 import pytest
 
 from roleserve_core import (
-    KUBERNETES_STATUS,
     LOCAL_CONTROL_PLANE,
     NETWORK,
-    POD_NETWORK,
     KubernetesController,
-    KubernetesStatus,
     LocalControlPlane,
     NetworkStatus,
     NodeContext,
@@ -34,7 +31,7 @@ from roleserve_core.testing import (
     start_plugin_node,
     wait_for_value,
 )
-from roleserve_kubernetes import binaries, probe
+from roleserve_kubernetes import KUBERNETES_STATUS, POD_NETWORK, KubernetesStatus, binaries, probe
 from roleserve_kubernetes.pki import KeyPair
 from roleserve_kubernetes.plans import EtcdClientFiles
 from roleserve_kubernetes.testing import stand_in_apiserver, throwaway_pki
@@ -190,4 +187,19 @@ def test_fold_waits_for_each_input_in_turn() -> None:
     assert fold(CONTROLLER, running, NetworkStatus(None)) == WAITING_FOR_ADDRESS
     assert fold(CONTROLLER, running, NetworkStatus(address)) == ControllerStartup(
         address, "10.0.0.1:7836"
+    )
+
+
+def test_kubernetes_status_none_says_nothing_runs() -> None:
+    """The value the kubernetes plugin leaves when its controller stops: no apiserver, no
+    CA, nothing running; a started controller runs, even with every binary absent."""
+    assert KubernetesStatus(None, None, False, (), ()) == KubernetesStatus.NONE
+    assert not KubernetesStatus.NONE.controller_running
+    running = KubernetesStatus("https://10.0.0.1:6443", b"CA", True, ("kube-apiserver",), ())
+    assert running.controller_running
+    assert KubernetesStatus(None, b"CA", False, (), ("kube-apiserver",)).controller_running
+    assert repr(KubernetesStatus.NONE) == "KubernetesStatus(NONE)"  # ctl values shows it
+    assert repr(running) == (
+        "KubernetesStatus(apiserver='https://10.0.0.1:6443', ready=True, "
+        "running=('kube-apiserver',), absent=())"
     )

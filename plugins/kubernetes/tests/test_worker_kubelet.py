@@ -19,18 +19,14 @@ import pytest
 
 from roleserve_core import (
     CLUSTER_NODES,
-    KUBERNETES_STATUS,
     NETWORK,
     NODE_ID,
-    POD_NETWORK,
     ClusterNodes,
     KubernetesController,
-    KubernetesStatus,
     KubernetesWorker,
     NetworkStatus,
     NodeContext,
     NodeRoles,
-    PodNetwork,
     State,
     common_pb2,
     hookimpl,
@@ -43,7 +39,13 @@ from roleserve_core.testing import (
     random_loopback,
     start_plugin_node,
 )
-from roleserve_kubernetes import binaries
+from roleserve_kubernetes import (
+    KUBERNETES_STATUS,
+    POD_NETWORK,
+    KubernetesStatus,
+    PodNetwork,
+    binaries,
+)
 from roleserve_kubernetes.certificates import KubeletCredentials
 from roleserve_kubernetes.cgroups import cgroup_root
 from roleserve_kubernetes.pki import KeyPair

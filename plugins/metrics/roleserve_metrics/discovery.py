@@ -69,7 +69,6 @@ from aiohttp import web
 
 from roleserve_core import (
     CLUSTER_NODES,
-    METRICS_PORT,
     ClusterNodes,
     ConfigError,
     NodeRoles,
@@ -83,6 +82,7 @@ from roleserve_core import (
     node_address,
     node_changes,
 )
+from roleserve_metrics.ports import METRICS_PORT
 
 __all__ = [
     "ALL",

@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from roleserve_core import (
-    METRICS_PORT,
-    NODE_EXPORTER_PORT,
     PluginSettings,
     Setting,
     former_setting_constants,
@@ -22,6 +20,7 @@ from roleserve_core import (
     setting,
 )
 from roleserve_metrics.discovery import DISCOVERY_SETTING
+from roleserve_metrics.ports import METRICS_PORT, NODE_EXPORTER_PORT
 
 __all__ = ["NODE_EXPORTER_EXECUTABLE", "SETTINGS", "MetricsSettings"]
 

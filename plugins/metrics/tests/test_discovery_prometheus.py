@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from roleserve_core import METRICS_PORT, ClusterNodes, ConsensusMember, KubernetesWorker, NodeRoles
+from roleserve_core import ClusterNodes, ConsensusMember, KubernetesWorker, NodeRoles
 from roleserve_core.identity import (
     ANY_NODE_NAME,
     NodeCredentials,
@@ -30,22 +30,13 @@ from roleserve_core.identity import (
     generate_key,
     issue_user_certificate,
 )
-from roleserve_core.testing import (
-    PROMETHEUS_ROLE_LABEL,
-    ThrowawayCA,
-    node_record,
-    prometheus_yaml,
-    random_loopback,
-)
-from roleserve_metrics import discovery
+from roleserve_core.testing import ThrowawayCA, node_record, random_loopback
+from roleserve_metrics import METRICS_PORT
+from roleserve_metrics.ctl import prometheus_yaml
 from roleserve_metrics.discovery import DiscoveryView, discovery_routes
 from roleserve_metrics.testing import all_up, free_port, run_prometheus, targets_when
 
 pytestmark = pytest.mark.anyio
-
-
-def test_the_role_label_prefix_is_the_one_discovery_sends() -> None:
-    assert PROMETHEUS_ROLE_LABEL == discovery.ROLE_LABEL
 
 
 def server_context(node: NodeCredentials, tmp_path: Path) -> ssl.SSLContext:

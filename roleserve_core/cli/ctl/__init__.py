@@ -7,7 +7,8 @@ ones the owner issued: ``credentials issue``).
         │
         ├─ access directory ─▶ find_leader ─▶ Management (leading curator, port 7835)
         │     nodes  plugins  approve  decommission  roles set|unset  ticket  leader
-        │     consensus  whoami  credentials issue|list|revoke  prometheus-config
+        │     consensus  whoami  credentials issue|list|revoke
+        │     and plugins' sub-commands (kubeconfig, prometheus-config: ``_plugins``)
         │
         └─ GetNodes: NODE (ID or unique prefix) ─▶ its address ─▶ NodeManagement (7839)
               tree  restart  values  logs  metrics
@@ -16,9 +17,10 @@ Modules, one concern each: ``_command`` (options, the handler every sub-command 
 ``_session`` (channels and calls), ``_errors`` (exit codes, one-line failures), ``_resolve``
 (node prefixes), then one module per group of sub-commands:
 ``_nodes``, ``_node_plugins`` (a node's plugins), ``_roles``, ``_ticket``, ``_consensus``,
-``_tree``, ``_values``, ``_logs``, ``_metrics``, ``_credentials``, ``_prometheus``;
-``_plugin_commands`` adds the sub-commands that plugins contribute (entry-point group
-``roleserve.ctl``, loaded only when run).
+``_tree``, ``_values``, ``_logs``, ``_metrics``, ``_credentials``; ``_plugin_commands``
+adds the sub-commands that plugins contribute (entry-point group ``roleserve.ctl``, loaded
+only when run: the kubernetes plugin's ``kubeconfig``, the metrics plugin's
+``prometheus-config``).
 
 Every sub-command prints a table (or plain lines) for people and, where it lists things,
 ``--json`` for scripts. Every failure is one line on stderr, ``roleserve ctl: error: ...``,
@@ -43,7 +45,6 @@ from roleserve_core.cli.ctl import (
     _node_plugins,
     _nodes,
     _plugin_commands,
-    _prometheus,
     _roles,
     _ticket,
     _tree,
@@ -64,7 +65,6 @@ SUBCOMMAND_MODULES = (
     _logs,
     _metrics,
     _credentials,
-    _prometheus,
 )
 """In the order ``roleserve ctl --help`` lists their sub-commands."""
 

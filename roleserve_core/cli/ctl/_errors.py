@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from roleserve_core._public import publish
 from roleserve_core.errors import RoleserveError
 
 if TYPE_CHECKING:
@@ -45,3 +46,8 @@ def rpc_failure(what: str, error: grpc.aio.AioRpcError) -> CtlError:
     script or a search for the code can use."""
     details = error.details() or "no details"
     return CtlError(f"{what}: {details} ({error.code().name})", EXIT_REFUSED)
+
+
+# Exported by roleserve_core (ctlplugin) as CtlError: reported there, not here (see _public;
+# ctl is no public package whose end could say so, and ctlplugin is imported only by plugins).
+publish("roleserve_core", {"CtlError": CtlError}, ["CtlError"])

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, TypeVar
 import anyio
 import grpc
 
+from roleserve_core._public import publish
 from roleserve_core.access import ClusterAccess
 from roleserve_core.cli.ctl import _local
 from roleserve_core.cli.ctl._errors import CtlError, rpc_failure
@@ -338,3 +339,8 @@ async def remember_curators(session: Session, directory: Path) -> None:
         return
     with contextlib.suppress(OSError):
         ClusterAccess.of(session.access.credentials, [*curators, *known]).save(directory)
+
+
+# Exported by roleserve_core (ctlplugin) as CtlSession: reported there, not here (see _public;
+# ctl is no public package whose end could say so, and ctlplugin is imported only by plugins).
+publish("roleserve_core", {"CtlSession": Session}, ["CtlSession"])

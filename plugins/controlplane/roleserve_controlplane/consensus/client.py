@@ -32,7 +32,6 @@ from typing import Any, TypeVar
 import anyio
 import grpc
 from etcd3aio import EtcdError, prefix_range_end
-from etcd3aio._protobuf import LeaseKeepAliveRequest, WatchStub
 from etcd3aio.cluster import ClusterService
 from etcd3aio.kv import KVService
 from etcd3aio.lease import LeaseService
@@ -45,6 +44,7 @@ from roleserve_controlplane.consensus.errors import (
     RevisionCompactedError,
     WatchCompactedError,
 )
+from roleserve_controlplane.consensus.etcdproto import LeaseKeepAliveRequest, LeaseStub, WatchStub
 from roleserve_controlplane.consensus.watchstream import watch_responses
 from roleserve_core import BackoffPolicy
 from roleserve_core.identity import Credentials
@@ -303,7 +303,7 @@ class EtcdClient:
         self._cluster = ClusterService(self.channel, max_attempts=attempts)
         self._maintenance = MaintenanceService(self.channel, max_attempts=attempts)
         self._watch = WatchStub(self.channel)  # see watchstream
-        self.lease_stub = self._lease._stub
+        self.lease_stub = LeaseStub(self.channel)  # see etcdproto
 
     async def __aenter__(self) -> EtcdClient:
         return self

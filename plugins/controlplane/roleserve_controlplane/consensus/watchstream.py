@@ -26,9 +26,14 @@ from collections.abc import AsyncGenerator
 
 import anyio
 import grpc
-from etcd3aio._protobuf import WatchCreateRequest, WatchRequest, WatchResponse, WatchStub
 from etcd3aio.base import TRANSIENT_CODES
 
+from roleserve_controlplane.consensus.etcdproto import (
+    WatchCreateRequest,
+    WatchRequest,
+    WatchResponse,
+    WatchStub,
+)
 from roleserve_core import BackoffPolicy, Retry
 
 __all__ = ["watch_responses"]

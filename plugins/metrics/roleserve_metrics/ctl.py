@@ -1,4 +1,5 @@
-"""``ctl prometheus-config --out DIR``: a Prometheus scrape configuration for the cluster.
+"""``roleserve ctl prometheus-config --out DIR``: a Prometheus scrape configuration for the
+cluster.
 
 ::
 
@@ -31,6 +32,12 @@ name per target.
 The credentials name, unless ``--name``: ``prometheus-YYYYMMDD-<6 hex digits>``; names are
 never issued twice, so a second run makes new credentials (revoke the old ones with
 ``ctl credentials revoke``).
+
+Registered with the core's ``ctl`` through the entry-point group ``roleserve.ctl`` (as the
+kubernetes plugin's ``kubeconfig``), so the core knows neither the exporters nor the labels
+of this plugin's discovery, and loaded only when ``prometheus-config`` is run. It issues and
+writes the credentials with the core's ctl-plugin API (``issue_ctl_credentials``,
+``save_ctl_access``), as ``ctl credentials issue`` does.
 """
 
 from __future__ import annotations
@@ -44,14 +51,21 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from roleserve_core.cli._invocation import roleserve_command
-from roleserve_core.cli.ctl import _command
-from roleserve_core.cli.ctl._credentials import check_out, issue_credentials, save_access
-from roleserve_core.cli.ctl._errors import EXIT_USAGE, CtlError
-from roleserve_core.ports import METRICS_PORT, endpoint
+from roleserve_core import (
+    EXIT_USAGE,
+    CtlError,
+    add_ctl_command,
+    check_ctl_out,
+    endpoint,
+    issue_ctl_credentials,
+    roleserve_command,
+    save_ctl_access,
+)
+from roleserve_metrics.discovery import ROLE_LABEL
+from roleserve_metrics.ports import METRICS_PORT
 
 if TYPE_CHECKING:
-    from roleserve_core.cli.ctl._session import Session
+    from roleserve_core import CtlSession
     from roleserve_core.identity import UserCredentials
 
 __all__ = [
@@ -76,9 +90,6 @@ hold to have it (None: every node)."""
 JOB_PREFIX = "roleserve-"
 """Job names are ``roleserve-<exporter>``: merged into an existing configuration, ours do
 not clash with its jobs (a ``node`` job for node_exporter is common)."""
-ROLE_LABEL = "roleserve_role_"
-"""The prefix of the role labels of the metrics plugin's ``/discovery``
-(``roleserve_metrics.discovery``; a test there checks it is the same)."""
 DISCOVERY_PATH = "/discovery"
 DEFAULT_SCRAPE_INTERVAL = "15s"
 """How often every target is scraped and rules are evaluated: four samples a minute, so
@@ -91,8 +102,8 @@ REFRESH_INTERVAL = "30s"
 
 
 def add_parsers(commands: Any) -> None:
-    """Register ``prometheus-config``."""
-    parser = _command.add(
+    """Register ``prometheus-config`` (the ``roleserve.ctl`` entry point)."""
+    parser = add_ctl_command(
         commands,
         "prometheus-config",
         prometheus_config,
@@ -164,7 +175,7 @@ def _check_out(directory: Path, force: bool) -> str | None:
     :raises CtlError: for a directory it must not write into.
     """
     if not force:
-        check_out(directory)
+        check_ctl_out(directory)
         return None
     if not directory.exists():
         return None
@@ -178,7 +189,7 @@ def _check_out(directory: Path, force: bool) -> str | None:
 
 
 def _earlier_name(directory: Path) -> str | None:
-    from roleserve_core.errors import CredentialsError
+    from roleserve_core import CredentialsError
     from roleserve_core.identity import UserCredentials
 
     try:
@@ -187,9 +198,9 @@ def _earlier_name(directory: Path) -> str | None:
         return None
 
 
-async def prometheus_config(session: Session, args: argparse.Namespace) -> None:
+async def prometheus_config(session: CtlSession, args: argparse.Namespace) -> None:
     """``ctl prometheus-config --out DIR``."""
-    from roleserve_core.proto import management_pb2
+    from roleserve_core import management_pb2
 
     out: Path = args.out
     earlier = _check_out(out, args.force)
@@ -202,8 +213,8 @@ async def prometheus_config(session: Session, args: argparse.Namespace) -> None:
     if not members:
         raise CtlError("the cluster names no consensus member with an address to discover from")
     name = args.name or default_name()
-    credentials = await issue_credentials(session, name, SCOPE)
-    save_access(session, credentials, out)
+    credentials = await issue_ctl_credentials(session, name, SCOPE)
+    save_ctl_access(session, credentials, out)
     _write_config(out, args.install_dir, members, name, args.scrape_interval)
     print(_report(out, credentials, name, members, earlier))
 
@@ -211,7 +222,7 @@ async def prometheus_config(session: Session, args: argparse.Namespace) -> None:
 def _write_config(
     out: Path, install_dir: Path | None, members: Sequence[str], name: str, interval: str
 ) -> None:
-    from roleserve_core.files import write_atomically
+    from roleserve_core import write_atomically
     from roleserve_core.identity import ANY_NODE_NAME
 
     directory = install_dir or out.resolve()
