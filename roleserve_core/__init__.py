@@ -20,7 +20,8 @@ The pieces, each a module of its own::
     supervisor  the supervision tree runnables live in
     logtree     per-DN ring buffers of log records
     hookspecs   the hooks plugins implement
-    plugins     finding and loading plugins
+    plugin_loader  finding, loading and calling plugins (PluginSet)
+    plugin_problems  what is wrong with a plugin, in one line that ends in the fix
     node        NodeContext and Worker, the plugin-facing objects
     settings    Setting: what a plugin accepts in roleserve.toml, checked at start
     settingsclass  PluginSettings: a plugin's settings as one frozen dataclass, from its fields

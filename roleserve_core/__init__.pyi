@@ -12,7 +12,7 @@ from .node import NodeContext as NodeContext
 from .node import NodeIntrospection as NodeIntrospection
 from .node import Worker as Worker
 from .node import custom_role as custom_role
-from .plugins import PLUGIN_API_VERSION as PLUGIN_API_VERSION
+from .plugin_loader import PLUGIN_API_VERSION as PLUGIN_API_VERSION
 from .settings import Setting as Setting
 from .settingsclass import PluginSettings as PluginSettings
 from .settingsclass import port_setting as port_setting

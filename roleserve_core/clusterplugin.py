@@ -1,7 +1,7 @@
 """Plugin API 1's path of ``roleserve_core.cluster_extension`` (what a plugin adds to
 ``roleserve cluster up|status``), renamed after the ``ClusterExtension`` it defines, so that
 its name says what it is: an extension of ``cluster``, not a part of the plugin loader
-(``plugins``, ``plugincheck``).
+(``plugin_loader``, ``plugin_problems``).
 
 Kept for plugins that import from here: every name still does, with a ``DeprecationWarning``
 naming ``roleserve_core.cluster_extension`` (the classes a plugin needs are also at

@@ -1,6 +1,6 @@
 """Plugin API 1's path of ``roleserve_core.ctl_extension`` (what a plugin's ``roleserve ctl``
 sub-command is written with), renamed so that its name says what it is: an extension of
-``ctl``, not a part of the plugin loader (``plugins``, ``plugincheck``).
+``ctl``, not a part of the plugin loader (``plugin_loader``, ``plugin_problems``).
 
 Kept for plugins that import from here: every name still does, with a ``DeprecationWarning``
 naming ``roleserve_core.ctl_extension`` (the names a plugin needs are also at

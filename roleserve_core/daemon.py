@@ -60,7 +60,7 @@ from roleserve_core.enrolment import Enrolment, EnrolmentRequest, plan_enrolment
 from roleserve_core.errors import ConfigError
 from roleserve_core.event import Value
 from roleserve_core.logtree import PROCESS_LOGGER, LogTree
-from roleserve_core.plugins import PluginSet, log_old_names
+from roleserve_core.plugin_loader import PluginSet, log_old_names
 from roleserve_core.ports import CURATOR_PORT, endpoint
 from roleserve_core.rundir import make_runtime_dir
 from roleserve_core.runtime import CORE_READER, NodeRuntime

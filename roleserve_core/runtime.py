@@ -48,7 +48,7 @@ from roleserve_core.errors import ConfigError, DuplicateValueKeyError
 from roleserve_core.event import Watcher
 from roleserve_core.logtree import LogTree
 from roleserve_core.node import NodeContext, NodeIntrospection, RolePredicate, Worker
-from roleserve_core.plugins import PluginInfo, PluginSet, PluginState
+from roleserve_core.plugin_loader import PluginInfo, PluginSet, PluginState
 from roleserve_core.registry import ValueKey, ValueRegistry, prefixed, unprefixed_key_warning
 from roleserve_core.roles import NodeRoles
 from roleserve_core.rundir import make_runtime_dir, node_runtime_dir, remove_runtime_dir
@@ -405,7 +405,7 @@ def _negate(predicate: Callable[[NodeRoles], bool]) -> Callable[[NodeRoles], boo
 
 # -- the plugins' sections of roleserve.toml -------------------------------------------
 # Here rather than in settings.py, which checks a section against its Setting records and
-# knows no PluginSet: plugins.py records those records, so settings.py sits below it.
+# knows no PluginSet: plugin_loader.py records those records, so settings.py sits below it.
 
 
 @dataclass(frozen=True)

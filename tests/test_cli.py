@@ -25,7 +25,7 @@ from roleserve_core import builtin as core_plugin
 from roleserve_core.cli import main
 from roleserve_core.cli._invocation import COMMAND_ENV, roleserve_command
 from roleserve_core.datadir import NodeDataDirectory
-from roleserve_core.plugins import BUILTIN_PLUGINS, ENTRY_POINT_GROUP
+from roleserve_core.plugin_loader import BUILTIN_PLUGINS, ENTRY_POINT_GROUP
 from roleserve_core.version import core_version
 
 PLUGINS_DIR = Path(__file__).parent / "plugins"

@@ -28,7 +28,7 @@ import pytest
 from roleserve_controlplane import ETCD_CLIENT_PORT
 from roleserve_core import Worker, custom_role, hookimpl
 from roleserve_core.limits import MAX_PLUGIN_ERROR_LENGTH, MAX_VERSION_LENGTH
-from roleserve_core.plugins import BUILTIN_PLUGINS, PluginSelection, PluginSet
+from roleserve_core.plugin_loader import BUILTIN_PLUGINS, PluginSelection, PluginSet
 from roleserve_core.ports import CURATOR_PORT, endpoint
 from roleserve_core.proto import common_pb2, curator_pb2
 from roleserve_core.roles import (

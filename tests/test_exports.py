@@ -29,7 +29,7 @@ import pytest
 import roleserve_core
 from roleserve_core._public import is_private, publish
 from roleserve_core.cli.plugin_new import NewPlugin, render
-from roleserve_core.plugins import PLUGIN_API_VERSION
+from roleserve_core.plugin_loader import PLUGIN_API_VERSION
 from roleserve_core.registry import ValueKey
 from roleserve_core.values import SHARED_KEYS
 from roleserve_core.version import core_version

@@ -58,7 +58,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("mechanisms", ("access", "datadir", "identity", "process", "rpc", "supervisor")),
     ("state", ("clusternodes", "keys", "registry", "roles", "settings", "settingsclass", "values")),
     ("plugin API", ("hookspecs", "node")),
-    ("plugin loading", ("docgen", "plugincheck", "plugins", "runtime")),
+    ("plugin loading", ("docgen", "plugin_loader", "plugin_problems", "plugins", "runtime")),
     (
         "the node",
         ("builtin", "connection", "daemon", "enrolment", "service_nodemanagement", "workers"),

@@ -28,7 +28,7 @@ from roleserve_core.localcluster.nodeconfig import (
     with_setting,
     without_setting,
 )
-from roleserve_core.plugins import ENTRY_POINT_GROUP
+from roleserve_core.plugin_loader import ENTRY_POINT_GROUP
 from roleserve_core.settings import toml_literal
 
 HOSTS = Path("/c/n1/hosts")

@@ -24,9 +24,9 @@ from types import SimpleNamespace
 import pytest
 
 import roleserve_core
-from roleserve_core import hookspecs, plugincheck, values
+from roleserve_core import hookspecs, plugin_problems, values
 from roleserve_core.hookspecs import PROJECT
-from roleserve_core.plugins import ACCEPTED_PLUGIN_APIS
+from roleserve_core.plugin_loader import ACCEPTED_PLUGIN_APIS
 
 API_1: dict[str, str] = {
     "roleserve_core": """
@@ -192,9 +192,9 @@ def test_a_core_accepting_several_plugin_apis_loads_each(
     problem: str | None,
 ) -> None:
     """The time between two APIs: a core accepting API N and N+1 loads plugins of both."""
-    monkeypatch.setattr(plugincheck, "ACCEPTED_PLUGIN_APIS", accepted)
+    monkeypatch.setattr(plugin_problems, "ACCEPTED_PLUGIN_APIS", accepted)
     plugin = SimpleNamespace(ROLESERVE_PLUGIN_API=declared)
-    found = plugincheck.api_problem(plugin, "hooks.py")
+    found = plugin_problems.api_problem(plugin, "hooks.py")
     if problem is None:
         assert found is None
     else:

@@ -18,7 +18,7 @@ import pytest
 
 from roleserve_core.cli import main
 from roleserve_core.cli.plugin_new import MAX_NAME
-from roleserve_core.plugins import PLUGIN_API_VERSION
+from roleserve_core.plugin_loader import PLUGIN_API_VERSION
 from roleserve_core.testing import require_real
 from roleserve_core.version import core_version
 

@@ -1,4 +1,4 @@
-"""Loading plugins (``roleserve_core.plugins``), and one end-to-end test per hook.
+"""Loading plugins (``roleserve_core.plugin_loader``), and one end-to-end test per hook.
 
 The test plugins are small modules in ``tests/plugins/``, found through entry points made
 here exactly as installed plugins are found, so the loader's whole path runs; the plugins
@@ -31,7 +31,7 @@ from roleserve_core.errors import (
     PluginError,
     PluginLoadError,
 )
-from roleserve_core.plugins import (
+from roleserve_core.plugin_loader import (
     BUILTIN_PLUGINS,
     ENTRY_POINT_GROUP,
     HookCall,

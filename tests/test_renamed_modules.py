@@ -14,6 +14,7 @@ import pytest
 from roleserve_core._moved import PluginAPIDeprecationWarning
 
 RENAMED = {
+    "roleserve_core.plugins": "roleserve_core.plugin_loader",
     "roleserve_core.ctlplugin": "roleserve_core.ctl_extension",
     "roleserve_core.clusterplugin": "roleserve_core.cluster_extension",
     "roleserve_core.testing.plugin": "roleserve_core.testing.pytest_plugin",

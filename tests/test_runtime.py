@@ -36,7 +36,7 @@ from roleserve_core.errors import (
 )
 from roleserve_core.event import Value
 from roleserve_core.hookspecs import hookimpl
-from roleserve_core.plugins import PluginState
+from roleserve_core.plugin_loader import PluginState
 from roleserve_core.registry import ValueKey
 from roleserve_core.supervisor import RunnableStatus
 from roleserve_core.testing import NO_CHANNEL, NodeHarness, PluginHarness, wait_for_value

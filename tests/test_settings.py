@@ -18,7 +18,7 @@ import pytest
 
 from roleserve_core import Setting
 from roleserve_core.errors import ConfigError
-from roleserve_core.plugins import ENTRY_POINT_GROUP, PluginSelection, PluginSet
+from roleserve_core.plugin_loader import ENTRY_POINT_GROUP, PluginSelection, PluginSet
 from roleserve_core.runtime import NodeRuntime, resolve_plugin_config
 from roleserve_core.settings import toml_literal
 

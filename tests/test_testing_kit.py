@@ -11,7 +11,7 @@ import pytest
 
 from roleserve_core import NodeContext, RunContext, Setting, State, Value, Worker, hookimpl
 from roleserve_core.errors import PluginAPIVersionError, PluginLoadError
-from roleserve_core.plugins import PluginState
+from roleserve_core.plugin_loader import PluginState
 from roleserve_core.testing import (
     REQUIRE_REAL_ENV,
     PluginHarness,

@@ -73,7 +73,7 @@ def health_name(health: management_pb2.Node.Health.ValueType) -> str:
 
 def failed_plugins(node: management_pb2.Node) -> list[str]:
     """The names of the plugins ``node`` reports failed."""
-    from roleserve_core.plugins import PluginState  # pluggy: not for `--help`
+    from roleserve_core.plugin_loader import PluginState  # pluggy: not for `--help`
 
     return [plugin.name for plugin in node.status.plugins if plugin.state == PluginState.FAILED]
 

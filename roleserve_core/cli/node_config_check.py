@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     from roleserve_core.daemon import checked_address, config_address_source
     from roleserve_core.datadir import NodeDataDirectory
     from roleserve_core.errors import NodeSetupError, PluginError
-    from roleserve_core.plugins import PluginSet
+    from roleserve_core.plugin_loader import PluginSet
     from roleserve_core.runtime import NodeRuntime
 
     datadir = NodeDataDirectory(args.data_dir)

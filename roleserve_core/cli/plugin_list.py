@@ -18,7 +18,7 @@ from roleserve_core.errors import ConfigError, EssentialPluginError, PluginError
 from roleserve_core.settings import toml_literal
 
 if TYPE_CHECKING:
-    from roleserve_core.plugins import PluginInfo
+    from roleserve_core.plugin_loader import PluginInfo
     from roleserve_core.settings import Setting
 
 __all__ = ["add_parser", "run"]
@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     """List the plugins. Exit 0 even if some failed (the listing shows why), unless
     ``--strict``: then 1. Exit 2 if the selection itself is invalid."""
     # Imported here: `roleserve --help` registers this command without loading pluggy.
-    from roleserve_core.plugins import PluginSet
+    from roleserve_core.plugin_loader import PluginSet
     from roleserve_core.runtime import NodeRuntime
 
     try:

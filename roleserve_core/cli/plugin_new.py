@@ -193,7 +193,7 @@ def add_parser(commands: Any) -> None:
 
 def run_new(args: argparse.Namespace) -> int:
     """Write the plugin; exit 2, writing nothing, if refused."""
-    from roleserve_core.plugins import PLUGIN_API_VERSION
+    from roleserve_core.plugin_loader import PLUGIN_API_VERSION
     from roleserve_core.version import core_version
 
     try:

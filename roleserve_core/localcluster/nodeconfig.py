@@ -142,7 +142,7 @@ def setting_accepted(
 
     :param entry_points: the installed ``roleserve.plugins`` entry points by default.
     """
-    from roleserve_core.plugins import ENTRY_POINT_GROUP, PluginSet, PluginState
+    from roleserve_core.plugin_loader import ENTRY_POINT_GROUP, PluginSet, PluginState
 
     if entry_points is None:
         entry_points = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)

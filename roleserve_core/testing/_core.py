@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from roleserve_core.cli.ctl._tree import describe
-from roleserve_core.plugins import PluginSelection, PluginSet
+from roleserve_core.plugin_loader import PluginSelection, PluginSet
 from roleserve_core.process import ProcessRecord
 from roleserve_core.process._proc import boot_id, read_stat
 from roleserve_core.service_nodemanagement import runnable_message

@@ -12,7 +12,7 @@ import grpc
 from anyio.abc import TaskGroup, TaskStatus
 
 from roleserve_core.clock import Clock
-from roleserve_core.plugins import (
+from roleserve_core.plugin_loader import (
     BUILTIN_PLUGINS,
     BuiltinPlugin,
     PluginInfo,

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from roleserve_core.plugins import ENTRY_POINT_GROUP
+from roleserve_core.plugin_loader import ENTRY_POINT_GROUP
 
 HERE = Path(__file__).resolve().parent
 

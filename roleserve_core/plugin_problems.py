@@ -1,6 +1,6 @@
 """What is wrong with a plugin, said so that its author can fix it.
 
-The loader (``plugins.py``) decides what to do about a problem; this module words it: one
+The loader (``plugin_loader.py``) decides what to do about a problem; this module words it: one
 line that says what is wrong and what to do, naming the file where it can. Each message
 ends in the fix, because the reader is usually the plugin's author, looking at a failed
 test or at ``roleserve plugins``, not an operator who can only install another version.
