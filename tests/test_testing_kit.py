@@ -3,18 +3,32 @@
 from __future__ import annotations
 
 import importlib
+import json
 from pathlib import Path
 from types import SimpleNamespace
 
 import anyio
+import grpc
 import pytest
 
-from roleserve_core import NodeContext, RunContext, Setting, State, Value, Worker, hookimpl
+from roleserve_core import (
+    ClusterAccess,
+    NodeContext,
+    RunContext,
+    Setting,
+    State,
+    Value,
+    Worker,
+    hookimpl,
+)
 from roleserve_core.errors import PluginAPIVersionError, PluginLoadError
 from roleserve_core.plugin_loader import PluginState
+from roleserve_core.proto import common_pb2, management_pb2
 from roleserve_core.testing import (
     REQUIRE_REAL_ENV,
+    FakeCtlCluster,
     PluginHarness,
+    RunMain,
     StartNode,
     SupervisorRunner,
     load_installed_plugin,
@@ -126,6 +140,36 @@ def test_run_ctl_runs_the_command_and_says_what_a_failed_one_said(tmp_path: Path
     assert done.stderr.startswith(f"roleserve ctl: error: no cluster credentials at {nowhere};")
     with pytest.raises(AssertionError, match=r"^ctl nodes --json exited 2: roleserve ctl: error"):
         run_ctl(nowhere, "nodes", "--json", check=True)
+
+
+def test_ctl_cluster_serves_ctl_as_its_owner_and_records_each_request(
+    ctl_cluster: FakeCtlCluster, ctl_access_dir: Path, run_ctl_main: RunMain
+) -> None:
+    assert ClusterAccess.load(ctl_access_dir).credentials.identity == "owner"
+    assert run_ctl_main("nodes", "--json").out == "[]\n"  # no nodes unless the test sets them
+    leader = ctl_cluster.leader.node_id
+    ctl_cluster.nodes = [management_pb2.Node(id=leader, state=common_pb2.NODE_STATE_UP)]
+    result = run_ctl_main("nodes", "--json")
+    assert result.code == 0, result.err
+    assert [node["id"] for node in json.loads(result.out)] == [leader]
+    assert ctl_cluster.received("GetNodes") == [management_pb2.GetNodesRequest()] * 2
+
+
+def test_ctl_cluster_refuses_as_the_test_says(
+    ctl_cluster: FakeCtlCluster, run_ctl_main: RunMain
+) -> None:
+    ctl_cluster.refusals["GetNodes"] = (grpc.StatusCode.PERMISSION_DENIED, "not yours")
+    result = run_ctl_main("nodes")
+    assert (result.code, result.out) == (1, "")
+    assert result.err == "roleserve ctl: error: listing the nodes: not yours (PERMISSION_DENIED)\n"
+
+
+def test_run_roleserve_main_returns_usage_errors_as_results(run_roleserve_main: RunMain) -> None:
+    result = run_roleserve_main("ctl")
+    assert (result.code, result.out) == (2, "")
+    assert result.err.splitlines()[-1] == (
+        "roleserve ctl: error: the following arguments are required: COMMAND"
+    )
 
 
 def test_load_installed_plugin_names_what_is_missing() -> None:

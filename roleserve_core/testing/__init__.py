@@ -1,5 +1,5 @@
 """Test kit for roleserve and its plugins: fake clock, fake curator and throwaway cluster,
-harnesses, and waits on conditions.
+a fake cluster for ``roleserve ctl`` commands, harnesses, and waits on conditions.
 
 The fixtures live in ``roleserve_core.testing.pytest_plugin``, registered with pytest through
 the ``pytest11`` entry point. The rule behind all of it: tests wait on conditions (a value
@@ -17,6 +17,14 @@ from roleserve_core.testing._clock import FakeClock
 from roleserve_core.testing._cluster import FakeCluster, ThrowawayCA
 from roleserve_core.testing._core import plugin_set, record_leftover, renewal_due, tree_line
 from roleserve_core.testing._ctl import CTL_TIMEOUT, run_ctl
+from roleserve_core.testing._ctl_cluster import (
+    FakeCtlCluster,
+    MainResult,
+    RunMain,
+    ServerThread,
+    run_main,
+    start_fake_ctl_cluster,
+)
 from roleserve_core.testing._curator import FakeCall, FakeCurator, random_loopback
 from roleserve_core.testing._harness import (
     NO_CHANNEL,
@@ -49,9 +57,13 @@ __all__ = [
     "FakeCall",
     "FakeClock",
     "FakeCluster",
+    "FakeCtlCluster",
     "FakeCurator",
+    "MainResult",
     "NodeHarness",
     "PluginHarness",
+    "RunMain",
+    "ServerThread",
     "StartNode",
     "SupervisorRunner",
     "ThrowawayCA",
@@ -67,6 +79,8 @@ __all__ = [
     "renewal_due",
     "require_real",
     "run_ctl",
+    "run_main",
+    "start_fake_ctl_cluster",
     "start_plugin_node",
     "tree_line",
     "wait_for_state",

@@ -29,6 +29,18 @@ test suite has these fixtures without a conftest:
     ``await fake_cluster.curator()`` for fake curators (real gRPC with mutual TLS on a
     loopback address of their own). Request it before ``node``, so the curators stop after
     the node did.
+``ctl_cluster``
+    A ``FakeCtlCluster`` serving, for a test of a ``ctl`` command: the leading curator's
+    ``Management`` and ``CuratorLocal`` and a node's ``NodeManagement`` on a loopback
+    address, in a thread of its own (``ServerThread``); it answers from fields the test sets
+    and records every request. No nodes unless the test sets them.
+``ctl_access_dir``
+    The owner's access directory of ``ctl_cluster`` (``--credentials``).
+``run_roleserve_main``
+    ``run_roleserve_main("ctl", ...)``: ``roleserve ...`` through ``main()``, in this
+    process; a ``MainResult`` of its exit code and output.
+``run_ctl_main``
+    ``run_ctl_main("nodes")``: ``roleserve ctl --credentials <ctl_access_dir> nodes``.
 """
 
 from __future__ import annotations
@@ -36,15 +48,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from roleserve_core.access import ClusterAccess
 from roleserve_core.registry import ValueRegistry
 from roleserve_core.runtime import NodeRuntime
 from roleserve_core.testing._clock import FakeClock
 from roleserve_core.testing._cluster import FakeCluster, ThrowawayCA
+from roleserve_core.testing._ctl_cluster import (
+    FakeCtlCluster,
+    MainResult,
+    RunMain,
+    ServerThread,
+    run_main,
+    start_fake_ctl_cluster,
+)
 from roleserve_core.testing._harness import NodeHarness, PluginHarness, StartNode, SupervisorRunner
 from roleserve_core.testing._loop import LingeringEventLoopPolicy, close_lingering_loops
 
@@ -117,3 +139,56 @@ async def fake_cluster() -> AsyncIterator[FakeCluster]:
     ca = ThrowawayCA()
     async with contextlib.AsyncExitStack() as stack:
         yield FakeCluster(ca, ca.node(), stack)
+
+
+@pytest.fixture
+def ctl_server_thread() -> Iterator[ServerThread]:
+    """The thread ``ctl_cluster`` serves on, closed after the test."""
+    thread = ServerThread()
+    try:
+        yield thread
+    finally:
+        thread.close()
+
+
+@pytest.fixture
+def ctl_cluster(ctl_server_thread: ServerThread) -> Iterator[FakeCtlCluster]:
+    """A fake cluster for ``roleserve ctl``, its CA a throwaway one, serving until the
+    test ends."""
+    ca = ThrowawayCA()
+    cluster = start_fake_ctl_cluster(ctl_server_thread, ca.node(), ca)
+    try:
+        yield cluster
+    finally:
+        assert cluster.server is not None
+        ctl_server_thread.run(cluster.server.stop(None))
+
+
+@pytest.fixture
+def ctl_access_dir(ctl_cluster: FakeCtlCluster, tmp_path: Path) -> Path:
+    """The owner's access directory of ``ctl_cluster``: its CA's ``owner`` credentials and
+    its address."""
+    access_dir = tmp_path / "owner"
+    ClusterAccess.of(ctl_cluster.issuer.user(), [ctl_cluster.address]).save(access_dir)
+    return access_dir
+
+
+@pytest.fixture
+def run_roleserve_main(capsys: pytest.CaptureFixture[str]) -> RunMain:
+    """``run_roleserve_main("ctl", ...)``: ``roleserve ...`` through ``main()``."""
+
+    def run(*argv: str) -> MainResult:
+        return run_main(capsys, *argv)
+
+    return run
+
+
+@pytest.fixture
+def run_ctl_main(ctl_access_dir: Path, run_roleserve_main: RunMain) -> RunMain:
+    """``run_ctl_main("nodes", ...)``: ``roleserve ctl --credentials <owner> ...`` of
+    ``ctl_cluster``, through ``main()``."""
+
+    def run(*argv: str) -> MainResult:
+        return run_roleserve_main("ctl", "--credentials", str(ctl_access_dir), *argv)
+
+    return run

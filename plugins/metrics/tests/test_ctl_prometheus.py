@@ -1,63 +1,26 @@
 """``roleserve ctl prometheus-config``, run through the core's ``main()`` (the command comes
-through the ``roleserve.ctl`` entry point) against the fake cluster of the core's ctl tests.
-
-The fake (``Management`` and ``CuratorLocal`` on a random loopback address, in a thread of
-its own, and the fixtures ``setup``, ``ctl`` and ``cli``) is the core's, in tests/test_ctl.py:
-test folders are not packages one can import across distributions, so it is loaded by its
-path, as the kubernetes plugin's tests load clusternet's kit. So these tests run in the
-repository's checkout (``./dev test``, CI's run of every test) and skip where the plugin's
-tests run from its wheel alone, without the core's tests (CI's ``.ci/wheels``).
+through the ``roleserve.ctl`` entry point) against the test kit's fake cluster for ctl
+(``ctl_cluster``: ``Management`` and ``CuratorLocal`` on a random loopback address, in a
+thread of its own; ``run_ctl_main`` runs a command with the owner's credentials,
+``ctl_access_dir``).
 """
 
 from __future__ import annotations
 
 import datetime
-import importlib.util
 import json
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
-from types import ModuleType
-from typing import Any
 
 import grpc
 import pytest
 
 from roleserve_core import CURATOR_PORT, ClusterAccess, common_pb2
 from roleserve_core.identity import UserCredentials, certificate_scope
-from roleserve_core.testing import require_real
+from roleserve_core.testing import FakeCtlCluster, RunMain, require_real
 from roleserve_metrics.ctl import default_name
-
-CORE_CTL_TESTS = Path(__file__).resolve().parents[3] / "tests" / "test_ctl.py"
-
-
-def core_ctl_kit() -> ModuleType:
-    """The core's ctl tests, by their path, for their fake cluster and fixtures."""
-    name = "_core_ctl_kit"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, CORE_CTL_TESTS)
-        assert spec is not None
-        assert spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-if not CORE_CTL_TESTS.is_file():
-    pytest.skip(
-        f"needs the core's ctl tests, {CORE_CTL_TESTS}: a checkout", allow_module_level=True
-    )
-_kit = core_ctl_kit()
-ca = _kit.ca
-server_thread = _kit.server_thread
-setup = _kit.setup
-cli = _kit.cli
-ctl = _kit.ctl
-Setup = Any
-"""``test_ctl.Setup``: the fake cluster, the owner's access directory, the nodes' IDs."""
 
 
 def promtool_check(config: Path) -> None:
@@ -83,21 +46,21 @@ def directory_of(*members: str) -> common_pb2.ClusterDirectory:
 
 
 def test_prometheus_config_writes_credentials_and_a_config_promtool_accepts(
-    setup: Setup, ctl: Any, cli: Any, tmp_path: Path
+    ctl_cluster: FakeCtlCluster, run_ctl_main: RunMain, run_roleserve_main: RunMain, tmp_path: Path
 ) -> None:
-    setup.cluster.directory = directory_of(setup.cluster.address, "fd00::2")
+    ctl_cluster.directory = directory_of(ctl_cluster.address, "fd00::2")
     out = tmp_path / "prometheus"
-    result = ctl("prometheus-config", "--out", str(out))
+    result = run_ctl_main("prometheus-config", "--out", str(out))
     assert result.code == 0, result.err
 
-    [request] = setup.cluster.received("IssueCredentials")
+    [request] = ctl_cluster.received("IssueCredentials")
     assert request.scope == "metrics"
     assert re.fullmatch(r"prometheus-\d{8}-[0-9a-f]{6}", request.name)
     credentials = UserCredentials.load(out)  # key, certificate and CA belong together
     assert credentials.identity == request.name
     assert certificate_scope(credentials.certificate) == "metrics"
-    assert credentials.ca_certificate == setup.cluster.issuer.certificate
-    assert ClusterAccess.load(out).endpoints == (f"{setup.cluster.address}:{CURATOR_PORT}",)
+    assert credentials.ca_certificate == ctl_cluster.issuer.certificate
+    assert ClusterAccess.load(out).endpoints == (f"{ctl_cluster.address}:{CURATOR_PORT}",)
     assert (out / "key.pem").stat().st_mode & 0o777 == 0o600
 
     config = out / "prometheus.yml"
@@ -107,7 +70,7 @@ def test_prometheus_config_writes_credentials_and_a_config_promtool_accepts(
     for exporter in jobs:
         assert f'- job_name: "roleserve-{exporter}"' in text
         assert f'metrics_path: "/metrics/{exporter}"' in text
-    assert text.count(f'url: "https://{setup.cluster.address}:7840/discovery"') == len(jobs)
+    assert text.count(f'url: "https://{ctl_cluster.address}:7840/discovery"') == len(jobs)
     assert text.count('url: "https://[fd00::2]:7840/discovery"') == len(jobs)
     assert text.count('server_name: "any-node.roleserve.invalid"') == 3 * len(jobs)
     assert text.count(f'cert_file: "{out.resolve()}/cert.pem"') == 3 * len(jobs)
@@ -127,20 +90,20 @@ def test_prometheus_config_writes_credentials_and_a_config_promtool_accepts(
     ]
 
     # the directory is an access directory too: whoami names the metrics credentials
-    whoami = cli("ctl", "--credentials", str(out), "whoami", "--json")
+    whoami = run_roleserve_main("ctl", "--credentials", str(out), "whoami", "--json")
     assert whoami.code == 0, whoami.err
     assert json.loads(whoami.out)["scope"] == "metrics"
 
 
 def test_prometheus_config_name_install_dir_and_force(
-    setup: Setup, ctl: Any, tmp_path: Path
+    ctl_cluster: FakeCtlCluster, run_ctl_main: RunMain, tmp_path: Path
 ) -> None:
-    setup.cluster.directory = directory_of(setup.cluster.address)
+    ctl_cluster.directory = directory_of(ctl_cluster.address)
     out = tmp_path / "prometheus"
-    first = ctl("prometheus-config", "--out", str(out), "--name", "scraper-1")
+    first = run_ctl_main("prometheus-config", "--out", str(out), "--name", "scraper-1")
     assert first.code == 0, first.err
 
-    again = ctl("prometheus-config", "--out", str(out), "--name", "scraper-2")
+    again = run_ctl_main("prometheus-config", "--out", str(out), "--name", "scraper-2")
     assert again.code == 2
     assert again.err == (
         f"roleserve ctl: error: {out} exists and is not an empty directory; "
@@ -148,12 +111,12 @@ def test_prometheus_config_name_install_dir_and_force(
     )
 
     elsewhere = "/etc/prometheus/roleserve"
-    forced = ctl(
+    forced = run_ctl_main(
         "prometheus-config", "--out", str(out), "--name", "scraper-2", "--force",
         "--install-dir", elsewhere, "--scrape-interval", "1m30s",
     )  # fmt: skip
     assert forced.code == 0, forced.err
-    assert [r.name for r in setup.cluster.received("IssueCredentials")] == [
+    assert [r.name for r in ctl_cluster.received("IssueCredentials")] == [
         "scraper-1",
         "scraper-2",
     ]
@@ -170,10 +133,10 @@ def test_prometheus_config_name_install_dir_and_force(
 
 @pytest.mark.parametrize("interval", ["0s", "15", "1.5s", "s", "5m1h"])
 def test_prometheus_config_refuses_what_is_no_prometheus_duration(
-    ctl: Any, tmp_path: Path, interval: str
+    run_ctl_main: RunMain, tmp_path: Path, interval: str
 ) -> None:
     out = tmp_path / "prometheus"
-    result = ctl("prometheus-config", "--out", str(out), "--scrape-interval", interval)
+    result = run_ctl_main("prometheus-config", "--out", str(out), "--scrape-interval", interval)
     assert result.code == 2
     assert result.err.splitlines()[-1] == (
         "roleserve ctl prometheus-config: error: argument --scrape-interval: "
@@ -183,36 +146,36 @@ def test_prometheus_config_refuses_what_is_no_prometheus_duration(
 
 
 def test_prometheus_config_force_never_writes_over_an_access_directory(
-    setup: Setup, ctl: Any
+    ctl_cluster: FakeCtlCluster, ctl_access_dir: Path, run_ctl_main: RunMain
 ) -> None:
-    setup.cluster.directory = directory_of(setup.cluster.address)
-    before = (setup.access_dir / "key.pem").read_bytes()
-    result = ctl("prometheus-config", "--out", str(setup.access_dir), "--force")
+    ctl_cluster.directory = directory_of(ctl_cluster.address)
+    before = (ctl_access_dir / "key.pem").read_bytes()
+    result = run_ctl_main("prometheus-config", "--out", str(ctl_access_dir), "--force")
     assert result.code == 2
     assert result.err == (
-        f"roleserve ctl: error: {setup.access_dir} holds no prometheus.yml of an earlier run; "
+        f"roleserve ctl: error: {ctl_access_dir} holds no prometheus.yml of an earlier run; "
         "--force replaces only those: give a new or empty directory to --out\n"
     )
-    assert setup.cluster.received("IssueCredentials") == []
-    assert (setup.access_dir / "key.pem").read_bytes() == before
+    assert ctl_cluster.received("IssueCredentials") == []
+    assert (ctl_access_dir / "key.pem").read_bytes() == before
 
 
 def test_prometheus_config_without_members_or_refused_says_why(
-    setup: Setup, ctl: Any, tmp_path: Path
+    ctl_cluster: FakeCtlCluster, run_ctl_main: RunMain, tmp_path: Path
 ) -> None:
     out = tmp_path / "prometheus"
-    result = ctl("prometheus-config", "--out", str(out))
+    result = run_ctl_main("prometheus-config", "--out", str(out))
     assert (result.code, result.err) == (
         1,
         "roleserve ctl: error: the cluster names no consensus member with an address to "
         "discover from\n",
     )
-    setup.cluster.directory = directory_of(setup.cluster.address)
-    setup.cluster.refusals["IssueCredentials"] = (
+    ctl_cluster.directory = directory_of(ctl_cluster.address)
+    ctl_cluster.refusals["IssueCredentials"] = (
         grpc.StatusCode.PERMISSION_DENIED,
         "metrics credentials cannot IssueCredentials (needs MANAGE_CREDENTIALS)",
     )
-    result = ctl("prometheus-config", "--out", str(out), "--name", "p")
+    result = run_ctl_main("prometheus-config", "--out", str(out), "--name", "p")
     assert result.code == 1
     assert result.err == (
         "roleserve ctl: error: issuing credentials 'p': metrics credentials cannot "
