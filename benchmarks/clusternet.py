@@ -5,9 +5,10 @@ Run (root, wireguard-go, wg, ip, etcd; ``bash .ci/system-packages``):
 [--rounds 3] [--changes 200] [--no-cluster]``.
 
 Everything happens in two network namespaces this program makes, joined by a veth pair
-(addresses in 10.254.0.0/16, only there; the plugin tests' kit ``clusternet_netns``), and
-is removed at the end: namespaces, links, wireguard-go processes. Each figure is printed
-next to a baseline measured in the same run, and the ratio of the two:
+(addresses in 10.254.0.0/16, only there; the plugin's test kit,
+``roleserve_clusternet.testing.netns``), and is removed at the end: namespaces, links,
+wireguard-go processes. Each figure is printed next to a baseline measured in the same
+run, and the ratio of the two:
 
 (n1) ``--peers`` synthetic peers (keys from ``cryptography``'s X25519, allowed IPs
      distinct /24s of 10.192.0.0/11, endpoints at ports of the other namespace's veth
@@ -90,6 +91,14 @@ from roleserve_clusternet.peers import Wanted, plan
 from roleserve_clusternet.privatekey import WireGuardKey, decode_key
 from roleserve_clusternet.reconcile import reconcile_once
 from roleserve_clusternet.settings import ClusternetSettings
+from roleserve_clusternet.testing import (
+    ClusternetHooks,
+    NetnsPair,
+    Side,
+    namespace_pair,
+    real_wireguard_available,
+    tcp_exchange,
+)
 from roleserve_clusternet.uapi import UapiSocket, socket_path
 from roleserve_clusternet.worker_clusternet import configure_device
 from roleserve_core import State
@@ -107,17 +116,6 @@ from roleserve_core.testing import (
     ThrowawayCA,
 )
 from roleserve_core.values import CURATOR_CONNECTION, NODE_ID, CuratorConnection
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "plugins" / "clusternet"))
-# The plugin tests' kit, by path.
-from tests.clusternet_hooks import ClusternetHooks
-from tests.clusternet_netns import (
-    NetnsPair,
-    Side,
-    namespace_pair,
-    real_wireguard_available,
-    tcp_exchange,
-)
 
 LOG = logging.getLogger("benchmark.clusternet")
 PORT = 7838

@@ -18,6 +18,7 @@ from roleserve_clusternet import hooks, interface
 from roleserve_clusternet.errors import InterfaceError, InterfaceInUseError, UapiError
 from roleserve_clusternet.interface import InterfaceSpec, open_interface
 from roleserve_clusternet.privatekey import KEY_FILE
+from roleserve_clusternet.testing import NetnsPair, netns_pair
 from roleserve_clusternet.worker_clusternet import WAITING_FOR_ID
 from roleserve_core import NODE_ID, FinalError, ProgramSpec, State
 from roleserve_core.testing import (
@@ -27,8 +28,6 @@ from roleserve_core.testing import (
     require_real,
     start_plugin_node,
 )
-
-from .clusternet_netns import NetnsPair, netns_pair
 
 __all__ = ["netns_pair"]  # the fixture, imported to be found
 

@@ -24,6 +24,14 @@ from roleserve_clusternet.device import DeviceChange, PeerConfig
 from roleserve_clusternet.interface import InterfaceSpec, UapiInterface, open_interface
 from roleserve_clusternet.privatekey import WireGuardKey, load_or_create_key
 from roleserve_clusternet.settings import ClusternetSettings
+from roleserve_clusternet.testing import (
+    ClusternetHooks,
+    NetnsPair,
+    Side,
+    netns_pair,
+    tcp_exchange,
+    wg,
+)
 from roleserve_clusternet.values import CLUSTERNET_STATUS, ClusternetStatus
 from roleserve_clusternet.worker_clusternet import configure_device
 from roleserve_core import (
@@ -44,9 +52,6 @@ from roleserve_core.testing import (
     start_plugin_node,
     wait_for_value,
 )
-
-from .clusternet_hooks import ClusternetHooks
-from .clusternet_netns import NetnsPair, Side, netns_pair, tcp_exchange, wg
 
 __all__ = ["netns_pair"]  # the fixture, imported to be found
 

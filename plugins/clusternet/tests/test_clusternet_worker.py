@@ -15,6 +15,7 @@ import pytest
 from roleserve_clusternet.device import DeviceChange, MemoryInterface, PeerConfig
 from roleserve_clusternet.privatekey import WireGuardKey, load_or_create_key
 from roleserve_clusternet.push import WAITING_FOR_PREFIX
+from roleserve_clusternet.testing import ClusternetHooks
 from roleserve_clusternet.values import CLUSTERNET_STATUS, ClusternetStatus
 from roleserve_core import (
     CLUSTER_NODES,
@@ -35,8 +36,6 @@ from roleserve_core.testing import (
     start_plugin_node,
     wait_for_value,
 )
-
-from .clusternet_hooks import ClusternetHooks
 
 pytestmark = pytest.mark.anyio
 

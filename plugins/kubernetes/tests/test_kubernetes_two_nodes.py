@@ -11,10 +11,8 @@ skipped (saying what is missing) without them or without the clusternet plugin.
 
 from __future__ import annotations
 
-import importlib.util
 import ipaddress
 import logging
-import sys
 from collections.abc import Iterator
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -52,36 +50,27 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(180)]
 
 SLOW = 60.0
 LOG = logging.getLogger("test.kubernetes.two_nodes")
-CLUSTERNET_TESTS = Path(__file__).resolve().parents[2] / "clusternet" / "tests"
 
 
-def clusternet_kit(name: str) -> ModuleType:
-    """A module of the clusternet plugin's test kit, by its path (test folders are not
-    packages one can import across plugins)."""
-    pytest.importorskip("roleserve_clusternet")
-    qualified = f"_clusternet_kit_{name}"
-    if qualified not in sys.modules:
-        spec = importlib.util.spec_from_file_location(qualified, CLUSTERNET_TESTS / f"{name}.py")
-        assert spec is not None
-        assert spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[qualified] = module
-        spec.loader.exec_module(module)
-    return sys.modules[qualified]
+def clusternet_kit() -> ModuleType:
+    """clusternet's test kit (``roleserve_clusternet.testing``); the test is skipped, saying
+    so, where the clusternet plugin is not installed."""
+    kit: ModuleType = pytest.importorskip("roleserve_clusternet.testing")
+    return kit
 
 
 @pytest.fixture
 def pair() -> Iterator[Any]:
     """Two namespaces joined by a veth pair (clusternet's kit), removed after the test."""
-    netns = clusternet_kit("clusternet_netns")
-    missing = missing_component() or netns.real_wireguard_available()
+    kit = clusternet_kit()
+    missing = missing_component() or kit.real_wireguard_available()
     require_real(
         "root, wireguard-go, wg, containerd, runc, the CNI plugins and busybox-static",
         not missing,
         f"missing: {missing}; apt-get install wireguard-go wireguard-tools containerd runc "
         "containernetworking-plugins busybox-static, run as root",
     )
-    with netns.namespace_pair("rsk2") as made:
+    with kit.namespace_pair("rsk2") as made:
         yield made
 
 
@@ -89,6 +78,7 @@ async def test_a_pod_reaches_a_pod_of_another_node_over_the_mesh(
     pair: Any, deep_dir: Path, fake_cluster: FakeCluster, node: StartNode
 ) -> None:
     from roleserve_clusternet.testing import (
+        ClusternetHooks,
         ClusternetSettings,
         DeviceChange,
         InterfaceSpec,
@@ -100,7 +90,6 @@ async def test_a_pod_reaches_a_pod_of_another_node_over_the_mesh(
         open_interface,
     )
 
-    hooks = clusternet_kit("clusternet_hooks")
     a, b = pair.a, pair.b
     own = fake_cluster.credentials.node_id
     key_a = load_or_create_key(deep_dir / "a" / "plugins" / "clusternet")
@@ -119,7 +108,7 @@ async def test_a_pod_reaches_a_pod_of_another_node_over_the_mesh(
 
     # Node A: clusternet and kubernetes, fed by the fake curator.
     plugins = {
-        "clusternet": hooks.ClusternetHooks(netns=a.netns),
+        "clusternet": ClusternetHooks(netns=a.netns),
         "kubernetes": KubernetesHooks(netns=a.netns),
     }
     config = {
