@@ -20,6 +20,11 @@ from .settingsclass import setting as setting
 from .settingsclass import former_setting_constants as former_setting_constants
 from .version import core_version as core_version
 
+# The plugin API promise: an old name warns (filter on this class) and a name that moved to
+# a plugin not installed says which to install.
+from ._moved import MovedToMissingError as MovedToMissingError
+from ._moved import PluginAPIDeprecationWarning as PluginAPIDeprecationWarning
+
 # The supervision tree a worker runs in.
 from .clock import Clock as Clock
 from .clock import MonotonicClock as MonotonicClock

@@ -30,11 +30,20 @@ installed the old name is an ``AttributeError`` saying where it went.
 from __future__ import annotations
 
 import importlib
+import sys
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-__all__ = ["TO_PLUGINS", "PluginAPIDeprecationWarning", "moved_module", "moved_names"]
+__all__ = [
+    "TO_PLUGINS",
+    "MovedToMissingError",
+    "PluginAPIDeprecationWarning",
+    "moved_module",
+    "moved_names",
+]
+
+PACKAGE = "roleserve_core"
 
 TO_PLUGINS: Mapping[str, str] = {
     **{
@@ -59,7 +68,10 @@ class PluginAPIDeprecationWarning(DeprecationWarning):
     """An old name of an accepted plugin API was used. A ``DeprecationWarning`` (a plugin's
     tests expect that), of its own class so that the plugin loader can tell it from other
     warnings: it records each on the plugin that imported the name, the node logs it, and
-    ``roleserve plugins`` lists it, where Python alone would show it to nobody."""
+    ``roleserve plugins`` lists it, where Python alone would show it to nobody. Exported at
+    the top level, to be filtered on."""
+
+    __module__ = PACKAGE  # its public place (see _public.py; this module comes before it)
 
 
 def moved_names(
@@ -74,7 +86,15 @@ def moved_names(
     function, so that the warning points at the line using the old name.
 
     The warning names the new place, so that the fix is in the message, and says until
-    when the old name works: while the core accepts plugin API ``api``.
+    when the old name works: while the core accepts plugin API ``api``. It is given once
+    per use: ``from package import NAME`` looks the name up twice (the import system's
+    ``hasattr``, then the statement's own), and only the statement's look-up, at the
+    plugin's line, warns.
+
+    A name that moved to a plugin that is not installed raises ``MovedToMissingError``, an
+    ``ImportError`` rather than an ``AttributeError``: ``from package import NAME`` turns an
+    ``AttributeError`` into "cannot import name", and the plugin's author would never learn
+    where the name went.
     """
     targets = {old: new.partition(":")[::2] for old, new in moves.items()}
 
@@ -85,25 +105,59 @@ def moved_names(
             place, new_name = targets[name]
         except KeyError:
             raise AttributeError(f"module {module!r} has no attribute {name!r}") from None
-        warnings.warn(
-            f"{module}.{name} has moved: import {new_name} from {place}; the old name works "
-            f"while roleserve-core accepts plugin API {api}",
-            PluginAPIDeprecationWarning,
-            stacklevel=2,
-        )
-        try:
-            found = importlib.import_module(place)
-        except ModuleNotFoundError as exc:
-            raise AttributeError(
-                f"{module}.{name} has moved to {place}, which is not installed"
-            ) from exc
-        return getattr(found, new_name)
+        found = getattr(_import_moved(module, name, place), new_name)
+        if not _looked_up_by_the_import_system():
+            warnings.warn(
+                f"{module}.{name} has moved: import {new_name} from {_public_place(place, name)}; "
+                f"the old name works while roleserve-core accepts plugin API {api}",
+                PluginAPIDeprecationWarning,
+                stacklevel=2,
+            )
+        return found
 
     return __getattr__
+
+
+class MovedToMissingError(ImportError):
+    """A name of an accepted plugin API moved to a plugin that is not installed: the
+    message names the distribution to install. Exported at the top level."""
+
+    __module__ = PACKAGE  # its public place (see _public.py; this module comes before it)
+
+
+def _import_moved(module: str, name: str, place: str) -> Any:
+    """The module a name moved to; ``MovedToMissingError`` naming the distribution to
+    install if it is a plugin's that is not installed."""
+    try:
+        return importlib.import_module(place)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or place.split(".")[0] != exc.name.split(".")[0]:
+            raise  # the plugin is there, something it imports is not: not ours to word
+        distribution = place.split(".")[0].replace("_", "-")
+        raise MovedToMissingError(
+            f"{module}.{name} has moved to {place}, which is not installed: install "
+            f"{distribution} and import {name} from there"
+        ) from exc
+
+
+def _looked_up_by_the_import_system() -> bool:
+    """Whether the name is being looked up by the import system (``_handle_fromlist``'s
+    ``hasattr`` for ``from package import NAME``) rather than by a plugin's own line."""
+    caller = sys._getframe(2)  # 0: here, 1: __getattr__, 2: who asked
+    return caller.f_code.co_filename.startswith("<frozen importlib")
+
+
+def _public_place(place: str, name: str) -> str:
+    """Where to import ``name`` from: the core's top level if it exports it there (the
+    plugin API, docs/plugin-guide.md), else ``place``."""
+    if place.startswith(f"{PACKAGE}.") and name in getattr(sys.modules.get(PACKAGE), "__all__", ()):
+        return PACKAGE
+    return place
 
 
 def moved_module(module: str, new: str, names: Iterable[str], api: int) -> Callable[[str], Any]:
     """The ``__getattr__`` for ``module``, a module path of plugin API ``api`` renamed to
     ``new``: each of ``names`` is the very object of the same name there, with a warning
-    naming it. The old module defines nothing of its own, so that nothing is kept twice."""
+    naming where to import it from (the core's top level for a name exported there). The
+    old module defines nothing of its own, so that nothing is kept twice."""
     return moved_names(module, {name: f"{new}:{name}" for name in names}, api)

@@ -9,19 +9,26 @@ of its private modules calls ``publish`` at its end: each such class then report
 ``roleserve_core`` if the core exports it at its top level, else the package itself
 (``roleserve_core.rpc``), and the name it is exported under.
 
-It runs when the package is imported, which Python does before any of its private modules
-(the package's ``__init__`` comes first), so no code of the core ever sees the private name.
-``ctl``'s two exported classes (``CtlError``, ``CtlSession``), whose package is no public
-one, call it where they are defined.
+It runs at the end of the package's ``__init__``, which imports the private modules first
+and is done before any other module of the core can use the package's names, so nothing
+the core prints or raises names the private module. ``ctl``'s two exported classes
+(``CtlError``, ``CtlSession``), whose package is no public one, call it where they are
+defined.
 Only ``__module__``, ``__name__`` and ``__qualname__`` change: pickles find the class at its
 public place (the top level's lazy ``__getattr__`` answers for it), pluggy and dataclasses
-read none of them after the class is made, and type checkers read the source, not these.
+read none of them after the class is made, and type checkers read the source. Runtime
+readers of annotations do (``typing.get_type_hints``, and what builds on it: cattrs,
+pydantic, typeguard): they evaluate a class's string annotations in the module
+``__module__`` names, where its private module's imports are not. So a class's own
+annotations are resolved, in its own module, before it is renamed.
 tests/test_exports.py checks every exported class and every exception of the core.
 """
 
 from __future__ import annotations
 
+import inspect
 import sys
+import typing
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -43,5 +50,21 @@ def publish(package: str, namespace: Mapping[str, Any], names: Iterable[str]) ->
     for name in names:
         found = namespace.get(name)
         if isinstance(found, type) and is_private(found.__module__):
+            _resolve_annotations(found)
             found.__module__ = PACKAGE if name in top else package
             found.__name__ = found.__qualname__ = name
+
+
+def _resolve_annotations(cls: type) -> None:
+    """Replace the string annotations of ``cls`` itself by what they name, read in the
+    module that defines it (``from __future__ import annotations`` makes every annotation a
+    string). One that cannot be resolved there (a name imported only for type checkers)
+    could not be resolved before either: the class is left as it is."""
+    own = inspect.get_annotations(cls)
+    if not own:
+        return
+    try:
+        hints = typing.get_type_hints(cls, include_extras=True)
+    except (NameError, TypeError):
+        return
+    cls.__annotations__ = {name: hints.get(name, value) for name, value in own.items()}

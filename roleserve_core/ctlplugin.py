@@ -21,11 +21,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time, __getattr__ answers, a
     from roleserve_core.ctl_extension import CtlError as CtlError
     from roleserve_core.ctl_extension import CtlSession as CtlSession
     from roleserve_core.ctl_extension import add_ctl_command as add_ctl_command
-    from roleserve_core.ctl_extension import check_ctl_out as check_ctl_out
-    from roleserve_core.ctl_extension import issue_ctl_credentials as issue_ctl_credentials
     from roleserve_core.ctl_extension import open_ctl_session as open_ctl_session
-    from roleserve_core.ctl_extension import roleserve_command as roleserve_command
-    from roleserve_core.ctl_extension import save_ctl_access as save_ctl_access
 
 __all__ = [
     "EXIT_REFUSED",
@@ -34,11 +30,7 @@ __all__ = [
     "CtlError",
     "CtlSession",
     "add_ctl_command",
-    "check_ctl_out",
-    "issue_ctl_credentials",
     "open_ctl_session",
-    "roleserve_command",
-    "save_ctl_access",
 ]
 
 if not TYPE_CHECKING:

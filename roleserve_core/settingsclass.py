@@ -219,8 +219,9 @@ def former_setting_constants(
         if name not in names:
             raise AttributeError(f"module {module!r} has no attribute {name!r}")
         warnings.warn(
-            f"{module}.{name} is gone: each setting is a field of {settings.__qualname__} "
-            f"now; its record is {settings.__qualname__}.record({names[name]!r})",
+            f"{module}.{name} has moved: it is the field {names[name]!r} of "
+            f"{settings.__qualname__}, whose record is "
+            f"{settings.__qualname__}.record({names[name]!r}); the old name still works",
             PluginAPIDeprecationWarning,
             stacklevel=2,
         )

@@ -21,6 +21,7 @@ import pickle
 import pkgutil
 import subprocess
 import sys
+import typing
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -140,6 +141,29 @@ def test_every_exported_class_reports_its_public_module() -> None:
     assert private == []
     assert roleserve_core.ProgramNotFoundError.__module__ == "roleserve_core"
     assert roleserve_core.rpc.NodePeer.__module__ == "roleserve_core.rpc"
+
+
+ANNOTATIONS_FOR_TYPE_CHECKERS_ONLY = frozenset(
+    {"ClusterAccess", "CtlSession", "CuratorConnection", "ValueKey", "Worker"}
+)
+"""Exported classes whose annotations name what their module imports only for type
+checkers (under ``TYPE_CHECKING``, to stay light), so ``get_type_hints`` fails for them
+wherever they report to live; it did before they were published too."""
+
+
+def test_published_classes_keep_their_annotations_readable_at_run_time() -> None:
+    """``typing.get_type_hints`` (cattrs, pydantic, typeguard) reads a class's string
+    annotations in the module ``__module__`` names: publishing resolves them first, or
+    ``BackoffPolicy``'s ``random`` would be looked up in ``roleserve_core``."""
+    unreadable = []
+    for name, cls in _exported_classes():
+        try:
+            typing.get_type_hints(cls)
+        except (NameError, TypeError) as exc:
+            if name.rpartition(".")[2] not in ANNOTATIONS_FOR_TYPE_CHECKERS_ONLY:
+                unreadable.append(f"{name}: {exc}")
+    assert unreadable == []
+    assert typing.get_type_hints(roleserve_core.BackoffPolicy)
 
 
 def test_every_exception_of_the_core_reports_its_public_module() -> None:

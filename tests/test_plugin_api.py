@@ -24,7 +24,13 @@ from types import SimpleNamespace
 import pytest
 
 import roleserve_core
-from roleserve_core import hookspecs, plugin_problems, values
+from roleserve_core import (
+    MovedToMissingError,
+    PluginAPIDeprecationWarning,
+    hookspecs,
+    plugin_problems,
+    values,
+)
 from roleserve_core.hookspecs import PROJECT
 from roleserve_core.plugin_loader import ACCEPTED_PLUGIN_APIS
 
@@ -237,17 +243,32 @@ def test_a_name_moved_to_its_plugin_still_imports_from_the_core_and_warns(old: s
     assert new_name in importlib.import_module(place).__all__
 
 
-def test_a_name_moved_to_a_plugin_not_installed_is_an_attribute_error(
+def test_a_name_moved_to_a_plugin_not_installed_says_what_to_install(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """So ``getattr(roleserve_core, NAME, default)`` still works; the error names the
-    plugin."""
+    """An ``ImportError`` naming the distribution: an ``AttributeError`` would become
+    Python's bare "cannot import name" in a from-import, and the plugin's author would not
+    learn where the name went; no warning says the old name works, since it does not."""
     monkeypatch.setitem(sys.modules, "roleserve_kubernetes", None)  # as if not installed
-    with (
-        pytest.warns(DeprecationWarning, match="POD_NETWORK has moved"),
-        pytest.raises(AttributeError, match="moved to roleserve_kubernetes, which is not"),
-    ):
+    expected = (
+        "roleserve_core.POD_NETWORK has moved to roleserve_kubernetes, which is not "
+        "installed: install roleserve-kubernetes and import POD_NETWORK from there"
+    )
+    with pytest.raises(MovedToMissingError, match=f"^{re.escape(expected)}$"):
+        exec("from roleserve_core import POD_NETWORK", {})
+    with pytest.raises(ImportError, match="install roleserve-kubernetes"):
         getattr(roleserve_core, "POD_NETWORK")  # noqa: B009 - a moved name, on purpose
+
+
+def test_a_from_import_of_a_moved_name_warns_once_at_its_line() -> None:
+    """The import system looks the name up first (``hasattr``), the statement then: only
+    the statement's look-up warns, so a plugin's test sees one warning per use."""
+    pytest.importorskip("roleserve_controlplane")
+    with pytest.warns(PluginAPIDeprecationWarning) as warned:
+        exec("from roleserve_core import ETCD_CLIENT_PORT", {})
+    assert [str(warning.message).split(":")[0] for warning in warned] == [
+        "roleserve_core.ETCD_CLIENT_PORT has moved"
+    ]
 
 
 def test_the_moved_names_are_out_of_the_core_s_listings() -> None:

@@ -11,6 +11,7 @@ import re
 
 import pytest
 
+import roleserve_core
 from roleserve_core._moved import PluginAPIDeprecationWarning
 
 RENAMED = {
@@ -29,8 +30,11 @@ def _names() -> list[tuple[str, str]]:
 @pytest.mark.parametrize(("old", "name"), _names())
 def test_a_name_of_a_renamed_module_warns_naming_its_module_today(old: str, name: str) -> None:
     new = RENAMED[old]
+    # A name the core exports at its top level is to be imported from there (the plugin
+    # API), whatever module holds it.
+    place = "roleserve_core" if name in roleserve_core.__all__ else new
     expected = (
-        f"{old}.{name} has moved: import {name} from {new}; the old name works while "
+        f"{old}.{name} has moved: import {name} from {place}; the old name works while "
         "roleserve-core accepts plugin API 1"
     )
     with pytest.warns(PluginAPIDeprecationWarning, match=f"^{re.escape(expected)}$") as warned:
@@ -40,16 +44,17 @@ def test_a_name_of_a_renamed_module_warns_naming_its_module_today(old: str, name
 
 
 @pytest.mark.parametrize("old", RENAMED)
-def test_a_renamed_module_offers_every_public_name_of_its_new_module(old: str) -> None:
-    """What plugins could import from the old path when it was renamed: every public name
-    the new module defines (a name added there later need not be offered here too)."""
+def test_a_renamed_module_offers_only_public_names_of_its_new_module(old: str) -> None:
+    """What plugins could import from the old path when it was renamed, and no more: names
+    the new module gained later (the ctl-plugin API's ``check_ctl_out``, the test kit's
+    ``ctl_cluster``) were never at the old path."""
     new = importlib.import_module(RENAMED[old])
     public = getattr(new, "__all__", None) or [
         name
         for name, value in vars(new).items()
         if not name.startswith("_") and getattr(value, "__module__", None) == new.__name__
     ]
-    assert sorted(importlib.import_module(old).__all__) == sorted(public)
+    assert set(importlib.import_module(old).__all__) <= set(public)
 
 
 @pytest.mark.parametrize("old", RENAMED)

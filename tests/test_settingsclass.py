@@ -251,7 +251,7 @@ def test_the_plugins_former_setting_constants_still_import(
     """The repository's plugins declared a constant per setting before ``PluginSettings``;
     another plugin may import one."""
     settings = pytest.importorskip(module)
-    with pytest.warns(PluginAPIDeprecationWarning, match=f"{module}.{constant} is gone"):
+    with pytest.warns(PluginAPIDeprecationWarning, match=f"{module}.{constant} has moved"):
         record = getattr(settings, constant)
     assert record in settings.SETTINGS
     assert record.name == setting_name

@@ -13,6 +13,12 @@ from roleserve_core.testing._wait import DEFAULT_TIMEOUT
 
 __all__ = ["FakeClock"]
 
+NOT_ON_THIS_CLOCK = (
+    "A worker that waits with anyio.sleep is not one of them: wait with ctx.clock.sleep, "
+    "and retry with retry/Retry given clock=ctx.clock"
+)
+"""What a timeout of a wait for sleepers says is the usual cause."""
+
 
 class FakeClock:
     """A ``Clock`` for tests: ``sleep`` waits until ``advance`` moves time past its deadline.
@@ -82,15 +88,15 @@ class FakeClock:
 
         :raises TimeoutError: after ``timeout`` real seconds, saying how many sleep; the
             usual cause is a worker that waits with ``anyio.sleep`` (which this clock
-            never sees) instead of ``ctx.clock.sleep``.
+            never sees) instead of ``ctx.clock.sleep``, or retries with ``retry``/``Retry``
+            without ``clock=ctx.clock``.
         """
         with anyio.move_on_after(timeout), self._count.watch() as watcher:
             await watcher.get(filter=lambda n: n >= count)
             return
         raise TimeoutError(
             f"waited {timeout:g} s for {count} task(s) asleep on the fake clock; "
-            f"{self.sleepers()} are. A worker that waits with anyio.sleep is not one of "
-            "them: wait with ctx.clock.sleep"
+            f"{self.sleepers()} are. {NOT_ON_THIS_CLOCK}"
         )
 
     async def wait_deadline(self, deadline: float, *, timeout: float = DEFAULT_TIMEOUT) -> None:
@@ -109,8 +115,8 @@ class FakeClock:
         there = sorted(entry[0] - self._now for entry in self._sleepers)
         raise TimeoutError(
             f"waited {timeout:g} s for a task asleep on the fake clock until "
-            f"now + {deadline - self._now:g} s; the sleepers wake in {there} s. A worker "
-            "that waits with anyio.sleep is not one of them: wait with ctx.clock.sleep"
+            f"now + {deadline - self._now:g} s; the sleepers wake in {there} s. "
+            f"{NOT_ON_THIS_CLOCK}"
         )
 
     async def wake_sleeper(self, seconds: float, *, timeout: float = DEFAULT_TIMEOUT) -> None:
