@@ -18,7 +18,7 @@ can do without, and a test can put a plugin of its own in the place of one (as p
 A worker plugin of the core acts for ``core`` (``BuiltinPlugin.context``): its worker gets
 the core's ``NodeContext``, because the keys it writes (``roles``, ``cluster_nodes``,
 ``node_credentials``...) are the core's, and its files live in the core's data directory.
-Which of them are essential, and why, is ``plugins.BUILTIN_PLUGINS``.
+Which of them are essential, and why, is ``plugin_loader.BUILTIN_PLUGINS``.
 """
 
 from __future__ import annotations

@@ -124,7 +124,7 @@ def _worker_name(name: object) -> str:
 
 
 class PluginRecord(Protocol):
-    """What ``NodePlugins.infos`` says about one plugin (a ``plugins.PluginInfo``)."""
+    """What ``NodePlugins.infos`` says about one plugin (a ``plugin_loader.PluginInfo``)."""
 
     @property
     def name(self) -> str: ...
@@ -132,7 +132,7 @@ class PluginRecord(Protocol):
     def version(self) -> str | None: ...
     @property
     def state(self) -> str:
-        """``loaded``, ``failed`` or ``blocked`` (a ``plugins.PluginState``)."""
+        """``loaded``, ``failed`` or ``blocked`` (a ``plugin_loader.PluginState``)."""
 
     @property
     def error(self) -> str | None:
@@ -148,7 +148,7 @@ class PluginRecord(Protocol):
 
 
 class HookImplementation(Protocol):
-    """One plugin's implementation of one hook (a ``plugins.HookCall``)."""
+    """One plugin's implementation of one hook (a ``plugin_loader.HookCall``)."""
 
     @property
     def plugin(self) -> str: ...
@@ -157,7 +157,7 @@ class HookImplementation(Protocol):
 
 
 class NodePlugins(Protocol):
-    """The node's plugins as ``NodeIntrospection`` shows them: its ``plugins.PluginSet``.
+    """The node's plugins as ``NodeIntrospection`` shows them: its ``plugin_loader.PluginSet``.
 
     A protocol rather than the class, because the class's module is above this one: it
     loads the hooks (``hookspecs``) whose arguments this module defines, so naming it here
@@ -188,7 +188,7 @@ class NodeIntrospection:
     """Counters the core keeps for metrics: heartbeat round trips, gRPC calls served."""
     plugins: NodePlugins | None = None
     """The node's plugins (their states, and hooks that plugins define for each other): its
-    ``plugins.PluginSet``."""
+    ``plugin_loader.PluginSet``."""
     context: Callable[[str], NodeContext] | None = None
     """A plugin's ``NodeContext`` by its name, for calling a plugin's hook as the core
     does; None outside a ``NodeRuntime``."""

@@ -1,5 +1,5 @@
 """The node's own workers, one module each, each run by a built-in plugin of its name
-(``roleserve_core.builtin``, listed in ``plugins.BUILTIN_PLUGINS``).
+(``roleserve_core.builtin``, listed in ``plugin_loader.BUILTIN_PLUGINS``).
 
 ::
 

@@ -25,6 +25,8 @@ def pod_network_key(values: PluginValues) -> ValueKey[PodNetwork] | None:
     """``pod_network``'s key if a loaded plugin declares it, else None."""
     try:
         from roleserve_kubernetes import POD_NETWORK
-    except ImportError:  # the kubernetes plugin is not installed: no pods to announce
-        return None
+    except ModuleNotFoundError as exc:
+        if exc.name != "roleserve_kubernetes":
+            raise  # installed but broken (a module of its own missing): not ours to hide
+        return None  # the kubernetes plugin is not installed: no pods to announce
     return POD_NETWORK if POD_NETWORK in values else None

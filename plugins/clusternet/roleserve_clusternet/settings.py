@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from roleserve_clusternet.device import IPNetwork
+from roleserve_clusternet.ports import CLUSTERNET_PORT
 from roleserve_core import PluginSettings, Setting, former_setting_constants, port_setting, setting
 
 __all__ = ["SETTINGS", "ClusternetSettings"]
@@ -43,7 +44,9 @@ class ClusternetSettings(PluginSettings):
         requirement="1 to 15 letters, digits, '_', '.' or '-'",
     )
     listen_port: int = port_setting(
-        "listen_port", 7838, "The UDP port WireGuard listens on; every node must use the same."
+        "listen_port",
+        CLUSTERNET_PORT,
+        "The UDP port WireGuard listens on; every node must use the same.",
     )
     keepalive: int = setting(
         "keepalive",

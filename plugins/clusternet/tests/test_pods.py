@@ -5,6 +5,7 @@ where the kubernetes plugin is not installed, as in CI's run of clusternet's whe
 from __future__ import annotations
 
 import sys
+import types
 from typing import Any, cast
 
 import pytest
@@ -46,3 +47,19 @@ def test_no_key_and_no_error_when_the_kubernetes_plugin_is_not_installed(
 ) -> None:
     monkeypatch.setitem(sys.modules, "roleserve_kubernetes", None)  # as if not installed
     assert pod_network_key(values(POD_NETWORK_NAMED)) is None
+
+
+def test_a_broken_kubernetes_plugin_is_not_taken_for_an_absent_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Installed, but a module it needs is missing: that error is the plugin's to show,
+    not a silent "no pods"."""
+    broken = types.ModuleType("roleserve_kubernetes")
+
+    def missing_dependency(name: str) -> Any:
+        raise ModuleNotFoundError("No module named 'aiohttp'", name="aiohttp")
+
+    broken.__getattr__ = missing_dependency  # type: ignore[method-assign]
+    monkeypatch.setitem(sys.modules, "roleserve_kubernetes", broken)
+    with pytest.raises(ModuleNotFoundError, match="aiohttp"):
+        pod_network_key(values(POD_NETWORK_NAMED))

@@ -240,9 +240,6 @@ class ControlPlaneSettings(PluginSettings):
 SETTINGS: tuple[Setting[Any], ...] = ControlPlaneSettings.declared()
 """Everything ``[plugins.controlplane]`` accepts, in the order ``roleserve plugins`` lists."""
 
-_BY_NAME = {declared.name: declared for declared in SETTINGS}
-"""Each setting by name, for ``_allowed``."""
-
 
 def _allowed(name: str, value: T, error: type[ConfigError]) -> T:
     """``value``, if setting ``name`` allows it. From a node's configuration it always does
@@ -251,7 +248,7 @@ def _allowed(name: str, value: T, error: type[ConfigError]) -> T:
 
     :raises error: naming the setting and what it allows, as the core would.
     """
-    declared = _BY_NAME[name]
+    declared = ControlPlaneSettings.record(name)
     if declared.not_allowed(value) is not None:
         raise error(f"[plugins.controlplane] {name} must be {declared.allowed}, not {value}")
     return value

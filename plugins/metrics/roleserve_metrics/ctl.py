@@ -61,7 +61,7 @@ from roleserve_core import (
     roleserve_command,
     save_ctl_access,
 )
-from roleserve_metrics.discovery import ROLE_LABEL
+from roleserve_metrics.discovery import DISCOVERY_PATH, ROLE_LABEL
 from roleserve_metrics.ports import METRICS_PORT
 
 if TYPE_CHECKING:
@@ -90,7 +90,6 @@ hold to have it (None: every node)."""
 JOB_PREFIX = "roleserve-"
 """Job names are ``roleserve-<exporter>``: merged into an existing configuration, ours do
 not clash with its jobs (a ``node`` job for node_exporter is common)."""
-DISCOVERY_PATH = "/discovery"
 DEFAULT_SCRAPE_INTERVAL = "15s"
 """How often every target is scraped and rules are evaluated: four samples a minute, so
 that ``rate(...[1m])`` has two in any window even with a scrape missed."""

@@ -53,7 +53,7 @@ from roleserve_core.testing import (
     require_real,
     start_plugin_node,
 )
-from roleserve_metrics import Exporter, hooks
+from roleserve_metrics import METRICS_PORT, Exporter, hooks
 from roleserve_metrics.server import TlsIdentity
 from roleserve_metrics.settings import NODE_EXPORTER_EXECUTABLE
 from roleserve_metrics.worker_metrics import _serving
@@ -170,7 +170,7 @@ async def start_node(
     harness.set(NODE_CREDENTIALS, ca.node())
     harness.set(NETWORK, NetworkStatus(ipaddress.ip_address(host)))
     await harness.wait_state(DN)
-    return Node(harness, ca, host, settings.get("port", 7840), tmp_path)
+    return Node(harness, ca, host, settings.get("port", METRICS_PORT), tmp_path)
 
 
 def needs_node_exporter() -> None:

@@ -48,6 +48,6 @@ def rpc_failure(what: str, error: grpc.aio.AioRpcError) -> CtlError:
     return CtlError(f"{what}: {details} ({error.code().name})", EXIT_REFUSED)
 
 
-# Exported by roleserve_core (ctlplugin) as CtlError: reported there, not here (see _public;
-# ctl is no public package whose end could say so, and ctlplugin is imported only by plugins).
+# Exported by roleserve_core (ctl_extension) as CtlError: reported there, not here (see _public;
+# ctl is no public package whose end could say so, and ctl_extension is imported only by plugins).
 publish("roleserve_core", {"CtlError": CtlError}, ["CtlError"])

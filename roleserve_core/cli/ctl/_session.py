@@ -341,6 +341,6 @@ async def remember_curators(session: Session, directory: Path) -> None:
         ClusterAccess.of(session.access.credentials, [*curators, *known]).save(directory)
 
 
-# Exported by roleserve_core (ctlplugin) as CtlSession: reported there, not here (see _public;
-# ctl is no public package whose end could say so, and ctlplugin is imported only by plugins).
+# Exported by roleserve_core (ctl_extension) as CtlSession: reported there, not here (see _public;
+# ctl is no public package whose end could say so, and ctl_extension is imported only by plugins).
 publish("roleserve_core", {"CtlSession": Session}, ["CtlSession"])
