@@ -250,6 +250,19 @@ def test_a_name_moved_to_a_plugin_not_installed_is_an_attribute_error(
         getattr(roleserve_core, "POD_NETWORK")  # noqa: B009 - a moved name, on purpose
 
 
+def test_a_from_import_of_a_name_moved_to_a_plugin_not_installed_still_names_its_place(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``from roleserve_core import NAME`` turns the AttributeError into Python's own
+    ImportError: the warning before it is what names the plugin (the plugin guide says so)."""
+    monkeypatch.setitem(sys.modules, "roleserve_kubernetes", None)  # as if not installed
+    with (
+        pytest.warns(DeprecationWarning, match="import POD_NETWORK from roleserve_kubernetes"),
+        pytest.raises(ImportError, match="cannot import name 'POD_NETWORK'"),
+    ):
+        from roleserve_core import POD_NETWORK  # type: ignore[attr-defined]  # noqa: F401
+
+
 def test_the_moved_names_are_out_of_the_core_s_listings() -> None:
     """Whatever walks the core's members (pluggy, ``dir``) meets no warning and no plugin."""
     for old in MOVED_TO_PLUGINS:
