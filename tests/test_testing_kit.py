@@ -172,9 +172,13 @@ def test_run_roleserve_main_returns_usage_errors_as_results(run_roleserve_main: 
     )
 
 
-def test_load_installed_plugin_names_what_is_missing() -> None:
-    with pytest.raises(LookupError, match="no installed plugin 'nonexistent'"):
+def test_load_installed_plugin_names_what_is_missing_and_how_to_install_it() -> None:
+    with pytest.raises(LookupError) as raised:
         load_installed_plugin("nonexistent")
+    assert str(raised.value) == (
+        "no installed plugin 'nonexistent' (entry point group roleserve.plugins); its entry "
+        "point exists only once it is installed: in its directory, uv pip install -e ."
+    )
 
 
 @pytest.mark.anyio

@@ -235,14 +235,16 @@ def load_installed_plugin(name: str) -> PluginInfo:
     For a plugin's own tests: proves the distribution declares the entry point, the module
     imports and declares the plugin API this core provides, and its start-up hooks work.
 
-    :raises PluginLoadError: if it fails; ``LookupError`` if it is not installed.
+    :raises PluginLoadError: if it fails; ``LookupError`` if it is not installed (a plugin's
+        tests run in an environment without it installed), saying how to install it.
     """
     plugins = PluginSet.load(strict=True, selection=PluginSelection(allow=frozenset({name})))
     try:
         info = plugins.info(name)
     except KeyError:
         raise LookupError(
-            f"no installed plugin {name!r} (entry point group roleserve.plugins)"
+            f"no installed plugin {name!r} (entry point group roleserve.plugins); its entry "
+            "point exists only once it is installed: in its directory, uv pip install -e ."
         ) from None
     NodeRuntime(plugins, data_dir=Path("/nonexistent/roleserve-test"))
     return info

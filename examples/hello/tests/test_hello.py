@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -18,8 +17,8 @@ from roleserve_core import (
 )
 from roleserve_core.testing import (
     FakeCluster,
-    NodeHarness,
     PluginHarness,
+    StartNode,
     load_installed_plugin,
     node_record,
     wait_for_value,
@@ -27,8 +26,6 @@ from roleserve_core.testing import (
 from roleserve_example_hello import hooks
 
 pytestmark = pytest.mark.anyio
-
-StartNode = Callable[..., Awaitable[NodeHarness]]
 
 
 def hello(greeting: str) -> NodeRoles:
