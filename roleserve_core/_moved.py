@@ -35,6 +35,8 @@ import warnings
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from roleserve_core.errors import PluginError
+
 __all__ = [
     "TO_PLUGINS",
     "MovedToMissingError",
@@ -118,9 +120,10 @@ def moved_names(
     return __getattr__
 
 
-class MovedToMissingError(ImportError):
+class MovedToMissingError(PluginError, ImportError):
     """A name of an accepted plugin API moved to a plugin that is not installed: the
-    message names the distribution to install. Exported at the top level."""
+    message names the distribution to install. An ``ImportError`` too, for what a failed
+    import raises (a from-import, ``importlib``). Exported at the top level."""
 
     __module__ = PACKAGE  # its public place (see _public.py; this module comes before it)
 

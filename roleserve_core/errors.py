@@ -38,7 +38,9 @@ tree names the module. A test keeps the tree whole: every exception class of the
     ├── PluginError
     │   ├── PluginLoadError           a plugin failed to load (raised in strict mode)
     │   ├── PluginAPIVersionError     a plugin built for another plugin API version
-    │   └── EssentialPluginError      an essential built-in plugin was blocked
+    │   ├── EssentialPluginError      an essential built-in plugin was blocked
+    │   └── MovedToMissingError       an old name moved to a plugin that is not installed;
+    │                                 also an ImportError (._moved)
     ├── IdentityError                 a key or certificate that is not what it must be
     │   ├── CertificateVerificationError  a certificate fails verification (reason given)
     │   └── CredentialsError          saved credentials missing, corrupt or mismatched
