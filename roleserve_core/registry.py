@@ -90,8 +90,10 @@ def unprefixed_key_warning(plugin: str, key: ValueKey[Any]) -> str | None:
     Key names share one namespace per node, so a key named for its plugin cannot collide
     with another plugin's by accident (``hello_greeting``, ``clusternet_status``). A
     warning rather than a refusal: keys the core declares for several plugins to meet on
-    (``roleserve_core.values``: ``pod_network``, ``local_control_plane``) are named for
-    what they hold, and plugins written before the rule keep loading.
+    (``roleserve_core.values``: ``local_control_plane``, ``cluster_nodes``) are named for
+    what they hold, as are the two that moved from there to the kubernetes plugin
+    (``values.MOVED_KEY_NAMES``: ``pod_network``, ``kubernetes_status``), and plugins
+    written before the rule keep loading.
     """
     wanted = prefixed(plugin, key.name)
     if wanted == key.name:
