@@ -112,6 +112,11 @@ _LEVELS = {
     "panic": logging.CRITICAL,
 }
 
+_STOPPED_SERVER = "the server has been stopped"
+"""grpc-go's ``ErrServerStopped``. containerd's listeners log it as ``fatal`` "serve
+failure" when SIGTERM stops the gRPC server before its serving goroutine has returned: a
+race in containerd's shutdown (cmd/containerd/command/main.go), not a crash."""
+
 
 def parse_containerd_log(line: str) -> tuple[int, str]:
     """containerd's logfmt lines (``time=... level=info msg="..." key=value``).
@@ -120,6 +125,8 @@ def parse_containerd_log(line: str) -> tuple[int, str]:
     ``msg`` then the other fields; the time is left out (the log tree has its own). A line
     that is not logfmt (``containerd: failed to load TOML: ...`` before its logger runs)
     is logged as it is, at ERROR, so that it becomes the error when containerd exits.
+    A ``fatal`` "serve failure" whose error is that the server has been stopped is
+    containerd stopping as asked (see ``_STOPPED_SERVER``): INFO, not CRITICAL.
     """
     fields = dict(_LOGFMT.findall(line))
     if "level" not in fields or "msg" not in fields:
@@ -130,6 +137,8 @@ def parse_containerd_log(line: str) -> tuple[int, str]:
     }
     level = _LEVELS.get(unquoted.pop("level"), logging.INFO)
     message = unquoted.pop("msg")
+    if message == "serve failure" and _STOPPED_SERVER in unquoted.get("error", ""):
+        level = logging.INFO
     unquoted.pop("time", None)
     details = " ".join(f"{key}={value}" for key, value in unquoted.items())
     return level, f"{message} {details}".strip()

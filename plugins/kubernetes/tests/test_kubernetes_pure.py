@@ -282,6 +282,17 @@ def test_no_busybox_is_one_line_naming_the_file_and_the_package(tmp_path: Path) 
             "RunPodSandbox failed error=boom",
         ),
         ("containerd: failed to load TOML: x", logging.ERROR, "containerd: failed to load TOML: x"),
+        (
+            'time="t" level=fatal msg="serve failure" address=/run/c.sock'
+            ' error="grpc: the server has been stopped"',
+            logging.INFO,
+            "serve failure address=/run/c.sock error=grpc: the server has been stopped",
+        ),
+        (
+            'time="t" level=fatal msg="serve failure" address=/run/c.sock error="bind: denied"',
+            logging.CRITICAL,
+            "serve failure address=/run/c.sock error=bind: denied",
+        ),
     ],
 )
 def test_containerd_log_lines(line: str, level: int, message: str) -> None:
