@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import grpc
 from _report import print_comparison, summarise
 
 from roleserve_core.localcluster import LocalCluster
@@ -51,6 +52,31 @@ async def until_logged(lines: AsyncIterator[Any], text: str) -> None:
     raise RuntimeError("the log stream ended")
 
 
+async def until_stored(logs: Any, text: str) -> None:
+    """Ask the worker's stored records until one holds ``text`` (untimed)."""
+    request = nodemanagement_pb2.GetLogsRequest(dn=HELLO, backlog=-1)
+    while True:
+        try:
+            async for response in logs.GetLogs(request):
+                if any(text in entry.message for entry in response.entries):
+                    return
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() != grpc.StatusCode.NOT_FOUND:  # no record of the DN yet
+                raise
+        await anyio.sleep(0.05)
+
+
+async def warm_up(management: Any, logs: Any, node_id: str) -> None:
+    """One untimed flip, so that the worker's DN has records: the followed stream then
+    starts with the last of them, and is known to be open before the first timed flip. (A
+    stream asked with no backlog says nothing until a record comes, and misses a record
+    logged before its follower exists: the first flip could wait for ever.)"""
+    await change(management, node_id, True, "warm-up")
+    await until_stored(logs, "greeting: warm-up")
+    await change(management, node_id, False)
+    await until_stored(logs, "no longer hold")
+
+
 async def measure(cluster: LocalCluster, flips: int) -> None:
     node = cluster.nodes[0]
     node_id = cluster.node_id(node)
@@ -61,10 +87,12 @@ async def measure(cluster: LocalCluster, flips: int) -> None:
             start = time.perf_counter()
             await management.stream("GetNodes", management_pb2.GetNodesRequest())
             baseline.append(time.perf_counter() - start)
-        request = nodemanagement_pb2.GetLogsRequest(dn=HELLO, backlog=0, follow=True)
+        await warm_up(management, logs, node_id)
+        request = nodemanagement_pb2.GetLogsRequest(dn=HELLO, backlog=1, follow=True)
         stream = logs.GetLogs(request)
         lines = aiter(stream)
         try:
+            await anext(lines)  # the stored record: the follower exists
             for flip in range(flips):
                 start = time.perf_counter()
                 await change(management, node_id, True, f"flip-{flip}")

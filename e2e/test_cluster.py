@@ -329,7 +329,8 @@ async def test_prometheus_scrapes_every_node_from_the_generated_config(
 ) -> None:
     """``ctl prometheus-config`` → a real Prometheus: it finds the nodes through
     ``/discovery`` on the consensus members and scrapes every exporter of every node over
-    mutual TLS with the metrics credentials; a role change reaches the targets' labels."""
+    mutual TLS with the metrics credentials (the leader's: one Watch stream per node); a
+    role change reaches the targets' labels."""
     out = tmp_path / "prometheus"
     # Sooner than an operator needs, so that the test waits seconds: a scrape every second,
     # discovery asked every 2 s instead of the file's 30 s.
@@ -362,6 +363,14 @@ async def test_prometheus_scrapes_every_node_from_the_generated_config(
             timeout=TIMEOUT,
         )
         assert sorted(s["metric"]["roleserve_node"] for s in healthy_roots) == identities
+        # One Curator.Watch stream per node on the leader: nodewatch's, whose value rolefetch
+        # and statuspush read for the node's own record (each held one more before).
+        await poll_until(
+            "one Watch stream per node on the leader",
+            lambda: query(api, "roleserve_curator_watch_streams"),
+            lambda found: [float(s["value"][1]) for s in found] == [len(identities)],
+            timeout=TIMEOUT,
+        )
 
         chosen = cluster.nodes[2]
         label = "roleserve_role_custom_hello"

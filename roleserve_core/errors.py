@@ -19,8 +19,6 @@ tree names the module. A test keeps the tree whole: every exception class of the
     │   ├── LeaderUnresponsiveError   the leader stopped answering; the connection moves on
     │   └── StreamClosedError         the curator ended the heartbeat stream (.workers.heartbeat)
     ├── RefusedError                  a gRPC handler's deliberate refusal: status code + message
-    ├── RecordWatchEndedError         the curator ended the Watch of the node's own record
-    │                                 (.workers.statuspush)
     ├── EventError
     │   ├── ConcurrentGetError        a second get() on one watcher while one is pending
     │   └── WatcherClosedError        get() on a closed watcher

@@ -77,6 +77,7 @@ STATUSPUSH = "root.role.statuspush"
 HEARTBEAT = "root.role.heartbeat"
 ROLEFETCH = "root.role.rolefetch"
 WATCHER = "root.role.rolefetch.watcher"
+NODEWATCH = "root.role.nodewatch"
 REVOCATIONS = "root.role.revocations"
 
 CONTROL_PLANE_PLUGIN = "fake_controlplane"
@@ -153,6 +154,10 @@ def status(
     if curator_port is not None:
         reported.running_curator.port = curator_port
     return reported
+
+
+EVERY_NODE = curator_pb2.WatchRequest(nodes_in_cluster=curator_pb2.WatchRequest.NodesInCluster())
+"""The one Watch a node holds: nodewatch's, of every node."""
 
 
 # -- statuspush: the decision, as plain functions --------------------------------------
@@ -686,12 +691,7 @@ async def test_rolefetch_sets_and_saves_the_roles_the_curator_sends(
     assert not roles_value(harness).statistics().is_set
 
     node_id = cluster.credentials.node_id
-    own = curator_pb2.WatchRequest(
-        node_in_cluster=curator_pb2.WatchRequest.NodeInCluster(node_id=node_id)
-    )
-    watches = leader.requests("Watch")  # rolefetch's, and statuspush's once it started
-    assert watches
-    assert all(watch == own for watch in watches)
+    assert leader.requests("Watch") == [EVERY_NODE]  # nodewatch's: rolefetch reads its value
 
     # Another node's record is none of its business.
     leader.set_node(curator_pb2.Node(id="node-other", roles=roles_to_proto(MEMBER)))
@@ -766,6 +766,29 @@ async def test_rolefetch_watches_again_on_a_new_connection(
     await wait_for_value(roles_value(harness), lambda roles: roles == MEMBER)
     assert harness.status(WATCHER).failures == 0
     assert harness.status(ROLEFETCH).restarts == 0  # the saved roles are not read again
+
+
+async def test_the_node_holds_one_watch_stream_which_rolefetch_and_statuspush_share(
+    cluster: FakeCluster, start: Start
+) -> None:
+    """rolefetch and statuspush take the node's record from ``cluster_nodes``: the roles
+    and the record come through nodewatch's Watch of every node, the node's only one."""
+    node_id = cluster.credentials.node_id
+    leader = await cluster.curator()
+    leader.set_node(curator_pb2.Node(id=node_id, roles=roles_to_proto(WORKER)))
+    harness = await start()
+    address = random_loopback()
+    harness.set(NETWORK, NetworkStatus(address))
+    harness.set(CURATOR_CONNECTION, cluster.connect(leader))
+    await wait_for_value(roles_value(harness), lambda roles: roles == WORKER)
+    await leader.wait_calls("UpdateNodeStatus", 1)
+    leader.set_node(curator_pb2.Node(id=node_id, roles=roles_to_proto(MEMBER)))
+    await wait_for_value(roles_value(harness), lambda roles: roles == MEMBER)
+
+    assert leader.requests("Watch") == [EVERY_NODE]
+    assert leader.open_watches.get_nowait() == 1
+    assert harness.status(NODEWATCH).state is State.HEALTHY
+    assert leader.requests("UpdateNodeStatus")[0].status == status(address)
 
 
 # -- revocations ------------------------------------------------------------------------------

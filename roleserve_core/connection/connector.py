@@ -31,9 +31,9 @@ things notice it::
 
 A worker's call refused for good (``rpc.node_refusal``: the leader's gate refuses this
 node, which is decommissioned) is reported too (``CuratorConnection.report_refused``), and
-stops the node: at a restart, that is the first call of the first worker (rolefetch's
-Watch), moments after the leader is found; a running node learns it when the decommission
-ends its streams.
+stops the node: at a restart, that is the first call of the first worker (nodewatch's
+Watch, which rolefetch reads), moments after the leader is found; a running node learns it
+when the decommission ends its streams.
 
 New credentials (the core's ``renewal`` worker renewed the node certificate) are followed
 like a report: the child ``credentials`` stops following, and the leader found anew gets a

@@ -1,18 +1,26 @@
 """Worker ``rolefetch``: this node's roles, from the curator, saved for restarts.
 
-Reads ``curator_connection``; writes ``roles``; keeps ``roles.pb`` in the core's plugin
-directory (``D/plugins/core/roles.pb``).
+Reads ``curator_connection`` and ``cluster_nodes``; writes ``roles``; keeps ``roles.pb`` in
+the core's plugin directory (``D/plugins/core/roles.pb``).
 
 ::
 
     start:    roles.pb ─▶ roles   (so a consensus node restarts its control plane even
                                    when no curator answers: it may be the only one)
               corrupt file: reported and ignored, the curator's answer replaces it
-    watcher:  Watch(this node) on each curator connection ─▶ roles, when they change
-                                                          └▶ roles.pb (0600)
+    watcher:  on each curator connection: this node's record in cluster_nodes
+                  ─▶ roles, when they change
+                  └▶ roles.pb (0600)
 
-The watcher is a child of its own (as in Monogon), so that a broken stream restarts only
-it: the saved roles are not read again, and the roles do not flap.
+The watcher is a child of its own (as in Monogon), so that a restart of it (a new leader)
+does not read the saved roles again, and the roles do not flap.
+
+Unlike Monogon's, it holds no Watch of its own: the node's record comes from the one Watch
+of every node that ``nodewatch`` keeps (``_own_record``), so a node holds one stream on
+the leader, not three. A role change reaches it through that stream as fast (one more hop
+through a value; ``benchmarks/role_change.py``). It still starts over on each new
+connection, as before: its record is then the new leader's once ``nodewatch`` has read the
+new leader's backlog, and, until then, the last leader's, which it has already set.
 """
 
 from __future__ import annotations
@@ -22,15 +30,16 @@ from pathlib import Path
 import anyio
 from google.protobuf.message import DecodeError
 
-from roleserve_core.clusternodes import NodeWatchFold
+from roleserve_core.clusternodes import CLUSTER_NODES
 from roleserve_core.connection.session import on_each_connection
 from roleserve_core.errors import DataDirectoryError
 from roleserve_core.files import write_atomically
 from roleserve_core.node import NodeContext, Worker
-from roleserve_core.proto import common_pb2, curator_pb2, curator_pb2_grpc
+from roleserve_core.proto import common_pb2
 from roleserve_core.roles import NodeRoles, roles_from_proto, roles_to_proto
 from roleserve_core.supervisor import RunContext
 from roleserve_core.values import CURATOR_CONNECTION, ROLES, CuratorConnection
+from roleserve_core.workers._own_record import follow_own_record
 
 __all__ = ["ROLES_FILE", "load_saved_roles", "rolefetch_worker", "save_roles"]
 
@@ -66,7 +75,8 @@ def load_saved_roles(path: Path) -> NodeRoles | None:
 
 def rolefetch_worker(node: NodeContext) -> Worker:
     """The worker, for the core's ``roleserve_workers``."""
-    return Worker("rolefetch", RoleFetch(node).run, reads=(CURATOR_CONNECTION,))
+    reads = (CURATOR_CONNECTION, CLUSTER_NODES)
+    return Worker("rolefetch", RoleFetch(node).run, reads=reads)
 
 
 class RoleFetch:
@@ -93,27 +103,24 @@ class RoleFetch:
         await anyio.sleep_forever()
 
     async def watch(self, ctx: RunContext) -> None:
-        """Child ``watcher``: the node's roles from the curator, on every connection."""
+        """Child ``watcher``: the node's roles from its record, on every connection."""
 
         async def session(connection: CuratorConnection) -> None:
-            await self._watch(ctx, connection)
+            await self._follow(ctx, connection.node_id)
 
         await on_each_connection(ctx, self.node.values, session)
 
-    async def _watch(self, ctx: RunContext, connection: CuratorConnection) -> None:
-        stub = curator_pb2_grpc.CuratorStub(connection.channel)
-        node = curator_pb2.WatchRequest.NodeInCluster(node_id=connection.node_id)
-        fold = NodeWatchFold()
-        async for event in stub.Watch(curator_pb2.WatchRequest(node_in_cluster=node)):
-            was_backlogged = fold.backlogged
-            if not fold.apply(event):
-                continue
-            found = fold.nodes.get(connection.node_id)
+    async def _follow(self, ctx: RunContext, node_id: str) -> None:
+        """Healthy once a whole view of the cluster's nodes came (this node's record in it,
+        or none yet: a node not committed yet has none)."""
+        healthy = False
+        async for found in follow_own_record(self.node.values, node_id):
             if found is not None:
                 self._received(ctx, roles_from_proto(found.roles))
                 if found.state == common_pb2.NODE_STATE_DECOMMISSIONED:
                     self._decommissioned(ctx)
-            if not was_backlogged:
+            if not healthy:
+                healthy = True
                 ctx.signal_healthy()
 
     def _received(self, ctx: RunContext, roles: NodeRoles) -> None:

@@ -1,20 +1,23 @@
 """Worker ``statuspush``: tell the curator this node's address, version, curator and plugins.
 
-Reads ``curator_connection``, ``network``, ``handled_custom_roles`` and, when the
-controlplane plugin is loaded, ``local_control_plane``; writes nothing.
+Reads ``curator_connection``, ``network``, ``handled_custom_roles``, ``cluster_nodes``
+and, when the controlplane plugin is loaded, ``local_control_plane``; writes nothing.
 
 ::
 
     network ──────────────┐
     local_control_plane ──┤
     PluginSet (states) ───┴─▶ node_status() ─┐
-    Watch(this node) ──▶ the curator's record ┴─ needs_report()? ─▶ UpdateNodeStatus
-                                                                     (replaces the whole status)
+    cluster_nodes ──▶ the curator's record ───┴─ needs_report()? ─▶ UpdateNodeStatus
+        of this node                                                (replaces the whole status)
 
 It reports when the status differs from the last one sent, and also when the curator's
 record of this node differs from it: another process with this node's identity may have
 written it (the curator refuses such a process once this one's heartbeat stream holds the
-node; see ``_identity``), and the node must not stay misreported until it restarts.
+node; see ``_identity``), or a restored etcd holds an older one, and the node must not
+stay misreported until it restarts. The record comes from ``cluster_nodes``
+(``_own_record``): the one Watch of every node that ``nodewatch`` keeps carries it, so
+this worker holds no stream of its own on the leader, only its calls.
 
 On each new connection (a new leader) the worker starts over and sends the full status
 again, as Monogon's does after its restart. Nothing is sent while the address is unknown.
@@ -33,13 +36,13 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import anyio
 import grpc
 
+from roleserve_core.clusternodes import CLUSTER_NODES
 from roleserve_core.connection.session import on_each_connection
-from roleserve_core.errors import RoleserveError
 from roleserve_core.event import Combined, Value
 from roleserve_core.limits import (
     MAX_PLUGIN_ERROR_LENGTH,
@@ -51,6 +54,7 @@ from roleserve_core.limits import (
 from roleserve_core.node import NodeContext, NodePlugins, Worker
 from roleserve_core.ports import CURATOR_PORT, split_endpoint
 from roleserve_core.proto import common_pb2, curator_pb2, curator_pb2_grpc
+from roleserve_core.registry import PluginValues
 from roleserve_core.supervisor import RunContext
 from roleserve_core.text import cut
 from roleserve_core.values import (
@@ -69,6 +73,7 @@ from roleserve_core.workers._identity import (
     retry_while_refused,
     signal_healthy_once,
 )
+from roleserve_core.workers._own_record import follow_own_record
 
 __all__ = ["boot_id", "needs_report", "node_status", "plugin_statuses", "statuspush_worker"]
 
@@ -128,7 +133,7 @@ def plugin_statuses(plugins: NodePlugins | None) -> tuple[common_pb2.PluginStatu
 
 def statuspush_worker(node: NodeContext) -> Worker:
     """The worker, for the core's ``roleserve_workers``."""
-    reads = (CURATOR_CONNECTION, NETWORK, HANDLED_CUSTOM_ROLES)
+    reads = (CURATOR_CONNECTION, NETWORK, HANDLED_CUSTOM_ROLES, CLUSTER_NODES)
     return Worker("statuspush", StatusPush(node).run, reads=reads)
 
 
@@ -155,31 +160,21 @@ class StatusPush:
     async def _push(
         self, ctx: RunContext, connection: CuratorConnection, healthy: Callable[[], None]
     ) -> None:
-        """Report on ``connection`` while the node's record there is followed; the first
-        failure of either ends both."""
+        """Report on ``connection``, comparing with the node's record as the leader keeps
+        it, until a call fails."""
         stub = curator_pb2_grpc.CuratorStub(connection.channel)
         recorded: Value[common_pb2.NodeStatus] = Value()
-        failure: Exception | None = None
+        failure: grpc.aio.AioRpcError | None = None
         async with anyio.create_task_group() as tasks:
-
-            async def follow() -> None:
-                nonlocal failure
-                try:
-                    await _follow_record(stub, connection.node_id, recorded)
-                except grpc.aio.AioRpcError as exc:
-                    failure = exc
-                tasks.cancel_scope.cancel()
-
-            tasks.start_soon(follow)
+            tasks.start_soon(_follow_record, self.node.values, connection.node_id, recorded)
             healthy()
             try:
                 await self._report(ctx, stub, connection.node_id, recorded)
             except grpc.aio.AioRpcError as exc:  # raised here, it would come grouped
                 failure = exc
             tasks.cancel_scope.cancel()
-        raise failure or RecordWatchEndedError(
-            f"the curator ended the watch of {connection.node_id}'s own record"
-        )
+        if failure is not None:
+            raise failure
 
     async def _report(
         self,
@@ -187,7 +182,8 @@ class StatusPush:
         stub: curator_pb2_grpc.CuratorAsyncStub,
         node_id: str,
         recorded: Value[common_pb2.NodeStatus],
-    ) -> None:
+    ) -> NoReturn:
+        """Report each status that needs it (``needs_report``); ends only by a failed call."""
         values = self.node.values
         sources: list[Any] = [recorded, values.read(NETWORK)]
         if LOCAL_CONTROL_PLANE in values:
@@ -293,17 +289,11 @@ def needs_report(
     return unstamped != sent
 
 
-class RecordWatchEndedError(RoleserveError):
-    """The curator ended the Watch of this node's own record."""
-
-
 async def _follow_record(
-    stub: curator_pb2_grpc.CuratorAsyncStub, node_id: str, recorded: Value[common_pb2.NodeStatus]
+    values: PluginValues, node_id: str, recorded: Value[common_pb2.NodeStatus]
 ) -> None:
-    """Keep ``recorded`` at the curator's record of this node's status, until the stream
-    ends."""
-    own = curator_pb2.WatchRequest.NodeInCluster(node_id=node_id)
-    async for event in stub.Watch(curator_pb2.WatchRequest(node_in_cluster=own)):
-        for node in event.nodes:
-            if node.id == node_id and node.HasField("status"):
-                recorded.set(node.status)
+    """Keep ``recorded`` at the curator's record of this node's status, as
+    ``cluster_nodes`` shows it (a record without a status is none to compare with)."""
+    async for node in follow_own_record(values, node_id):
+        if node is not None and node.HasField("status"):
+            recorded.set(node.status)
