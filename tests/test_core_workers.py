@@ -27,6 +27,7 @@ import pytest
 
 from roleserve_controlplane import ETCD_CLIENT_PORT
 from roleserve_core import Worker, custom_role, hookimpl
+from roleserve_core.clusternodes import ClusterNodes
 from roleserve_core.limits import MAX_PLUGIN_ERROR_LENGTH, MAX_VERSION_LENGTH
 from roleserve_core.plugin_loader import BUILTIN_PLUGINS, PluginSelection, PluginSet
 from roleserve_core.ports import CURATOR_PORT, endpoint
@@ -44,11 +45,13 @@ from roleserve_core.testing import (
     FakeCluster,
     NodeHarness,
     PluginHarness,
+    node_record,
     random_loopback,
     start_plugin_node,
     wait_for_value,
 )
 from roleserve_core.values import (
+    CLUSTER_NODES,
     CURATOR_CONNECTION,
     LOCAL_CONTROL_PLANE,
     NETWORK,
@@ -61,6 +64,7 @@ from roleserve_core.values import (
 )
 from roleserve_core.version import core_version
 from roleserve_core.workers._identity import PROCESS_INSTANCE
+from roleserve_core.workers._own_record import follow_own_record
 from roleserve_core.workers.heartbeat import DEFAULT_INTERVAL, Heartbeat
 from roleserve_core.workers.rolefetch import ROLES_FILE, save_roles
 from roleserve_core.workers.statuspush import _log_record_difference as log_record_difference
@@ -789,6 +793,38 @@ async def test_the_node_holds_one_watch_stream_which_rolefetch_and_statuspush_sh
     assert leader.open_watches.get_nowait() == 1
     assert harness.status(NODEWATCH).state is State.HEALTHY
     assert leader.requests("UpdateNodeStatus")[0].status == status(address)
+
+
+async def test_own_record_is_this_nodes_each_time_the_curator_sends_it_anew(
+    node: Callable[..., Awaitable[NodeHarness]], tmp_path: Path
+) -> None:
+    """What rolefetch and statuspush follow: another node's change is none of theirs, a
+    view nobody keeps is skipped, and a fresh backlog (a new leader) shows the record again
+    even when it is equal."""
+    harness = await node(PluginHarness().runtime(tmp_path))
+    values = harness.runtime.registry.scoped(CORE_READER)
+    mine, other = node_record("me"), node_record("other")
+    seen: list[curator_pb2.Node | None] = []
+
+    async def follow() -> None:
+        async for record in follow_own_record(values, "me"):
+            seen.append(record)
+
+    views = [
+        ClusterNodes({"me": node_record("me", "10.0.0.1")}, backlogged=False),  # nobody keeps
+        ClusterNodes({"other": other}, backlogged=True),  # whole, without this node: None
+        ClusterNodes({"me": mine, "other": other}, backlogged=True),
+        ClusterNodes({"me": mine, "other": node_record("other", "10.0.0.9")}, backlogged=True),
+        ClusterNodes({"me": (fresh := node_record("me")), "other": other}, backlogged=True),
+    ]
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(follow)
+        for view in views:
+            harness.set(CLUSTER_NODES, view)
+            await anyio.wait_all_tasks_blocked()
+        tasks.cancel_scope.cancel()
+    assert seen == [None, mine, fresh]
+    assert (seen[1] is mine, seen[2] is fresh) == (True, True)
 
 
 # -- revocations ------------------------------------------------------------------------------
