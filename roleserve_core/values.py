@@ -13,8 +13,10 @@ and ``bootstrapped``, which the core's status push, enrolment and daemon read::
     curator_connection       CuratorConnection   core           workers talking to the curator
     network                  NetworkStatus       core           clusternet, hostsfile
     handled_custom_roles     tuple[str, ...]     core           statuspush
-    cluster_nodes            ClusterNodes        core           hostsfile, clusternet, metrics,
-                                                                the node's curator connection
+    cluster_nodes            ClusterNodes        core           rolefetch, statuspush (the node's
+                                                                own record), hostsfile,
+                                                                clusternet, metrics, the node's
+                                                                curator connection
     local_control_plane      LocalControlPlane   controlplane   statuspush, kubernetes, metrics
     bootstrapped             Bootstrapped        controlplane   the node's enrolment (it saves the
                                                                 credentials it carries)
