@@ -2,8 +2,9 @@
 
 A node's children are found through ``/proc`` (parent links), not the node's process
 group: each program a node runs leads a process group of its own. A process is of the kind
-its executable names (``KINDS``: ``prometheus-node-exporter`` is ``node_exporter``); the
-node itself is ``node``; anything else (kubelet, kube-apiserver, a watchdog) by its name.
+its executable names (``prometheus-node-exporter`` is ``node_exporter``); the node itself
+is ``node``, or ``node (member)`` when it runs etcd; the rest (kubelet, kube-apiserver, a
+watchdog) by its name.
 
 Run alone it measures a running cluster: ``.venv/bin/python
 benchmarks/_cluster_processes.py --dir DIR [--seconds 60]``.
@@ -26,6 +27,7 @@ from roleserve_core.process import read_stat, read_stats
 
 __all__ = [
     "COUNTED",
+    "MEMBER_NODE",
     "Cost",
     "cluster_processes",
     "costs",
@@ -35,7 +37,9 @@ __all__ = [
     "print_costs",
 ]
 
-COUNTED = ("node", "etcd", "containerd", "node_exporter", "wireguard-go")
+MEMBER_NODE = "node (member)"
+"""A node that runs etcd (a consensus member, with the kube controllers): it does more."""
+COUNTED = ("node", MEMBER_NODE, "etcd", "containerd", "node_exporter", "wireguard-go")
 """The kinds issue 30's idle goal counts (< 0.2% of one core per node, all together)."""
 _RENAMED = {"prometheus-node-exporter": "node_exporter", "node_exporter": "node_exporter"}
 _TICKS = os.sysconf("SC_CLK_TCK")
@@ -69,14 +73,21 @@ def kind_of(pid: int, nodes: set[int]) -> str | None:
 
 
 def cluster_processes(node_pids: Iterable[int]) -> dict[str, list[int]]:
-    """Every process of the cluster whose nodes are ``node_pids``, by kind."""
+    """Every process of the cluster whose nodes are ``node_pids``, by kind; the nodes that
+    run etcd are ``MEMBER_NODE``."""
     nodes = set(node_pids)
     kinds: dict[str, list[int]] = defaultdict(list)
+    parents = {}
     for pid in descendants(nodes):
         kind = kind_of(pid, nodes)
-        if kind is not None:
+        stat = read_stat(pid)
+        if kind is not None and stat is not None:
             kinds[kind].append(pid)
-    return dict(kinds)
+            parents[pid] = stat.ppid
+    members = {parents[pid] for pid in kinds.get("etcd", [])}
+    kinds["node"] = [pid for pid in kinds.get("node", []) if pid not in members]
+    kinds[MEMBER_NODE] = [pid for pid in nodes if pid in members]
+    return {kind: pids for kind, pids in kinds.items() if pids}
 
 
 @dataclass(frozen=True)
@@ -125,10 +136,10 @@ def costs(kinds: Mapping[str, list[int]], seconds: float) -> dict[str, Cost]:
 def print_costs(found: Mapping[str, Cost], nodes: int) -> None:
     """One line per kind: count, RSS and idle CPU, summed and per node; then the counted
     kinds' total per node."""
-    print(f"  {'kind':<16}{'count':>6}{'RSS MiB':>10}{'/node':>8}{'CPU %':>9}{'/node':>8}")
+    print(f"  {'kind':<24}{'count':>6}{'RSS MiB':>10}{'/node':>8}{'CPU %':>9}{'/node':>8}")
     for kind, cost in sorted(found.items(), key=lambda item: -item[1].cpu_share):
         print(
-            f"  {kind:<16}{cost.count:>6}{cost.rss_mib:>10.1f}{cost.rss_mib / nodes:>8.1f}"
+            f"  {kind:<24}{cost.count:>6}{cost.rss_mib:>10.1f}{cost.rss_mib / nodes:>8.1f}"
             f"{cost.cpu_share * 100:>9.2f}{cost.cpu_share * 100 / nodes:>8.3f}"
         )
     share = counted_share(found) * 100 / nodes

@@ -33,6 +33,7 @@ import os
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
 import argparse
+import json
 import signal
 import subprocess
 import sys
@@ -45,7 +46,6 @@ from _cluster_processes import cluster_processes, costs, counted_share, descenda
 from _failover import Samples, fault_and_recover, random_first_address, whole_again
 from _report import print_comparison, summarise
 
-from roleserve_controlplane.consensus.election import DEFAULT_TTL
 from roleserve_core.localcluster import LocalCluster
 from roleserve_core.process import read_stat
 
@@ -66,6 +66,23 @@ def roleserve(*argv: str) -> float:
     start = time.perf_counter()
     subprocess.run([sys.executable, "-m", "roleserve_core", *argv], check=True)
     return time.perf_counter() - start
+
+
+def lease_ttl() -> float:
+    """The election lease TTL a cluster runs with by default, as ``roleserve plugins``
+    tells (importing the controlplane plugin here would find ``benchmarks/etcd.py`` as
+    etcd3aio's ``etcd``)."""
+    listing = subprocess.run(
+        [sys.executable, "-m", "roleserve_core", "plugins", "--json"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    for plugin in json.loads(listing):
+        for setting in plugin.get("settings", []):
+            if setting["name"] == "lease_ttl":
+                return float(setting["default"])
+    raise LookupError("no plugin declares lease_ttl: is roleserve-controlplane installed?")
 
 
 def goal(title: str, value: float, limit: float, unit: str) -> None:
@@ -139,7 +156,7 @@ async def one_size(size: int, idle: float, netns: bool, keep: Path | None) -> Sa
 
 
 async def main(sizes: list[int], idle: float, netns: bool, keep: Path | None) -> None:
-    ttl = float(DEFAULT_TTL)
+    ttl = lease_ttl()
     print(f"baseline: the election lease TTL, {ttl:g} s (failover goal ≤ {FAILOVER_GOAL}×)")
     baseline = summarise([ttl])
     for size in sizes:
