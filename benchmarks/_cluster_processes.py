@@ -134,13 +134,14 @@ def costs(kinds: Mapping[str, list[int]], seconds: float) -> dict[str, Cost]:
 
 
 def print_costs(found: Mapping[str, Cost], nodes: int) -> None:
-    """One line per kind: count, RSS and idle CPU, summed and per node; then the counted
-    kinds' total per node."""
-    print(f"  {'kind':<24}{'count':>6}{'RSS MiB':>10}{'/node':>8}{'CPU %':>9}{'/node':>8}")
+    """One line per kind: count, RSS and idle CPU, summed, per process, and shared out
+    per node of the cluster; then the counted kinds' total per node."""
+    print(f"  {'kind':<24}{'count':>6}{'RSS MiB':>9}{'each':>7}{'CPU %':>8}{'each':>7}{'/node':>7}")
     for kind, cost in sorted(found.items(), key=lambda item: -item[1].cpu_share):
+        cpu = cost.cpu_share * 100
         print(
-            f"  {kind:<24}{cost.count:>6}{cost.rss_mib:>10.1f}{cost.rss_mib / nodes:>8.1f}"
-            f"{cost.cpu_share * 100:>9.2f}{cost.cpu_share * 100 / nodes:>8.3f}"
+            f"  {kind:<24}{cost.count:>6}{cost.rss_mib:>9.1f}{cost.rss_mib / cost.count:>7.1f}"
+            f"{cpu:>8.2f}{cpu / cost.count:>7.3f}{cpu / nodes:>7.3f}"
         )
     share = counted_share(found) * 100 / nodes
     print(f"  counted ({', '.join(COUNTED)}): {share:.3f}% of one core per node")
