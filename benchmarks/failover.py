@@ -5,17 +5,11 @@ Run: ``./dev sync && .venv/bin/python benchmarks/failover.py [--sizes 3 20] [--t
 
 For each size, one local cluster of real node processes (``LocalCluster``; three consensus
 members, the rest plain nodes) with an election lease of ``--ttl`` seconds. Its leader's
-process group (the node and its etcd) is stopped with SIGSTOP, as a stalled disk or a paused
-VM does, then resumed; once the cluster is whole again, the leader is killed with SIGKILL,
-then started again; ``--runs`` times. From each signal, two times:
-
-- *survivors HEALTHY*: until a curator other than the old leader leads and shows every
-  other node HEALTHY (each beats to it);
-- *role arrives*: a ``custom:hello`` role is set on a survivor as soon as a leader takes
-  it, until the node's gated worker ``hello`` is HEALTHY in its supervision tree.
-
-Each look asks only the survivors' curators, with short deadlines, as an operator's
-tool would once it knows the old leader hangs. The baseline is the lease TTL: a new
+process group is stopped with SIGSTOP, as a stalled disk or a paused VM does, then
+resumed; once the cluster is whole again, the leader is killed with SIGKILL, then started
+again; ``--runs`` times. From each signal, two times (``_failover``): until every survivor
+is HEALTHY at a new leader, and until a role set on a survivor reaches it. The baseline is
+the lease TTL: a new
 leader cannot be elected before the old lease runs out, so 1× is the floor and the
 issue's goal is 1.5×.
 """
@@ -28,168 +22,22 @@ import os
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
 import argparse
-import ipaddress
-import random
 import signal
 import tempfile
-import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
 
 import anyio
+from _failover import Samples, fault_and_recover, random_first_address
 from _report import print_comparison, summarise
 
-from roleserve_core.connection import find_leader
-from roleserve_core.localcluster import LocalCluster, LocalNode
-from roleserve_core.ports import CURATOR_PORT, endpoint
-from roleserve_core.proto import (
-    management_pb2,
-    management_pb2_grpc,
-    nodemanagement_pb2,
-)
-from roleserve_core.rpc import CancellationSafeChannel, secure_channel
-
-HELLO = "root.role.hello"
-LOOK_TIMEOUT = 2.0
-"""Seconds one look may take before it counts as 'not yet'."""
-GIVE_UP = 180.0
-"""Seconds after the fault after which a measurement is reported as never reached."""
-
-T = TypeVar("T")
-
-
-async def _leader_management(
-    cluster: LocalCluster, survivors: list[LocalNode]
-) -> tuple[str, Any, CancellationSafeChannel]:
-    """The leader the survivors' curators name, a Management stub to it (aio, untyped by
-    the generated stubs), and its channel to close."""
-    access = cluster.access()
-    endpoints = [endpoint(node.address, CURATOR_PORT) for node in survivors]
-    leader = await find_leader(endpoints, access.credentials, timeout=LOOK_TIMEOUT)
-    channel = secure_channel(leader.endpoint, access.credentials, node_id=leader.node_id)
-    return leader.node_id, management_pb2_grpc.ManagementStub(channel), channel
-
-
-async def nodes_at_leader(
-    cluster: LocalCluster, survivors: list[LocalNode]
-) -> tuple[str, dict[str, management_pb2.Node]]:
-    """One bounded look: the leader's ID and every node as it sees them."""
-    leader, management, channel = await _leader_management(cluster, survivors)
-    async with channel:
-        call = management.GetNodes(management_pb2.GetNodesRequest(), timeout=LOOK_TIMEOUT)
-        return leader, {node.id: node async for node in call}
-
-
-async def set_hello(
-    cluster: LocalCluster, survivors: list[LocalNode], node: LocalNode, assign: bool
-) -> None:
-    _, management, channel = await _leader_management(cluster, survivors)
-    change = management_pb2.UpdateNodeRolesRequest.Change(role="custom:hello", assign=assign)
-    identity = cluster.node_id(node) or ""
-    request = management_pb2.UpdateNodeRolesRequest(node_id=identity, changes=[change])
-    async with channel:
-        await management.UpdateNodeRoles(request, timeout=LOOK_TIMEOUT)
-
-
-async def hello_state(cluster: LocalCluster, node: LocalNode) -> str:
-    async with cluster.node_management(node) as stub:
-        request = nodemanagement_pb2.GetSupervisionTreeRequest()
-        response = await stub.GetSupervisionTree(request, timeout=LOOK_TIMEOUT)
-    states = {runnable.dn: str(runnable.state) for runnable in response.runnables}
-    return states.get(HELLO, "absent")
-
-
-async def until(look: Callable[[], Awaitable[T]], done: Callable[[T], bool]) -> None:
-    """Look again and again (each look bounded, failures count as 'not yet') until
-    ``done``; gives up after ``GIVE_UP`` seconds with TimeoutError."""
-    with anyio.fail_after(GIVE_UP):
-        while True:
-            with anyio.move_on_after(LOOK_TIMEOUT * 2):
-                try:
-                    if done(await look()):
-                        return
-                except Exception:  # a failed look is a 'not yet'
-                    pass
-            await anyio.sleep(0.05)
-
-
-async def measure_fault(
-    cluster: LocalCluster, fault: signal.Signals
-) -> tuple[float, float, LocalNode]:
-    """Signal the leader's process group; seconds until survivors are HEALTHY at a new
-    leader, and until a role set on a survivor reaches it. Returns the victim too."""
-    everyone = list(cluster.nodes)
-    old, _ = await nodes_at_leader(cluster, everyone)
-    victim = next(node for node in everyone if cluster.node_id(node) == old)
-    survivors = [node for node in everyone if node is not victim]
-    chosen = survivors[-1]
-    group = victim.pid
-    assert group is not None
-    results: dict[str, float] = {}
-
-    def survivors_healthy(look: tuple[str, dict[str, management_pb2.Node]]) -> bool:
-        leader, found = look
-        return leader != old and all(
-            found[cluster.node_id(node) or ""].health == management_pb2.Node.HEALTHY
-            for node in survivors
-        )
-
-    async def healthy() -> None:
-        await until(lambda: nodes_at_leader(cluster, survivors), survivors_healthy)
-        results["healthy"] = time.perf_counter() - start
-
-    async def role() -> None:
-        await until(lambda: set_hello(cluster, survivors, chosen, True), lambda _: True)
-        await until(lambda: hello_state(cluster, chosen), lambda state: state == "HEALTHY")
-        results["role"] = time.perf_counter() - start
-
-    start = time.perf_counter()
-    os.killpg(group, fault)
-    async with anyio.create_task_group() as tasks:
-        tasks.start_soon(healthy)
-        tasks.start_soon(role)
-    await until(lambda: set_hello(cluster, survivors, chosen, False), lambda _: True)
-    await until(lambda: hello_state(cluster, chosen), lambda state: state != "HEALTHY")
-    return results["healthy"], results["role"], victim
-
-
-async def whole_again(cluster: LocalCluster) -> None:
-    """Every node UP and HEALTHY at whichever curator leads."""
-
-    def all_healthy(look: tuple[str, dict[str, management_pb2.Node]]) -> bool:
-        _, found = look
-        return len(found) == len(cluster.nodes) and all(
-            node.health == management_pb2.Node.HEALTHY for node in found.values()
-        )
-
-    await until(lambda: nodes_at_leader(cluster, list(cluster.nodes)), all_healthy)
-
-
-Samples = dict[str, tuple[list[float], list[float]]]
-"""Per fault: seconds until survivors were HEALTHY, and until the role arrived, per run."""
-
-
-async def fault_and_recover(cluster: LocalCluster, fault: signal.Signals, samples: Samples) -> None:
-    """One measurement of ``fault``; then the victim resumed (SIGSTOP) or started again
-    (SIGKILL), and the cluster whole before the next."""
-    healthy, role, victim = await measure_fault(cluster, fault)
-    healthy_samples, role_samples = samples.setdefault(fault.name, ([], []))
-    healthy_samples.append(healthy)
-    role_samples.append(role)
-    print(f"  {fault.name}: {healthy:.2f} s, {role:.2f} s", flush=True)
-    if fault is signal.SIGSTOP:
-        os.killpg(victim.pid or 0, signal.SIGCONT)
-    else:
-        victim.start()
-    await whole_again(cluster)
+from roleserve_core.localcluster import LocalCluster
 
 
 async def one_size(size: int, ttl: int, runs: int, keep: Path | None) -> Samples:
     samples: Samples = {}
     with tempfile.TemporaryDirectory() as scratch:
         directory = Path(scratch) if keep is None else keep / f"cluster-{size}"
-        first = ipaddress.IPv4Address(f"127.{random.randint(1, 254)}.{random.randint(0, 200)}.11")
+        first = random_first_address()
         config = f"[plugins.controlplane]\nlease_ttl = {ttl}\n"
         cluster = LocalCluster(directory, size, first_address=first, config=config)
         try:

@@ -3,20 +3,24 @@ processes are started here: ``subprocess.Popen`` is recorded instead)."""
 
 from __future__ import annotations
 
+import ipaddress
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from roleserve_core.cli import main
 from roleserve_core.environment import REGISTER_TICKET_ENV
 from roleserve_core.localcluster import (
     DEFAULT_SIZE,
     LocalCluster,
     LocalClusterError,
     held_nodes,
+    netns,
     size_for_up,
 )
+from roleserve_core.localcluster.layout import MAX_SIZE
 
 
 def nodes(directory: Path, *names: str) -> Path:
@@ -82,3 +86,33 @@ def test_a_registering_node_gets_its_ticket_in_its_environment_only(
     assert registering["argv"][-2:] == ["--join-address", str(first.address)]
     assert registering["env"][REGISTER_TICKET_ENV] == "rs1-the-ticket"
     assert REGISTER_TICKET_ENV not in other["env"]
+
+
+def test_up_takes_up_to_max_size_nodes_and_refuses_more_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The bound is checked by the argument parser, before any node starts: one line."""
+    assert MAX_SIZE >= 100
+    directory = str(tmp_path / "c")
+    for count in ("0", str(MAX_SIZE + 1), "ten"):
+        with pytest.raises(SystemExit) as exit:
+            main(["cluster", "up", "--nodes", count, "--dir", directory])
+        assert exit.value.code == 2
+        error = capsys.readouterr().err.splitlines()[-1]
+        assert error.endswith(
+            f"argument --nodes: {count!r} is not a number of nodes from 1 to {MAX_SIZE}"
+        )
+    assert not (tmp_path / "c").exists()
+
+
+def test_max_size_nodes_fit_on_loopback_and_in_a_netns_subnet(tmp_path: Path) -> None:
+    """Every node of the largest cluster has an address of its own, and a --netns
+    cluster's names stay within the kernel's 15 characters."""
+    loopback = LocalCluster(tmp_path / "lo", MAX_SIZE)
+    addresses = {node.address for node in loopback.nodes}
+    assert len(addresses) == MAX_SIZE
+    assert all(address.is_loopback for address in addresses)
+    plan = netns.NetnsPlan(ipaddress.IPv4Network("198.19.255.0/24"), MAX_SIZE)
+    assert len({plan.address(index) for index in range(1, MAX_SIZE + 1)}) == MAX_SIZE
+    longest = max((plan.veth(MAX_SIZE), plan.wireguard_interface(MAX_SIZE)), key=len)
+    assert len(longest) <= 15

@@ -25,6 +25,7 @@ from roleserve_core.errors import RoleserveError
 from roleserve_core.localcluster.layout import (
     DEFAULT_SIZE,
     FIRST_ADDRESS,
+    MAX_SIZE,
     default_cluster_directory,
 )
 
@@ -65,7 +66,8 @@ def add_parser(commands: Any) -> None:
         default=None,
         metavar="N",
         help=(
-            f"how many nodes: default {DEFAULT_SIZE} for a new cluster, else as many as "
+            f"how many nodes, 1 to {MAX_SIZE}: default {DEFAULT_SIZE} for a new cluster, else "
+            "as many as "
             "--dir holds; more than it holds adds nodes, fewer is refused (a node leaves "
             "through `ctl decommission`)"
         ),
@@ -118,8 +120,8 @@ def add_parser(commands: Any) -> None:
 
 
 def _node_count(text: str) -> int:
-    if not text.isdigit() or not 1 <= int(text) <= 50:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of nodes from 1 to 50")
+    if not text.isdigit() or not 1 <= int(text) <= MAX_SIZE:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of nodes from 1 to {MAX_SIZE}")
     return int(text)
 
 

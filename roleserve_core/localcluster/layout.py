@@ -22,6 +22,7 @@ __all__ = [
     "DEFAULT_SIZE",
     "FIRST_ADDRESS",
     "FIRST_ADDRESS_FILE",
+    "MAX_SIZE",
     "OWNER_DIRECTORY",
     "default_cluster_directory",
     "default_roles",
@@ -30,6 +31,10 @@ __all__ = [
 CONSENSUS_MEMBERS = 3
 DEFAULT_SIZE = 3
 """Nodes of a new cluster when ``--nodes`` is not given: the fewest that survive a loss."""
+MAX_SIZE = 100
+"""The most nodes ``cluster up`` starts: what ``benchmarks/scale.py`` measures on two cores
+(issue 30). Loopback and ``--netns`` addresses hold more (``netns.MAX_NODES``); one machine's
+memory and CPU are the limit, not the addressing."""
 FIRST_ADDRESS = ipaddress.IPv4Address("127.0.0.11")
 """Node 1's address unless chosen; node i has the i-th from it."""
 FIRST_ADDRESS_FILE = "first-address"

@@ -8,6 +8,8 @@
         present
             ├─ wait until a controller's kube-apiserver answers /readyz
             ├─ <dir>/kubeconfig: an admin kubeconfig, written as `ctl kubeconfig` writes one
+        ├─ this user's inotify instances nearly all in use: one line naming the sysctl
+           (inotify.py: each kubelet needs about six)
             └─ wait until the Node of every kubernetes_worker that finds the kubelet is
                Ready (the apiserver's word); at once, fail if its kubelet or container
                runtime failed for good (ctl tree's DEAD, final)
@@ -45,6 +47,7 @@ import anyio
 
 from roleserve_kubernetes.binaries import APISERVER, KUBELET, KubeBinaries
 from roleserve_kubernetes.errors import KubernetesError
+from roleserve_kubernetes.inotify import inotify_shortage
 from roleserve_kubernetes.kubebuild import pinned_bin_dir
 from roleserve_kubernetes.plans import APISERVER_PORT, Health
 from roleserve_kubernetes.probe import PROBE_TIMEOUT, probe
@@ -279,6 +282,9 @@ class KubernetesExtension:
         admin = _Admin.load(path)
         assert admin is not None  # just written
         workers = _kubelets(view)
+        shortage = inotify_shortage()
+        if shortage is not None:
+            view.progress(shortage)
         view.progress(f"Kubernetes: waiting until every Node is Ready ({len(workers)})")
         await self._until_ready(view, admin, workers)
 

@@ -22,7 +22,13 @@ from roleserve_core.testing import PluginHarness
 from roleserve_kubernetes import hooks
 from roleserve_kubernetes.cni import bridge_name, cni_conflist, write_cni_config
 from roleserve_kubernetes.containerd import parse_containerd_log
-from roleserve_kubernetes.containerd_config import ContainerdConfig, containerd_toml
+from roleserve_kubernetes.containerd_config import (
+    DISABLED_PLUGINS,
+    SNAPSHOTTERS,
+    UNUSED_PLUGINS,
+    ContainerdConfig,
+    containerd_toml,
+)
 from roleserve_kubernetes.errors import PodNetworkError, SandboxImageError, SocketPathError
 from roleserve_kubernetes.image import (
     BUSYBOX_IMAGE,
@@ -40,6 +46,7 @@ from roleserve_kubernetes.layout import (
 )
 from roleserve_kubernetes.leftovers import mounts_under
 from roleserve_kubernetes.podnetwork import pod_prefix
+from roleserve_kubernetes.settings import WorkerSettings
 
 RUN = "/run/roleserve/0123456789ab/kubernetes"
 LAYOUT = WorkerLayout(Path("/var/lib/roleserve/plugins/kubernetes"), Path(RUN))
@@ -73,6 +80,28 @@ def test_containerd_config_keeps_everything_under_the_data_directory_but_sockets
     assert runc["options"]["Root"] == f"{base}/containerd/state/runc"
     no_metrics = tomllib.loads(containerd_toml(ContainerdConfig(LAYOUT, "i", "/cni")))
     assert no_metrics["metrics"]["address"] == ""
+
+
+@pytest.mark.parametrize(
+    ("snapshotter", "other"), [("overlayfs", "native"), ("native", "overlayfs")]
+)
+def test_containerd_disables_what_the_node_never_uses(snapshotter: str, other: str) -> None:
+    config = ContainerdConfig(LAYOUT, SANDBOX_IMAGE, "/cni", snapshotter)
+    disabled = tomllib.loads(containerd_toml(config))["disabled_plugins"]
+    assert disabled == [
+        *DISABLED_PLUGINS,
+        "io.containerd.internal.v1.restart",
+        f"io.containerd.snapshotter.v1.{other}",
+    ]
+    assert UNUSED_PLUGINS == ("io.containerd.internal.v1.restart",)
+    # The snapshotter in use, and the v1 runtime containerd 1.6's tasks service needs, stay.
+    assert f"io.containerd.snapshotter.v1.{snapshotter}" not in disabled
+    assert "io.containerd.runtime.v1.linux" not in disabled
+
+
+def test_the_snapshotters_are_the_settings_choices() -> None:
+    setting = next(each for each in WorkerSettings.declared() if each.name == "snapshotter")
+    assert setting.choices == SNAPSHOTTERS
 
 
 def test_a_path_with_quotes_and_backslashes_stays_one_toml_string() -> None:

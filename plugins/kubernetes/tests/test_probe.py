@@ -7,7 +7,7 @@ import asyncio
 import ipaddress
 import socket
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -15,7 +15,7 @@ import pytest
 
 from roleserve_kubernetes.pki import KeyPair
 from roleserve_kubernetes.plans import Health
-from roleserve_kubernetes.probe import probe, probe_failure
+from roleserve_kubernetes.probe import KeptProbe, probe, probe_failure
 from roleserve_kubernetes.testing import throwaway_pki
 
 pytestmark = pytest.mark.anyio
@@ -35,8 +35,26 @@ async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
     writer.close()
 
 
+async def answer_kept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """200 ``ok`` with its length to every request of one connection, until the client
+    closes it; 500 for anything but /readyz, with ``Connection: close``."""
+    while request := await reader.readline():
+        while (await reader.readline()) not in (b"\r\n", b""):
+            pass
+        if request.split()[1] != b"/readyz":
+            writer.write(b"HTTP/1.1 500 Internal Server Error\r\nConnection: close\r\n\r\n")
+            break
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        await writer.drain()
+    writer.close()
+
+
 @asynccontextmanager
-async def server(tmp_path: Path, serving: KeyPair | None) -> AsyncIterator[int]:
+async def server(
+    tmp_path: Path,
+    serving: KeyPair | None,
+    handler: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]] = answer,
+) -> AsyncIterator[int]:
     """A server on 127.0.0.1 (HTTPS with ``serving``, or plain HTTP); yields its port."""
     context = None
     if serving is not None:
@@ -46,9 +64,17 @@ async def server(tmp_path: Path, serving: KeyPair | None) -> AsyncIterator[int]:
         key.write_bytes(serving.key_pem)
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.load_cert_chain(certificate, key)
-    listener = await asyncio.start_server(answer, HOST, 0, ssl=context)
+    open_writers: set[asyncio.StreamWriter] = set()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        open_writers.add(writer)
+        await handler(reader, writer)
+
+    listener = await asyncio.start_server(handle, HOST, 0, ssl=context)
     async with listener:
         yield listener.sockets[0].getsockname()[1]
+        for writer in open_writers:  # as a component that exits: its connections end too
+            writer.close()
 
 
 @pytest.fixture(scope="module")
@@ -88,3 +114,36 @@ async def test_plain_http_and_nothing_listening(tmp_path: Path) -> None:
         unused.bind((HOST, 0))
         port = unused.getsockname()[1]
         assert not await probe(Health(HOST, port, "/readyz", tls=False))
+
+
+async def test_a_kept_probe_asks_again_on_one_connection(
+    pki: dict[str, KeyPair], tmp_path: Path
+) -> None:
+    async with server(tmp_path, pki["apiserver"], answer_kept) as port:
+        kept = KeptProbe(Health(HOST, port, "/readyz", ca_pem=ca(pki)))
+        try:
+            assert [await kept.failure() for _ in range(3)] == [None, None, None]
+            assert kept.connections == 1
+        finally:
+            await kept.aclose()
+        failing = KeptProbe(Health(HOST, port, "/livez", ca_pem=ca(pki)))
+        assert await failing.failure() == "/livez answered 500"
+        assert await failing.failure() == "/livez answered 500"  # closed: a new connection
+        assert failing.connections == 2
+        await failing.aclose()
+
+
+async def test_a_kept_probe_replaces_a_closed_connection_and_counts_only_a_fresh_failure(
+    tmp_path: Path,
+) -> None:
+    async with server(tmp_path, None) as port:  # closes after each answer
+        kept = KeptProbe(Health(HOST, port, "/readyz", tls=False))
+        assert [await kept.failure() for _ in range(3)] == [None, None, None]
+        assert kept.connections == 3  # each one closed by the server after its answer
+        await kept.aclose()
+    async with server(tmp_path, None, answer_kept) as port:
+        kept = KeptProbe(Health(HOST, port, "/readyz", tls=False))
+        assert await kept.failure() is None
+    # The server is gone: the kept connection is dead, and a new one is refused.
+    assert await kept.failure() == "connection refused"
+    await kept.aclose()

@@ -15,6 +15,11 @@ It listens on plain HTTP on the node's local exporter host (``local_exporter_hos
 no other machine reaches; the worker's HTTPS server proxies it as ``/metrics/node``. If it
 exits, its runnable dies and the supervisor starts it again after the backoff; scrapes of
 ``node`` meanwhile get 502.
+
+Its default collectors all stay on, on purpose: they run only when scraped, so an idle
+node_exporter uses no CPU (0.00% of a core over 60 s, ``benchmarks/scale.py``) and 13.7 MiB
+of RSS, which ``--collector.disable-defaults`` with the usual dozen collectors cuts by
+about 1 MiB (its Go runtime is the rest), at the price of metrics users expect.
 """
 
 from __future__ import annotations
