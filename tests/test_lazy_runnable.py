@@ -158,7 +158,7 @@ def test_resolve_imports_the_function_for_a_plugins_tests(worker_module: Path) -
 
 @pytest.mark.parametrize("target", ["module", "module:", ":run", "module:not a name"])
 def test_a_malformed_target_is_refused_at_once(target: str) -> None:
-    with pytest.raises(ValueError, match="must be 'package.module:function'"):
+    with pytest.raises(ValueError, match=r"must be 'package\.module:function'"):
         lazy_runnable(target)
 
 
