@@ -20,7 +20,8 @@ them), timed from ``exec`` to exit, with its VmRSS.
 Baselines, in the same run: ``python -c pass`` and ``python -c 'import grpc'``, with their
 VmRSS just before exit. The goal (issue 30): a node with only kubernetes_worker ≤ 60 MiB.
 Figures taken while other work shares the machine are noisy; the ratios to the baselines
-are the figures to compare.
+are the figures to compare. ``--env NAME=VALUE`` starts node 2 with a variable added (to
+try a tuning of the process, e.g. ``MALLOC_ARENA_MAX=2``).
 """
 
 from __future__ import annotations
@@ -81,11 +82,14 @@ async def set_roles(cluster: LocalCluster, node: LocalNode, roles: tuple[str, ..
             )
 
 
-async def restart_healthy(cluster: LocalCluster, node: LocalNode, roles: tuple[str, ...]) -> int:
-    """Restart ``node``; its PID once it reports UP and HEALTHY with ``roles``."""
+async def restart_healthy(
+    cluster: LocalCluster, node: LocalNode, roles: tuple[str, ...], env: dict[str, str]
+) -> int:
+    """Restart ``node`` (with ``env`` added to its environment); its PID once it reports
+    UP and HEALTHY with ``roles``."""
     await until_healthy(cluster, node, roles)  # the role change done (a learner promoted)
     await node.stop()
-    pid = node.start()
+    pid = node.start(env=env)
     await until_healthy(cluster, node, roles)
     return pid
 
@@ -137,7 +141,7 @@ def baselines(runs: int) -> tuple[float, float]:
     return bare, grpc
 
 
-async def main(samples: int, runs: int, directory: Path | None) -> None:
+async def main(samples: int, runs: int, directory: Path | None, env: dict[str, str]) -> None:
     bare, grpc = baselines(runs)
     measured: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="node_weight-", dir=directory) as scratch:
@@ -150,7 +154,7 @@ async def main(samples: int, runs: int, directory: Path | None) -> None:
             node = cluster.nodes[1]
             for name, roles in ROLE_SETS:
                 await set_roles(cluster, node, roles)
-                pid = await restart_healthy(cluster, node, roles)
+                pid = await restart_healthy(cluster, node, roles, env)
                 measured[name] = await rss_of(pid, samples)
                 print(f"node 2, {name}: {measured[name]:.1f} MiB", flush=True)
         finally:
@@ -174,5 +178,13 @@ if __name__ == "__main__":
     parser.add_argument("--samples", type=int, default=5, help="RSS readings per role set")
     parser.add_argument("--runs", type=int, default=5, help="runs of each baseline")
     parser.add_argument("--dir", type=Path, help="where the cluster's directory goes")
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a variable for node 2's process (a tuning to try: MALLOC_ARENA_MAX=2)",
+    )
     arguments = parser.parse_args()
-    anyio.run(main, arguments.samples, arguments.runs, arguments.dir)
+    env = dict(item.partition("=")[::2] for item in arguments.env)
+    anyio.run(main, arguments.samples, arguments.runs, arguments.dir, env)
