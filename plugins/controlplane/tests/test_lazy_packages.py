@@ -1,6 +1,7 @@
 """The ``consensus`` and ``curator`` packages re-export their modules' names lazily
 (``lazy_loader`` stubs), so that the plugin's settings and the worker on a node without a
-control plane import only the modules they use: every name still resolves, and importing a light module does not load etcd's client."""
+control plane import only the modules they use: every name still resolves, and importing
+a light module does not load etcd's client."""
 
 from __future__ import annotations
 
