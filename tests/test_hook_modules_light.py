@@ -5,7 +5,9 @@ The hook module (the ``roleserve.plugins`` entry point) is imported on every nod
 the plugin installed, whatever its roles, and by ``roleserve plugins``; what it imports,
 every node carries (docs/plugin-guide.md, "Heavy workers"). Workers name their code with
 ``lazy_runnable`` instead, so it loads with their role. A fresh interpreter, because this
-one has long imported everything.
+one has long imported everything. So do ``roleserve plugins`` and ``roleserve node config``,
+which assemble a node of every installed plugin (workers listed with their docs) without
+running it.
 """
 
 from __future__ import annotations
@@ -88,6 +90,41 @@ def test_a_hook_module_imports_no_worker_module_nor_heavy_dependency(
     plugin: str, module: str
 ) -> None:
     assert too_heavy(module, imported_by(module)) == []
+
+
+COMMANDS = {
+    "plugins": ["plugins"],
+    "node config": ["node", "config", "--data-dir", "{data_dir}"],
+}
+"""Commands that assemble a node of every installed plugin (its workers listed, their
+docs shown, its settings checked) without running it."""
+
+RUN_COMMAND = """
+import atexit, json, sys
+from roleserve_core.cli import main
+atexit.register(lambda: print("MODULES", json.dumps(sorted(sys.modules)), file=sys.stderr))
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_commands_that_assemble_a_node_import_no_worker_module(
+    command: str, tmp_path: Path
+) -> None:
+    arguments = [part.format(data_dir=tmp_path) for part in COMMANDS[command]]
+    done = subprocess.run(
+        [sys.executable, "-c", RUN_COMMAND, *arguments],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    [line] = [line for line in done.stderr.splitlines() if line.startswith("MODULES ")]
+    loaded: list[str] = json.loads(line.removeprefix("MODULES "))
+    assert [
+        name for name in loaded for module in hook_modules().values() if too_heavy(module, [name])
+    ] == []
 
 
 def test_the_check_sees_a_heavy_import() -> None:
