@@ -5,9 +5,9 @@ The hook module (the ``roleserve.plugins`` entry point) is imported on every nod
 the plugin installed, whatever its roles, and by ``roleserve plugins``; what it imports,
 every node carries (docs/plugin-guide.md, "Heavy workers"). Workers name their code with
 ``lazy_runnable`` instead, so it loads with their role. A fresh interpreter, because this
-one has long imported everything. So do ``roleserve plugins`` and ``roleserve node config``,
-which assemble a node of every installed plugin (workers listed with their docs) without
-running it.
+one has long imported everything. The same holds for ``roleserve plugins`` and ``roleserve
+node config``, which assemble a node of every installed plugin (its workers listed with
+their docs) without running it.
 """
 
 from __future__ import annotations
