@@ -12,6 +12,7 @@ their docs) without running it.
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
@@ -19,6 +20,9 @@ import tomllib
 from pathlib import Path
 
 import pytest
+
+from roleserve_core import LazyRunnable
+from roleserve_core.testing import PluginHarness
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 PLUGIN_DIRECTORIES = sorted(
@@ -125,6 +129,31 @@ def test_commands_that_assemble_a_node_import_no_worker_module(
     assert [
         name for name in loaded for module in hook_modules().values() if too_heavy(module, [name])
     ] == []
+
+
+def test_every_lazy_worker_names_a_function_that_exists(tmp_path: Path) -> None:
+    """``lazy_runnable``'s target is a string no type checker reads: import each one."""
+    harness = PluginHarness()
+    for name, module in sorted(hook_modules().items()):
+        harness.register(importlib.import_module(module), name)
+    config = {"clusternet": {"off": ""}}  # its worker as a node with the mesh on has it
+    runtime = harness.runtime(tmp_path, config=config)
+    lazy = {
+        name: worker.run
+        for name, (_plugin, worker) in runtime.workers.items()
+        if isinstance(worker.run, LazyRunnable)
+    }
+    assert set(lazy) == {
+        "clusternet",
+        "controlplane",
+        "hostsfile",
+        "kubernetes_controller",
+        "kubernetes_kubelet",
+        "kubernetes_worker",
+        "metrics",
+    }
+    for run in lazy.values():
+        assert callable(run.resolve())
 
 
 def test_the_check_sees_a_heavy_import() -> None:
