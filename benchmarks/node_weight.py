@@ -110,12 +110,17 @@ async def until_healthy(cluster: LocalCluster, node: LocalNode, roles: tuple[str
 
 
 async def rss_of(pid: int, samples: int) -> float:
-    """The median VmRSS (MiB) of ``samples`` readings a second apart, after ``SETTLE``."""
+    """The median VmRSS (MiB) of ``samples`` readings a second apart, after ``SETTLE``;
+    prints the last reading's split: anonymous memory (the interpreter's heap, threads'
+    stacks) and file pages (the shared libraries' code: grpc's, cryptography's)."""
     await anyio.sleep(SETTLE)
     readings = []
     for _ in range(samples):
         readings.append(status_value(pid, "VmRSS") / 1024)
         await anyio.sleep(1.0)
+    anon, files = (status_value(pid, field) / 1024 for field in ("RssAnon", "RssFile"))
+    threads = status_value(pid, "Threads")
+    print(f"  (anonymous {anon:.1f} MiB, files {files:.1f} MiB, {threads} threads)")
     return statistics.median(readings)
 
 
