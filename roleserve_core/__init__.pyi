@@ -37,6 +37,8 @@ from .supervisor import Runnable as Runnable
 from .supervisor import RunnableStatus as RunnableStatus
 from .supervisor import State as State
 from .supervisor import Supervisor as Supervisor
+from .supervisor import LazyRunnable as LazyRunnable
+from .supervisor import lazy_runnable as lazy_runnable
 from .supervisor import retry as retry
 from .logtree import LogEntry as LogEntry
 from .logtree import LogFollower as LogFollower
@@ -158,6 +160,7 @@ from .errors import RefusedError as RefusedError
 from .errors import RequestLimitError as RequestLimitError
 from .errors import ResourceError as ResourceError
 from .errors import RoleserveError as RoleserveError
+from .supervisor import RunnableImportError as RunnableImportError
 
 # Namespaces for plugins that serve the cluster (the controlplane, metrics): the cluster's
 # PKI, gRPC with mutual TLS, request limits, node statistics, the environment variables

@@ -32,7 +32,9 @@ tree names the module. A test keeps the tree whole: every exception class of the
     │   ├── ChildrenAfterHealthyError run()/run_group() after signal_healthy()
     │   ├── RunnableReturnedError     a runnable returned without signalling done
     │   ├── RunnableCancelledError    a runnable raised a cancellation nobody asked for
-    │   └── RunnableNotFoundError     no runnable with that DN
+    │   ├── RunnableNotFoundError     no runnable with that DN
+    │   └── RunnableImportError       a lazy runnable's module cannot be imported (also
+    │                                 final) (.supervisor._lazy)
     ├── PluginError
     │   ├── PluginLoadError           a plugin failed to load (raised in strict mode)
     │   ├── PluginAPIVersionError     a plugin built for another plugin API version

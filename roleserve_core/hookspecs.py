@@ -152,6 +152,10 @@ def roleserve_workers(node: NodeContext) -> list[Worker]:
     roles with a predicate such as ``lambda roles: roles.kubernetes_worker is not None``,
     and on a custom role with ``custom_role("name")``, which names the role so the node
     reports it as handled (``ctl roles set`` warns about custom roles no plugin handles).
+    Name a heavy worker's code instead of importing it, ``Worker(name,
+    lazy_runnable("pkg.worker_x:run", node, ...), when=..., doc="...")``: its module loads
+    when the worker first starts, so a node without the role never carries it, and the
+    module this hook is in stays light (every node, and ``roleserve plugins``, imports it).
     """
     raise NotImplementedError  # pragma: no cover - specification only
 

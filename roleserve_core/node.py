@@ -32,7 +32,7 @@ from roleserve_core.registry import PluginValues, ValueKey, ValueRegistry
 from roleserve_core.roles import NodeRoles, check_custom_role_name
 from roleserve_core.rundir import node_runtime_dir
 from roleserve_core.stats import NodeStats
-from roleserve_core.supervisor import NAME_PATTERN, Runnable, Supervisor
+from roleserve_core.supervisor import NAME_PATTERN, LazyRunnable, Runnable, Supervisor
 from roleserve_core.values import NODE_ID
 
 __all__ = [
@@ -86,6 +86,10 @@ class Worker:
     The core runs ``run`` only while ``when(roles)`` is true: it starts the worker when the
     predicate turns true and cancels it (with its whole subtree) when it turns false.
     ``when=None`` means always, even before the node knows its roles.
+
+    With ``run=lazy_runnable("pkg.worker_x:run", ...)`` the worker's module is imported
+    when the worker first starts, not when the hook module builds the ``Worker``: a node
+    then loads only the code of the roles it holds (``roleserve_core.supervisor._lazy``).
     """
 
     name: str
@@ -97,7 +101,8 @@ class Worker:
     reads: tuple[ValueKey[Any], ...] = ()
     """Keys the worker reads; reported at start-up if nobody owns one."""
     doc: str = ""
-    """One line for ``roleserve plugins``; defaults to the first line of ``run.__doc__``."""
+    """One line for ``roleserve plugins``; defaults to the first line of ``run.__doc__``.
+    Required with a ``lazy_runnable`` run, whose function is not imported to read it."""
 
     @property
     def custom_role(self) -> str | None:
@@ -110,8 +115,16 @@ class Worker:
                 f"invalid worker name {self.name!r}; names must match ^[a-z0-9_]{{1,64}}$ "
                 f"(the last part of its DN): call it {_worker_name(self.name)!r}"
             )
-        # A blank docstring has no first line: (run.__doc__ or "").strip() may be empty.
-        lines = (self.run.__doc__ or "").strip().splitlines()
+        if isinstance(self.run, LazyRunnable):
+            if not self.doc:
+                raise ValueError(
+                    f"worker {self.name!r}: give doc= with a lazy_runnable run (reading its "
+                    "function's docstring would import its module)"
+                )
+            lines = []
+        else:
+            # A blank docstring has no first line: (run.__doc__ or "").strip() may be empty.
+            lines = (self.run.__doc__ or "").strip().splitlines()
         if not self.doc and lines:
             object.__setattr__(self, "doc", lines[0])
         object.__setattr__(self, "reads", tuple(self.reads))

@@ -41,7 +41,8 @@ injectable clock so that tests drive backoff without waiting.
 
 Modules: ``_api`` (what runnables see), ``_node`` (the tree node), ``_supervisor`` (the
 state-owning logic), ``_backoff`` (restart delays), ``_failure`` (what kind a failure is),
-``_retry`` (the same delays for a loop that retries inside a runnable).
+``_retry`` (the same delays for a loop that retries inside a runnable), ``_lazy`` (a
+runnable whose code is imported when it first runs).
 """
 
 from roleserve_core._public import publish
@@ -59,6 +60,7 @@ from roleserve_core.supervisor._failure import (
     FailureKind,
     classify_failure,
 )
+from roleserve_core.supervisor._lazy import LazyRunnable, RunnableImportError, lazy_runnable
 from roleserve_core.supervisor._retry import Retry, retry
 from roleserve_core.supervisor._supervisor import (
     NAME_PATTERN,
@@ -78,16 +80,19 @@ __all__ = [
     "BackoffPolicy",
     "CrashLoopPolicy",
     "FailureKind",
+    "LazyRunnable",
     "Retry",
     "RunContext",
     "Runnable",
     "RunnableError",
+    "RunnableImportError",
     "RunnableStatus",
     "State",
     "StateObserver",
     "Supervisor",
     "SupervisorStatistics",
     "classify_failure",
+    "lazy_runnable",
     "retry",
 ]
 

@@ -18,12 +18,29 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
+
+from roleserve_clusternet.pods import pod_network_key
 from roleserve_clusternet.settings import SETTINGS, ClusternetSettings
 from roleserve_clusternet.values import CLUSTERNET_STATUS
-from roleserve_clusternet.worker_clusternet import clusternet_worker
-from roleserve_core import NodeContext, Setting, ValueKey, Worker, hookimpl
+from roleserve_core import (
+    CLUSTER_NODES,
+    CURATOR_CONNECTION,
+    NODE_ID,
+    NodeContext,
+    RunContext,
+    Runnable,
+    Setting,
+    ValueKey,
+    Worker,
+    hookimpl,
+    lazy_runnable,
+)
 
 ROLESERVE_PLUGIN_API = 1
+
+OFF_NOTE = "off: {reason}"
+"""The worker's note when ``[plugins.clusternet] off`` gives a reason."""
 
 
 @hookimpl
@@ -42,3 +59,31 @@ def roleserve_values() -> list[ValueKey[Any]]:
 def roleserve_workers(node: NodeContext) -> list[Worker]:
     """The worker ``clusternet``, always running."""
     return [clusternet_worker(node, ClusternetSettings.of(node.config))]
+
+
+def clusternet_worker(node: NodeContext, settings: ClusternetSettings, **options: Any) -> Worker:
+    """The worker ``clusternet``. Its module (netlink, UAPI, the curator's stubs) loads
+    when it starts, and never while the setting ``off`` is set (a loopback local cluster).
+
+    :param options: passed to ``worker_clusternet.run`` (tests: ``netns``, ``device``).
+    """
+    if settings.off:
+        return Worker("clusternet", _off(settings.off))
+    reads: list[ValueKey[Any]] = [NODE_ID, CLUSTER_NODES, CURATOR_CONNECTION]
+    if (pods := pod_network_key(node.values)) is not None:
+        reads.append(pods)
+    return Worker(
+        "clusternet",
+        lazy_runnable("roleserve_clusternet.worker_clusternet:run", node, settings, **options),
+        reads=tuple(reads),
+        doc="Keeps the WireGuard mesh interface and its peers.",
+    )
+
+
+def _off(reason: str) -> Runnable:
+    async def clusternet(ctx: RunContext) -> None:
+        """Keeps the mesh off on this node ([plugins.clusternet] off), saying why."""
+        ctx.set_note(OFF_NOTE.format(reason=reason))
+        await anyio.sleep_forever()
+
+    return clusternet

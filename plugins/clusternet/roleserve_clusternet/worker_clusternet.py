@@ -32,7 +32,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -41,7 +40,6 @@ from roleserve_clusternet import link
 from roleserve_clusternet.device import DeviceChange, MeshInterface
 from roleserve_clusternet.interface import InterfaceSpec, open_interface
 from roleserve_clusternet.mesh import Mesh
-from roleserve_clusternet.pods import pod_network_key
 from roleserve_clusternet.privatekey import WireGuardKey, load_or_create_key
 from roleserve_clusternet.pull import pull
 from roleserve_clusternet.push import push
@@ -49,21 +47,14 @@ from roleserve_clusternet.reconcile import reconcile
 from roleserve_clusternet.settings import ClusternetSettings
 from roleserve_clusternet.values import CLUSTERNET_STATUS, ClusternetStatus
 from roleserve_core import (
-    CLUSTER_NODES,
-    CURATOR_CONNECTION,
     NODE_ID,
     NodeContext,
     PluginValues,
     RunContext,
     Runnable,
-    ValueKey,
-    Worker,
 )
 
-__all__ = ["OFF_NOTE", "RUNNABLES", "WAITING_FOR_ID", "clusternet_worker", "run_mesh"]
-
-OFF_NOTE = "off: {reason}"
-"""The worker's note when ``[plugins.clusternet] off`` gives a reason."""
+__all__ = ["RUNNABLES", "WAITING_FOR_ID", "run", "run_mesh"]
 
 WAITING_FOR_ID = "waiting for the node ID (enrolment)"
 
@@ -74,21 +65,21 @@ Child = Callable[[RunContext, PluginValues, Mesh], Awaitable[None]]
 CHILDREN: dict[str, Child] = {"push": push, "pull": pull, "reconcile": reconcile}
 
 
-def clusternet_worker(
+async def run(
+    ctx: RunContext,
     node: NodeContext,
     settings: ClusternetSettings,
     *,
     netns: str | None = None,
     device: MeshInterface | None = None,
-) -> Worker:
-    """The worker; see the module docstring.
+) -> None:
+    """The worker (see the module docstring), which the hooks name with ``lazy_runnable``
+    (``hooks.clusternet_worker``); not run while ``[plugins.clusternet] off`` is set.
 
     For tests: ``netns``, a network namespace to make the interface in; ``device``, an
     interface to use instead of making one (a ``MemoryInterface``: no wireguard-go, no
     netlink).
     """
-    if settings.off:
-        return Worker("clusternet", _off(settings.off))
     spec = InterfaceSpec(
         name=settings.interface,
         mtu=settings.mtu,
@@ -97,24 +88,7 @@ def clusternet_worker(
         wireguard_go=settings.wireguard_go,
         netns=netns,
     )
-
-    async def clusternet(ctx: RunContext) -> None:
-        """Keeps the WireGuard mesh interface and its peers."""
-        await run_mesh(ctx, node.values, node.data_dir, settings, spec, device=device)
-
-    reads: list[ValueKey[Any]] = [NODE_ID, CLUSTER_NODES, CURATOR_CONNECTION]
-    if (pods := pod_network_key(node.values)) is not None:
-        reads.append(pods)
-    return Worker("clusternet", clusternet, reads=tuple(reads))
-
-
-def _off(reason: str) -> Runnable:
-    async def clusternet(ctx: RunContext) -> None:
-        """Keeps the mesh off on this node ([plugins.clusternet] off), saying why."""
-        ctx.set_note(OFF_NOTE.format(reason=reason))
-        await anyio.sleep_forever()
-
-    return clusternet
+    await run_mesh(ctx, node.values, node.data_dir, settings, spec, device=device)
 
 
 async def run_mesh(

@@ -22,11 +22,12 @@ import pluggy
 from roleserve_controlplane import hookspecs
 from roleserve_controlplane.ports import ETCD_METRICS_PORT
 from roleserve_controlplane.settings import SETTINGS
-from roleserve_controlplane.worker_controlplane import controlplane_worker
 from roleserve_core import (
+    BOOTSTRAP,
     BOOTSTRAPPED,
     LOCAL_CONTROL_PLANE,
     NETWORK,
+    NODE_CREDENTIALS,
     ROLES,
     NodeContext,
     Setting,
@@ -34,6 +35,7 @@ from roleserve_core import (
     Worker,
     endpoint,
     hookimpl,
+    lazy_runnable,
     local_exporter_host,
 )
 
@@ -60,8 +62,16 @@ def roleserve_values() -> list[ValueKey[Any]]:
 
 @hookimpl
 def roleserve_workers(node: NodeContext) -> list[Worker]:
-    """The control plane worker."""
-    return [controlplane_worker(node)]
+    """The control plane worker, always running; its module loads when it starts, and
+    etcd's and the curator's when the node first wants a control plane."""
+    return [
+        Worker(
+            "controlplane",
+            lazy_runnable("roleserve_controlplane.worker_controlplane:run", node),
+            reads=(ROLES, BOOTSTRAP, NODE_CREDENTIALS, NETWORK),
+            doc="Runs etcd and the curator while this node bootstraps or is a consensus member.",
+        )
+    ]
 
 
 @hookimpl(optionalhook=True)

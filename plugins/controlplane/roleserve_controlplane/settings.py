@@ -20,16 +20,14 @@ import datetime
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from roleserve_controlplane.consensus import (
+from roleserve_controlplane.consensus.defaults import (
+    DEFAULT_DEFRAG_FREE_BYTES,
+    DEFAULT_DEFRAG_FREE_RATIO,
     DEFAULT_GC_PERCENT,
     DEFAULT_QUOTA_BACKEND_BYTES,
     DEFAULT_RETENTION,
     DEFAULT_TTL,
     MaintenancePolicy,
-)
-from roleserve_controlplane.consensus.maintenance import (
-    DEFAULT_DEFRAG_FREE_BYTES,
-    DEFAULT_DEFRAG_FREE_RATIO,
 )
 from roleserve_controlplane.curator.authority import DEFAULT_NODE_CERTIFICATE_LIFETIME
 from roleserve_controlplane.curator.prefixes import (

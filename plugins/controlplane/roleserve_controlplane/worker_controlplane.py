@@ -40,8 +40,6 @@ process runs that member (the bootstrap material is gone by then).
 
 from __future__ import annotations
 
-import datetime
-import functools
 import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -51,39 +49,16 @@ from typing import Any
 import anyio
 
 from roleserve_controlplane.consensus import (
-    DEFAULT_CLIENT_PORT,
-    DEFAULT_PEER_PORT,
-    ETCD_RETRY,
-    EtcdClient,
-    EtcdMember,
-    EtcdRequestError,
-    MemberConfig,
-    MemberMode,
     SavedMember,
-    find_etcd,
     load_saved_member,
-    recorded_etcd,
-    require_space,
 )
-from roleserve_controlplane.curator import (
-    CURATOR_PORT,
-    BootstrapMaterial,
-    ClusterNetwork,
-    Curator,
-    CuratorConfig,
-    write_bootstrap,
-)
-from roleserve_controlplane.curator.extension import gather_extensions
-from roleserve_controlplane.ports import ETCD_METRICS_PORT
 from roleserve_controlplane.settings import ControlPlaneSettings
 from roleserve_core import (
     BOOTSTRAP,
-    BOOTSTRAPPED,
     LOCAL_CONTROL_PLANE,
     NETWORK,
     NODE_CREDENTIALS,
     ROLES,
-    Bootstrapped,
     BootstrapRequest,
     Combined,
     LocalControlPlane,
@@ -91,16 +66,13 @@ from roleserve_core import (
     NodeContext,
     NodeRoles,
     RunContext,
-    Worker,
-    retry,
-    roles_from_proto,
 )
 from roleserve_core.identity import Credentials, NodeCredentials, certificate_from_pem
 
 __all__ = [
     "ControlPlaneSettings",
     "Startup",
-    "controlplane_worker",
+    "run",
     "wants_control_plane",
 ]
 
@@ -200,24 +172,24 @@ def _bootstrapped_member(roles: NodeRoles | None, credentials: NodeCredentials |
     return credentials is not None and roles is not None and roles.consensus_member is not None
 
 
-def controlplane_worker(node: NodeContext) -> Worker:
-    """The worker, for the plugin's ``roleserve_workers`` hook."""
-    settings = ControlPlaneSettings.of(node.config)
-    return Worker(
-        "controlplane",
-        ControlPlane(node, settings).run,
-        reads=(ROLES, BOOTSTRAP, NODE_CREDENTIALS, NETWORK),
-    )
+async def run(ctx: RunContext, node: NodeContext) -> None:
+    """The worker (see the module docstring), which the hooks name with ``lazy_runnable``:
+    this module loads when the worker starts, and etcd's and the curator's code only when
+    this node wants a control plane (``controlplane_start``)."""
+    await ControlPlane(node, ControlPlaneSettings.of(node.config)).run(ctx)
+
+
+_TOLD_DATA_KEPT: set[Path] = set()
+"""The member directories whose former member's data the log named, in this process: once
+a process, not once a start of the worker (a role taken away restarts it)."""
 
 
 class ControlPlane:
-    """The worker's state across its restarts."""
+    """One start of the worker."""
 
     def __init__(self, node: NodeContext, settings: ControlPlaneSettings) -> None:
         self.node = node
         self.settings = settings
-        self.told_data_kept = False
-        """Whether the log said where a former member's data stays (once a process)."""
 
     @property
     def member_directory(self) -> Path:
@@ -326,8 +298,8 @@ class ControlPlane:
             return
         ctx.set_note("no consensus_member role")
         data = self.member_directory / "data"
-        if not self.told_data_kept and data.exists():
-            self.told_data_kept = True
+        if self.member_directory not in _TOLD_DATA_KEPT and data.exists():
+            _TOLD_DATA_KEPT.add(self.member_directory)
             ctx.log.info(
                 "no consensus_member role: the etcd data of this node's former member stays "
                 "in %s; given the role again, the member moves it aside once the cluster "
@@ -336,114 +308,14 @@ class ControlPlane:
             )
 
     async def _start(self, ctx: RunContext, startup: Startup) -> None:
-        # Too little disk space ends the worker here, before the bootstrap writes anything or
-        # etcd starts: one line naming the directory, retried after the backoff until the
-        # operator frees space. Final errors (no etcd, a downgrade the data refuses) end it
-        # too; the supervisor leaves it DEAD until the operator restarts it.
-        require_space(self.member_directory)
-        binary = find_etcd(self.settings.etcd, recorded_etcd(self.member_directory))
-        if startup.bootstrap is not None:
-            await self._bootstrap(ctx, startup, binary)
-            return
-        assert startup.credentials is not None
-        assert startup.member is not None
-        config = self._member_config(startup, startup.credentials.node_id, startup.member, binary)
-        if startup.saved:
-            ctx.log.info(
-                "the node's roles are unknown: starting its etcd member from its own records "
-                "in %s (membership record, TLS files, peers), as its role last started it; "
-                "the roles, once known, confirm it or take it away",
-                self.member_directory,
-            )
-        member = EtcdMember(config)
-        ctx.run("etcd", member)
-        await self._run_curator(ctx, config, startup.credentials, member)
+        # Here, not at the top: etcd's client, the member and the curator load when this
+        # node first wants a control plane, not on every node (a worker runs always).
+        from roleserve_controlplane.controlplane_start import ControlPlaneStart
 
-    def _member_config(
-        self, startup: Startup, name: str, member: Credentials, binary: Any
-    ) -> MemberConfig:
-        return MemberConfig(
-            name=name,
-            directory=self.member_directory,
-            address=startup.address,
-            credentials=member,
-            binary=binary,
-            client_port=DEFAULT_CLIENT_PORT,
-            peer_port=DEFAULT_PEER_PORT,
-            metrics_port=ETCD_METRICS_PORT,
-            peers=startup.peers,
-            heartbeat_ms=self.settings.heartbeat_ms,
-            election_ms=self.settings.election_ms,
-            quota_backend_bytes=self.settings.maintenance.quota_backend_bytes,
-            gc_percent=self.settings.gc_percent,
+        start = ControlPlaneStart(
+            self.node, self.settings, self.member_directory, self.bootstrap_file
         )
-
-    async def _bootstrap(self, ctx: RunContext, startup: Startup, binary: Any) -> None:
-        assert startup.bootstrap is not None
-        network = self.settings.network  # a bad one ends the worker before etcd starts
-        lifetime = self.settings.certificate_lifetime  # so does a bad lifetime
-        retention = self.settings.retention  # and a bad retention
-        material = BootstrapMaterial.load_or_create(
-            self.bootstrap_file, startup.bootstrap.node_key, startup.address, lifetime
-        )
-        config = self._member_config(startup, material.node.node_id, material.member, binary)
-        if config.mode() is MemberMode.JOIN:
-            raise ValueError("a bootstrapping member has no peers")
-        member = EtcdMember(config)
-        ctx.run("etcd", member)
-        ctx.set_note("bootstrapping: waiting for etcd")
-        # Only into a member that recorded its bootstrap: data without the record is moved
-        # aside at the next start, and the cluster's records with it (seen with a crash
-        # between etcd first answering and the record).
-        with member.serving.watch() as serving:
-            await serving.get(filter=bool)
-        async with EtcdClient([config.endpoint], material.member) as client:
-            written = await _retrying_until_written(
-                client, material, startup.address, network, lifetime, retention
-            )
-        material = material.without_ca_keys(self.bootstrap_file)  # etcd holds them now
-        ctx.log.info("bootstrapped a new cluster" if written else "the cluster was bootstrapped")
-        roles = roles_from_proto(material.first_node(startup.address, self.settings.network).roles)
-        self.node.values.set(BOOTSTRAPPED, Bootstrapped(material.node, material.owner, roles))
-        await self._run_curator(ctx, config, material.node, member)
-
-    def _latest_credentials(self, started: NodeCredentials) -> NodeCredentials:
-        """The node's credentials as renewed since the curator started with ``started``
-        (a bootstrapping node sets them after its curator started, to the same)."""
-        latest = self.node.values.read(NODE_CREDENTIALS)
-        return latest.get_nowait() if latest.statistics().is_set else started
-
-    async def _run_curator(
-        self, ctx: RunContext, config: MemberConfig, node: NodeCredentials, member: EtcdMember
-    ) -> None:
-        introspection = self.node.introspection
-        curator = Curator(
-            CuratorConfig(
-                node=node,
-                etcd=config.credentials,
-                etcd_endpoints=[config.endpoint],
-                address=config.address,
-                port=CURATOR_PORT,
-                lease_ttl=self.settings.lease_ttl,
-                current_node=lambda: self._latest_credentials(node),
-                stats=introspection.stats if introspection is not None else None,
-                extensions=gather_extensions(self.node),
-                clock=ctx.clock,
-                maintenance=self.settings.maintenance,
-            )
-        )
-        ctx.run("curator", curator)
-        ctx.set_note("waiting for etcd and the curator")
-        with curator.role.watch() as role, member.serving.watch() as serving:
-            await role.get(filter=lambda now: now != "waiting")
-            await serving.get(filter=bool)
-        host = f"[{config.address}]" if config.address.version == 6 else str(config.address)
-        self.node.values.set(
-            LOCAL_CONTROL_PLANE,
-            LocalControlPlane(f"{host}:{CURATOR_PORT}", config.endpoint, config.credentials),
-        )
-        ctx.set_note("")
-        ctx.signal_healthy()
+        await start.start(ctx, startup)
 
 
 async def _restart(ctx: RunContext, wanted: bool) -> None:
@@ -451,24 +323,3 @@ async def _restart(ctx: RunContext, wanted: bool) -> None:
     ctx.log.info("consensus_member role %s: restarting", "gone" if wanted else "given")
     ctx.restart()
     await anyio.sleep_forever()
-
-
-async def _retrying_until_written(
-    client: EtcdClient,
-    material: BootstrapMaterial,
-    address: IPAddress,
-    network: ClusterNetwork,
-    lifetime: datetime.timedelta,
-    retention: float,
-) -> bool:
-    """Write the bootstrap records once etcd answers."""
-    write = functools.partial(
-        write_bootstrap,
-        client,
-        material,
-        address,
-        network=network,
-        node_certificate_lifetime=lifetime,
-        history_retention=retention,
-    )
-    return await retry(write, retry_on=EtcdRequestError, backoff=ETCD_RETRY)

@@ -14,9 +14,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from roleserve_core import NodeContext, Setting, Worker, hookimpl
+from roleserve_core import (
+    CLUSTER_NODES,
+    NETWORK,
+    NODE_ID,
+    NodeContext,
+    Setting,
+    Worker,
+    hookimpl,
+    lazy_runnable,
+)
 from roleserve_hostsfile.settings import SETTINGS, HostsfileSettings
-from roleserve_hostsfile.worker_hostsfile import hostsfile_worker
 
 ROLESERVE_PLUGIN_API = 1
 
@@ -29,5 +37,13 @@ def roleserve_settings() -> list[Setting[Any]]:
 
 @hookimpl
 def roleserve_workers(node: NodeContext) -> list[Worker]:
-    """The worker ``hostsfile``, always running."""
-    return [hostsfile_worker(node, HostsfileSettings.of(node.config))]
+    """The worker ``hostsfile``, always running (its module loads when it starts)."""
+    settings = HostsfileSettings.of(node.config)
+    return [
+        Worker(
+            "hostsfile",
+            lazy_runnable("roleserve_hostsfile.worker_hostsfile:run", node, settings),
+            reads=(CLUSTER_NODES, NETWORK, NODE_ID),
+            doc="Keeps the hosts file's block of node addresses.",
+        )
+    ]

@@ -43,14 +43,13 @@ from roleserve_core import (
     NodeContext,
     PluginValues,
     RunContext,
-    Worker,
 )
 from roleserve_hostsfile.block import Addresses, Skipped, fold_addresses, render_block
 from roleserve_hostsfile.errors import HostnameError
 from roleserve_hostsfile.files import update_hosts_file, write_if_changed
 from roleserve_hostsfile.settings import HostsfileSettings
 
-__all__ = ["MACHINE_ID_FILE", "WAITING_FOR_ID", "WAITING_FOR_NODES", "hostsfile_worker"]
+__all__ = ["MACHINE_ID_FILE", "WAITING_FOR_ID", "WAITING_FOR_NODES", "run"]
 
 WAITING_FOR_ID = "waiting for the node ID"
 WAITING_FOR_NODES = "waiting for the cluster's nodes (cluster_nodes)"
@@ -58,14 +57,9 @@ MACHINE_ID_FILE = "machine ID file"
 """How errors name the ``machine_id`` file."""
 
 
-def hostsfile_worker(node: NodeContext, settings: HostsfileSettings) -> Worker:
-    """The worker; see the module docstring."""
-
-    async def hostsfile(ctx: RunContext) -> None:
-        """Keeps the hosts file's block of node addresses."""
-        await HostsFileKeeper(ctx, node.values, settings).run()
-
-    return Worker("hostsfile", hostsfile, reads=(CLUSTER_NODES, NETWORK, NODE_ID))
+async def run(ctx: RunContext, node: NodeContext, settings: HostsfileSettings) -> None:
+    """The worker (see the module docstring), which the hooks name with ``lazy_runnable``."""
+    await HostsFileKeeper(ctx, node.values, settings).run()
 
 
 class HostsFileKeeper:

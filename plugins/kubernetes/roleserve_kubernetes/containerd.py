@@ -52,15 +52,12 @@ import anyio.to_thread
 import grpc.aio
 
 from roleserve_core import (
-    NETWORK,
     NODE_ID,
     Bind,
     PluginValues,
     ProgramNotFoundError,
     ProgramSpec,
     RunContext,
-    endpoint,
-    local_exporter_host,
     naming_full_disk,
     resolve_binary,
     start_program,
@@ -77,6 +74,7 @@ from roleserve_kubernetes.settings import (
     CONTAINERD_EXECUTABLE,
     CONTAINERD_INSTALL_HINT,
     WorkerSettings,
+    metrics_address,
 )
 from roleserve_kubernetes.values import POD_NETWORK, PodNetwork
 
@@ -142,18 +140,6 @@ def parse_containerd_log(line: str) -> tuple[int, str]:
     unquoted.pop("time", None)
     details = " ".join(f"{key}={value}" for key, value in unquoted.items())
     return level, f"{message} {details}".strip()
-
-
-def metrics_address(values: PluginValues, settings: WorkerSettings) -> str | None:
-    """Where containerd serves metrics: the node's local exporter host (its own address
-    if that is a loopback one, else 127.0.0.1) at the configured port; None if the port
-    is 0."""
-    if not settings.containerd_metrics_port:
-        return None
-    network = values.read(NETWORK)
-    address = network.get_nowait().external_address if network.statistics().is_set else None
-    host = local_exporter_host(address) if address is not None else "127.0.0.1"
-    return endpoint(host, settings.containerd_metrics_port)
 
 
 def find_containerd(settings: WorkerSettings) -> Path:

@@ -21,16 +21,32 @@ from __future__ import annotations
 
 from typing import Any
 
-from roleserve_core import ROLES, NodeContext, Setting, ValueKey, Worker, hookimpl
+from roleserve_core import (
+    CLUSTER_NODES,
+    CURATOR_CONNECTION,
+    LOCAL_CONTROL_PLANE,
+    NETWORK,
+    NODE_ID,
+    ROLES,
+    NodeContext,
+    NodeRoles,
+    Setting,
+    ValueKey,
+    Worker,
+    hookimpl,
+    lazy_runnable,
+)
 from roleserve_kubernetes import binaries
-from roleserve_kubernetes.containerd import metrics_address
-from roleserve_kubernetes.settings import SETTINGS, WorkerSettings
+from roleserve_kubernetes.settings import SETTINGS, WorkerSettings, metrics_address
 from roleserve_kubernetes.values import KUBERNETES_STATUS, POD_NETWORK
-from roleserve_kubernetes.worker_controller import controller_worker
-from roleserve_kubernetes.worker_kubelet import kubelet_worker
-from roleserve_kubernetes.worker_kubernetes_worker import has_worker_role, kubernetes_worker
 
 ROLESERVE_PLUGIN_API = 1
+
+
+def has_worker_role(roles: NodeRoles) -> bool:
+    """The gate of the workers ``kubernetes_worker`` and ``kubernetes_kubelet``: the node
+    holds the ``kubernetes_worker`` role."""
+    return roles.kubernetes_worker is not None
 
 
 @hookimpl
@@ -55,6 +71,47 @@ def roleserve_workers(node: NodeContext) -> list[Worker]:
         kubernetes_worker(node, WorkerSettings.of(node.config)),
         kubelet_worker(node),
     ]
+
+
+# The workers, each named with lazy_runnable: a worker's module (containerd, the kubelet,
+# the apiserver's plans, etcd's client) loads when it starts, so a node without the
+# kubernetes_worker role never loads the worker's. The options go to the worker's run
+# (tests pass stand-ins: a PKI, a network namespace, certificates).
+
+
+def controller_worker(node: NodeContext, **options: Any) -> Worker:
+    """``kubernetes_controller``: ``worker_controller.run``, always running (its note says
+    what it waits for)."""
+    return Worker(
+        "kubernetes_controller",
+        lazy_runnable("roleserve_kubernetes.worker_controller:run", node, **options),
+        reads=(ROLES, LOCAL_CONTROL_PLANE, NETWORK, NODE_ID, CLUSTER_NODES),
+        doc="Runs kube-apiserver, kube-controller-manager and kube-scheduler on controllers.",
+    )
+
+
+def kubernetes_worker(node: NodeContext, settings: WorkerSettings, **options: Any) -> Worker:
+    """``kubernetes_worker``: ``worker_kubernetes_worker.run``, on worker nodes."""
+    return Worker(
+        "kubernetes_worker",
+        lazy_runnable(
+            "roleserve_kubernetes.worker_kubernetes_worker:run", node, settings, **options
+        ),
+        when=has_worker_role,
+        reads=(NODE_ID, CLUSTER_NODES, NETWORK, POD_NETWORK),
+        doc="Runs containerd and keeps the pod network of this Kubernetes worker node.",
+    )
+
+
+def kubelet_worker(node: NodeContext, **options: Any) -> Worker:
+    """``kubernetes_kubelet``: ``worker_kubelet.run``, on worker nodes."""
+    return Worker(
+        "kubernetes_kubelet",
+        lazy_runnable("roleserve_kubernetes.worker_kubelet:run", node, **options),
+        when=has_worker_role,
+        reads=(NODE_ID, NETWORK, POD_NETWORK, KUBERNETES_STATUS, CLUSTER_NODES, CURATOR_CONNECTION),
+        doc="Runs the kubelet on nodes with the kubernetes_worker role.",
+    )
 
 
 @hookimpl(optionalhook=True)

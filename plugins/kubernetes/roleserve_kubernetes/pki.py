@@ -55,10 +55,10 @@ import ipaddress
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from cryptography import x509
 
-from roleserve_controlplane import EtcdClient, compare_create_revision, put_operation
 from roleserve_core import FinalError, IdentityError, LocalControlPlane
 from roleserve_core.identity import (
     PrivateKey,
@@ -71,6 +71,9 @@ from roleserve_core.identity import (
     private_key_from_pem,
     private_key_to_pem,
 )
+
+if TYPE_CHECKING:
+    from roleserve_controlplane import EtcdClient
 
 __all__ = [
     "ADMIN_GROUP",
@@ -325,6 +328,10 @@ async def load_or_create_pki(etcd: EtcdClient) -> dict[str, KeyPair]:
     :raises KubernetesPKIError: if etcd holds some entries but not all, or a corrupt one.
     :raises EtcdRequestError: if etcd does not answer (a restart retries).
     """
+    # Here, not at the top: the apiserver's plans import this module for its key pairs, on
+    # nodes that never talk to etcd, whose client the controlplane package loads with these.
+    from roleserve_controlplane import compare_create_revision, put_operation
+
     stored = await _read(etcd)
     if stored is not None:
         return stored
@@ -389,4 +396,6 @@ def etcd_client(control_plane: LocalControlPlane) -> EtcdClient:
     endpoint, credentials = control_plane.etcd_endpoint, control_plane.etcd_credentials
     if endpoint is None or credentials is None:
         raise ValueError("no etcd member runs on this node (local_control_plane is NONE)")
+    from roleserve_controlplane import EtcdClient  # here: see load_or_create_pki
+
     return EtcdClient([endpoint], credentials)

@@ -14,15 +14,25 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from roleserve_core import (
+    NETWORK,
     PluginSettings,
+    PluginValues,
     Setting,
+    endpoint,
     former_setting_constants,
+    local_exporter_host,
     port_setting,
     setting,
 )
 from roleserve_kubernetes.ports import CONTAINERD_METRICS_PORT
 
-__all__ = ["CONTAINERD_EXECUTABLE", "CONTAINERD_INSTALL_HINT", "SETTINGS", "WorkerSettings"]
+__all__ = [
+    "CONTAINERD_EXECUTABLE",
+    "CONTAINERD_INSTALL_HINT",
+    "SETTINGS",
+    "WorkerSettings",
+    "metrics_address",
+]
 
 CONTAINERD_EXECUTABLE = "containerd"
 """The name looked up on ``PATH`` when ``containerd`` is empty (Debian's package)."""
@@ -96,3 +106,16 @@ if not TYPE_CHECKING:
         WorkerSettings,
         renamed={"CONTAINERD_METRICS_PORT_SETTING": "containerd_metrics_port"},
     )
+
+
+def metrics_address(values: PluginValues, settings: WorkerSettings) -> str | None:
+    """Where containerd serves metrics: the node's local exporter host (its own address
+    if that is a loopback one, else 127.0.0.1) at the configured port; None if the port
+    is 0. Here rather than in ``containerd`` (which exports it too) for the hooks, which
+    name it to the metrics plugin on every node and stay light."""
+    if not settings.containerd_metrics_port:
+        return None
+    network = values.read(NETWORK)
+    address = network.get_nowait().external_address if network.statistics().is_set else None
+    host = local_exporter_host(address) if address is not None else "127.0.0.1"
+    return endpoint(host, settings.containerd_metrics_port)

@@ -42,12 +42,11 @@ import dataclasses
 import ipaddress
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import anyio
 
-from roleserve_controlplane import EtcdClient, write_tls_files
 from roleserve_core import (
-    CLUSTER_NODES,
     LOCAL_CONTROL_PLANE,
     NETWORK,
     NODE_ID,
@@ -59,7 +58,6 @@ from roleserve_core import (
     NodeContext,
     NodeRoles,
     RunContext,
-    Worker,
 )
 from roleserve_core.identity import Credentials
 from roleserve_kubernetes.apiserver import WAITING_FOR_APISERVER, apiserver_runnable
@@ -71,19 +69,19 @@ from roleserve_kubernetes.binaries import (
     KubeBinaries,
 )
 from roleserve_kubernetes.controllermanager import controller_manager_runnable
-from roleserve_kubernetes.nodecleanup import node_cleanup_runnable
-from roleserve_kubernetes.pki import KeyPair, controller_pki
 from roleserve_kubernetes.plans import ControllerInputs, EtcdClientFiles, apiserver_url
 from roleserve_kubernetes.scheduler import scheduler_runnable
 from roleserve_kubernetes.startup import start_when_ready
 from roleserve_kubernetes.values import KUBERNETES_STATUS, KubernetesStatus
+
+if TYPE_CHECKING:
+    from roleserve_kubernetes.pki import KeyPair
 
 __all__ = [
     "CONTROLLER_COMPONENTS",
     "ControllerStartup",
     "ControllerWorker",
     "PKISource",
-    "controller_worker",
     "etcd_client_files",
     "fold",
     "pki_from_etcd",
@@ -114,7 +112,7 @@ class ControllerStartup:
     compared: the endpoint says which member it is."""
 
 
-PKISource = Callable[[ControllerStartup], Awaitable[Mapping[str, KeyPair]]]
+PKISource = Callable[[ControllerStartup], Awaitable[Mapping[str, "KeyPair"]]]
 """Loads (or, on the first controller, creates) every ``pki.PKI_NAMES`` entry from the
 local etcd; ``apiserver`` must be this controller's own serving pair."""
 
@@ -142,6 +140,10 @@ def pki_from_etcd(node: NodeContext) -> PKISource:
     etcd member, with this controller's own apiserver serving certificate."""
 
     async def load(startup: ControllerStartup) -> Mapping[str, KeyPair]:
+        # Here: the PKI's module and etcd's client load on a controller that starts.
+        from roleserve_controlplane import EtcdClient
+        from roleserve_kubernetes.pki import controller_pki
+
         async with EtcdClient([startup.etcd_endpoint], _credentials(startup)) as etcd:
             return await controller_pki(etcd, node.values.get_nowait(NODE_ID), [startup.address])
 
@@ -153,6 +155,8 @@ def etcd_client_files(node: NodeContext) -> Callable[[ControllerStartup], EtcdCl
     the controller's directory (the apiserver is a client of the local member)."""
 
     def write(startup: ControllerStartup) -> EtcdClientFiles:
+        from roleserve_controlplane import write_tls_files  # its package: etcd's client
+
         files = write_tls_files(node.data_dir / "controller" / "etcd", _credentials(startup))
         return EtcdClientFiles(files.ca, files.certificate, files.key)
 
@@ -205,6 +209,10 @@ class ControllerWorker:
             self._publish(KubernetesStatus.NONE)
 
     async def _start(self, ctx: RunContext, startup: ControllerStartup) -> None:
+        # Here, not at the top: the worker runs on every node, and the Kubernetes API
+        # client (aiohttp) and etcd's load only on a controller that starts.
+        from roleserve_kubernetes.nodecleanup import node_cleanup_runnable
+
         ctx.set_note("loading the Kubernetes PKI from etcd")
         pki = await self.pki(startup)
         inputs = ControllerInputs(
@@ -248,12 +256,14 @@ class ControllerWorker:
         self._status = status
 
 
-def controller_worker(
+async def run(
+    ctx: RunContext,
     node: NodeContext,
     pki: PKISource | None = None,
     etcd_files: Callable[[ControllerStartup], EtcdClientFiles] | None = None,
-) -> Worker:
-    """The worker ``kubernetes_controller``, with the binaries of ``node``'s settings.
+) -> None:
+    """The worker ``kubernetes_controller`` (see the module docstring), with the binaries
+    of ``node``'s settings; the hooks name it with ``lazy_runnable``.
 
     :param pki: where the PKI comes from (tests pass one of their own).
     :param etcd_files: where the local etcd member's TLS files are.
@@ -264,8 +274,4 @@ def controller_worker(
         pki or pki_from_etcd(node),
         etcd_files or etcd_client_files(node),
     )
-    return Worker(
-        "kubernetes_controller",
-        controller.run,
-        reads=(ROLES, LOCAL_CONTROL_PLANE, NETWORK, NODE_ID, CLUSTER_NODES),
-    )
+    await controller.run(ctx)

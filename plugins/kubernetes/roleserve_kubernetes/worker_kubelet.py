@@ -57,9 +57,7 @@ from roleserve_core import (
     Combined,
     NetworkStatus,
     NodeContext,
-    NodeRoles,
     RunContext,
-    Worker,
     common_pb2,
     node_address,
 )
@@ -87,7 +85,7 @@ __all__ = [
     "containerd_socket",
     "controller_addresses",
     "fold",
-    "kubelet_worker",
+    "run",
 ]
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -288,10 +286,6 @@ def _never() -> KubeletInputs:
     raise AssertionError("no kubelet binary: its plan is never made")
 
 
-def _is_worker(roles: NodeRoles) -> bool:
-    return roles.kubernetes_worker is not None
-
-
 def certificates_from_curator(node: NodeContext) -> KubeletCertificates:
     """The kubelet's pairs as the leading curator issues them (``IssueCertificate``), over
     the node's connection to it: its node certificate is the kubelet's proof of identity."""
@@ -304,12 +298,14 @@ def certificates_from_curator(node: NodeContext) -> KubeletCertificates:
     return issue
 
 
-def kubelet_worker(
+async def run(
+    ctx: RunContext,
     node: NodeContext,
     certificates: KubeletCertificates | None = None,
     hierarchies: Callable[[], list[Path]] = cgroup_hierarchies,
-) -> Worker:
-    """The worker ``kubernetes_kubelet``, gated on the ``kubernetes_worker`` role.
+) -> None:
+    """The worker ``kubernetes_kubelet`` (see the module docstring), gated on the
+    ``kubernetes_worker`` role; the hooks name it with ``lazy_runnable``.
 
     :param certificates: where the kubelet's certificates come from (tests pass their own).
     :param hierarchies: the cgroup hierarchies its cgroup root is made in (tests of a
@@ -321,16 +317,4 @@ def kubelet_worker(
         certificates or certificates_from_curator(node),
         hierarchies,
     )
-    return Worker(
-        "kubernetes_kubelet",
-        kubelet.run,
-        when=_is_worker,
-        reads=(
-            NODE_ID,
-            NETWORK,
-            POD_NETWORK,
-            KUBERNETES_STATUS,
-            CLUSTER_NODES,
-            CURATOR_CONNECTION,
-        ),
-    )
+    await kubelet.run(ctx)

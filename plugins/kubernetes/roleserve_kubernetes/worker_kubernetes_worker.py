@@ -28,54 +28,34 @@ from functools import partial
 import anyio
 
 from roleserve_core import (
-    CLUSTER_NODES,
-    NETWORK,
-    NODE_ID,
     NodeContext,
-    NodeRoles,
     RunContext,
-    Worker,
 )
 from roleserve_kubernetes.containerd import containerd
 from roleserve_kubernetes.layout import WorkerLayout
 from roleserve_kubernetes.podnetwork import pod_network
 from roleserve_kubernetes.settings import WorkerSettings
-from roleserve_kubernetes.values import POD_NETWORK
 
-__all__ = ["RUNNABLES", "has_worker_role", "kubernetes_worker"]
+__all__ = ["RUNNABLES", "run"]
 
 RUNNABLES = ("pod_network", "containerd")
 """The worker's runnables, in the order it starts them."""
 
 
-def has_worker_role(roles: NodeRoles) -> bool:
-    """The worker's ``when``: the node holds ``kubernetes_worker``."""
-    return roles.kubernetes_worker is not None
-
-
-def kubernetes_worker(
-    node: NodeContext, settings: WorkerSettings, *, netns: str | None = None
-) -> Worker:
-    """The worker; see the module docstring.
+async def run(
+    ctx: RunContext, node: NodeContext, settings: WorkerSettings, *, netns: str | None = None
+) -> None:
+    """The worker ``kubernetes_worker`` (see the module docstring); the hooks name it with
+    ``lazy_runnable``.
 
     :param netns: for tests and benchmarks: a network namespace (``ip netns``) to run
         containerd in, so the pods' bridge and addresses stay inside it.
     """
     layout = WorkerLayout.of(node)
-
-    async def kubernetes_worker(ctx: RunContext) -> None:
-        """Runs containerd and keeps the pod network of this Kubernetes worker node."""
-        ctx.run("pod_network", partial(pod_network, values=node.values, layout=layout))
-        ctx.run(
-            "containerd",
-            partial(containerd, values=node.values, settings=settings, layout=layout, netns=netns),
-        )
-        ctx.signal_healthy()
-        await anyio.sleep_forever()
-
-    return Worker(
-        "kubernetes_worker",
-        kubernetes_worker,
-        when=has_worker_role,
-        reads=(NODE_ID, CLUSTER_NODES, NETWORK, POD_NETWORK),
+    ctx.run("pod_network", partial(pod_network, values=node.values, layout=layout))
+    ctx.run(
+        "containerd",
+        partial(containerd, values=node.values, settings=settings, layout=layout, netns=netns),
     )
+    ctx.signal_healthy()
+    await anyio.sleep_forever()

@@ -7,8 +7,8 @@ from typing import Any
 
 from roleserve_core import NodeContext, Setting, ValueKey, Worker, hookimpl
 from roleserve_kubernetes import KUBERNETES_STATUS, POD_NETWORK
+from roleserve_kubernetes.hooks import kubernetes_worker
 from roleserve_kubernetes.settings import SETTINGS, WorkerSettings
-from roleserve_kubernetes.worker_kubernetes_worker import kubernetes_worker
 
 
 class KubernetesHooks:

@@ -32,6 +32,7 @@ from roleserve_core.testing import (
     wait_for_value,
 )
 from roleserve_kubernetes import KUBERNETES_STATUS, POD_NETWORK, KubernetesStatus, binaries, probe
+from roleserve_kubernetes.hooks import controller_worker
 from roleserve_kubernetes.pki import KeyPair
 from roleserve_kubernetes.plans import EtcdClientFiles
 from roleserve_kubernetes.testing import stand_in_apiserver, throwaway_pki
@@ -41,7 +42,6 @@ from roleserve_kubernetes.worker_controller import (
     WAITING_FOR_ROLE,
     WAITING_FOR_ROLES,
     ControllerStartup,
-    controller_worker,
     fold,
 )
 

@@ -48,9 +48,10 @@ from roleserve_kubernetes import (
 )
 from roleserve_kubernetes.certificates import KubeletCredentials
 from roleserve_kubernetes.cgroups import cgroup_root
+from roleserve_kubernetes.hooks import kubelet_worker
 from roleserve_kubernetes.pki import KeyPair
 from roleserve_kubernetes.testing import stand_in_kubelet, throwaway_pki
-from roleserve_kubernetes.worker_kubelet import KubeletStartup, kubelet_worker
+from roleserve_kubernetes.worker_kubelet import KubeletStartup
 
 pytestmark = pytest.mark.anyio
 

@@ -63,9 +63,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
-
-from aiohttp import web
+from typing import TYPE_CHECKING, Any
 
 from roleserve_core import (
     CLUSTER_NODES,
@@ -83,6 +81,9 @@ from roleserve_core import (
     node_changes,
 )
 from roleserve_metrics.ports import METRICS_PORT
+
+if TYPE_CHECKING:
+    from aiohttp import web
 
 __all__ = [
     "ALL",
@@ -310,6 +311,8 @@ class DiscoveryView:
 
     async def handle(self, request: web.Request) -> web.Response:
         """``GET /discovery``."""
+        from aiohttp import web  # here: the hooks import this module, which stays light
+
         if self._body is None:
             return web.Response(
                 status=503, text=self._unavailable, headers={"Retry-After": RETRY_AFTER}
@@ -319,6 +322,8 @@ class DiscoveryView:
 
 def discovery_routes(view: DiscoveryView) -> list[web.RouteDef]:
     """The routes the metrics server adds: ``GET /discovery`` (any other method: 405)."""
+    from aiohttp import web  # here: the hooks import this module, which stays light
+
     return [web.get(DISCOVERY_PATH, view.handle, allow_head=False)]
 
 

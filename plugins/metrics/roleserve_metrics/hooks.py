@@ -22,11 +22,20 @@ from typing import Any
 
 import pluggy
 
-from roleserve_core import NodeContext, Setting, Worker, hookimpl
+from roleserve_core import (
+    NETWORK,
+    NODE_CREDENTIALS,
+    REVOKED_CREDENTIALS,
+    ROLES,
+    NodeContext,
+    Setting,
+    Worker,
+    hookimpl,
+    lazy_runnable,
+)
 from roleserve_metrics import hookspecs
 from roleserve_metrics.discovery import DiscoveryView, discovery_mode, discovery_worker
 from roleserve_metrics.settings import SETTINGS, MetricsSettings
-from roleserve_metrics.worker_metrics import metrics_worker
 
 ROLESERVE_PLUGIN_API = 1
 
@@ -48,7 +57,13 @@ def roleserve_workers(node: NodeContext) -> list[Worker]:
     """The worker ``metrics``, always running, and ``metrics_discovery``, on the nodes the
     setting ``discovery`` names; they share the view ``/discovery`` answers from."""
     view = DiscoveryView(discovery_mode(node.config))
+    settings = MetricsSettings.of(node.config)
     return [
-        metrics_worker(node, MetricsSettings.of(node.config), view),
+        Worker(
+            "metrics",
+            lazy_runnable("roleserve_metrics.worker_metrics:run", node, settings, view),
+            reads=(NODE_CREDENTIALS, NETWORK, ROLES, REVOKED_CREDENTIALS),
+            doc="Serves Prometheus exporters over mutual TLS on port 7840.",
+        ),
         discovery_worker(node.values, view),
     ]

@@ -48,7 +48,6 @@ from roleserve_core import (
     RoleserveError,
     RunContext,
     ValueWatch,
-    Worker,
     address_in_use,
     endpoint,
     local_exporter_host,
@@ -66,23 +65,22 @@ from roleserve_metrics.nodeexporter import (
 from roleserve_metrics.server import Admission, TlsIdentity, build_app
 from roleserve_metrics.settings import MetricsSettings
 
-__all__ = ["OWNER", "metrics_worker"]
+__all__ = ["OWNER", "run"]
 
 OWNER = "metrics"
 """The owner named for the builtin exporters (``core``, ``node``): this plugin."""
 
 
-def metrics_worker(
-    node: NodeContext, settings: MetricsSettings, discovery: DiscoveryView | None = None
-) -> Worker:
-    """The worker; see the module docstring. With ``discovery``, it answers ``/discovery``
-    from that view as well (the worker ``metrics_discovery`` keeps it)."""
-
-    async def metrics(ctx: RunContext) -> None:
-        """Serves Prometheus exporters over mutual TLS on port 7840."""
-        await MetricsServer(ctx, node, settings, discovery).run()
-
-    return Worker("metrics", metrics, reads=(NODE_CREDENTIALS, NETWORK, ROLES, REVOKED_CREDENTIALS))
+async def run(
+    ctx: RunContext,
+    node: NodeContext,
+    settings: MetricsSettings,
+    discovery: DiscoveryView | None = None,
+) -> None:
+    """The worker (see the module docstring), which the hooks name with ``lazy_runnable``.
+    With ``discovery``, it answers ``/discovery`` from that view as well (the worker
+    ``metrics_discovery`` keeps it)."""
+    await MetricsServer(ctx, node, settings, discovery).run()
 
 
 class MetricsServer:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from roleserve_clusternet.hooks import clusternet_worker
 from roleserve_clusternet.settings import SETTINGS, ClusternetSettings
 from roleserve_clusternet.values import CLUSTERNET_STATUS
-from roleserve_clusternet.worker_clusternet import clusternet_worker
 from roleserve_core import NodeContext, Setting, ValueKey, Worker, hookimpl
 
 

@@ -47,6 +47,7 @@ from roleserve_controlplane.consensus.client import (
     delete_operation,
     put_operation,
 )
+from roleserve_controlplane.consensus.defaults import DEFAULT_TTL
 from roleserve_controlplane.consensus.errors import (
     EtcdRequestError,
     LeadershipLostError,
@@ -54,9 +55,6 @@ from roleserve_controlplane.consensus.errors import (
 )
 
 __all__ = ["DEFAULT_TTL", "Campaign", "Election", "Leader", "Leadership"]
-
-DEFAULT_TTL = 10
-"""Seconds a leader's lease lasts without renewal."""
 
 log = logging.getLogger("roleserve.consensus")
 

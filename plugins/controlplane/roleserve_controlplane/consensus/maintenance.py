@@ -51,7 +51,14 @@ from dataclasses import dataclass, field, replace
 
 import anyio
 
-from roleserve_controlplane.consensus.client import Alarm, EtcdClient, MemberStatus
+from roleserve_controlplane.consensus.client import Alarm, EtcdClient
+from roleserve_controlplane.consensus.defaults import (
+    DEFAULT_DEFRAG_FREE_BYTES,
+    DEFAULT_DEFRAG_FREE_RATIO,
+    DEFAULT_QUOTA_BACKEND_BYTES,
+    DEFAULT_RETENTION,
+    MaintenancePolicy,
+)
 from roleserve_controlplane.consensus.errors import EtcdRequestError, RevisionCompactedError
 from roleserve_controlplane.consensus.membership import MemberHealth, Membership, endpoint_of
 from roleserve_core import Clock
@@ -72,22 +79,6 @@ __all__ = [
 
 log = logging.getLogger("roleserve.consensus")
 
-DEFAULT_RETENTION = 300.0
-"""Seconds of history kept (at least): the Kubernetes apiserver's compaction interval."""
-DEFAULT_QUOTA_BACKEND_BYTES = 2 * 1024**3
-"""etcd's own default backend quota, 2 GiB (etcd suggests at most 8 GiB)."""
-DEFAULT_DEFRAG_FREE_BYTES = 64 * 1024
-"""Free bytes a member's database must have before it is defragmented...
-
-Small: a node agent's database is a few hundred KB to a few MB, which etcd defragments in
-milliseconds. A churn of role changes leaves from ~0.3 MB (a retention of one minute) to
-~2 MB (five) of free pages once its history is compacted, which a floor of 16 MiB (this
-default before) kept for good, at five times the database's size and more. Under a steady
-churn the ratio is what holds a defragmentation back: each compaction frees only the
-oldest fifth of the history kept."""
-DEFAULT_DEFRAG_FREE_RATIO = 0.5
-"""...and the share of its file they must be: below either, a defragmentation would block
-the member for little (the ratio is what holds a large database back)."""
 ALARM_CLEARED_BELOW = 0.9
 """A NOSPACE alarm is cleared once its member's database is below this share of the quota:
 etcd raises it when a write would pass the quota, so a database just under it would raise
@@ -105,33 +96,6 @@ DEFRAG_TIMEOUT = 120.0
 def megabytes(size: int) -> str:
     """``21.0 MB``: sizes in the log."""
     return f"{size / 1e6:.1f} MB"
-
-
-@dataclass(frozen=True)
-class MaintenancePolicy:
-    """When to compact and defragment, and the quota alarms are judged against."""
-
-    retention: float = DEFAULT_RETENTION
-    """Seconds of history kept (the cluster configuration's ``history_retention``)."""
-    defrag_free_bytes: int = DEFAULT_DEFRAG_FREE_BYTES
-    defrag_free_ratio: float = DEFAULT_DEFRAG_FREE_RATIO
-    quota_backend_bytes: int = DEFAULT_QUOTA_BACKEND_BYTES
-    """The members' ``--quota-backend-bytes`` (this node's setting, which every node should
-    share): a NOSPACE alarm is cleared once its member's database is below
-    ``ALARM_CLEARED_BELOW`` of it (etcd 3.5 says its own quota, which is used instead)."""
-
-    @property
-    def period(self) -> float:
-        """Seconds between passes: a quarter of the retention (at least 1 s), so history
-        is kept for ``retention`` to ``1.25 × retention``."""
-        return max(1.0, self.retention / 4)
-
-    def wants_defragmentation(self, status: MemberStatus) -> bool:
-        """Whether the member's free space passes both thresholds."""
-        free = status.db_free
-        return free > 0 and (
-            free >= self.defrag_free_bytes and free >= self.defrag_free_ratio * status.db_size
-        )
 
 
 @dataclass

@@ -60,6 +60,7 @@ from roleserve_controlplane.consensus.binary import (
 from roleserve_controlplane.consensus.certificates import TLSFiles, write_tls_files
 from roleserve_controlplane.consensus.client import EtcdClient, Member, MemberStatus
 from roleserve_controlplane.consensus.corruption import corrupt_data
+from roleserve_controlplane.consensus.defaults import DEFAULT_GC_PERCENT
 from roleserve_controlplane.consensus.errors import (
     CorruptDataError,
     DiskSpaceError,
@@ -111,13 +112,6 @@ __all__ = [
 
 DEFAULT_CLIENT_PORT = 7836
 DEFAULT_PEER_PORT = 7837
-DEFAULT_GC_PERCENT = 25
-"""etcd's ``GOGC`` unless ``[plugins.controlplane] etcd_gc_percent`` says otherwise. Go's
-default, 100, lets the heap reach twice the live objects before a collection, and Go keeps
-what the heap reached: after a burst of writes a member stayed ~1.8 times its starting RSS
-for good. At 25 it stays within ~1.35 times, for about a third more of etcd's CPU time
-under writes (``benchmarks/etcd.py`` (e3), docs/consensus.md)."""
-
 MEMBERSHIP_RECHECK = 5.0
 """Seconds between the member's questions to the cluster, while its etcd does not serve yet,
 whether it still lists the member (``record.check_membership``): a few election timeouts,

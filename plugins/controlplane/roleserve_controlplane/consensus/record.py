@@ -88,6 +88,7 @@ from roleserve_controlplane.consensus.errors import (
     RebuildWaitingError,
 )
 from roleserve_controlplane.consensus.membership import Membership
+from roleserve_controlplane.consensus.saved import MEMBERSHIP_FILE
 from roleserve_core import write_atomically
 
 if TYPE_CHECKING:
@@ -101,9 +102,6 @@ __all__ = [
     "check_membership",
     "plan_start",
 ]
-
-MEMBERSHIP_FILE = "membership.json"
-"""In the member's directory: written once the member's bootstrap or join committed."""
 
 ASK_TIMEOUT = 2.0
 """Seconds a peer may take to answer before the next one is asked."""

@@ -31,12 +31,14 @@ from pathlib import Path
 
 from roleserve_controlplane.consensus.certificates import read_tls_files
 from roleserve_controlplane.consensus.errors import MembershipRecordError
-from roleserve_controlplane.consensus.record import MEMBERSHIP_FILE, MembershipRecord
 from roleserve_core import IdentityError, write_atomically
 from roleserve_core.identity import Credentials
 
-__all__ = ["PEERS_FILE", "SavedMember", "load_saved_member", "save_peers"]
+__all__ = ["MEMBERSHIP_FILE", "PEERS_FILE", "SavedMember", "load_saved_member", "save_peers"]
 
+MEMBERSHIP_FILE = "membership.json"
+"""In the member's directory: written once the member's bootstrap or join committed (by
+``record``, which exports it too)."""
 PEERS_FILE = "peers.json"
 """In the member's directory: the peers its last start planned (name → peer URL)."""
 
@@ -63,6 +65,12 @@ def save_peers(directory: Path, peers: Mapping[str, str]) -> None:
 def load_saved_member(directory: Path) -> SavedMember | None:
     """The member saved in ``directory``; None unless its membership record, TLS files and
     peers are all there and readable."""
+    if not (directory / MEMBERSHIP_FILE).exists():
+        return None
+    # Here, not at the top: the record's module imports etcd's client, which a node that
+    # never was a member (the controlplane worker asks on every node) does not load.
+    from roleserve_controlplane.consensus.record import MembershipRecord
+
     try:
         record = MembershipRecord.load(directory / MEMBERSHIP_FILE)
         if record is None:

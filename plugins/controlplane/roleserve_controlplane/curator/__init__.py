@@ -19,53 +19,11 @@ changes), ``prefixes`` (the cluster network and node prefixes), ``bootstrap``,
 on the leader: ``roleserve_curator_services``).
 """
 
-from roleserve_controlplane.curator.authority import (
-    DEFAULT_NODE_CERTIFICATE_LIFETIME,
-    ClusterAuthority,
-    node_certificate_lifetime,
-)
-from roleserve_controlplane.curator.bootstrap import (
-    OWNER_IDENTITY,
-    BootstrapMaterial,
-    write_bootstrap,
-)
-from roleserve_controlplane.curator.cache import NodeCache, Subscription
-from roleserve_controlplane.curator.curator import Curator, CuratorConfig
-from roleserve_controlplane.curator.extension import CuratorExtension, CuratorLeader
-from roleserve_controlplane.curator.health import (
-    DEFAULT_HEARTBEAT_INTERVAL,
-    MISSED_BEATS,
-    Heartbeats,
-)
-from roleserve_controlplane.curator.leader import CURATOR_PORT, LeaderState
-from roleserve_controlplane.curator.prefixes import (
-    ClusterNetwork,
-    ClusterNetworkError,
-    PrefixesExhaustedError,
-)
-from roleserve_controlplane.curator.state import ClusterState, NodeNotFoundError
+from __future__ import annotations
 
-__all__ = [
-    "CURATOR_PORT",
-    "DEFAULT_HEARTBEAT_INTERVAL",
-    "DEFAULT_NODE_CERTIFICATE_LIFETIME",
-    "MISSED_BEATS",
-    "OWNER_IDENTITY",
-    "BootstrapMaterial",
-    "ClusterAuthority",
-    "ClusterNetwork",
-    "ClusterNetworkError",
-    "ClusterState",
-    "Curator",
-    "CuratorConfig",
-    "CuratorExtension",
-    "CuratorLeader",
-    "Heartbeats",
-    "LeaderState",
-    "NodeCache",
-    "NodeNotFoundError",
-    "PrefixesExhaustedError",
-    "Subscription",
-    "node_certificate_lifetime",
-    "write_bootstrap",
-]
+import lazy_loader
+
+# Each name is imported from its module on first use (the list is __init__.pyi), so that a
+# module of this package imports only the modules it needs: the hook module's settings do
+# not load etcd's client, nor a node without the consensus_member role.
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

@@ -1,0 +1,167 @@
+"""``lazy_runnable``: a worker's module is imported when the worker first starts, not when
+its plugin's hooks build it; a failed import is that worker's final failure, one line."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from roleserve_core import (
+    KubernetesWorker,
+    LazyRunnable,
+    NodeRoles,
+    RunnableImportError,
+    State,
+    Worker,
+    lazy_runnable,
+)
+from roleserve_core.errors import FinalError
+from roleserve_core.hookspecs import hookimpl
+from roleserve_core.supervisor import FAILED_FOR_GOOD
+from roleserve_core.testing import NodeHarness, PluginHarness
+
+StartNode = Callable[..., Awaitable[NodeHarness]]
+
+MODULE = "lazy_worker_under_test"
+"""A module written for each test, on a path of its own: imported only by the worker."""
+
+SOURCE = '''
+import anyio
+
+STARTS = []
+
+async def run(ctx, greeting, *, times):
+    """Its docstring, which the worker's doc does not come from."""
+    STARTS.append((greeting, times))
+    ctx.signal_healthy()
+    await anyio.sleep_forever()
+'''
+
+
+@pytest.fixture
+def worker_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """``lazy_worker_under_test`` on ``sys.path``, not imported; forgotten after the test."""
+    directory = tmp_path / "lib"
+    directory.mkdir()
+    path = directory / f"{MODULE}.py"
+    path.write_text(SOURCE)
+    monkeypatch.syspath_prepend(str(directory))
+    yield path
+    sys.modules.pop(MODULE, None)
+
+
+def is_worker(roles: NodeRoles) -> bool:
+    return roles.kubernetes_worker is not None
+
+
+def lazy_worker(target: str = f"{MODULE}:run") -> Worker:
+    return Worker(
+        "lazy",
+        lazy_runnable(target, "hello", times=2),
+        when=is_worker,
+        doc="A worker whose module loads with its role.",
+    )
+
+
+def register(plugin_manager: PluginHarness, worker: Worker) -> None:
+    hooks = SimpleNamespace(roleserve_workers=hookimpl(lambda node: [worker]))
+    plugin_manager.register(hooks, "p")
+
+
+@pytest.mark.anyio
+async def test_the_module_is_imported_when_the_role_first_comes_and_reused_after(
+    plugin_manager: PluginHarness, node: StartNode, tmp_path: Path, worker_module: Path
+) -> None:
+    register(plugin_manager, lazy_worker())
+    harness = await node(plugin_manager.runtime(tmp_path))
+    harness.set_roles(NodeRoles())
+    await harness.wait_status("root.role.lazy", lambda status: status.note != "")
+    assert MODULE not in sys.modules
+    assert harness.runtime.plugins.info("p").workers == ["lazy"]
+
+    harness.set_roles(NodeRoles(kubernetes_worker=KubernetesWorker()))
+    await harness.wait_state("root.role.lazy", State.HEALTHY)
+    module = sys.modules[MODULE]
+    assert module.STARTS == [("hello", 2)]
+
+    harness.set_roles(NodeRoles())
+    await harness.wait_state("root.role.lazy", State.NEW)
+    harness.set_roles(NodeRoles(kubernetes_worker=KubernetesWorker()))
+    await harness.wait_status(
+        "root.role.lazy", lambda status: status.state is State.HEALTHY and status.restarts == 1
+    )
+    assert sys.modules[MODULE] is module  # not imported again
+    assert module.STARTS == [("hello", 2), ("hello", 2)]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        (
+            "lazy_worker_nowhere:run",
+            "cannot import lazy_worker_nowhere:run: ModuleNotFoundError: No module named "
+            "'lazy_worker_nowhere' (install what is missing, then restart this runnable: "
+            "roleserve ctl restart NODE DN)",
+        ),
+        (
+            f"{MODULE}:walk",
+            f"cannot run {MODULE}:walk: module {MODULE} has no function 'walk'",
+        ),
+    ],
+    ids=["no-module", "no-function"],
+)
+async def test_a_failed_import_fails_that_worker_for_good_in_one_line(
+    plugin_manager: PluginHarness,
+    node: StartNode,
+    tmp_path: Path,
+    worker_module: Path,
+    target: str,
+    message: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The node and its other workers run on; the worker is DEAD, final, its note the line."""
+    register(plugin_manager, lazy_worker(target))
+    harness = await node(plugin_manager.runtime(tmp_path))
+    harness.set_roles(NodeRoles(kubernetes_worker=KubernetesWorker()))
+    status = await harness.wait_state("root.role.lazy", State.DEAD)
+    assert (status.final, status.note) == (True, message)
+    assert status.last_error is not None
+    assert status.last_error.type == "roleserve_core.RunnableImportError"
+    assert harness.status("root.role").state is State.HEALTHY
+    [line] = [r for r in caplog.records if r.getMessage().startswith(FAILED_FOR_GOOD)]
+    assert (line.getMessage(), line.exc_info) == (FAILED_FOR_GOOD + message, None)
+
+
+def test_building_the_worker_imports_nothing_and_needs_a_doc(worker_module: Path) -> None:
+    worker = lazy_worker()
+    assert (worker.doc, MODULE in sys.modules) == (
+        "A worker whose module loads with its role.",
+        False,
+    )
+    with pytest.raises(ValueError, match="give doc= with a lazy_runnable run"):
+        Worker("lazy", lazy_runnable(f"{MODULE}:run"))
+
+
+def test_resolve_imports_the_function_for_a_plugins_tests(worker_module: Path) -> None:
+    run = lazy_runnable(f"{MODULE}:run")
+    assert isinstance(run, LazyRunnable)
+    assert (run.loaded, repr(run)) == (False, f"lazy_runnable('{MODULE}:run')")
+    assert run.resolve() is sys.modules[MODULE].run
+    assert run.loaded
+
+
+@pytest.mark.parametrize("target", ["module", "module:", ":run", "module:not a name"])
+def test_a_malformed_target_is_refused_at_once(target: str) -> None:
+    with pytest.raises(ValueError, match=r"must be 'package\.module:function'"):
+        lazy_runnable(target)
+
+
+def test_an_import_error_is_final() -> None:
+    error: Any = RunnableImportError("x")
+    assert isinstance(error, FinalError)
