@@ -28,8 +28,8 @@ import argparse
 from typing import Any
 
 from roleserve_core.cli._failure import report
-from roleserve_core.cli.ctl._command import PROG, add_connection_options
 from roleserve_core.cli.ctl._errors import EXIT_USAGE, CtlError
+from roleserve_core.cli.ctl._options import PROG, add_connection_options
 
 __all__ = ["GROUP", "add_parsers"]
 

@@ -1,0 +1,135 @@
+"""Sub-commands whose parsers are built when chosen: ``roleserve --version`` and every
+``--help`` answer without importing the modules of the commands they do not run.
+
+::
+
+    roleserve [ctl] --help            the listing: each command's name and one-line help,
+                                      from a table (LazyCommand); no command module imported
+    roleserve ctl nodes ...           argparse picks "nodes": only then is its module
+                                      imported, and its add_parsers registers the real
+                                      parser in the placeholder's place; parsing goes on
+    roleserve ctl --help, or a name   ``more`` runs first (ctl: the plugins' commands, read
+    the table does not know           from entry points): they join the listing, and the
+                                      "invalid choice" error names them
+
+Why a table, not the modules' own ``help=``: the listing must not import the modules it
+lists, so each command's one-line help lives in the table, once (a module's registration
+of a listed name passes none; one it passes anyway is dropped, the table's stays). A
+module may register several listed commands (``_nodes``: nodes, approve, decommission):
+loading it for one fills in the placeholders of all.
+
+Deliberately left out: aliases (no command has one), and loading everything for shell
+completion (there is none).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["LazyCommand", "LazyCommands", "add_lazy_subparsers"]
+
+
+@dataclass(frozen=True)
+class LazyCommand:
+    """A sub-command listed before its module is imported."""
+
+    name: str
+    help: str
+    """The one line the listing shows."""
+    register: str
+    """``module:function``; the function registers the command as
+    ``function(commands)``, with ``commands.add_parser(name, ...)``."""
+
+
+class _Choices(dict[str, argparse.ArgumentParser]):
+    """The name-to-parser map argparse checks a chosen name against: a name it does not
+    hold completes the action (``more``) before the answer, so a plugin's command is found
+    and the "invalid choice" error lists every command."""
+
+    def __init__(self, action: LazyCommands) -> None:
+        super().__init__()
+        self._action = action
+
+    def __contains__(self, name: object) -> bool:
+        if not super().__contains__(name):
+            self._action.complete()
+        return super().__contains__(name)
+
+
+class LazyCommands(argparse._SubParsersAction):  # type: ignore[type-arg]
+    """argparse's sub-parsers action with placeholders, filled in when chosen (see the
+    module docstring). Made by ``add_lazy_subparsers``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._name_parser_map = self.choices = _Choices(self)
+        self._pending: dict[str, str] = {}
+        self._more: Callable[[Any], None] | None = None
+
+    def add_lazy(self, commands: Iterable[LazyCommand]) -> None:
+        """List ``commands``, each built when chosen."""
+        for command in commands:
+            super().add_parser(command.name, help=command.help, add_help=False)
+            self._pending[command.name] = command.register
+
+    def more(self, register: Callable[[Any], None]) -> None:
+        """Have ``register(self)`` add further commands when every command is needed: for
+        the listing, and for a name nothing registered yet."""
+        self._more = register
+
+    def complete(self) -> None:
+        """Run ``more`` (once)."""
+        register, self._more = self._more, None
+        if register is not None:
+            register(self)
+
+    def add_parser(self, name: str, **kwargs: Any) -> Any:
+        """argparse's, except that a listed command's real parser takes its placeholder's
+        place (in the listing's order, under the table's help)."""
+        if name not in self._pending:
+            return super().add_parser(name, **kwargs)
+        del self._pending[name]
+        kwargs.pop("help", None)
+        if kwargs.get("prog") is None:
+            kwargs["prog"] = f"{self._prog_prefix} {name}"
+        parser = self._parser_class(**kwargs)
+        self._name_parser_map[name] = parser  # the placeholder's key: its place stays
+        return parser
+
+    def _get_subactions(self) -> list[argparse.Action]:
+        self.complete()
+        return super()._get_subactions()
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        name = values[0]
+        if name in self._pending:
+            module, function = self._pending[name].split(":")
+            getattr(importlib.import_module(module), function)(self)
+        super().__call__(parser, namespace, values, option_string)
+
+
+def add_lazy_subparsers(
+    parser: argparse.ArgumentParser,
+    commands: Iterable[LazyCommand],
+    *,
+    more: Callable[[Any], None] | None = None,
+    **kwargs: Any,
+) -> LazyCommands:
+    """``parser.add_subparsers(**kwargs)`` listing ``commands``, each built when chosen,
+    and the ones ``more`` registers when every command is needed."""
+    action = parser.add_subparsers(action=LazyCommands, **kwargs)
+    assert isinstance(action, LazyCommands)
+    action.add_lazy(commands)
+    if more is not None:
+        action.more(more)
+    return action
