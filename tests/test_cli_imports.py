@@ -150,3 +150,18 @@ def test_ctl_help_lists_the_installed_plugins_commands() -> None:
     assert listing.index("credentials") < listing.index("kubeconfig")
     assert "from roleserve-kubernetes: `roleserve ctl kubeconfig --help`" in listing
     assert "from roleserve-metrics: `roleserve ctl prometheus-config --help`" in listing
+
+
+@pytest.mark.parametrize("group", ["roleserve.ctl", "roleserve.plugins", "console_scripts"])
+def test_the_metadata_reader_finds_what_importlib_metadata_finds(group: str) -> None:
+    """``cli._installed`` (read without importing ``importlib.metadata``) agrees with it on
+    the installed entry points and on roleserve-core's version."""
+    import importlib.metadata
+
+    from roleserve_core.cli import _installed
+
+    ours = sorted((e.name, e.value, e.distribution) for e in _installed.entry_points(group))
+    theirs = importlib.metadata.entry_points(group=group)
+    assert ours == sorted((e.name, e.value, e.dist.name) for e in theirs if e.dist is not None)
+    assert _installed.version("roleserve-core") == importlib.metadata.version("roleserve-core")
+    assert _installed.version("no-such-distribution-here") is None

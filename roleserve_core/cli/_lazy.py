@@ -18,8 +18,9 @@ of a listed name passes none; one it passes anyway is dropped, the table's stays
 module may register several listed commands (``_nodes``: nodes, approve, decommission):
 loading it for one fills in the placeholders of all.
 
-Deliberately left out: aliases (no command has one), and loading everything for shell
-completion (there is none).
+A NamedTuple, not a dataclass: ``dataclasses`` imports ``inspect``, a sixth of the
+interpreter's start. Deliberately left out: aliases (no command has one), and loading
+everything for shell completion (there is none).
 """
 
 from __future__ import annotations
@@ -27,14 +28,12 @@ from __future__ import annotations
 import argparse
 import importlib
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = ["LazyCommand", "LazyCommands", "add_lazy_subparsers"]
 
 
-@dataclass(frozen=True)
-class LazyCommand:
+class LazyCommand(NamedTuple):
     """A sub-command listed before its module is imported."""
 
     name: str
