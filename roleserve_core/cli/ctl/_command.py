@@ -139,6 +139,7 @@ def _run(run: Run, args: argparse.Namespace, *, without_leader: bool = False) ->
             without_leader=without_leader,
             say=_note,
             local_access=directory,
+            remembered_in=None if args.endpoint else directory,
         ) as session:
             if session.quorum is not None:
                 said = NoQuorumError(session.quorum, _start_them(directory))
