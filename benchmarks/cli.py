@@ -13,7 +13,7 @@ its goal:
   Twice: as it runs day to day (the leader remembered in the access directory, asked first),
   and searching (the remembered leader removed before each run: every curator asked).
   The cluster is brought up once, detached, in a directory of its own on a random
-  127.X.Y.11, and stopped at the end.
+  127.X.Y.11, and stopped at the end; or ``--cluster DIR`` names a running one.
 
 Then where ``ctl nodes`` spends its time: its imports (a process importing what it imports,
 against ``python -c 'import grpc'``, the floor of any command that talks to a cluster), and,
@@ -21,8 +21,9 @@ in one process with those imports done, each step: the search (``find_leader``),
 leader's answer on the session's channel (TLS handshake included), the remembered leader's,
 ``GetClusterInfo`` (the curators remembered) and ``GetNodes``.
 
-Figures taken on a shared machine are noisy: compare the ratios, each to its baseline of
-the same run.
+Every process runs with Python's bytecode cache, as an installed ``roleserve`` does
+(``AS_INSTALLED``). Figures taken on a shared machine are noisy: compare the ratios, each
+to its baseline of the same run.
 """
 
 from __future__ import annotations
@@ -90,6 +91,14 @@ anyio.run(main)
 stands for the remembered leader's check, which is the same call)."""
 
 
+AS_INSTALLED = {
+    name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"
+}
+"""The environment of every command: as on an operator's machine, Python caches the
+bytecode of what it imports (without it, every run compiles grpc's and anyio's modules
+anew, tens of milliseconds that no installed ``roleserve`` spends)."""
+
+
 def timed(
     command: Sequence[str],
     runs: int,
@@ -97,7 +106,9 @@ def timed(
     before: Callable[[], None] = lambda: None,
 ) -> Summary:
     """Seconds from exec to exit of ``command``, ``runs`` times (``before`` each, untimed);
-    it must succeed."""
+    it must succeed. Once untimed first, so that Python's bytecode cache is written."""
+    env = env if env is not None else AS_INSTALLED
+    subprocess.run(command, capture_output=True, check=True, env=env)  # writes the bytecode
     samples = []
     for _ in range(runs):
         before()
@@ -147,7 +158,10 @@ def phases(owner: Path, runs: int) -> dict[str, float]:
     samples: dict[str, list[float]] = {}
     for _ in range(runs):
         done = subprocess.run(
-            [sys.executable, "-c", PHASES, str(owner)], capture_output=True, check=True
+            [sys.executable, "-c", PHASES, str(owner)],
+            capture_output=True,
+            check=True,
+            env=AS_INSTALLED,
         )
         for step, seconds in json.loads(done.stdout).items():
             samples.setdefault(step, []).append(seconds)
@@ -172,6 +186,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--nodes", type=int, default=3)
+    parser.add_argument(
+        "--cluster",
+        metavar="DIR",
+        type=Path,
+        help="a running local cluster's directory (`cluster up --dir`) to use, left running",
+    )
     args = parser.parse_args()
 
     interpreter = timed([sys.executable, "-c", "pass"], args.runs)
@@ -187,9 +207,8 @@ def main() -> None:
         f"  {imports.median / grpc.median:5.2f}× import grpc"
     )
 
-    def ctl_nodes(cluster: LocalCluster) -> None:
-        owner = cluster.owner_directory
-        env = {**os.environ, "ROLESERVE_CREDENTIALS": str(owner)}
+    def ctl_nodes(owner: Path) -> None:
+        env = {**AS_INSTALLED, "ROLESERVE_CREDENTIALS": str(owner)}
         command = roleserve("ctl", "nodes")
         subprocess.run(command, capture_output=True, check=True, env=env)  # remembers
         against_goal("roleserve ctl nodes", timed(command, args.runs, env), grpc)
@@ -203,7 +222,10 @@ def main() -> None:
         for step, seconds in phases(owner, min(args.runs, 10)).items():
             print(f"  {step:<42} {ms(seconds)}")
 
-    anyio.run(with_cluster, args.nodes, ctl_nodes)
+    if args.cluster is not None:
+        ctl_nodes(args.cluster / "owner")
+    else:
+        anyio.run(with_cluster, args.nodes, lambda cluster: ctl_nodes(cluster.owner_directory))
 
 
 if __name__ == "__main__":
