@@ -5,7 +5,8 @@ ones the owner issued: ``credentials issue``).
 
     roleserve ctl [--credentials DIR] [--endpoint HOST[:PORT] ...] [--timeout S] COMMAND
         │
-        ├─ access directory ─▶ find_leader ─▶ Management (leading curator, port 7835)
+        ├─ access directory ─▶ its remembered leader, else find_leader
+        │     ─▶ Management (leading curator, port 7835)
         │     nodes  plugins  approve  decommission  roles set|unset  ticket  leader
         │     consensus  whoami  credentials issue|list|revoke
         │     and plugins' sub-commands (kubeconfig, prometheus-config: ``_plugins``)
