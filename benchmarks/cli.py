@@ -16,7 +16,8 @@ its goal:
   127.X.Y.11, and stopped at the end; or ``--cluster DIR`` names a running one.
 
 Then where ``ctl nodes`` spends its time: its imports (a process importing what it imports,
-against ``python -c 'import grpc'``, the floor of any command that talks to a cluster), and,
+against ``python -c 'import grpc'`` and against the floor of any command that calls the
+curator: grpc's asyncio API, anyio and the stubs), and,
 in one process with those imports done, each step: the search (``find_leader``), the
 leader's answer on the session's channel (TLS handshake included), the remembered leader's,
 ``GetClusterInfo`` (the curators remembered) and ``GetNodes``.
@@ -54,6 +55,10 @@ CTL_NODES_GOAL = 0.250
 CTL_NODES_IMPORTS = "import roleserve_core.cli.ctl._command, roleserve_core.cli.ctl._nodes, "
 CTL_NODES_IMPORTS += "roleserve_core.cli.ctl._session"
 """What ``ctl nodes`` imports before it talks to the cluster."""
+FLOOR_IMPORTS = "import anyio, grpc.aio, roleserve_core.proto.curator_pb2_grpc, "
+FLOOR_IMPORTS += "roleserve_core.proto.management_pb2_grpc"
+"""The least a command that calls the curator must import: gRPC's asyncio API, anyio, and
+the two services' stubs and messages (protobuf)."""
 
 PHASES = """
 import json, sys, time
@@ -201,11 +206,12 @@ def main() -> None:
     for command in (["--version"], ["--help"], ["ctl", "--help"]):
         title = "roleserve " + " ".join(command)
         against_pass(title, timed(roleserve(*command), args.runs), interpreter)
-    imports = timed([sys.executable, "-c", CTL_NODES_IMPORTS], args.runs)
-    print(
-        f"{'ctl nodes imports alone':<44} {ms(imports.median)}"
-        f"  {imports.median / grpc.median:5.2f}× import grpc"
-    )
+    for title, imported in (
+        ("the floor: grpc.aio, anyio, the stubs", FLOOR_IMPORTS),
+        ("ctl nodes imports alone", CTL_NODES_IMPORTS),
+    ):
+        imports = timed([sys.executable, "-c", imported], args.runs)
+        print(f"{title:<44} {ms(imports.median)}  {imports.median / grpc.median:5.2f}× import grpc")
 
     def ctl_nodes(owner: Path) -> None:
         env = {**AS_INSTALLED, "ROLESERVE_CREDENTIALS": str(owner)}

@@ -48,9 +48,13 @@ only when something needs them.
 
 from __future__ import annotations
 
-from typing import Any
-
 from roleserve_core._moved import TO_PLUGINS, moved_names
+
+# typing only for the annotations: the ``roleserve`` command imports this module at start,
+# and importing ``typing`` costs it a tenth of the interpreter's start (benchmarks/cli.py).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 _attached: tuple[Any, Any, list[str]] | None = None
 

@@ -27,15 +27,20 @@ print(json.dumps(heavy), file=sys.stderr)
 """
 
 
-def _heavy_modules_loaded(*argv: str) -> list[str]:
+def _loaded(modules: tuple[str, ...], *argv: str) -> list[str]:
+    """Which of ``modules`` ``roleserve ARGV`` imported, in a fresh interpreter."""
     done = subprocess.run(
-        [sys.executable, "-c", PROBE.format(heavy=HEAVY), *argv],
+        [sys.executable, "-c", PROBE.format(heavy=modules), *argv],
         capture_output=True,
         text=True,
         check=True,
     )
     loaded: list[str] = json.loads(done.stderr.strip().splitlines()[-1])
     return loaded
+
+
+def _heavy_modules_loaded(*argv: str) -> list[str]:
+    return _loaded(HEAVY, *argv)
 
 
 @pytest.mark.parametrize(
@@ -79,17 +84,6 @@ COMMAND_MODULES = (
 """What a command may import only when chosen: the commands' modules, and plugins."""
 
 
-def _command_modules_loaded(*argv: str) -> list[str]:
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE.format(heavy=COMMAND_MODULES), *argv],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    loaded: list[str] = json.loads(done.stderr.strip().splitlines()[-1])
-    return loaded
-
-
 @pytest.mark.parametrize(
     ("argv", "imported"),
     [
@@ -112,7 +106,7 @@ def test_only_the_chosen_command_is_imported(argv: list[str], imported: list[str
     """``--version`` and ``--help`` import no command module and no plugin; a command
     imports its own module alone (``ctl --help`` reads the plugins' entry points: their
     names, not their modules)."""
-    assert _command_modules_loaded(*argv) == imported
+    assert _loaded(COMMAND_MODULES, *argv) == imported
 
 
 def test_the_listings_show_every_command_with_its_line(
@@ -165,3 +159,13 @@ def test_the_metadata_reader_finds_what_importlib_metadata_finds(group: str) -> 
     assert ours == sorted((e.name, e.value, e.dist.name) for e in theirs if e.dist is not None)
     assert _installed.version("roleserve-core") == importlib.metadata.version("roleserve-core")
     assert _installed.version("no-such-distribution-here") is None
+
+
+STANDARD_HEAVY = ("importlib.metadata", "typing", "dataclasses", "inspect", "lazy_loader")
+"""Standard modules each costing the answer a tenth of the interpreter's start or more
+(importlib.metadata: twice it), which ``--version`` and the listings do without."""
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["--help"], ["ctl", "--help"]], ids=" ".join)
+def test_version_and_listings_load_no_costly_standard_module(argv: list[str]) -> None:
+    assert _loaded(STANDARD_HEAVY, *argv) == []

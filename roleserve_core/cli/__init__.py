@@ -16,10 +16,15 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 from roleserve_core.cli._lazy import LazyCommand, add_lazy_subparsers
 from roleserve_core.environment import DEBUG_ENV
+
+# typing only for the annotations: the ``roleserve`` command imports this module at start,
+# and importing ``typing`` costs it a tenth of the interpreter's start (benchmarks/cli.py).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 

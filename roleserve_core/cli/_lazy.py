@@ -18,9 +18,9 @@ of a listed name passes none; one it passes anyway is dropped, the table's stays
 module may register several listed commands (``_nodes``: nodes, approve, decommission):
 loading it for one fills in the placeholders of all.
 
-A NamedTuple, not a dataclass: ``dataclasses`` imports ``inspect``, a sixth of the
-interpreter's start. Deliberately left out: aliases (no command has one), and loading
-everything for shell completion (there is none).
+A plain class, not a dataclass nor a NamedTuple: ``dataclasses`` imports ``inspect``,
+``typing`` costs a tenth of the interpreter's start. Deliberately left out: aliases (no
+command has one), and loading everything for shell completion (there is none).
 """
 
 from __future__ import annotations
@@ -28,20 +28,28 @@ from __future__ import annotations
 import argparse
 import importlib
 from collections.abc import Callable, Iterable
-from typing import Any, NamedTuple
+
+# typing only for the annotations: the ``roleserve`` command imports this module at start,
+# and importing ``typing`` costs it a tenth of the interpreter's start (benchmarks/cli.py).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["LazyCommand", "LazyCommands", "add_lazy_subparsers"]
 
 
-class LazyCommand(NamedTuple):
+class LazyCommand:
     """A sub-command listed before its module is imported."""
 
-    name: str
-    help: str
-    """The one line the listing shows."""
-    register: str
-    """``module:function``; the function registers the command as
-    ``function(commands)``, with ``commands.add_parser(name, ...)``."""
+    __slots__ = ("help", "name", "register")
+
+    def __init__(self, name: str, help: str, register: str) -> None:
+        self.name = name
+        self.help = help
+        """The one line the listing shows."""
+        self.register = register
+        """``module:function``; the function registers the command as
+        ``function(commands)``, with ``commands.add_parser(name, ...)``."""
 
 
 class _Choices(dict[str, argparse.ArgumentParser]):

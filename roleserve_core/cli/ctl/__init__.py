@@ -38,10 +38,15 @@ lines under a table of nodes, its JSON: ``nodes`` and ``cluster status`` show no
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from roleserve_core.cli._lazy import LazyCommand, add_lazy_subparsers
 from roleserve_core.cli.ctl._options import add_connection_options
+
+# typing only for the annotations: the ``roleserve`` command imports this module at start,
+# and importing ``typing`` costs it a tenth of the interpreter's start (benchmarks/cli.py).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["SUBCOMMANDS", "add_parser"]
 

@@ -11,9 +11,14 @@ sub-command is not overwritten by the sub-command's default.
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from roleserve_core.environment import CREDENTIALS_ENV
+
+# typing only for the annotations: the ``roleserve`` command imports this module at start,
+# and importing ``typing`` costs it a tenth of the interpreter's start (benchmarks/cli.py).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["DEFAULT_TIMEOUT", "PROG", "add_connection_options"]
 

@@ -28,10 +28,15 @@ to load, or registers no sub-command of its name, fails its command with one lin
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from roleserve_core.cli._installed import entry_points
 from roleserve_core.cli.ctl._options import PROG, add_connection_options
+
+# typing only for the annotations: ``ctl --help`` imports this module, and importing
+# ``typing`` costs it a tenth of the interpreter's start (benchmarks/cli.py).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["GROUP", "add_parsers"]
 
