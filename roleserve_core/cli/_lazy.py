@@ -52,10 +52,10 @@ class LazyCommand:
         ``function(commands)``, with ``commands.add_parser(name, ...)``."""
 
 
-class _Choices(dict[str, argparse.ArgumentParser]):
-    """The name-to-parser map argparse checks a chosen name against: a name it does not
-    hold completes the action (``more``) before the answer, so a plugin's command is found
-    and the "invalid choice" error lists every command."""
+class _Choices(dict[str, "argparse.ArgumentParser | None"]):
+    """The name-to-parser map argparse checks a chosen name against (None: a command not
+    built yet): a name it does not hold completes the action (``more``) before the answer,
+    so a plugin's command is found and the "invalid choice" error lists every command."""
 
     def __init__(self, action: LazyCommands) -> None:
         super().__init__()
@@ -73,6 +73,7 @@ class LazyCommands(argparse._SubParsersAction):  # type: ignore[type-arg]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # argparse reads a parser from it only in __call__, once the chosen one is built.
         self._name_parser_map = self.choices = _Choices(self)
         self._pending: dict[str, str] = {}
         self._more: Callable[[Any], None] | None = None
@@ -80,7 +81,11 @@ class LazyCommands(argparse._SubParsersAction):  # type: ignore[type-arg]
     def add_lazy(self, commands: Iterable[LazyCommand]) -> None:
         """List ``commands``, each built when chosen."""
         for command in commands:
-            super().add_parser(command.name, help=command.help, add_help=False)
+            # What argparse's add_parser records for the listing, without a parser: the
+            # placeholder is the name alone (an ArgumentParser each would cost the listing
+            # more than its imports).
+            self._choices_actions.append(self._ChoicesPseudoAction(command.name, (), command.help))
+            self._name_parser_map[command.name] = None
             self._pending[command.name] = command.register
 
     def more(self, register: Callable[[Any], None]) -> None:
@@ -120,8 +125,11 @@ class LazyCommands(argparse._SubParsersAction):  # type: ignore[type-arg]
     ) -> None:
         name = values[0]
         if name in self._pending:
-            module, function = self._pending[name].split(":")
+            register = self._pending[name]
+            module, function = register.split(":")
             getattr(importlib.import_module(module), function)(self)
+            if self._name_parser_map[name] is None:
+                raise RuntimeError(f"{register} registers no command {name!r}")
         super().__call__(parser, namespace, values, option_string)
 
 
