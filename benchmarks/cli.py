@@ -4,8 +4,8 @@ against its goal (issue 30, item 5).
 Run: ``./dev sync && .venv/bin/python benchmarks/cli.py [--runs 20] [--nodes 3]``.
 
 Each command runs ``--runs`` times as a fresh process, as the operator runs it (the
-installed ``roleserve`` script), timed from ``exec`` to exit; the median is compared with
-its goal:
+installed ``roleserve`` script), timed from ``exec`` to exit, interleaved with the others
+and the baselines; the median is compared with its goal:
 
 - ``roleserve --version``, ``roleserve --help``, ``roleserve ctl --help``: < 3× ``python -c
   pass`` (the interpreter alone, measured in the same run);
@@ -104,23 +104,38 @@ bytecode of what it imports (without it, every run compiles grpc's and anyio's m
 anew, tens of milliseconds that no installed ``roleserve`` spends)."""
 
 
-def timed(
-    command: Sequence[str],
-    runs: int,
-    env: dict[str, str] | None = None,
-    before: Callable[[], None] = lambda: None,
-) -> Summary:
-    """Seconds from exec to exit of ``command``, ``runs`` times (``before`` each, untimed);
-    it must succeed. Once untimed first, so that Python's bytecode cache is written."""
-    env = env if env is not None else AS_INSTALLED
-    subprocess.run(command, capture_output=True, check=True, env=env)  # writes the bytecode
-    samples = []
-    for _ in range(runs):
-        before()
+class Run:
+    """A command to time: its line, environment, and what to do before each run (untimed)."""
+
+    def __init__(
+        self,
+        command: Sequence[str],
+        env: dict[str, str] | None = None,
+        before: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.command = list(command)
+        self.env = env if env is not None else AS_INSTALLED
+        self.before = before
+
+    def once(self) -> float:
+        """Seconds from exec to exit; it must succeed."""
+        self.before()
         start = time.perf_counter()
-        subprocess.run(command, capture_output=True, check=True, env=env)
-        samples.append(time.perf_counter() - start)
-    return summarise(samples)
+        subprocess.run(self.command, capture_output=True, check=True, env=self.env)
+        return time.perf_counter() - start
+
+
+def timed(runs: dict[str, Run], rounds: int) -> dict[str, Summary]:
+    """Each of ``runs`` ``rounds`` times, interleaved (one of each per round), so that the
+    load of a shared machine weighs on every command and its baselines alike; once untimed
+    first, so that Python's bytecode cache is written."""
+    for run in runs.values():
+        run.once()
+    samples: dict[str, list[float]] = {title: [] for title in runs}
+    for _ in range(rounds):
+        for title, run in runs.items():
+            samples[title].append(run.once())
+    return {title: summarise(taken) for title, taken in samples.items()}
 
 
 def roleserve(*arguments: str) -> list[str]:
@@ -199,31 +214,42 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    interpreter = timed([sys.executable, "-c", "pass"], args.runs)
-    grpc = timed([sys.executable, "-c", "import grpc"], args.runs)
-    print(f"{'python -c pass (baseline)':<44} {ms(interpreter.median)}")
-    print(f"{'python -c import grpc (baseline)':<44} {ms(grpc.median)}")
-    for command in (["--version"], ["--help"], ["ctl", "--help"]):
-        title = "roleserve " + " ".join(command)
-        against_pass(title, timed(roleserve(*command), args.runs), interpreter)
-    for title, imported in (
-        ("the floor: grpc.aio, anyio, the stubs", FLOOR_IMPORTS),
-        ("ctl nodes imports alone", CTL_NODES_IMPORTS),
-    ):
-        imports = timed([sys.executable, "-c", imported], args.runs)
-        print(f"{title:<44} {ms(imports.median)}  {imports.median / grpc.median:5.2f}× import grpc")
-
     def ctl_nodes(owner: Path) -> None:
         env = {**AS_INSTALLED, "ROLESERVE_CREDENTIALS": str(owner)}
         command = roleserve("ctl", "nodes")
-        subprocess.run(command, capture_output=True, check=True, env=env)  # remembers
-        against_goal("roleserve ctl nodes", timed(command, args.runs, env), grpc)
 
         def forget() -> None:
             (owner / LEADER_FILE).unlink(missing_ok=True)
 
-        searching = timed(command, args.runs, env, before=forget)
-        against_goal("roleserve ctl nodes (searching for the leader)", searching, grpc)
+        found = timed(
+            {
+                "pass": Run([sys.executable, "-c", "pass"]),
+                "grpc": Run([sys.executable, "-c", "import grpc"]),
+                "--version": Run(roleserve("--version")),
+                "--help": Run(roleserve("--help")),
+                "ctl --help": Run(roleserve("ctl", "--help")),
+                "floor": Run([sys.executable, "-c", FLOOR_IMPORTS]),
+                "imports": Run([sys.executable, "-c", CTL_NODES_IMPORTS]),
+                "ctl nodes (searching)": Run(command, env, before=forget),
+                "ctl nodes": Run(command, env),  # after the search: the leader remembered
+            },
+            args.runs,
+        )
+        interpreter, grpc = found["pass"], found["grpc"]
+        print(f"{'python -c pass (baseline)':<44} {ms(interpreter.median)}")
+        print(f"{'python -c import grpc (baseline)':<44} {ms(grpc.median)}")
+        for command_line in ("--version", "--help", "ctl --help"):
+            against_pass(f"roleserve {command_line}", found[command_line], interpreter)
+        for title, key in (
+            ("the floor: grpc.aio, anyio, the stubs", "floor"),
+            ("ctl nodes imports alone", "imports"),
+        ):
+            ratio = found[key].median / grpc.median
+            print(f"{title:<44} {ms(found[key].median)}  {ratio:5.2f}× import grpc")
+        against_goal("roleserve ctl nodes", found["ctl nodes"], grpc)
+        against_goal(
+            "roleserve ctl nodes (searching for the leader)", found["ctl nodes (searching)"], grpc
+        )
         print("ctl nodes, step by step (one process, imports done; medians):")
         for step, seconds in phases(owner, min(args.runs, 10)).items():
             print(f"  {step:<42} {ms(seconds)}")
