@@ -8,9 +8,11 @@ fixed by the packaging specs: a ``NAME-VERSION.dist-info`` directory per distrib
 ``sys.path`` (the version in its ``METADATA``), and its ``entry_points.txt``, an INI file.
 
 Found as ``importlib.metadata`` finds them: the path entries in order, the first
-distribution of a (normalized) name wins. Anything else (an egg, a zip on the path, a
-custom finder) is left to ``importlib.metadata``: ``version`` then says None, and the
-callers fall back to it.
+distribution of a (normalized) name wins. Left out on purpose: ``.egg-info`` directories,
+zips on the path and custom finders, which no installer of today (pip, uv) makes for a
+plugin. For them ``version`` says None and ``--version`` asks ``importlib.metadata``; their
+``ctl`` commands are not listed (tests/test_cli_imports.py checks that this reader and
+``importlib.metadata`` agree on what is installed here).
 """
 
 from __future__ import annotations
