@@ -48,21 +48,41 @@ only when something needs them.
 
 from __future__ import annotations
 
-from typing import Any
-
-import lazy_loader
-
 from roleserve_core._moved import TO_PLUGINS, moved_names
 
-_export, _dir, _exports = lazy_loader.attach_stub(__name__, __file__)
+# typing only for the annotations: the ``roleserve`` command imports this module at start,
+# and importing ``typing`` costs it a tenth of the interpreter's start (benchmarks/cli.py).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
-__all__ = sorted([*_exports, "__version__"])
+_attached: tuple[Any, Any, list[str]] | None = None
+
+
+def _stub() -> tuple[Any, Any, list[str]]:
+    """``lazy_loader``'s reading of ``__init__.pyi``, made on the first look-up of an
+    exported name (or of ``__all__``), not at import: ``lazy_loader`` and the parse of the
+    stub (``ast``, ``inspect``) cost ``roleserve --version`` a third of the interpreter's
+    start, and the ``roleserve`` command imports this package first."""
+    global _attached
+    if _attached is None:
+        import lazy_loader
+
+        _attached = lazy_loader.attach_stub(__name__, __file__)
+    return _attached
+
+
+def _all() -> list[str]:
+    return sorted([*_stub()[2], "__version__"])
 
 
 def _exported(name: str) -> Any:
     """An exported name, imported on first use (and kept here after)."""
+    if name == "__all__":
+        globals()[name] = names = _all()
+        return names
     if name != "__version__":
-        return _export(name)
+        return _stub()[0](name)
     from roleserve_core.version import core_version
 
     globals()[name] = version = core_version()
@@ -75,4 +95,4 @@ __getattr__ = moved_names(__name__, TO_PLUGINS, api=1, otherwise=_exported)
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    return sorted({*globals(), *_all()})

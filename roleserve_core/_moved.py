@@ -33,9 +33,14 @@ import importlib
 import sys
 import warnings
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
 
 from roleserve_core.errors import PluginError
+
+# typing only for the annotations: the ``roleserve`` command imports this module at start,
+# and importing ``typing`` costs it a tenth of the interpreter's start (benchmarks/cli.py).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = [
     "TO_PLUGINS",

@@ -95,8 +95,10 @@ from __future__ import annotations
 
 import errno
 import os
-from typing import TYPE_CHECKING
 
+# typing only for the annotations: the ``roleserve`` command imports this module at start,
+# and importing ``typing`` costs it a tenth of the interpreter's start (benchmarks/cli.py).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     import grpc
 

@@ -7,6 +7,7 @@ protobuf, cryptography, pluggy or anyio, which only the work behind a command ne
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -26,15 +27,20 @@ print(json.dumps(heavy), file=sys.stderr)
 """
 
 
-def _heavy_modules_loaded(*argv: str) -> list[str]:
+def _loaded(modules: tuple[str, ...], *argv: str) -> list[str]:
+    """Which of ``modules`` ``roleserve ARGV`` imported, in a fresh interpreter."""
     done = subprocess.run(
-        [sys.executable, "-c", PROBE.format(heavy=HEAVY), *argv],
+        [sys.executable, "-c", PROBE.format(heavy=modules), *argv],
         capture_output=True,
         text=True,
         check=True,
     )
     loaded: list[str] = json.loads(done.stderr.strip().splitlines()[-1])
     return loaded
+
+
+def _heavy_modules_loaded(*argv: str) -> list[str]:
+    return _loaded(HEAVY, *argv)
 
 
 @pytest.mark.parametrize(
@@ -60,3 +66,106 @@ def test_help_and_version_load_nothing_heavy(argv: list[str]) -> None:
 def test_a_refused_ctl_command_loads_no_grpc() -> None:
     """Without credentials ctl stops before it would call the cluster."""
     assert "grpc" not in _heavy_modules_loaded("ctl", "--credentials", "/nonexistent", "nodes")
+
+
+COMMAND_MODULES = (
+    "roleserve_core.cli.node",
+    "roleserve_core.cli.cluster",
+    "roleserve_core.cli.plugin_list",
+    "roleserve_core.cli.plugin_new",
+    "roleserve_core.cli.ctl",
+    "roleserve_core.cli.ctl._command",
+    "roleserve_core.cli.ctl._nodes",
+    "roleserve_core.cli.ctl._logs",
+    "roleserve_core.cli.ctl._plugin_commands",
+    "roleserve_kubernetes",
+    "roleserve_metrics",
+)
+"""What a command may import only when chosen: the commands' modules, and plugins."""
+
+
+@pytest.mark.parametrize(
+    ("argv", "imported"),
+    [
+        (["--version"], []),
+        (["--help"], []),
+        (["ctl", "--help"], ["roleserve_core.cli.ctl", "roleserve_core.cli.ctl._plugin_commands"]),
+        (
+            ["ctl", "nodes", "--help"],
+            [
+                "roleserve_core.cli.ctl",
+                "roleserve_core.cli.ctl._command",
+                "roleserve_core.cli.ctl._nodes",
+            ],
+        ),
+        (["plugin", "new", "--help"], ["roleserve_core.cli.plugin_new"]),
+    ],
+    ids=lambda argv: " ".join(argv) if isinstance(argv, list) else "",
+)
+def test_only_the_chosen_command_is_imported(argv: list[str], imported: list[str]) -> None:
+    """``--version`` and ``--help`` import no command module and no plugin; a command
+    imports its own module alone (``ctl --help`` reads the plugins' entry points: their
+    names, not their modules)."""
+    assert _loaded(COMMAND_MODULES, *argv) == imported
+
+
+def test_the_listings_show_every_command_with_its_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tables the listings come from (``COMMANDS``, ``SUBCOMMANDS``) name the modules
+    that register those commands: each command's parser, once built, is the real one."""
+    from roleserve_core.cli import COMMANDS, build_parser
+    from roleserve_core.cli.ctl import SUBCOMMANDS
+
+    monkeypatch.setenv("COLUMNS", "200")  # each help on one line
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--help"])
+    top = capsys.readouterr().out
+    assert all(command.name in top and command.help in top for command in COMMANDS)
+    for command in SUBCOMMANDS:
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(["ctl", command.name, "--help"])
+        assert f"usage: roleserve ctl {command.name} [-h]" in capsys.readouterr().out
+
+
+def test_ctl_help_lists_the_installed_plugins_commands() -> None:
+    """The kubernetes and metrics plugins' ``ctl`` commands (their ``roleserve.ctl`` entry
+    points), after the core's."""
+    pytest.importorskip("roleserve_kubernetes")
+    pytest.importorskip("roleserve_metrics")
+    done = subprocess.run(
+        [sys.executable, "-m", "roleserve_core", "ctl", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    listing = done.stdout.split("commands:", 1)[1]
+    assert listing.index("credentials") < listing.index("kubeconfig")
+    assert "from roleserve-kubernetes: `roleserve ctl kubeconfig --help`" in listing
+    assert "from roleserve-metrics: `roleserve ctl prometheus-config --help`" in listing
+
+
+@pytest.mark.parametrize("group", ["roleserve.ctl", "roleserve.plugins", "console_scripts"])
+def test_the_metadata_reader_finds_what_importlib_metadata_finds(group: str) -> None:
+    """``cli._installed`` (read without importing ``importlib.metadata``) agrees with it on
+    the installed entry points and on roleserve-core's version."""
+    import importlib.metadata
+
+    from roleserve_core.cli import _installed
+
+    ours = sorted((e.name, e.value, e.distribution) for e in _installed.entry_points(group))
+    theirs = importlib.metadata.entry_points(group=group)
+    assert ours == sorted((e.name, e.value, e.dist.name) for e in theirs if e.dist is not None)
+    assert _installed.version("roleserve-core") == importlib.metadata.version("roleserve-core")
+    assert _installed.version("no-such-distribution-here") is None
+
+
+STANDARD_HEAVY = ("importlib.metadata", "typing", "dataclasses", "inspect", "lazy_loader")
+"""Standard modules each costing the answer a tenth of the interpreter's start or more
+(importlib.metadata: twice it), which ``--version`` and the listings do without."""
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["--help"], ["ctl", "--help"]], ids=" ".join)
+def test_version_and_listings_load_no_costly_standard_module(argv: list[str]) -> None:
+    assert _loaded(STANDARD_HEAVY, *argv) == []

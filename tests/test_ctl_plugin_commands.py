@@ -4,13 +4,14 @@ before the name, and a broken one fails in one line."""
 
 from __future__ import annotations
 
-import importlib.metadata
 import sys
 from pathlib import Path
 
 import pytest
 
 from roleserve_core.cli import main
+from roleserve_core.cli._installed import EntryPoint
+from roleserve_core.cli.ctl import _plugin_commands
 from roleserve_core.cli.ctl._plugin_commands import GROUP
 
 PLUGIN = """
@@ -37,16 +38,16 @@ def plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, module, raising=False)
     points = [
-        importlib.metadata.EntryPoint("hello", f"{module}:add_parsers", GROUP),
-        importlib.metadata.EntryPoint("nodes", f"{module}:add_nodes", GROUP),
-        importlib.metadata.EntryPoint("broken", "no_such_module_here:add", GROUP),
-        importlib.metadata.EntryPoint("empty", f"{module}:add_nothing", GROUP),
+        EntryPoint("hello", f"{module}:add_parsers", "probe"),
+        EntryPoint("nodes", f"{module}:add_nodes", "probe"),
+        EntryPoint("broken", "no_such_module_here:add", "probe"),
+        EntryPoint("empty", f"{module}:add_nothing", "probe"),
     ]
 
-    def entry_points(*, group: str) -> list[importlib.metadata.EntryPoint]:
+    def entry_points(group: str) -> list[EntryPoint]:
         return points if group == GROUP else []
 
-    monkeypatch.setattr(importlib.metadata, "entry_points", entry_points)
+    monkeypatch.setattr(_plugin_commands, "entry_points", entry_points)
 
 
 def test_help_lists_a_plugins_command_without_loading_it(

@@ -79,3 +79,11 @@ def test_the_words_and_the_json_of_a_node() -> None:
     shown = node_json(listed("node-a"))
     assert (shown["id"], shown["state"], shown["health"]) == ("node-a", "UP", "HEALTHY")
     assert (shown["heartbeat_age"], shown["failed_plugins"], shown["conflict"]) == (None, [], None)
+
+
+def test_a_failed_plugin_is_the_word_the_node_sends() -> None:
+    """``ctl nodes`` marks a failed plugin by the wire's word, without the plugin loader."""
+    from roleserve_core.cli._node_display import PLUGIN_FAILED
+    from roleserve_core.plugin_loader import PluginState
+
+    assert PLUGIN_FAILED == PluginState.FAILED

@@ -5,7 +5,9 @@ lists the installed plugins (``plugin_list``), ``plugin new`` writes a new one
 (``plugin_new``), and ``ctl`` (a package, one module per concern) operates a cluster with an
 operator's credentials.
 Each module exposes ``add_parser(subparsers)``, which registers its sub-command with a
-``handler(args) -> int`` default.
+``handler(args) -> int`` default. ``COMMANDS`` lists them with their one-line help, and
+only the chosen command's module is imported (``_lazy``): ``--version`` and ``--help``
+import none of them, nor grpc or a plugin (tests/test_cli_imports.py).
 """
 
 from __future__ import annotations
@@ -14,22 +16,46 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
 
-from roleserve_core.cli import cluster as cluster_command
-from roleserve_core.cli import ctl as ctl_command
-from roleserve_core.cli import node as node_command
-from roleserve_core.cli import plugin_list as plugin_list_command
-from roleserve_core.cli import plugin_new as plugin_new_command
-from roleserve_core.cli._failure import DEBUG_ENV, discard_stdout, report, sole_error
-from roleserve_core.errors import RoleserveError
+from roleserve_core.cli._lazy import LazyCommand, add_lazy_subparsers
+from roleserve_core.environment import DEBUG_ENV
 
-__all__ = ["build_parser", "main"]
+# typing only for the annotations: the ``roleserve`` command imports this module at start,
+# and importing ``typing`` costs it a tenth of the interpreter's start (benchmarks/cli.py).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+__all__ = ["COMMANDS", "build_parser", "main"]
+
+COMMANDS = (
+    LazyCommand("node", "run this machine's node", "roleserve_core.cli.node:add_parser"),
+    LazyCommand(
+        "cluster",
+        "a local cluster of node processes, for trying roleserve and testing plugins",
+        "roleserve_core.cli.cluster:add_parser",
+    ),
+    LazyCommand(
+        "plugins",
+        "list installed plugins and what each contributes",
+        "roleserve_core.cli.plugin_list:add_parser",
+    ),
+    LazyCommand("plugin", "create a new plugin", "roleserve_core.cli.plugin_new:add_parser"),
+    LazyCommand(
+        "ctl",
+        "operate a cluster: nodes, roles, tickets, logs",
+        "roleserve_core.cli.ctl:add_parser",
+    ),
+)
+"""The commands, in the order ``roleserve --help`` lists them, each with the module that
+registers it: imported only when it is chosen."""
 
 
 class _Version(argparse.Action):
     """``--version``, reading the installed version only when asked: argparse's own action
-    wants it at start, and ``importlib.metadata`` costs every command 10 ms."""
+    wants it at start. Read from the metadata directory (``_installed``), as importing
+    ``importlib.metadata`` costs twice the interpreter's start; through it only when that
+    finds none."""
 
     def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
@@ -41,9 +67,10 @@ class _Version(argparse.Action):
         values: Any,
         option_string: str | None = None,
     ) -> None:
-        from roleserve_core.version import core_version
+        from roleserve_core.cli._installed import version
+        from roleserve_core.version import CORE_DISTRIBUTION, core_version
 
-        print(f"roleserve {core_version()}")
+        print(f"roleserve {version(CORE_DISTRIBUTION) or core_version()}")
         parser.exit()
 
 
@@ -62,12 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help=f"show the traceback of every error, not only of bugs (also ${DEBUG_ENV}=1)",
     )
-    commands = parser.add_subparsers(title="commands", metavar="COMMAND", dest="command")
-    node_command.add_parser(commands)
-    cluster_command.add_parser(commands)
-    plugin_list_command.add_parser(commands)
-    plugin_new_command.add_parser(commands)
-    ctl_command.add_parser(commands)
+    add_lazy_subparsers(parser, COMMANDS, title="commands", metavar="COMMAND", dest="command")
     return parser
 
 
@@ -113,6 +135,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         finally:
             sys.stdout.flush()
     except BrokenPipeError:
+        from roleserve_core.cli._failure import discard_stdout
+
         discard_stdout()
         return READER_GONE
 
@@ -127,6 +151,9 @@ def _main(argv: Sequence[str] | None) -> int:
         return 2
     if args.debug:
         os.environ[DEBUG_ENV] = "1"  # for the node processes `cluster up` starts, too
+    from roleserve_core.cli._failure import report, sole_error
+    from roleserve_core.errors import RoleserveError
+
     try:
         with sole_error():
             code: int = handler(args)

@@ -38,6 +38,7 @@ __all__ = [
     "FAILED_PLUGIN_MARK",
     "HEADERS",
     "NOTES",
+    "PLUGIN_FAILED",
     "STATES",
     "NodeTable",
     "failed_plugins",
@@ -57,6 +58,12 @@ NOTES = ("ROLES",)
 """Under each row instead, when the table is wider than the terminal (``render_table``)."""
 
 
+PLUGIN_FAILED = "failed"
+"""``PluginStatus.state`` of a plugin that failed (common.proto; the node sends
+``plugin_loader.PluginState.FAILED``): the wire's word, so that showing a node imports
+neither the plugin loader nor pluggy."""
+
+
 def state_name(state: common_pb2.NodeState.ValueType) -> str:
     """``UP`` for ``NODE_STATE_UP``; the prefix says nothing in a STATE column."""
     from roleserve_core.proto import common_pb2
@@ -73,9 +80,7 @@ def health_name(health: management_pb2.Node.Health.ValueType) -> str:
 
 def failed_plugins(node: management_pb2.Node) -> list[str]:
     """The names of the plugins ``node`` reports failed."""
-    from roleserve_core.plugin_loader import PluginState  # pluggy: not for `--help`
-
-    return [plugin.name for plugin in node.status.plugins if plugin.state == PluginState.FAILED]
+    return [plugin.name for plugin in node.status.plugins if plugin.state == PLUGIN_FAILED]
 
 
 def node_row(node: management_pb2.Node) -> list[str]:

@@ -36,7 +36,6 @@ def add_parser(commands: Any) -> None:
     """Register ``roleserve cluster``."""
     parser: argparse.ArgumentParser = commands.add_parser(
         "cluster",
-        help="a local cluster of node processes, for trying roleserve and testing plugins",
         description=(
             "Run a cluster of node processes on this machine: node i listens on 127.0.0.1x "
             "(127.0.0.11, 127.0.0.12, ...) with the standard ports, as real nodes do on "

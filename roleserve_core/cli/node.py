@@ -32,7 +32,6 @@ def add_parser(commands: Any) -> None:
     """Register ``roleserve node``."""
     parser: argparse.ArgumentParser = commands.add_parser(
         "node",
-        help="run this machine's node",
         description="Run a roleserve node on this machine.",
     )
     subcommands = parser.add_subparsers(title="commands", metavar="COMMAND")

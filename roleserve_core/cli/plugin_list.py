@@ -36,7 +36,6 @@ def add_parser(commands: Any) -> None:
     """Register ``roleserve plugins``."""
     parser: argparse.ArgumentParser = commands.add_parser(
         "plugins",
-        help="list installed plugins and what each contributes",
         description=(
             "List every plugin (built-in and installed through the 'roleserve.plugins' "
             "entry points): distribution, version, whether it loaded, the hooks it "

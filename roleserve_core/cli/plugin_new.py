@@ -155,7 +155,6 @@ def add_parser(commands: Any) -> None:
     """Register ``roleserve plugin new``."""
     parser: argparse.ArgumentParser = commands.add_parser(
         "plugin",
-        help="create a new plugin",
         description="Start a plugin of your own: see `roleserve plugin new --help`.",
     )
     subcommands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)

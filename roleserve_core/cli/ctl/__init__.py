@@ -5,7 +5,8 @@ ones the owner issued: ``credentials issue``).
 
     roleserve ctl [--credentials DIR] [--endpoint HOST[:PORT] ...] [--timeout S] COMMAND
         │
-        ├─ access directory ─▶ find_leader ─▶ Management (leading curator, port 7835)
+        ├─ access directory ─▶ its remembered leader, else find_leader
+        │     ─▶ Management (leading curator, port 7835)
         │     nodes  plugins  approve  decommission  roles set|unset  ticket  leader
         │     consensus  whoami  credentials issue|list|revoke
         │     and plugins' sub-commands (kubeconfig, prometheus-config: ``_plugins``)
@@ -13,14 +14,16 @@ ones the owner issued: ``credentials issue``).
         └─ GetNodes: NODE (ID or unique prefix) ─▶ its address ─▶ NodeManagement (7839)
               tree  restart  values  logs  metrics
 
-Modules, one concern each: ``_command`` (options, the handler every sub-command shares),
+Modules, one concern each: ``_options`` (the connection options), ``_command`` (the
+handler every sub-command shares),
 ``_session`` (channels and calls), ``_errors`` (exit codes, one-line failures), ``_resolve``
 (node prefixes), then one module per group of sub-commands:
 ``_nodes``, ``_node_plugins`` (a node's plugins), ``_roles``, ``_ticket``, ``_consensus``,
 ``_tree``, ``_values``, ``_logs``, ``_metrics``, ``_credentials``; ``_plugin_commands``
 adds the sub-commands that plugins contribute (entry-point group ``roleserve.ctl``, loaded
 only when run: the kubernetes plugin's ``kubeconfig``, the metrics plugin's
-``prometheus-config``).
+``prometheus-config``). ``SUBCOMMANDS`` lists the core's sub-commands with their module:
+``ctl --help`` imports none of them, ``ctl nodes`` only ``_nodes`` (``cli._lazy``).
 
 Every sub-command prints a table (or plain lines) for people and, where it lists things,
 ``--json`` for scripts. Every failure is one line on stderr, ``roleserve ctl: error: ...``,
@@ -35,45 +38,62 @@ lines under a table of nodes, its JSON: ``nodes`` and ``cluster status`` show no
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
-from roleserve_core.cli.ctl import (
-    _consensus,
-    _credentials,
-    _logs,
-    _metrics,
-    _node_plugins,
-    _nodes,
-    _plugin_commands,
-    _roles,
-    _ticket,
-    _tree,
-    _values,
+from roleserve_core.cli._lazy import LazyCommand, add_lazy_subparsers
+from roleserve_core.cli.ctl._options import add_connection_options
+
+# typing only for the annotations: the ``roleserve`` command imports this module at start,
+# and importing ``typing`` costs it a tenth of the interpreter's start (benchmarks/cli.py).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+__all__ = ["SUBCOMMANDS", "add_parser"]
+
+
+def _in(module: str, *commands: tuple[str, str]) -> list[LazyCommand]:
+    """``commands`` (name, one-line help), registered by ``module``'s ``add_parsers``."""
+    register = f"roleserve_core.cli.ctl.{module}:add_parsers"
+    return [LazyCommand(name, help, register) for name, help in commands]
+
+
+SUBCOMMANDS = (
+    *_in(
+        "_nodes",
+        ("nodes", "list the cluster's nodes"),
+        ("approve", "let a new node join"),
+        ("decommission", "remove a node from the cluster for good"),
+    ),
+    *_in("_node_plugins", ("plugins", "list a node's plugins and which of them failed")),
+    *_in("_roles", ("roles", "assign or remove a node's roles")),
+    *_in("_ticket", ("ticket", "print the ticket new nodes register with")),
+    *_in(
+        "_consensus",
+        ("leader", "show the leading curator"),
+        ("consensus", "list the etcd members"),
+    ),
+    *_in(
+        "_tree",
+        ("tree", "show a node's supervision tree"),
+        ("restart", "restart a runnable on a node"),
+    ),
+    *_in("_values", ("values", "show a node's values")),
+    *_in("_logs", ("logs", "show a node's logs")),
+    *_in("_metrics", ("metrics", "show a node's key figures (without Prometheus)")),
+    *_in(
+        "_credentials",
+        ("whoami", "show whose credentials these are, their scope and expiry"),
+        ("credentials", "issue, list and revoke scoped user credentials (owner only)"),
+    ),
 )
-from roleserve_core.cli.ctl._command import add_connection_options
-
-__all__ = ["add_parser"]
-
-SUBCOMMAND_MODULES = (
-    _nodes,
-    _node_plugins,
-    _roles,
-    _ticket,
-    _consensus,
-    _tree,
-    _values,
-    _logs,
-    _metrics,
-    _credentials,
-)
-"""In the order ``roleserve ctl --help`` lists their sub-commands."""
+"""The core's sub-commands, in the order ``roleserve ctl --help`` lists them, each with
+the module that registers it: imported only when it is chosen (``_lazy``)."""
 
 
 def add_parser(commands: Any) -> None:
-    """Register ``roleserve ctl`` and its sub-commands."""
+    """Register ``roleserve ctl`` and its sub-commands (each built when chosen)."""
     parser: argparse.ArgumentParser = commands.add_parser(
         "ctl",
-        help="operate a cluster: nodes, roles, tickets, logs",
         description=(
             "Operate a cluster with an operator's credentials, read from an access "
             "directory: --credentials DIR, else $ROLESERVE_CREDENTIALS, else "
@@ -82,7 +102,20 @@ def add_parser(commands: Any) -> None:
         ),
     )
     add_connection_options(parser, suppress=False)
-    subcommands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
-    for module in SUBCOMMAND_MODULES:
-        module.add_parsers(subcommands)
-    _plugin_commands.add_parsers(subcommands)  # last: a plugin's command never shadows the core's
+    # The plugins' commands last, and only when every name is needed: a plugin's command
+    # never shadows the core's, and ``ctl nodes`` reads no entry point.
+    add_lazy_subparsers(
+        parser,
+        SUBCOMMANDS,
+        more=_add_plugin_commands,
+        title="commands",
+        metavar="COMMAND",
+        required=True,
+    )
+
+
+def _add_plugin_commands(commands: Any) -> None:
+    """The plugins' sub-commands (``_plugin_commands``), read from their entry points."""
+    from roleserve_core.cli.ctl import _plugin_commands
+
+    _plugin_commands.add_parsers(commands)

@@ -11,10 +11,7 @@ for every sub-command::
            NoQuorumError ─▶ its line, with `cluster up --dir D` for a local cluster's D/owner
            Ctrl-C ─▶ 130, or 0 where following is the point
 
-The connection options (``--credentials``, ``--endpoint``, ``--timeout``) are accepted
-before the sub-command (``ctl --timeout 5 nodes``) and after it (``ctl nodes --timeout
-5``). After it, their defaults are suppressed, so an option given only before the
-sub-command is not overwritten by the sub-command's default.
+The connection options are ``_options``'s, accepted before and after the sub-command.
 """
 
 from __future__ import annotations
@@ -36,6 +33,7 @@ from roleserve_core.cli.ctl._errors import (
     CtlError,
     rpc_failure,
 )
+from roleserve_core.cli.ctl._options import DEFAULT_TIMEOUT, PROG, add_connection_options
 from roleserve_core.errors import CredentialsError, RoleserveError
 from roleserve_core.localcluster.layout import default_cluster_directory
 
@@ -52,56 +50,8 @@ __all__ = [
     "add_node_argument",
 ]
 
-PROG = "roleserve ctl"
-DEFAULT_TIMEOUT = 10.0
-"""Seconds to find the leader, and for each call: long enough for an election to end."""
-
 Run: TypeAlias = "Callable[[Session, argparse.Namespace], Awaitable[None]]"
 """A sub-command: prints its result, raises ``CtlError`` when it cannot."""
-
-
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
-    return value
-
-
-def add_connection_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
-    """``--credentials``, ``--endpoint`` and ``--timeout``; with ``suppress``, without
-    defaults (for the copy after the sub-command, see the module docstring)."""
-
-    def default(value: Any) -> Any:
-        return argparse.SUPPRESS if suppress else value
-
-    group = parser.add_argument_group("connection")
-    group.add_argument(
-        "--credentials",
-        metavar="DIR",
-        default=default(None),
-        help=(
-            f"access directory (ca.pem, cert.pem, key.pem, endpoints), or a local cluster's "
-            f"directory (its owner/); default: ${CREDENTIALS_ENV}, else ~/.config/roleserve/owner"
-        ),
-    )
-    group.add_argument(
-        "--endpoint",
-        metavar="HOST[:PORT]",
-        action="append",
-        default=default([]),
-        help="a curator to ask for the leader (repeatable; default port 7835); replaces "
-        "the access directory's endpoints",
-    )
-    group.add_argument(
-        "--timeout",
-        metavar="SECONDS",
-        type=_positive_seconds,
-        default=default(DEFAULT_TIMEOUT),
-        help=f"to find the leader, and for each call (default {DEFAULT_TIMEOUT:g})",
-    )
 
 
 def add_json_option(parser: argparse.ArgumentParser) -> None:
@@ -123,7 +73,7 @@ def add(
     name: str,
     run: Run,
     *,
-    help: str,
+    help: str | None = None,
     description: str,
     interruptible: bool = False,
     without_leader: bool = False,
@@ -189,6 +139,7 @@ def _run(run: Run, args: argparse.Namespace, *, without_leader: bool = False) ->
             without_leader=without_leader,
             say=_note,
             local_access=directory,
+            remembered_in=None if args.endpoint else directory,
         ) as session:
             if session.quorum is not None:
                 said = NoQuorumError(session.quorum, _start_them(directory))

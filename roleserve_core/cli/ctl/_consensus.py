@@ -51,7 +51,6 @@ def add_parsers(commands: Any) -> None:
         commands,
         "leader",
         show_leader,
-        help="show the leading curator",
         description=(
             "Show the node whose curator leads the cluster (and serves Management), and the "
             "endpoint it answers at."
@@ -62,7 +61,6 @@ def add_parsers(commands: Any) -> None:
         commands,
         "consensus",
         show_consensus,
-        help="list the etcd members",
         description=(
             "List the etcd members: their node, whether each is a LEARNER (catching up, "
             "not voting) or a FULL member, its peer URL, its database size and the part in "

@@ -60,7 +60,6 @@ def add_parsers(commands: Any) -> None:
         commands,
         "whoami",
         whoami,
-        help="show whose credentials these are, their scope and expiry",
         description=(
             "Show the identity of the access directory's certificate, its scope (what it "
             "may do), its serial and expiry, the cluster it belongs to (its CA) and the "
@@ -71,7 +70,6 @@ def add_parsers(commands: Any) -> None:
     _command.add_json_option(parser)
     credentials = commands.add_parser(
         "credentials",
-        help="issue, list and revoke scoped user credentials (owner only)",
         description="Issue, list and revoke user credentials of a scope (owner only).",
     )
     actions = credentials.add_subparsers(title="actions", metavar="ACTION", required=True)

@@ -50,7 +50,6 @@ def add_parsers(commands: Any) -> None:
         show_logs,
         without_leader=True,
         interruptible=True,
-        help="show a node's logs",
         description=(
             "Show the log records NODE stored for DN (default root) and, by default, every "
             "DN below it; with -f, keep printing new records until Ctrl-C."

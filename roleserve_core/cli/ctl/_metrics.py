@@ -44,7 +44,6 @@ def add_parsers(commands: Any) -> None:
         "metrics",
         show_metrics,
         without_leader=True,
-        help="show a node's key figures (without Prometheus)",
         description=(
             "Show the key figures of NODE in a few lines: its state, health, heartbeat and "
             "version; how long it has run; its runnables by state, crash-looping and final "

@@ -34,7 +34,6 @@ def add_parsers(commands: Any) -> None:
         commands,
         "plugins",
         list_plugins,
-        help="list a node's plugins and which of them failed",
         description=(
             "List the plugins of NODE as it reported them to the curator when it started: "
             "name, version, state (loaded; failed: the node started without it, ERROR says "

@@ -29,7 +29,6 @@ def add_parsers(commands: Any) -> None:
         commands,
         "nodes",
         list_nodes,
-        help="list the cluster's nodes",
         description=(
             "List the nodes of the cluster as the leading curator sees them: address, "
             "life-cycle state, roles, heartbeat health and the age of the last heartbeat. "
@@ -60,7 +59,6 @@ def add_parsers(commands: Any) -> None:
         commands,
         "approve",
         approve,
-        help="let a new node join",
         description=(
             "Approve a NEW node, which registered with a ticket: it may then commit and "
             "receive its node certificate (NEW → STANDBY). Approving a STANDBY or UP node "
@@ -73,7 +71,6 @@ def add_parsers(commands: Any) -> None:
         commands,
         "decommission",
         decommission,
-        help="remove a node from the cluster for good",
         description=(
             "Decommission a node: it leaves the cluster and may never join again. A "
             "consensus member must lose that role first (ctl roles unset NODE "

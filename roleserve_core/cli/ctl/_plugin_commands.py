@@ -17,7 +17,10 @@ gets the connection options, the session (``Session.channel`` reaches the leader
 the plugin's own services are) and the one-line errors of every other sub-command.
 
 Why lazy: ``ctl --help`` and every other command must not import a plugin (nor the grpc,
-protobuf and cryptography it pulls in); only the entry points' names are read. A name the
+protobuf and cryptography it pulls in); only the entry points' names are read, and only
+for the listing or a name the core does not have (``ctl nodes`` reads none), by
+``cli._installed`` rather than ``importlib.metadata``, whose import alone costs more than
+the interpreter's start. A name the
 core already uses is left out (the core's command wins); a plugin whose entry point fails
 to load, or registers no sub-command of its name, fails its command with one line.
 """
@@ -25,11 +28,15 @@ to load, or registers no sub-command of its name, fails its command with one lin
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
-from roleserve_core.cli._failure import report
-from roleserve_core.cli.ctl._command import PROG, add_connection_options
-from roleserve_core.cli.ctl._errors import EXIT_USAGE, CtlError
+from roleserve_core.cli._installed import entry_points
+from roleserve_core.cli.ctl._options import PROG, add_connection_options
+
+# typing only for the annotations: ``ctl --help`` imports this module, and importing
+# ``typing`` costs it a tenth of the interpreter's start (benchmarks/cli.py).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["GROUP", "add_parsers"]
 
@@ -41,14 +48,12 @@ _REST = "plugin_arguments"
 
 def add_parsers(commands: Any) -> None:
     """Register a placeholder for each plugin sub-command; each loads its plugin when run."""
-    from importlib.metadata import entry_points
-
     taken = set(commands.choices)
-    for entry in sorted(entry_points(group=GROUP), key=lambda entry: entry.name):
+    for entry in sorted(entry_points(GROUP), key=lambda entry: entry.name):
         if entry.name in taken:
             continue
         taken.add(entry.name)
-        distribution = entry.dist.name if entry.dist is not None else "a plugin"
+        distribution = entry.distribution
         # prefix_chars without "-": every argument after the name is left to the plugin's
         # own parser, --help too.
         parser = commands.add_parser(
@@ -65,6 +70,10 @@ def _loading(name: str, value: str) -> Any:
     """The handler of the placeholder ``name``: load ``value``, parse, run."""
 
     def handler(args: argparse.Namespace) -> int:
+        # Here, not at the top: the listing (``ctl --help``) needs none of the failures.
+        from roleserve_core.cli._failure import report
+        from roleserve_core.cli.ctl._errors import CtlError
+
         try:
             parser = _plugin_parser(name, value)
         except CtlError as exc:
@@ -84,6 +93,8 @@ def _plugin_parser(name: str, value: str) -> argparse.ArgumentParser:
     :raises CtlError: if the entry point does not load, or registers no ``name``.
     """
     from importlib.metadata import EntryPoint
+
+    from roleserve_core.cli.ctl._errors import EXIT_USAGE, CtlError
 
     try:
         register = EntryPoint(name, value, GROUP).load()

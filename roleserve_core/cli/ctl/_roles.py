@@ -41,7 +41,6 @@ def add_parsers(commands: Any) -> None:
     """Register ``roles set`` and ``roles unset``."""
     roles = commands.add_parser(
         "roles",
-        help="assign or remove a node's roles",
         description="Assign a role to a node, or remove one; prints the node's roles after.",
     )
     actions = roles.add_subparsers(title="actions", metavar="ACTION", required=True)

@@ -5,9 +5,12 @@
     access directory (--credentials, $ROLESERVE_CREDENTIALS, ~/.config/roleserve/owner)
       │ user credentials + curator endpoints (or --endpoint ...)
       ▼
-    find_leader ──▶ Management channel to the leader, verified as exactly that node, once
-      it completes a connection within 2 s (a hung leader is said, and the curators are
-      asked again until they name one that answers)
+    the leader remembered there (``_last_leader``), if it says it still leads; else
+    find_leader ──▶ the curators name the leader
+      │
+    a channel to the leader, verified as exactly that node, once it says on it within 2 s
+      that it leads (a hung leader is said, and the curators are asked again until they
+      name one that answers); Management calls go on the same channel
       (no leader because the consensus has no quorum: NoQuorumError at once; a command
       that needs one node only (tree, logs) may go on without a leader, reaching the
       consensus members that answer: ``without_leader``)
@@ -36,18 +39,19 @@ import grpc
 
 from roleserve_core._public import publish
 from roleserve_core.access import ClusterAccess
-from roleserve_core.cli.ctl import _local
+from roleserve_core.cli.ctl import _last_leader, _local
 from roleserve_core.cli.ctl._errors import CtlError, rpc_failure
 from roleserve_core.cli.ctl._resolve import match_node
 from roleserve_core.connection import LeaderInfo, NoLeaderError, NoQuorumError, find_leader
 from roleserve_core.ports import CURATOR_PORT, NODE_MANAGEMENT_PORT, endpoint
 from roleserve_core.proto import (
     curator_pb2,
+    curator_pb2_grpc,
     management_pb2,
     management_pb2_grpc,
     nodemanagement_pb2_grpc,
 )
-from roleserve_core.rpc import secure_channel, until_ready
+from roleserve_core.rpc import secure_channel
 
 if TYPE_CHECKING:
     from roleserve_core.proto.management_pb2_grpc import ManagementAsyncStub
@@ -211,6 +215,7 @@ async def open_session(
     without_leader: bool = False,
     say: Callable[[str], None] = lambda line: None,
     local_access: Path | None = None,
+    remembered_in: Path | None = None,
 ) -> AsyncIterator[Session]:
     """Find the leader and open the Management channel to it.
 
@@ -221,35 +226,62 @@ async def open_session(
         (``Session.local_access``).
     :param without_leader: when the consensus has no quorum, open a session without a
         leader (``Session.quorum``) instead of failing: for commands that talk to one node.
+    :param remembered_in: the access directory whose remembered leader to ask first
+        (``_last_leader``); None to search at once.
     :raises LeaderRefusedError: as soon as every endpoint refused the connection: a
         person waits, and nothing will answer there by waiting.
     :raises NoQuorumError: as soon as a curator said its consensus has no quorum: no
         leader comes until its members are started (unless ``without_leader``).
     :raises NoLeaderError: if no curator named a leader in time.
     """
-    quorum = None
-    try:
-        leader: LeaderInfo | None = await _leader_that_answers(access, call_timeout, say)
-    except NoQuorumError as exc:
-        if not without_leader:
-            raise
-        leader, quorum = None, exc.quorum
-    node_id, target = _management_target(leader, quorum)
     async with contextlib.AsyncExitStack() as channels:
-        channel = secure_channel(target, access.credentials, node_id=node_id)
-        await channels.enter_async_context(channel)
+        quorum = None
+        try:
+            leader, channel = await _leader_channel(
+                access, call_timeout, say, channels, remembered_in
+            )
+        except NoQuorumError as exc:
+            if not without_leader:
+                raise
+            leader, quorum = None, exc.quorum
+            node_id, target = _management_target(leader, quorum)
+            channel = secure_channel(target, access.credentials, node_id=node_id)
+            await channels.enter_async_context(channel)
         management = management_pb2_grpc.ManagementStub(channel)
         yield Session(
             access, leader, management, call_timeout, channels, quorum, channel, local_access
         )
 
 
+async def _leader_channel(
+    access: ClusterAccess,
+    timeout: float,  # noqa: ASYNC109 -- named in the error it raises
+    say: Callable[[str], None],
+    channels: contextlib.AsyncExitStack,
+    remembered_in: Path | None,
+) -> tuple[LeaderInfo, grpc.aio.Channel]:
+    """The leader, and a channel to it that ``channels`` closes: the remembered leader's
+    if it still leads (``_last_leader``), else ``_leader_that_answers``'s."""
+    last = _last_leader.remembered(remembered_in) if remembered_in is not None else None
+    if last is not None:
+        node_id, target = last
+        channel = await _leading_channel(
+            access, node_id, target, min(timeout, LEADER_ANSWER_TIMEOUT)
+        )
+        if channel is not None:
+            await channels.enter_async_context(channel)
+            return LeaderInfo(node_id, target, target, answered_by_leader=True), channel
+    return await _leader_that_answers(access, timeout, say, channels)
+
+
 async def _leader_that_answers(
     access: ClusterAccess,
     timeout: float,  # noqa: ASYNC109 -- named in the error it raises
     say: Callable[[str], None],
-) -> LeaderInfo:
-    """The leader, once its curator completes a connection within ``LEADER_ANSWER_TIMEOUT``.
+    channels: contextlib.AsyncExitStack,
+) -> tuple[LeaderInfo, grpc.aio.Channel]:
+    """The leader the curators name, once it says itself, within ``LEADER_ANSWER_TIMEOUT``,
+    that it leads; and the channel it said so on, which ``channels`` closes.
 
     A hung leader (a stopped process, a paused VM) still accepts TCP, and the other curators
     name it until its lease runs out: a call to it would wait out the whole deadline and
@@ -269,8 +301,12 @@ async def _leader_that_answers(
             refused_is_final=True,
             no_quorum_is_final=True,
         )
-        if await _answers(leader, access):
-            return leader
+        channel = await _leading_channel(
+            access, leader.node_id, leader.endpoint, LEADER_ANSWER_TIMEOUT
+        )
+        if channel is not None:
+            await channels.enter_async_context(channel)
+            return leader, channel
         if leader.node_id not in silent:
             silent.add(leader.node_id)
             say(
@@ -288,12 +324,43 @@ async def _leader_that_answers(
             )
 
 
-async def _answers(leader: LeaderInfo, access: ClusterAccess) -> bool:
-    """Whether the leader's curator completes a connection (TLS included) in time."""
-    async with secure_channel(leader.endpoint, access.credentials, node_id=leader.node_id) as ch:
-        with anyio.move_on_after(LEADER_ANSWER_TIMEOUT):
-            await until_ready(ch)
-            return True
+async def _leading_channel(
+    access: ClusterAccess,
+    node_id: str,
+    target: str,
+    timeout: float,  # noqa: ASYNC109 -- how long it may take to answer
+) -> grpc.aio.Channel | None:
+    """A channel to the curator at ``target``, verified as exactly ``node_id``, if that
+    curator says on it within ``timeout`` seconds that it leads; else None (closed).
+
+    A call (``GetCurrentLeader``), not a wait for the connection (``until_ready``, which
+    looks every 0.1 s): it ends as soon as the curator answers, checks the connection and
+    the leadership at once, and the channel it was made on is the session's, so one TLS
+    handshake serves both.
+    """
+    channel = secure_channel(target, access.credentials, node_id=node_id)
+    if await _says_it_leads(channel, node_id, timeout):
+        return channel
+    await channel.close()
+    return None
+
+
+async def _says_it_leads(
+    channel: grpc.aio.Channel,
+    node_id: str,
+    timeout: float,  # noqa: ASYNC109 -- how long it may take to answer
+) -> bool:
+    call = curator_pb2_grpc.CuratorLocalStub(channel).GetCurrentLeader(
+        curator_pb2.GetCurrentLeaderRequest()
+    )
+    try:
+        with anyio.move_on_after(timeout):
+            async for answer in call:
+                return answer.this_node_id == answer.leader_node_id == node_id
+    except grpc.aio.AioRpcError:
+        return False
+    finally:
+        call.cancel()
     return False
 
 
@@ -317,13 +384,16 @@ def _member_node(member: curator_pb2.NoQuorum.Member) -> management_pb2.Node:
 
 
 async def remember_curators(session: Session, directory: Path) -> None:
-    """Add the cluster's current curators to the access directory's endpoints.
+    """Remember the leader (``_last_leader``), and add the cluster's current curators to
+    the access directory's endpoints.
 
     The endpoints are only where the search for the leader starts; kept current, they still
     find it when the node that bootstrapped the cluster (often the only one written there)
     is down. Best effort: a directory that cannot be written, or a leader that does not
     answer in time, changes nothing.
     """
+    if session.found is not None:
+        _last_leader.remember(directory, session.found.node_id, session.found.endpoint)
     request = management_pb2.GetClusterInfoRequest()
     try:
         info = await session.management.GetClusterInfo(request, timeout=session.timeout)

@@ -37,7 +37,6 @@ def add_parsers(commands: Any) -> None:
         commands,
         "ticket",
         show_ticket,
-        help="print the ticket new nodes register with",
         description=(
             "Print the register ticket (rs1-...) on stdout, and on stderr the command a "
             "new node runs with it (the ticket saved to a file, out of `ps`). The node then "

@@ -51,7 +51,6 @@ def add_parsers(commands: Any) -> None:
         "tree",
         show_tree,
         without_leader=True,
-        help="show a node's supervision tree",
         description=(
             "Show the supervision tree of NODE (or its subtree at DN): every runnable with "
             "its state, restarts and failures, note, last error and restart backoff."
@@ -65,7 +64,6 @@ def add_parsers(commands: Any) -> None:
         "restart",
         restart_runnable,
         without_leader=True,
-        help="restart a runnable on a node",
         description=(
             "Restart the runnable DN of NODE and everything under it, at once (no backoff), "
             "as its supervisor would after a failure. Not root: stop the node for that. The "

@@ -41,7 +41,6 @@ def add_parsers(commands: Any) -> None:
         "values",
         show_values,
         without_leader=True,
-        help="show a node's values",
         description=(
             "Show the values of NODE's registry, the state its workers share: owner, "
             "whether it is set, how often it was set, and its current value (shortened). "

@@ -1,0 +1,120 @@
+"""What is installed, read from the distributions' metadata directories without
+``importlib.metadata``: for ``roleserve --version`` and ``roleserve ctl --help``.
+
+Why not ``importlib.metadata``: importing it costs about twice a bare interpreter's start
+(it loads ``email``, ``zipfile``, ``csv``, ``typing``...), which alone would break the
+promise that these answer at once (``benchmarks/cli.py``). What they need is small and
+fixed by the packaging specs: a ``NAME-VERSION.dist-info`` directory per distribution on
+``sys.path`` (the version in its ``METADATA``), and its ``entry_points.txt``, an INI file.
+
+Found as ``importlib.metadata`` finds them: the path entries in order, the first
+distribution of a (normalized) name wins. Left out on purpose: ``.egg-info`` directories,
+zips on the path and custom finders, which no installer of today (pip, uv) makes for a
+plugin. For them ``version`` says None and ``--version`` asks ``importlib.metadata``; their
+``ctl`` commands are not listed (tests/test_cli_imports.py checks that this reader and
+``importlib.metadata`` agree on what is installed here).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+__all__ = ["EntryPoint", "entry_points", "version"]
+
+SUFFIX = ".dist-info"
+
+
+class EntryPoint:
+    """One entry point: its name, its ``module:attribute`` value, and the name of the
+    distribution that declares it (as its metadata spells it)."""
+
+    __slots__ = ("distribution", "name", "value")
+
+    def __init__(self, name: str, value: str, distribution: str) -> None:
+        self.name = name
+        self.value = value
+        self.distribution = distribution
+
+
+def _normalized(name: str) -> str:
+    """A distribution's name as directory names compare (PEP 503, ``-`` as ``_``)."""
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+def _distributions() -> Iterator[str]:
+    """The ``.dist-info`` directory of each distribution on ``sys.path``: the first of
+    each name only."""
+    seen: set[str] = set()
+    for entry in sys.path:
+        try:
+            children = os.listdir(entry or ".")
+        except OSError:  # not a directory (a zip), or gone
+            continue
+        for child in children:
+            if not child.lower().endswith(SUFFIX):
+                continue
+            name = _normalized(child[: -len(SUFFIX)].partition("-")[0])
+            if name not in seen:
+                seen.add(name)
+                yield os.path.join(entry or ".", child)
+
+
+def _metadata_field(directory: str, field: str) -> str | None:
+    """``field`` of the directory's ``METADATA`` (its headers, before the first blank
+    line)."""
+    try:
+        with open(os.path.join(directory, "METADATA"), encoding="utf-8") as metadata:
+            for line in metadata:
+                if not line.strip():
+                    break
+                key, _, value = line.partition(":")
+                if key.strip().lower() == field.lower():
+                    return value.strip()
+    except OSError:
+        return None
+    return None
+
+
+def version(distribution: str) -> str | None:
+    """The installed version of ``distribution``; None if not found here."""
+    wanted = _normalized(distribution)
+    for directory in _distributions():
+        name = os.path.basename(directory)[: -len(SUFFIX)].partition("-")[0]
+        if _normalized(name) == wanted:
+            return _metadata_field(directory, "Version")
+    return None
+
+
+def entry_points(group: str) -> list[EntryPoint]:
+    """Every entry point of ``group``, of every distribution on the path."""
+    found = []
+    for directory in _distributions():
+        for name, value in _group(os.path.join(directory, "entry_points.txt"), group):
+            distribution = _metadata_field(directory, "Name") or os.path.basename(directory)
+            found.append(EntryPoint(name, value, distribution))
+    return found
+
+
+def _group(path: str, group: str) -> Iterator[tuple[str, str]]:
+    """The ``name = value`` lines of the section ``[group]`` of an ``entry_points.txt``."""
+    try:
+        with open(path, encoding="utf-8") as text:
+            lines = text.read().splitlines()
+    except OSError:
+        return
+    section = None
+    for line in lines:
+        line = line.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            section = line[1:-1].strip()
+        elif section == group and "=" in line:
+            name, _, value = line.partition("=")
+            yield name.strip(), value.strip()

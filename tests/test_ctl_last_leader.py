@@ -1,0 +1,63 @@
+"""``ctl`` remembers the leader it found in the access directory (``_last_leader``) and
+asks it first next time: one connection instead of one to every curator and one to the
+leader. A remembered leader that does not lead, or is not there, is searched past."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from roleserve_core.cli.ctl import _session
+from roleserve_core.cli.ctl._last_leader import LEADER_FILE, remembered
+from roleserve_core.testing import random_loopback
+
+
+def never_search(*args: Any, **kwargs: Any) -> Any:
+    raise AssertionError("the curators were searched for the leader")
+
+
+def test_the_leader_found_is_remembered_and_asked_first(
+    ctl_cluster: Any, ctl_access_dir: Path, run_ctl_main: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = run_ctl_main("nodes")
+    assert (first.code, first.err) == (0, "")
+    found = remembered(ctl_access_dir)
+    assert found is not None
+    assert found[0] == ctl_cluster.leader.node_id
+
+    monkeypatch.setattr(_session, "find_leader", never_search)
+    again = run_ctl_main("nodes")
+    assert (again.code, again.err, again.out) == (0, "", first.out)
+
+
+@pytest.mark.parametrize("stale", ["another node", "nothing listens"])
+def test_a_remembered_leader_that_is_not_the_leader_is_searched_past(
+    stale: str, ctl_cluster: Any, ctl_access_dir: Path, run_ctl_main: Any
+) -> None:
+    leader_id = ctl_cluster.leader.node_id
+    first = run_ctl_main("nodes")
+    assert first.code == 0, first.err
+    found = remembered(ctl_access_dir)
+    assert found is not None
+    if stale == "another node":  # its certificate does not name the remembered node
+        line = f"node-{'0' * 32} {found[1]}"
+    else:
+        with socket.create_server((str(random_loopback()), 0)) as closed:
+            host, port = closed.getsockname()
+        line = f"{leader_id} {host}:{port}"
+    (ctl_access_dir / LEADER_FILE).write_text(line + "\n")
+
+    again = run_ctl_main("nodes")
+    assert (again.code, again.err, again.out) == (0, "", first.out)
+    assert remembered(ctl_access_dir) == found  # corrected
+
+
+def test_with_endpoint_nothing_is_remembered(
+    ctl_cluster: Any, ctl_access_dir: Path, run_ctl_main: Any
+) -> None:
+    result = run_ctl_main("nodes", "--endpoint", ctl_cluster.address)
+    assert result.code == 0, result.err
+    assert not (ctl_access_dir / LEADER_FILE).exists()
