@@ -329,8 +329,9 @@ async def seen_at(load_output: Line, kind: str, mark: str) -> float:
             return float(words[2])
 
 
-async def role_change(management: Any, size: int, load_output: Line) -> float:
-    """Seconds from a role change of a random simulated node until its Watch had it."""
+async def role_change(management: Any, size: int, load_output: Line) -> tuple[float, float]:
+    """Seconds from a role change of a random simulated node until it was written (the
+    call answered), and until the node's Watch had it."""
     target = random.randrange(size)
     mark = marker(target)
     change = management_pb2.UpdateNodeRolesRequest.Change(
@@ -340,7 +341,8 @@ async def role_change(management: Any, size: int, load_output: Line) -> float:
     await management.UpdateNodeRoles(
         management_pb2.UpdateNodeRolesRequest(node_id=simulated_id(target), changes=[change])
     )
-    return await seen_at(load_output, "own", mark) - start
+    written = time.time() - start
+    return written, await seen_at(load_output, "own", mark) - start
 
 
 async def status_change(curator: Any, probe: str, load_output: Line) -> float:
@@ -449,7 +451,7 @@ def report(
     size: int,
     samples: list[float],
     baseline: Summary,
-    roles: list[float],
+    roles: list[tuple[float, float]],
     statuses: list[float],
 ) -> None:
     """Print one size's latencies, each against its goal."""
@@ -460,9 +462,13 @@ def report(
         baseline,
         "insecure bidi ping-pong, one stream, no load",
     )
-    role = summarise(roles)
+    written = summarise([write for write, _ in roles])
+    role = summarise([seen for _, seen in roles])
     print(f"  heartbeat p99  {against(heartbeats.p99, HEARTBEAT_GOAL)}")
     print(f"  role change    to its node: median {role.median * 1e3:.1f} ms, of {len(roles)}")
+    print(
+        f"                 (written: median {written.median * 1e3:.1f} ms, p99 {written.p99 * 1e3:.1f} ms)"
+    )
     print(f"     p99 (max)   {against(role.p99, ROLE_GOAL)}")
     print(f"  status change  to all {size:,} watchers, worst of {len(statuses)}:")
     print(f"                 {against(max(statuses), STATUS_GOAL)}")

@@ -78,6 +78,9 @@ class NodeCache:
         """Each node's credentials key as stored (records.py): a record's own key changes
         without them, and is joined with the newest."""
         self.revision = 0
+        self.version = 0
+        """Counts the changes applied: equal versions, equal nodes (``watchevents`` keeps
+        one encoded snapshot per version)."""
         self.ready = anyio.Event()
         """Set once the first snapshot is loaded."""
         self._subscriptions: dict[str | None, set[Subscription]] = {}
@@ -140,6 +143,7 @@ class NodeCache:
         self.revision = max(self.revision, event.revision)
 
     def _apply(self, node_id: str, record: state_pb2.NodeRecord | None) -> None:
+        self.version += 1
         if record is None:
             self.nodes.pop(node_id, None)
         else:
