@@ -5,15 +5,16 @@ Run: ``./dev sync && .venv/bin/python benchmarks/curator_load.py [--sizes 1000 5
 Three processes, so that each one's CPU time can be read from /proc and the latency seen
 is the curator's, not the simulator's:
 
-- the curator (with its etcd), bootstrapped on a loopback address; it writes the records
-  of the largest N simulated nodes into etcd (UP, with a status, cluster networking and a
+- the curator (with its etcd), bootstrapped on a loopback address; it makes the largest N
+  simulated nodes (a key and a node certificate of the cluster's CA each, saved for the
+  load) and writes their records into etcd (UP, with a status, cluster networking and a
   prefix, as a real node's), so that the cluster has N nodes;
-- the load: N simulated nodes over a few channels (each channel one enrolled node's mutual
-  TLS identity; the simulated nodes share them). Every simulated node sends a heartbeat at
-  the curator's interval (5 s, each at its own random offset) and holds ONE Watch stream:
-  the all-nodes Watch (``NodesInCluster``) that ``roleserve_core.workers.nodewatch`` holds
-  for ``cluster_nodes``, sent as nodewatch sends it. Its events are read as bytes (a real
-  node parses them; here only the curator's cost is measured) and searched for markers;
+- the load: N simulated nodes, each on a channel of its own with its own mutual TLS
+  identity, as real nodes connect. Every simulated node sends a heartbeat at the curator's
+  interval (5 s, each at its own random offset) and holds ONE Watch stream: the all-nodes
+  Watch (``NodesInCluster``) that ``roleserve_core.workers.nodewatch`` holds for
+  ``cluster_nodes``, sent as nodewatch sends it. Its events are read as bytes (a real node
+  parses them; here only the curator's cost is measured) and searched for markers;
 - this process, the probe: one more node that sends a heartbeat every 50 ms on its own
   channel and times each round trip. It is lightly loaded, so what it measures is how
   quickly the curator answers while it serves the N others.
@@ -64,6 +65,7 @@ sys.path[:] = [entry for entry in sys.path if str(Path(entry or ".").resolve()) 
 from typing_extensions import override  # noqa: E402
 
 from roleserve_controlplane.consensus import DEFAULT_TTL, EtcdClient  # noqa: E402
+from roleserve_controlplane.curator import ClusterAuthority, ClusterState  # noqa: E402
 from roleserve_controlplane.curator.records import record_writes  # noqa: E402
 from roleserve_controlplane.proto import state_pb2  # noqa: E402
 from roleserve_controlplane.testing import (  # noqa: E402
@@ -76,6 +78,7 @@ from roleserve_core.identity import (  # noqa: E402
     NodeCredentials,
     UserCredentials,
     generate_key,
+    public_key_der,
 )
 from roleserve_core.proto import (  # noqa: E402
     common_pb2,
@@ -86,8 +89,6 @@ from roleserve_core.proto import (  # noqa: E402
 )
 from roleserve_core.rpc import secure_channel  # noqa: E402
 
-CHANNELS = 8
-"""Channels (enrolled node identities) the simulated nodes share."""
 INTERVAL = 5.0
 PROBE_EVERY = 0.05
 """Seconds between the probe's heartbeats."""
@@ -106,6 +107,7 @@ MARK = b"MARK"
 ``PROBE_TARGET`` for the probe's status) + 8 hex digits, found in the Watch events' bytes."""
 MARK_LENGTH = len(MARK) + 5 + 8
 PROBE_TARGET = 99999
+PROBE_ADDRESS = "127.0.0.100"
 
 WATCH_METHOD = "/roleserve.curator.Curator/Watch"
 
@@ -159,15 +161,20 @@ async def beat(stub: Any, every: float, samples: list[float] | None, count: int 
 # -- the curator's process -------------------------------------------------------------
 
 
-def simulated_id(index: int) -> str:
-    """The node ID of simulated node ``index`` (of the form node IDs have)."""
-    return f"node-{index:032x}"
+def simulated_directory(directory: Path, index: int) -> Path:
+    """Where simulated node ``index``'s credentials are."""
+    return directory / "simulated" / str(index)
 
 
-def simulated_record(index: int) -> state_pb2.NodeRecord:
+def simulated_record(index: int, credentials: NodeCredentials) -> state_pb2.NodeRecord:
     """What a real worker node's record holds, about 200 bytes as nodes see it."""
     address = ipaddress.IPv4Address("10.0.0.0") + 1 + index
-    record = state_pb2.NodeRecord(id=simulated_id(index), state=common_pb2.NODE_STATE_UP)
+    record = state_pb2.NodeRecord(
+        id=credentials.node_id,
+        state=common_pb2.NODE_STATE_UP,
+        public_key=public_key_der(credentials.key.public_key()),
+        certificate=credentials.certificate_pem,
+    )
     record.roles.kubernetes_worker.SetInParent()
     record.status.external_address = str(address)
     record.status.version = "0.30.0"
@@ -179,14 +186,21 @@ def simulated_record(index: int) -> state_pb2.NodeRecord:
     return record
 
 
-async def write_simulated(client: EtcdClient, count: int) -> None:
-    """The records of ``count`` simulated nodes, written straight into etcd."""
+async def write_simulated(client: EtcdClient, directory: Path, count: int) -> None:
+    """``count`` simulated nodes: credentials into ``directory``, records into etcd."""
+    secrets = await ClusterState(client).secrets()
+    assert secrets is not None
+    authority = ClusterAuthority.from_secrets(secrets)
     limiter = anyio.CapacityLimiter(32)
 
     async def write(index: int) -> None:
         async with limiter:
-            for key, value in record_writes(simulated_record(index)):
-                await client.put(key, value)
+            key = generate_key()
+            certificate = authority.node_certificate(key.public_key())
+            credentials = NodeCredentials(key, certificate, authority.ca_certificate)
+            credentials.save(simulated_directory(directory, index))
+            for name, value in record_writes(simulated_record(index, credentials)):
+                await client.put(name, value)
 
     async with anyio.create_task_group() as tasks:
         for index in range(count):
@@ -206,7 +220,7 @@ async def serve(directory: Path, simulated: int) -> None:
         curators.owner.save(directory / "owner")
         assert leader.member is not None
         async with leader.member.client(leader.member.config.credentials) as client:
-            await write_simulated(client, simulated)
+            await write_simulated(client, directory, simulated)
         print(leader.endpoint, leader.node_id, flush=True)  # the parent waits for this line
         await anyio.sleep_forever()
 
@@ -215,17 +229,22 @@ async def serve(directory: Path, simulated: int) -> None:
 
 
 class Load:
-    """N simulated nodes on a few channels, each heartbeating and watching every node."""
+    """N simulated nodes, each on its own channel, heartbeating and watching every node."""
 
-    def __init__(self, channels: list[Any], size: int) -> None:
-        self.channels = channels
+    def __init__(self, directory: Path, endpoint: str, leader_id: str, size: int) -> None:
+        self.directory = directory
+        self.endpoint = endpoint
+        self.leader_id = leader_id
         self.size = size
         self.seen: dict[bytes, set[int]] = {}
         self.own: list[set[bytes]] = [set() for _ in range(size)]
 
     async def node(self, index: int, *, task_status: Any) -> None:
-        channel = self.channels[index % len(self.channels)]
-        async with anyio.create_task_group() as tasks:
+        credentials = NodeCredentials.load(simulated_directory(self.directory, index))
+        async with (
+            secure_channel(self.endpoint, credentials, node_id=self.leader_id) as channel,
+            anyio.create_task_group() as tasks,
+        ):
             await tasks.start(self._watch, channel, index)
             task_status.started()
             await anyio.sleep(random.random() * INTERVAL)
@@ -264,32 +283,20 @@ class Load:
 
 async def load(directory: Path, endpoint: str, leader_id: str, size: int) -> None:
     """Start ``size`` simulated nodes; print ``ready`` once each watches; run until killed."""
-    async with contextlib.AsyncExitStack() as stack:
-        channels = [
-            await stack.enter_async_context(
-                secure_channel(
-                    endpoint,
-                    NodeCredentials.load(directory / f"node{index}"),
-                    node_id=leader_id,
-                    options=[("grpc.max_concurrent_streams", 100_000)],
-                )
-            )
-            for index in range(CHANNELS)
-        ]
-        simulated = Load(channels, size)
-        limiter = anyio.CapacityLimiter(STARTING)
-        started = time.perf_counter()
-        async with anyio.create_task_group() as tasks:
+    simulated = Load(directory, endpoint, leader_id, size)
+    limiter = anyio.CapacityLimiter(STARTING)
+    started = time.perf_counter()
+    async with anyio.create_task_group() as tasks:
 
-            async def start(index: int) -> None:
-                async with limiter:
-                    await tasks.start(simulated.node, index)
+        async def start(index: int) -> None:
+            async with limiter:
+                await tasks.start(simulated.node, index)
 
-            async with anyio.create_task_group() as starting:
-                for index in range(size):
-                    starting.start_soon(start, index)
-            print(f"ready {time.perf_counter() - started}", flush=True)
-            await anyio.sleep_forever()
+        async with anyio.create_task_group() as starting:
+            for index in range(size):
+                starting.start_soon(start, index)
+        print(f"ready {time.perf_counter() - started}", flush=True)
+        await anyio.sleep_forever()
 
 
 # -- this process: enrol, probe, change roles and statuses ---------------------------------
@@ -329,7 +336,9 @@ async def seen_at(load_output: Line, kind: str, mark: str) -> float:
             return float(words[2])
 
 
-async def role_change(management: Any, size: int, load_output: Line) -> tuple[float, float]:
+async def role_change(
+    management: Any, directory: Path, size: int, load_output: Line
+) -> tuple[float, float]:
     """Seconds from a role change of a random simulated node until it was written (the
     call answered), and until the node's Watch had it."""
     target = random.randrange(size)
@@ -337,9 +346,10 @@ async def role_change(management: Any, size: int, load_output: Line) -> tuple[fl
     change = management_pb2.UpdateNodeRolesRequest.Change(
         role="custom:bench", assign=True, parameters={"marker": mark}
     )
+    node = NodeCredentials.load(simulated_directory(directory, target)).node_id
     start = time.time()
     await management.UpdateNodeRoles(
-        management_pb2.UpdateNodeRolesRequest(node_id=simulated_id(target), changes=[change])
+        management_pb2.UpdateNodeRolesRequest(node_id=node, changes=[change])
     )
     written = time.time() - start
     return written, await seen_at(load_output, "own", mark) - start
@@ -348,7 +358,7 @@ async def role_change(management: Any, size: int, load_output: Line) -> tuple[fl
 async def status_change(curator: Any, probe: str, load_output: Line) -> float:
     """Seconds from a status change of the probe until every watcher had it."""
     mark = marker(PROBE_TARGET)
-    status = common_pb2.NodeStatus(external_address="127.0.0.108", version=mark)
+    status = common_pb2.NodeStatus(external_address=PROBE_ADDRESS, version=mark)
     start = time.time()
     await curator.UpdateNodeStatus(
         curator_pb2.UpdateNodeStatusRequest(node_id=probe, status=status)
@@ -400,12 +410,10 @@ async def measure(
 ) -> None:
     """Enrol the identities, then load the curator at each size."""
     owner = UserCredentials.load(directory / "owner")
-    for index in range(CHANNELS + 1):
-        address = ipaddress.ip_address(f"127.0.0.{100 + index}")
-        credentials = await enrol_node(endpoint, leader_id, owner, generate_key(), address)
-        credentials.save(directory / f"node{index}")
+    probe = await enrol_node(
+        endpoint, leader_id, owner, generate_key(), ipaddress.IPv4Address(PROBE_ADDRESS)
+    )
     baseline = summarise(await ping_pong_baseline(2000))
-    probe = NodeCredentials.load(directory / f"node{CHANNELS}")
     async with (
         secure_channel(endpoint, probe, node_id=leader_id) as probe_channel,
         secure_channel(endpoint, owner, node_id=leader_id) as management_channel,
@@ -429,7 +437,10 @@ async def measure(
                 curator_cpu = (cpu_seconds(pid) - cpu[0]) / wall
                 load_cpu = (cpu_seconds(simulator.pid) - cpu[1]) / wall
                 loaded_rss = mebibytes(pid)
-                roles = [await role_change(management, size, output) for _ in range(ROLE_CHANGES)]
+                roles = [
+                    await role_change(management, directory, size, output)
+                    for _ in range(ROLE_CHANGES)
+                ]
                 statuses = [
                     await status_change(curator, probe.node_id, output)
                     for _ in range(STATUS_CHANGES)
@@ -466,9 +477,8 @@ def report(
     role = summarise([seen for _, seen in roles])
     print(f"  heartbeat p99  {against(heartbeats.p99, HEARTBEAT_GOAL)}")
     print(f"  role change    to its node: median {role.median * 1e3:.1f} ms, of {len(roles)}")
-    print(
-        f"                 (written: median {written.median * 1e3:.1f} ms, p99 {written.p99 * 1e3:.1f} ms)"
-    )
+    print(f"                 (written: median {written.median * 1e3:.1f} ms,", end=" ")
+    print(f"p99 {written.p99 * 1e3:.1f} ms)")
     print(f"     p99 (max)   {against(role.p99, ROLE_GOAL)}")
     print(f"  status change  to all {size:,} watchers, worst of {len(statuses)}:")
     print(f"                 {against(max(statuses), STATUS_GOAL)}")

@@ -135,7 +135,9 @@ class CuratorService(curator_pb2_grpc.CuratorServicer):
 
     async def _watch(self, cache: NodeCache, wanted: str | None) -> AsyncIterator[bytes]:
         """The snapshot, then each batch of changes, as encoded events (``watchevents``)."""
-        with cache.subscribe(wanted) as subscription:
+        peer = current_peer()
+        owner = peer.node_id if isinstance(peer, NodePeer) else None
+        with cache.subscribe(wanted, owner=owner) as subscription:
             # Taken in the same step as the subscription: no change falls between them.
             snapshot = self.events.snapshot(wanted)
             for event in snapshot:
