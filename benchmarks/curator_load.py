@@ -567,13 +567,15 @@ def report(
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 5000, 10000])
-    parser.add_argument("--serve", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--serve", nargs="+", help=argparse.SUPPRESS)  # DIR [SIMULATED]
     parser.add_argument("--load", nargs=4, help=argparse.SUPPRESS)
     options = parser.parse_args()
     with contextlib.suppress(KeyboardInterrupt):
         if options.serve:
-            scratch, simulated = options.serve
-            anyio.run(serve, Path(scratch), int(simulated), backend="asyncio")
+            scratch, *simulated = options.serve
+            anyio.run(
+                serve, Path(scratch), int(simulated[0] if simulated else 0), backend="asyncio"
+            )
         elif options.load:
             directory, endpoint, leader_id, size = options.load
             anyio.run(load, Path(directory), endpoint, leader_id, int(size), backend="asyncio")
