@@ -1,23 +1,35 @@
-"""The curator under load: N simulated nodes heartbeating and watching, one curator.
+"""The curator under load: N simulated nodes, each holding what a real node holds.
 
 Run: ``./dev sync && .venv/bin/python benchmarks/curator_load.py [--sizes 1000 5000 10000]``.
 
 Three processes, so that each one's CPU time can be read from /proc and the latency seen
 is the curator's, not the simulator's:
 
-- the curator (with its etcd), bootstrapped on a loopback address;
-- the load: N simulated nodes over a few channels (each channel one enrolled node's mutual
-  TLS identity; the simulated nodes share them). Every simulated node sends a heartbeat at
-  the curator's interval (5 s, each at its own random offset) and holds a one-node Watch
-  stream, all on the same node, so one role change of that node fans out to N watchers;
+- the curator (with its etcd), bootstrapped on a loopback address; it makes the largest N
+  simulated nodes (a key and a node certificate of the cluster's CA each, saved for the
+  load) and writes their records into etcd (UP, with a status, cluster networking and a
+  prefix, as a real node's), so that the cluster has N nodes;
+- the load: N simulated nodes, each on a channel of its own with its own mutual TLS
+  identity, as real nodes connect. Every simulated node sends a heartbeat at the curator's
+  interval (5 s, each at its own random offset) and holds ONE Watch stream: the all-nodes
+  Watch (``NodesInCluster``) that ``roleserve_core.workers.nodewatch`` holds for
+  ``cluster_nodes``, sent as nodewatch sends it. Its events are read as bytes (a real node
+  parses them; here only the curator's cost is measured) and searched for markers;
 - this process, the probe: one more node that sends a heartbeat every 50 ms on its own
   channel and times each round trip. It is lightly loaded, so what it measures is how
   quickly the curator answers while it serves the N others.
 
-For each N: the probe's heartbeat round trips (p50, p99) over two intervals, the curator's
-and the load's CPU use over the same window, and the fan-out of one role change
-(``UpdateNodeRoles``) until all N watchers have seen it (timed across processes with the
-wall clock of this one machine).
+For each N, each against the issue's goal (issue 30, item 4):
+
+- the probe's heartbeat round trips (p50, p99) over two intervals; goal p99 < 50 ms;
+- a role change (``UpdateNodeRoles``) of a random simulated node until that node's Watch
+  has it, ``ROLE_CHANGES`` times; goal p99 < 100 ms;
+- a status change (the probe's ``UpdateNodeStatus``) until every one of the N watchers has
+  it, ``STATUS_CHANGES`` times; goal < 2 s each;
+- the curator's RSS (its process, without etcd) and CPU over the heartbeat window, per
+  1,000 nodes; and how long N Watch streams took to receive their snapshot.
+
+Times across processes are taken with the wall clock of this one machine.
 
 Baseline, in the same run: plain insecure gRPC bidi ping-pong between two tasks of this
 process (the transport alone).
@@ -41,8 +53,8 @@ from typing import Any
 
 import anyio
 import grpc
-from _proc import cpu_seconds
-from _report import print_comparison, summarise
+from _proc import cpu_seconds, status_value
+from _report import Summary, print_comparison, summarise
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 # This file's directory leaves sys.path (see benchmarks/etcd.py): etcd3aio's namespace
@@ -52,7 +64,10 @@ sys.path[:] = [entry for entry in sys.path if str(Path(entry or ".").resolve()) 
 
 from typing_extensions import override  # noqa: E402
 
-from roleserve_controlplane.consensus import DEFAULT_TTL  # noqa: E402
+from roleserve_controlplane.consensus import DEFAULT_TTL, EtcdClient  # noqa: E402
+from roleserve_controlplane.curator import ClusterAuthority, ClusterState  # noqa: E402
+from roleserve_controlplane.curator.records import record_writes  # noqa: E402
+from roleserve_controlplane.proto import state_pb2  # noqa: E402
 from roleserve_controlplane.testing import (  # noqa: E402
     CuratorCluster,
     EtcdClusterRunner,
@@ -63,8 +78,10 @@ from roleserve_core.identity import (  # noqa: E402
     NodeCredentials,
     UserCredentials,
     generate_key,
+    public_key_der,
 )
 from roleserve_core.proto import (  # noqa: E402
+    common_pb2,
     curator_pb2,
     curator_pb2_grpc,
     management_pb2,
@@ -72,19 +89,47 @@ from roleserve_core.proto import (  # noqa: E402
 )
 from roleserve_core.rpc import secure_channel  # noqa: E402
 
-CHANNELS = 8
-"""Channels (enrolled node identities) the simulated nodes share."""
 INTERVAL = 5.0
 PROBE_EVERY = 0.05
 """Seconds between the probe's heartbeats."""
+ROLE_CHANGES = 20
+STATUS_CHANGES = 3
+STARTING = 16
+"""Simulated nodes waiting for their Watch snapshot at once (a failover's reconnecting
+nodes are spread over seconds, too; all at once would hold N snapshots in flight)."""
+
+HEARTBEAT_GOAL = 0.050
+ROLE_GOAL = 0.100
+STATUS_GOAL = 2.0
+
+MARK = b"MARK"
+"""Markers in role parameters and statuses: ``MARK`` + the target node's index (5 digits;
+``PROBE_TARGET`` for the probe's status) + 8 hex digits, found in the Watch events' bytes."""
+MARK_LENGTH = len(MARK) + 5 + 8
+PROBE_TARGET = 99999
+PROBE_ADDRESS = "127.0.0.100"
+
+WATCH_METHOD = "/roleserve.curator.Curator/Watch"
+LOAD_CHANNEL = [
+    ("grpc.experimental.tcp_max_read_chunk_size", 64 * 1024),
+    ("grpc.http2.bdp_probe", 0),
+]
+"""Each simulated node's channel reads at most 64 KiB at a time: gRPC grows a connection's
+read buffer to the messages it reads and keeps it, and N snapshots of N nodes would hold
+N × N × 200 bytes in the load (a real node has one such buffer)."""
 
 Line = BufferedByteReceiveStream
 
 
 async def read_line(stream: Line) -> str:
     """The next line a child process printed."""
-    with anyio.fail_after(300):
+    with anyio.fail_after(600):
         return (await stream.receive_until(b"\n", 1 << 16)).decode()
+
+
+def marker(target: int) -> str:
+    """A new marker for a change of the simulated node ``target``."""
+    return f"{MARK.decode()}{target:05d}{random.getrandbits(32):08x}"
 
 
 def requests_of(
@@ -123,8 +168,55 @@ async def beat(stub: Any, every: float, samples: list[float] | None, count: int 
 # -- the curator's process -------------------------------------------------------------
 
 
-async def serve(directory: Path) -> None:
-    """Bootstrap a cluster, write what clients need into ``directory``, serve until killed."""
+def simulated_directory(directory: Path, index: int) -> Path:
+    """Where simulated node ``index``'s credentials are."""
+    return directory / "simulated" / str(index)
+
+
+def simulated_record(index: int, credentials: NodeCredentials) -> state_pb2.NodeRecord:
+    """What a real worker node's record holds, about 200 bytes as nodes see it."""
+    address = ipaddress.IPv4Address("10.0.0.0") + 1 + index
+    record = state_pb2.NodeRecord(
+        id=credentials.node_id,
+        state=common_pb2.NODE_STATE_UP,
+        public_key=public_key_der(credentials.key.public_key()),
+        certificate=credentials.certificate_pem,
+    )
+    record.roles.kubernetes_worker.SetInParent()
+    record.status.external_address = str(address)
+    record.status.version = "0.30.0"
+    record.status.boot_id = random.randbytes(16)
+    record.status.timestamp.GetCurrentTime()
+    record.clusternet.wireguard_pubkey = "k" * 43 + "="
+    record.clusternet.prefixes.append(f"{address}/32")
+    record.cluster_prefix = f"10.{64 + index // 256 % 64}.{index % 256}.0/24"
+    return record
+
+
+async def write_simulated(client: EtcdClient, directory: Path, count: int) -> None:
+    """``count`` simulated nodes: credentials into ``directory``, records into etcd."""
+    secrets = await ClusterState(client).secrets()
+    assert secrets is not None
+    authority = ClusterAuthority.from_secrets(secrets)
+    limiter = anyio.CapacityLimiter(32)
+
+    async def write(index: int) -> None:
+        async with limiter:
+            key = generate_key()
+            certificate = authority.node_certificate(key.public_key())
+            credentials = NodeCredentials(key, certificate, authority.ca_certificate)
+            credentials.save(simulated_directory(directory, index))
+            for name, value in record_writes(simulated_record(index, credentials)):
+                await client.put(name, value)
+
+    async with anyio.create_task_group() as tasks:
+        for index in range(count):
+            tasks.start_soon(write, index)
+
+
+async def serve(directory: Path, simulated: int) -> None:
+    """Bootstrap a cluster of ``simulated`` nodes more, write what clients need into
+    ``directory``, serve until killed."""
     logging.getLogger("roleserve").propagate = False
     async with (
         EtcdClusterRunner(etcd_binary("debian"), directory / "etcd") as etcd,
@@ -133,6 +225,9 @@ async def serve(directory: Path) -> None:
         leader = await curators.bootstrap()
         assert curators.owner is not None
         curators.owner.save(directory / "owner")
+        assert leader.member is not None
+        async with leader.member.client(leader.member.config.credentials) as client:
+            await write_simulated(client, directory, simulated)
         print(leader.endpoint, leader.node_id, flush=True)  # the parent waits for this line
         await anyio.sleep_forever()
 
@@ -141,66 +236,80 @@ async def serve(directory: Path) -> None:
 
 
 class Load:
-    """N simulated nodes on a few channels, each heartbeating and watching the hot node."""
+    """N simulated nodes, each on its own channel, heartbeating and watching every node."""
 
-    def __init__(self, channels: list[Any], hot: str, size: int) -> None:
-        self.channels = channels
-        self.hot = hot
+    def __init__(self, directory: Path, endpoint: str, leader_id: str, size: int) -> None:
+        self.directory = directory
+        self.endpoint = endpoint
+        self.leader_id = leader_id
         self.size = size
-        self.seen: dict[str, set[int]] = {}
+        self.seen: dict[bytes, set[int]] = {}
+        self.own: list[set[bytes]] = [set() for _ in range(size)]
 
     async def node(self, index: int, *, task_status: Any) -> None:
-        stub = curator_pb2_grpc.CuratorStub(self.channels[index % len(self.channels)])
-        async with anyio.create_task_group() as tasks:
-            await tasks.start(self._watch, stub, index)
+        credentials = NodeCredentials.load(simulated_directory(self.directory, index))
+        async with (
+            secure_channel(
+                self.endpoint, credentials, node_id=self.leader_id, options=LOAD_CHANNEL
+            ) as channel,
+            anyio.create_task_group() as tasks,
+        ):
+            await tasks.start(self._watch, channel, index)
             task_status.started()
             await anyio.sleep(random.random() * INTERVAL)
-            tasks.start_soon(beat, stub, INTERVAL, None, None)
+            tasks.start_soon(beat, curator_pb2_grpc.CuratorStub(channel), INTERVAL, None, None)
 
-    async def _watch(self, stub: Any, index: int, *, task_status: Any) -> None:
-        request = curator_pb2.WatchRequest(
-            node_in_cluster=curator_pb2.WatchRequest.NodeInCluster(node_id=self.hot)
+    async def _watch(self, channel: Any, index: int, *, task_status: Any) -> None:
+        # As nodewatch asks; the answers left as bytes (no deserializer).
+        watch = channel.unary_stream(
+            WATCH_METHOD, request_serializer=curator_pb2.WatchRequest.SerializeToString
         )
-        started = False
-        async for event in stub.Watch(request):
-            if not started:
-                task_status.started()
-                started = True
-            for node in event.nodes:
-                bench = node.roles.custom.get("bench")
-                if bench is not None:
-                    self._saw(bench.parameters["marker"], index)
+        every_node = curator_pb2.WatchRequest.NodesInCluster()
+        events = aiter(watch(curator_pb2.WatchRequest(nodes_in_cluster=every_node)))
+        # No name holds an event while the next is awaited: N watchers holding the last
+        # snapshot each would hold N snapshots of N nodes.
+        self._markers(await anext(events), index)
+        task_status.started()
+        while True:
+            self._markers(await anext(events), index)
 
-    def _saw(self, marker: str, index: int) -> None:
-        seen = self.seen.setdefault(marker, set())
+    def _markers(self, event: bytes, index: int) -> None:
+        at = event.find(MARK)
+        while at >= 0:
+            self._saw(event[at : at + MARK_LENGTH], index)
+            at = event.find(MARK, at + MARK_LENGTH)
+
+    def _saw(self, mark: bytes, index: int) -> None:
+        if mark in self.own[index]:
+            return
+        self.own[index].add(mark)
+        if int(mark[len(MARK) : len(MARK) + 5]) == index:
+            print(f"own {mark.decode()} {time.time()}", flush=True)
+        seen = self.seen.setdefault(mark, set())
         seen.add(index)
         if len(seen) == self.size:
-            print(f"seen {marker} {time.time()}", flush=True)
+            print(f"all {mark.decode()} {time.time()}", flush=True)
 
 
-async def load(directory: Path, endpoint: str, leader_id: str, hot: str, size: int) -> None:
+async def load(directory: Path, endpoint: str, leader_id: str, size: int) -> None:
     """Start ``size`` simulated nodes; print ``ready`` once each watches; run until killed."""
-    async with contextlib.AsyncExitStack() as stack:
-        channels = [
-            await stack.enter_async_context(
-                secure_channel(
-                    endpoint,
-                    NodeCredentials.load(directory / f"node{index}"),
-                    node_id=leader_id,
-                    options=[("grpc.max_concurrent_streams", 100_000)],
-                )
-            )
-            for index in range(CHANNELS)
-        ]
-        simulated = Load(channels, hot, size)
-        async with anyio.create_task_group() as tasks:
-            for index in range(size):
+    simulated = Load(directory, endpoint, leader_id, size)
+    limiter = anyio.CapacityLimiter(STARTING)
+    started = time.perf_counter()
+    async with anyio.create_task_group() as tasks:
+
+        async def start(index: int) -> None:
+            async with limiter:
                 await tasks.start(simulated.node, index)
-            print("ready", flush=True)
-            await anyio.sleep_forever()
+
+        async with anyio.create_task_group() as starting:
+            for index in range(size):
+                starting.start_soon(start, index)
+        print(f"ready {time.perf_counter() - started}", flush=True)
+        await anyio.sleep_forever()
 
 
-# -- this process: enrol, probe, change roles --------------------------------------------
+# -- this process: enrol, probe, change roles and statuses ---------------------------------
 
 
 class EchoCurator(curator_pb2_grpc.CuratorServicer):
@@ -229,26 +338,101 @@ async def ping_pong_baseline(rounds: int) -> list[float]:
     return samples[100:]
 
 
-async def fan_out(management: Any, hot: str, load_output: Line) -> float:
-    """Seconds from a role change of the hot node until the load saw it on every watcher."""
-    marker = f"m{random.random()}"
+async def seen_at(load_output: Line, kind: str, mark: str) -> float:
+    """The wall-clock time at which the load printed ``kind mark``."""
+    while True:
+        words = (await read_line(load_output)).split()
+        if words[:2] == [kind, mark]:
+            return float(words[2])
+
+
+class ProbeWatch:
+    """The probe's own Watch of every node, as nodewatch holds it: when each marker came."""
+
+    def __init__(self) -> None:
+        self.seen: dict[bytes, float] = {}
+        self._changed = anyio.Event()
+
+    async def run(self, channel: Any, *, task_status: Any) -> None:
+        watch = channel.unary_stream(
+            WATCH_METHOD, request_serializer=curator_pb2.WatchRequest.SerializeToString
+        )
+        every_node = curator_pb2.WatchRequest.NodesInCluster()
+        started = False
+        async for event in watch(curator_pb2.WatchRequest(nodes_in_cluster=every_node)):
+            now = time.time()
+            at = event.find(MARK)
+            while at >= 0:
+                self.seen.setdefault(event[at : at + MARK_LENGTH], now)
+                at = event.find(MARK, at + MARK_LENGTH)
+            if not started:
+                task_status.started()
+                started = True
+            self._changed.set()
+            self._changed = anyio.Event()
+
+    async def seen_at(self, mark: str) -> float:
+        """The wall-clock time at which ``mark`` arrived."""
+        with anyio.fail_after(600):
+            while (at := self.seen.get(mark.encode())) is None:
+                await self._changed.wait()
+        return at
+
+
+async def change_roles(management: Any, node_id: str, mark: str) -> float:
+    """Assign ``node_id`` the role ``custom:bench`` marked ``mark``; when it started."""
     change = management_pb2.UpdateNodeRolesRequest.Change(
-        role="custom:bench", assign=True, parameters={"marker": marker}
+        role="custom:bench", assign=True, parameters={"marker": mark}
     )
     start = time.time()
     await management.UpdateNodeRoles(
-        management_pb2.UpdateNodeRolesRequest(node_id=hot, changes=[change])
+        management_pb2.UpdateNodeRolesRequest(node_id=node_id, changes=[change])
     )
-    while True:
-        words = (await read_line(load_output)).split()
-        if words[:2] == ["seen", marker]:
-            return float(words[2]) - start
+    return start
 
 
-async def child(*arguments: str) -> anyio.abc.Process:
-    """This program again, with ``arguments``."""
+async def probe_role_change(
+    management: Any, probe: str, watch: ProbeWatch, load_output: Line
+) -> float:
+    """Seconds from a role change of the probe until its own Watch had it (returns once
+    every watcher had it: the next change starts on an idle curator)."""
+    mark = marker(PROBE_TARGET)
+    start = await change_roles(management, probe, mark)
+    seen = await watch.seen_at(mark) - start
+    await seen_at(load_output, "all", mark)
+    return seen
+
+
+async def role_change(
+    management: Any, directory: Path, size: int, load_output: Line
+) -> tuple[float, float]:
+    """Seconds from a role change of a random simulated node until it was written (the
+    call answered), and until the node's Watch had it."""
+    target = random.randrange(size)
+    mark = marker(target)
+    node = NodeCredentials.load(simulated_directory(directory, target)).node_id
+    start = await change_roles(management, node, mark)
+    written = time.time() - start
+    seen = await seen_at(load_output, "own", mark) - start
+    await seen_at(load_output, "all", mark)  # the next change starts on an idle curator
+    return written, seen
+
+
+async def status_change(curator: Any, probe: str, load_output: Line) -> float:
+    """Seconds from a status change of the probe until every watcher had it."""
+    mark = marker(PROBE_TARGET)
+    status = common_pb2.NodeStatus(external_address=PROBE_ADDRESS, version=mark)
+    start = time.time()
+    await curator.UpdateNodeStatus(
+        curator_pb2.UpdateNodeStatusRequest(node_id=probe, status=status)
+    )
+    return await seen_at(load_output, "all", mark) - start
+
+
+async def child(*arguments: str, quiet: bool = True) -> anyio.abc.Process:
+    """This program again, with ``arguments``; its stderr dropped if ``quiet``."""
     return await anyio.open_process(
-        [sys.executable, __file__, *arguments], stderr=subprocess.DEVNULL
+        [sys.executable, __file__, *arguments], stderr=subprocess.DEVNULL if quiet else None
     )
 
 
@@ -264,7 +448,7 @@ async def main(sizes: list[int]) -> None:
     logging.getLogger("roleserve").propagate = False
     with tempfile.TemporaryDirectory() as scratch:
         directory = Path(scratch)
-        server = await child("--serve", scratch)
+        server = await child("--serve", scratch, str(max(sizes)))
         try:
             assert server.stdout is not None
             endpoint, leader_id = (await read_line(Line(server.stdout))).split()
@@ -273,64 +457,127 @@ async def main(sizes: list[int]) -> None:
             await stop(server)
 
 
+def mebibytes(pid: int) -> float:
+    """The resident memory of ``pid``, in MiB."""
+    return status_value(pid, "VmRSS") / 1024
+
+
+def against(figure: float, goal: float) -> str:
+    """``figure`` in ms next to its goal, and whether it meets it."""
+    verdict = "meets" if figure < goal else "MISSES"
+    return f"{figure * 1e3:9.1f} ms   goal < {goal * 1e3:.0f} ms: {verdict}"
+
+
 async def measure(
     directory: Path, pid: int, endpoint: str, leader_id: str, sizes: list[int]
 ) -> None:
     """Enrol the identities, then load the curator at each size."""
     owner = UserCredentials.load(directory / "owner")
-    for index in range(CHANNELS + 1):
-        address = ipaddress.ip_address(f"127.0.0.{100 + index}")
-        credentials = await enrol_node(endpoint, leader_id, owner, generate_key(), address)
-        credentials.save(directory / f"node{index}")
-    hot = NodeCredentials.load(directory / "node0").node_id
+    probe = await enrol_node(
+        endpoint, leader_id, owner, generate_key(), ipaddress.IPv4Address(PROBE_ADDRESS)
+    )
     baseline = summarise(await ping_pong_baseline(2000))
-    probe = NodeCredentials.load(directory / f"node{CHANNELS}")
     async with (
         secure_channel(endpoint, probe, node_id=leader_id) as probe_channel,
         secure_channel(endpoint, owner, node_id=leader_id) as management_channel,
+        anyio.create_task_group() as tasks,
     ):
         management = management_pb2_grpc.ManagementStub(management_channel)
+        curator = curator_pb2_grpc.CuratorStub(probe_channel)
+        watch = ProbeWatch()
+        await tasks.start(watch.run, probe_channel)
         for size in sizes:
-            arguments = [endpoint, leader_id, hot, str(size)]
-            simulator = await child("--load", str(directory), *arguments)
+            idle_rss = mebibytes(pid)
+            simulator = await child(
+                "--load", str(directory), endpoint, leader_id, str(size), quiet=False
+            )
             try:
                 assert simulator.stdout is not None
                 output = Line(simulator.stdout)
-                while (await read_line(output)).strip() != "ready":
-                    pass  # the previous size's marker, seen in the snapshot
+                while not (line := await read_line(output)).startswith("ready"):
+                    pass  # markers of earlier sizes, seen in the snapshots
+                setup = float(line.split()[1])
                 await anyio.sleep(INTERVAL)  # every simulated node has sent a heartbeat
                 samples: list[float] = []
                 cpu = cpu_seconds(pid), cpu_seconds(simulator.pid), time.perf_counter()
-                stub = curator_pb2_grpc.CuratorStub(probe_channel)
-                await beat(stub, PROBE_EVERY, samples, int(2 * INTERVAL / PROBE_EVERY))
+                await beat(curator, PROBE_EVERY, samples, int(2 * INTERVAL / PROBE_EVERY))
                 wall = time.perf_counter() - cpu[2]
                 curator_cpu = (cpu_seconds(pid) - cpu[0]) / wall
                 load_cpu = (cpu_seconds(simulator.pid) - cpu[1]) / wall
-                fanned = await fan_out(management, hot, output)
+                loaded_rss, load_rss = mebibytes(pid), mebibytes(simulator.pid)
+                roles = [
+                    await role_change(management, directory, size, output)
+                    for _ in range(ROLE_CHANGES)
+                ]
+                own = [
+                    await probe_role_change(management, probe.node_id, watch, output)
+                    for _ in range(ROLE_CHANGES)
+                ]
+                statuses = [
+                    await status_change(curator, probe.node_id, output)
+                    for _ in range(STATUS_CHANGES)
+                ]
             finally:
                 await stop(simulator)
-            print_comparison(
-                f"N = {size:,}: the probe's heartbeat round trips over {2 * INTERVAL:.0f} s",
-                summarise(samples),
-                baseline,
-                "insecure bidi ping-pong, one stream, no load",
+            report(size, samples, baseline, own, roles, statuses)
+            print(f"  curator CPU    {100 * curator_cpu:.0f} % of one core, heartbeats only;")
+            print(f"                 {100 * curator_cpu * 1000 / size:.1f} % per 1,000 nodes")
+            print(f"  curator RSS    {loaded_rss:.0f} MiB ({idle_rss:.0f} MiB before the load);")
+            print(
+                f"                 {(loaded_rss - idle_rss) * 1000 / size:.1f} MiB per 1,000 nodes"
             )
-            print(f"  curator CPU   {100 * curator_cpu:.0f} % of one core")
-            print(f"  load CPU      {100 * load_cpu:.0f} % of one core (the {size:,} nodes)")
-            print(f"  fan-out       one role change to all {size:,} watchers in {fanned:.3f} s")
+            print(f"  load CPU       {100 * load_cpu:.0f} % of one core (the {size:,} nodes)")
+            print(f"  load RSS       {load_rss:.0f} MiB")
+            print(f"  start          {size:,} Watch snapshots received in {setup:.1f} s")
+        tasks.cancel_scope.cancel()
+
+
+def report(
+    size: int,
+    samples: list[float],
+    baseline: Summary,
+    own: list[float],
+    roles: list[tuple[float, float]],
+    statuses: list[float],
+) -> None:
+    """Print one size's latencies, each against its goal."""
+    heartbeats = summarise(samples)
+    print_comparison(
+        f"N = {size:,}: the probe's heartbeat round trips over {2 * INTERVAL:.0f} s",
+        heartbeats,
+        baseline,
+        "insecure bidi ping-pong, one stream, no load",
+    )
+    written = summarise([write for write, _ in roles])
+    loaded = summarise([seen for _, seen in roles])
+    probe = summarise(own)
+    print(f"  heartbeat p99  {against(heartbeats.p99, HEARTBEAT_GOAL)}")
+    print(f"  role change    of the probe, to its own Watch: median {probe.median * 1e3:.1f} ms,")
+    print(f"     p99 (max)   {against(probe.p99, ROLE_GOAL)}")
+    print("  role change    of a random simulated node, to its Watch in the load process (its")
+    print(
+        f"                 N watchers share one event loop): median {loaded.median * 1e3:.1f} ms,"
+    )
+    print(f"                 p99 {loaded.p99 * 1e3:.1f} ms; written (answered) median", end=" ")
+    print(f"{written.median * 1e3:.1f} ms, p99 {written.p99 * 1e3:.1f} ms; {len(roles)} of each")
+    print(f"  status change  to all {size:,} watchers, worst of {len(statuses)}:")
+    print(f"                 {against(max(statuses), STATUS_GOAL)}")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 5000, 10000])
-    parser.add_argument("--serve", help=argparse.SUPPRESS)
-    parser.add_argument("--load", nargs=5, help=argparse.SUPPRESS)
+    parser.add_argument("--serve", nargs="+", help=argparse.SUPPRESS)  # DIR [SIMULATED]
+    parser.add_argument("--load", nargs=4, help=argparse.SUPPRESS)
     options = parser.parse_args()
     with contextlib.suppress(KeyboardInterrupt):
         if options.serve:
-            anyio.run(serve, Path(options.serve), backend="asyncio")
+            scratch, *simulated = options.serve
+            anyio.run(
+                serve, Path(scratch), int(simulated[0] if simulated else 0), backend="asyncio"
+            )
         elif options.load:
-            directory, endpoint, leader_id, hot, size = options.load
-            anyio.run(load, Path(directory), endpoint, leader_id, hot, int(size), backend="asyncio")
+            directory, endpoint, leader_id, size = options.load
+            anyio.run(load, Path(directory), endpoint, leader_id, int(size), backend="asyncio")
         else:
             anyio.run(main, options.sizes, backend="asyncio")

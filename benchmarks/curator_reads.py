@@ -34,13 +34,15 @@ from typing import Any
 import anyio
 from _proc import cpu_seconds
 from _report import print_comparison, summarise
-from curator_load import CHANNELS, Line, read_line, stop
+from curator_load import Line, read_line, stop
 
 from roleserve_controlplane.testing import enrol_node
 from roleserve_core.identity import NodeCredentials, UserCredentials, generate_key
 from roleserve_core.proto import curator_pb2, curator_pb2_grpc, management_pb2, management_pb2_grpc
 from roleserve_core.rpc import secure_channel
 
+CHANNELS = 8
+"""Channels the load's watches share (each one of the NODES nodes' identities)."""
 NODES = 3
 """Nodes enrolled besides the curator's own: GetNodes answers with NODES + 1."""
 PROBES = 500

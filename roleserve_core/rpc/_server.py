@@ -480,33 +480,45 @@ async def _until_refused(
 ) -> AsyncIterator[Any]:
     """``responses``, until ``guard`` returns: then the call ends with its refusal.
 
-    Each response is awaited in a task of its own, raced against the guard: a stream that
-    waits for changes (Watch) or for requests (Heartbeat) would otherwise notice nothing.
-    A response ready when the refusal comes is sent first. grpc.aio serves on asyncio, so
-    this uses asyncio's tasks; each copies the context, and so sees ``current_peer()``.
+    The guard runs in a task of its own for the whole call. When it returns while the
+    handler waits for its next response (a Watch for changes, a Heartbeat for requests),
+    it cancels that wait; when it returns while a response is being sent, the call ends
+    after that response. A response ready when the refusal comes is sent first.
+
+    Responses are taken in the handler's own task, not in a task each: a leader sending
+    one change to 10,000 Watch streams would otherwise create 10,000 tasks and wait on
+    each, several turns of the event loop per stream. grpc.aio serves on asyncio, so this
+    uses asyncio's tasks; the guard's copies the context, and so sees ``current_peer()``.
     """
+    handler = asyncio.current_task()
+    assert handler is not None
+    waiting = False
+
+    def interrupt(_: asyncio.Future[Any]) -> None:
+        if waiting:
+            handler.cancel()
+
     refused = asyncio.ensure_future(guard())
-    step: asyncio.Future[Any] | None = None
+    refused.add_done_callback(interrupt)
     try:
-        while True:
-            step = asyncio.ensure_future(anext(responses))
-            await asyncio.wait((step, refused), return_when=asyncio.FIRST_COMPLETED)
-            if not step.done():
-                break
+        while not refused.done():
+            waiting = True
             try:
-                response = step.result()
+                response = await anext(responses)
             except StopAsyncIteration:
                 return
-            step = None
-            yield response
-            if refused.done():
+            except asyncio.CancelledError:
+                if not (refused.done() and handler.uncancel() == 0):
+                    raise  # the call itself was cancelled
                 break
+            finally:
+                waiting = False
+            yield response
         reason, metadata = refused.result()
         await context.abort(grpc.StatusCode.PERMISSION_DENIED, reason, metadata)
     finally:
-        for task in (step, refused):
-            if task is not None:
-                await _discarded(task)
+        refused.remove_done_callback(interrupt)
+        await _discarded(refused)
         aclose = getattr(responses, "aclose", None)
         if aclose is not None:
             await aclose()

@@ -173,3 +173,30 @@ async def test_a_watch_behind_a_compaction_reloads_and_reports_the_difference(
             revision = await _put(etcd_client, later)
             assert await _next_batch(subscription) == {same.id: later}
             assert cache.revision == revision
+
+
+async def test_a_change_wakes_the_changed_nodes_own_streams_first(
+    etcd_client: EtcdClient,
+) -> None:
+    cache = NodeCache(etcd_client)
+    woken: list[str] = []
+    all_woken = anyio.Event()
+
+    async def read(subscription: Subscription, name: str) -> None:
+        await _next_batch(subscription)
+        woken.append(name)
+        if len(woken) == 51:
+            all_woken.set()
+
+    async with _running(cache), anyio.create_task_group() as tasks:
+        with contextlib.ExitStack() as stack:
+            for index in range(50):
+                others = stack.enter_context(cache.subscribe(owner=f"node-{index}"))
+                tasks.start_soon(read, others, f"node-{index}")
+            own = stack.enter_context(cache.subscribe(owner="node-a"))
+            tasks.start_soon(read, own, "node-a")
+            await anyio.wait_all_tasks_blocked()  # every reader waits for its batch
+            await _put(etcd_client, _record("node-a", 1))
+            with anyio.fail_after(10):
+                await all_woken.wait()
+    assert woken[0] == "node-a"

@@ -13,8 +13,9 @@
     followers: CuratorLocal only ──┴─▶ etcd (every node record, secrets, ticket)
 
 Modules: ``curator`` (the runnable), ``service_*`` (the three services), ``state`` (etcd
-records), ``cache`` (the leader's watch fan-out), ``health`` (heartbeats), ``roles`` (role
-changes), ``prefixes`` (the cluster network and node prefixes), ``bootstrap``,
+records), ``cache`` (the leader's watch fan-out), ``watchevents`` (Watch events encoded
+once for every stream), ``health`` (heartbeats), ``roles`` (role changes), ``prefixes``
+(the cluster network and node prefixes), ``bootstrap``,
 ``authority`` (the CAs), ``validation``, ``errors``, ``extension`` (other plugins' services
 on the leader: ``roleserve_curator_services``).
 """

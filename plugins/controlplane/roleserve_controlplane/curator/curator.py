@@ -54,6 +54,7 @@ from roleserve_controlplane.curator.leader import CURATOR_PORT, LeaderState
 from roleserve_controlplane.curator.prefixes import ClusterNetwork, PrefixesExhaustedError
 from roleserve_controlplane.curator.quorum import QuorumReport, probe_quorum
 from roleserve_controlplane.curator.service_curator import CuratorService
+from roleserve_controlplane.curator.service_curator import add_to_server as add_curator_service
 from roleserve_controlplane.curator.service_local import CuratorLocalService
 from roleserve_controlplane.curator.service_management import ManagementService
 from roleserve_controlplane.curator.service_not_leading import NotLeadingHandler
@@ -432,7 +433,7 @@ def _add(server: grpc.aio.Server, service: object) -> None:
     if isinstance(service, NotLeadingHandler):
         server.add_generic_rpc_handlers((service,))
     elif isinstance(service, CuratorService):
-        curator_pb2_grpc.add_CuratorServicer_to_server(service, server)
+        add_curator_service(service, server)
     elif isinstance(service, CuratorLocalService):
         curator_pb2_grpc.add_CuratorLocalServicer_to_server(service, server)
     elif isinstance(service, ManagementService):

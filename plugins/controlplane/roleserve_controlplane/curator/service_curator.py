@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, TypeAlias
 
 import grpc
 from typing_extensions import override
@@ -38,7 +38,7 @@ from roleserve_controlplane.curator.cache import NodeCache
 from roleserve_controlplane.curator.credentials import serial_text
 from roleserve_controlplane.curator.errors import RefusedError, handled
 from roleserve_controlplane.curator.health import Connection
-from roleserve_controlplane.curator.leader import LeaderState, api_node, now_timestamp
+from roleserve_controlplane.curator.leader import LeaderState, now_timestamp
 from roleserve_controlplane.curator.state import NodeNotFoundError
 from roleserve_controlplane.curator.validation import (
     check_clusternet,
@@ -47,6 +47,7 @@ from roleserve_controlplane.curator.validation import (
     check_node_id,
     check_status,
 )
+from roleserve_controlplane.curator.watchevents import CHUNK_BYTES, WatchEncoder, encoded
 from roleserve_controlplane.proto import state_pb2
 from roleserve_core import IdentityError, common_pb2, curator_pb2, curator_pb2_grpc
 from roleserve_core.identity import (
@@ -59,12 +60,10 @@ from roleserve_core.identity import (
 from roleserve_core.limits import MAX_KEY_BYTES, MAX_TICKET_BYTES, check_bytes
 from roleserve_core.rpc import NodePeer, UnauthenticatedPeer, current_peer
 
-__all__ = ["CHUNK_BYTES", "CuratorService"]
-
-CHUNK_BYTES = 2 * 1024 * 1024
-"""A snapshot event is sent once it passes this size: half of gRPC's 4 MiB message limit."""
+__all__ = ["CHUNK_BYTES", "CuratorService", "add_to_server"]
 
 Context = Any
+Handler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"
 
 
 def _calling_node() -> str:
@@ -106,6 +105,8 @@ class CuratorService(curator_pb2_grpc.CuratorServicer):
 
     def __init__(self, leader: LeaderState) -> None:
         self.leader = leader
+        self.events = WatchEncoder(leader.cache)
+        """Watch events, encoded once for every stream (sent by ``add_to_server``)."""
         self.open_watches = 0
         """``Watch`` streams open now (for metrics)."""
 
@@ -113,9 +114,9 @@ class CuratorService(curator_pb2_grpc.CuratorServicer):
 
     @override
     @handled
-    async def Watch(
+    async def Watch(  # type: ignore[override]  # events encoded: see add_to_server
         self, request: curator_pb2.WatchRequest, context: Context
-    ) -> AsyncIterator[curator_pb2.WatchEvent]:
+    ) -> AsyncIterator[bytes]:
         cache = self.leader.cache
         await cache.ready.wait()
         kind = request.WhichOneof("kind")
@@ -132,17 +133,17 @@ class CuratorService(curator_pb2_grpc.CuratorServicer):
         finally:
             self.open_watches -= 1
 
-    async def _watch(
-        self, cache: NodeCache, wanted: str | None
-    ) -> AsyncIterator[curator_pb2.WatchEvent]:
-        with cache.subscribe(wanted) as subscription:
-            snapshot = [cache.nodes[wanted]] if wanted in cache.nodes else []
-            if wanted is None:
-                snapshot = sorted(cache.nodes.values(), key=lambda record: record.id)
-            for event in _snapshot_events(snapshot):
+    async def _watch(self, cache: NodeCache, wanted: str | None) -> AsyncIterator[bytes]:
+        """The snapshot, then each batch of changes, as encoded events (``watchevents``)."""
+        peer = current_peer()
+        owner = peer.node_id if isinstance(peer, NodePeer) else None
+        with cache.subscribe(wanted, owner=owner) as subscription:
+            # Taken in the same step as the subscription: no change falls between them.
+            snapshot = self.events.snapshot(wanted)
+            for event in snapshot:
                 yield event
             while True:
-                yield _change_event(await subscription.next_batch())
+                yield self.events.change(await subscription.next_batch())
 
     # -- reports from nodes ---------------------------------------------------------
 
@@ -365,26 +366,31 @@ class CuratorService(curator_pb2_grpc.CuratorServicer):
             serials = await revoked.wait_changed(serials)
 
 
-def _snapshot_events(records: list[state_pb2.NodeRecord]) -> list[curator_pb2.WatchEvent]:
-    """The snapshot in events of at most ``CHUNK_BYTES``; the last one carries the marker."""
-    events = [curator_pb2.WatchEvent()]
-    size = 0
-    for record in records:
-        node = api_node(record)
-        if size > CHUNK_BYTES:
-            events.append(curator_pb2.WatchEvent())
-            size = 0
-        events[-1].nodes.append(node)
-        size += node.ByteSize()
-    events[-1].progress = curator_pb2.WatchEvent.PROGRESS_LAST_BACKLOGGED
-    return events
+class _Registration:
+    """What the generated ``add_CuratorServicer_to_server`` registers, kept to be changed."""
+
+    def __init__(self) -> None:
+        self.service = ""
+        self.handlers: dict[str, Handler] = {}
+
+    def add_generic_rpc_handlers(self, handlers: object) -> None:
+        """Built again by ``add_to_server`` from ``handlers``."""
+
+    def add_registered_method_handlers(self, service: str, handlers: dict[str, Handler]) -> None:
+        self.service, self.handlers = service, dict(handlers)
 
 
-def _change_event(batch: dict[str, state_pb2.NodeRecord | None]) -> curator_pb2.WatchEvent:
-    event = curator_pb2.WatchEvent()
-    for identity, record in sorted(batch.items()):
-        if record is None:
-            event.node_tombstones.add(node_id=identity)
-        else:
-            event.nodes.append(api_node(record))
-    return event
+def add_to_server(service: CuratorService, server: grpc.aio.Server) -> None:
+    """Serve ``service`` on ``server``, as the generated code does, except that Watch sends
+    the events it yields already encoded (``watchevents.encoded``)."""
+    registration = _Registration()
+    curator_pb2_grpc.add_CuratorServicer_to_server(service, registration)  # type: ignore[arg-type]
+    handlers = registration.handlers
+    handlers["Watch"] = grpc.unary_stream_rpc_method_handler(
+        service.Watch,
+        request_deserializer=curator_pb2.WatchRequest.FromString,
+        response_serializer=encoded,
+    )
+    generic = grpc.method_handlers_generic_handler(registration.service, handlers)
+    server.add_generic_rpc_handlers((generic,))
+    server.add_registered_method_handlers(registration.service, handlers)
