@@ -11,9 +11,10 @@ of its private modules calls ``publish`` at its end: each such class then report
 
 It runs at the end of the package's ``__init__``, which imports the private modules first
 and is done before any other module of the core can use the package's names, so nothing
-the core prints or raises names the private module. ``ctl``'s two exported classes
-(``CtlError``, ``CtlSession``), whose package is no public one, call it where they are
-defined.
+the core prints or raises names the private module. A package whose exports load on
+first use (``rpc``: a client must not load its server side) has each private module call it
+at its own end instead, whichever way that module is first imported; so do ``ctl``'s two
+exported classes (``CtlError``, ``CtlSession``), whose package is no public one.
 Only ``__module__``, ``__name__`` and ``__qualname__`` change: pickles find the class at its
 public place (the top level's lazy ``__getattr__`` answers for it), pluggy and dataclasses
 read none of them after the class is made, and type checkers read the source. Runtime

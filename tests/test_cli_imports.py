@@ -10,8 +10,11 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+from roleserve_core.cli.ctl._last_leader import LEADER_FILE
 
 HEAVY = ("grpc", "google.protobuf", "cryptography", "pluggy", "anyio")
 
@@ -169,3 +172,43 @@ STANDARD_HEAVY = ("importlib.metadata", "typing", "dataclasses", "inspect", "laz
 @pytest.mark.parametrize("argv", [["--version"], ["--help"], ["ctl", "--help"]], ids=" ".join)
 def test_version_and_listings_load_no_costly_standard_module(argv: list[str]) -> None:
     assert _loaded(STANDARD_HEAVY, *argv) == []
+
+
+SERVER_SIDE = (
+    "roleserve_core.rpc._server",
+    "roleserve_core.rpc._peer",
+    "roleserve_core.rpc._stats",
+    "roleserve_core.supervisor",
+    "roleserve_core.process",
+)
+"""What a node serves with, and what a client of the cluster does without: rpc's server
+side (interceptors, peers, statistics), the supervision tree, the process runner."""
+
+RUN_PROBE = """
+import json, sys
+from roleserve_core.cli import main
+code = main(sys.argv[1:])
+loaded = [name for name in {modules!r} if name in sys.modules]
+print(json.dumps({{"code": code, "loaded": loaded}}), file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("leader", ["searched", "remembered"])
+def test_ctl_nodes_loads_no_server_side(
+    leader: str, ctl_cluster: object, ctl_access_dir: Path
+) -> None:
+    """``ctl nodes`` (the leader searched for, then the one remembered) lists the nodes
+    with the client side of rpc alone: no server side, no supervisor (``find_leader``
+    loads it only for the pauses of a pass that found no leader)."""
+    argv = ["ctl", "--credentials", str(ctl_access_dir), "nodes"]
+    runs = 2 if leader == "remembered" else 1
+    for _ in range(runs):
+        done = subprocess.run(
+            [sys.executable, "-c", RUN_PROBE.format(modules=(*SERVER_SIDE, "grpc")), *argv],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    ran = json.loads(done.stderr.strip().splitlines()[-1])
+    assert ran == {"code": 0, "loaded": ["grpc"]}, done.stderr
+    assert (ctl_access_dir / LEADER_FILE).exists()

@@ -35,6 +35,7 @@ import contextlib
 import logging
 from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import anyio
 import grpc
@@ -44,7 +45,9 @@ from roleserve_core.identity import Credentials
 from roleserve_core.ports import CURATOR_PORT, endpoint, split_endpoint
 from roleserve_core.proto import curator_pb2, curator_pb2_grpc
 from roleserve_core.rpc import secure_channel
-from roleserve_core.supervisor import BackoffPolicy, Retry
+
+if TYPE_CHECKING:
+    from roleserve_core.supervisor import Retry
 
 __all__ = [
     "ForeignClusterError",
@@ -149,7 +152,7 @@ async def follow_leader(
         consensus has no quorum, with what it said; what it raises ends the iteration.
     """
     last: LeaderInfo | None = None
-    pauses = _pauses()
+    pauses: Retry | None = None  # made by the first pass without an answer (_pauses)
     while True:
         answered = False
         asking = list(candidates())
@@ -171,14 +174,22 @@ async def follow_leader(
             if last is not None and last.answered_by_leader and last.answered_by == candidate:
                 last = None  # the leader's own stream ended: see the docstring
         if answered:
-            pauses.reset()
+            pauses = None  # the next pause is the first delay again
             continue
         _report_pass(asking, found, on_refused, on_no_quorum)
+        pauses = pauses or _pauses()
         await pauses.wait()
 
 
 def _pauses() -> Retry:
-    """The pauses between passes (read at each look: a test shortens them)."""
+    """The pauses between passes (read at each look: a test shortens them).
+
+    Made only once a pass found no leader, and the supervisor (where ``Retry`` lives)
+    imported only then: ``roleserve ctl`` usually finds the leader at the first pass, and
+    loading the supervision tree would cost each of its commands more than the search.
+    """
+    from roleserve_core.supervisor import BackoffPolicy, Retry
+
     return Retry(
         BackoffPolicy(initial=FIRST_BACKOFF, multiplier=2.0, maximum=MAX_BACKOFF, jitter=0.0)
     )
@@ -239,13 +250,14 @@ async def find_leader(
     on_refused = _raise_refused if refused_is_final else None
     on_no_quorum = _raise_no_quorum if no_quorum_is_final else None
     with anyio.move_on_after(timeout):
-        pauses = _pauses()
+        pauses: Retry | None = None  # made by the first pass without a leader (_pauses)
         while True:
             found = _Pass()
             leader = await _first_named(endpoints, credentials, found)
             if leader is not None:
                 return leader
             _report_pass(endpoints, found, on_refused, on_no_quorum)
+            pauses = pauses or _pauses()
             await pauses.wait()
     raise NoLeaderError(
         f"no curator at {', '.join(endpoints)} named a leader within {timeout:g} s; "

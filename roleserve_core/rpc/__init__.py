@@ -17,91 +17,13 @@ channels that verify nodes by ID, peer identity for handlers, cancellation-safe 
 
 Modules: ``_authorization`` (method options, permissions, scopes), ``_peer`` (classifying callers),
 ``_server``, ``_client``, ``_unary``.
+
+The exports load on first use (``lazy_loader``; listed in ``__init__.pyi``): a client
+(``roleserve ctl``) needs ``secure_channel`` without the server side (``_server``,
+``_peer``: interceptors, the process runner's port checks, RPC statistics). Each private
+module publishes its own classes (``_public``), whichever way it is first imported.
 """
 
-from roleserve_core._public import publish
-from roleserve_core.rpc._authorization import (
-    NODE_PERMISSIONS,
-    SCOPE_PERMISSIONS,
-    USER_PERMISSIONS,
-    MethodAuthorization,
-    Permission,
-    method_authorization,
-    permission_name,
-    scope_permissions,
-    smallest_scope,
-)
-from roleserve_core.rpc._client import (
-    CHANNEL_OPTIONS,
-    KEEPALIVE_OPTIONS,
-    RECONNECT_OPTIONS,
-    CancellationSafeChannel,
-    channel_credentials,
-    secure_channel,
-    until_ready,
-)
-from roleserve_core.rpc._peer import (
-    NodePeer,
-    Peer,
-    PeerClassifier,
-    UnauthenticatedPeer,
-    UserPeer,
-    current_peer,
-)
-from roleserve_core.rpc._server import (
-    KEEPALIVE_POLICY,
-    NODE_REFUSED_METADATA,
-    REQUEST_LIMITS,
-    REVOKED_METADATA,
-    AuthorizationInterceptor,
-    NodeGate,
-    Revocations,
-    bind,
-    create_server,
-    node_refusal,
-    server_credentials,
-    user_revocation,
-)
-from roleserve_core.rpc._unary import CancellationSafeCall, unary
+import lazy_loader
 
-__all__ = [
-    "CHANNEL_OPTIONS",
-    "KEEPALIVE_OPTIONS",
-    "KEEPALIVE_POLICY",
-    "NODE_PERMISSIONS",
-    "NODE_REFUSED_METADATA",
-    "RECONNECT_OPTIONS",
-    "REQUEST_LIMITS",
-    "REVOKED_METADATA",
-    "SCOPE_PERMISSIONS",
-    "USER_PERMISSIONS",
-    "AuthorizationInterceptor",
-    "CancellationSafeCall",
-    "CancellationSafeChannel",
-    "MethodAuthorization",
-    "NodeGate",
-    "NodePeer",
-    "Peer",
-    "PeerClassifier",
-    "Permission",
-    "Revocations",
-    "UnauthenticatedPeer",
-    "UserPeer",
-    "bind",
-    "channel_credentials",
-    "create_server",
-    "current_peer",
-    "method_authorization",
-    "node_refusal",
-    "permission_name",
-    "scope_permissions",
-    "secure_channel",
-    "server_credentials",
-    "smallest_scope",
-    "unary",
-    "until_ready",
-    "user_revocation",
-]
-
-# Its classes report this package (or the top level) as theirs: see _public.
-publish(__name__, globals(), __all__)
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

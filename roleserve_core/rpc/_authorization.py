@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from google.protobuf import descriptor_pool
 from google.protobuf.descriptor import MethodDescriptor
 
+from roleserve_core._public import publish
 from roleserve_core.identity import Scope
 from roleserve_core.proto import (  # noqa: F401 - imported to register the services
     authorization_pb2,
@@ -131,3 +132,8 @@ def _method_descriptor(method: str) -> MethodDescriptor | None:
         return None
     descriptor: MethodDescriptor | None = service.methods_by_name.get(method_name)
     return descriptor
+
+
+# Its classes report the package as theirs, however this module is first imported (see
+# _public, and the package's docstring).
+publish("roleserve_core.rpc", globals(), __all__)

@@ -8,7 +8,7 @@ are found by address, and their certificates name their IDs.
 The channel is a thin wrapper of grpc.aio's, and generated stubs built on it inherit two
 fixes: unary responses are awaited through ``unary`` (safe to cancel from anyio), and
 request streams are written only once the server admitted the call, so that a refusal
-arrives as the server's status, not as INTERNAL (see ``ADMITTED_METADATA`` in ``_server``).
+arrives as the server's status, not as INTERNAL (see ``ADMITTED_METADATA`` in ``_admission``).
 
 Every channel pings its server (``KEEPALIVE_OPTIONS``, Monogon's resolver's values: a ping
 after 10 s, answered within 5 s, with or without calls): a peer that accepts TCP and never
@@ -28,8 +28,9 @@ from typing import Any, cast
 import anyio
 import grpc
 
+from roleserve_core._public import publish
 from roleserve_core.identity import ANY_NODE_NAME, Credentials
-from roleserve_core.rpc._server import ADMITTED_METADATA_KEY
+from roleserve_core.rpc._admission import ADMITTED_METADATA_KEY
 from roleserve_core.rpc._unary import CancellationSafeCall
 
 __all__ = [
@@ -219,3 +220,8 @@ class CancellationSafeChannel(grpc.aio.Channel):
         if not self.wait_for_admission:
             return multicallable
         return cast(Any, _SafeStreamRequestMultiCallable(multicallable, unary_response=False))
+
+
+# Its classes report the package as theirs, however this module is first imported (see
+# _public, and the package's docstring).
+publish("roleserve_core.rpc", globals(), __all__)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import grpc
 from cryptography import x509
 
+from roleserve_core._public import publish
 from roleserve_core.errors import CertificateVerificationError, IdentityError
 from roleserve_core.identity import (
     PublicKey,
@@ -169,3 +170,7 @@ class PeerClassifier:
 
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+
+# Its classes report the package as theirs, however this module is first imported (see
+# _public, and the package's docstring).
+publish("roleserve_core.rpc", globals(), __all__)

@@ -52,10 +52,12 @@ from typing import Any, Protocol
 
 import grpc
 
+from roleserve_core._public import publish
 from roleserve_core.identity import NodeCredentials, certificate_to_pem, enrolment_ca
 from roleserve_core.limits import MAX_READ_BYTES, request_too_large
 from roleserve_core.ports import split_endpoint
 from roleserve_core.process._ports import address_in_use
+from roleserve_core.rpc._admission import ADMITTED_METADATA
 from roleserve_core.rpc._authorization import (
     MethodAuthorization,
     method_authorization,
@@ -278,18 +280,6 @@ async def _user_revoked(revocations: Revocations, peer: UserPeer) -> tuple[str, 
     # No NODE_REFUSED_METADATA: that marks a node refused for good, which stops a node.
     await revocations.wait_revoked(peer.serial)
     return _revoked_refusal(peer), REVOKED_METADATA
-
-
-ADMITTED_METADATA_KEY = "roleserve-admitted"
-ADMITTED_METADATA = ((ADMITTED_METADATA_KEY, "1"),)
-"""Initial metadata the server sends once it admitted a call with a request stream.
-
-A grpc.aio client that is still writing requests when the server ends the call reports
-INTERNAL ("Internal error from Core") instead of the server's status (grpc issues 36066 and
-43486), which would hide every refusal of a streaming call. So the client of
-``secure_channel`` starts writing only once the server announced the call admitted; a
-refused call ends before any request is written, and its status reaches the caller intact.
-The handler itself can therefore not send initial metadata of its own on such methods."""
 
 
 class AuthorizationInterceptor(grpc.aio.ServerInterceptor):
@@ -595,3 +585,8 @@ def _listen_error(address: str, said: str) -> OSError:
     except ValueError:
         return OSError(f"cannot listen on {address}{said}")
     return address_in_use(host, port) or OSError(f"cannot listen on {address}{said}")
+
+
+# Its classes report the package as theirs, however this module is first imported (see
+# _public, and the package's docstring).
+publish("roleserve_core.rpc", globals(), __all__)

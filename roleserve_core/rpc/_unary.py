@@ -22,6 +22,8 @@ from typing import Any, Generic, TypeVar
 
 import anyio
 
+from roleserve_core._public import publish
+
 __all__ = ["CancellationSafeCall", "unary"]
 
 T = TypeVar("T")
@@ -49,3 +51,8 @@ class CancellationSafeCall(Generic[T]):
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._call, name)
+
+
+# Its classes report the package as theirs, however this module is first imported (see
+# _public, and the package's docstring).
+publish("roleserve_core.rpc", globals(), __all__)

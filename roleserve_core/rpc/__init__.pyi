@@ -1,0 +1,39 @@
+# The package's exports, for type checkers and for lazy_loader (see __init__.py).
+from ._authorization import NODE_PERMISSIONS as NODE_PERMISSIONS
+from ._authorization import SCOPE_PERMISSIONS as SCOPE_PERMISSIONS
+from ._authorization import USER_PERMISSIONS as USER_PERMISSIONS
+from ._authorization import MethodAuthorization as MethodAuthorization
+from ._authorization import Permission as Permission
+from ._authorization import method_authorization as method_authorization
+from ._authorization import permission_name as permission_name
+from ._authorization import scope_permissions as scope_permissions
+from ._authorization import smallest_scope as smallest_scope
+from ._client import CHANNEL_OPTIONS as CHANNEL_OPTIONS
+from ._client import KEEPALIVE_OPTIONS as KEEPALIVE_OPTIONS
+from ._client import RECONNECT_OPTIONS as RECONNECT_OPTIONS
+from ._client import CancellationSafeChannel as CancellationSafeChannel
+from ._client import channel_credentials as channel_credentials
+from ._client import secure_channel as secure_channel
+from ._client import until_ready as until_ready
+from ._peer import NodePeer as NodePeer
+from ._peer import Peer as Peer
+from ._peer import PeerClassifier as PeerClassifier
+from ._peer import UnauthenticatedPeer as UnauthenticatedPeer
+from ._peer import UserPeer as UserPeer
+from ._peer import current_peer as current_peer
+from ._server import KEEPALIVE_POLICY as KEEPALIVE_POLICY
+from ._server import NODE_REFUSED_METADATA as NODE_REFUSED_METADATA
+from ._server import REQUEST_LIMITS as REQUEST_LIMITS
+from ._server import REVOKED_METADATA as REVOKED_METADATA
+from ._server import AuthorizationInterceptor as AuthorizationInterceptor
+from ._server import NodeGate as NodeGate
+from ._server import Revocations as Revocations
+from ._server import bind as bind
+from ._server import create_server as create_server
+from ._server import node_refusal as node_refusal
+from ._server import server_credentials as server_credentials
+from ._server import user_revocation as user_revocation
+from ._unary import CancellationSafeCall as CancellationSafeCall
+from ._unary import unary as unary
+
+__all__: list[str]
