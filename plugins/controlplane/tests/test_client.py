@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import os
+import signal
 
 import anyio
 import pytest
@@ -188,3 +190,24 @@ async def test_an_unreachable_cluster_gives_an_error_naming_the_request(
 def test_a_requests_operation_is_its_words_before_the_arguments(what: str, operation: str) -> None:
     """The label of the curator's etcd latency: bounded, whatever the keys."""
     assert operation_of(what) == operation
+
+
+async def test_a_keepalive_left_unanswered_fails_as_a_request_not_a_cancellation(
+    cluster: EtcdCluster,
+) -> None:
+    """A renewal that etcd does not answer in time (a member without a quorum, or paused)
+    raises EtcdRequestError. grpc re-raised the deadline's cancellation of its stream as a
+    CancelledError of its own, which escaped ``fail_after``: the election's keep-alive task
+    then ended as "cancelled", its task group swallowed the campaign's cancellation, and the
+    curator's term ended before it was elected (UnboundLocalError on ``leadership``)."""
+    member = await cluster.bootstrap()
+    async with cluster.client() as client:
+        lease = await client.grant_lease(30)
+        pid = member.runnable.program.pid
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            with pytest.raises(EtcdRequestError, match="keepalive of lease"):
+                await client.keep_alive(lease, timeout=0.5)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        assert await client.keep_alive(lease) > 0  # the client still works
