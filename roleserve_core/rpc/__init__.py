@@ -50,6 +50,7 @@ from roleserve_core.rpc._peer import (
 )
 from roleserve_core.rpc._server import (
     KEEPALIVE_POLICY,
+    LEADER_STARTING_METADATA,
     NODE_REFUSED_METADATA,
     REQUEST_LIMITS,
     REVOKED_METADATA,
@@ -58,6 +59,7 @@ from roleserve_core.rpc._server import (
     Revocations,
     bind,
     create_server,
+    leader_starting,
     node_refusal,
     server_credentials,
     user_revocation,
@@ -68,6 +70,7 @@ __all__ = [
     "CHANNEL_OPTIONS",
     "KEEPALIVE_OPTIONS",
     "KEEPALIVE_POLICY",
+    "LEADER_STARTING_METADATA",
     "NODE_PERMISSIONS",
     "NODE_REFUSED_METADATA",
     "RECONNECT_OPTIONS",
@@ -91,6 +94,7 @@ __all__ = [
     "channel_credentials",
     "create_server",
     "current_peer",
+    "leader_starting",
     "method_authorization",
     "node_refusal",
     "permission_name",

@@ -203,7 +203,9 @@ async def test_a_keepalive_left_unanswered_fails_as_a_request_not_a_cancellation
     member = await cluster.bootstrap()
     async with cluster.client() as client:
         lease = await client.grant_lease(30)
-        pid = member.runnable.program.pid
+        program = member.runnable.program
+        assert program is not None
+        pid = program.pid
         os.kill(pid, signal.SIGSTOP)
         try:
             with pytest.raises(EtcdRequestError, match="keepalive of lease"):
