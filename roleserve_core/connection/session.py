@@ -12,7 +12,9 @@ leader changes. ``on_each_connection`` does it once for all::
                                                          │    node stops; and as below
                                                          ├─ refused by a curator just
                                                          │    elected (leader_starting):
-                                                         │    restart after
+                                                         │    restart once the channel
+                                                         │    reconnected (the leader's
+                                                         │    server), or after
                                                          │    LEADER_STARTING_RETRY; and as
                                                          │    below
                                                          └─ fails with a gRPC error, or
@@ -36,12 +38,12 @@ else would tell that node; so a session whose call failed while the channel lost
 also restarts as soon as the channel is ready again.
 
 A curator that won the election answers "just elected, retry" (UNAVAILABLE marked with
-``LEADER_STARTING_METADATA``) until its follower's server stops, over a working connection:
-the connection is the right one and no other will come, and the channel may not lose its
-server in a way the session sees. Waiting out the window there cost a node its whole
-LEADER_CHANGE_WINDOW (17.7 s to HEALTHY after a leader's SIGKILL, against a 10 s lease);
-starting over a moment later finds the leader serving, or its server restarting, which the
-channel-ready restart above then covers.
+``LEADER_STARTING_METADATA``) over a working connection while it loads the leader's state;
+then it replaces its follower's server with the leader's. The connection is the right one
+and no other will come: waiting out the window there cost a node its whole
+LEADER_CHANGE_WINDOW (17.7 s to HEALTHY after a leader's SIGKILL, against a 10 s lease).
+Such a session starts over as soon as the channel lost its server and reached it again,
+or after LEADER_STARTING_RETRY if it saw no change.
 
 ``LeaderUnresponsiveError`` is what a session raises after it told the connector that the
 leader stopped answering (``CuratorConnection.report_unresponsive``): the connector then
@@ -76,10 +78,16 @@ LEADER_CHANGE_WINDOW = 15.0
 longer than an election takes after a leader dies (its lease, 10 s by default, runs out
 first)."""
 
-LEADER_STARTING_RETRY = 0.25
-"""Seconds a session refused by a just-elected curator waits before it starts over on the
-same connection (on the node's clock): long enough not to flood a curator that is starting,
-short against the lease TTL that failover is measured in."""
+LEADER_STARTING_RETRY = 1.0
+"""Seconds after which a session refused by a just-elected curator starts over on the same
+connection (on the node's clock) if the channel showed no change of server before: the
+change restarts it at once; this covers one that came and went between two looks. Not
+shorter: every worker of every node retries, each retry an etcd read of the election on a
+curator that is loading its state."""
+
+CHANGE_POLL_INTERVAL = 0.1
+"""Seconds between looks at a connected channel for the loss of its server (gRPC cannot
+cancel its own wait for a change: see ``rpc.until_ready``)."""
 
 Session = Callable[[CuratorConnection], Awaitable[None]]
 
@@ -121,12 +129,13 @@ async def on_each_connection(
                     else str(exc)
                 )
                 if _leader_starting(exc):
-                    ctx.set_note(f"{said}; retrying in {LEADER_STARTING_RETRY:g} s")
+                    ctx.set_note(f"{said}; retrying once it serves")
+                    tasks.start_soon(_restart_once_reconnected, ctx, connection.channel)
                     tasks.start_soon(_restart_after, ctx, LEADER_STARTING_RETRY)
                 else:
                     ctx.set_note(f"{said}; waiting up to {window:g} s for a new leader")
-                if _lost_its_server(connection.channel):
-                    tasks.start_soon(_restart_once_ready, ctx, connection.channel)
+                    if _lost_its_server(connection.channel):
+                        tasks.start_soon(_restart_once_ready, ctx, connection.channel)
                 await anyio.sleep(window)  # a new connection restarts us before this ends
             tasks.cancel_scope.cancel()
         if failure is not None:
@@ -152,9 +161,19 @@ def _leader_starting(error: grpc.aio.AioRpcError | LeaderUnresponsiveError) -> b
     return isinstance(error, grpc.aio.AioRpcError) and leader_starting(error)
 
 
+async def _restart_once_reconnected(ctx: RunContext, channel: grpc.aio.Channel) -> None:
+    """Restart ``ctx``'s runnable once ``channel`` lost its server and reached it again:
+    the just-elected curator replaced its follower's server with the leader's."""
+    while not _lost_its_server(channel):  # noqa: ASYNC110 -- polled, as until_ready says
+        await anyio.sleep(CHANGE_POLL_INTERVAL)
+    await until_ready(channel)
+    ctx.log.info("the curator serves as the leader now; starting over")
+    ctx.restart()
+
+
 async def _restart_after(ctx: RunContext, seconds: float) -> None:
-    """Restart ``ctx``'s runnable after ``seconds`` on its clock (the just-elected leader
-    said to retry)."""
+    """Restart ``ctx``'s runnable after ``seconds`` on its clock: the just-elected curator
+    may have replaced its server before ``_restart_once_reconnected`` looked."""
     await ctx.clock.sleep(seconds)
     ctx.log.info("the curator was just elected; starting over")
     ctx.restart()
