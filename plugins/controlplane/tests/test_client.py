@@ -24,6 +24,7 @@ from roleserve_controlplane.consensus import (
     put_operation,
 )
 from roleserve_controlplane.consensus.client import operation_of
+from roleserve_controlplane.curator.raftleader import hand_off_raft_leadership
 from roleserve_controlplane.testing import EtcdCluster
 from roleserve_core.testing import poll_until
 
@@ -213,3 +214,25 @@ async def test_a_keepalive_left_unanswered_fails_as_a_request_not_a_cancellation
         finally:
             os.kill(pid, signal.SIGCONT)
         assert await client.keep_alive(lease) > 0  # the client still works
+
+
+async def test_a_curator_leaders_member_hands_raft_leadership_to_another_voter(
+    cluster: EtcdCluster,
+) -> None:
+    """A crash of the leading curator's node should not also stop etcd's raft leader: the
+    lease would then outlive it by a raft election (see curator/raftleader.py)."""
+    first = await cluster.bootstrap()
+    await cluster.join(1)
+    await cluster.join(2)
+    credentials = cluster.admin_credentials()
+    async with first.client(credentials) as client:
+        before = await client.status()
+    assert before.leader == before.member_id  # the bootstrapped member leads raft
+    moved = await hand_off_raft_leadership(first.config.endpoint, credentials)
+    async with first.client(credentials) as client:
+        after = await client.status()
+    assert moved is not None
+    assert moved != before.member_id
+    assert after.leader == moved
+    # Asked again, a member that does not lead raft leaves it where it is.
+    assert await hand_off_raft_leadership(first.config.endpoint, credentials) is None

@@ -574,6 +574,16 @@ class EtcdClient:
             db_size_quota=int(getattr(response, "dbSizeQuota", 0)),
         )
 
+    async def move_leader(self, member_id: int, *, timeout: float | None = None) -> None:
+        """Hand raft leadership to the voting member ``member_id``; only the leader's own
+        member does it (use a one-endpoint client of it)."""
+        await self._request(
+            f"move leader to {member_id:x}",
+            self._maintenance.move_leader(
+                member_id, timeout=timeout or self.timeout, max_attempts=1
+            ),
+        )
+
     # -- maintenance -----------------------------------------------------------------
 
     async def defragment(self, *, timeout: float | None = None) -> None:

@@ -9,7 +9,8 @@
            ─── meanwhile, every 2 s: a lost quorum said in the note and log
       won: start the leader's state (the follower's server still answers "just elected;
            retry"): node cache (one etcd watch), heartbeats, learner promotion, prefixes
-           for approved nodes lacking one ─── stop the follower server, serve Curator,
+           for approved nodes lacking one, etcd's raft leadership handed to another
+           member (raftleader.py) ─── stop the follower server, serve Curator,
            Management and CuratorLocal (and plugins' services: extension.py), refusing
            decommissioned nodes (standing.py) and revoked user certificates
            (credentials.py: one etcd watch); etcd's maintenance (compaction,
@@ -54,6 +55,7 @@ from roleserve_controlplane.curator.health import DEFAULT_HEARTBEAT_INTERVAL, He
 from roleserve_controlplane.curator.leader import CURATOR_PORT, LeaderState
 from roleserve_controlplane.curator.prefixes import ClusterNetwork, PrefixesExhaustedError
 from roleserve_controlplane.curator.quorum import QuorumReport, probe_quorum
+from roleserve_controlplane.curator.raftleader import hand_off_raft_leadership
 from roleserve_controlplane.curator.service_curator import CuratorService
 from roleserve_controlplane.curator.service_local import CuratorLocalService
 from roleserve_controlplane.curator.service_management import ManagementService
@@ -256,6 +258,10 @@ class Curator:
             tasks.start_soon(allocate_missing_prefixes, leader.state, leader.network)
             tasks.start_soon(leader.revoked.run)
             tasks.start_soon(leader.maintenance.run)
+            # The local member first (CuratorConfig.etcd_endpoints): a crash of this node
+            # should not stop etcd's raft leader too (raftleader.py).
+            local = self.config.etcd_endpoints[0]
+            tasks.start_soon(hand_off_raft_leadership, local, self.config.etcd)
             await leader.revoked.ready.wait()  # serving before would let a revoked user in
             curator_service = CuratorService(leader)
             self._offer_snapshots(stack, leader, curator_service)
