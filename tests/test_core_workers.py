@@ -616,11 +616,10 @@ async def test_heartbeat_reports_a_leader_that_never_finishes_the_handshake(
         await anyio.create_tcp_listener(local_host="127.0.0.1") as silent,
         anyio.create_task_group() as holding,
     ):
-        accepted: list[anyio.abc.SocketStream] = []
 
         async def hold(stream: anyio.abc.SocketStream) -> None:
-            accepted.append(stream)  # kept open, never read: a stopped process
-            await anyio.sleep_forever()
+            async with stream:  # kept open, never read: a stopped process
+                await anyio.sleep_forever()
 
         holding.start_soon(silent.serve, hold)
         port = silent.extra(anyio.abc.SocketAttribute.local_port)
