@@ -10,6 +10,10 @@ SIGKILL (a crash); from the signal, two times:
   it, until the node's gated worker ``hello`` (examples/hello) is HEALTHY in its
   supervision tree.
 
+Each line also says when a new leader first answered ``GetNodes`` (elected: the old lease
+ran out; and serving: its state loaded), so that what follows, the nodes finding it and
+beating to it, reads apart from the lease TTL.
+
 Each look asks only the survivors' curators, with short deadlines, as an operator's tool
 would once it knows the old leader hangs. Then the victim is resumed (SIGCONT) or started
 again, and the cluster made whole before the next fault.
@@ -113,9 +117,10 @@ async def until(look: Callable[[], Awaitable[T]], done: Callable[[T], bool]) -> 
 
 async def measure_fault(
     cluster: LocalCluster, fault: signal.Signals
-) -> tuple[float, float, LocalNode]:
+) -> tuple[float, float, float, LocalNode]:
     """Signal the leader's process group; seconds until survivors are HEALTHY at a new
-    leader, and until a role set on a survivor reaches it. Returns the victim too."""
+    leader, until a role set on a survivor reaches it, and until a new leader first served
+    (answered GetNodes). Returns the victim too."""
     everyone = list(cluster.nodes)
     old, _ = await nodes_at_leader(cluster, everyone)
     victim = next(node for node in everyone if cluster.node_id(node) == old)
@@ -127,6 +132,8 @@ async def measure_fault(
 
     def survivors_healthy(look: tuple[str, dict[str, management_pb2.Node]]) -> bool:
         leader, found = look
+        if leader != old:
+            results.setdefault("serving", time.perf_counter() - start)
         return leader != old and all(
             found[cluster.node_id(node) or ""].health == management_pb2.Node.HEALTHY
             for node in survivors
@@ -148,7 +155,7 @@ async def measure_fault(
         tasks.start_soon(role)
     await until(lambda: set_hello(cluster, survivors, chosen, False), lambda _: True)
     await until(lambda: hello_state(cluster, chosen), lambda state: state != "HEALTHY")
-    return results["healthy"], results["role"], victim
+    return results["healthy"], results["role"], results["serving"], victim
 
 
 async def whole_again(cluster: LocalCluster) -> None:
@@ -170,11 +177,16 @@ Samples = dict[str, tuple[list[float], list[float]]]
 async def fault_and_recover(cluster: LocalCluster, fault: signal.Signals, samples: Samples) -> None:
     """One measurement of ``fault``; then the victim resumed (SIGSTOP) or started again
     (SIGKILL), and the cluster whole before the next."""
-    healthy, role, victim = await measure_fault(cluster, fault)
+    healthy, role, serving, victim = await measure_fault(cluster, fault)
     healthy_samples, role_samples = samples.setdefault(fault.name, ([], []))
     healthy_samples.append(healthy)
     role_samples.append(role)
-    print(f"  {fault.name}: {healthy:.2f} s, {role:.2f} s", flush=True)
+    print(
+        f"  {fault.name}: survivors HEALTHY {healthy:.2f} s, role {role:.2f} s "
+        f"(a new leader served at {serving:.2f} s; the nodes took {healthy - serving:.2f} s "
+        "more)",
+        flush=True,
+    )
     if fault is signal.SIGSTOP:
         os.killpg(victim.pid or 0, signal.SIGCONT)
     else:

@@ -37,14 +37,24 @@ from roleserve_core.connection import leader as leader_module
 from roleserve_core.connection.connector import CuratorConnector
 from roleserve_core.connection.curators import KnownCurators, curator_endpoint
 from roleserve_core.connection.leader import ANSWER_TIMEOUT
-from roleserve_core.connection.session import LEADER_CHANGE_WINDOW, Session, on_each_connection
+from roleserve_core.connection.session import (
+    LEADER_CHANGE_WINDOW,
+    LEADER_STARTING_RETRY,
+    Session,
+    on_each_connection,
+)
 from roleserve_core.datadir import NodeDataDirectory
 from roleserve_core.errors import RoleserveError
 from roleserve_core.event import Value, ValueWatch
 from roleserve_core.identity import Credentials
 from roleserve_core.ports import CURATOR_PORT, endpoint
 from roleserve_core.proto import common_pb2, curator_pb2, curator_pb2_grpc
-from roleserve_core.rpc import NODE_REFUSED_METADATA, CancellationSafeChannel, secure_channel
+from roleserve_core.rpc import (
+    LEADER_STARTING_METADATA,
+    NODE_REFUSED_METADATA,
+    CancellationSafeChannel,
+    secure_channel,
+)
 from roleserve_core.runtime import CORE_READER
 from roleserve_core.supervisor import RunContext, State
 from roleserve_core.testing import (
@@ -615,6 +625,35 @@ async def test_on_each_connection_fails_after_the_window_without_a_new_connectio
     assert len(session.connections.get_nowait()) == 1
 
 
+async def test_on_each_connection_retries_soon_where_a_just_elected_curator_said_so(
+    start_session: StartSession, fake_clock: FakeClock
+) -> None:
+    """A curator that won the election and does not serve yet refuses, marked
+    (``LEADER_STARTING_METADATA``): the session starts over on the same connection after
+    ``LEADER_STARTING_RETRY`` on the node's clock at the latest (this channel shows no change
+    of server), not after the window (a node waited out 15 s there, HEALTHY 17.7 s after its
+    leader's SIGKILL)."""
+    said = "curator node-b was just elected and starts serving as the leader; retry"
+    starting = grpc.aio.AioRpcError(
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.aio.Metadata(),
+        grpc.aio.Metadata(*LEADER_STARTING_METADATA),
+        said,
+    )
+    session = RecordingSession(starting)
+    harness = await start_session(session, window=600.0)
+    first = connection("node-b")
+    harness.set(CURATOR_CONNECTION, first)
+    await harness.wait_status(
+        SESSION,
+        lambda s: s.note == f"UNAVAILABLE: {said}; retrying once it serves",
+    )
+    await fake_clock.wake_sleeper(LEADER_STARTING_RETRY)
+    assert await session.wait(2) == (first, first)
+    status = harness.status(SESSION)
+    assert (status.restarts, status.failures, status.note) == (1, 0, "")
+
+
 def refused_for_good(reason: str, *, marked: bool = True) -> grpc.aio.AioRpcError:
     """A PERMISSION_DENIED as the leader's node gate sends it (``marked``), or as any other
     refusal of a permission (not marked)."""
@@ -683,6 +722,41 @@ async def test_on_each_connection_restarts_once_a_lost_leader_answers_again(
         refused = await wait_for_value(session.outcomes, lambda found: len(found) >= 1)
         assert refused == (grpc.StatusCode.UNAVAILABLE,)
         await leader.__aenter__()
+        answered = await wait_for_value(session.outcomes, lambda found: len(found) >= 2)
+        assert answered == (grpc.StatusCode.UNAVAILABLE, None)
+        status = harness.status(SESSION)
+        assert (status.restarts, status.failures, status.note) == (1, 0, "")
+
+
+async def test_on_each_connection_restarts_once_a_just_elected_curator_serves(
+    cluster: FakeCluster, start_session: StartSession
+) -> None:
+    """Refused "just elected; retry" (marked) over a working connection, the session starts
+    over the moment the curator replaces its follower's server with the leader's, on the
+    same port: the node's clock stands still, so neither the retry nor the window ends."""
+    curator = await cluster.curator()
+    curator.lead()
+    said = f"curator {curator.node_id} was just elected and starts serving as the leader; retry"
+    curator.refuse(
+        "UpdateNodeStatus",
+        grpc.StatusCode.UNAVAILABLE,
+        said,
+        metadata=LEADER_STARTING_METADATA,
+    )
+    session = CallingSession()
+    harness = await start_session(session, window=600.0)
+    channel = secure_channel(curator.endpoint, cluster.credentials, node_id=curator.node_id)
+    async with channel:
+        harness.set(
+            CURATOR_CONNECTION,
+            CuratorConnection("node-self", curator.node_id, curator.endpoint, channel),
+        )
+        refused = await wait_for_value(session.outcomes, lambda found: len(found) >= 1)
+        assert refused == (grpc.StatusCode.UNAVAILABLE,)
+        await harness.wait_status(SESSION, lambda s: s.note.endswith("retrying once it serves"))
+        curator.allow("UpdateNodeStatus")
+        await curator.stop()
+        await curator.__aenter__()
         answered = await wait_for_value(session.outcomes, lambda found: len(found) >= 2)
         assert answered == (grpc.StatusCode.UNAVAILABLE, None)
         status = harness.status(SESSION)

@@ -22,6 +22,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import anyio
+import anyio.abc
 import grpc
 import pytest
 
@@ -38,6 +39,7 @@ from roleserve_core.roles import (
     NodeRoles,
     roles_to_proto,
 )
+from roleserve_core.rpc import secure_channel
 from roleserve_core.runtime import CORE_READER
 from roleserve_core.supervisor import State
 from roleserve_core.testing import (
@@ -58,6 +60,7 @@ from roleserve_core.values import (
     NODE_CREDENTIALS,
     REVOKED_CREDENTIALS,
     ROLES,
+    CuratorConnection,
     LocalControlPlane,
     NetworkStatus,
     RevokedCredentials,
@@ -596,6 +599,46 @@ async def test_heartbeat_reports_a_leader_that_does_not_reply_and_waits_for_the_
     await successor.wait_calls("Heartbeat", 2)
     assert harness.status(HEARTBEAT).failures == 0
     assert reports == [said]
+
+
+async def test_heartbeat_reports_a_leader_that_never_finishes_the_handshake(
+    cluster: FakeCluster, start: Start
+) -> None:
+    """A hung leader (SIGSTOP) accepts TCP and answers nothing: the reply timeout cancels
+    a read of a call gRPC has not started, and gRPC re-raises that cancellation as its own.
+    It escaped the timeout's scope and failed the worker ("a cancellation nobody asked
+    for", then the supervisor's backoff) instead of reporting the leader gone."""
+    harness = await start()
+    beating = heartbeat_of(harness)
+    beating.reply_timeout = 0.2
+    reports: list[str] = []
+    async with (
+        await anyio.create_tcp_listener(local_host="127.0.0.1") as silent,
+        anyio.create_task_group() as holding,
+    ):
+
+        async def hold(stream: anyio.abc.SocketStream) -> None:
+            async with stream:  # kept open, never read: a stopped process
+                await anyio.sleep_forever()
+
+        holding.start_soon(silent.serve, hold)
+        port = silent.extra(anyio.abc.SocketAttribute.local_port)
+        endpoint = f"127.0.0.1:{port}"
+        channel = secure_channel(endpoint, cluster.credentials, node_id="node-hung")
+        async with channel:
+            hung = CuratorConnection(
+                cluster.credentials.node_id,
+                "node-hung",
+                endpoint,
+                channel,
+                on_unresponsive=reports.append,
+            )
+            harness.set(CURATOR_CONNECTION, hung)
+            said = "no heartbeat reply within 0.2 s"
+            waiting = await harness.wait_status(HEARTBEAT, lambda s: s.note.startswith(said))
+            assert reports == [said]
+            assert waiting.failures == 0
+        holding.cancel_scope.cancel()
 
 
 async def test_heartbeat_fails_when_the_curator_ends_the_stream(

@@ -10,6 +10,13 @@ leader changes. ``on_each_connection`` does it once for all::
                                                          ├─ refused for good (the node is
                                                          │    decommissioned): reported, the
                                                          │    node stops; and as below
+                                                         ├─ refused by a curator just
+                                                         │    elected (leader_starting):
+                                                         │    restart once the channel
+                                                         │    reconnected (the leader's
+                                                         │    server), or after
+                                                         │    LEADER_STARTING_RETRY; and as
+                                                         │    below
                                                          └─ fails with a gRPC error, or
                                                             LeaderUnresponsiveError:
                                                               wait up to LEADER_CHANGE_WINDOW
@@ -30,6 +37,14 @@ it from another curator's stream may have connected in between and been refused.
 else would tell that node; so a session whose call failed while the channel lost its server
 also restarts as soon as the channel is ready again.
 
+A curator that won the election answers "just elected, retry" (UNAVAILABLE marked with
+``LEADER_STARTING_METADATA``) over a working connection while it loads the leader's state;
+then it replaces its follower's server with the leader's. The connection is the right one
+and no other will come: waiting out the window there cost a node its whole
+LEADER_CHANGE_WINDOW (17.7 s to HEALTHY after a leader's SIGKILL, against a 10 s lease).
+Such a session starts over as soon as the channel lost its server and reached it again,
+or after LEADER_STARTING_RETRY if it saw no change.
+
 ``LeaderUnresponsiveError`` is what a session raises after it told the connector that the
 leader stopped answering (``CuratorConnection.report_unresponsive``): the connector then
 looks for the leader, and the session waits for the connection it sets, like after a
@@ -46,16 +61,33 @@ import grpc
 from roleserve_core.errors import ExpectedError
 from roleserve_core.event import Watcher
 from roleserve_core.registry import PluginValues
-from roleserve_core.rpc import node_refusal, until_ready
+from roleserve_core.rpc import leader_starting, node_refusal, until_ready
 from roleserve_core.supervisor import RunContext
 from roleserve_core.values import CURATOR_CONNECTION, CuratorConnection
 
-__all__ = ["LEADER_CHANGE_WINDOW", "LeaderUnresponsiveError", "Session", "on_each_connection"]
+__all__ = [
+    "LEADER_CHANGE_WINDOW",
+    "LEADER_STARTING_RETRY",
+    "LeaderUnresponsiveError",
+    "Session",
+    "on_each_connection",
+]
 
 LEADER_CHANGE_WINDOW = 15.0
 """Seconds a failed session waits for a new connection before it counts as a failure:
 longer than an election takes after a leader dies (its lease, 10 s by default, runs out
 first)."""
+
+LEADER_STARTING_RETRY = 1.0
+"""Seconds after which a session refused by a just-elected curator starts over on the same
+connection (on the node's clock) if the channel showed no change of server before: the
+change restarts it at once; this covers one that came and went between two looks. Not
+shorter: every worker of every node retries, each retry an etcd read of the election on a
+curator that is loading its state."""
+
+CHANGE_POLL_INTERVAL = 0.1
+"""Seconds between looks at a connected channel for the loss of its server (gRPC cannot
+cancel its own wait for a change: see ``rpc.until_ready``)."""
 
 Session = Callable[[CuratorConnection], Awaitable[None]]
 
@@ -96,9 +128,14 @@ async def on_each_connection(
                     if isinstance(exc, grpc.aio.AioRpcError)
                     else str(exc)
                 )
-                ctx.set_note(f"{said}; waiting up to {window:g} s for a new leader")
-                if _lost_its_server(connection.channel):
-                    tasks.start_soon(_restart_once_ready, ctx, connection.channel)
+                if _leader_starting(exc):
+                    ctx.set_note(f"{said}; retrying once it serves")
+                    tasks.start_soon(_restart_once_reconnected, ctx, connection.channel)
+                    tasks.start_soon(_restart_after, ctx, LEADER_STARTING_RETRY)
+                else:
+                    ctx.set_note(f"{said}; waiting up to {window:g} s for a new leader")
+                    if _lost_its_server(connection.channel):
+                        tasks.start_soon(_restart_once_ready, ctx, connection.channel)
                 await anyio.sleep(window)  # a new connection restarts us before this ends
             tasks.cancel_scope.cancel()
         if failure is not None:
@@ -117,6 +154,28 @@ def _report_if_refused(
 async def _restart_on_new_connection(ctx: RunContext, watcher: Watcher[CuratorConnection]) -> None:
     connection = await watcher.get()
     ctx.log.info("the curator leader is now %s; starting over", connection.leader_node_id)
+    ctx.restart()
+
+
+def _leader_starting(error: grpc.aio.AioRpcError | LeaderUnresponsiveError) -> bool:
+    return isinstance(error, grpc.aio.AioRpcError) and leader_starting(error)
+
+
+async def _restart_once_reconnected(ctx: RunContext, channel: grpc.aio.Channel) -> None:
+    """Restart ``ctx``'s runnable once ``channel`` lost its server and reached it again:
+    the just-elected curator replaced its follower's server with the leader's."""
+    while not _lost_its_server(channel):  # noqa: ASYNC110 -- polled, as until_ready says
+        await anyio.sleep(CHANGE_POLL_INTERVAL)
+    await until_ready(channel)
+    ctx.log.info("the curator serves as the leader now; starting over")
+    ctx.restart()
+
+
+async def _restart_after(ctx: RunContext, seconds: float) -> None:
+    """Restart ``ctx``'s runnable after ``seconds`` on its clock: the just-elected curator
+    may have replaced its server before ``_restart_once_reconnected`` looked."""
+    await ctx.clock.sleep(seconds)
+    ctx.log.info("the curator was just elected; starting over")
     ctx.restart()
 
 

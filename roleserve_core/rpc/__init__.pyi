@@ -22,6 +22,7 @@ from ._peer import UnauthenticatedPeer as UnauthenticatedPeer
 from ._peer import UserPeer as UserPeer
 from ._peer import current_peer as current_peer
 from ._server import KEEPALIVE_POLICY as KEEPALIVE_POLICY
+from ._server import LEADER_STARTING_METADATA as LEADER_STARTING_METADATA
 from ._server import NODE_REFUSED_METADATA as NODE_REFUSED_METADATA
 from ._server import REQUEST_LIMITS as REQUEST_LIMITS
 from ._server import REVOKED_METADATA as REVOKED_METADATA
@@ -30,6 +31,7 @@ from ._server import NodeGate as NodeGate
 from ._server import Revocations as Revocations
 from ._server import bind as bind
 from ._server import create_server as create_server
+from ._server import leader_starting as leader_starting
 from ._server import node_refusal as node_refusal
 from ._server import server_credentials as server_credentials
 from ._server import user_revocation as user_revocation

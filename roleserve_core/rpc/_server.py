@@ -79,6 +79,7 @@ from roleserve_core.stats import RpcStats
 
 __all__ = [
     "KEEPALIVE_POLICY",
+    "LEADER_STARTING_METADATA",
     "NODE_REFUSED_METADATA",
     "REQUEST_LIMITS",
     "REVOKED_METADATA",
@@ -87,6 +88,7 @@ __all__ = [
     "Revocations",
     "bind",
     "create_server",
+    "leader_starting",
     "node_refusal",
     "server_credentials",
     "user_revocation",
@@ -198,6 +200,12 @@ def _user_refusal(
     return f"{scope} credentials cannot {name} (needs {names}); {remedy}"
 
 
+LEADER_STARTING_KEY = "roleserve-leader-starting"
+LEADER_STARTING_METADATA = ((LEADER_STARTING_KEY, "1"),)
+"""Trailing metadata of an UNAVAILABLE from a curator that was just elected and does not
+serve as the leader yet: the caller has the right address and should call again in a
+moment (``leader_starting``), not wait for another leader to be found."""
+
 NODE_REFUSED_KEY = "roleserve-node-refused"
 NODE_REFUSED_METADATA = ((NODE_REFUSED_KEY, "1"),)
 """Trailing metadata of a call a ``NodeGate`` refused: the caller's node may not call the
@@ -249,6 +257,14 @@ def user_revocation(error: grpc.aio.AioRpcError) -> str | None:
     if any(key == REVOKED_KEY for key, _ in error.trailing_metadata() or ()):
         return str(error.details())
     return None
+
+
+def leader_starting(error: grpc.aio.AioRpcError) -> bool:
+    """Whether ``error`` is a just-elected curator's "retry" (``LEADER_STARTING_METADATA``)."""
+    if error.code() is not grpc.StatusCode.UNAVAILABLE:
+        return False
+    metadata = error.trailing_metadata() or ()
+    return any(key == LEADER_STARTING_KEY for key, _ in metadata)
 
 
 def node_refusal(error: grpc.aio.AioRpcError) -> str | None:

@@ -127,7 +127,7 @@ class FakeCurator(curator_pb2_grpc.CuratorServicer, curator_pb2_grpc.CuratorLoca
         self._leader: curator_pb2.GetCurrentLeaderResponse | None = None
         self._nodes: dict[str, tuple[int, curator_pb2.Node]] = {}
         self._version = 0
-        self._refusals: dict[str, tuple[grpc.StatusCode, str]] = {}
+        self._refusals: dict[str, tuple[grpc.StatusCode, str, tuple[tuple[str, str], ...]]] = {}
         self._ended: dict[str, int] = {}
         self._answering = True
         self._changes: Value[int] = Value()
@@ -193,9 +193,20 @@ class FakeCurator(curator_pb2_grpc.CuratorServicer, curator_pb2_grpc.CuratorLoca
         del self._nodes[node_id]
         self._changed()
 
-    def refuse(self, method: str, code: grpc.StatusCode, details: str) -> None:
-        """Refuse every later call of ``method`` with ``code``, until ``allow``."""
-        self._refusals[method] = (code, details)
+    def refuse(
+        self,
+        method: str,
+        code: grpc.StatusCode,
+        details: str,
+        *,
+        metadata: tuple[tuple[str, str], ...] = (),
+    ) -> None:
+        """Refuse every later call of ``method`` with ``code``, until ``allow``.
+
+        :param metadata: the refusal's trailing metadata (``rpc.LEADER_STARTING_METADATA``:
+            as a curator just elected refuses).
+        """
+        self._refusals[method] = (code, details, metadata)
 
     def allow(self, method: str) -> None:
         """Stop refusing ``method``."""

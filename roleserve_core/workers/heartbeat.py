@@ -40,6 +40,7 @@ from roleserve_core.errors import ExpectedError
 from roleserve_core.event import Value
 from roleserve_core.node import NodeContext, Worker
 from roleserve_core.proto import curator_pb2, curator_pb2_grpc
+from roleserve_core.rpc import unary
 from roleserve_core.supervisor import RunContext
 from roleserve_core.values import CURATOR_CONNECTION, CuratorConnection
 from roleserve_core.workers._identity import (
@@ -107,7 +108,11 @@ class Heartbeat:
                     except anyio.BrokenResourceError:
                         await _raise_why_it_ended(answers)
                     with anyio.move_on_after(self.reply_timeout) as waiting:
-                        reply = await _next_reply(answers)
+                        # Through unary(): grpc re-raises the timeout's cancellation of a
+                        # read (of a call not yet started: a hung leader never finishes the
+                        # handshake) as its own CancelledError, which escaped the scope and
+                        # failed the worker instead of reporting the leader gone.
+                        reply = await unary(_next_reply(answers))
                     if waiting.cancelled_caught:
                         said = f"no heartbeat reply within {self.reply_timeout:g} s"
                         connection.report_unresponsive(said)

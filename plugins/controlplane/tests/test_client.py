@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import os
+import signal
 
 import anyio
 import pytest
@@ -22,6 +24,7 @@ from roleserve_controlplane.consensus import (
     put_operation,
 )
 from roleserve_controlplane.consensus.client import operation_of
+from roleserve_controlplane.curator.raftleader import hand_off_raft_leadership
 from roleserve_controlplane.testing import EtcdCluster
 from roleserve_core.testing import poll_until
 
@@ -188,3 +191,48 @@ async def test_an_unreachable_cluster_gives_an_error_naming_the_request(
 def test_a_requests_operation_is_its_words_before_the_arguments(what: str, operation: str) -> None:
     """The label of the curator's etcd latency: bounded, whatever the keys."""
     assert operation_of(what) == operation
+
+
+async def test_a_keepalive_left_unanswered_fails_as_a_request_not_a_cancellation(
+    cluster: EtcdCluster,
+) -> None:
+    """A renewal that etcd does not answer in time (a member without a quorum, or paused)
+    raises EtcdRequestError. grpc re-raised the deadline's cancellation of its stream as a
+    CancelledError of its own, which escaped ``fail_after``: the election's keep-alive task
+    then ended as "cancelled", its task group swallowed the campaign's cancellation, and the
+    curator's term ended before it was elected (UnboundLocalError on ``leadership``)."""
+    member = await cluster.bootstrap()
+    async with cluster.client() as client:
+        lease = await client.grant_lease(30)
+        program = member.runnable.program
+        assert program is not None
+        pid = program.pid
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            with pytest.raises(EtcdRequestError, match="keepalive of lease"):
+                await client.keep_alive(lease, timeout=0.5)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        assert await client.keep_alive(lease) > 0  # the client still works
+
+
+async def test_a_curator_leaders_member_hands_raft_leadership_to_another_voter(
+    cluster: EtcdCluster,
+) -> None:
+    """A crash of the leading curator's node should not also stop etcd's raft leader: the
+    lease would then outlive it by a raft election (see curator/raftleader.py)."""
+    first = await cluster.bootstrap()
+    await cluster.join(1)
+    await cluster.join(2)
+    credentials = cluster.admin_credentials()
+    async with first.client(credentials) as client:
+        before = await client.status()
+    assert before.leader == before.member_id  # the bootstrapped member leads raft
+    moved = await hand_off_raft_leadership(first.config.endpoint, credentials)
+    async with first.client(credentials) as client:
+        after = await client.status()
+    assert moved is not None
+    assert moved != before.member_id
+    assert after.leader == moved
+    # Asked again, a member that does not lead raft leaves it where it is.
+    assert await hand_off_raft_leadership(first.config.endpoint, credentials) is None

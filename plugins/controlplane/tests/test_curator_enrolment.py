@@ -15,11 +15,12 @@ from roleserve_controlplane.consensus import (
     KeyValue,
     Leader,
 )
-from roleserve_controlplane.curator.service_not_leading import not_leading
+from roleserve_controlplane.curator.service_not_leading import not_leading, refusal
 from roleserve_controlplane.curator.state import LEADER_PREFIX
 from roleserve_controlplane.proto import state_pb2
 from roleserve_controlplane.testing import CuratorCluster
 from roleserve_core import common_pb2, management_pb2
+from roleserve_core.rpc import LEADER_STARTING_METADATA
 
 pytestmark = pytest.mark.anyio
 
@@ -109,6 +110,21 @@ async def test_a_followers_refusal_says_what_it_knows_of_the_leader(
     answer: Leader | Exception | None, said: str
 ) -> None:
     assert await not_leading("node-a", _Election(answer)) == said
+
+
+@pytest.mark.parametrize(
+    ("answer", "marked"),
+    [(_leader("node-a"), True), (_leader("node-b"), False), (None, False)],
+    ids=["just-elected", "another-leads", "none-leads"],
+)
+async def test_only_a_just_elected_curators_refusal_is_marked_to_retry_at_once(
+    answer: Leader | None, marked: bool
+) -> None:
+    """The mark (``LEADER_STARTING_METADATA``) tells a node that the address is right and
+    will serve in a moment: it retries there at once instead of waiting for a new leader."""
+    message, metadata = await refusal("node-a", _Election(answer))
+    assert message == await not_leading("node-a", _Election(answer))
+    assert metadata == (LEADER_STARTING_METADATA if marked else ())
 
 
 async def test_a_follower_whose_campaign_lease_lapsed_follows_on_quietly(

@@ -8,10 +8,15 @@ import anyio
 import grpc
 import pytest
 
+from roleserve_controlplane.consensus import EtcdClient, Leadership
+from roleserve_controlplane.curator.curator import Curator
+from roleserve_controlplane.curator.leader import LeaderState
 from roleserve_controlplane.testing import CuratorCluster, CuratorNode
 from roleserve_controlplane.testing.curator import TEST_TTL
 from roleserve_core import State, common_pb2, curator_pb2, curator_pb2_grpc, management_pb2
 from roleserve_core.identity import Credentials
+from roleserve_core.rpc import leader_starting
+from roleserve_core.testing import wait_for_value
 
 pytestmark = pytest.mark.anyio
 
@@ -142,3 +147,48 @@ async def test_a_restarted_curator_is_healthy_again(curators: CuratorCluster) ->
         assert restarted.note in {"following", "leading"}
         assert await curators.leader() is node  # its old lease expires; it leads again
     assert supervisor.status_of("root").state is State.HEALTHY
+
+
+async def test_a_just_elected_curator_says_retry_marked_until_its_leader_serves(
+    curators: CuratorCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While the new leader loads its state (held here), its follower's server answers
+    the leader's services "just elected; retry", marked ``LEADER_STARTING_METADATA``: a
+    node keeps a working connection to the right address and starts over once the leader's
+    server replaces it. It stopped that server first, and nodes were refused meanwhile,
+    their channels backing off behind the leader's start."""
+    first = curators.nodes[0]
+    second = await curators.add_consensus(1)
+    third = await curators.add_consensus(2)
+    plain = await curators.enrol(3)
+    assert plain.credentials is not None
+    assert await curators.leader() is first
+    elected: list[Curator] = []
+    loading, loaded = anyio.Event(), anyio.Event()
+    load = Curator._leader_state
+
+    async def held(self: Curator, client: EtcdClient, leadership: Leadership) -> LeaderState:
+        elected.append(self)
+        loading.set()
+        await loaded.wait()
+        return await load(self, client, leadership)
+
+    monkeypatch.setattr(Curator, "_leader_state", held)
+    await curators.crash(first)
+    with anyio.fail_after(3 * TEST_TTL + 10):
+        await loading.wait()
+    [new] = [node for node in (second, third) if node.curator is elected[0]]
+
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await heartbeat_interval(plain.credentials, lambda c: curators.channel(new, c))
+    assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert refused.value.details() == (
+        f"curator {new.node_id} was just elected and starts serving as the leader; retry"
+    )
+    assert leader_starting(refused.value)
+
+    loaded.set()
+    assert new.curator is not None
+    await wait_for_value(new.curator.role, lambda role: role == "leading")
+    interval = await heartbeat_interval(plain.credentials, lambda c: curators.channel(new, c))
+    assert interval == curators.heartbeat_interval

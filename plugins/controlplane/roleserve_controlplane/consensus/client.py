@@ -48,7 +48,7 @@ from roleserve_controlplane.consensus.etcdproto import LeaseKeepAliveRequest, Le
 from roleserve_controlplane.consensus.watchstream import watch_responses
 from roleserve_core import BackoffPolicy
 from roleserve_core.identity import Credentials
-from roleserve_core.rpc import CancellationSafeChannel, channel_credentials
+from roleserve_core.rpc import CancellationSafeChannel, channel_credentials, unary
 
 log = logging.getLogger("roleserve.consensus")
 
@@ -500,8 +500,11 @@ class EtcdClient:
                 stream.cancel()
             raise EtcdRequestError(f"etcd keepalive of lease {lease:x}: no response")
 
+        # Through unary(): grpc re-raises the deadline's cancellation of its stream as a
+        # CancelledError of its own, which escaped fail_after; the election's keep-alive task
+        # then ended "cancelled", and its task group swallowed the campaign's cancellation.
         return await self._request(
-            f"keepalive of lease {lease:x}", renew(), deadline=timeout or self.timeout
+            f"keepalive of lease {lease:x}", unary(renew()), deadline=timeout or self.timeout
         )
 
     async def revoke_lease(self, lease: int, *, timeout: float | None = None) -> None:
@@ -569,6 +572,16 @@ class EtcdClient:
             db_size=int(response.dbSize),
             db_size_in_use=int(response.dbSizeInUse),
             db_size_quota=int(getattr(response, "dbSizeQuota", 0)),
+        )
+
+    async def move_leader(self, member_id: int, *, timeout: float | None = None) -> None:
+        """Hand raft leadership to the voting member ``member_id``; only the leader's own
+        member does it (use a one-endpoint client of it)."""
+        await self._request(
+            f"move leader to {member_id:x}",
+            self._maintenance.move_leader(
+                member_id, timeout=timeout or self.timeout, max_attempts=1
+            ),
         )
 
     # -- maintenance -----------------------------------------------------------------

@@ -7,11 +7,13 @@
     loop:
       serve CuratorLocal (follower) ─── campaign in the election (value: ID, host, port)
            ─── meanwhile, every 2 s: a lost quorum said in the note and log
-      won: stop the follower server ─── start the leader's state: node cache (one etcd
-           watch), heartbeats, learner promotion, prefixes for approved nodes lacking one
-           ─── serve Curator, Management and CuratorLocal (and plugins' services:
-           extension.py), refusing decommissioned nodes (standing.py) and revoked user
-           certificates (credentials.py: one etcd watch); etcd's maintenance (compaction,
+      won: start the leader's state (the follower's server still answers "just elected;
+           retry"): node cache (one etcd watch), heartbeats, learner promotion, prefixes
+           for approved nodes lacking one, etcd's raft leadership handed to another
+           member (raftleader.py) ─── stop the follower server, serve Curator,
+           Management and CuratorLocal (and plugins' services: extension.py), refusing
+           decommissioned nodes (standing.py) and revoked user certificates
+           (credentials.py: one etcd watch); etcd's maintenance (compaction,
            defragmentation, quota alarms) every period
       lost (lease unconfirmed): stop the leader's server at once (clients see their streams
            end and look for the new leader), drop the leader's state, follow again
@@ -53,6 +55,7 @@ from roleserve_controlplane.curator.health import DEFAULT_HEARTBEAT_INTERVAL, He
 from roleserve_controlplane.curator.leader import CURATOR_PORT, LeaderState
 from roleserve_controlplane.curator.prefixes import ClusterNetwork, PrefixesExhaustedError
 from roleserve_controlplane.curator.quorum import QuorumReport, probe_quorum
+from roleserve_controlplane.curator.raftleader import hand_off_raft_leadership
 from roleserve_controlplane.curator.service_curator import CuratorService
 from roleserve_controlplane.curator.service_curator import add_to_server as add_curator_service
 from roleserve_controlplane.curator.service_local import CuratorLocalService
@@ -244,7 +247,11 @@ class Curator:
                 election.campaign(self.leader_value.SerializeToString())
             )
             followed.set()
-            await following.aclose()
+            # The follower's server serves on while the leader's state loads (its cache grows
+            # with the nodes), answering "just elected; retry", marked: nodes that found this
+            # curator keep a working connection, and reconnect the moment the leader's server
+            # replaces it, instead of being refused and backing off (gRPC's reconnect backoff
+            # grows while nothing listens, to seconds behind the leader's start).
             leader = await self._leader_state(client, leadership)
             tasks = await stack.enter_async_context(anyio.create_task_group())
             tasks.start_soon(leader.cache.run)
@@ -252,9 +259,14 @@ class Curator:
             tasks.start_soon(allocate_missing_prefixes, leader.state, leader.network)
             tasks.start_soon(leader.revoked.run)
             tasks.start_soon(leader.maintenance.run)
+            # The local member first (CuratorConfig.etcd_endpoints): a crash of this node
+            # should not stop etcd's raft leader too (raftleader.py).
+            local = self.config.etcd_endpoints[0]
+            tasks.start_soon(hand_off_raft_leadership, local, self.config.etcd)
             await leader.revoked.ready.wait()  # serving before would let a revoked user in
             curator_service = CuratorService(leader)
             self._offer_snapshots(stack, leader, curator_service)
+            await following.aclose()
             await stack.enter_async_context(
                 self._serving(
                     CuratorLocalService(node_id, leader.state, election, self.leader_value),

@@ -30,8 +30,11 @@ from google.protobuf.descriptor import MethodDescriptor, ServiceDescriptor
 from roleserve_controlplane.consensus import EtcdRequestError, Leader
 from roleserve_controlplane.curator.service_local import leader_value
 from roleserve_core import curator_pb2, management_pb2
+from roleserve_core.rpc import LEADER_STARTING_METADATA
 
-__all__ = ["LEADER_SERVICES", "LOOKUP_TIMEOUT", "NotLeadingHandler", "not_leading"]
+__all__ = ["LEADER_SERVICES", "LOOKUP_TIMEOUT", "NotLeadingHandler", "not_leading", "refusal"]
+
+Metadata = tuple[tuple[str, str], ...]
 
 LOOKUP_TIMEOUT = 2.0
 """Seconds a refusal may spend asking the election who leads (without a quorum, etcd's read
@@ -55,6 +58,24 @@ class LeaderSource(Protocol):
 
 async def not_leading(node_id: str, election: LeaderSource | None) -> str:
     """Why the curator of ``node_id`` refuses a leader's method, and where to go instead."""
+    message, _ = await refusal(node_id, election)
+    return message
+
+
+async def refusal(node_id: str, election: LeaderSource | None) -> tuple[str, Metadata]:
+    """``not_leading``'s message, and the trailing metadata to refuse with: the election
+    names this very curator (it won, and its leader's server is not up yet), marked
+    ``LEADER_STARTING_METADATA`` so that the caller retries soon on the same address."""
+    message = await _why_not(node_id, election)
+    starting = message == _just_elected(node_id)
+    return message, LEADER_STARTING_METADATA if starting else ()
+
+
+def _just_elected(node_id: str) -> str:
+    return f"curator {node_id} was just elected and starts serving as the leader; retry"
+
+
+async def _why_not(node_id: str, election: LeaderSource | None) -> str:
     this = f"curator {node_id} is not the leader"
     if election is None:
         return f"{this}; ask any curator for the leader (GetCurrentLeader) and call it there"
@@ -74,7 +95,7 @@ async def not_leading(node_id: str, election: LeaderSource | None) -> str:
         )
     value = leader_value(leader)
     if value.node_id == node_id:
-        return f"curator {node_id} was just elected and starts serving as the leader; retry"
+        return _just_elected(node_id)
     return (
         f"{this}; the leader is curator {value.node_id} at {value.host}:{value.port}: call it there"
     )
@@ -109,8 +130,8 @@ class NotLeadingHandler(grpc.GenericRpcHandler):
         """A handler of the method's own shape (unary or streaming on either side)."""
 
         async def refuse(_: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
-            message = await not_leading(self.node_id, self.election)
-            await context.abort(grpc.StatusCode.UNAVAILABLE, message)
+            message, metadata = await refusal(self.node_id, self.election)
+            await context.abort(grpc.StatusCode.UNAVAILABLE, message, metadata)
 
         async def refuse_streaming(
             request: Any, context: grpc.aio.ServicerContext[Any, Any]
