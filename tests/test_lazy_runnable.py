@@ -40,7 +40,13 @@ async def run(ctx, greeting, *, times):
     STARTS.append((greeting, times))
     ctx.signal_healthy()
     await anyio.sleep_forever()
+
+def plain(ctx):
+    """Not async: not a runnable."""
 '''
+
+BROKEN = "lazy_worker_broken"
+"""A module beside ``MODULE`` that imports a dependency that is not installed."""
 
 
 @pytest.fixture
@@ -50,6 +56,7 @@ def worker_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
     directory.mkdir()
     path = directory / f"{MODULE}.py"
     path.write_text(SOURCE)
+    (directory / f"{BROKEN}.py").write_text("import lazy_dependency_nowhere\n")
     monkeypatch.syspath_prepend(str(directory))
     yield path
     sys.modules.pop(MODULE, None)
@@ -105,16 +112,33 @@ async def test_the_module_is_imported_when_the_role_first_comes_and_reused_after
     [
         (
             "lazy_worker_nowhere:run",
-            "cannot import lazy_worker_nowhere:run: ModuleNotFoundError: No module named "
-            "'lazy_worker_nowhere' (install what is missing, then restart this runnable: "
+            "cannot import lazy_worker_nowhere:run: there is no module 'lazy_worker_nowhere'; "
+            "check the target's spelling in the plugin's hooks, or install the package that "
+            "provides it",
+        ),
+        (
+            "lazy_worker_nowhere.sub:run",
+            "cannot import lazy_worker_nowhere.sub:run: there is no module "
+            "'lazy_worker_nowhere'; check the target's spelling in the plugin's hooks, or "
+            "install the package that provides it",
+        ),
+        (
+            f"{BROKEN}:run",
+            f"cannot import {BROKEN}:run: ModuleNotFoundError: No module named "
+            "'lazy_dependency_nowhere' (install what is missing, then restart this runnable: "
             "roleserve ctl restart NODE DN)",
         ),
         (
             f"{MODULE}:walk",
             f"cannot run {MODULE}:walk: module {MODULE} has no function 'walk'",
         ),
+        (
+            f"{MODULE}:plain",
+            f"cannot run {MODULE}:plain: plain is not an async function; a runnable is "
+            "`async def plain(ctx, ...)`",
+        ),
     ],
-    ids=["no-module", "no-function"],
+    ids=["no-module", "no-package", "no-dependency", "no-function", "not-async"],
 )
 async def test_a_failed_import_fails_that_worker_for_good_in_one_line(
     plugin_manager: PluginHarness,

@@ -35,7 +35,9 @@ run while the node started: a first start of a role costs its import time once.
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Awaitable, Callable
+from types import ModuleType
 from typing import Any
 
 from roleserve_core.errors import FinalError, SupervisorError
@@ -78,21 +80,21 @@ class LazyRunnable:
 
         Plugin tests call it to check the target without running the worker.
 
-        :raises RunnableImportError: the module cannot be imported, or has no such function.
+        :raises RunnableImportError: the module cannot be imported, or has no such function,
+            or the function is not ``async``.
         """
         if self._function is None:
             module_name, _, name = self.target.partition(":")
-            try:
-                module = importlib.import_module(module_name)
-            except ImportError as exc:
-                raise RunnableImportError(
-                    f"cannot import {self.target}: {type(exc).__name__}: {exc} (install what "
-                    "is missing, then restart this runnable: roleserve ctl restart NODE DN)"
-                ) from exc
+            module = _import(self.target, module_name)
             function = getattr(module, name, None)
             if not callable(function):
                 raise RunnableImportError(
                     f"cannot run {self.target}: module {module_name} has no function {name!r}"
+                )
+            if not inspect.iscoroutinefunction(function):
+                raise RunnableImportError(
+                    f"cannot run {self.target}: {name} is not an async function; a runnable "
+                    f"is `async def {name}(ctx, ...)`"
                 )
             self._function = function
         return self._function
@@ -102,6 +104,34 @@ class LazyRunnable:
 
     def __repr__(self) -> str:
         return f"lazy_runnable({self.target!r})"
+
+
+def _import(target: str, module_name: str) -> ModuleType:
+    """``module_name``, imported; a missing module is told apart by whose it is.
+
+    A missing module that is the target's own (or one of its packages) is most likely a
+    misspelt target, which restarting does not cure; any other is a dependency of the
+    target's module that is not installed.
+    """
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or ""
+        if missing and (module_name + ".").startswith(missing + "."):
+            raise RunnableImportError(
+                f"cannot import {target}: there is no module {missing!r}; check the target's "
+                "spelling in the plugin's hooks, or install the package that provides it"
+            ) from exc
+        raise _missing_dependency(target, exc) from exc
+    except ImportError as exc:
+        raise _missing_dependency(target, exc) from exc
+
+
+def _missing_dependency(target: str, exc: ImportError) -> RunnableImportError:
+    return RunnableImportError(
+        f"cannot import {target}: {type(exc).__name__}: {exc} (install what is missing, then "
+        "restart this runnable: roleserve ctl restart NODE DN)"
+    )
 
 
 def lazy_runnable(target: str, /, *args: Any, **kwargs: Any) -> LazyRunnable:
