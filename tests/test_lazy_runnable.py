@@ -30,6 +30,9 @@ StartNode = Callable[..., Awaitable[NodeHarness]]
 MODULE = "lazy_worker_under_test"
 """A module written for each test, on a path of its own: imported only by the worker."""
 
+BROKEN = "lazy_worker_broken"
+"""A module beside it that raises at its top, on a message of two lines."""
+
 SOURCE = '''
 import anyio
 
@@ -50,9 +53,13 @@ def worker_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
     directory.mkdir()
     path = directory / f"{MODULE}.py"
     path.write_text(SOURCE)
+    (directory / f"{BROKEN}.py").write_text(
+        'raise RuntimeError("this module refuses to load\\nsecond line")\n'
+    )
     monkeypatch.syspath_prepend(str(directory))
     yield path
     sys.modules.pop(MODULE, None)
+    sys.modules.pop(BROKEN, None)
 
 
 def is_worker(roles: NodeRoles) -> bool:
@@ -113,8 +120,13 @@ async def test_the_module_is_imported_when_the_role_first_comes_and_reused_after
             f"{MODULE}:walk",
             f"cannot run {MODULE}:walk: module {MODULE} has no function 'walk'",
         ),
+        (
+            f"{BROKEN}:run",
+            f"cannot import {BROKEN}:run: RuntimeError: this module refuses to load (fix it, "
+            "then restart this runnable: roleserve ctl restart NODE DN)",
+        ),
     ],
-    ids=["no-module", "no-function"],
+    ids=["no-module", "no-function", "broken-module"],
 )
 async def test_a_failed_import_fails_that_worker_for_good_in_one_line(
     plugin_manager: PluginHarness,

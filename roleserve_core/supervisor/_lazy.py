@@ -84,10 +84,13 @@ class LazyRunnable:
             module_name, _, name = self.target.partition(":")
             try:
                 module = importlib.import_module(module_name)
-            except ImportError as exc:
+            except Exception as exc:
+                # Any failure, not only ImportError: a module that raises at its top (a
+                # SyntaxError, a check of its own) fails the same way at every restart.
+                fix = "install what is missing" if isinstance(exc, ImportError) else "fix it"
                 raise RunnableImportError(
-                    f"cannot import {self.target}: {type(exc).__name__}: {exc} (install what "
-                    "is missing, then restart this runnable: roleserve ctl restart NODE DN)"
+                    f"cannot import {self.target}: {type(exc).__name__}: {_first_line(exc)} "
+                    f"({fix}, then restart this runnable: roleserve ctl restart NODE DN)"
                 ) from exc
             function = getattr(module, name, None)
             if not callable(function):
@@ -102,6 +105,13 @@ class LazyRunnable:
 
     def __repr__(self) -> str:
         return f"lazy_runnable({self.target!r})"
+
+
+def _first_line(error: BaseException) -> str:
+    """The first line of ``error``'s message: some libraries' import errors span
+    paragraphs, and a runnable's note is one line."""
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else ""
 
 
 def lazy_runnable(target: str, /, *args: Any, **kwargs: Any) -> LazyRunnable:
