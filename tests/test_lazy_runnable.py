@@ -168,6 +168,24 @@ def test_resolve_imports_the_function_for_a_plugins_tests(worker_module: Path) -
     assert run.loaded
 
 
+def test_resolve_after_a_failure_finds_what_was_installed_since(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``ctl restart`` after installing the missing module: found, though the import
+    system had cached its directory as missing (it did not exist at the first try)."""
+    installed = tmp_path / "installed later"
+    monkeypatch.syspath_prepend(str(installed))
+    run = lazy_runnable(f"{MODULE}:run")
+    with pytest.raises(RunnableImportError, match="No module named"):
+        run.resolve()
+    installed.mkdir()
+    (installed / f"{MODULE}.py").write_text(SOURCE)
+    try:
+        assert run.resolve() is sys.modules[MODULE].run
+    finally:
+        sys.modules.pop(MODULE, None)
+
+
 @pytest.mark.parametrize("target", ["module", "module:", ":run", "module:not a name"])
 def test_a_malformed_target_is_refused_at_once(target: str) -> None:
     with pytest.raises(ValueError, match=r"must be 'package\.module:function'"):

@@ -56,7 +56,7 @@ class LazyRunnable:
     """A runnable that imports ``module:function`` on its first call, then awaits
     ``function(ctx, *args, **kwargs)``; made by ``lazy_runnable``."""
 
-    __slots__ = ("_function", "args", "kwargs", "target")
+    __slots__ = ("_failed", "_function", "args", "kwargs", "target")
 
     def __init__(self, target: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         module, _, name = target.partition(":")
@@ -67,6 +67,7 @@ class LazyRunnable:
         self.args = args
         self.kwargs = kwargs
         self._function: Callable[..., Awaitable[None]] | None = None
+        self._failed = False
 
     @property
     def loaded(self) -> bool:
@@ -82,6 +83,12 @@ class LazyRunnable:
         """
         if self._function is None:
             module_name, _, name = self.target.partition(":")
+            if self._failed:
+                # Tried again after the operator installed what was missing: the import
+                # system caches what it found missing (a path directory that did not
+                # exist yet) until told to look again.
+                importlib.invalidate_caches()
+            self._failed = True
             try:
                 module = importlib.import_module(module_name)
             except Exception as exc:
@@ -98,6 +105,7 @@ class LazyRunnable:
                     f"cannot run {self.target}: module {module_name} has no function {name!r}"
                 )
             self._function = function
+            self._failed = False
         return self._function
 
     async def __call__(self, ctx: RunContext) -> None:
