@@ -30,6 +30,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import anyio
+from _report import print_comparison, summarise
 
 from roleserve_core.connection import find_leader
 from roleserve_core.localcluster import LocalCluster, LocalNode
@@ -46,6 +47,7 @@ __all__ = [
     "fault_and_recover",
     "measure_fault",
     "nodes_at_leader",
+    "print_failover",
     "random_first_address",
     "until",
     "whole_again",
@@ -192,6 +194,25 @@ async def fault_and_recover(cluster: LocalCluster, fault: signal.Signals, sample
     else:
         victim.start()
     await whole_again(cluster)
+
+
+def print_failover(size: int, samples: Samples, ttl: float) -> None:
+    """Each fault's two figures against the election lease TTL, the goal's baseline:
+    failover.py and scale.py report them alike."""
+    baseline = summarise([ttl])
+    for fault, (healthy, role) in samples.items():
+        print_comparison(
+            f"{size} nodes, leader {fault}: every survivor HEALTHY at the new leader",
+            summarise(healthy),
+            baseline,
+            "the election lease TTL",
+        )
+        print_comparison(
+            f"{size} nodes, leader {fault}: a role set after the failover reaches its node",
+            summarise(role),
+            baseline,
+            "the election lease TTL",
+        )
 
 
 def random_first_address() -> ipaddress.IPv4Address:

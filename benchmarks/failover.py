@@ -27,8 +27,7 @@ import tempfile
 from pathlib import Path
 
 import anyio
-from _failover import Samples, fault_and_recover, random_first_address
-from _report import print_comparison, summarise
+from _failover import Samples, fault_and_recover, print_failover, random_first_address
 
 from roleserve_core.localcluster import LocalCluster
 
@@ -52,22 +51,8 @@ async def one_size(size: int, ttl: int, runs: int, keep: Path | None) -> Samples
 
 
 async def main(sizes: list[int], ttl: int, runs: int, keep: Path | None) -> None:
-    baseline = summarise([float(ttl)])
     for size in sizes:
-        samples = await one_size(size, ttl, runs, keep)
-        for fault, (healthy, role) in samples.items():
-            print_comparison(
-                f"{size} nodes, leader {fault}: every survivor HEALTHY at the new leader",
-                summarise(healthy),
-                baseline,
-                "the election lease TTL",
-            )
-            print_comparison(
-                f"{size} nodes, leader {fault}: a role set on a survivor reaches it",
-                summarise(role),
-                baseline,
-                "the election lease TTL",
-            )
+        print_failover(size, await one_size(size, ttl, runs, keep), float(ttl))
 
 
 if __name__ == "__main__":

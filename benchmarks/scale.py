@@ -43,8 +43,13 @@ from pathlib import Path
 
 import anyio
 from _cluster_processes import cluster_processes, costs, counted_share, descendants, print_costs
-from _failover import Samples, fault_and_recover, random_first_address, whole_again
-from _report import print_comparison, summarise
+from _failover import (
+    Samples,
+    fault_and_recover,
+    print_failover,
+    random_first_address,
+    whole_again,
+)
 
 from roleserve_core.localcluster import LocalCluster
 from roleserve_core.process import read_stat
@@ -158,22 +163,8 @@ async def one_size(size: int, idle: float, netns: bool, keep: Path | None) -> Sa
 async def main(sizes: list[int], idle: float, netns: bool, keep: Path | None) -> None:
     ttl = lease_ttl()
     print(f"baseline: the election lease TTL, {ttl:g} s (failover goal ≤ {FAILOVER_GOAL}×)")
-    baseline = summarise([ttl])
     for size in sizes:
-        samples = await one_size(size, idle, netns, keep)
-        for fault, (healthy, role) in samples.items():
-            print_comparison(
-                f"{size} nodes, leader {fault}: every survivor HEALTHY at the new leader",
-                summarise(healthy),
-                baseline,
-                "the election lease TTL",
-            )
-            print_comparison(
-                f"{size} nodes, leader {fault}: a role set after the failover reaches its node",
-                summarise(role),
-                baseline,
-                "the election lease TTL",
-            )
+        print_failover(size, await one_size(size, idle, netns, keep), ttl)
 
 
 if __name__ == "__main__":

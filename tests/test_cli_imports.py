@@ -164,6 +164,36 @@ def test_the_metadata_reader_finds_what_importlib_metadata_finds(group: str) -> 
     assert _installed.version("no-such-distribution-here") is None
 
 
+def test_the_metadata_reader_reads_an_egg_info_as_importlib_metadata_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plugin installed the older way (``setup.py develop``: ``NAME.egg-info`` with a
+    ``PKG-INFO``) keeps its ``ctl`` command, and a ``.dist-info`` later on the path of the
+    same name is shadowed, as ``importlib.metadata`` has it."""
+    import importlib.metadata
+
+    from roleserve_core.cli import _installed
+
+    egg = tmp_path / "first" / "roleserve_legacy_plugin.egg-info"
+    egg.mkdir(parents=True)
+    (egg / "PKG-INFO").write_text(
+        "Metadata-Version: 2.1\nName: roleserve-legacy-plugin\nVersion: 0.3.0\n\nThe description.\n"
+    )
+    (egg / "entry_points.txt").write_text("[roleserve.ctl]\nlegacy = legacy.ctl:add_parsers\n")
+    shadowed = tmp_path / "second" / "roleserve_legacy_plugin-9.0.dist-info"
+    shadowed.mkdir(parents=True)
+    (shadowed / "METADATA").write_text("Name: roleserve-legacy-plugin\nVersion: 9.0\n")
+    (shadowed / "entry_points.txt").write_text("[roleserve.ctl]\nshadowed = x:y\n")
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "first"), str(tmp_path / "second")])
+
+    ours = [(e.name, e.value, e.distribution) for e in _installed.entry_points("roleserve.ctl")]
+    theirs = importlib.metadata.entry_points(group="roleserve.ctl")
+    assert ours == [(e.name, e.value, e.dist.name) for e in theirs if e.dist is not None]
+    assert ours == [("legacy", "legacy.ctl:add_parsers", "roleserve-legacy-plugin")]
+    assert _installed.version("roleserve_legacy_plugin") == "0.3.0"
+    assert importlib.metadata.version("roleserve_legacy_plugin") == "0.3.0"
+
+
 STANDARD_HEAVY = ("importlib.metadata", "typing", "dataclasses", "inspect", "lazy_loader")
 """Standard modules each costing the answer a tenth of the interpreter's start or more
 (importlib.metadata: twice it), which ``--version`` and the listings do without."""

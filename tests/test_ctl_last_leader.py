@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from roleserve_core.cli.ctl import _session
-from roleserve_core.cli.ctl._last_leader import LEADER_FILE, remembered
+from roleserve_core.cli.ctl._last_leader import LEADER_FILE, remember, remembered
 from roleserve_core.testing import random_loopback
 
 
@@ -61,3 +61,28 @@ def test_with_endpoint_nothing_is_remembered(
     result = run_ctl_main("nodes", "--endpoint", ctl_cluster.address)
     assert result.code == 0, result.err
     assert not (ctl_access_dir / LEADER_FILE).exists()
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"", b"only-an-id\n", b"an id and more\n", b"\xff\xfe not utf-8\n"],
+    ids=["empty", "one-word", "three-words", "not-utf8"],
+)
+def test_a_leader_file_that_does_not_read_as_one_is_none(tmp_path: Path, content: bytes) -> None:
+    """Whatever the file holds, ctl searches as without it rather than fail."""
+    (tmp_path / LEADER_FILE).write_bytes(content)
+    assert remembered(tmp_path) is None
+
+
+def test_a_leader_file_that_cannot_be_read_or_written_changes_nothing(tmp_path: Path) -> None:
+    (tmp_path / LEADER_FILE).mkdir()  # neither readable nor replaceable as a file
+    assert remembered(tmp_path) is None
+    remember(tmp_path, "node-a", "127.0.0.1:7835")
+    assert remembered(tmp_path) is None
+
+
+def test_the_leader_file_is_one_line_replaced_whole(tmp_path: Path) -> None:
+    remember(tmp_path, "node-a", "127.0.0.1:7835")
+    remember(tmp_path, "node-b", "127.0.0.2:7835")
+    assert (tmp_path / LEADER_FILE).read_text() == "node-b 127.0.0.2:7835\n"
+    assert remembered(tmp_path) == ("node-b", "127.0.0.2:7835")

@@ -30,6 +30,9 @@ StartNode = Callable[..., Awaitable[NodeHarness]]
 MODULE = "lazy_worker_under_test"
 """A module written for each test, on a path of its own: imported only by the worker."""
 
+RAISING = "lazy_worker_raising"
+"""A module beside it that raises at its top, on a message of two lines."""
+
 SOURCE = '''
 import anyio
 
@@ -57,9 +60,13 @@ def worker_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
     path = directory / f"{MODULE}.py"
     path.write_text(SOURCE)
     (directory / f"{BROKEN}.py").write_text("import lazy_dependency_nowhere\n")
+    (directory / f"{RAISING}.py").write_text(
+        'raise RuntimeError("this module refuses to load\\nsecond line")\n'
+    )
     monkeypatch.syspath_prepend(str(directory))
     yield path
     sys.modules.pop(MODULE, None)
+    sys.modules.pop(RAISING, None)
 
 
 def is_worker(roles: NodeRoles) -> bool:
@@ -137,8 +144,13 @@ async def test_the_module_is_imported_when_the_role_first_comes_and_reused_after
             f"cannot run {MODULE}:plain: plain is not an async function; a runnable is "
             "`async def plain(ctx, ...)`",
         ),
+        (
+            f"{RAISING}:run",
+            f"cannot import {RAISING}:run: RuntimeError: this module refuses to load (fix it, "
+            "then restart this runnable: roleserve ctl restart NODE DN)",
+        ),
     ],
-    ids=["no-module", "no-package", "no-dependency", "no-function", "not-async"],
+    ids=["no-module", "no-package", "no-dependency", "no-function", "not-async", "raises"],
 )
 async def test_a_failed_import_fails_that_worker_for_good_in_one_line(
     plugin_manager: PluginHarness,
@@ -178,6 +190,24 @@ def test_resolve_imports_the_function_for_a_plugins_tests(worker_module: Path) -
     assert (run.loaded, repr(run)) == (False, f"lazy_runnable('{MODULE}:run')")
     assert run.resolve() is sys.modules[MODULE].run
     assert run.loaded
+
+
+def test_resolve_after_a_failure_finds_what_was_installed_since(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``ctl restart`` after installing the missing module: found, though the import
+    system had cached its directory as missing (it did not exist at the first try)."""
+    installed = tmp_path / "installed later"
+    monkeypatch.syspath_prepend(str(installed))
+    run = lazy_runnable(f"{MODULE}:run")
+    with pytest.raises(RunnableImportError, match="there is no module"):
+        run.resolve()
+    installed.mkdir()
+    (installed / f"{MODULE}.py").write_text(SOURCE)
+    try:
+        assert run.resolve() is sys.modules[MODULE].run
+    finally:
+        sys.modules.pop(MODULE, None)
 
 
 @pytest.mark.parametrize("target", ["module", "module:", ":run", "module:not a name"])

@@ -6,13 +6,17 @@ Why not ``importlib.metadata``: importing it costs about twice a bare interprete
 promise that these answer at once (``benchmarks/cli.py``). What they need is small and
 fixed by the packaging specs: a ``NAME-VERSION.dist-info`` directory per distribution on
 ``sys.path`` (the version in its ``METADATA``), and its ``entry_points.txt``, an INI file.
+The older ``NAME[-VERSION...].egg-info`` directories (``setup.py develop``, a legacy
+editable install, distributions' system packages) are read alike (``PKG-INFO``): without
+them such a plugin's ``ctl`` command would be not only unlisted but unknown.
 
 Found as ``importlib.metadata`` finds them: the path entries in order, the first
-distribution of a (normalized) name wins. Left out on purpose: ``.egg-info`` directories,
-zips on the path and custom finders, which no installer of today (pip, uv) makes for a
-plugin. For them ``version`` says None and ``--version`` asks ``importlib.metadata``; their
-``ctl`` commands are not listed (tests/test_cli_imports.py checks that this reader and
-``importlib.metadata`` agree on what is installed here).
+distribution of a (normalized) name wins. Left out on purpose: zips on the path, single-file
+``.egg-info`` (old distutils, which declare no entry points) and custom finders, which no
+installer of today (pip, uv) makes for a plugin. For them ``version`` says None and
+``--version`` asks ``importlib.metadata``; their ``ctl`` commands are not listed nor run
+(tests/test_cli_imports.py checks that this reader and ``importlib.metadata`` agree on what
+is installed here, and on an ``.egg-info``).
 """
 
 from __future__ import annotations
@@ -27,7 +31,8 @@ if TYPE_CHECKING:
 
 __all__ = ["EntryPoint", "entry_points", "version"]
 
-SUFFIX = ".dist-info"
+SUFFIXES = {".dist-info": "METADATA", ".egg-info": "PKG-INFO"}
+"""A metadata directory's suffix, and the file of its headers (name, version)."""
 
 
 class EntryPoint:
@@ -48,8 +53,8 @@ def _normalized(name: str) -> str:
 
 
 def _distributions() -> Iterator[str]:
-    """The ``.dist-info`` directory of each distribution on ``sys.path``: the first of
-    each name only."""
+    """The metadata directory (``.dist-info``, ``.egg-info``) of each distribution on
+    ``sys.path``: the first of each name only."""
     seen: set[str] = set()
     for entry in sys.path:
         try:
@@ -57,26 +62,38 @@ def _distributions() -> Iterator[str]:
         except OSError:  # not a directory (a zip), or gone
             continue
         for child in children:
-            if not child.lower().endswith(SUFFIX):
+            if _suffix(child) is None:
                 continue
-            name = _normalized(child[: -len(SUFFIX)].partition("-")[0])
+            name = _normalized(_name(child))
             if name not in seen:
                 seen.add(name)
                 yield os.path.join(entry or ".", child)
 
 
+def _suffix(child: str) -> str | None:
+    """``child``'s suffix if it names a metadata directory (a key of ``SUFFIXES``)."""
+    lowered = child.lower()
+    return next((suffix for suffix in SUFFIXES if lowered.endswith(suffix)), None)
+
+
+def _name(child: str) -> str:
+    """The distribution's name in a metadata directory's name (before its first ``-``)."""
+    return child.rpartition(".")[0].partition("-")[0]
+
+
 def _metadata_field(directory: str, field: str) -> str | None:
-    """``field`` of the directory's ``METADATA`` (its headers, before the first blank
-    line)."""
+    """``field`` of the directory's ``METADATA`` or ``PKG-INFO`` (its headers, before the
+    first blank line)."""
+    headers = SUFFIXES[_suffix(directory) or ".dist-info"]
     try:
-        with open(os.path.join(directory, "METADATA"), encoding="utf-8") as metadata:
+        with open(os.path.join(directory, headers), encoding="utf-8") as metadata:
             for line in metadata:
                 if not line.strip():
                     break
                 key, _, value = line.partition(":")
                 if key.strip().lower() == field.lower():
                     return value.strip()
-    except OSError:
+    except (OSError, UnicodeDecodeError):
         return None
     return None
 
@@ -85,8 +102,7 @@ def version(distribution: str) -> str | None:
     """The installed version of ``distribution``; None if not found here."""
     wanted = _normalized(distribution)
     for directory in _distributions():
-        name = os.path.basename(directory)[: -len(SUFFIX)].partition("-")[0]
-        if _normalized(name) == wanted:
+        if _normalized(_name(os.path.basename(directory))) == wanted:
             return _metadata_field(directory, "Version")
     return None
 
@@ -106,7 +122,7 @@ def _group(path: str, group: str) -> Iterator[tuple[str, str]]:
     try:
         with open(path, encoding="utf-8") as text:
             lines = text.read().splitlines()
-    except OSError:
+    except (OSError, UnicodeDecodeError):
         return
     section = None
     for line in lines:

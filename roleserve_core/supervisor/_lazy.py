@@ -58,7 +58,7 @@ class LazyRunnable:
     """A runnable that imports ``module:function`` on its first call, then awaits
     ``function(ctx, *args, **kwargs)``; made by ``lazy_runnable``."""
 
-    __slots__ = ("_function", "args", "kwargs", "target")
+    __slots__ = ("_failed", "_function", "args", "kwargs", "target")
 
     def __init__(self, target: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         module, _, name = target.partition(":")
@@ -69,6 +69,7 @@ class LazyRunnable:
         self.args = args
         self.kwargs = kwargs
         self._function: Callable[..., Awaitable[None]] | None = None
+        self._failed = False
 
     @property
     def loaded(self) -> bool:
@@ -85,6 +86,12 @@ class LazyRunnable:
         """
         if self._function is None:
             module_name, _, name = self.target.partition(":")
+            if self._failed:
+                # Tried again after the operator installed what was missing: the import
+                # system caches what it found missing (a path directory that did not
+                # exist yet) until told to look again.
+                importlib.invalidate_caches()
+            self._failed = True
             module = _import(self.target, module_name)
             function = getattr(module, name, None)
             if not callable(function):
@@ -97,6 +104,7 @@ class LazyRunnable:
                     f"is `async def {name}(ctx, ...)`"
                 )
             self._function = function
+            self._failed = False
         return self._function
 
     async def __call__(self, ctx: RunContext) -> None:
@@ -107,11 +115,12 @@ class LazyRunnable:
 
 
 def _import(target: str, module_name: str) -> ModuleType:
-    """``module_name``, imported; a missing module is told apart by whose it is.
+    """``module_name``, imported; why not, in one line.
 
     A missing module that is the target's own (or one of its packages) is most likely a
-    misspelt target, which restarting does not cure; any other is a dependency of the
-    target's module that is not installed.
+    misspelt target; any other is a dependency of the target's module that is not
+    installed. Any other failure, not only ImportError, is the module's own (a SyntaxError,
+    a check at its top): it fails the same way at every restart, so it is final too.
     """
     try:
         return importlib.import_module(module_name)
@@ -122,16 +131,25 @@ def _import(target: str, module_name: str) -> ModuleType:
                 f"cannot import {target}: there is no module {missing!r}; check the target's "
                 "spelling in the plugin's hooks, or install the package that provides it"
             ) from exc
-        raise _missing_dependency(target, exc) from exc
+        raise _cannot_import(target, exc, "install what is missing") from exc
     except ImportError as exc:
-        raise _missing_dependency(target, exc) from exc
+        raise _cannot_import(target, exc, "install what is missing") from exc
+    except Exception as exc:
+        raise _cannot_import(target, exc, "fix it") from exc
 
 
-def _missing_dependency(target: str, exc: ImportError) -> RunnableImportError:
+def _cannot_import(target: str, error: Exception, fix: str) -> RunnableImportError:
     return RunnableImportError(
-        f"cannot import {target}: {type(exc).__name__}: {exc} (install what is missing, then "
+        f"cannot import {target}: {type(error).__name__}: {_first_line(error)} ({fix}, then "
         "restart this runnable: roleserve ctl restart NODE DN)"
     )
+
+
+def _first_line(error: BaseException) -> str:
+    """The first line of ``error``'s message: some libraries' import errors span
+    paragraphs, and a runnable's note is one line."""
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else ""
 
 
 def lazy_runnable(target: str, /, *args: Any, **kwargs: Any) -> LazyRunnable:

@@ -200,3 +200,18 @@ async def test_a_change_wakes_the_changed_nodes_own_streams_first(
             with anyio.fail_after(10):
                 await all_woken.wait()
     assert woken[0] == "node-a"
+
+
+async def test_the_changed_nodes_own_stream_is_offered_its_change_once(
+    etcd_client: EtcdClient,
+) -> None:
+    """Not again when the other streams are offered it, a turn later: the node would
+    receive its record twice."""
+    cache = NodeCache(etcd_client)
+    async with _running(cache):
+        with cache.subscribe(owner="node-a") as own, cache.subscribe(owner="node-b") as other:
+            await _put(etcd_client, _record("node-a", 1))
+            assert list(await _next_batch(own)) == ["node-a"]
+            assert list(await _next_batch(other)) == ["node-a"]
+            await anyio.wait_all_tasks_blocked()
+            assert (own.pending, other.pending) == (0, 0)

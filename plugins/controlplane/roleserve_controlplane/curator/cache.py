@@ -174,7 +174,9 @@ class NodeCache:
             asyncio.get_running_loop().call_soon(self._offer_all, node_id, record)
 
     def _offer_all(self, node_id: str, record: state_pb2.NodeRecord | None) -> None:
-        """Offer a change to every subscription that wants it (the owner's again: harmless).
+        """Offer a change to every subscription that wants it but the node's own, which
+        ``_apply`` offered it first (offered again, a stream that had taken it already
+        would send the node its record twice, and wake its readers twice).
 
         Called in order of the changes, one after another in one turn of the loop, before
         any subscriber it wakes runs: the two events of one transaction still arrive
@@ -182,7 +184,8 @@ class NodeCache:
         change, is offered the same record again, which changes nothing for its reader."""
         for key in (node_id, None):
             for subscription in self._subscriptions.get(key, ()):
-                subscription._offer(node_id, record)
+                if subscription.owner != node_id:
+                    subscription._offer(node_id, record)
 
     def statistics(self) -> dict[str, int]:
         """Nodes cached, open subscriptions, and changes waiting in the slowest."""
