@@ -164,6 +164,8 @@ class PluginInfo:
     """First line of the plugin module's docstring."""
     hooks: list[str] = field(default_factory=list)
     workers: list[str] = field(default_factory=list)
+    worker_docs: dict[str, str] = field(default_factory=dict)
+    """Worker name → its one line (``Worker.doc``), for ``roleserve plugins``."""
     values: list[str] = field(default_factory=list)
     """Keys this plugin owns."""
     reads: list[str] = field(default_factory=list)
@@ -189,6 +191,7 @@ class PluginInfo:
             "error": self.error,
             "hooks": list(self.hooks),
             "workers": list(self.workers),
+            "worker_docs": dict(self.worker_docs),
             "values": list(self.values),
             "reads": list(self.reads),
             "settings": [_setting_json(setting) for setting in self.settings],

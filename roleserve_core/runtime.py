@@ -193,6 +193,7 @@ class NodeRuntime:
                 self.workers[worker.name] = (call.plugin, worker)
                 self.registry.declare_reads(call.plugin, worker.reads)
             info.workers = [worker.name for worker in workers]
+            info.worker_docs = {worker.name: worker.doc for worker in workers}
             info.reads = sorted({key.name for worker in workers for key in worker.reads})
 
     def _refusal(self, plugin: str, exc: ConfigError) -> str:

@@ -103,6 +103,7 @@ def test_plugins_json(install: Install, capsys: pytest.CaptureFixture[str]) -> N
         ["good_roles", "good_connection"],
         ["roles"],
     )
+    assert good["worker_docs"] == {"good_worker": "Runs while the node has the role good."}
     assert good["hooks"] == [
         "on_curator_connection",
         "on_roles",
@@ -195,6 +196,7 @@ def test_plugins_table(install: Install, capsys: pytest.CaptureFixture[str]) -> 
         "  error: import failed: ModuleNotFoundError: "
         "No module named 'roleserve_test_missing_dependency'",
         "good: A well-behaved test plugin: one value of its own per hook, and a gated worker.",
+        "  worker good_worker: Runs while the node has the role good.",
         "typo_hook: A test plugin with a misspelled hook, and an optional hook of a plugin "
         "that is absent.",
         "  file: tests/plugins/typo_hook.py",

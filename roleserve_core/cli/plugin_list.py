@@ -103,6 +103,18 @@ def _settings(info: PluginInfo, width: int | None) -> list[str]:
     return [heading, *(f"{SETTINGS_INDENT}{line}" for line in table.splitlines())]
 
 
+def _worker_lines(info: PluginInfo, width: int | None) -> list[str]:
+    """A line per worker with its doc (``Worker.doc``); none for the core's built-in
+    workers, each a plugin of its own whose description says what it does."""
+    if info.builtin:
+        return []
+    return [
+        fill(f"worker {name}: {doc}", width, indent="  ")
+        for name, doc in info.worker_docs.items()
+        if doc
+    ]
+
+
 def _described(setting: Setting[Any]) -> str:
     """The setting's doc, and what it allows if not every value of its type."""
     if setting.allowed == setting.expected:
@@ -134,6 +146,7 @@ def _format(infos: list[PluginInfo], warnings: list[str], width: int | None) -> 
             out.append(fill(f"file: {info.file}", width, indent="  "))
         if info.error:
             out.append(fill(f"error: {info.error}", width, indent="  "))
+        out.extend(_worker_lines(info, width))
         out.extend(_settings(info, width))
         out.extend(fill(f"warning: {warning}", width, indent="  ") for warning in info.warnings)
         for hook, count in sorted(info.hook_failures.items()):
