@@ -2,7 +2,9 @@
 ``failover.py`` (a chosen lease TTL, several runs) and ``scale.py`` (clusters of 10 to 100).
 
 The leader's process group (its node process) gets SIGSTOP (a stalled disk, a paused VM) or
-SIGKILL (a crash); from the signal, two times:
+SIGKILL (a crash), or its node process alone SIGTERM (a clean stop: ``cluster down``,
+systemd; the leader resigns, see docs/curator.md "A clean stop"); from the signal, two
+times:
 
 - *survivors HEALTHY*: until a curator other than the old leader leads and shows every
   other node HEALTHY (each beats to it);
@@ -16,7 +18,7 @@ beating to it, reads apart from the lease TTL.
 
 Each look asks only the survivors' curators, with short deadlines, as an operator's tool
 would once it knows the old leader hangs. Then the victim is resumed (SIGCONT) or started
-again, and the cluster made whole before the next fault.
+again (once it has stopped), and the cluster made whole before the next fault.
 """
 
 from __future__ import annotations
@@ -151,7 +153,10 @@ async def measure_fault(
         results["role"] = time.perf_counter() - start
 
     start = time.perf_counter()
-    os.killpg(group, fault)
+    if fault is signal.SIGTERM:  # as cluster down and systemd stop a node: the node alone
+        os.kill(group, fault)
+    else:
+        os.killpg(group, fault)
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(healthy)
         tasks.start_soon(role)
@@ -178,7 +183,7 @@ Samples = dict[str, tuple[list[float], list[float]]]
 
 async def fault_and_recover(cluster: LocalCluster, fault: signal.Signals, samples: Samples) -> None:
     """One measurement of ``fault``; then the victim resumed (SIGSTOP) or started again
-    (SIGKILL), and the cluster whole before the next."""
+    once stopped (SIGKILL, SIGTERM), and the cluster whole before the next."""
     healthy, role, serving, victim = await measure_fault(cluster, fault)
     healthy_samples, role_samples = samples.setdefault(fault.name, ([], []))
     healthy_samples.append(healthy)
@@ -192,8 +197,18 @@ async def fault_and_recover(cluster: LocalCluster, fault: signal.Signals, sample
     if fault is signal.SIGSTOP:
         os.killpg(victim.pid or 0, signal.SIGCONT)
     else:
+        await until(_stopped(victim), lambda stopped: stopped)
         victim.start()
     await whole_again(cluster)
+
+
+def _stopped(node: LocalNode) -> Callable[[], Awaitable[bool]]:
+    """A look at whether ``node``'s process has ended (a SIGTERMed node takes seconds)."""
+
+    async def look() -> bool:
+        return node.pid is None
+
+    return look
 
 
 def print_failover(size: int, samples: Samples, ttl: float) -> None:

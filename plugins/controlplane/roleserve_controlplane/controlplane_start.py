@@ -183,7 +183,9 @@ class ControlPlaneStart:
                 maintenance=self.settings.maintenance,
             )
         )
-        ctx.run("curator", curator)
+        # Kept served by its member: a node stopping cancels both at once, and a leading
+        # curator's revoke of its lease (the next one leads at once) needs etcd.
+        ctx.run("curator", member.serving_for(curator))
         ctx.set_note("waiting for etcd and the curator")
         with curator.role.watch() as role, member.serving.watch() as serving:
             await role.get(filter=lambda now: now != "waiting")

@@ -24,7 +24,9 @@ def binary(request: pytest.FixtureRequest) -> EtcdBinary:
 def cluster(binary: EtcdBinary, tmp_path: Path, supervisor_runner: SupervisorRunner) -> EtcdCluster:
     """Members started on demand, each under a supervisor on the fake clock; all stopped
     when the test ends."""
-    return EtcdCluster(binary, tmp_path, supervisor_runner.start)
+    return EtcdCluster(
+        binary, tmp_path, supervisor_runner.start, stop_supervisor=supervisor_runner.stop
+    )
 
 
 @pytest.fixture

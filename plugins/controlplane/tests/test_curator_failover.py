@@ -8,10 +8,12 @@ import anyio
 import grpc
 import pytest
 
-from roleserve_controlplane.consensus import EtcdClient, Leadership
+from roleserve_controlplane.consensus import Election, EtcdClient, Leader, Leadership
 from roleserve_controlplane.curator.curator import Curator
 from roleserve_controlplane.curator.leader import LeaderState
-from roleserve_controlplane.testing import CuratorCluster, CuratorNode
+from roleserve_controlplane.curator.state import LEADER_PREFIX
+from roleserve_controlplane.proto import state_pb2
+from roleserve_controlplane.testing import CuratorCluster, CuratorNode, EtcdCluster
 from roleserve_controlplane.testing.curator import TEST_TTL
 from roleserve_core import State, common_pb2, curator_pb2, curator_pb2_grpc, management_pb2
 from roleserve_core.identity import Credentials
@@ -192,3 +194,33 @@ async def test_a_just_elected_curator_says_retry_marked_until_its_leader_serves(
     await wait_for_value(new.curator.role, lambda role: role == "leading")
     interval = await heartbeat_interval(plain.credentials, lambda c: curators.channel(new, c))
     assert interval == curators.heartbeat_interval
+
+
+async def test_a_leader_stopped_cleanly_hands_over_at_once(cluster: EtcdCluster) -> None:
+    """A node stopping cleanly (SIGTERM) cancels its etcd member and its curator at once.
+    The member serves on until the curator has ended, so the leader's revoke of its lease
+    reaches etcd and a follower leads at once, long before the lease could expire. The
+    member used to stop first: the revoke failed, and the cluster had no leader for a TTL
+    (7 s of a default lease on a real node, for every ``cluster down`` or restart)."""
+    async with CuratorCluster(cluster, lease_ttl=LONG_TTL) as curators:
+        first = await curators.bootstrap()
+        second = await curators.add_consensus(1)
+        third = await curators.add_consensus(2)
+        assert await curators.leader() is first
+        await curators.stop(first)
+        assert second.member is not None
+        async with second.member.client() as client:
+            leader = await Election(client, LEADER_PREFIX).leader()
+        # Read right after the stop: the old leader's key is gone, not left to expire.
+        assert leader is None or _node_of(leader) != first.node_id
+        new = await curators.leader(timeout=LONG_TTL / 2)
+        assert new in (second, third)
+
+
+LONG_TTL = 60
+"""A lease no test waits out: a follower that leads within it was handed the lead."""
+
+
+def _node_of(leader: Leader) -> str:
+    """The node ID a campaign key's value names."""
+    return state_pb2.LeaderValue.FromString(leader.value).node_id

@@ -139,6 +139,23 @@ async def test_a_leader_whose_lease_expired_is_told_why(cluster: EtcdCluster) ->
             assert a.cause == "etcd says its lease expired"
 
 
+async def test_a_leader_that_cannot_resign_says_so(
+    cluster: EtcdCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Leaving the block revokes the lease; when etcd is gone (its member stopped first,
+    as a node's shutdown used to), one WARNING says that the next leader waits for the
+    lease to expire: the failed revoke went without a word, and the wait was a mystery."""
+    member = await cluster.bootstrap()
+    async with cluster.client(attempts=1) as client:
+        election = Election(client, "/election/unresigned", ttl=TTL)
+        async with election.campaign(b"a"):
+            await member.stop()
+    said = [r for r in caplog.records if r.name == "roleserve.consensus"]
+    [warning] = [r for r in said if r.levelno >= logging.WARNING]
+    assert warning.getMessage().startswith("could not resign the lead of /election/unresigned/ (")
+    assert warning.getMessage().endswith(f"the next leader waits until the lease expires ({TTL} s)")
+
+
 async def test_a_restarted_candidate_does_not_wait_for_its_own_stale_key(
     cluster: EtcdCluster,
 ) -> None:

@@ -35,17 +35,22 @@
         etcd's last error lines, or DiskSpaceError when they say "no space left on device",
         or CorruptDataError when they say its data cannot be read (``corruption``: one line
         naming ``ctl consensus rebuild NODE``; the rebuild is found at the next start, see
-        ``record``); on cancellation: SIGTERM to its group, then SIGKILL after ``stop_grace``
+        ``record``); on cancellation: SIGTERM to its group, then SIGKILL after ``stop_grace``,
+        but first, for up to ``USER_GRACE`` s, it waits for the runnables it serves
+        (``serving_for``: the node's curator) to end: a node stopping cleanly cancels both
+        at once, and a leading curator's last request, the revoke of its election lease
+        that lets the next curator lead at once, needs its member still serving
 
 Clients and peers both use mutual TLS with the consensus CA.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import ipaddress
 import signal
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -88,6 +93,7 @@ from roleserve_core import (
     ProgramSpec,
     Retry,
     RunContext,
+    Runnable,
     RunningProgram,
     Value,
     endpoint,
@@ -262,6 +268,11 @@ churn: with 100,000, a few KiB per role change grew a member by hundreds of MiB 
 first snapshot (``benchmarks/etcd.py`` (e3), docs/consensus.md)."""
 
 
+USER_GRACE = 3.0
+"""Seconds a member asked to stop keeps etcd serving for the runnables it serves
+(``EtcdMember.serving_for``) to end: a leading curator gives its lease's revoke 2 s."""
+
+
 class EtcdMember:
     """A runnable that runs one etcd member (see the module docstring)."""
 
@@ -273,6 +284,32 @@ class EtcdMember:
         self.serving: Value[bool] = Value()
         """True once etcd serves (when the runnable signals healthy), False when it stops."""
         self.serving.set(False)
+        self._users: Value[int] = Value()
+        self._users.set(0)
+
+    def serving_for(self, runnable: Runnable) -> Runnable:
+        """``runnable`` (the node's curator), run so that this member, asked to stop at the
+        same time (the node stopping), keeps etcd serving until ``runnable`` has ended, for
+        up to ``USER_GRACE`` s: the leader's revoke of its lease on the way out needs it."""
+
+        async def served(ctx: RunContext) -> None:
+            with self._used():
+                await runnable(ctx)
+
+        return served
+
+    @contextlib.contextmanager
+    def _used(self) -> Iterator[None]:
+        self._users.set(self._users.get_nowait() + 1)
+        try:
+            yield
+        finally:
+            self._users.set(self._users.get_nowait() - 1)
+
+    async def _until_unused(self) -> None:
+        """Wait (shielded, at most ``USER_GRACE`` s) until no runnable it serves runs."""
+        with anyio.move_on_after(USER_GRACE, shield=True), self._users.watch() as users:
+            await users.get(filter=lambda count: count == 0)
 
     async def __call__(self, ctx: RunContext) -> None:
         config = self.config
@@ -305,6 +342,9 @@ class EtcdMember:
                     ctx.signal_healthy()
                     self.serving.set(True)
                     await probe_forever(ctx, client, config.liveness, etcd.pid)
+                except anyio.get_cancelled_exc_class():
+                    await self._until_unused()
+                    raise
                 finally:
                     self.program = None
                     self.serving.set(False)

@@ -140,6 +140,16 @@ class CuratorCluster:
         node.member.kill()
         await self._stop_curator(node)
 
+    async def stop(self, node: CuratorNode) -> None:
+        """What a clean stop of ``node`` (SIGTERM) does: its supervisor cancels its etcd
+        member and its curator at the same moment; the member serves until the curator
+        has ended (``EtcdMember.serving_for``), so a leader revokes its lease on the way
+        out. (The etcd cluster needs ``stop_supervisor``.)"""
+        assert node.member is not None
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(node.member.stop)
+            tasks.start_soon(self._stop_curator, node)
+
     async def leave_consensus(self, node: CuratorNode) -> None:
         """What ``node`` does once its consensus_member role is gone: its controlplane
         worker stops its curator. (Its etcd member, removed from the cluster, exits by
@@ -272,7 +282,8 @@ class CuratorCluster:
                 extensions=self.extensions,
             )
         )
-        node.supervisor = await self._runner.start(node.curator)
+        # Served by its member, as the controlplane worker runs it (``serving_for``).
+        node.supervisor = await self._runner.start(node.member.runnable.serving_for(node.curator))
 
 
 async def enrol_node(

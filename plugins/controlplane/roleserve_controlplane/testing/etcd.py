@@ -13,7 +13,7 @@ import os
 import random
 import shutil
 import signal
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -150,6 +150,14 @@ class RunningMember:
     config: MemberConfig
     runnable: EtcdMember
     supervisor: Supervisor
+    stop_supervisor: Callable[[Supervisor], Awaitable[None]] | None = None
+    """``EtcdCluster.stop_supervisor``, for ``stop``."""
+
+    async def stop(self) -> None:
+        """Stop the member's supervisor (etcd gets SIGTERM), as a node stopping does."""
+        if self.stop_supervisor is None:
+            raise RuntimeError("the EtcdCluster was made without stop_supervisor")
+        await self.stop_supervisor(self.supervisor)
 
     def kill(self) -> None:
         """SIGKILL the member's etcd process (the supervisor is left to notice)."""
@@ -178,6 +186,9 @@ class EtcdCluster:
     metrics_port: int | None = None
     """Where each member serves ``/metrics`` on its own address (a benchmark reads etcd's Go
     memory figures there); None: nowhere."""
+    stop_supervisor: Callable[[Supervisor], Awaitable[None]] | None = None
+    """``supervisor_runner.stop`` from the test kit, for ``RunningMember.stop``; None: the
+    members stop only with the runner."""
     _subnet: tuple[int, int] = field(
         default_factory=lambda: (random.randint(1, 254), random.randint(0, 254))
     )
@@ -216,7 +227,7 @@ class EtcdCluster:
         """Run a member; with ``wait``, until it is healthy."""
         runnable = EtcdMember(config)
         supervisor = await self.start_supervisor(runnable)
-        member = RunningMember(config, runnable, supervisor)
+        member = RunningMember(config, runnable, supervisor, self.stop_supervisor)
         self.members.append(member)
         if wait:
             await _healthy_through_backoffs(supervisor)
@@ -257,7 +268,9 @@ class EtcdClusterRunner:
 
     def __init__(self, binary: EtcdBinary, directory: Path) -> None:
         self._runner = SupervisorRunner(MonotonicClock())
-        self.cluster = EtcdCluster(binary, directory, self._runner.start)
+        self.cluster = EtcdCluster(
+            binary, directory, self._runner.start, stop_supervisor=self._runner.stop
+        )
 
     async def __aenter__(self) -> EtcdCluster:
         await self._runner.__aenter__()
