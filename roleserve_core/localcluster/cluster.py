@@ -365,11 +365,11 @@ class LocalCluster:
                 ticket = await self._ticket(management)
                 for node in newcomers:
                     self._register(node, ticket)
-                for node in newcomers:
-                    await self._approve(management, node)
+                await self._approve(management, newcomers)
             members = await self._members(management)
+            known = await self.nodes_by_id(management)
             for node in members:
-                await self._assign_roles(management, node)
+                await self._assign_roles(management, node, known)
             self.progress("waiting until every node is UP and HEALTHY")
             await self._until(
                 "every node is UP and HEALTHY",
@@ -545,36 +545,46 @@ class LocalCluster:
         info = await management.GetClusterInfo(management_pb2.GetClusterInfoRequest())
         return RegisterTicket(ticket.ticket, certificate_from_pem(info.ca_certificate)).encode()
 
-    async def _approve(self, management: Management, node: LocalNode) -> None:
-        await self._until(f"node {node.index} made its key", self._has_key(node), node=node)
+    async def _approve(self, management: Management, newcomers: list[LocalNode]) -> None:
+        """Approve each of ``newcomers`` as soon as it registered, and wait until all are UP.
+
+        One loop for all of them, one ``GetNodes`` a round: approving them one after the
+        other, each waited for until UP, took a second a node (100 s at 100 nodes), and a
+        poller per node would ask the curator for every node 4 times a second each.
+        """
+        waiting = {node.index: node for node in newcomers}
+        approved: set[str] = set()
+
+        async def all_up() -> bool:
+            nodes = await self.nodes_by_id(management)
+            for node in list(waiting.values()):
+                identity = self.node_id(node)
+                known = nodes.get(identity) if identity is not None else None
+                if identity is None or known is None:  # no key yet, or not registered yet
+                    continue
+                if known.state == common_pb2.NODE_STATE_UP:
+                    del waiting[node.index]
+                elif known.state == common_pb2.NODE_STATE_NEW and identity not in approved:
+                    self.progress(f"approving node {node.index} ({identity})")
+                    await management.ApproveNode(
+                        management_pb2.ApproveNodeRequest(node_id=identity)
+                    )
+                    approved.add(identity)
+            return not waiting
+
+        def what() -> str:
+            return "every new node is UP (" + _indexes(waiting) + " not yet)"
+
+        await self._until(what, all_up, running=newcomers)
+
+    async def _assign_roles(
+        self, management: Management, node: LocalNode, known: dict[str, management_pb2.Node]
+    ) -> None:
+        """Give ``node`` the default roles it lacks in ``known`` (the cluster's nodes, read
+        once for all: a consensus join changes no other node's roles)."""
         identity = self.node_id(node)
         assert identity is not None
-
-        async def registered() -> bool:
-            return identity in await self.nodes_by_id(management)
-
-        await self._until(f"node {node.index} registered", registered, node=node)
-        known = (await self.nodes_by_id(management))[identity]
-        if known.state == common_pb2.NODE_STATE_NEW:
-            self.progress(f"approving node {node.index} ({identity})")
-            await management.ApproveNode(management_pb2.ApproveNodeRequest(node_id=identity))
-
-        async def up() -> bool:
-            state = (await self.nodes_by_id(management))[identity].state
-            return bool(state == common_pb2.NODE_STATE_UP)
-
-        await self._until(f"node {node.index} is UP", up, node=node)
-
-    def _has_key(self, node: LocalNode) -> Callable[[], Awaitable[bool]]:
-        async def check() -> bool:
-            return self.node_id(node) is not None
-
-        return check
-
-    async def _assign_roles(self, management: Management, node: LocalNode) -> None:
-        identity = self.node_id(node)
-        assert identity is not None
-        current = roles_from_proto((await self.nodes_by_id(management))[identity].roles)
+        current = roles_from_proto(known[identity].roles)
         wanted = [
             role for role in default_roles(node.index, len(self.nodes)) if not current.has(role)
         ]
@@ -661,7 +671,7 @@ class LocalCluster:
 
     async def _until(
         self,
-        what: str,
+        what: str | Callable[[], str],
         check: Callable[[], Awaitable[bool]],
         *,
         node: LocalNode | None = None,
@@ -681,7 +691,8 @@ class LocalCluster:
                         raise LocalClusterError(stuck)
                 await anyio.sleep(POLL)
             return
-        raise LocalClusterError(self._failure(f"timed out waiting until {what}", node))
+        said = what() if callable(what) else what
+        raise LocalClusterError(self._failure(f"timed out waiting until {said}", node))
 
     async def _watching(self, work: Callable[[], Awaitable[None]]) -> None:
         """Do ``work`` (a wait for the leader, through it for the nodes), failing at once
@@ -775,6 +786,12 @@ class LocalCluster:
         since = " since this start" if node.started_here else ""
         tail = "\n    ".join(node.log_tail())
         return f"{what}; the end of {node.log_file}{since}:\n    {tail}"
+
+
+def _indexes(nodes: dict[int, LocalNode]) -> str:
+    """``node 4`` or ``nodes 4, 7, 9``: the nodes of these indexes, for a message."""
+    listed = ", ".join(str(index) for index in sorted(nodes))
+    return f"node{'s' if len(nodes) > 1 else ''} {listed}"
 
 
 def _exit_status(status: int | None) -> str:
