@@ -114,6 +114,8 @@ __all__ = [
 STEP_TIMEOUT = 120.0
 """Seconds one step (a node enrolling, a member joining etcd) may take."""
 POLL = 0.25
+ROLE_CHANGES_AT_ONCE = 16
+"""Role changes ``cluster up`` has in flight together (each one ``UpdateNodeRoles``)."""
 RUNNABLE_PATIENCE = 5.0
 """Seconds a node may take to show a runnable of its tree to an extension."""
 
@@ -367,9 +369,7 @@ class LocalCluster:
                     self._register(node, ticket)
                 await self._approve(management, newcomers)
             members = await self._members(management)
-            known = await self.nodes_by_id(management)
-            for node in members:
-                await self._assign_roles(management, node, known)
+            await self._assign_every_role(management, members)
             self.progress("waiting until every node is UP and HEALTHY")
             await self._until(
                 "every node is UP and HEALTHY",
@@ -576,6 +576,27 @@ class LocalCluster:
             return "every new node is UP (" + _indexes(waiting) + " not yet)"
 
         await self._until(what, all_up, running=newcomers)
+
+    async def _assign_every_role(self, management: Management, members: list[LocalNode]) -> None:
+        """Give every node its default roles: the consensus members one after the other
+        (etcd takes one learner at a time, each waited for until it votes), then all the
+        others at once, ``ROLE_CHANGES_AT_ONCE`` at a time (one after the other, a 100-node
+        up spent a minute and more on them)."""
+        known = await self.nodes_by_id(management)
+        size = len(self.nodes)
+        joining = [n for n in members if "consensus_member" in default_roles(n.index, size)]
+        for node in joining:
+            await self._assign_roles(management, node, known)
+        limiter = anyio.CapacityLimiter(ROLE_CHANGES_AT_ONCE)
+
+        async def assign(node: LocalNode) -> None:
+            async with limiter:
+                await self._assign_roles(management, node, known)
+
+        async with anyio.create_task_group() as tasks:
+            for node in members:
+                if node not in joining:
+                    tasks.start_soon(assign, node)
 
     async def _assign_roles(
         self, management: Management, node: LocalNode, known: dict[str, management_pb2.Node]

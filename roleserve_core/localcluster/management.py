@@ -52,6 +52,9 @@ class LeaderManagement:
         self.patience = patience
         self._channel: grpc.aio.Channel | None = None
         self._stub: Any = None
+        self._finding = anyio.Lock()
+        """Held while the leader is sought: calls made at once (``cluster up`` sets many
+        nodes' roles together) share the one channel found, not one each."""
 
     def __getattr__(self, method: str) -> Callable[[Any], Awaitable[Any]]:
         if not method[:1].isupper():
@@ -105,10 +108,15 @@ class LeaderManagement:
         ) from last
 
     async def _leader(self) -> Any:
-        if self._stub is None:
-            access = self.access
-            leader = await find_leader(access.endpoints, access.credentials, timeout=self.patience)
-            channel = secure_channel(leader.endpoint, access.credentials, node_id=leader.node_id)
-            self._channel = channel
-            self._stub = management_pb2_grpc.ManagementStub(channel)
-        return self._stub
+        async with self._finding:
+            if self._stub is None:
+                access = self.access
+                leader = await find_leader(
+                    access.endpoints, access.credentials, timeout=self.patience
+                )
+                channel = secure_channel(
+                    leader.endpoint, access.credentials, node_id=leader.node_id
+                )
+                self._channel = channel
+                self._stub = management_pb2_grpc.ManagementStub(channel)
+            return self._stub
