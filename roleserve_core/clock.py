@@ -33,7 +33,8 @@ class Clock(Protocol):
         ...
 
     async def sleep(self, seconds: float) -> None:
-        """Wait until ``now()`` has advanced by at least ``seconds``."""
+        """Wait until ``now()`` has advanced by at least ``seconds``; at once (a checkpoint)
+        for ``seconds`` ≤ 0, a deadline already passed."""
         ...
 
 
@@ -49,5 +50,10 @@ class MonotonicClock:
         return time.time()
 
     async def sleep(self, seconds: float) -> None:
-        """``anyio.sleep(seconds)``."""
-        await anyio.sleep(seconds)
+        """``anyio.sleep(seconds)``, and no wait for a deadline already passed.
+
+        Callers sleep until a deadline (``deadline - now()``), which a task that ran late
+        (a starved CPU, 100 local nodes on two cores) finds passed: anyio ≥ 4.12 refuses a
+        negative delay with a ValueError, which crashed a node's supervisor.
+        """
+        await anyio.sleep(max(seconds, 0.0))
