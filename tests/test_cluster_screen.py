@@ -5,6 +5,7 @@ table is a stand-in)."""
 from __future__ import annotations
 
 import io
+import time
 from pathlib import Path
 
 import anyio
@@ -44,13 +45,47 @@ def test_the_hint_stays_under_the_table_on_every_redraw(
     monkeypatch.setattr("sys.stdout", screen)
     monkeypatch.setenv("ROLESERVE_COMMAND", "./dev roleserve")
     with pytest.raises(EnoughScreensError):
-        anyio.run(cluster_command._live_status, LocalCluster(tmp_path, 1), tmp_path)
+        anyio.run(cluster_command._live_status, LocalCluster(tmp_path, 1), tmp_path, 0.0)
     screens = screen.getvalue().split(CLEAR)[1:]
     owner = tmp_path / "owner"
     hint = f"operate it with: export ROLESERVE_CREDENTIALS={owner}; ./dev roleserve ctl nodes"
     assert len(screens) == 3
     for number, shown in enumerate(screens, start=1):
         assert shown.endswith(f"TABLE {number}\n\n{hint}\n")
+
+
+@pytest.mark.parametrize("terminal", [True, False])
+def test_the_live_status_ends_once_cluster_down_stopped_the_nodes(
+    terminal: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A foreground ``up`` once kept waiting after ``cluster down`` from another terminal
+    stopped its nodes. A ``cluster down`` from before this ``up`` (``since``) does not end
+    it."""
+    cluster = LocalCluster(tmp_path, 1)  # no node runs: none was started
+    cluster.record_down()  # an earlier down
+    since = time.time()
+    looks: list[bool] = []
+    stopped_by_down = cluster.stopped_by_down
+
+    def look(when: float) -> bool:
+        if looks:  # the second look: `cluster down` ran meanwhile
+            cluster.record_down()
+        looks.append(stopped_by_down(when))
+        return looks[-1]
+
+    async def table(_: LocalCluster) -> str:
+        return "TABLE"
+
+    async def live() -> None:
+        with anyio.fail_after(10):
+            await cluster_command._live_status(cluster, tmp_path, since)
+
+    monkeypatch.setattr(cluster, "stopped_by_down", look)
+    monkeypatch.setattr(cluster_command, "_status_table", table)
+    monkeypatch.setattr(cluster_command, "REFRESH", 0)
+    monkeypatch.setattr("sys.stdout", Terminal() if terminal else io.StringIO())
+    anyio.run(live)
+    assert looks == [False, True]
 
 
 def known_nodes(cluster: LocalCluster) -> dict[str, management_pb2.Node]:

@@ -4,7 +4,8 @@
 (``localcluster.lock``: a second waits for the first, then reports the whole cluster),
 and shows a live status table under the hint of how to operate it, until Ctrl-C stops
 the nodes it started (those it found running keep running, and it says so; so does a
-failed ``up``); ``down`` stops the nodes a detached ``up`` left running; ``status`` shows
+failed ``up``), or until ``cluster down`` from another terminal stopped them all (it
+says so, exit 0); ``down`` stops the nodes a detached ``up`` left running; ``status`` shows
 them, with what the leading curator knows. Plugins add to both (``cluster_extension``): what
 ``up`` waits for before it says the cluster is up, a column of the table each, and a line
 under it.
@@ -45,9 +46,10 @@ def _progress(message: str) -> None:
 
 async def _up(args: argparse.Namespace) -> int:
     _progress(f"cluster directory {args.dir.absolute()}")
+    since = time.time()
     cluster: LocalCluster | None = None
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        stopped = False
+        stopped = by_down = False
         async with anyio.create_task_group() as tasks:
 
             async def interrupted() -> None:
@@ -67,6 +69,7 @@ async def _up(args: argparse.Namespace) -> int:
                     netns=args.netns,
                     progress=_progress,
                     extensions=load_extensions(_progress),
+                    kubernetes_workers=args.kubernetes_workers,
                 )
                 try:
                     await cluster.up()
@@ -78,9 +81,14 @@ async def _up(args: argparse.Namespace) -> int:
                 await _print_status(cluster, args.dir, json=False)
                 tasks.cancel_scope.cancel()
             else:
-                await _live_status(cluster, args.dir)
+                await _live_status(cluster, args.dir, since)
+                by_down = True
+                tasks.cancel_scope.cancel()
         if cluster is None:  # interrupted while waiting for the other up
             return 130
+        if by_down:
+            _progress("stopped by cluster down")
+            return 0
         if not args.detach:
             with anyio.CancelScope(shield=True):
                 every = await cluster.stop_started()
@@ -104,8 +112,11 @@ async def _hints(cluster: LocalCluster, directory: Path) -> str:
     return "\n".join(line for line in lines if line is not None)
 
 
-async def _live_status(cluster: LocalCluster, directory: Path) -> None:
-    """Redraw the status table until cancelled (Ctrl-C); once if stdout is no terminal.
+async def _live_status(cluster: LocalCluster, directory: Path, since: float) -> None:
+    """Redraw the status table until cancelled (Ctrl-C), or until ``cluster down`` (in
+    another terminal) stopped the cluster after ``since``: there is nothing left to show
+    then, and an ``up`` that kept waiting looked hung. The table is drawn once if stdout is
+    no terminal.
 
     The hint goes under the table on every redraw: printed once before, it was cleared
     with the screen at the first redraw, just when the reader needed it.
@@ -113,8 +124,11 @@ async def _live_status(cluster: LocalCluster, directory: Path) -> None:
     if not sys.stdout.isatty():
         await _print_status(cluster, directory, json=False)
         print(await _hints(cluster, directory), flush=True)
-        await anyio.sleep_forever()
-    while True:
+        while True:  # the directory, polled: there is no event to wait on
+            await anyio.sleep(REFRESH)
+            if cluster.stopped_by_down(since):
+                return
+    while not cluster.stopped_by_down(since):
         table = await _status_table(cluster)
         print("\x1b[2J\x1b[H", end="")
         print(
@@ -130,6 +144,7 @@ async def _down(args: argparse.Namespace) -> int:
     running = any(node.pid is not None for node in cluster.nodes)
     if not running:
         _progress(f"no node of {args.dir} is running")
+    cluster.record_down()  # for a foreground up showing this cluster: it ends too
     await cluster.down()  # also removes the network of a --netns cluster
     if running:
         _progress("every node stopped")

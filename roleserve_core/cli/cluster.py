@@ -18,11 +18,13 @@ import argparse
 import ipaddress
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from roleserve_core.cli._failure import report, sole_error
 from roleserve_core.errors import RoleserveError
 from roleserve_core.localcluster.layout import (
+    ALL_WORKERS,
+    DEFAULT_KUBERNETES_WORKERS,
     DEFAULT_SIZE,
     FIRST_ADDRESS,
     MAX_SIZE,
@@ -50,10 +52,12 @@ def add_parser(commands: Any) -> None:
         description=(
             "Bootstrap node 1, register and approve the others, give them roles (three "
             "consensus members when there are three nodes or more; kubernetes_worker on "
-            "every node), wait until all are UP and HEALTHY (and, with the kube binaries, every "
+            f"the first {DEFAULT_KUBERNETES_WORKERS} nodes, see --kubernetes-workers), wait until "
+            "all are UP and HEALTHY (and, with the kube binaries, every kubernetes_worker's "
             "Kubernetes Node Ready: a plugin's extension), then show a live status table. "
             "Ctrl-C stops the nodes it started cleanly; nodes it found running keep "
-            "running, on Ctrl-C and on failure alike. Run it again on the same directory to "
+            "running, on Ctrl-C and on failure alike; `cluster down` from another terminal "
+            "ends it too (exit 0). Run it again on the same directory to "
             "bring the same cluster back: it starts every node that is not running (all of "
             "them before it waits for a leader, so two of three lost members come back "
             "too), then enrols any it lacks."
@@ -69,6 +73,19 @@ def add_parser(commands: Any) -> None:
             "as many as "
             "--dir holds; more than it holds adds nodes, fewer is refused (a node leaves "
             "through `ctl decommission`)"
+        ),
+    )
+    up.add_argument(
+        "--kubernetes-workers",
+        type=_worker_count,
+        default=None,
+        metavar="K",
+        help=(
+            f"how many nodes get kubernetes_worker (a kubelet and containerd each), the "
+            f"first K by index, consensus members first: a number up to --nodes, or "
+            f"{ALL_WORKERS}; default every node up to {DEFAULT_KUBERNETES_WORKERS} nodes and "
+            f"{DEFAULT_KUBERNETES_WORKERS} above (each costs ~0.9%% of a core idle and "
+            "~135 MiB). Roles a node holds already are kept"
         ),
     )
     up.add_argument(
@@ -121,6 +138,16 @@ def add_parser(commands: Any) -> None:
 def _node_count(text: str) -> int:
     if not text.isdigit() or not 1 <= int(text) <= MAX_SIZE:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of nodes from 1 to {MAX_SIZE}")
+    return int(text)
+
+
+def _worker_count(text: str) -> int | Literal["all"]:
+    if text == ALL_WORKERS:
+        return ALL_WORKERS
+    if not text.isdecimal():
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number of nodes (0 or more) nor {ALL_WORKERS}"
+        )
     return int(text)
 
 

@@ -7,6 +7,7 @@
     │                   one in 198.18.0.0/15 makes it a --netns cluster (netns.py)
     ├── owner/          the owner's access directory (written by node 1's bootstrap)
     ├── up.lock         held by the `cluster up` at work on it (``lock``): one at a time
+    ├── down            when `cluster down` last ran (a foreground up then ends)
     ├── n1/ … nN/       each node's data directory, log (node.log), PID (node.pid) and
     │                   hosts file (hosts, when the hostsfile plugin is installed)
 
@@ -17,12 +18,14 @@
             wait for the leader (only now: the members need each other for a quorum)
             nodes not enrolled yet: registered ($ROLESERVE_REGISTER_TICKET, never in argv)
             with --join-address node 1, approved, waited for until UP   127.0.0.12, …
-            roles (layout.default_roles): consensus members one at a time (each joins etcd
-            as a learner and is promoted), then the rest
+            roles (layout.default_roles, kubernetes_worker on the first K: workers_for_up):
+            only those a node lacks, none taken away; consensus members one at a time
+            (each joins etcd as a learner and is promoted), then the rest
             wait until every node is UP and HEALTHY
-            each plugin extension's settle (cluster_extension: e.g. every Kubernetes Node
-            Ready); only then "the cluster is up"
-    down(): SIGTERM every node, wait for each to stop (SIGKILL after a while)
+            each plugin extension's settle (cluster_extension: e.g. every kubernetes_worker's
+            Kubernetes Node Ready); only then "the cluster is up"
+    down(): SIGTERM every node, wait for each to stop (SIGKILL after a while); the
+            command first writes D/down (record_down), which ends a foreground up
 
     --netns (``netns``): up first makes the namespaces, veths and bridge (removing those
     a killed run left, with one line, when no node runs) and starts each node in its
@@ -43,9 +46,10 @@ import functools
 import ipaddress
 import signal
 import stat
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import grpc
@@ -65,10 +69,14 @@ from roleserve_core.files import write_atomically
 from roleserve_core.identity import certificate_from_pem
 from roleserve_core.localcluster import netns as _netns
 from roleserve_core.localcluster.layout import (
+    ALL_WORKERS,
+    DEFAULT_KUBERNETES_WORKERS,
     DEFAULT_SIZE,
+    DOWN_FILE,
     FIRST_ADDRESS,
     FIRST_ADDRESS_FILE,
     OWNER_DIRECTORY,
+    default_kubernetes_workers,
     default_roles,
 )
 from roleserve_core.localcluster.management import LeaderManagement
@@ -104,11 +112,13 @@ from roleserve_core.rpc import secure_channel
 __all__ = [
     "DEFAULT_SIZE",
     "FIRST_ADDRESS",
+    "KubernetesWorkers",
     "LocalCluster",
     "LocalClusterError",
     "held_nodes",
     "saved_first_address",
     "size_for_up",
+    "workers_for_up",
 ]
 
 STEP_TIMEOUT = 120.0
@@ -116,10 +126,14 @@ STEP_TIMEOUT = 120.0
 POLL = 0.25
 ROLE_CHANGES_AT_ONCE = 16
 """Role changes ``cluster up`` has in flight together (each one ``UpdateNodeRoles``)."""
+WORKER_ROLE = "kubernetes_worker"
 RUNNABLE_PATIENCE = 5.0
 """Seconds a node may take to show a runnable of its tree to an extension."""
 
 Progress = Callable[[str], None]
+KubernetesWorkers = int | Literal["all"] | None
+"""``--kubernetes-workers``: a count, ``"all"``, or None for the default
+(``layout.default_kubernetes_workers``)."""
 Management = LeaderManagement
 
 
@@ -175,6 +189,28 @@ def size_for_up(directory: Path, asked: int | None) -> int:
     return asked
 
 
+def workers_for_up(asked: KubernetesWorkers, size: int) -> int:
+    """How many of ``size`` nodes ``up`` gives ``kubernetes_worker`` (the first by index):
+    ``asked`` (``--kubernetes-workers``), every node for ``"all"``, and
+    ``default_kubernetes_workers`` when not asked.
+
+    :raises LocalClusterError: if ``asked`` is more than ``size``: a count that cannot be
+        met is a mistake to say, not to round down quietly.
+    """
+    if asked is None:
+        return default_kubernetes_workers(size)
+    if isinstance(asked, str):  # ALL_WORKERS, the one string the type allows
+        return size
+    if asked < 0:
+        raise ValueError(f"{asked} Kubernetes workers")
+    if asked > size:
+        raise LocalClusterError(
+            f"--kubernetes-workers {asked} is more than the cluster's {size} "
+            f"node{'' if size == 1 else 's'}: give {size} or fewer, or all"
+        )
+    return asked
+
+
 def _quiet(_: str) -> None:
     """The default progress callback: says nothing."""
 
@@ -192,6 +228,8 @@ class LocalCluster:
     :param config: the ``roleserve.toml`` text of nodes created by this cluster.
     :param extensions: what plugins add (``cluster_extension``): ``up`` waits for each one's
         ``settle`` before it says the cluster is up.
+    :param kubernetes_workers: how many nodes ``up`` gives ``kubernetes_worker``
+        (``workers_for_up``; by default every node up to ``DEFAULT_KUBERNETES_WORKERS``).
     :param accepts: whether a node would accept a setting ``up`` gives each node a value
         of its own for (``nodeconfig``: the hosts file's path; with --netns, the clusternet
         interface; on loopback, why the mesh is off); by default, whether its plugin is
@@ -209,9 +247,12 @@ class LocalCluster:
         accepts: Callable[[NodeSetting], bool] = setting_accepted,
         progress: Progress = _quiet,
         extensions: Sequence[ClusterExtension] = (),
+        kubernetes_workers: KubernetesWorkers = None,
     ) -> None:
         if size < 1:
             raise ValueError("a cluster has at least one node")
+        self.workers = workers_for_up(kubernetes_workers, size)
+        self.workers_asked = kubernetes_workers is not None
         self.directory = directory.absolute()
         self.config = config
         self.accepts = functools.cache(accepts)
@@ -394,6 +435,23 @@ class LocalCluster:
                     tasks.start_soon(node.stop)
         if self.network is not None:
             await self._network_down(self.network)
+
+    def record_down(self) -> None:
+        """Say in the directory that ``cluster down`` stops the cluster now (``DOWN_FILE``),
+        for a foreground ``up`` showing its status in another terminal
+        (``stopped_by_down``)."""
+        write_atomically(self.directory / DOWN_FILE, f"{time.time_ns()}\n".encode())
+
+    def stopped_by_down(self, since: float) -> bool:
+        """Whether ``cluster down`` ran after ``since`` (seconds since the epoch) and no
+        node runs now: what ends a foreground ``up``, which otherwise would show stopped
+        nodes until Ctrl-C. A node that merely exits is not this: ``up`` goes on showing
+        it, for the operator to see."""
+        try:
+            stamp = int((self.directory / DOWN_FILE).read_text())
+        except (OSError, ValueError):
+            return False
+        return stamp >= since * 1e9 and all(node.pid is None for node in self.nodes)
 
     async def stop_started(self) -> bool:
         """Stop only the nodes this process started (``recovery``), and for a --netns
@@ -583,8 +641,8 @@ class LocalCluster:
         others at once, ``ROLE_CHANGES_AT_ONCE`` at a time (one after the other, a 100-node
         up spent a minute and more on them)."""
         known = await self.nodes_by_id(management)
-        size = len(self.nodes)
-        joining = [n for n in members if "consensus_member" in default_roles(n.index, size)]
+        self._say_workers(members, known)
+        joining = [n for n in members if "consensus_member" in self._default_roles(n)]
         for node in joining:
             await self._assign_roles(management, node, known)
         limiter = anyio.CapacityLimiter(ROLE_CHANGES_AT_ONCE)
@@ -598,6 +656,30 @@ class LocalCluster:
                 if node not in joining:
                     tasks.start_soon(assign, node)
 
+    def _default_roles(self, node: LocalNode) -> list[str]:
+        return default_roles(node.index, len(self.nodes), workers=self.workers)
+
+    def _say_workers(self, members: list[LocalNode], known: dict[str, management_pb2.Node]) -> None:
+        """One line for the nodes past the ``workers`` first that hold no
+        ``kubernetes_worker``, when the default left them without: the operator learns
+        there why those nodes run no kubelet, and how to have one on each. Nodes that hold
+        it keep it (``up`` takes no role away, as on a later ``up`` of any cluster)."""
+        if self.workers_asked:
+            return
+        without = [
+            node.index
+            for node in members
+            if node.index > self.workers
+            and not roles_from_proto(known[self.node_id(node) or ""].roles).has(WORKER_ROLE)
+        ]
+        if without:
+            verb = "get" if len(without) > 1 else "gets"
+            self.progress(
+                f"{_spans(without)} {verb} no {WORKER_ROLE} ({DEFAULT_KUBERNETES_WORKERS} by "
+                f"default above {DEFAULT_KUBERNETES_WORKERS} nodes; --kubernetes-workers "
+                f"{ALL_WORKERS} gives it to every node)"
+            )
+
     async def _assign_roles(
         self, management: Management, node: LocalNode, known: dict[str, management_pb2.Node]
     ) -> None:
@@ -606,9 +688,8 @@ class LocalCluster:
         identity = self.node_id(node)
         assert identity is not None
         current = roles_from_proto(known[identity].roles)
-        wanted = [
-            role for role in default_roles(node.index, len(self.nodes)) if not current.has(role)
-        ]
+        held = current.names()
+        wanted = [role for role in self._default_roles(node) if not current.has(role)]
         if "consensus_member" in wanted:
             self.progress(f"node {node.index} joins the consensus (etcd learner, then voter)")
             await self._change_roles(management, identity, ["consensus_member"])
@@ -618,8 +699,9 @@ class LocalCluster:
                 node=node,
             )
             wanted.remove("consensus_member")
+            held.append("consensus_member")
         if wanted:
-            self.progress(f"node {node.index}: {', '.join(wanted)}")
+            self.progress(_roles_added(node.index, wanted, held))
             await self._change_roles(management, identity, wanted)
 
     async def _change_roles(self, management: Management, identity: str, roles: list[str]) -> None:
@@ -807,6 +889,27 @@ class LocalCluster:
         since = " since this start" if node.started_here else ""
         tail = "\n    ".join(node.log_tail())
         return f"{what}; the end of {node.log_file}{since}:\n    {tail}"
+
+
+def _roles_added(index: int, added: list[str], held: list[str]) -> str:
+    """``node 4: gets role kubernetes_worker``, ``node 1: gets roles kubernetes_controller,
+    kubernetes_worker (keeps consensus_member)``: what ``up`` adds, and what the node
+    holds already, so that the line does not read as the node's only roles."""
+    line = f"node {index}: gets role{'s' if len(added) > 1 else ''} {', '.join(added)}"
+    return f"{line} (keeps {', '.join(held)})" if held else line
+
+
+def _spans(indexes: list[int]) -> str:
+    """``node 4``, ``nodes 11–100``, ``nodes 11–40, 45–100``: sorted node indexes, with
+    each run of consecutive ones as its ends."""
+    runs: list[list[int]] = []
+    for index in sorted(indexes):
+        if runs and index == runs[-1][-1] + 1:
+            runs[-1].append(index)
+        else:
+            runs.append([index])
+    spans = [str(run[0]) if len(run) == 1 else f"{run[0]}–{run[-1]}" for run in runs]
+    return f"node{'s' if len(indexes) > 1 else ''} {', '.join(spans)}"
 
 
 def _indexes(nodes: dict[int, LocalNode]) -> str:

@@ -1,0 +1,209 @@
+"""How many nodes ``cluster up`` gives ``kubernetes_worker`` (``--kubernetes-workers``), and
+what it says of the roles it adds. No processes: the roles go to a recording stand-in for
+the leader's Management service, which answers from the records the test gives it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, cast
+
+import anyio
+import pytest
+
+from roleserve_core.cli import main
+from roleserve_core.identity import generate_key, node_id, private_key_to_pem
+from roleserve_core.localcluster import (
+    LocalCluster,
+    LocalClusterError,
+    default_roles,
+    workers_for_up,
+)
+from roleserve_core.localcluster.layout import DEFAULT_KUBERNETES_WORKERS, MAX_SIZE
+from roleserve_core.proto import common_pb2, management_pb2
+
+CONTROL = ["consensus_member", "kubernetes_controller", "kubernetes_worker"]
+
+
+def workers(size: int, **options: Any) -> list[int]:
+    """The indexes of the nodes whose default roles hold ``kubernetes_worker``."""
+    return [
+        index
+        for index in range(1, size + 1)
+        if "kubernetes_worker" in default_roles(index, size, **options)
+    ]
+
+
+@pytest.mark.parametrize("size", [1, 3, 10])
+def test_up_to_ten_nodes_every_node_is_a_worker_by_default(size: int) -> None:
+    assert workers_for_up(None, size) == size
+    assert workers(size) == list(range(1, size + 1))
+
+
+@pytest.mark.parametrize("size", [11, 50, MAX_SIZE])
+def test_above_ten_nodes_the_first_ten_are_workers_by_default(size: int) -> None:
+    """Each kubelet with its containerd costs ~0.9% of a core idle: 100 of them on two
+    cores left no curator answering in time (issue 30)."""
+    assert DEFAULT_KUBERNETES_WORKERS == 10
+    assert workers_for_up(None, size) == 10
+    assert workers(size) == list(range(1, 11))
+    assert default_roles(1, size) == CONTROL  # the consensus members are among them
+    assert default_roles(11, size) == []
+
+
+def test_a_count_or_all_is_taken_as_asked() -> None:
+    assert workers_for_up("all", MAX_SIZE) == MAX_SIZE
+    assert workers_for_up(0, 3) == 0
+    assert workers_for_up(3, 3) == 3
+    assert workers(3, workers=1) == [1]
+    assert workers(5, workers=0) == []
+    assert default_roles(2, 3, workers=1) == ["consensus_member", "kubernetes_controller"]
+
+
+@pytest.mark.parametrize(("asked", "size", "nodes"), [(4, 3, "3 nodes"), (2, 1, "1 node")])
+def test_more_workers_than_nodes_is_refused_naming_the_flag_and_the_size(
+    asked: int, size: int, nodes: str, tmp_path: Path
+) -> None:
+    with pytest.raises(LocalClusterError) as refused:
+        LocalCluster(tmp_path, size, kubernetes_workers=asked)
+    assert str(refused.value) == (
+        f"--kubernetes-workers {asked} is more than the cluster's {nodes}: give {size} or "
+        "fewer, or all"
+    )
+
+
+def test_more_workers_than_nodes_is_one_line_and_starts_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    directory = tmp_path / "c"
+    code = main(
+        ["cluster", "up", "--nodes", "2", "--kubernetes-workers", "3", "--dir", str(directory)]
+    )
+    assert code == 1
+    assert capsys.readouterr().err == (
+        "roleserve cluster: error: --kubernetes-workers 3 is more than the cluster's 2 "
+        "nodes: give 2 or fewer, or all\n"
+    )
+    assert not list(directory.glob("n*"))
+
+
+@pytest.mark.parametrize("text", ["-1", "some", "2.5", "ALL", ""])
+def test_a_workers_count_that_is_no_count_is_refused_by_the_parser(
+    text: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    directory = tmp_path / "c"
+    with pytest.raises(SystemExit) as exit:
+        main(["cluster", "up", "--kubernetes-workers", text, "--dir", str(directory)])
+    assert exit.value.code == 2
+    assert (
+        capsys.readouterr()
+        .err.splitlines()[-1]
+        .endswith(
+            f"argument --kubernetes-workers: {text!r} is not a number of nodes (0 or more) nor all"
+        )
+    )
+    assert not directory.exists()
+
+
+# -- the roles up adds, and what it says ---------------------------------------------------
+
+
+class Leader:
+    """The leader's Management service as ``up`` uses it for roles: answers ``GetNodes``
+    from ``records`` and records each ``UpdateNodeRoles``."""
+
+    def __init__(self, records: dict[str, management_pb2.Node]) -> None:
+        self.records = records
+        self.assigned: dict[str, list[str]] = {}
+
+    async def stream(self, method: str, request: object) -> list[management_pb2.Node]:
+        assert method == "GetNodes"
+        return list(self.records.values())
+
+    async def UpdateNodeRoles(  # noqa: N802 (the gRPC method's name)
+        self, request: management_pb2.UpdateNodeRolesRequest
+    ) -> None:
+        assert all(change.assign for change in request.changes)
+        self.assigned[request.node_id] = [change.role for change in request.changes]
+
+
+def enrolled(cluster: LocalCluster, held: dict[int, list[str]]) -> Leader:
+    """Each node of ``cluster`` with a key and UP; the roles ``held`` by index (the
+    consensus members hold ``consensus_member`` already, so no etcd join is waited for)."""
+    records = {}
+    for local in cluster.nodes:
+        key = generate_key()
+        local.datadir.key.parent.mkdir(parents=True, exist_ok=True)
+        local.datadir.key.write_bytes(private_key_to_pem(key))
+        record = management_pb2.Node(id=node_id(key.public_key()), state=common_pb2.NODE_STATE_UP)
+        for role in held.get(local.index, []):
+            if role.startswith("custom:"):
+                record.roles.custom[role.removeprefix("custom:")].SetInParent()
+            else:
+                getattr(record.roles, role).SetInParent()
+        records[record.id] = record
+    return Leader(records)
+
+
+MEMBERS = {1: ["consensus_member"], 2: ["consensus_member"], 3: ["consensus_member"]}
+
+
+def assign(cluster: LocalCluster, leader: Leader) -> dict[int, list[str]]:
+    """Run ``up``'s role step; the roles it assigned, by node index."""
+    anyio.run(cluster._assign_every_role, cast(Any, leader), list(cluster.nodes))
+    indexes = {cluster.node_id(node): node.index for node in cluster.nodes}
+    return {indexes[identity]: roles for identity, roles in leader.assigned.items()}
+
+
+def test_above_ten_nodes_one_line_says_which_nodes_get_no_worker_and_how(
+    tmp_path: Path,
+) -> None:
+    said: list[str] = []
+    cluster = LocalCluster(tmp_path, 13, progress=said.append)
+    assigned = assign(cluster, enrolled(cluster, MEMBERS))
+    assert sorted(assigned) == list(range(1, 11))
+    assert assigned[4] == ["kubernetes_worker"]
+    capped = [line for line in said if "get no" in line]
+    assert capped == [
+        "nodes 11–13 get no kubernetes_worker (10 by default above 10 nodes; "
+        "--kubernetes-workers all gives it to every node)"
+    ]
+
+
+def test_a_later_up_takes_no_worker_away_and_names_only_the_nodes_without(
+    tmp_path: Path,
+) -> None:
+    """Brought back without the flag, a cluster made with ``--kubernetes-workers all`` (or
+    whose operator gave node 12 a kubelet) keeps its workers; the line names the others."""
+    said: list[str] = []
+    cluster = LocalCluster(tmp_path, 13, progress=said.append)
+    held = {**MEMBERS, 12: ["kubernetes_worker"]}
+    assigned = assign(cluster, enrolled(cluster, held))
+    assert 12 not in assigned
+    assert [line for line in said if "get no" in line] == [
+        "nodes 11, 13 get no kubernetes_worker (10 by default above 10 nodes; "
+        "--kubernetes-workers all gives it to every node)"
+    ]
+
+
+def test_asked_workers_get_the_role_with_no_line_about_the_others(tmp_path: Path) -> None:
+    said: list[str] = []
+    cluster = LocalCluster(tmp_path, 13, progress=said.append, kubernetes_workers=2)
+    assigned = assign(cluster, enrolled(cluster, MEMBERS))
+    assert assigned == {
+        1: ["kubernetes_controller", "kubernetes_worker"],
+        2: ["kubernetes_controller", "kubernetes_worker"],
+        3: ["kubernetes_controller"],
+    }
+    assert not any("get no" in line for line in said)
+
+
+def test_the_progress_line_says_what_is_added_and_what_the_node_keeps(tmp_path: Path) -> None:
+    """It once read ``node 1: kubernetes_worker``, as if that were node 1's only role."""
+    said: list[str] = []
+    cluster = LocalCluster(tmp_path, 4, progress=said.append)
+    assign(cluster, enrolled(cluster, {**MEMBERS, 4: ["custom:backup"]}))
+    assert (
+        "node 1: gets roles kubernetes_controller, kubernetes_worker (keeps consensus_member)"
+        in said
+    )
+    assert "node 4: gets role kubernetes_worker (keeps custom:backup)" in said
