@@ -124,6 +124,41 @@ def test_up_in_the_foreground_stops_every_node_on_ctrl_c(
     assert not Path(f"/proc/{pid}").exists()
 
 
+def test_kubernetes_workers_and_a_foreground_up_ended_by_cluster_down(
+    components: None, first_address: ipaddress.IPv4Address, tmp_path: Path, node_config: str
+) -> None:
+    """``--kubernetes-workers 1``: node 1 only gets ``kubernetes_worker``, node 2 no role
+    (one consensus member of two). The foreground ``up`` then ends by itself, exit 0, when
+    ``cluster down`` from another terminal stopped its nodes: it once kept waiting."""
+    directory = configured(tmp_path / "cluster", node_config, 2)
+    argv = [*COMMAND, "up", "--nodes", "2", "--kubernetes-workers", "1", "--dir",
+            str(directory), "--first-address", str(first_address)]  # fmt: skip
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    said: list[str] = []
+    try:
+        for line in process.stdout:  # without a terminal, the table is printed once
+            said.append(line)
+            if line.startswith("n2 ") and " UP " in line:
+                break
+        else:
+            pytest.fail(f"cluster up ended ({process.wait()}): {process.stderr.read()}")
+        first, second = status(directory)
+        assert set(first["cluster"]["roles"]) == set(default_roles(1, 2))
+        assert not second["cluster"]["roles"], second  # no role at all
+        assert not any("node 2: gets" in line for line in said), said
+        down = cluster("down", "--dir", str(directory))
+        assert down.returncode == 0, down.stderr
+        rest, errors = process.communicate(timeout=TIMEOUT)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        cluster("down", "--dir", str(directory))
+    assert process.returncode == 0, errors
+    assert rest.splitlines()[-1].endswith(" stopped by cluster down"), rest
+    assert "every node stopped" not in rest
+
+
 def test_a_one_node_cluster_stays_one_node_when_brought_back(
     components: None, first_address: ipaddress.IPv4Address, tmp_path: Path, node_config: str
 ) -> None:
