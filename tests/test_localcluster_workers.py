@@ -207,3 +207,38 @@ def test_the_progress_line_says_what_is_added_and_what_the_node_keeps(tmp_path: 
         in said
     )
     assert "node 4: gets role kubernetes_worker (keeps custom:backup)" in said
+
+
+class Running:
+    """A node process as ``subprocess.Popen`` shows one that runs."""
+
+    pid = 4_000_000  # beyond pid_max: no process has it
+
+    def poll(self) -> int | None:
+        return None
+
+
+def test_a_new_node_gets_roles_only_once_it_reported_its_address(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """UP comes a moment before a node's first status report, and the curator refuses a
+    consensus member without an address: ``up`` failed with FAILED_PRECONDITION when the
+    roles of the last approved node came first."""
+    monkeypatch.setattr("roleserve_core.localcluster.cluster.POLL", 0)
+    cluster = LocalCluster(tmp_path, 2)
+    leader = enrolled(cluster, {})
+    newcomer = cluster.nodes[1]
+    newcomer._process = cast(Any, Running())
+    record = leader.records[cluster.node_id(newcomer) or ""]
+    looks = 0
+
+    async def get_nodes(method: str, request: object) -> list[management_pb2.Node]:
+        nonlocal looks
+        looks += 1
+        if looks == 3:  # its first status report
+            record.status.external_address = str(newcomer.address)
+        return list(leader.records.values())
+
+    monkeypatch.setattr(leader, "stream", get_nodes)
+    anyio.run(cluster._approve, cast(Any, leader), [newcomer])
+    assert looks == 3

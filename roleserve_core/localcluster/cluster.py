@@ -604,7 +604,10 @@ class LocalCluster:
         return RegisterTicket(ticket.ticket, certificate_from_pem(info.ca_certificate)).encode()
 
     async def _approve(self, management: Management, newcomers: list[LocalNode]) -> None:
-        """Approve each of ``newcomers`` as soon as it registered, and wait until all are UP.
+        """Approve each of ``newcomers`` as soon as it registered, and wait until all are UP
+        and have reported their address: the roles come next, and the curator refuses a
+        consensus member without one (the last approved, UP a moment before its first
+        status report, failed ``up`` with FAILED_PRECONDITION).
 
         One loop for all of them, one ``GetNodes`` a round: approving them one after the
         other, each waited for until UP, took a second a node (100 s at 100 nodes), and a
@@ -620,7 +623,7 @@ class LocalCluster:
                 known = nodes.get(identity) if identity is not None else None
                 if identity is None or known is None:  # no key yet, or not registered yet
                     continue
-                if known.state == common_pb2.NODE_STATE_UP:
+                if known.state == common_pb2.NODE_STATE_UP and known.status.external_address:
                     del waiting[node.index]
                 elif known.state == common_pb2.NODE_STATE_NEW and identity not in approved:
                     self.progress(f"approving node {node.index} ({identity})")
@@ -631,7 +634,9 @@ class LocalCluster:
             return not waiting
 
         def what() -> str:
-            return "every new node is UP (" + _indexes(waiting) + " not yet)"
+            return (
+                "every new node is UP and reported its address (" + _indexes(waiting) + " not yet)"
+            )
 
         await self._until(what, all_up, running=newcomers)
 
