@@ -2,10 +2,11 @@
 stopped cleanly (SIGTERM).
 
 Run: ``./dev sync && .venv/bin/python benchmarks/failover.py [--sizes 3 20] [--ttl 3]
-[--runs 3]``.
+[--runs 3] [--kubernetes-workers K|all]``.
 
 For each size, one local cluster of real node processes (``LocalCluster``; three consensus
-members, the rest plain nodes) with an election lease of ``--ttl`` seconds. Its leader's
+members, the rest plain nodes; ``kubernetes_worker`` on as many as ``cluster up`` gives it,
+or ``--kubernetes-workers``) with an election lease of ``--ttl`` seconds. Its leader's
 process group is stopped with SIGSTOP, as a stalled disk or a paused VM does, then
 resumed; once the cluster is whole again, the leader is killed with SIGKILL, then started
 again; then the leader's node process is stopped with SIGTERM (as ``cluster down`` and
@@ -33,17 +34,23 @@ import anyio
 from _failover import Samples, fault_and_recover, print_failover, random_first_address
 
 from roleserve_core.localcluster import LocalCluster
+from roleserve_core.localcluster.cluster import KubernetesWorkers
+from roleserve_core.localcluster.layout import kubernetes_workers_value
 
 
-async def one_size(size: int, ttl: int, runs: int, keep: Path | None) -> Samples:
+async def one_size(
+    size: int, ttl: int, runs: int, keep: Path | None, workers: KubernetesWorkers
+) -> Samples:
     samples: Samples = {}
     with tempfile.TemporaryDirectory() as scratch:
         directory = Path(scratch) if keep is None else keep / f"cluster-{size}"
         first = random_first_address()
         config = f"[plugins.controlplane]\nlease_ttl = {ttl}\n"
-        cluster = LocalCluster(directory, size, first_address=first, config=config)
+        cluster = LocalCluster(
+            directory, size, first_address=first, config=config, kubernetes_workers=workers
+        )
         try:
-            print(f"{size} nodes: starting the cluster", flush=True)
+            print(f"{size} nodes ({cluster.workers} Kubernetes workers): starting", flush=True)
             await cluster.up()
             for _ in range(runs):
                 await fault_and_recover(cluster, signal.SIGSTOP, samples)
@@ -54,9 +61,11 @@ async def one_size(size: int, ttl: int, runs: int, keep: Path | None) -> Samples
     return samples
 
 
-async def main(sizes: list[int], ttl: int, runs: int, keep: Path | None) -> None:
+async def main(
+    sizes: list[int], ttl: int, runs: int, keep: Path | None, workers: KubernetesWorkers
+) -> None:
     for size in sizes:
-        print_failover(size, await one_size(size, ttl, runs, keep), float(ttl))
+        print_failover(size, await one_size(size, ttl, runs, keep, workers), float(ttl))
 
 
 if __name__ == "__main__":
@@ -70,5 +79,19 @@ if __name__ == "__main__":
         help="make the clusters in this directory and keep them (their logs), instead of "
         "in a temporary one",
     )
+    parser.add_argument(
+        "--kubernetes-workers",
+        type=kubernetes_workers_value,
+        metavar="K",
+        help="how many nodes get kubernetes_worker: a number or all (default: cluster up's, "
+        "every node up to 10 nodes, 10 above)",
+    )
     arguments = parser.parse_args()
-    anyio.run(main, arguments.sizes, arguments.ttl, arguments.runs, arguments.keep)
+    anyio.run(
+        main,
+        arguments.sizes,
+        arguments.ttl,
+        arguments.runs,
+        arguments.keep,
+        arguments.kubernetes_workers,
+    )

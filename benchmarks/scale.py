@@ -1,12 +1,16 @@
 """A local cluster of 10 to 100 nodes: up, idle cost, failover, down (issue 30).
 
 Run: ``./dev sync && .venv/bin/python benchmarks/scale.py [--sizes 10 50 100] [--idle 60]
-[--netns]`` (on a quiet machine: it starts every size's whole cluster).
+[--netns] [--kubernetes-workers K|all]`` (on a quiet machine: it starts every size's whole
+cluster).
 
 For each size, in one run, through the command line a user types:
 
-- ``roleserve cluster up --nodes N --detach``, timed until it returns (every node UP and
-  HEALTHY, every Kubernetes Node Ready), then checked at the leader;
+- ``roleserve cluster up --nodes N --detach [--kubernetes-workers K]``, timed until it
+  returns (every node UP and HEALTHY, the Node of every ``kubernetes_worker`` Ready), then
+  checked at the leader; without ``--kubernetes-workers``, ``cluster up``'s default (every
+  node up to 10 nodes, 10 above), so that 100 nodes measure the role server with ten
+  kubelets, and ``--kubernetes-workers all`` the cluster with one kubelet a node;
 - RSS and CPU over ``--idle`` seconds of the idle cluster, per kind of process (node, etcd,
   containerd, node_exporter, wireguard-go, and the rest by name), summed and per node
   (``_cluster_processes``);
@@ -15,14 +19,17 @@ For each size, in one run, through the command line a user types:
   (``_failover``);
 - ``roleserve cluster down``, timed, then checked that no process of the cluster is left.
 
+The report says how many nodes were Kubernetes workers and how many kubelets ran (the
+issue's counted kinds leave kubelets out; their cost is on their own line).
+
 The baseline, in the same run, is the election lease TTL the cluster runs with (a new
 leader cannot be elected before the old lease runs out): failover's goal is 1.5× it. The
 other goals are absolute and printed beside each figure: up < 120 s, idle < 0.2% of one
 core per node (the counted kinds together), down < 20 s.
 
-Each node runs kubelet and containerd, and uses inotify instances (kubelet six, containerd
-one): ``fs.inotify.max_user_instances`` (128 by default) is checked first and named when a
-size needs more, since containerd's CRI and the kubelet fail without one.
+Each Kubernetes worker runs kubelet and containerd, and uses inotify instances (kubelet six,
+containerd one): ``fs.inotify.max_user_instances`` (128 by default) is checked first and
+named when a size needs more, since containerd's CRI and the kubelet fail without one.
 """
 
 from __future__ import annotations
@@ -51,7 +58,9 @@ from _failover import (
     whole_again,
 )
 
-from roleserve_core.localcluster import LocalCluster
+from roleserve_core.localcluster import LocalCluster, workers_for_up
+from roleserve_core.localcluster.cluster import KubernetesWorkers
+from roleserve_core.localcluster.layout import kubernetes_workers_value
 from roleserve_core.process import read_stat
 
 UP_GOAL = 120.0
@@ -60,9 +69,9 @@ IDLE_GOAL = 0.002
 DOWN_GOAL = 20.0
 FAILOVER_GOAL = 1.5
 """Times the lease TTL."""
-INOTIFY_PER_NODE = 7
-"""inotify instances one node's programs hold (kubelet 6, containerd 1), as counted on a
-local cluster; the controllers add a few more per consensus member."""
+INOTIFY_PER_WORKER = 7
+"""inotify instances one Kubernetes worker's programs hold (kubelet 6, containerd 1), as
+counted on a local cluster; the controllers add a few more per consensus member."""
 INOTIFY_LIMIT = Path("/proc/sys/fs/inotify/max_user_instances")
 
 
@@ -106,13 +115,14 @@ def inotify_in_use() -> int:
     return count
 
 
-def check_inotify(size: int) -> None:
+def check_inotify(workers: int) -> None:
     limit = int(INOTIFY_LIMIT.read_text())
-    needed = inotify_in_use() + size * INOTIFY_PER_NODE
+    needed = inotify_in_use() + workers * INOTIFY_PER_WORKER
     print(f"inotify instances: {inotify_in_use()} in use, ~{needed} needed, limit {limit}")
     if needed > limit:
         print(
-            f"  {size} nodes need more inotify instances than {INOTIFY_LIMIT} allows: "
+            f"  {workers} Kubernetes workers need more inotify instances than "
+            f"{INOTIFY_LIMIT} allows: "
             f"sysctl fs.inotify.max_user_instances={needed * 2}",
             flush=True,
         )
@@ -128,13 +138,18 @@ def leftovers(before: dict[int, int]) -> list[int]:
     return left
 
 
-async def one_size(size: int, idle: float, netns: bool, keep: Path | None) -> Samples:
+async def one_size(
+    size: int, idle: float, netns: bool, keep: Path | None, asked: KubernetesWorkers
+) -> Samples:
     samples: Samples = {}
     with tempfile.TemporaryDirectory() as scratch:
         directory = Path(scratch) if keep is None else keep / f"cluster-{size}"
         where = ["--netns"] if netns else ["--first-address", str(random_first_address())]
-        check_inotify(size)
-        print(f"{size} nodes: cluster up", flush=True)
+        if asked is not None:
+            where += ["--kubernetes-workers", str(asked)]
+        workers = workers_for_up(asked, size)
+        check_inotify(workers)
+        print(f"{size} nodes: cluster up, {workers} of them Kubernetes workers", flush=True)
         command = ["cluster", "up", "--nodes", str(size), "--detach", "--dir", str(directory)]
         try:
             up = roleserve(*command, *where)
@@ -145,6 +160,10 @@ async def one_size(size: int, idle: float, netns: bool, keep: Path | None) -> Sa
             print(f"{size} nodes idle for {idle:g} s:", flush=True)
             found = costs(cluster_processes(pids), idle)
             print_costs(found, size)
+            kubelets = found["kubelet"].count if "kubelet" in found else 0
+            print(
+                f"{size} nodes: {workers} Kubernetes workers, {kubelets} kubelets ran", flush=True
+            )
             per_node = counted_share(found) / size * 100
             goal(f"{size} nodes: idle CPU per node", per_node, IDLE_GOAL * 100, "%")
             for fault in (signal.SIGKILL, signal.SIGSTOP):
@@ -160,11 +179,13 @@ async def one_size(size: int, idle: float, netns: bool, keep: Path | None) -> Sa
     return samples
 
 
-async def main(sizes: list[int], idle: float, netns: bool, keep: Path | None) -> None:
+async def main(
+    sizes: list[int], idle: float, netns: bool, keep: Path | None, workers: KubernetesWorkers
+) -> None:
     ttl = lease_ttl()
     print(f"baseline: the election lease TTL, {ttl:g} s (failover goal ≤ {FAILOVER_GOAL}×)")
     for size in sizes:
-        print_failover(size, await one_size(size, idle, netns, keep), ttl)
+        print_failover(size, await one_size(size, idle, netns, keep, workers), ttl)
 
 
 if __name__ == "__main__":
@@ -178,5 +199,19 @@ if __name__ == "__main__":
         help="make the clusters in this directory and keep them (their logs), instead of "
         "in a temporary one",
     )
+    parser.add_argument(
+        "--kubernetes-workers",
+        type=kubernetes_workers_value,
+        metavar="K",
+        help="how many nodes get kubernetes_worker: a number or all (default: cluster up's, "
+        "every node up to 10 nodes, 10 above)",
+    )
     arguments = parser.parse_args()
-    anyio.run(main, arguments.sizes, arguments.idle, arguments.netns, arguments.keep)
+    anyio.run(
+        main,
+        arguments.sizes,
+        arguments.idle,
+        arguments.netns,
+        arguments.keep,
+        arguments.kubernetes_workers,
+    )

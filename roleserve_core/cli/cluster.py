@@ -29,6 +29,7 @@ from roleserve_core.localcluster.layout import (
     FIRST_ADDRESS,
     MAX_SIZE,
     default_cluster_directory,
+    kubernetes_workers_value,
 )
 
 __all__ = ["add_parser"]
@@ -142,13 +143,10 @@ def _node_count(text: str) -> int:
 
 
 def _worker_count(text: str) -> int | Literal["all"]:
-    if text == ALL_WORKERS:
-        return ALL_WORKERS
-    if not text.isdecimal():
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a number of nodes (0 or more) nor {ALL_WORKERS}"
-        )
-    return int(text)
+    try:
+        return kubernetes_workers_value(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _loopback_address(text: str) -> ipaddress.IPv4Address:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import ipaddress
 import os
 from pathlib import Path
-from typing import Final
+from typing import Final, Literal
 
 __all__ = [
     "ALL_WORKERS",
@@ -38,6 +38,7 @@ __all__ = [
     "default_cluster_directory",
     "default_kubernetes_workers",
     "default_roles",
+    "kubernetes_workers_value",
 ]
 
 CONSENSUS_MEMBERS = 3
@@ -77,6 +78,19 @@ def default_kubernetes_workers(size: int) -> int:
     """How many nodes of ``size`` get ``kubernetes_worker`` unless told: all of a small
     cluster, ``DEFAULT_KUBERNETES_WORKERS`` of a larger one."""
     return min(size, DEFAULT_KUBERNETES_WORKERS)
+
+
+def kubernetes_workers_value(text: str) -> int | Literal["all"]:
+    """``--kubernetes-workers``' value (of ``cluster up`` and the benchmarks that run it):
+    a number of nodes, or ``all``.
+
+    :raises ValueError: for anything else, saying what is taken.
+    """
+    if text == ALL_WORKERS:
+        return ALL_WORKERS
+    if not text.isdecimal():
+        raise ValueError(f"{text!r} is not a number of nodes (0 or more) nor {ALL_WORKERS}")
+    return int(text)
 
 
 def default_roles(index: int, size: int, *, workers: int | None = None) -> list[str]:
