@@ -162,7 +162,8 @@ async def one_size(
             print_costs(found, size)
             kubelets = found["kubelet"].count if "kubelet" in found else 0
             print(
-                f"{size} nodes: {workers} Kubernetes workers, {kubelets} kubelets ran", flush=True
+                f"{size} nodes: Kubernetes workers {workers}, kubelets that ran {kubelets}",
+                flush=True,
             )
             per_node = counted_share(found) / size * 100
             goal(f"{size} nodes: idle CPU per node", per_node, IDLE_GOAL * 100, "%")
