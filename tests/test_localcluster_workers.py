@@ -197,6 +197,22 @@ def test_asked_workers_get_the_role_with_no_line_about_the_others(tmp_path: Path
     assert not any("get no" in line for line in said)
 
 
+def test_asked_fewer_workers_than_hold_the_role_keeps_them_and_says_how_to_unset(
+    tmp_path: Path,
+) -> None:
+    """``up --kubernetes-workers 1`` on a cluster whose nodes are all workers takes no role
+    away (as ``up`` never does), and says so rather than leave the operator wondering."""
+    said: list[str] = []
+    cluster = LocalCluster(tmp_path, 4, progress=said.append, kubernetes_workers=1)
+    every = {index: ["consensus_member", "kubernetes_worker"] for index in (1, 2, 3)}
+    assigned = assign(cluster, enrolled(cluster, {**every, 4: ["kubernetes_worker"]}))
+    assert assigned == {index: ["kubernetes_controller"] for index in (1, 2, 3)}
+    assert [line for line in said if "keep " in line] == [
+        "nodes 2–4 keep kubernetes_worker: cluster up takes no role away (`ctl roles unset "
+        "NODE kubernetes_worker` does)"
+    ]
+
+
 def test_the_progress_line_says_what_is_added_and_what_the_node_keeps(tmp_path: Path) -> None:
     """It once read ``node 1: kubernetes_worker``, as if that were node 1's only role."""
     said: list[str] = []

@@ -665,24 +665,27 @@ class LocalCluster:
         return default_roles(node.index, len(self.nodes), workers=self.workers)
 
     def _say_workers(self, members: list[LocalNode], known: dict[str, management_pb2.Node]) -> None:
-        """One line for the nodes past the ``workers`` first that hold no
-        ``kubernetes_worker``, when the default left them without: the operator learns
-        there why those nodes run no kubelet, and how to have one on each. Nodes that hold
-        it keep it (``up`` takes no role away, as on a later ``up`` of any cluster)."""
-        if self.workers_asked:
-            return
-        without = [
+        """One line about the nodes past the ``workers`` first: when the default leaves
+        some without ``kubernetes_worker``, which, and how to have a kubelet on each; when
+        ``--kubernetes-workers`` was asked and some hold it already (an earlier ``up``, the
+        operator), that they keep it and how to take it away: ``up`` only adds roles."""
+        past = [node for node in members if node.index > self.workers]
+        holding = [
             node.index
-            for node in members
-            if node.index > self.workers
-            and not roles_from_proto(known[self.node_id(node) or ""].roles).has(WORKER_ROLE)
+            for node in past
+            if roles_from_proto(known[self.node_id(node) or ""].roles).has(WORKER_ROLE)
         ]
-        if without:
-            verb = "get" if len(without) > 1 else "gets"
+        without = [node.index for node in past if node.index not in holding]
+        if self.workers_asked and holding:
             self.progress(
-                f"{_spans(without)} {verb} no {WORKER_ROLE} ({DEFAULT_KUBERNETES_WORKERS} by "
-                f"default above {DEFAULT_KUBERNETES_WORKERS} nodes; --kubernetes-workers "
-                f"{ALL_WORKERS} gives it to every node)"
+                f"{_spans(holding)} {_verb('keep', holding)} {WORKER_ROLE}: cluster up takes "
+                f"no role away (`ctl roles unset NODE {WORKER_ROLE}` does)"
+            )
+        elif not self.workers_asked and without:
+            self.progress(
+                f"{_spans(without)} {_verb('get', without)} no {WORKER_ROLE} "
+                f"({DEFAULT_KUBERNETES_WORKERS} by default above {DEFAULT_KUBERNETES_WORKERS} "
+                f"nodes; --kubernetes-workers {ALL_WORKERS} gives it to every node)"
             )
 
     async def _assign_roles(
@@ -902,6 +905,11 @@ def _roles_added(index: int, added: list[str], held: list[str]) -> str:
     holds already, so that the line does not read as the node's only roles."""
     line = f"node {index}: gets role{'s' if len(added) > 1 else ''} {', '.join(added)}"
     return f"{line} (keeps {', '.join(held)})" if held else line
+
+
+def _verb(verb: str, indexes: list[int]) -> str:
+    """``verb`` agreeing with ``_spans(indexes)``: ``nodes 2–3 keep``, ``node 2 keeps``."""
+    return verb if len(indexes) > 1 else f"{verb}s"
 
 
 def _spans(indexes: list[int]) -> str:
