@@ -20,7 +20,7 @@ from roleserve_core import (
     Worker,
     lazy_runnable,
 )
-from roleserve_core.errors import FinalError
+from roleserve_core.errors import FinalError, InvalidWorkerError
 from roleserve_core.hookspecs import hookimpl
 from roleserve_core.supervisor import FAILED_FOR_GOOD
 from roleserve_core.testing import NodeHarness, PluginHarness
@@ -180,8 +180,15 @@ def test_building_the_worker_imports_nothing_and_needs_a_doc(worker_module: Path
         "A worker whose module loads with its role.",
         False,
     )
-    with pytest.raises(ValueError, match="give doc= with a lazy_runnable run"):
+    with pytest.raises(InvalidWorkerError) as refused:
         Worker("lazy", lazy_runnable(f"{MODULE}:run"))
+    assert str(refused.value) == (
+        "worker 'lazy': add doc=\"one line\" to its Worker(...), which roleserve plugins "
+        "shows: its run is a lazy_runnable, whose docstring would be read only by importing "
+        "its module"
+    )
+    assert isinstance(refused.value, ValueError)  # what it was before it had its own class
+    assert MODULE not in sys.modules
 
 
 def test_resolve_imports_the_function_for_a_plugins_tests(worker_module: Path) -> None:
