@@ -132,8 +132,8 @@ async def test_the_module_is_imported_when_the_role_first_comes_and_reused_after
         (
             f"{BROKEN}:run",
             f"cannot import {BROKEN}:run: ModuleNotFoundError: No module named "
-            "'lazy_dependency_nowhere' (install what is missing, then restart this runnable: "
-            "roleserve ctl restart NODE DN)",
+            "'lazy_dependency_nowhere' (install what is missing, then restart it: "
+            "roleserve ctl restart NODE root.role.lazy)",
         ),
         (
             f"{MODULE}:walk",
@@ -147,7 +147,7 @@ async def test_the_module_is_imported_when_the_role_first_comes_and_reused_after
         (
             f"{RAISING}:run",
             f"cannot import {RAISING}:run: RuntimeError: this module refuses to load (fix it, "
-            "then restart this runnable: roleserve ctl restart NODE DN)",
+            "then restart it: roleserve ctl restart NODE root.role.lazy)",
         ),
     ],
     ids=["no-module", "no-package", "no-dependency", "no-function", "not-async", "raises"],
