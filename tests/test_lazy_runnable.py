@@ -3,6 +3,7 @@ its plugin's hooks build it; a failed import is that worker's final failure, one
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -215,6 +216,44 @@ def test_resolve_after_a_failure_finds_what_was_installed_since(
         assert run.resolve() is sys.modules[MODULE].run
     finally:
         sys.modules.pop(MODULE, None)
+
+
+PTH_PROBE = """
+import site, sys
+from pathlib import Path
+from roleserve_core import RunnableImportError, lazy_runnable
+site_dir, lib = Path(sys.argv[1]), Path(sys.argv[2])
+site.addsitedir(str(site_dir))  # as the interpreter does with site-packages at its start
+run = lazy_runnable("{module}:run")
+try:
+    run.resolve()
+except RunnableImportError:
+    print("missing")
+(site_dir / "later.pth").write_text(str(lib) + "\\n")  # installed since: a new .pth
+try:
+    run.resolve()
+    print("found")
+except RunnableImportError:
+    print("still missing")
+"""
+
+
+def test_a_dependency_installed_through_a_new_pth_file_needs_a_new_process(
+    tmp_path: Path,
+) -> None:
+    """What the plugin guide says: a path file (``.pth``) is read only when the interpreter
+    starts, so what is installed through a new one (an editable install, a package with its
+    own directory) is found by a new node process, not by ``ctl restart`` of the worker."""
+    site_dir, lib = tmp_path / "site-packages", tmp_path / "elsewhere"
+    site_dir.mkdir()
+    lib.mkdir()
+    (lib / f"{MODULE}.py").write_text(SOURCE)
+    probe = PTH_PROBE.format(module=MODULE)
+    argv = [sys.executable, "-c", probe, str(site_dir), str(lib)]
+    ran = subprocess.run(argv, capture_output=True, text=True, check=True)
+    assert ran.stdout.split() == ["missing", "still", "missing"], ran.stderr
+    again = subprocess.run(argv, capture_output=True, text=True, check=True)
+    assert again.stdout.split() == ["found"], again.stderr  # the .pth read at the start
 
 
 @pytest.mark.parametrize("target", ["module", "module:", ":run", "module:not a name"])

@@ -27,6 +27,8 @@ An import that fails at the first start (a dependency not installed, a broken mo
 the runnable's failure, not the node's: ``RunnableImportError``, one line naming the target
 and the missing module, and final (``FinalError``): restarting imports the same files again,
 so the runnable stays DEAD until the operator installs what is missing and restarts it.
+What was installed through a new path file (``.pth``: an editable install) is found only by
+a new node process: Python reads those files when it starts.
 
 The import runs on the event loop's thread, as an import at the top of a module would have
 run while the node started: a first start of a role costs its import time once.
