@@ -73,7 +73,7 @@ async def main():
     access = ClusterAccess.load(Path(sys.argv[1]))
     took = {}
     start = time.perf_counter()
-    leader = await find_leader(access.endpoints, access.credentials, timeout=10)
+    leader = await find_leader(access.endpoints, access.tls, timeout=10)
     took["find_leader (every curator asked)"] = time.perf_counter() - start
     for title in ("the leader says it leads (its channel, TLS)", "the remembered leader"):
         start = time.perf_counter()
