@@ -10,8 +10,10 @@ and the baselines; the median is compared with its goal:
 - ``roleserve --version``, ``roleserve --help``, ``roleserve ctl --help``: < 3× ``python -c
   pass`` (the interpreter alone, measured in the same run);
 - ``roleserve ctl nodes`` against a running local cluster of ``--nodes`` nodes: < 250 ms.
-  Twice: as it runs day to day (the leader remembered in the access directory, asked first),
-  and searching (the remembered leader removed before each run: every curator asked).
+  Three times: as it runs day to day (the leader remembered in the access directory, asked first),
+  and searching (the remembered leader removed before each run: every curator asked),
+  and with its credentials checked anew (cryptography: the record of the last check,
+  ``checked``, removed before each run), as the first run on new credentials does.
   The cluster is brought up once, detached, in a directory of its own on a random
   127.X.Y.11, and stopped at the end; or ``--cluster DIR`` names a running one.
 
@@ -24,7 +26,9 @@ leader's answer on the session's channel (TLS handshake included), the remembere
 
 Every process runs with Python's bytecode cache, as an installed ``roleserve`` does
 (``AS_INSTALLED``). Figures taken on a shared machine are noisy: compare the ratios, each
-to its baseline of the same run.
+to its baseline of the same run. Each line ends with the median CPU time the process used
+(user + system): on a loaded machine it moves much less than the time to exit, which
+includes the waits for a core.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import ipaddress
 import json
 import os
 import random
+import resource
 import statistics
 import subprocess
 import sys
@@ -45,6 +50,7 @@ from pathlib import Path
 import anyio
 from _report import Summary, summarise
 
+from roleserve_core.access import CHECKED_FILE
 from roleserve_core.cli.ctl._last_leader import LEADER_FILE
 from roleserve_core.localcluster import LocalCluster
 
@@ -73,7 +79,7 @@ async def main():
     access = ClusterAccess.load(Path(sys.argv[1]))
     took = {}
     start = time.perf_counter()
-    leader = await find_leader(access.endpoints, access.credentials, timeout=10)
+    leader = await find_leader(access.endpoints, access.tls, timeout=10)
     took["find_leader (every curator asked)"] = time.perf_counter() - start
     for title in ("the leader says it leads (its channel, TLS)", "the remembered leader"):
         start = time.perf_counter()
@@ -117,25 +123,46 @@ class Run:
         self.env = env if env is not None else AS_INSTALLED
         self.before = before
 
-    def once(self) -> float:
-        """Seconds from exec to exit; it must succeed."""
+    def once(self) -> tuple[float, float]:
+        """Seconds from exec to exit, and the CPU seconds it used; it must succeed."""
         self.before()
+        cpu = _children_cpu()
         start = time.perf_counter()
         subprocess.run(self.command, capture_output=True, check=True, env=self.env)
-        return time.perf_counter() - start
+        return time.perf_counter() - start, _children_cpu() - cpu
 
 
-def timed(runs: dict[str, Run], rounds: int) -> dict[str, Summary]:
+def _children_cpu() -> float:
+    """User and system CPU seconds of every child process waited for so far."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+class Timed:
+    """A command's time to exit, and the CPU time it used."""
+
+    def __init__(self, wall: Summary, cpu: Summary) -> None:
+        self.wall, self.cpu = wall, cpu
+        self.median = wall.median
+
+    def __str__(self) -> str:
+        return f"{ms(self.wall.median)}  (cpu {ms(self.cpu.median).strip()})"
+
+
+def timed(runs: dict[str, Run], rounds: int) -> dict[str, Timed]:
     """Each of ``runs`` ``rounds`` times, interleaved (one of each per round), so that the
     load of a shared machine weighs on every command and its baselines alike; once untimed
     first, so that Python's bytecode cache is written."""
     for run in runs.values():
         run.once()
-    samples: dict[str, list[float]] = {title: [] for title in runs}
+    samples: dict[str, list[tuple[float, float]]] = {title: [] for title in runs}
     for _ in range(rounds):
         for title, run in runs.items():
             samples[title].append(run.once())
-    return {title: summarise(taken) for title, taken in samples.items()}
+    return {
+        title: Timed(summarise([w for w, _ in taken]), summarise([c for _, c in taken]))
+        for title, taken in samples.items()
+    }
 
 
 def roleserve(*arguments: str) -> list[str]:
@@ -155,21 +182,24 @@ def verdict(met: bool) -> str:
     return "meets the goal" if met else "MISSES the goal"
 
 
-def against_pass(title: str, measured: Summary, interpreter: Summary) -> None:
-    """One line: the median, its ratio to ``python -c pass``, the goal."""
+def against_pass(title: str, measured: Timed, interpreter: Timed) -> None:
+    """One line: the median, its ratio to ``python -c pass``, the goal, the CPU time."""
     ratio = measured.median / interpreter.median
     print(
         f"{title:<44} {ms(measured.median)}  {ratio:5.2f}× python -c pass"
         f"  (goal < {VERSUS_PASS:g}×: {verdict(ratio < VERSUS_PASS)})"
+        f"  cpu {ms(measured.cpu.median).strip()}"
     )
 
 
-def against_goal(title: str, measured: Summary, baseline: Summary) -> None:
-    """One line: the median against ``CTL_NODES_GOAL``, and its ratio to ``import grpc``."""
+def against_goal(title: str, measured: Timed, baseline: Timed) -> None:
+    """One line: the median against ``CTL_NODES_GOAL``, its ratio to ``import grpc``, the
+    CPU time."""
     ratio = measured.median / baseline.median
     print(
         f"{title:<44} {ms(measured.median)}  {ratio:5.2f}× import grpc"
         f"  (goal < {CTL_NODES_GOAL * 1e3:g} ms: {verdict(measured.median < CTL_NODES_GOAL)})"
+        f"  cpu {ms(measured.cpu.median).strip()}"
     )
 
 
@@ -221,6 +251,9 @@ def main() -> None:
         def forget() -> None:
             (owner / LEADER_FILE).unlink(missing_ok=True)
 
+        def uncheck() -> None:
+            (owner / CHECKED_FILE).unlink(missing_ok=True)
+
         found = timed(
             {
                 "pass": Run([sys.executable, "-c", "pass"]),
@@ -231,13 +264,14 @@ def main() -> None:
                 "floor": Run([sys.executable, "-c", FLOOR_IMPORTS]),
                 "imports": Run([sys.executable, "-c", CTL_NODES_IMPORTS]),
                 "ctl nodes (searching)": Run(command, env, before=forget),
+                "ctl nodes (checking)": Run(command, env, before=uncheck),
                 "ctl nodes": Run(command, env),  # after the search: the leader remembered
             },
             args.runs,
         )
         interpreter, grpc = found["pass"], found["grpc"]
-        print(f"{'python -c pass (baseline)':<44} {ms(interpreter.median)}")
-        print(f"{'python -c import grpc (baseline)':<44} {ms(grpc.median)}")
+        print(f"{'python -c pass (baseline)':<44} {interpreter}")
+        print(f"{'python -c import grpc (baseline)':<44} {grpc}")
         for command_line in ("--version", "--help", "ctl --help"):
             against_pass(f"roleserve {command_line}", found[command_line], interpreter)
         for title, key in (
@@ -245,10 +279,13 @@ def main() -> None:
             ("ctl nodes imports alone", "imports"),
         ):
             ratio = found[key].median / grpc.median
-            print(f"{title:<44} {ms(found[key].median)}  {ratio:5.2f}× import grpc")
+            print(f"{title:<44} {found[key]}  {ratio:5.2f}× import grpc")
         against_goal("roleserve ctl nodes", found["ctl nodes"], grpc)
         against_goal(
             "roleserve ctl nodes (searching for the leader)", found["ctl nodes (searching)"], grpc
+        )
+        against_goal(
+            "roleserve ctl nodes (credentials checked anew)", found["ctl nodes (checking)"], grpc
         )
         print("ctl nodes, step by step (one process, imports done; medians):")
         for step, seconds in phases(owner, min(args.runs, 10)).items():

@@ -39,6 +39,8 @@ tree names the module. A test keeps the tree whole: every exception class of the
     │   ├── PluginLoadError           a plugin failed to load (raised in strict mode)
     │   ├── PluginAPIVersionError     a plugin built for another plugin API version
     │   ├── EssentialPluginError      an essential built-in plugin was blocked
+    │   ├── InvalidWorkerError        a Worker made in a way it cannot run (a lazy run
+    │   │                             without doc=); also a ValueError
     │   └── MovedToMissingError       an old name moved to a plugin that is not installed;
     │                                 also an ImportError (._moved)
     ├── IdentityError                 a key or certificate that is not what it must be
@@ -119,6 +121,7 @@ __all__ = [
     "IdentityError",
     "InvalidRunnableNameError",
     "InvalidSignalError",
+    "InvalidWorkerError",
     "NodeSetupError",
     "NotValueOwnerError",
     "PluginAPIVersionError",
@@ -280,6 +283,11 @@ class PluginAPIVersionError(PluginError):
 
 class EssentialPluginError(PluginError):
     """An essential built-in plugin was named in the block list."""
+
+
+class InvalidWorkerError(PluginError, ValueError):
+    """A plugin's ``Worker`` that cannot be run as it was made; the message says what to
+    add (a ValueError too: what was raised before it had its own class)."""
 
 
 class IdentityError(RoleserveError):

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from roleserve_core.errors import InvalidRunnableNameError
+from roleserve_core.errors import InvalidRunnableNameError, InvalidWorkerError
 from roleserve_core.event import Value
 from roleserve_core.logtree import LogTree
 from roleserve_core.registry import PluginValues, ValueKey, ValueRegistry
@@ -117,9 +117,10 @@ class Worker:
             )
         if isinstance(self.run, LazyRunnable):
             if not self.doc:
-                raise ValueError(
-                    f"worker {self.name!r}: give doc= with a lazy_runnable run (reading its "
-                    "function's docstring would import its module)"
+                raise InvalidWorkerError(
+                    f'worker {self.name!r}: add doc="one line" to its Worker(...), which '
+                    "roleserve plugins shows: its run is a lazy_runnable, whose docstring "
+                    "would be read only by importing its module"
                 )
             lines = []
         else:

@@ -35,7 +35,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Self, TypedDict, TypeVar, Unpack, cast, overload
 
@@ -203,17 +203,36 @@ class PluginSettings:
 
 
 def former_setting_constants(
-    module: str, settings: type[PluginSettings], *, renamed: Mapping[str, str] | None = None
+    module: str,
+    settings: type[PluginSettings],
+    *,
+    renamed: Mapping[str, str] | None = None,
+    constants: Iterable[str] | None = None,
 ) -> Callable[[str], Any]:
     """The ``__getattr__`` (PEP 562) of a plugin's settings ``module`` that, before
     ``PluginSettings``, declared one ``Setting`` constant per setting (``PATH =
     Setting("path", ...)``): another plugin or a test may import one, so each still answers
     with its record, the very one ``settings.declared()`` holds, and a
-    ``PluginAPIDeprecationWarning`` naming ``record``. A constant was its setting's name in
-    capitals, unless ``renamed`` maps it (constant -> setting name).
+    ``PluginAPIDeprecationWarning`` naming ``record``.
+
+    :param constants: the constants the module declared, each its setting's name in
+        capitals; only these answer (and ``renamed``'s), so a setting added since gets no
+        constant it never had. None: every setting declared now, in capitals (what this
+        did before it took ``constants``; give them).
+    :param renamed: constants that were not their setting's name in capitals (constant ->
+        setting name).
+    :raises TypeError: if a constant names no setting ``settings`` declares.
     """
-    names = {record.name.upper(): record.name for record in settings.declared()}
+    declared = {record.name for record in settings.declared()}
+    if constants is None:
+        constants = [name.upper() for name in declared]
+    names = {constant: constant.lower() for constant in constants}
     names.update(renamed or {})
+    if unknown := sorted(name for name, setting in names.items() if setting not in declared):
+        raise TypeError(
+            f"{module}: former constant {unknown[0]} names no setting of "
+            f"{settings.__qualname__}; map it to its setting with renamed="
+        )
 
     def __getattr__(name: str) -> Any:  # noqa: N807 - the name PEP 562 looks for
         if name not in names:

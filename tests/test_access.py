@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from roleserve_core.access import (
+    CHECKED_FILE,
     CREDENTIALS_ENV,
     ENDPOINTS_FILE,
     ClusterAccess,
@@ -25,6 +26,7 @@ from roleserve_core.identity import (
     CA_FILE,
     CERTIFICATE_FILE,
     KEY_FILE,
+    PemCredentials,
     UserCredentials,
     certificate_to_pem,
 )
@@ -178,6 +180,105 @@ def test_credentials_of_two_users(tmp_path: Path, owner: UserCredentials) -> Non
         + re.escape(POINT_ELSEWHERE),
         message,
     )
+
+
+# -- checked once per content ------------------------------------------------------------
+
+
+def test_a_load_records_its_check_and_the_next_load_trusts_it(
+    tmp_path: Path, owner: UserCredentials, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first load checks and records it; a second load of the same content does not
+    parse nor check (``ctl`` then needs no cryptography), and the credentials are still
+    what the files hold, parsed when asked for."""
+    ClusterAccess.of(owner, ["127.0.0.11"]).save(tmp_path)
+    checks: list[object] = []
+    check = UserCredentials.from_pem.__func__  # type: ignore[attr-defined]
+
+    def counted(cls: type[UserCredentials], pem: PemCredentials) -> UserCredentials:
+        checks.append(pem)
+        return check(cls, pem)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(UserCredentials, "from_pem", classmethod(counted))
+    ClusterAccess.load(tmp_path)
+    assert len(checks) == 1
+    _, expires = (tmp_path / CHECKED_FILE).read_text().split()
+    assert float(expires) == round(owner.certificate.not_valid_after_utc.timestamp())
+    assert mode(tmp_path / CHECKED_FILE) == 0o600
+
+    loaded = ClusterAccess.load(tmp_path)
+    assert len(checks) == 1
+    assert loaded.tls.certificate_pem == owner.certificate_pem
+    assert loaded.credentials.identity == "owner"
+
+
+def test_credentials_changed_after_a_check_are_checked_again(
+    tmp_path: Path, owner: UserCredentials
+) -> None:
+    """Another user's key in place after a successful load: refused, naming the directory,
+    as on a first load."""
+    ClusterAccess.of(owner, ["127.0.0.11"]).save(tmp_path)
+    ClusterAccess.load(tmp_path)
+    (tmp_path / KEY_FILE).write_bytes(ThrowawayCA().user("other").key_pem)
+    assert refused(tmp_path).startswith(
+        f"{tmp_path}: the private key does not belong to the certificate; "
+    )
+
+
+def test_a_corrupt_certificate_after_a_check_is_named(
+    tmp_path: Path, owner: UserCredentials
+) -> None:
+    ClusterAccess.of(owner, ["127.0.0.11"]).save(tmp_path)
+    ClusterAccess.load(tmp_path)
+    (tmp_path / CERTIFICATE_FILE).write_bytes(b"not a certificate")
+    message = refused(tmp_path)
+    assert str(tmp_path / CERTIFICATE_FILE) in message
+    assert message.endswith(POINT_ELSEWHERE)
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        "{digest} 0\n",  # the certificate expired since the check
+        "{digest}\n",
+        "{digest} soon\n",
+        "{digest} 99999999999 more\n",
+        "0000 99999999999\n",  # another content's check
+        "\xff\n",
+    ],
+    ids=["expired", "no expiry", "expiry not a number", "more words", "other content", "binary"],
+)
+def test_a_record_that_does_not_vouch_for_the_content_means_a_check(
+    tmp_path: Path, owner: UserCredentials, record: str
+) -> None:
+    """Whatever the record says, unless it is of this content and unexpired, the files are
+    checked (a mismatched key is refused) and the record rewritten after a passing check."""
+    ClusterAccess.of(owner, ["127.0.0.11"]).save(tmp_path)
+    ClusterAccess.load(tmp_path)
+    good = (tmp_path / CHECKED_FILE).read_text()
+    digest = good.split()[0]
+    (tmp_path / CHECKED_FILE).write_bytes(record.format(digest=digest).encode("latin-1"))
+    ClusterAccess.load(tmp_path)
+    assert (tmp_path / CHECKED_FILE).read_text() == good
+
+    (tmp_path / CHECKED_FILE).write_bytes(record.format(digest=digest).encode("latin-1"))
+    other = ThrowawayCA().user("other")
+    (tmp_path / KEY_FILE).write_bytes(other.key_pem)
+    with pytest.raises(CredentialsError, match="does not belong"):
+        ClusterAccess.load(tmp_path)
+
+
+def test_a_record_that_cannot_be_written_changes_nothing(
+    tmp_path: Path, owner: UserCredentials
+) -> None:
+    """The record is best effort: where it cannot be read nor written (here a directory in
+    its place, which defeats root too), the credentials are checked on every load."""
+    ClusterAccess.of(owner, ["127.0.0.11"]).save(tmp_path)
+    (tmp_path / CHECKED_FILE).mkdir()
+    assert ClusterAccess.load(tmp_path).credentials.identity == "owner"
+    (tmp_path / KEY_FILE).write_bytes(ThrowawayCA().user("other").key_pem)
+    with pytest.raises(CredentialsError, match="does not belong"):
+        ClusterAccess.load(tmp_path)
 
 
 # -- which directory ----------------------------------------------------------------------

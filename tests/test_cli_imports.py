@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from roleserve_core.access import CHECKED_FILE
 from roleserve_core.cli.ctl._last_leader import LEADER_FILE
+from roleserve_core.identity import CA_FILE
 
 HEAVY = ("grpc", "google.protobuf", "cryptography", "pluggy", "anyio")
 
@@ -242,3 +244,29 @@ def test_ctl_nodes_loads_no_server_side(
     ran = json.loads(done.stderr.strip().splitlines()[-1])
     assert ran == {"code": 0, "loaded": ["grpc"]}, done.stderr
     assert (ctl_access_dir / LEADER_FILE).exists()
+
+
+def test_ctl_checks_the_credentials_once(ctl_cluster: object, ctl_access_dir: Path) -> None:
+    """The credentials are checked (cryptography) by the first ``ctl`` run on them, and
+    again once they change; a run on credentials checked before connects with their PEM
+    alone (``access.checked_credentials``)."""
+    argv = ["ctl", "--credentials", str(ctl_access_dir), "nodes"]
+
+    def cryptography_loaded() -> bool:
+        done = subprocess.run(
+            [sys.executable, "-c", RUN_PROBE.format(modules=("cryptography",)), *argv],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        ran = json.loads(done.stderr.strip().splitlines()[-1])
+        assert ran["code"] == 0, done.stderr
+        return bool(ran["loaded"])
+
+    (ctl_access_dir / CHECKED_FILE).unlink(missing_ok=True)
+    assert cryptography_loaded()
+    assert not cryptography_loaded()
+    ca = (ctl_access_dir / CA_FILE).read_bytes()
+    (ctl_access_dir / CA_FILE).write_bytes(ca + b"\n")  # the same CA, other content
+    assert cryptography_loaded()
+    assert not cryptography_loaded()

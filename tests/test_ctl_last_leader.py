@@ -55,6 +55,36 @@ def test_a_remembered_leader_that_is_not_the_leader_is_searched_past(
     assert remembered(ctl_access_dir) == found  # corrected
 
 
+def test_a_remembered_leader_that_hangs_is_searched_past(
+    ctl_cluster: Any, ctl_access_dir: Path, run_ctl_main: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A remembered address that accepts the connection and never answers (a stopped
+    process, a paused machine: here a socket that listens and never reads) is given
+    ``LEADER_ANSWER_TIMEOUT`` to say it leads, not the command's whole ``--timeout``; then
+    the curators are asked, the leader answers, and the file is corrected, so the cost is
+    paid once. The bound is shortened here so that the test does not wait the real one."""
+    first = run_ctl_main("nodes")
+    assert first.code == 0, first.err
+    found = remembered(ctl_access_dir)
+    assert found is not None
+    bounds: list[float] = []
+    leading_channel = _session._leading_channel
+
+    async def bounded(access: Any, node_id: str, target: str, bound: float) -> Any:
+        bounds.append(bound)
+        return await leading_channel(access, node_id, target, bound)
+
+    monkeypatch.setattr(_session, "_leading_channel", bounded)
+    monkeypatch.setattr(_session, "LEADER_ANSWER_TIMEOUT", 0.2)
+    with socket.create_server((str(random_loopback()), 0)) as hung:
+        host, port = hung.getsockname()
+        (ctl_access_dir / LEADER_FILE).write_text(f"{found[0]} {host}:{port}\n")
+        again = run_ctl_main("nodes", "--timeout", "30")
+    assert (again.code, again.err, again.out) == (0, "", first.out)
+    assert bounds[0] == 0.2  # the hung one: the answer's bound, not --timeout
+    assert remembered(ctl_access_dir) == found  # corrected: the next run asks the leader
+
+
 def test_with_endpoint_nothing_is_remembered(
     ctl_cluster: Any, ctl_access_dir: Path, run_ctl_main: Any
 ) -> None:

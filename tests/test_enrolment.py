@@ -744,7 +744,7 @@ async def test_a_crash_while_saving_the_credentials_leaves_none_and_the_bootstra
 ) -> None:
     """The node's credentials are staged, then renamed into place: a failure after two of
     the three files leaves the node not enrolled, and the next attempt finishes."""
-    credentials_module = importlib.import_module("roleserve_core.identity._credentials")
+    credentials_module = importlib.import_module("roleserve_core.identity._pem")
     write = credentials_module.write_atomically
     failing = True
 

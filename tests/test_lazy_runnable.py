@@ -3,6 +3,7 @@ its plugin's hooks build it; a failed import is that worker's final failure, one
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -20,7 +21,7 @@ from roleserve_core import (
     Worker,
     lazy_runnable,
 )
-from roleserve_core.errors import FinalError
+from roleserve_core.errors import FinalError, InvalidWorkerError
 from roleserve_core.hookspecs import hookimpl
 from roleserve_core.supervisor import FAILED_FOR_GOOD
 from roleserve_core.testing import NodeHarness, PluginHarness
@@ -132,8 +133,8 @@ async def test_the_module_is_imported_when_the_role_first_comes_and_reused_after
         (
             f"{BROKEN}:run",
             f"cannot import {BROKEN}:run: ModuleNotFoundError: No module named "
-            "'lazy_dependency_nowhere' (install what is missing, then restart this runnable: "
-            "roleserve ctl restart NODE DN)",
+            "'lazy_dependency_nowhere' (install what is missing, then restart it: "
+            "roleserve ctl restart NODE root.role.lazy)",
         ),
         (
             f"{MODULE}:walk",
@@ -147,7 +148,7 @@ async def test_the_module_is_imported_when_the_role_first_comes_and_reused_after
         (
             f"{RAISING}:run",
             f"cannot import {RAISING}:run: RuntimeError: this module refuses to load (fix it, "
-            "then restart this runnable: roleserve ctl restart NODE DN)",
+            "then restart it: roleserve ctl restart NODE root.role.lazy)",
         ),
     ],
     ids=["no-module", "no-package", "no-dependency", "no-function", "not-async", "raises"],
@@ -180,8 +181,15 @@ def test_building_the_worker_imports_nothing_and_needs_a_doc(worker_module: Path
         "A worker whose module loads with its role.",
         False,
     )
-    with pytest.raises(ValueError, match="give doc= with a lazy_runnable run"):
+    with pytest.raises(InvalidWorkerError) as refused:
         Worker("lazy", lazy_runnable(f"{MODULE}:run"))
+    assert str(refused.value) == (
+        "worker 'lazy': add doc=\"one line\" to its Worker(...), which roleserve plugins "
+        "shows: its run is a lazy_runnable, whose docstring would be read only by importing "
+        "its module"
+    )
+    assert isinstance(refused.value, ValueError)  # what it was before it had its own class
+    assert MODULE not in sys.modules
 
 
 def test_resolve_imports_the_function_for_a_plugins_tests(worker_module: Path) -> None:
@@ -208,6 +216,44 @@ def test_resolve_after_a_failure_finds_what_was_installed_since(
         assert run.resolve() is sys.modules[MODULE].run
     finally:
         sys.modules.pop(MODULE, None)
+
+
+PTH_PROBE = """
+import site, sys
+from pathlib import Path
+from roleserve_core import RunnableImportError, lazy_runnable
+site_dir, lib = Path(sys.argv[1]), Path(sys.argv[2])
+site.addsitedir(str(site_dir))  # as the interpreter does with site-packages at its start
+run = lazy_runnable("{module}:run")
+try:
+    run.resolve()
+except RunnableImportError:
+    print("missing")
+(site_dir / "later.pth").write_text(str(lib) + "\\n")  # installed since: a new .pth
+try:
+    run.resolve()
+    print("found")
+except RunnableImportError:
+    print("still missing")
+"""
+
+
+def test_a_dependency_installed_through_a_new_pth_file_needs_a_new_process(
+    tmp_path: Path,
+) -> None:
+    """What the plugin guide says: a path file (``.pth``) is read only when the interpreter
+    starts, so what is installed through a new one (an editable install, a package with its
+    own directory) is found by a new node process, not by ``ctl restart`` of the worker."""
+    site_dir, lib = tmp_path / "site-packages", tmp_path / "elsewhere"
+    site_dir.mkdir()
+    lib.mkdir()
+    (lib / f"{MODULE}.py").write_text(SOURCE)
+    probe = PTH_PROBE.format(module=MODULE)
+    argv = [sys.executable, "-c", probe, str(site_dir), str(lib)]
+    ran = subprocess.run(argv, capture_output=True, text=True, check=True)
+    assert ran.stdout.split() == ["missing", "still", "missing"], ran.stderr
+    again = subprocess.run(argv, capture_output=True, text=True, check=True)
+    assert again.stdout.split() == ["found"], again.stderr  # the .pth read at the start
 
 
 @pytest.mark.parametrize("target", ["module", "module:", ":run", "module:not a name"])

@@ -26,6 +26,7 @@ from roleserve_core import (
     State,
     Worker,
     custom_role,
+    lazy_runnable,
 )
 from roleserve_core import builtin as core_plugin
 from roleserve_core.errors import (
@@ -413,6 +414,14 @@ SHARED: ValueKey[str] = ValueKey("first_shared", str, "Owned by 'first'.")
             "InvalidRunnableNameError: invalid worker name 'a-b'; names must match "
             "^[a-z0-9_]{1,64}$ (the last part of its DN): call it 'a_b'",
             id="worker-name-with-a-dash",
+        ),
+        pytest.param(
+            {"p": {"roleserve_workers": lambda node: [Worker("x", lazy_runnable("pkg.x:run"))]}},
+            "plugin 'p' (tests/test_runtime.py) failed: roleserve_workers raised "
+            "InvalidWorkerError: worker 'x': add doc=\"one line\" to its Worker(...), which "
+            "roleserve plugins shows: its run is a lazy_runnable, whose docstring would be "
+            "read only by importing its module",
+            id="lazy-worker-without-doc",
         ),
         pytest.param(
             {

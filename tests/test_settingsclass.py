@@ -231,6 +231,45 @@ def test_a_former_constant_answers_with_its_record_and_a_warning() -> None:
         getattr_("TARGETS")
 
 
+def test_only_the_constants_a_module_had_answer() -> None:
+    """Given the constants the module declared, a setting added since (``port``, here) gets
+    none, nor does a renamed one under its name in capitals."""
+    getattr_ = former_setting_constants(
+        "example.settings",
+        ExampleSettings,
+        renamed={"METRICS_PORT_SETTING": "metrics_port"},
+        constants=["TARGET"],
+    )
+    with pytest.warns(PluginAPIDeprecationWarning):
+        assert getattr_("TARGET") is ExampleSettings.record("target")
+    for never in ("PORT", "METRICS_PORT"):
+        with pytest.raises(AttributeError, match=f"has no attribute '{never}'"):
+            getattr_(never)
+
+
+def test_a_former_constant_of_no_setting_is_refused_at_once() -> None:
+    with pytest.raises(TypeError, match="former constant TARGETS names no setting"):
+        former_setting_constants("example.settings", ExampleSettings, constants=["TARGETS"])
+    with pytest.raises(TypeError, match="former constant OLD names no setting"):
+        former_setting_constants("example.settings", ExampleSettings, renamed={"OLD": "gone"})
+
+
+@pytest.mark.parametrize(
+    ("module", "constant"),
+    [
+        ("roleserve_kubernetes.settings", "CONTAINERD_METRICS_PORT"),
+        ("roleserve_metrics.settings", "NODE_EXPORTER_PORT"),
+    ],
+)
+def test_the_plugins_answer_no_constant_they_never_had(module: str, constant: str) -> None:
+    """Their setting's constant had another name (``..._PORT_SETTING``; the name asked here
+    is the port's number, an attribute of its own): the settings' ``__getattr__`` does not
+    answer for it."""
+    settings = pytest.importorskip(module)
+    with pytest.raises(AttributeError, match=f"has no attribute '{constant}'"):
+        settings.__getattr__(constant)
+
+
 @pytest.mark.parametrize(
     ("module", "constant", "setting_name"),
     [

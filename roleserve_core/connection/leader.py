@@ -41,7 +41,7 @@ import anyio
 import grpc
 
 from roleserve_core.errors import ExpectedError
-from roleserve_core.identity import Credentials
+from roleserve_core.identity import TlsCredentials
 from roleserve_core.ports import CURATOR_PORT, endpoint, split_endpoint
 from roleserve_core.proto import curator_pb2, curator_pb2_grpc
 from roleserve_core.rpc import secure_channel
@@ -134,7 +134,7 @@ Candidates = Callable[[], Sequence[str]]
 
 async def follow_leader(
     candidates: Candidates,
-    credentials: Credentials,
+    credentials: TlsCredentials,
     *,
     answer_timeout: float = ANSWER_TIMEOUT,
     on_refused: Callable[[Sequence[str]], None] | None = None,
@@ -225,7 +225,7 @@ def _report_pass(
 
 async def find_leader(
     endpoints: Sequence[str],
-    credentials: Credentials,
+    credentials: TlsCredentials,
     *,
     timeout: float = 30.0,  # noqa: ASYNC109 -- named in the error it raises
     refused_is_final: bool = False,
@@ -267,7 +267,7 @@ async def find_leader(
 
 async def _first_named(
     endpoints: Sequence[str],
-    credentials: Credentials,
+    credentials: TlsCredentials,
     found: _Pass,
 ) -> LeaderInfo | None:
     """The leader the first of ``endpoints`` to answer names, asking all at once; None if
@@ -301,7 +301,7 @@ def _raise_no_quorum(quorum: curator_pb2.NoQuorum) -> None:
 
 async def _ask(
     candidate: str,
-    credentials: Credentials,
+    credentials: TlsCredentials,
     answer_timeout: float,
     found: _Pass,
 ) -> AsyncGenerator[LeaderInfo, None]:

@@ -14,98 +14,17 @@
 
 Modules: ``_keys`` (keys, IDs, PEM), ``_certificates`` (issuing), ``_verify`` (checking),
 ``_credentials`` (what a peer connects with, on disk), ``_scope`` (what a user may do).
+
+``PemCredentials``: the three files as read, unparsed, which is all a TLS connection needs
+(``TlsCredentials``: what a channel presents); ``Credentials.from_pem`` checks them. Modules
+also ``_names`` (the names connections check) and ``_pem``.
+
+The exports load on first use (``lazy_loader``; listed in ``__init__.pyi``): a client that
+only connects (``roleserve ctl``) needs the names and the PEM, not cryptography, whose
+import costs more than its calls. Each private module publishes its own classes
+(``_public``), whichever way it is first imported.
 """
 
-from roleserve_core._public import publish
-from roleserve_core.identity._certificates import (
-    ANY_NODE_NAME,
-    CA_NAME,
-    CLOCK_SKEW,
-    DEFAULT_VALIDITY,
-    create_ca,
-    enrolment_ca,
-    issue_certificate,
-    issue_ephemeral_certificate,
-    issue_node_certificate,
-    issue_user_certificate,
-    signing_request,
-)
-from roleserve_core.identity._credentials import (
-    CA_FILE,
-    CERTIFICATE_FILE,
-    KEY_FILE,
-    Credentials,
-    EphemeralCredentials,
-    NodeCredentials,
-    UserCredentials,
-)
-from roleserve_core.identity._keys import (
-    NODE_ID_PREFIX,
-    PrivateKey,
-    PublicKey,
-    certificate_from_pem,
-    certificate_to_pem,
-    generate_key,
-    node_id,
-    private_key_from_pem,
-    private_key_to_pem,
-    public_key_der,
-    public_key_from_der,
-)
-from roleserve_core.identity._scope import (
-    LEGACY_SCOPE_OID,
-    SCOPE_OID,
-    Scope,
-    certificate_scope,
-    scope_extension,
-)
-from roleserve_core.identity._verify import (
-    verify_ca,
-    verify_ephemeral_certificate,
-    verify_node_certificate,
-    verify_user_certificate,
-)
+import lazy_loader
 
-__all__ = [
-    "ANY_NODE_NAME",
-    "CA_FILE",
-    "CA_NAME",
-    "CERTIFICATE_FILE",
-    "CLOCK_SKEW",
-    "DEFAULT_VALIDITY",
-    "KEY_FILE",
-    "LEGACY_SCOPE_OID",
-    "NODE_ID_PREFIX",
-    "SCOPE_OID",
-    "Credentials",
-    "EphemeralCredentials",
-    "NodeCredentials",
-    "PrivateKey",
-    "PublicKey",
-    "Scope",
-    "UserCredentials",
-    "certificate_from_pem",
-    "certificate_scope",
-    "certificate_to_pem",
-    "create_ca",
-    "enrolment_ca",
-    "generate_key",
-    "issue_certificate",
-    "issue_ephemeral_certificate",
-    "issue_node_certificate",
-    "issue_user_certificate",
-    "node_id",
-    "private_key_from_pem",
-    "private_key_to_pem",
-    "public_key_der",
-    "public_key_from_der",
-    "scope_extension",
-    "signing_request",
-    "verify_ca",
-    "verify_ephemeral_certificate",
-    "verify_node_certificate",
-    "verify_user_certificate",
-]
-
-# Its classes report this package (or the top level) as theirs: see _public.
-publish(__name__, globals(), __all__)
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

@@ -37,7 +37,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from roleserve_core._public import publish
 from roleserve_core.identity._keys import PrivateKey, PublicKey, node_id
+from roleserve_core.identity._names import ANY_NODE_NAME
 from roleserve_core.identity._scope import Scope, scope_extension
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -66,12 +68,6 @@ CLOCK_SKEW = datetime.timedelta(minutes=5)
 """Certificates start this much in the past, so a peer whose clock lags accepts them."""
 
 CA_NAME = "roleserve cluster CA"
-
-ANY_NODE_NAME = "any-node.roleserve.invalid"
-"""A second DNS name of every node certificate. A client that must reach *some* node of the
-cluster but does not know which (a seed address) verifies the server against this name;
-gRPC always checks a name, and only node certificates carry this one. ``.invalid`` is
-reserved (RFC 2606), so it can never be a real host's name."""
 
 ENROLMENT_CA_NAME = "roleserve enrolment CA (its key is public, not a secret)"
 ENROLMENT_SEED = b"roleserve enrolment CA, version 1"
@@ -323,3 +319,8 @@ def signing_request(key: PrivateKey, common_name: str) -> bytes:
     whatever ``common_name`` says; the signature is what it checks)."""
     request = x509.CertificateSigningRequestBuilder().subject_name(_name(common_name))
     return request.sign(key, hashes.SHA256()).public_bytes(serialization.Encoding.DER)
+
+
+# Its classes report the package as theirs, however this module is first imported (see
+# _public, and the package's docstring).
+publish("roleserve_core.identity", globals(), __all__)

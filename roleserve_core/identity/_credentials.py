@@ -21,8 +21,8 @@ from typing import Self, TypeVar
 from cryptography import x509
 from cryptography.exceptions import UnsupportedAlgorithm
 
+from roleserve_core._public import publish
 from roleserve_core.errors import CertificateVerificationError, CredentialsError, IdentityError
-from roleserve_core.files import write_atomically
 from roleserve_core.identity._certificates import issue_ephemeral_certificate
 from roleserve_core.identity._keys import (
     PrivateKey,
@@ -33,6 +33,7 @@ from roleserve_core.identity._keys import (
     private_key_to_pem,
     public_key_der,
 )
+from roleserve_core.identity._pem import CA_FILE, CERTIFICATE_FILE, KEY_FILE, PemCredentials
 from roleserve_core.identity._verify import (
     verify_ca,
     verify_node_certificate,
@@ -50,10 +51,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-
-CA_FILE = "ca.pem"
-CERTIFICATE_FILE = "cert.pem"
-KEY_FILE = "key.pem"
 
 
 @dataclass(frozen=True)
@@ -96,13 +93,7 @@ class Credentials:
 
     def save(self, directory: Path) -> None:
         """Write ``ca.pem``, ``cert.pem`` and ``key.pem`` (0600) into ``directory``."""
-        if self.ca_certificate is None:
-            raise CredentialsError("credentials without a cluster CA are not saved")
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        directory.chmod(0o700)  # an existing directory keeps its mode otherwise
-        write_atomically(directory / CA_FILE, certificate_to_pem(self.ca_certificate), 0o644)
-        write_atomically(directory / CERTIFICATE_FILE, self.certificate_pem, 0o644)
-        write_atomically(directory / KEY_FILE, self.key_pem, 0o600)
+        PemCredentials.of(self).save(directory)
 
     @classmethod
     def load(cls, directory: Path) -> Self:
@@ -111,13 +102,27 @@ class Credentials:
         :raises CredentialsError: if a file is missing, corrupt, or they do not belong
             together; the message names the file.
         """
-        key = _parsed(directory / KEY_FILE, private_key_from_pem)
-        certificate = _parsed(directory / CERTIFICATE_FILE, certificate_from_pem)
-        ca = _parsed(directory / CA_FILE, certificate_from_pem)
+        return cls.from_pem(PemCredentials.read(directory))
+
+    @classmethod
+    def from_pem(cls, pem: PemCredentials) -> Self:
+        """Parse and check ``pem`` (``PemCredentials.read``'s).
+
+        :raises CredentialsError: if a file is corrupt, or they do not belong together;
+            the message names the file (or the directory).
+        """
+        directory = pem.directory or Path()
+        key = _parsed(directory / KEY_FILE, pem.key_pem, private_key_from_pem)
+        certificate = _parsed(
+            directory / CERTIFICATE_FILE, pem.certificate_pem, certificate_from_pem
+        )
+        ca = _parsed(directory / CA_FILE, pem.ca_pem, certificate_from_pem)
         try:
             return cls(key, certificate, ca)
         except CredentialsError as exc:
-            raise CredentialsError(f"{directory}: {exc}") from None
+            if pem.directory is None:
+                raise
+            raise CredentialsError(f"{pem.directory}: {exc}") from None
 
 
 class NodeCredentials(Credentials):
@@ -171,18 +176,13 @@ class EphemeralCredentials(Credentials):
         return cls(key, issue_ephemeral_certificate(key), ca_certificate)
 
 
-def _read(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        raise CredentialsError(f"{path} is missing") from None
-    except OSError as exc:
-        raise CredentialsError(f"{path} cannot be read: {exc.strerror}") from None
-
-
-def _parsed(path: Path, parse: Callable[[bytes, str], T]) -> T:
-    data = _read(path)
+def _parsed(path: Path, data: bytes, parse: Callable[[bytes, str], T]) -> T:
     try:
         return parse(data, str(path))
     except IdentityError as exc:
         raise CredentialsError(str(exc)) from None
+
+
+# Its classes report the package as theirs, however this module is first imported (see
+# _public, and the package's docstring).
+publish("roleserve_core.identity", globals(), __all__)

@@ -10,7 +10,9 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.types import CertificatePublicKeyTypes
 
+from roleserve_core._public import publish
 from roleserve_core.errors import IdentityError
+from roleserve_core.identity._names import NODE_ID_PREFIX
 
 __all__ = [
     "NODE_ID_PREFIX",
@@ -28,8 +30,6 @@ __all__ = [
 
 PrivateKey = ec.EllipticCurvePrivateKey
 PublicKey = ec.EllipticCurvePublicKey
-
-NODE_ID_PREFIX = "node-"
 
 
 def generate_key() -> PrivateKey:
@@ -114,3 +114,8 @@ def certificate_from_pem(data: bytes, what: str = "certificate") -> x509.Certifi
         return x509.load_pem_x509_certificate(data)
     except ValueError as exc:
         raise IdentityError(f"{what} is not a PEM certificate: {exc}") from None
+
+
+# Its classes report the package as theirs, however this module is first imported (see
+# _public, and the package's docstring).
+publish("roleserve_core.identity", globals(), __all__)

@@ -32,6 +32,8 @@ import enum
 
 from cryptography import x509
 
+from roleserve_core._public import publish
+
 __all__ = ["LEGACY_SCOPE_OID", "SCOPE_OID", "Scope", "certificate_scope", "scope_extension"]
 
 SCOPE_OID = x509.ObjectIdentifier(
@@ -89,3 +91,8 @@ def certificate_scope(certificate: x509.Certificate) -> str:
         return data[2:].decode()
     except UnicodeDecodeError:
         return ""
+
+
+# Its classes report the package as theirs, however this module is first imported (see
+# _public, and the package's docstring).
+publish("roleserve_core.identity", globals(), __all__)

@@ -23,6 +23,7 @@ from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from roleserve_core._public import publish
 from roleserve_core.errors import CertificateVerificationError
 from roleserve_core.identity._certificates import enrolment_ca
 from roleserve_core.identity._keys import PublicKey, node_id
@@ -198,3 +199,8 @@ def verify_ephemeral_certificate(
     if _common_name(certificate) != node_id(key):
         raise _fail("the ephemeral certificate's CN is not the ID of its key")
     return key
+
+
+# Its classes report the package as theirs, however this module is first imported (see
+# _public, and the package's docstring).
+publish("roleserve_core.identity", globals(), __all__)

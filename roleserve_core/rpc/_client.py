@@ -29,7 +29,7 @@ import anyio
 import grpc
 
 from roleserve_core._public import publish
-from roleserve_core.identity import ANY_NODE_NAME, Credentials
+from roleserve_core.identity import ANY_NODE_NAME, TlsCredentials
 from roleserve_core.rpc._admission import ADMITTED_METADATA_KEY
 from roleserve_core.rpc._unary import CancellationSafeCall
 
@@ -86,7 +86,7 @@ async def until_ready(channel: grpc.aio.Channel) -> None:
         await anyio.sleep(READY_POLL_INTERVAL)
 
 
-def channel_credentials(credentials: Credentials) -> grpc.ChannelCredentials:
+def channel_credentials(credentials: TlsCredentials) -> grpc.ChannelCredentials:
     """TLS for a client presenting ``credentials`` and trusting only their cluster CA.
 
     :raises ValueError: if the credentials carry no cluster CA to verify servers with.
@@ -102,7 +102,7 @@ def channel_credentials(credentials: Credentials) -> grpc.ChannelCredentials:
 
 def secure_channel(
     target: str,
-    credentials: Credentials,
+    credentials: TlsCredentials,
     *,
     node_id: str | None = None,
     options: Sequence[tuple[str, Any]] = (),

@@ -489,7 +489,12 @@ async def _until_refused(
     The guard runs in a task of its own for the whole call. When it returns while the
     handler waits for its next response (a Watch for changes, a Heartbeat for requests),
     it cancels that wait; when it returns while a response is being sent, the call ends
-    after that response. A response ready when the refusal comes is sent first.
+    after that response. Precisely: a response is sent if the handler gave it before the
+    guard returned; none given after is, even one that became ready in the same turn of
+    the event loop (the caller is refused: what it was about to get is no longer its).
+    A handler is expected to let the cancellation through (any ``await`` does); one that
+    swallows it keeps the call open until it gives its next response, which is not sent
+    either: the call then ends with the refusal.
 
     Responses are taken in the handler's own task, not in a task each: a leader sending
     one change to 10,000 Watch streams would otherwise create 10,000 tasks and wait on
@@ -498,10 +503,12 @@ async def _until_refused(
     """
     handler = asyncio.current_task()
     assert handler is not None
-    waiting = False
+    waiting = interrupted = False
 
     def interrupt(_: asyncio.Future[Any]) -> None:
+        nonlocal interrupted
         if waiting:
+            interrupted = True
             handler.cancel()
 
     refused = asyncio.ensure_future(guard())
@@ -519,6 +526,10 @@ async def _until_refused(
                 break
             finally:
                 waiting = False
+            if interrupted:  # the handler swallowed our cancellation: take it back
+                handler.uncancel()
+            if refused.done():
+                break  # given after the refusal: not the caller's any more
             yield response
         reason, metadata = refused.result()
         await context.abort(grpc.StatusCode.PERMISSION_DENIED, reason, metadata)

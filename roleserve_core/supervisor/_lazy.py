@@ -27,6 +27,8 @@ An import that fails at the first start (a dependency not installed, a broken mo
 the runnable's failure, not the node's: ``RunnableImportError``, one line naming the target
 and the missing module, and final (``FinalError``): restarting imports the same files again,
 so the runnable stays DEAD until the operator installs what is missing and restarts it.
+What was installed through a new path file (``.pth``: an editable install) is found only by
+a new node process: Python reads those files when it starts.
 
 The import runs on the event loop's thread, as an import at the top of a module would have
 run while the node started: a first start of a role costs its import time once.
@@ -84,6 +86,11 @@ class LazyRunnable:
         :raises RunnableImportError: the module cannot be imported, or has no such function,
             or the function is not ``async``.
         """
+        return self._resolve("DN")
+
+    def _resolve(self, dn: str) -> Callable[..., Awaitable[None]]:
+        """``resolve``, its failure naming ``dn`` (the runnable's, when it runs) in the
+        command that restarts it."""
         if self._function is None:
             module_name, _, name = self.target.partition(":")
             if self._failed:
@@ -92,7 +99,7 @@ class LazyRunnable:
                 # exist yet) until told to look again.
                 importlib.invalidate_caches()
             self._failed = True
-            module = _import(self.target, module_name)
+            module = _import(self.target, module_name, dn)
             function = getattr(module, name, None)
             if not callable(function):
                 raise RunnableImportError(
@@ -108,13 +115,13 @@ class LazyRunnable:
         return self._function
 
     async def __call__(self, ctx: RunContext) -> None:
-        await self.resolve()(ctx, *self.args, **self.kwargs)
+        await self._resolve(ctx.dn)(ctx, *self.args, **self.kwargs)
 
     def __repr__(self) -> str:
         return f"lazy_runnable({self.target!r})"
 
 
-def _import(target: str, module_name: str) -> ModuleType:
+def _import(target: str, module_name: str, dn: str) -> ModuleType:
     """``module_name``, imported; why not, in one line.
 
     A missing module that is the target's own (or one of its packages) is most likely a
@@ -131,17 +138,23 @@ def _import(target: str, module_name: str) -> ModuleType:
                 f"cannot import {target}: there is no module {missing!r}; check the target's "
                 "spelling in the plugin's hooks, or install the package that provides it"
             ) from exc
-        raise _cannot_import(target, exc, "install what is missing") from exc
+        raise _cannot_import(target, exc, f"install what is missing, {_restart(dn)}") from exc
     except ImportError as exc:
-        raise _cannot_import(target, exc, "install what is missing") from exc
+        raise _cannot_import(target, exc, f"install what is missing, {_restart(dn)}") from exc
     except Exception as exc:
-        raise _cannot_import(target, exc, "fix it") from exc
+        raise _cannot_import(target, exc, f"fix it, {_restart(dn)}") from exc
+
+
+def _restart(dn: str) -> str:
+    """How to restart the runnable at ``dn``. The node stays ``NODE``: a supervisor does
+    not know its node's ID, and the operator reads this through ``ctl tree NODE``, with the
+    ID just typed; a new node process reads the installed files anew as well."""
+    return f"then restart it: roleserve ctl restart NODE {dn}"
 
 
 def _cannot_import(target: str, error: Exception, fix: str) -> RunnableImportError:
     return RunnableImportError(
-        f"cannot import {target}: {type(error).__name__}: {_first_line(error)} ({fix}, then "
-        "restart this runnable: roleserve ctl restart NODE DN)"
+        f"cannot import {target}: {type(error).__name__}: {_first_line(error)} ({fix})"
     )
 
 

@@ -100,6 +100,20 @@ SETTINGS: tuple[Setting[Any], ...] = ClusternetSettings.declared()
 
 
 if not TYPE_CHECKING:
-    # Each setting was a ``Setting`` constant of this module before ClusternetSettings; the old
-    # constants still answer, with a warning naming the field's record.
-    __getattr__ = former_setting_constants(__name__, ClusternetSettings)
+    # Before ClusternetSettings, each setting then declared was a ``Setting`` constant of
+    # this module, named here as git history has them (a setting added since has
+    # none); they still answer, with a warning naming the field's record.
+    __getattr__ = former_setting_constants(
+        __name__,
+        ClusternetSettings,
+        constants=(
+            "INTERFACE",
+            "LISTEN_PORT",
+            "KEEPALIVE",
+            "MTU",
+            "CLUSTER_NETWORK",
+            "RECONCILE_INTERVAL",
+            "WIREGUARD_GO",
+            "OFF",
+        ),
+    )

@@ -253,6 +253,24 @@ def _allowed(name: str, value: T, error: type[ConfigError]) -> T:
 
 
 if not TYPE_CHECKING:
-    # Each setting was a ``Setting`` constant of this module before ControlPlaneSettings; the old
-    # constants still answer, with a warning naming the field's record.
-    __getattr__ = former_setting_constants(__name__, ControlPlaneSettings)
+    # Before ControlPlaneSettings, each setting then declared was a ``Setting`` constant of
+    # this module, named here as git history has them (a setting added since has
+    # none); they still answer, with a warning naming the field's record.
+    __getattr__ = former_setting_constants(
+        __name__,
+        ControlPlaneSettings,
+        constants=(
+            "ETCD",
+            "LEASE_TTL",
+            "HEARTBEAT_MS",
+            "ELECTION_MS",
+            "CLUSTER_NETWORK",
+            "NODE_PREFIX_LENGTH",
+            "NODE_CERTIFICATE_LIFETIME",
+            "HISTORY_RETENTION",
+            "QUOTA_BACKEND_BYTES",
+            "DEFRAG_FREE_BYTES",
+            "DEFRAG_FREE_RATIO",
+            "ETCD_GC_PERCENT",
+        ),
+    )

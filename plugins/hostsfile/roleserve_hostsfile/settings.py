@@ -50,6 +50,9 @@ SETTINGS: tuple[Setting[Any], ...] = HostsfileSettings.declared()
 
 
 if not TYPE_CHECKING:
-    # Each setting was a ``Setting`` constant of this module before HostsfileSettings; the old
-    # constants still answer, with a warning naming the field's record.
-    __getattr__ = former_setting_constants(__name__, HostsfileSettings)
+    # Before HostsfileSettings, each setting then declared was a ``Setting`` constant of
+    # this module, named here as git history has them (a setting added since has
+    # none); they still answer, with a warning naming the field's record.
+    __getattr__ = former_setting_constants(
+        __name__, HostsfileSettings, constants=("PATH", "HOSTNAME", "MACHINE_ID")
+    )

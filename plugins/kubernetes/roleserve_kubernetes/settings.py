@@ -99,12 +99,14 @@ the order ``roleserve plugins`` lists."""
 
 
 if not TYPE_CHECKING:
-    # Each setting was a ``Setting`` constant of this module before WorkerSettings; the old
-    # constants still answer, with a warning naming the field's record.
+    # Before WorkerSettings, each setting then declared was a ``Setting`` constant of
+    # this module, named here as git history has them (a setting added since has
+    # none); they still answer, with a warning naming the field's record.
     __getattr__ = former_setting_constants(
         __name__,
         WorkerSettings,
         renamed={"CONTAINERD_METRICS_PORT_SETTING": "containerd_metrics_port"},
+        constants=("CONTAINERD", "CTR", "BUSYBOX", "CNI_BIN_DIR", "SNAPSHOTTER"),
     )
 
 

@@ -86,7 +86,9 @@ EXPORTERS: tuple[tuple[str, str | None], ...] = (
     ("containerd", "kubernetes_worker"),
 )
 """Each exporter the metrics server serves at ``/metrics/<name>``, and the role a node must
-hold to have it (None: every node)."""
+hold to have it (None: every node). Written out: ``ctl`` runs no node, and the exporters
+come from hooks that read a node's roles; the workspace's tests/test_metrics_exporters_listed.py
+derives it from the installed plugins' hooks and compares."""
 JOB_PREFIX = "roleserve-"
 """Job names are ``roleserve-<exporter>``: merged into an existing configuration, ours do
 not clash with its jobs (a ``node`` job for node_exporter is common)."""

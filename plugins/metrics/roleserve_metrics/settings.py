@@ -64,8 +64,12 @@ SETTINGS: tuple[Setting[Any], ...] = (*MetricsSettings.declared(), DISCOVERY_SET
 
 
 if not TYPE_CHECKING:
-    # Each setting was a ``Setting`` constant of this module before MetricsSettings; the old
-    # constants still answer, with a warning naming the field's record.
+    # Before MetricsSettings, each setting then declared was a ``Setting`` constant of
+    # this module, named here as git history has them (a setting added since has
+    # none); they still answer, with a warning naming the field's record.
     __getattr__ = former_setting_constants(
-        __name__, MetricsSettings, renamed={"NODE_EXPORTER_PORT_SETTING": "node_exporter_port"}
+        __name__,
+        MetricsSettings,
+        renamed={"NODE_EXPORTER_PORT_SETTING": "node_exporter_port"},
+        constants=("PORT", "NODE_EXPORTER", "UPSTREAM_TIMEOUT"),
     )

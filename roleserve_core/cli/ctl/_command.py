@@ -23,7 +23,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from roleserve_core.access import CREDENTIALS_ENV, ClusterAccess, resolve_access_directory
+from roleserve_core.access import (
+    CREDENTIALS_ENV,
+    ClusterAccess,
+    checked_credentials,
+    resolve_access_directory,
+)
 from roleserve_core.cli._failure import report, sole_error
 from roleserve_core.cli.ctl import _local
 from roleserve_core.cli.ctl._errors import (
@@ -198,9 +203,7 @@ def _load_access(directory: Path, endpoints: Sequence[str]) -> ClusterAccess:
     :raises CredentialsError: naming the directory or file, and how to point at another.
     """
     if endpoints and directory.is_dir():
-        from roleserve_core.identity import UserCredentials
-
-        return ClusterAccess.of(UserCredentials.load(directory), endpoints)
+        return ClusterAccess.of(checked_credentials(directory), endpoints)
     # Without --endpoint, or without the directory: load's message names what is missing
     # and how to point at another directory (--credentials, $ROLESERVE_CREDENTIALS).
     return ClusterAccess.load(directory)

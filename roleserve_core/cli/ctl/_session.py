@@ -202,7 +202,7 @@ class Session:
                 "cannot be reached; it reports one when it runs"
             )
         target = endpoint(address, NODE_MANAGEMENT_PORT)
-        channel = secure_channel(target, self.access.credentials, node_id=node.id)
+        channel = secure_channel(target, self.access.tls, node_id=node.id)
         await self.channels.enter_async_context(channel)
         return NodeClient(node, target, nodemanagement_pb2_grpc.NodeManagementStub(channel))
 
@@ -245,7 +245,7 @@ async def open_session(
                 raise
             leader, quorum = None, exc.quorum
             node_id, target = _management_target(leader, quorum)
-            channel = secure_channel(target, access.credentials, node_id=node_id)
+            channel = secure_channel(target, access.tls, node_id=node_id)
             await channels.enter_async_context(channel)
         management = management_pb2_grpc.ManagementStub(channel)
         yield Session(
@@ -296,7 +296,7 @@ async def _leader_that_answers(
     while True:
         leader = await find_leader(
             access.endpoints,
-            access.credentials,
+            access.tls,
             timeout=left,
             refused_is_final=True,
             no_quorum_is_final=True,
@@ -338,7 +338,7 @@ async def _leading_channel(
     the leadership at once, and the channel it was made on is the session's, so one TLS
     handshake serves both.
     """
-    channel = secure_channel(target, access.credentials, node_id=node_id)
+    channel = secure_channel(target, access.tls, node_id=node_id)
     if await _says_it_leads(channel, node_id, timeout):
         return channel
     await channel.close()
@@ -408,7 +408,7 @@ async def remember_curators(session: Session, directory: Path) -> None:
     if set(curators) <= set(known):
         return
     with contextlib.suppress(OSError):
-        ClusterAccess.of(session.access.credentials, [*curators, *known]).save(directory)
+        ClusterAccess.of(session.access.tls, [*curators, *known]).save(directory)
 
 
 # Exported by roleserve_core (ctl_extension) as CtlSession: reported there, not here (see _public;
