@@ -106,8 +106,14 @@ WORKER_MODULES = (
 """The workers that run on every node: loaded when the node starts them, not before."""
 
 
+NOT_FOR_THESE_ROLES = ("aiohttp",)
+"""Loaded by none of these steps: aiohttp is the Kubernetes controller's (its API client);
+the metrics worker, on every node, serves and proxies with the standard library's
+``http.server`` and ``http.client``, which ``prometheus_client`` loads anyway."""
+
+
 def steps(tmp_path: Path) -> dict[str, object]:
-    watched = json.dumps([*CONSENSUS, *KUBERNETES_WORKER, *WORKER_MODULES])
+    watched = json.dumps([*CONSENSUS, *KUBERNETES_WORKER, *WORKER_MODULES, *NOT_FOR_THESE_ROLES])
     done = subprocess.run(
         [sys.executable, "-c", SCRIPT, str(tmp_path), watched],
         capture_output=True,
