@@ -34,12 +34,24 @@ from urllib.parse import urlsplit
 
 import anyio
 
-__all__ = ["HANDSHAKE_TIMEOUT", "IDLE", "Answer", "Answerer", "HttpsServer", "Request"]
+__all__ = [
+    "HANDSHAKE_TIMEOUT",
+    "IDLE",
+    "MAX_CONNECTIONS",
+    "Answer",
+    "Answerer",
+    "HttpsServer",
+    "Request",
+]
 
 HANDSHAKE_TIMEOUT = 10.0
 """Seconds a client may take to complete the TLS handshake."""
 IDLE = 75.0
 """Seconds a kept-alive connection may stay idle (aiohttp's default, which this replaces)."""
+MAX_CONNECTIONS = 64
+"""Connections at once, handshakes included (each holds a thread): more are closed at
+once, so that clients which connect and say nothing cannot hold the node's threads. A
+Prometheus server keeps one per target."""
 
 
 @dataclass(frozen=True)
@@ -124,19 +136,45 @@ class HttpsServer(http.server.ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
 
-    def __init__(self, address: tuple[str, int], context: ssl.SSLContext, answer: Answerer) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        context: ssl.SSLContext,
+        answer: Answerer,
+        *,
+        max_connections: int = MAX_CONNECTIONS,
+    ) -> None:
         self.context = context
         self.answer = answer
+        self.max_connections = max_connections
+        self.connections = 0
+        """Accepted and not yet closed, handshakes included."""
         self.open: set[socket.socket] = set()
+        """Those past their handshake: what ``close_all`` shuts down."""
         self.lock = threading.Lock()
         super().__init__(address, _Handler)
 
+    def verify_request(self, request: Any, client_address: Any) -> bool:
+        """Whether there is room for one more connection (else it is closed at once)."""
+        with self.lock:
+            if self.connections >= self.max_connections:
+                return False
+            self.connections += 1
+            return True
+
     def finish_request(self, request: Any, client_address: Any) -> None:
-        request.settimeout(HANDSHAKE_TIMEOUT)
         try:
-            connection = self.context.wrap_socket(request, server_side=True)
-        except (OSError, ssl.SSLError):
-            return  # no certificate, another CA's, or a client gone: the handshake failed
+            request.settimeout(HANDSHAKE_TIMEOUT)
+            try:
+                connection = self.context.wrap_socket(request, server_side=True)
+            except OSError:
+                return  # no certificate, another CA's, or a client gone: the handshake failed
+            self._serve(connection, client_address)
+        finally:
+            with self.lock:
+                self.connections -= 1
+
+    def _serve(self, connection: ssl.SSLSocket, client_address: Any) -> None:
         with self.lock:
             self.open.add(connection)
         try:
