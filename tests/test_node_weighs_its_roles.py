@@ -133,3 +133,40 @@ def test_a_node_loads_the_modules_of_a_role_when_it_is_given_not_before(tmp_path
     assert seen["kubernetes_worker"] == sorted([*WORKER_MODULES, *KUBERNETES_WORKER])
     assert seen["bootstrap"] == sorted([*WORKER_MODULES, *KUBERNETES_WORKER, *CONSENSUS])
     assert "etcd" in str(seen["controlplane note"])  # it got as far as looking for etcd
+
+
+NO_AIOHTTP = r"""
+import importlib, pkgutil, sys
+
+for package in sys.argv[1:]:
+    for module in pkgutil.walk_packages(importlib.import_module(package).__path__, package + "."):
+        if ".testing" not in module.name and not module.name.endswith(".__main__"):
+            importlib.import_module(module.name)
+            if "aiohttp" in sys.modules:
+                sys.exit(f"aiohttp comes with {module.name}")
+"""
+
+PACKAGES = (
+    "roleserve_core",
+    "roleserve_controlplane",
+    "roleserve_kubernetes",
+    "roleserve_metrics",
+    "roleserve_clusternet",
+    "roleserve_hostsfile",
+)
+
+
+def test_no_module_a_node_may_run_imports_aiohttp() -> None:
+    """The metrics server and proxy, and the Kubernetes controller's API calls, use the
+    standard library's ``http.server`` and ``http.client`` (already loaded by
+    ``prometheus_client``): aiohttp cost every node ~10 MiB. Every module of the core and
+    of the in-repo plugins, their test kits aside, imported in a fresh interpreter; the
+    first that brings aiohttp in is named."""
+    done = subprocess.run(
+        [sys.executable, "-c", NO_AIOHTTP, *PACKAGES],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
