@@ -156,7 +156,8 @@ class MetricsRoutes:
         timeout: float = 10.0,
         discovery: DiscoveryView | None = None,
     ) -> None:
-        """Make it on the event loop (it keeps the loop's token).
+        """Make it on the event loop (it keeps the loop's token: ``from_thread`` with a
+        token, anyio 4.11, is how a thread anyio did not start gets back to the loop).
 
         :param timeout: seconds a proxied exporter may take (then 504).
         :param discovery: the view ``/discovery`` answers from; None: no ``/discovery``.
