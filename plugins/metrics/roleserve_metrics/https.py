@@ -57,7 +57,7 @@ Prometheus server keeps one per target."""
 @dataclass(frozen=True)
 class Request:
     """What an answer depends on: the method, the path (no query), the client's DER
-    certificate (None without one), and the headers."""
+    certificate (None without one), and the headers (their names in lower case)."""
 
     method: str
     path: str
@@ -107,7 +107,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             if isinstance(connection, ssl.SSLSocket)
             else None
         )
-        request = Request(self.command, urlsplit(self.path).path, der, dict(self.headers.items()))
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        request = Request(self.command, urlsplit(self.path).path, der, headers)
         try:
             answer = self.server.answer(request)
         except Exception:  # the node is stopping (its event loop gone), or a bug

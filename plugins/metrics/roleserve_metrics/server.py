@@ -197,7 +197,7 @@ class MetricsRoutes:
         if exporter.registry is not None:
             families = list(exporter.registry.collect())
             return lambda: Answer(200, generate_latest(_Collected(families)), CONTENT_TYPE_LATEST)
-        accept = request.headers.get("Accept")
+        accept = request.headers.get("accept")
         return lambda: proxy(exporter, accept, self.timeout)
 
 

@@ -1,10 +1,12 @@
 """The metrics server's HTTPS server (``https``): kept-alive connections answered in threads,
-HEAD, a cap on connections, and every connection closed when it stops."""
+HEAD, a cap on connections, and every connection closed when it stops; and its proxy."""
 
 from __future__ import annotations
 
 import http.client
+import http.server
 import socket
+import threading
 from collections.abc import AsyncIterator, Callable
 from typing import TypeVar
 
@@ -12,8 +14,9 @@ import anyio.to_thread
 import pytest
 
 from roleserve_core.testing import ThrowawayCA, poll_until, random_loopback
+from roleserve_metrics.exporters import Exporter
 from roleserve_metrics.https import Answer, HttpsServer, Request
-from roleserve_metrics.server import TlsIdentity
+from roleserve_metrics.server import TlsIdentity, proxy
 from roleserve_metrics.testing import client_context, free_port
 
 pytestmark = pytest.mark.anyio
@@ -81,6 +84,7 @@ async def test_kept_alive_get_and_head(served: tuple[Served, HttpsServer]) -> No
         ("DELETE", "/x"),  # every method reaches the answer, which may refuse it
     ]
     assert client.seen[0].certificate is not None  # the client's, for admission
+    assert client.seen[0].headers["host"] == f"{client.host}:{client.port}"  # lower case
 
 
 async def test_connections_over_the_cap_are_closed_at_once(
@@ -116,3 +120,36 @@ async def test_stopping_closes_kept_alive_connections() -> None:
         await blocking(lambda: ask(connection, "GET", "/"))
     with pytest.raises(ConnectionError):
         socket.create_connection((host, client.port), timeout=10)
+
+
+class _Upstream(http.server.BaseHTTPRequestHandler):
+    """An exporter that answers 503 with the Accept header it got, in its own type."""
+
+    def do_GET(self) -> None:
+        body = f"{self.path} accept={self.headers.get('Accept')}".encode()
+        self.send_response(503)
+        self.send_header("Content-Type", "text/x-upstream")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_a_proxied_answer_is_passed_on_as_the_exporter_gave_it() -> None:
+    upstream = http.server.ThreadingHTTPServer((str(random_loopback()), 0), _Upstream)
+    host, port = upstream.server_address[:2]
+    thread = threading.Thread(target=upstream.serve_forever, daemon=True)
+    thread.start()
+    try:
+        exporter = Exporter("up", url=f"http://{host}:{port}/metrics?x=1")
+        answer = proxy(exporter, "text/plain;version=0.0.4", 5.0)
+    finally:
+        upstream.shutdown()
+        upstream.server_close()
+    assert (answer.status, answer.content_type, answer.body) == (
+        503,
+        "text/x-upstream",
+        b"/metrics?x=1 accept=text/plain;version=0.0.4",
+    )
