@@ -138,8 +138,9 @@ class _Upstream(http.server.BaseHTTPRequestHandler):
 
 
 def test_a_proxied_answer_is_passed_on_as_the_exporter_gave_it() -> None:
-    upstream = http.server.ThreadingHTTPServer((str(random_loopback()), 0), _Upstream)
-    host, port = upstream.server_address[:2]
+    host = str(random_loopback())
+    upstream = http.server.ThreadingHTTPServer((host, 0), _Upstream)
+    port = upstream.server_port
     thread = threading.Thread(target=upstream.serve_forever, daemon=True)
     thread.start()
     try:
