@@ -2,18 +2,18 @@
 
 ::
 
-    TLS (tls_context): the node certificate; a client certificate is required and verified
-        against the cluster CA (none, or one of another CA: the handshake fails)
-      └─ admission (a middleware, before every route, discovery's too): the certificate
+    TLS (TlsIdentity.context): the node certificate; a client certificate is required and
+        verified against the cluster CA (none, or one of another CA: the handshake fails)
+      └─ admission (before every path, discovery's too): the certificate
          must be a user's whose scope holds SCRAPE_METRICS (``metrics`` or ``owner``),
          not revoked; a node's certificate is refused ─▶ 403 with one line why
            ├─ /metrics/<name>: GET (and HEAD) only, else 405; unknown name 404
-                ├─ a collector: generate_latest(its registry)
-                └─ a URL: proxied; no answer ─▶ 502 naming the exporter,
-                   no answer within the timeout ─▶ 504 naming it
+           │    ├─ a collector: generate_latest(its registry)
+           │    └─ a URL: proxied; no answer ─▶ 502 naming the exporter,
+           │       no answer within the timeout ─▶ 504 naming it
            └─ /discovery (with a view): GET only, else 405; any other path 404
 
-``MetricsRoutes`` answers each request (``https.serving_https`` serves it): admission, the
+``MetricsRoutes`` answers each request (``https.HttpsServer`` serves it): admission, the
 lookup and the collection on the event loop, where the core's state lives and changes
 (``anyio.from_thread``); the rendering and the proxying in the connection's thread (the
 standard library's ``http.client``: the exporters are local and plain HTTP). With a

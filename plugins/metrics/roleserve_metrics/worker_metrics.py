@@ -14,7 +14,7 @@ value. Runs always (``when=None``).
             │                       and the child NEW with the reason: not running)
             ├─ exporters: core, node, and every plugin's (roleserve_metrics_exporters),
             │  gathered again on each change of roles
-            └─ HTTPS on <address>:7840 (server.MetricsRoutes, served by https.serving_https):
+            └─ HTTPS on <address>:7840 (server.MetricsRoutes, served by https.HttpsServer):
                admission, /metrics/<name>, /discovery
     node_credentials renewed (same CA, same address) ─▶ TlsIdentity.load: no restart
     address or CA changed ─▶ ctx.restart()
