@@ -3,7 +3,7 @@
 Run: ``./dev sync && .venv/bin/python benchmarks/metrics.py``. Each figure is printed next
 to a baseline measured in the same run, and the ratio of the two:
 
-(m1) ``GET /metrics/core`` over HTTPS with a client certificate (the metrics plugin's app,
+(m1) ``GET /metrics/core`` over HTTPS with a client certificate (the metrics plugin's server,
      one kept-alive connection) of a node whose supervision tree holds 1,000, then 10,000
      runnables (root → groups of 100 → leaves), with its size in bytes; baseline:
      ``prometheus_client.generate_latest`` of a static registry holding the same series
@@ -19,19 +19,19 @@ to a baseline measured in the same run, and the ratio of the two:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shutil
 import socket
 import ssl
 import subprocess
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import aiohttp
 import anyio
 from _report import print_comparison, summarise
-from aiohttp import web
 from prometheus_client import (
     CollectorRegistry,
     Counter,
@@ -49,8 +49,9 @@ from roleserve_core.supervisor import RunContext, State, Supervisor
 from roleserve_core.testing import ThrowawayCA
 from roleserve_metrics.collectors import STATES, CoreCollector, core_registry
 from roleserve_metrics.exporters import Exporter, ExporterTable
+from roleserve_metrics.https import HttpsServer
 from roleserve_metrics.nodeexporter import node_exporter_arguments
-from roleserve_metrics.server import Admission, TlsIdentity, build_app
+from roleserve_metrics.server import Admission, MetricsRoutes, TlsIdentity
 
 
 def static_registry(supervisor: Supervisor) -> CollectorRegistry:
@@ -107,12 +108,12 @@ def free_port() -> int:
         return port
 
 
-async def serve(app: web.Application, tls: TlsIdentity) -> tuple[web.AppRunner, int]:
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
-    await runner.setup()
+@contextlib.asynccontextmanager
+async def serve(routes: MetricsRoutes, tls: TlsIdentity) -> AsyncIterator[int]:
+    """The metrics server (as the worker serves it) on 127.0.0.1; yields its port."""
     port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port, ssl_context=tls.context).start()
-    return runner, port
+    async with HttpsServer(("127.0.0.1", port), tls.context, routes).serving():
+        yield port
 
 
 async def scrape_core(groups: int, rounds: int) -> None:
@@ -134,9 +135,8 @@ async def scrape_core(groups: int, rounds: int) -> None:
         table = ExporterTable({"core": Exporter("core", collector=CoreCollector(introspection))})
         node = ca.node()
         tls = TlsIdentity(node)
-        runner, port = await serve(build_app(table, Admission(ca.certificate)), tls)
         static = static_registry(supervisor)
-        try:
+        async with serve(MetricsRoutes(table, Admission(ca.certificate)), tls) as port:
             connector = aiohttp.TCPConnector(ssl=client_context(ca, owner), limit=1)
             async with aiohttp.ClientSession(connector=connector) as session:
                 url = f"https://127.0.0.1:{port}/metrics/core"
@@ -163,8 +163,6 @@ async def scrape_core(groups: int, rounds: int) -> None:
                     summarise(baseline),
                     "generate_latest of a static registry, same supervisor series",
                 )
-        finally:
-            await runner.cleanup()
 
 
 async def proxy_node(rounds: int) -> None:
@@ -191,10 +189,8 @@ async def proxy_node(rounds: int) -> None:
                     except aiohttp.ClientError:
                         await anyio.sleep(0.02)
             table = ExporterTable({"node": Exporter("node", url=direct_url)})
-            runner, https_port = await serve(
-                build_app(table, Admission(ca.certificate)), TlsIdentity(ca.node())
-            )
-            try:
+            routes = MetricsRoutes(table, Admission(ca.certificate))
+            async with serve(routes, TlsIdentity(ca.node())) as https_port:
                 connector = aiohttp.TCPConnector(ssl=client_context(ca, ca.user()), limit=1)
                 async with aiohttp.ClientSession(connector=connector) as session:
                     proxied_url = f"https://127.0.0.1:{https_port}/metrics/node"
@@ -223,8 +219,6 @@ async def proxy_node(rounds: int) -> None:
                         summarise(straight),
                         "node_exporter scraped directly over plain HTTP",
                     )
-            finally:
-                await runner.cleanup()
     finally:
         exporter.terminate()
         await exporter.wait()

@@ -32,6 +32,10 @@ directory once the enrolment plan is made, and every later start uses it. A late
 ``--address`` (or ``[node] address``) that differs is refused: the node's etcd peer URL and
 its curator record name the saved one, and moving a node is not supported yet.
 
+Meanwhile, ``memory.SETTLE`` seconds after the roles are first known and after each change
+of them, the node gives the memory it freed back to the system (``memory``: glibc keeps
+it otherwise, and a role's start frees megabytes).
+
 Stopping cancels every runnable and waits for them: child processes (etcd) get SIGTERM
 from their runnables, servers stop, files are closed, the node's runtime directory (its
 sockets, ``rundir``) is removed, and only then does the process exit.
@@ -52,6 +56,7 @@ from typing import Any, TextIO
 import anyio
 
 from roleserve_core.address import detect_address
+from roleserve_core.clock import MonotonicClock
 from roleserve_core.config import IPAddress, LogFiles, NodeConfig, load_config, parse_address
 from roleserve_core.connection.connector import CuratorConnector
 from roleserve_core.connection.curators import KnownCurators
@@ -60,12 +65,13 @@ from roleserve_core.enrolment import Enrolment, EnrolmentRequest, plan_enrolment
 from roleserve_core.errors import ConfigError
 from roleserve_core.event import Value
 from roleserve_core.logtree import PROCESS_LOGGER, LogTree
+from roleserve_core.memory import release_after_changes
 from roleserve_core.plugin_loader import PluginSet, log_old_names
 from roleserve_core.ports import CURATOR_PORT, endpoint
 from roleserve_core.rundir import make_runtime_dir
 from roleserve_core.runtime import CORE_READER, NodeRuntime
 from roleserve_core.supervisor import RunnableStatus, State
-from roleserve_core.values import BOOTSTRAPPED, NETWORK, NetworkStatus
+from roleserve_core.values import BOOTSTRAPPED, NETWORK, ROLES, NetworkStatus
 
 __all__ = [
     "NodeOptions",
@@ -191,7 +197,10 @@ async def serve_node(options: NodeOptions) -> int:
                     await supervisor.wait_state("root", State.HEALTHY)
                     log.info("node running: %d workers", len(runtime.workers))
                     reason = await _until_stopped(
-                        signals, stopped, _stop_if_not_enrolled(datadir, supervisor.final_failures)
+                        signals,
+                        stopped,
+                        _stop_if_not_enrolled(datadir, supervisor.final_failures),
+                        _release_memory(runtime),
                     )
         finally:
             # Every program the node ran has stopped: their sockets are of no use.
@@ -264,6 +273,17 @@ def _keep_address(datadir: NodeDataDirectory, address: IPAddress) -> None:
     """Save the address once the enrolment has a plan (earlier refusals write nothing)."""
     if datadir.read_address() is None:
         datadir.save_address(address)
+
+
+def _release_memory(runtime: NodeRuntime) -> Callable[[Value[str]], Coroutine[Any, Any, None]]:
+    """What returns the memory the node freed, once each change of its roles settled
+    (``memory``): what a role's start frees would otherwise stay in the node's RSS."""
+
+    async def watch(stopped: Value[str]) -> None:
+        with runtime.registry.read(ROLES, CORE_READER).watch() as roles:
+            await release_after_changes(roles, MonotonicClock())
+
+    return watch
 
 
 def _stop_if_not_enrolled(

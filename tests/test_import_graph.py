@@ -47,6 +47,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "files",
             "limits",
             "logtree",
+            "memory",
             "ports",
             "proto",
             "rundir",

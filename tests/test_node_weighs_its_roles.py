@@ -106,17 +106,29 @@ WORKER_MODULES = (
 """The workers that run on every node: loaded when the node starts them, not before."""
 
 
-def steps(tmp_path: Path) -> dict[str, object]:
-    watched = json.dumps([*CONSENSUS, *KUBERNETES_WORKER, *WORKER_MODULES])
+NOT_FOR_THESE_ROLES = ("aiohttp",)
+"""Loaded by none of these steps: aiohttp is the Kubernetes controller's (its API client);
+the metrics worker, on every node, serves and proxies with the standard library's
+``http.server`` and ``http.client``, which ``prometheus_client`` loads anyway."""
+
+
+def in_a_fresh_interpreter(script: str, *arguments: str) -> str:
+    """What ``script`` printed, run with ``arguments``; it must succeed."""
     done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(tmp_path), watched],
+        [sys.executable, "-c", script, *arguments],
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    result: dict[str, object] = json.loads(done.stdout.splitlines()[-1])
+    return done.stdout
+
+
+def steps(tmp_path: Path) -> dict[str, object]:
+    watched = json.dumps([*CONSENSUS, *KUBERNETES_WORKER, *WORKER_MODULES, *NOT_FOR_THESE_ROLES])
+    printed = in_a_fresh_interpreter(SCRIPT, str(tmp_path), watched)
+    result: dict[str, object] = json.loads(printed.splitlines()[-1])
     return result
 
 
@@ -127,3 +139,33 @@ def test_a_node_loads_the_modules_of_a_role_when_it_is_given_not_before(tmp_path
     assert seen["kubernetes_worker"] == sorted([*WORKER_MODULES, *KUBERNETES_WORKER])
     assert seen["bootstrap"] == sorted([*WORKER_MODULES, *KUBERNETES_WORKER, *CONSENSUS])
     assert "etcd" in str(seen["controlplane note"])  # it got as far as looking for etcd
+
+
+NO_AIOHTTP = r"""
+import importlib, pkgutil, sys
+
+for package in sys.argv[1:]:
+    for module in pkgutil.walk_packages(importlib.import_module(package).__path__, package + "."):
+        if ".testing" not in module.name and not module.name.endswith(".__main__"):
+            importlib.import_module(module.name)
+            if "aiohttp" in sys.modules:
+                sys.exit(f"aiohttp comes with {module.name}")
+"""
+
+PACKAGES = (
+    "roleserve_core",
+    "roleserve_controlplane",
+    "roleserve_kubernetes",
+    "roleserve_metrics",
+    "roleserve_clusternet",
+    "roleserve_hostsfile",
+)
+
+
+def test_no_module_a_node_may_run_imports_aiohttp() -> None:
+    """The metrics server and proxy, and the Kubernetes controller's API calls, use the
+    standard library's ``http.server`` and ``http.client`` (already loaded by
+    ``prometheus_client``): aiohttp cost every node ~10 MiB. Every module of the core and
+    of the in-repo plugins, their test kits aside, imported in a fresh interpreter; the
+    first that brings aiohttp in is named."""
+    in_a_fresh_interpreter(NO_AIOHTTP, *PACKAGES)  # exits 1 naming the module, if one does

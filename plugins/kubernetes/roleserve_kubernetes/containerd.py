@@ -44,6 +44,7 @@ import logging
 import re
 import shutil
 import subprocess
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -235,10 +236,10 @@ def find_ctr(settings: WorkerSettings, containerd_binary: Path) -> Path:
     )
 
 
-async def images_missing(cri: CriClient, archive: OciArchive) -> list[str]:
-    """The images of ``archive`` that CRI does not have as built (by their IDs)."""
+async def images_missing(cri: CriClient, images: Mapping[str, str]) -> list[str]:
+    """The ``images`` (an archive's: reference → ID) that CRI does not have as built."""
     missing = []
-    for name, image_id in archive.images.items():
+    for name, image_id in images.items():
         image = await cri.image_status(name)
         if image is None or image.id != image_id:
             missing.append(name)
@@ -290,7 +291,9 @@ async def containerd(
     binary = find_containerd(settings)
     spec = containerd_spec(binary, layout, metrics, netns)
     ctr = find_ctr(settings, binary)
-    archive = await anyio.to_thread.run_sync(prepare_image, settings, layout)
+    # Only the images' IDs are kept: the archive's bytes (the busybox in it, ~2 MiB) are
+    # on disk, and held here they would weigh on the node for as long as containerd runs.
+    images = (await anyio.to_thread.run_sync(prepare_image, settings, layout)).images
     directories = (layout.root, layout.state)
     await remove_leftovers(layout.socket, directories, ctx.log, bridge, netns)
     toml = containerd_toml(
@@ -303,7 +306,7 @@ async def containerd(
         async with start_program(ctx.log, spec) as program, CriClient(layout.socket) as cri:
             ctx.set_note(f"waiting for containerd's CRI (pid {program.pid})")
             await cri.wait_runtime_ready()
-            if await images_missing(cri, archive):
+            if await images_missing(cri, images):
                 await import_image(ctx.log, ctr, settings, layout)
             ctx.set_note(f"starting a container to prove runc works (pid {program.pid})")
             await prove_runtime(ctx.log, ctr, layout.socket, layout.image_tar, settings.snapshotter)

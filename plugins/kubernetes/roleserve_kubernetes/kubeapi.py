@@ -3,36 +3,41 @@ certificate: list the Node objects, delete one.
 
 ::
 
-    KubeAPI(server, ca_pem, certificate, key)    one aiohttp session, TLS verified
+    KubeAPI(server, ca_pem, certificate, key)    one TLS context, the server verified
       ├─ node_names()     GET    /api/v1/nodes            → every Node's name
       └─ delete_node(n)   DELETE /api/v1/nodes/<n>        → True; 404 → False (gone already)
     any other answer, or none in REQUEST_TIMEOUT ──▶ KubeAPIError (expected: retried)
 
-Why aiohttp, and not the official ``kubernetes`` client or client-go: aiohttp is already
-a dependency of the workspace (the metrics plugin serves and scrapes with it), speaks
-asyncio as the node does, and two calls need nothing more. The official client is
-synchronous (urllib3), code-generated for every API group and brings a dozen packages
-(PyYAML, google-auth, websocket-client, requests, ...) into every node; it is used in the
-tests, as an operator would use it, to prove that ``ctl kubeconfig`` works with it.
+Why the standard library's ``http.client`` (in a worker thread, a connection per call), and
+not aiohttp or the official ``kubernetes`` client or client-go: two calls now and then need
+nothing more, and ``http.client`` is already in every node process (``prometheus_client``
+loads it), while importing aiohttp cost a controller node ~10 MiB of RSS
+(``benchmarks/node_weight.py``). The official client is synchronous (urllib3),
+code-generated for every API group and brings a dozen packages (PyYAML, google-auth,
+websocket-client, requests, ...) into every node; it is used in the tests, as an operator
+would use it, to prove that ``ctl kubeconfig`` works with it.
 """
 
 from __future__ import annotations
 
+import http.client
+import json
 import ssl
 import urllib.parse
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-import aiohttp
+import anyio.to_thread
 
 from roleserve_kubernetes.errors import KubeAPIError
 
 __all__ = ["REQUEST_TIMEOUT", "KubeAPI"]
 
 REQUEST_TIMEOUT = 30.0
-"""Seconds one request may take: the apiserver on the node's own address answers in
-milliseconds, a list of 10,000 Nodes in about a second."""
+"""Seconds the connection, and each wait for the apiserver's bytes, may take: the
+apiserver on the node's own address answers in milliseconds, a list of 10,000 Nodes in
+about a second."""
 
 
 class KubeAPI:
@@ -48,13 +53,9 @@ class KubeAPI:
         context = ssl.create_default_context(cadata=ca_pem.decode())
         context.load_cert_chain(certificate, key)
         self._context = context
-        self._session: aiohttp.ClientSession | None = None
+        self._url = urllib.parse.urlsplit(server)
 
     async def __aenter__(self) -> KubeAPI:
-        self._session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(ssl=self._context),
-            timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT),
-        )
         return self
 
     async def __aexit__(
@@ -63,9 +64,7 @@ class KubeAPI:
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        """Nothing to close: each call has a connection of its own."""
 
     async def node_names(self) -> list[str]:
         """The names of every Node object."""
@@ -85,19 +84,32 @@ class KubeAPI:
 
         :raises KubeAPIError: naming ``what``, the server and why.
         """
-        assert self._session is not None, "use KubeAPI as `async with`"
         try:
-            async with self._session.request(method, self.server + path) as answer:
-                if answer.status == 404 and absent_ok:
-                    return None
-                if answer.status >= 300:
-                    reason = (await answer.text())[:200].strip()
-                    raise KubeAPIError(
-                        f"cannot {what} at {self.server}: {method} {path} answered "
-                        f"{answer.status} ({reason})"
-                    )
-                found: dict[str, Any] = await answer.json()
-                return found
-        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+            status, body = await anyio.to_thread.run_sync(self._exchange, method, path)
+            if status == 404 and absent_ok:
+                return None
+            if status >= 300:
+                reason = body.decode(errors="replace")[:200].strip()
+                raise KubeAPIError(
+                    f"cannot {what} at {self.server}: {method} {path} answered {status} ({reason})"
+                )
+            found: dict[str, Any] = json.loads(body)
+            return found
+        except (OSError, http.client.HTTPException, ValueError) as exc:
             why = str(exc) or type(exc).__name__
             raise KubeAPIError(f"cannot {what} at {self.server}: {why}") from None
+
+    def _exchange(self, method: str, path: str) -> tuple[int, bytes]:
+        """``method path`` on a connection of its own (blocking: a worker thread)."""
+        connection = http.client.HTTPSConnection(
+            self._url.hostname or "",
+            self._url.port,
+            context=self._context,
+            timeout=REQUEST_TIMEOUT,
+        )
+        try:
+            connection.request(method, path, headers={"Accept": "application/json"})
+            answer = connection.getresponse()
+            return answer.status, answer.read()
+        finally:
+            connection.close()

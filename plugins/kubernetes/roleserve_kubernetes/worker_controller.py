@@ -210,7 +210,7 @@ class ControllerWorker:
 
     async def _start(self, ctx: RunContext, startup: ControllerStartup) -> None:
         # Here, not at the top: the worker runs on every node, and the Kubernetes API
-        # client (aiohttp) and etcd's load only on a controller that starts.
+        # client and etcd's load only on a controller that starts.
         from roleserve_kubernetes.nodecleanup import node_cleanup_runnable
 
         ctx.set_note("loading the Kubernetes PKI from etcd")

@@ -1,6 +1,6 @@
 """The plugin's own API calls (``kubeapi``) when the apiserver does not answer as it
 should: one KubeAPIError naming the call, the server and why, never a traceback of
-aiohttp's. (Their success, against the real apiserver: ``test_controlplane_wiring``.)"""
+http.client's. (Their success, against the real apiserver: ``test_controlplane_wiring``.)"""
 
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ runs a command, and removing the role leaves no process and no mount behind."""
 
 from __future__ import annotations
 
+import gc
 import ipaddress
 import os
 import re
@@ -29,7 +30,7 @@ from roleserve_core.testing import FakeClock, StartNode, node_record, poll_until
 from roleserve_kubernetes import POD_NETWORK, PodNetwork
 from roleserve_kubernetes.cni import bridge_name
 from roleserve_kubernetes.cri import NETWORK_READY, CriClient, runtime_ready
-from roleserve_kubernetes.image import BUSYBOX_IMAGE, SANDBOX_IMAGE
+from roleserve_kubernetes.image import BUSYBOX_IMAGE, SANDBOX_IMAGE, OciArchive
 from roleserve_kubernetes.leftovers import mounts_under, shim_pids
 from roleserve_kubernetes.proto import cri_pb2
 from roleserve_kubernetes.runtimecheck import CHECK_NAMESPACE
@@ -99,6 +100,18 @@ async def test_the_worker_starts_containerd_and_cri_answers(
          "http://127.0.0.1:7846/v1/metrics"],
     )  # fmt: skip
     assert b"containerd_" in scraped.stdout
+
+
+async def test_running_containerd_keeps_no_image_archive_in_memory(
+    tmp_path: Path, worker_netns: str, node: StartNode
+) -> None:
+    """The sandbox image's archive (~2 MiB: the busybox in it) is on disk once built;
+    the running worker keeps only its images' IDs, not the archive's bytes."""
+    worker = await start_worker(node, tmp_path, worker_netns)
+    await worker.harness.wait_state(CONTAINERD_DN, timeout=SLOW)
+    gc.collect()
+    assert [kept for kept in gc.get_objects() if isinstance(kept, OciArchive)] == []
+    assert worker.layout.image_tar.stat().st_size > 1 << 20
 
 
 async def test_a_pod_gets_an_address_of_the_node_prefix_and_runs_a_command(

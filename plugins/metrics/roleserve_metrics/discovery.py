@@ -309,19 +309,26 @@ class DiscoveryView:
         self._body = None
         self._unavailable = self._reason(NOT_RUNNING)
 
+    def answer(self) -> tuple[int, bytes, dict[str, str]]:
+        """``GET /discovery``'s status, body and headers: 200 and the JSON, or 503 saying
+        why, with ``Retry-After``."""
+        if self._body is None:
+            return 503, self._unavailable.encode(), {"Retry-After": RETRY_AFTER}
+        return 200, self._body, {}
+
     async def handle(self, request: web.Request) -> web.Response:
-        """``GET /discovery``."""
+        """``GET /discovery``, for an aiohttp application (``discovery_routes``)."""
         from aiohttp import web  # here: the hooks import this module, which stays light
 
-        if self._body is None:
-            return web.Response(
-                status=503, text=self._unavailable, headers={"Retry-After": RETRY_AFTER}
-            )
-        return web.Response(body=self._body, content_type="application/json")
+        status, body, headers = self.answer()
+        if status != 200:
+            return web.Response(status=status, text=body.decode(), headers=headers)
+        return web.Response(body=body, content_type="application/json")
 
 
 def discovery_routes(view: DiscoveryView) -> list[web.RouteDef]:
-    """The routes the metrics server adds: ``GET /discovery`` (any other method: 405)."""
+    """``GET /discovery`` (any other method: 405) for an aiohttp application; the metrics
+    server answers the same from the view itself (``server.MetricsRoutes``)."""
     from aiohttp import web  # here: the hooks import this module, which stays light
 
     return [web.get(DISCOVERY_PATH, view.handle, allow_head=False)]

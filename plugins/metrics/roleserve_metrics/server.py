@@ -2,19 +2,23 @@
 
 ::
 
-    TLS (tls_context): the node certificate; a client certificate is required and verified
-        against the cluster CA (none, or one of another CA: the handshake fails)
-      └─ admission (a middleware, before every route, discovery's too): the certificate
+    TLS (TlsIdentity.context): the node certificate; a client certificate is required and
+        verified against the cluster CA (none, or one of another CA: the handshake fails)
+      └─ admission (before every path, discovery's too): the certificate
          must be a user's whose scope holds SCRAPE_METRICS (``metrics`` or ``owner``),
          not revoked; a node's certificate is refused ─▶ 403 with one line why
-           └─ /metrics/<name>: GET (and HEAD) only, else 405; unknown name 404
-                ├─ a collector: generate_latest(its registry)
-                └─ a URL: proxied; no answer ─▶ 502 naming the exporter,
-                   no answer within the timeout ─▶ 504 naming it
+           ├─ /metrics/<name>: GET (and HEAD) only, else 405; unknown name 404
+           │    ├─ a collector: generate_latest(its registry)
+           │    └─ a URL: proxied; no answer ─▶ 502 naming the exporter,
+           │       no answer within the timeout ─▶ 504 naming it
+           └─ /discovery (with a view): GET only, else 405; any other path 404
 
-``build_app`` returns the ``aiohttp.web.Application``; another module adds routes to it
-with ``app.router.add_routes(...)`` before it runs (discovery's ``/discovery``). Admission
-applies to every route.
+``MetricsRoutes`` answers each request (``https.HttpsServer`` serves it): admission, the
+lookup and the collection on the event loop, where the core's state lives and changes
+(``anyio.from_thread``); the rendering and the proxying in the connection's thread (the
+standard library's ``http.client``: the exporters are local and plain HTTP). With a
+``DiscoveryView``, it answers ``/discovery`` too (GET only); admission applies to every
+path.
 
 The node certificate renews itself (``workers/renewal.py``): ``TlsIdentity.load`` loads
 new credentials into the same ``ssl.SSLContext``, and handshakes from then on present them;
@@ -24,35 +28,37 @@ connections already open keep the certificate they started with.
 from __future__ import annotations
 
 import functools
+import http.client
 import os
 import ssl
 import tempfile
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import urlsplit
 
-import aiohttp
-import anyio.to_thread
-from aiohttp import web
+import anyio.from_thread
+import anyio.lowlevel
 from cryptography import x509
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.core import Metric
 
 from roleserve_core import authorization_pb2
 from roleserve_core.identity import NodeCredentials, certificate_to_pem
 from roleserve_core.rpc import NodePeer, PeerClassifier, UserPeer
+from roleserve_metrics.discovery import DISCOVERY_PATH, DiscoveryView
 from roleserve_metrics.exporters import Exporter, ExporterTable
+from roleserve_metrics.https import Answer, Request
 
 __all__ = [
-    "ADMISSION",
-    "EXPORTERS",
+    "METRICS_PATH",
     "Admission",
+    "MetricsRoutes",
     "TlsIdentity",
-    "build_app",
-    "peer_certificate",
+    "proxy",
 ]
 
-EXPORTERS = web.AppKey("exporters", ExporterTable)
-"""The app's exporter table."""
+METRICS_PATH = "/metrics/"
+"""The exporters' paths: ``/metrics/<name>``."""
 
 Revoked = Callable[[int], bool]
 """Whether a user certificate's serial is revoked."""
@@ -90,16 +96,6 @@ class TlsIdentity:
         self.certificate = credentials.certificate
 
 
-def peer_certificate(request: web.Request) -> bytes | None:
-    """The DER client certificate of ``request``'s connection, if it presented one."""
-    transport = request.transport
-    ssl_object = transport.get_extra_info("ssl_object") if transport is not None else None
-    if ssl_object is None:
-        return None
-    der: bytes | None = ssl_object.getpeercert(binary_form=True)
-    return der
-
-
 class Admission:
     """Who may scrape: a verified user certificate whose scope holds SCRAPE_METRICS and
     whose serial is not revoked. Verdicts are cached by certificate."""
@@ -134,19 +130,6 @@ class Admission:
         return "not a user certificate of this cluster", 0
 
 
-ADMISSION = web.AppKey("admission", Admission)
-
-
-@web.middleware
-async def _admit(
-    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-) -> web.StreamResponse:
-    refusal = request.app[ADMISSION].refusal(peer_certificate(request))
-    if refusal is not None:
-        return web.Response(status=403, text=refusal + "\n")
-    return await handler(request)
-
-
 class _Collected:
     """Metric families already collected, as a registry ``generate_latest`` can render."""
 
@@ -157,76 +140,92 @@ class _Collected:
         return self.families
 
 
-async def render(registry: CollectorRegistry) -> bytes:
-    """``registry`` in the text exposition format: collected on the event loop, where the
-    core's state lives and changes, then rendered in a worker thread, so that a large tree
-    (5 MB of text for 10,000 runnables) does not hold the node's event loop for the whole
-    formatting."""
-    families = list(registry.collect())
-    return await anyio.to_thread.run_sync(generate_latest, _Collected(families))
+Finish = Callable[[], Answer]
+"""The rest of an answer, done in the connection's thread: rendering, proxying."""
 
 
-SESSION = web.AppKey("session", aiohttp.ClientSession)
-"""The client session proxied requests use: the app's own, closed with it."""
+class MetricsRoutes:
+    """What the server answers (see the module docstring): ``__call__`` in a connection's
+    thread, which calls ``route`` on the event loop it was made on."""
 
+    def __init__(
+        self,
+        exporters: ExporterTable,
+        admission: Admission,
+        *,
+        timeout: float = 10.0,
+        discovery: DiscoveryView | None = None,
+    ) -> None:
+        """Make it on the event loop (it keeps the loop's token: ``from_thread`` with a
+        token, anyio 4.11, is how a thread anyio did not start gets back to the loop).
 
-async def _client_session(app: web.Application) -> AsyncIterator[None]:
-    app[SESSION] = aiohttp.ClientSession()
-    yield
-    await app[SESSION].close()
+        :param timeout: seconds a proxied exporter may take (then 504).
+        :param discovery: the view ``/discovery`` answers from; None: no ``/discovery``.
+        """
+        self.exporters = exporters
+        self.admission = admission
+        self.timeout = timeout
+        self.discovery = discovery
+        self.token = anyio.lowlevel.current_token()
 
+    def __call__(self, request: Request) -> Answer:
+        routed = anyio.from_thread.run_sync(self.route, request, token=self.token)
+        return routed if isinstance(routed, Answer) else routed()
 
-def build_app(
-    exporters: ExporterTable, admission: Admission, *, timeout: float = 10.0
-) -> web.Application:
-    """The application: admission, then ``/metrics/<name>`` (see the module docstring).
+    def route(self, request: Request) -> Answer | Finish:
+        """On the event loop: the answer, or what finishes it in the thread."""
+        refusal = self.admission.refusal(request.certificate)
+        if refusal is not None:
+            return Answer.text(403, refusal)
+        if request.path == DISCOVERY_PATH and self.discovery is not None:
+            if request.method != "GET":
+                return Answer.text(405, "GET only", Allow="GET")
+            status, body, headers = self.discovery.answer()
+            content_type = "application/json" if status == 200 else "text/plain; charset=utf-8"
+            return Answer(status, body, content_type, headers)
+        if not request.path.startswith(METRICS_PATH) or "/" in request.path[len(METRICS_PATH) :]:
+            return Answer.text(404, "not found")
+        return self._metrics(request, request.path[len(METRICS_PATH) :])
 
-    :param timeout: seconds a proxied exporter may take (then 504).
-    """
-    app = web.Application(middlewares=[_admit])
-    app[EXPORTERS] = exporters
-    app[ADMISSION] = admission
-    app.cleanup_ctx.append(_client_session)
-    limit = aiohttp.ClientTimeout(total=timeout)
-
-    async def metrics(request: web.Request) -> web.StreamResponse:
-        name = request.match_info["name"]
+    def _metrics(self, request: Request, name: str) -> Answer | Finish:
         if request.method not in ("GET", "HEAD"):
-            return web.Response(status=405, headers={"Allow": "GET"}, text="GET only\n")
-        exporter = request.app[EXPORTERS].get(name)
+            return Answer.text(405, "GET only", Allow="GET")
+        exporter = self.exporters.get(name)
         if exporter is None:
-            known = ", ".join(request.app[EXPORTERS].names())
-            return web.Response(status=404, text=f"no exporter {name!r}; this node has {known}\n")
+            known = ", ".join(self.exporters.names())
+            return Answer.text(404, f"no exporter {name!r}; this node has {known}")
         if exporter.registry is not None:
-            return web.Response(
-                body=await render(exporter.registry), headers={"Content-Type": CONTENT_TYPE_LATEST}
-            )
-        return await _proxy(request.app[SESSION], exporter, request, limit)
-
-    app.router.add_route("*", "/metrics/{name}", metrics)
-    return app
+            families = list(exporter.registry.collect())
+            return lambda: Answer(200, generate_latest(_Collected(families)), CONTENT_TYPE_LATEST)
+        accept = request.headers.get("accept")
+        return lambda: proxy(exporter, accept, self.timeout)
 
 
-async def _proxy(
-    session: aiohttp.ClientSession,
-    exporter: Exporter,
-    request: web.Request,
-    limit: aiohttp.ClientTimeout,
-) -> web.Response:
-    """``exporter.url``'s answer, as it gave it; 502 or 504 naming the exporter."""
+def proxy(exporter: Exporter, accept: str | None, timeout: float) -> Answer:
+    """``exporter.url``'s answer, as it gave it; 502 or 504 naming the exporter.
+
+    Blocking (a connection's thread). ``timeout`` bounds the connection and each wait for
+    the exporter's bytes.
+    """
     assert exporter.url is not None
-    headers = {"Accept": request.headers["Accept"]} if "Accept" in request.headers else {}
+    url = urlsplit(exporter.url)
+    connection = http.client.HTTPConnection(url.hostname or "", url.port, timeout=timeout)
     try:
-        async with session.get(exporter.url, headers=headers, timeout=limit) as upstream:
-            body = await upstream.read()
-            content_type = upstream.headers.get("Content-Type", "text/plain")
-            return web.Response(
-                status=upstream.status, body=body, headers={"Content-Type": content_type}
-            )
-    except TimeoutError:
-        return web.Response(
-            status=504,
-            text=f"exporter {exporter.name!r} did not answer within {limit.total:g} s\n",
+        connection.request(
+            "GET", url.path + (f"?{url.query}" if url.query else ""), headers=_accept(accept)
         )
-    except aiohttp.ClientError as exc:
-        return web.Response(status=502, text=f"exporter {exporter.name!r} did not answer: {exc}\n")
+        upstream = connection.getresponse()
+        body = upstream.read()
+        content_type = upstream.getheader("Content-Type", "text/plain")
+        return Answer(upstream.status, body, content_type)
+    except TimeoutError:
+        return Answer.text(504, f"exporter {exporter.name!r} did not answer within {timeout:g} s")
+    except (OSError, http.client.HTTPException) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        return Answer.text(502, f"exporter {exporter.name!r} did not answer: {reason}")
+    finally:
+        connection.close()
+
+
+def _accept(accept: str | None) -> dict[str, str]:
+    return {"Accept": accept} if accept is not None else {}

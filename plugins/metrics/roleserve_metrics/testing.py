@@ -16,16 +16,20 @@ from __future__ import annotations
 import contextlib
 import shutil
 import socket
+import ssl
 import subprocess
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+from cryptography import x509
 
+from roleserve_core.identity import Credentials, certificate_to_pem
 from roleserve_core.testing import poll_until, require_real
 
-__all__ = ["all_up", "free_port", "query", "run_prometheus", "targets_when"]
+__all__ = ["all_up", "client_context", "free_port", "query", "run_prometheus", "targets_when"]
 
 Target = dict[str, Any]
 """One of Prometheus's active targets, as ``/api/v1/targets`` lists it."""
@@ -40,6 +44,20 @@ def free_port(address: str) -> int:
         probe.bind((address, 0))
         port: int = probe.getsockname()[1]
         return port
+
+
+def client_context(ca: x509.Certificate, credentials: Credentials | None) -> ssl.SSLContext:
+    """A client's TLS context for the metrics server: trusts the cluster CA ``ca`` (not a
+    host name: node certificates name none) and presents ``credentials`` (none if None)."""
+    context = ssl.create_default_context(cadata=certificate_to_pem(ca).decode())
+    context.check_hostname = False
+    if credentials is not None:
+        with tempfile.TemporaryDirectory(prefix="roleserve-metrics-client-") as directory:
+            certificate, key = Path(directory, "cert.pem"), Path(directory, "key.pem")
+            certificate.write_bytes(credentials.certificate_pem)
+            key.write_bytes(credentials.key_pem)
+            context.load_cert_chain(certificate, key)
+    return context
 
 
 @contextlib.contextmanager

@@ -14,7 +14,8 @@ value. Runs always (``when=None``).
             │                       and the child NEW with the reason: not running)
             ├─ exporters: core, node, and every plugin's (roleserve_metrics_exporters),
             │  gathered again on each change of roles
-            └─ HTTPS on <address>:7840 (server.build_app): admission, /metrics/<name>
+            └─ HTTPS on <address>:7840 (server.MetricsRoutes, served by https.HttpsServer):
+               admission, /metrics/<name>, /discovery
     node_credentials renewed (same CA, same address) ─▶ TlsIdentity.load: no restart
     address or CA changed ─▶ ctx.restart()
 
@@ -33,7 +34,6 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 
 import anyio
-from aiohttp import web
 
 from roleserve_core import (
     NETWORK,
@@ -54,15 +54,16 @@ from roleserve_core import (
     plan_listen,
 )
 from roleserve_metrics.collectors import CoreCollector
-from roleserve_metrics.discovery import DiscoveryView, discovery_routes
+from roleserve_metrics.discovery import DiscoveryView
 from roleserve_metrics.exporters import Exporter, ExporterTable, gather_exporters
+from roleserve_metrics.https import Answerer, HttpsServer
 from roleserve_metrics.nodeexporter import (
     absent_node_exporter_runnable,
     node_exporter_runnable,
     node_exporter_spec,
     resolve_node_exporter,
 )
-from roleserve_metrics.server import Admission, TlsIdentity, build_app
+from roleserve_metrics.server import Admission, MetricsRoutes, TlsIdentity
 from roleserve_metrics.settings import MetricsSettings
 
 __all__ = ["OWNER", "run"]
@@ -122,11 +123,14 @@ class MetricsServer:
             admission = Admission(
                 listen.credentials.ca_certificate, _revoked(values.read(REVOKED_CREDENTIALS))
             )
-            app = build_app(self.table, admission, timeout=self.settings.upstream_timeout)
-            if self.discovery is not None:
-                app.router.add_routes(discovery_routes(self.discovery))
+            routes = MetricsRoutes(
+                self.table,
+                admission,
+                timeout=self.settings.upstream_timeout,
+                discovery=self.discovery,
+            )
             address = endpoint(listen.address, self.settings.port)
-            async with _serving(app, str(listen.address), self.settings.port, tls):
+            async with _serving(routes, str(listen.address), self.settings.port, tls):
                 self.ctx.set_note(f"serving at https://{address}")
                 self.ctx.log.info(
                     "serving metrics at https://%s: %s", address, ", ".join(self.table.names())
@@ -190,31 +194,21 @@ def _revoked(view: ValueWatch[RevokedCredentials]) -> Callable[[int], bool]:
 
 
 @contextlib.asynccontextmanager
-async def _serving(
-    app: web.Application, host: str, port: int, tls: TlsIdentity
-) -> AsyncIterator[None]:
-    """``app`` served over ``tls`` on ``host:port``; stopped on exit.
+async def _serving(answer: Answerer, host: str, port: int, tls: TlsIdentity) -> AsyncIterator[None]:
+    """``answer`` served over ``tls`` on ``host:port``; stopped on exit.
 
     :raises AddressInUseError: naming the address and its holder, if another process has it.
     :raises OSError: naming the address, if it cannot listen there otherwise.
     """
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
-    await runner.setup()
     try:
-        site = web.TCPSite(runner, host, port, ssl_context=tls.context, reuse_port=False)
-        try:
-            await site.start()
-        except OSError as exc:
-            held = address_in_use(host, port)  # one line, retried (a ResourceError)
-            if held is not None:
-                raise held from None
-            raise OSError(
-                f"cannot listen on {endpoint(host, port)}: {exc.strerror or exc}"
-            ) from exc
+        server = HttpsServer((host, port), tls.context, answer)
+    except OSError as exc:
+        held = address_in_use(host, port)  # one line, retried (a ResourceError)
+        if held is not None:
+            raise held from None
+        raise OSError(f"cannot listen on {endpoint(host, port)}: {exc.strerror or exc}") from exc
+    async with server.serving():
         yield
-    finally:
-        with anyio.CancelScope(shield=True):
-            await runner.cleanup()
 
 
 def _introspection(node: NodeContext) -> NodeIntrospection:

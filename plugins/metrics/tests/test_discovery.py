@@ -9,8 +9,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from aiohttp import web
-from aiohttp.test_utils import TestServer, make_mocked_request
+from aiohttp.test_utils import make_mocked_request
 
 from roleserve_core import (
     ClusterNodes,
@@ -21,7 +20,7 @@ from roleserve_core import (
     common_pb2,
     curator_pb2,
 )
-from roleserve_core.testing import node_record
+from roleserve_core.testing import ThrowawayCA, node_record, random_loopback
 from roleserve_metrics.discovery import (
     ALL,
     CONSENSUS,
@@ -30,13 +29,16 @@ from roleserve_metrics.discovery import (
     NONE,
     DiscoveryView,
     discovery_mode,
-    discovery_routes,
     discovery_when,
     http_sd_targets,
     label_name,
     serves_discovery,
     target_group,
 )
+from roleserve_metrics.exporters import ExporterTable
+from roleserve_metrics.server import Admission, MetricsRoutes, TlsIdentity
+from roleserve_metrics.testing import client_context, free_port
+from roleserve_metrics.worker_metrics import _serving
 
 LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z")
 """What Prometheus accepts as a label name."""
@@ -194,12 +196,22 @@ def test_the_view_waits_for_a_whole_view_and_follows_every_role_change() -> None
 
 @pytest.fixture
 async def served() -> AsyncIterator[tuple[DiscoveryView, aiohttp.ClientSession, str]]:
-    """A real aiohttp server on loopback with ``discovery_routes``, and a client."""
+    """The metrics server (as the worker serves it: HTTPS, client certificates) on a
+    loopback address, answering ``/discovery`` from a view; a client with a ``metrics``
+    certificate."""
     view = DiscoveryView()
-    app = web.Application()
-    app.add_routes(discovery_routes(view))
-    async with TestServer(app, host="127.0.0.1") as server, aiohttp.ClientSession() as client:
-        yield view, client, str(server.make_url("/discovery"))
+    ca = ThrowawayCA()
+    host = str(random_loopback())
+    port = free_port(host)
+    routes = MetricsRoutes(ExporterTable(), Admission(ca.certificate), discovery=view)
+    connector = aiohttp.TCPConnector(
+        ssl=client_context(ca.certificate, ca.user()), force_close=True
+    )
+    async with (
+        _serving(routes, host, port, TlsIdentity(ca.node())),
+        aiohttp.ClientSession(connector=connector) as client,
+    ):
+        yield view, client, f"https://{host}:{port}/discovery"
 
 
 @pytest.mark.anyio
@@ -247,6 +259,16 @@ async def test_get_only(
     view.update(cluster(node_record("node-a", "10.0.0.1")))
     async with client.request(method, url) as response:
         assert response.status == 405
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("path", ["/", "/other", "/discovery/x", "/metrics/core/x", "/metrics"])
+async def test_other_paths_are_404(
+    served: tuple[DiscoveryView, aiohttp.ClientSession, str], path: str
+) -> None:
+    _, client, url = served
+    async with client.get(url.removesuffix("/discovery") + path) as response:
+        assert response.status == 404
 
 
 # -- who serves it ------------------------------------------------------------------------------

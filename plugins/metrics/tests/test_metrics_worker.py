@@ -9,8 +9,6 @@ import re
 import shutil
 import signal
 import socket
-import ssl
-import tempfile
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +16,6 @@ from typing import Any
 
 import aiohttp
 import pytest
-from aiohttp import web
 from prometheus_client.core import CounterMetricFamily, Metric
 
 from roleserve_core import (
@@ -38,7 +35,6 @@ from roleserve_core.identity import (
     NodeCredentials,
     Scope,
     UserCredentials,
-    certificate_to_pem,
     generate_key,
     issue_user_certificate,
 )
@@ -54,8 +50,10 @@ from roleserve_core.testing import (
     start_plugin_node,
 )
 from roleserve_metrics import METRICS_PORT, Exporter, hooks
+from roleserve_metrics.https import Answer
 from roleserve_metrics.server import TlsIdentity
 from roleserve_metrics.settings import NODE_EXPORTER_EXECUTABLE
+from roleserve_metrics.testing import client_context
 from roleserve_metrics.worker_metrics import _serving
 
 pytestmark = pytest.mark.anyio
@@ -118,16 +116,7 @@ class Node:
 
     def client(self, credentials: Credentials | None) -> aiohttp.ClientSession:
         """A session presenting ``credentials`` (none if None), trusting the cluster CA."""
-        context = ssl.create_default_context(
-            cadata=certificate_to_pem(self.ca.certificate).decode()
-        )
-        context.check_hostname = False  # node certificates name no host; the CA is checked
-        if credentials is not None:
-            with tempfile.TemporaryDirectory(dir=self.tmp) as directory:
-                certificate, key = Path(directory, "c.pem"), Path(directory, "k.pem")
-                certificate.write_bytes(credentials.certificate_pem)
-                key.write_bytes(credentials.key_pem)
-                context.load_cert_chain(certificate, key)
+        context = client_context(self.ca.certificate, credentials)
         return aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context, force_close=True))
 
     async def get(
@@ -343,7 +332,7 @@ async def test_a_held_port_is_one_line_naming_the_holder() -> None:
         port = holder.getsockname()[1]
         tls = TlsIdentity(ThrowawayCA().node())
         with pytest.raises(AddressInUseError) as held:
-            async with _serving(web.Application(), host, port, tls):
+            async with _serving(lambda request: Answer(200), host, port, tls):
                 pass
     assert str(held.value).startswith(
         f"cannot listen on {host}:{port}: held by pid {os.getpid()} ("
