@@ -3,7 +3,9 @@
 A node's children are found through ``/proc`` (parent links), not the node's process
 group: each program a node runs leads a process group of its own. A process is of the kind
 its executable names (``prometheus-node-exporter`` is ``node_exporter``); the node itself
-is ``node``, or ``node (member)`` when it runs etcd; the rest (kubelet, kube-apiserver, a
+is ``node``, ``node (member)`` when it runs etcd, or ``node (leader)`` when its curator
+leads (given by the caller: it serves every node's heartbeats, so its cost grows with the
+cluster); the rest (kubelet, kube-apiserver, a
 watchdog) by its name.
 
 Run alone it measures a running cluster: ``.venv/bin/python
@@ -27,6 +29,7 @@ from roleserve_core.process import read_stat, read_stats
 
 __all__ = [
     "COUNTED",
+    "LEADER_NODE",
     "MEMBER_NODE",
     "Cost",
     "cluster_processes",
@@ -39,7 +42,9 @@ __all__ = [
 
 MEMBER_NODE = "node (member)"
 """A node that runs etcd (a consensus member, with the kube controllers): it does more."""
-COUNTED = ("node", MEMBER_NODE, "etcd", "containerd", "node_exporter", "wireguard-go")
+LEADER_NODE = "node (leader)"
+"""The member whose curator leads: every node's heartbeats and Watch stream are its."""
+COUNTED = ("node", MEMBER_NODE, LEADER_NODE, "etcd", "containerd", "node_exporter", "wireguard-go")
 """The kinds issue 30's idle goal counts (< 0.2% of one core per node, all together)."""
 _RENAMED = {"prometheus-node-exporter": "node_exporter", "node_exporter": "node_exporter"}
 _TICKS = os.sysconf("SC_CLK_TCK")
@@ -72,9 +77,10 @@ def kind_of(pid: int, nodes: set[int]) -> str | None:
     return _RENAMED.get(name, name or "?")
 
 
-def cluster_processes(node_pids: Iterable[int]) -> dict[str, list[int]]:
+def cluster_processes(node_pids: Iterable[int], leader: int | None = None) -> dict[str, list[int]]:
     """Every process of the cluster whose nodes are ``node_pids``, by kind; the nodes that
-    run etcd are ``MEMBER_NODE``."""
+    run etcd are ``MEMBER_NODE``, but for ``leader`` (the leading curator's node process),
+    which is ``LEADER_NODE``."""
     nodes = set(node_pids)
     kinds: dict[str, list[int]] = defaultdict(list)
     parents = {}
@@ -86,7 +92,8 @@ def cluster_processes(node_pids: Iterable[int]) -> dict[str, list[int]]:
             parents[pid] = stat.ppid
     members = {parents[pid] for pid in kinds.get("etcd", [])}
     kinds["node"] = [pid for pid in kinds.get("node", []) if pid not in members]
-    kinds[MEMBER_NODE] = [pid for pid in nodes if pid in members]
+    kinds[MEMBER_NODE] = [pid for pid in nodes if pid in members and pid != leader]
+    kinds[LEADER_NODE] = [pid for pid in nodes if pid == leader]
     return {kind: pids for kind, pids in kinds.items() if pids}
 
 

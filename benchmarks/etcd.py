@@ -18,6 +18,11 @@ Run: ``./dev sync && .venv/bin/python benchmarks/etcd.py [--source debian|wheel]
      of 500 role changes while the members are defragmented one after another, against
      500 without. ``--gc-percent 100`` runs the members at Go's default GOGC instead of
      the plugin's, to compare memory and CPU time.
+(e4) idle (``--only-idle S``, or after the rest with ``--idle S``): three members with
+     nothing to do for S seconds, CPU per member, at ``--timers H E`` (heartbeat and
+     election in ms, 250 2500 by default) against the plugin's defaults (100 1000, the
+     baseline) in the same run: what raft's heartbeats alone cost an idle member. (In a
+     local cluster etcd also serves the Kubernetes control plane's lease renewals.)
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,6 +59,7 @@ from roleserve_controlplane.consensus import (  # noqa: E402
     MaintenancePolicy,
 )
 from roleserve_controlplane.consensus.certificates import write_tls_files  # noqa: E402
+from roleserve_controlplane.settings import ControlPlaneSettings  # noqa: E402
 from roleserve_controlplane.testing import (  # noqa: E402
     CuratorCluster,
     CuratorNode,
@@ -326,13 +333,68 @@ async def churn(source: str, options: ChurnOptions) -> None:
             )
 
 
+# -- (e4) idle ----------------------------------------------------------------------------
+
+SETTLE = 5.0
+"""Seconds after the last join before the idle measurement (the promotions' traffic)."""
+
+
+async def idle_cpu(source: str, timers: Mapping[str, int], seconds: float) -> list[float]:
+    """Each of three idle members' CPU, in cores, over ``seconds`` at ``timers``."""
+    with tempfile.TemporaryDirectory() as scratch:
+        async with EtcdClusterRunner(etcd_binary(source), Path(scratch)) as cluster:
+            cluster.timers = timers
+            await cluster.bootstrap()
+            await cluster.join(1)
+            await cluster.join(2)
+            await anyio.sleep(SETTLE)
+            pids = [
+                member.runnable.program.pid for member in cluster.members if member.runnable.program
+            ]
+            before = [cpu_seconds(pid) for pid in pids]
+            await anyio.sleep(seconds)
+            return [
+                (cpu_seconds(pid) - then) / seconds for pid, then in zip(pids, before, strict=True)
+            ]
+
+
+async def idle(source: str, timers: Mapping[str, int], seconds: float) -> None:
+    """(e4); see the module docstring."""
+    defaults = ControlPlaneSettings()
+    baseline = {"heartbeat_ms": defaults.heartbeat_ms, "election_ms": defaults.election_ms}
+    for name, chosen in (("baseline, the defaults", baseline), ("measured", timers)):
+        shares = await idle_cpu(source, chosen, seconds)
+        each = "  ".join(f"{share * 100:.2f}" for share in shares)
+        print(
+            f"(e4) idle, heartbeat {chosen['heartbeat_ms']} ms, election {chosen['election_ms']}"
+            f" ms ({name}): {sum(shares) * 100:.2f} % of a core for three members ({each})"
+        )
+
+
+@dataclass(frozen=True)
+class IdleOptions:
+    """(e4): how long, at which timers; ``only``: (e4) alone."""
+
+    seconds: float
+    timers: Mapping[str, int]
+    only: bool
+
+
 async def main(
-    source: str, repeats: int, count: int, only_churn: bool, churn_options: ChurnOptions
+    source: str,
+    repeats: int,
+    count: int,
+    only_churn: bool,
+    churn_options: ChurnOptions,
+    idle_options: IdleOptions,
 ) -> None:
     """Run every benchmark and print the figures (etcd's own logs are left out)."""
     logging.getLogger("roleserve").addHandler(logging.NullHandler())
     logging.getLogger("roleserve").propagate = False
     print(f"etcd: {etcd_binary(source)}")
+    if idle_options.only:
+        await idle(source, idle_options.timers, idle_options.seconds)
+        return
     if only_churn:
         await churn(source, churn_options)
         return
@@ -361,6 +423,8 @@ async def main(
         "the same requests as raw gRPC calls",
     )
     await churn(source, churn_options)
+    if idle_options.seconds > 0:
+        await idle(source, idle_options.timers, idle_options.seconds)
 
 
 if __name__ == "__main__":
@@ -382,7 +446,18 @@ if __name__ == "__main__":
         default=DEFAULT_GC_PERCENT,
         help=f"(e3): the members' GOGC (the plugin's default: {DEFAULT_GC_PERCENT}; Go's: 100)",
     )
+    parser.add_argument("--idle", type=float, default=0.0, help="(e4): seconds idle measured")
+    parser.add_argument("--only-idle", type=float, metavar="S", help="run (e4) alone, S s")
+    parser.add_argument(
+        "--timers",
+        type=int,
+        nargs=2,
+        default=[250, 2500],
+        metavar=("HEARTBEAT_MS", "ELECTION_MS"),
+        help="(e4): the timers compared with the defaults",
+    )
     options = parser.parse_args()
+    heartbeat, election = options.timers
     anyio.run(
         main,
         options.source,
@@ -390,5 +465,10 @@ if __name__ == "__main__":
         options.count,
         options.only_churn,
         ChurnOptions(options.churn, options.settle, options.gc_percent),
+        IdleOptions(
+            options.only_idle or options.idle,
+            {"heartbeat_ms": heartbeat, "election_ms": election},
+            options.only_idle is not None,
+        ),
         backend="asyncio",
     )

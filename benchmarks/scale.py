@@ -11,8 +11,8 @@ For each size, in one run, through the command line a user types:
   checked at the leader; without ``--kubernetes-workers``, ``cluster up``'s default (every
   node up to 10 nodes, 10 above), so that 100 nodes measure the role server with ten
   kubelets, and ``--kubernetes-workers all`` the cluster with one kubelet a node;
-- RSS and CPU over ``--idle`` seconds of the idle cluster, per kind of process (node, etcd,
-  containerd, node_exporter, wireguard-go, and the rest by name), summed and per node
+- RSS and CPU over ``--idle`` seconds of the idle cluster, per kind of process (node,
+  member and leading node apart, etcd, containerd, node_exporter, wireguard-go, and the rest by name), summed and per node
   (``_cluster_processes``);
 - the leader's node process SIGKILLed, then SIGSTOPped: each timed until every survivor is
   HEALTHY at the new leader, and until a role set after the failover reaches its node
@@ -53,6 +53,7 @@ from _cluster_processes import cluster_processes, costs, counted_share, descenda
 from _failover import (
     Samples,
     fault_and_recover,
+    nodes_at_leader,
     print_failover,
     random_first_address,
     whole_again,
@@ -128,6 +129,12 @@ def check_inotify(workers: int) -> None:
         )
 
 
+async def leader_pid(cluster: LocalCluster) -> int | None:
+    """The node process whose curator leads (its idle cost grows with the cluster)."""
+    leader, _ = await nodes_at_leader(cluster, list(cluster.nodes))
+    return next((node.pid for node in cluster.nodes if cluster.node_id(node) == leader), None)
+
+
 def leftovers(before: dict[int, int]) -> list[int]:
     """Which of ``before`` (pid: start time) still run, zombies aside."""
     left = []
@@ -158,7 +165,7 @@ async def one_size(
             goal(f"{size} nodes: up until every node is HEALTHY", up, UP_GOAL, "s")
             pids = [node.pid for node in cluster.nodes if node.pid is not None]
             print(f"{size} nodes idle for {idle:g} s:", flush=True)
-            found = costs(cluster_processes(pids), idle)
+            found = costs(cluster_processes(pids, await leader_pid(cluster)), idle)
             print_costs(found, size)
             kubelets = found["kubelet"].count if "kubelet" in found else 0
             print(

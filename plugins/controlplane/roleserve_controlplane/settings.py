@@ -23,7 +23,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from roleserve_controlplane.consensus.defaults import (
     DEFAULT_DEFRAG_FREE_BYTES,
     DEFAULT_DEFRAG_FREE_RATIO,
+    DEFAULT_ELECTION_MS,
     DEFAULT_GC_PERCENT,
+    DEFAULT_HEARTBEAT_MS,
     DEFAULT_QUOTA_BACKEND_BYTES,
     DEFAULT_RETENTION,
     DEFAULT_TTL,
@@ -95,14 +97,14 @@ class ControlPlaneSettings(PluginSettings):
     heartbeat_ms: int = setting(
         "heartbeat_ms",
         int,
-        100,
+        DEFAULT_HEARTBEAT_MS,
         "etcd's heartbeat interval, in milliseconds (at most a fifth of election_ms).",
         minimum=1,
     )
     election_ms: int = setting(
         "election_ms",
         int,
-        1000,
+        DEFAULT_ELECTION_MS,
         "etcd's election timeout, in milliseconds (at least five heartbeat_ms).",
         minimum=5,
         maximum=50_000,  # etcd refuses a longer one

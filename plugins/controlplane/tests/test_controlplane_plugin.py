@@ -49,8 +49,8 @@ def test_declares_its_settings_once() -> None:
     assert [(s.name, s.type_name, s.default) for s in info.settings] == [
         ("etcd", "str | None", None),
         ("lease_ttl", "int", 10),
-        ("heartbeat_ms", "int", 100),
-        ("election_ms", "int", 1000),
+        ("heartbeat_ms", "int", 250),
+        ("election_ms", "int", 1250),
         ("cluster_network", "str", "10.192.0.0/11"),
         ("node_prefix_length", "int", 24),
         ("node_certificate_lifetime", "int", 30 * 24 * 3600),

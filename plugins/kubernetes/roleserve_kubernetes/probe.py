@@ -73,9 +73,13 @@ node's own address answers in milliseconds."""
 READY_POLL = 0.2
 """Seconds between two probes while a component starts (kube-apiserver takes seconds)."""
 
-READY_RECHECK = 2.0
+READY_RECHECK = 5.0
 """Seconds between two probes of a component that was ready: how long a status may go on
-saying ready after the component stopped being so."""
+saying ready after the component stopped being so. Five, not two: a controller probes four
+components, and each apiserver's ``/readyz`` asks etcd in turn, all of it on every idle
+node of a local cluster; nothing waits on the status for less (``UNREADY_LIMIT``, the
+restart of a hung program, is 30 s), and the components keep an idle connection open for
+90 s (the kubelet's for good), so the kept connection outlives the longer pause."""
 
 UNREADY_LIMIT = 30.0
 """Seconds a component that was ready may go on not answering ready before its runnable
@@ -269,19 +273,21 @@ async def follow_readiness(
     interval: float = READY_RECHECK,
     limit: float | None = None,
     note: Callable[[str], None] | None = None,
+    sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
 ) -> None:
     """Probe a component that answered ready every ``interval`` seconds, and tell
     ``on_ready`` each time the answer changes (never returns; cancel it).
 
     :param note: told why it is not ready (``probe_failure``) at each probe that fails,
         and ``""`` when it is ready again.
+    :param sleep: how it waits between probes (a test records the pauses).
     :raises ComponentNotReadyError: once it has not been ready for ``limit`` seconds
         (default ``UNREADY_LIMIT``) in a row, naming the component's address and the last
         reason.
     """
     kept = KeptProbe(health)
     try:
-        await _follow(kept, on_ready, interval, limit, note)
+        await _follow(kept, on_ready, interval, limit, note, sleep)
     finally:
         await kept.aclose()
 
@@ -292,11 +298,12 @@ async def _follow(
     interval: float,
     limit: float | None,
     note: Callable[[str], None] | None,
+    sleep: Callable[[float], Awaitable[None]],
 ) -> None:
     health = kept.health
     ready, since = True, 0.0
     while True:
-        await anyio.sleep(interval)
+        await sleep(interval)
         failure = await kept.failure()
         now = failure is None
         if now != ready:

@@ -15,7 +15,13 @@ import pytest
 
 from roleserve_kubernetes.pki import KeyPair
 from roleserve_kubernetes.plans import Health
-from roleserve_kubernetes.probe import KeptProbe, probe, probe_failure
+from roleserve_kubernetes.probe import (
+    READY_RECHECK,
+    KeptProbe,
+    follow_readiness,
+    probe,
+    probe_failure,
+)
 from roleserve_kubernetes.testing import throwaway_pki
 
 pytestmark = pytest.mark.anyio
@@ -147,3 +153,30 @@ async def test_a_kept_probe_replaces_a_closed_connection_and_counts_only_a_fresh
     # The server is gone: the kept connection is dead, and a new one is refused.
     assert await kept.failure() == "connection refused"
     await kept.aclose()
+
+
+class StopFollowingError(Exception):
+    """Ends ``follow_readiness`` (which never returns) after a few pauses."""
+
+
+async def test_a_ready_component_is_asked_again_every_five_seconds(
+    tmp_path: Path,
+) -> None:
+    """The recheck of an idle component is its steady cost on every node: one probe per
+    ``READY_RECHECK`` (5 s; it was 2)."""
+    pauses: list[float] = []
+
+    async def recorded(seconds: float) -> None:
+        if len(pauses) == 4:
+            raise StopFollowingError
+        pauses.append(seconds)
+
+    changes: list[bool] = []
+    async with server(tmp_path, None, answer_kept) as port:
+        with pytest.raises(StopFollowingError):
+            await follow_readiness(
+                Health(HOST, port, "/readyz", tls=False), changes.append, sleep=recorded
+            )
+    assert pauses == [5.0] * 4
+    assert READY_RECHECK == 5.0
+    assert changes == []  # ready throughout: no change told

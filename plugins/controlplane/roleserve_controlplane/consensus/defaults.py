@@ -16,7 +16,9 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_DEFRAG_FREE_BYTES",
     "DEFAULT_DEFRAG_FREE_RATIO",
+    "DEFAULT_ELECTION_MS",
     "DEFAULT_GC_PERCENT",
+    "DEFAULT_HEARTBEAT_MS",
     "DEFAULT_QUOTA_BACKEND_BYTES",
     "DEFAULT_RETENTION",
     "DEFAULT_TTL",
@@ -25,6 +27,20 @@ __all__ = [
 
 DEFAULT_TTL = 10
 """Seconds a leader's lease lasts without renewal."""
+
+DEFAULT_HEARTBEAT_MS = 250
+"""etcd's heartbeat interval (etcd's own default is 100 ms). An idle member's CPU follows
+the heartbeat, which is also raft's tick: three idle members used 3.4-4.8 % of a core at
+100 ms, a third less at 250 ms (``benchmarks/etcd.py --only-idle``). Nothing of roleserve
+needs raft to notice a lost leader in 1 s: a curator failover waits for the curator's
+lease (``DEFAULT_TTL``, 10 s), and a new curator leader hands raft's lead away from its own
+node (``curator.raftleader``), so a killed curator leader rarely costs a raft election."""
+DEFAULT_ELECTION_MS = 1250
+"""etcd's election timeout: five heartbeats, the least etcd accepts. A follower calls an
+election after 1.25-2.5 s without its leader's heartbeat (1-2 s at etcd's defaults), and a
+new raft leader extends every lease by one election timeout: when a raft leader and the
+curator leader do fall together, the failover grows by 0.25 s, not by the 1.5 s a 2.5 s
+timeout would add, and a busy host's pause of up to 1.25 s calls no election."""
 
 DEFAULT_RETENTION = 300.0
 """Seconds of history kept (at least): the Kubernetes apiserver's compaction interval."""

@@ -65,7 +65,11 @@ from roleserve_controlplane.consensus.binary import (
 from roleserve_controlplane.consensus.certificates import TLSFiles, write_tls_files
 from roleserve_controlplane.consensus.client import EtcdClient, Member, MemberStatus
 from roleserve_controlplane.consensus.corruption import corrupt_data
-from roleserve_controlplane.consensus.defaults import DEFAULT_GC_PERCENT
+from roleserve_controlplane.consensus.defaults import (
+    DEFAULT_ELECTION_MS,
+    DEFAULT_GC_PERCENT,
+    DEFAULT_HEARTBEAT_MS,
+)
 from roleserve_controlplane.consensus.errors import (
     CorruptDataError,
     DiskSpaceError,
@@ -161,9 +165,9 @@ class MemberConfig:
     None: nowhere but on the client URL, behind client certificates."""
     peers: Mapping[str, str] = field(default_factory=dict)
     """To join: every member's name → peer URL, this one included. Empty to bootstrap."""
-    heartbeat_ms: int = 100
+    heartbeat_ms: int = DEFAULT_HEARTBEAT_MS
     """etcd's heartbeat interval; tests use less."""
-    election_ms: int = 1000
+    election_ms: int = DEFAULT_ELECTION_MS
     """etcd's election timeout; tests use less."""
     quota_backend_bytes: int = DEFAULT_QUOTA_BACKEND_BYTES
     """etcd's ``--quota-backend-bytes``: past it, the member raises the NOSPACE alarm and

@@ -183,6 +183,9 @@ class EtcdCluster:
     """Every member's backend quota: a test of the NOSPACE alarm sets a few MB."""
     gc_percent: int = DEFAULT_GC_PERCENT
     """Every member's GOGC (a benchmark compares Go's default)."""
+    timers: Mapping[str, int] = field(default_factory=lambda: dict(FAST_TIMERS))
+    """Every member's ``heartbeat_ms`` and ``election_ms`` (``FAST_TIMERS``; a benchmark
+    compares the plugin's defaults with longer ones)."""
     metrics_port: int | None = None
     """Where each member serves ``/metrics`` on its own address (a benchmark reads etcd's Go
     memory figures there); None: nowhere."""
@@ -220,7 +223,8 @@ class EtcdCluster:
             quota_backend_bytes=self.quota_backend_bytes,
             metrics_port=self.metrics_port,
             gc_percent=self.gc_percent,
-            **FAST_TIMERS,
+            heartbeat_ms=self.timers["heartbeat_ms"],
+            election_ms=self.timers["election_ms"],
         )
 
     async def start(self, config: MemberConfig, *, wait: bool = True) -> RunningMember:
