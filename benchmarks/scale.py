@@ -12,8 +12,8 @@ For each size, in one run, through the command line a user types:
   node up to 10 nodes, 10 above), so that 100 nodes measure the role server with ten
   kubelets, and ``--kubernetes-workers all`` the cluster with one kubelet a node;
 - RSS and CPU over ``--idle`` seconds of the idle cluster, per kind of process (node,
-  member and leading node apart, etcd, containerd, node_exporter, wireguard-go, and the rest by name), summed and per node
-  (``_cluster_processes``);
+  member and leading node apart, etcd, containerd, node_exporter, wireguard-go, and the
+  rest by name), summed and per node (``_cluster_processes``);
 - the leader's node process SIGKILLed, then SIGSTOPped: each timed until every survivor is
   HEALTHY at the new leader, and until a role set after the failover reaches its node
   (``_failover``);
