@@ -24,7 +24,7 @@ from roleserve_controlplane.consensus import (
     put_operation,
 )
 from roleserve_controlplane.consensus.client import operation_of
-from roleserve_controlplane.curator.raftleader import hand_off_raft_leadership
+from roleserve_controlplane.curator.raftleader import RaftLeaderKeeper, hand_off_raft_leadership
 from roleserve_controlplane.testing import EtcdCluster
 from roleserve_core.testing import poll_until
 
@@ -236,3 +236,28 @@ async def test_a_curator_leaders_member_hands_raft_leadership_to_another_voter(
     assert after.leader == moved
     # Asked again, a member that does not lead raft leaves it where it is.
     assert await hand_off_raft_leadership(first.config.endpoint, credentials) is None
+
+
+async def test_the_raft_leader_keeper_hands_off_once_a_voter_joins(cluster: EtcdCluster) -> None:
+    """The curator that bootstrapped a cluster is its only voter when its term begins:
+    nobody to hand raft's leadership to then. A voter that joins later (a promoted learner)
+    is told to the keeper, which hands the leadership to it without waiting for its period
+    (here an hour): ``cluster up``'s node 1 kept it, and its SIGKILL stacked a raft
+    election on the lease."""
+    first = await cluster.bootstrap()
+    credentials = cluster.admin_credentials()
+    keeper = RaftLeaderKeeper(first.config.endpoint, credentials, every=3600)
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(keeper.run)
+        await cluster.join(1)
+        await cluster.join(2)
+
+        async def raft_leader() -> int:
+            async with first.client(credentials) as client:
+                status = await client.status()
+            return int(status.leader) if status.leader != status.member_id else 0
+
+        keeper.voters_changed()
+        moved = await poll_until("raft's leadership off the first member", raft_leader)
+        tasks.cancel_scope.cancel()
+    assert moved != 0

@@ -10,7 +10,7 @@
       won: start the leader's state (the follower's server still answers "just elected;
            retry"): node cache (one etcd watch), heartbeats, learner promotion, prefixes
            for approved nodes lacking one, etcd's raft leadership handed to another
-           member (raftleader.py) ─── stop the follower server, serve Curator,
+           member (raftleader.py: now, after each promotion, every 30 s) ─── stop the follower server, serve Curator,
            Management and CuratorLocal (and plugins' services: extension.py), refusing
            decommissioned nodes (standing.py) and revoked user certificates
            (credentials.py: one etcd watch); etcd's maintenance (compaction,
@@ -55,7 +55,7 @@ from roleserve_controlplane.curator.health import DEFAULT_HEARTBEAT_INTERVAL, He
 from roleserve_controlplane.curator.leader import CURATOR_PORT, LeaderState
 from roleserve_controlplane.curator.prefixes import ClusterNetwork, PrefixesExhaustedError
 from roleserve_controlplane.curator.quorum import QuorumReport, probe_quorum
-from roleserve_controlplane.curator.raftleader import hand_off_raft_leadership
+from roleserve_controlplane.curator.raftleader import RaftLeaderKeeper
 from roleserve_controlplane.curator.service_curator import CuratorService
 from roleserve_controlplane.curator.service_curator import add_to_server as add_curator_service
 from roleserve_controlplane.curator.service_local import CuratorLocalService
@@ -253,16 +253,16 @@ class Curator:
             # replaces it, instead of being refused and backing off (gRPC's reconnect backoff
             # grows while nothing listens, to seconds behind the leader's start).
             leader = await self._leader_state(client, leadership)
+            # The local member first (CuratorConfig.etcd_endpoints): a crash of this node
+            # should not stop etcd's raft leader too (raftleader.py).
+            raft_leader = RaftLeaderKeeper(self.config.etcd_endpoints[0], self.config.etcd)
             tasks = await stack.enter_async_context(anyio.create_task_group())
             tasks.start_soon(leader.cache.run)
-            tasks.start_soon(self._promote_learners, leader)
+            tasks.start_soon(self._promote_learners, leader, raft_leader.voters_changed)
             tasks.start_soon(allocate_missing_prefixes, leader.state, leader.network)
             tasks.start_soon(leader.revoked.run)
             tasks.start_soon(leader.maintenance.run)
-            # The local member first (CuratorConfig.etcd_endpoints): a crash of this node
-            # should not stop etcd's raft leader too (raftleader.py).
-            local = self.config.etcd_endpoints[0]
-            tasks.start_soon(hand_off_raft_leadership, local, self.config.etcd)
+            tasks.start_soon(raft_leader.run)
             await leader.revoked.ready.wait()  # serving before would let a revoked user in
             curator_service = CuratorService(leader)
             self._offer_snapshots(stack, leader, curator_service)
@@ -357,8 +357,11 @@ class Curator:
             maintenance=EtcdMaintenance(client, self.config.etcd, self.config.clock, policy),
         )
 
-    async def _promote_learners(self, leader: LeaderState) -> None:
-        """Promote every started learner that has caught up, every ``promote_every`` s."""
+    async def _promote_learners(
+        self, leader: LeaderState, promoted: Callable[[], None] = lambda: None
+    ) -> None:
+        """Promote every started learner that has caught up, every ``promote_every`` s;
+        ``promoted`` is called after each promotion."""
         while True:
             await anyio.sleep(self.config.promote_every)
             try:
@@ -374,6 +377,7 @@ class Curator:
                     with contextlib.suppress(EtcdRequestError):  # not caught up yet
                         await leader.client.promote(member.id)
                         log.info("promoted learner %s", member.name)
+                        promoted()
 
 
 async def _answers(leader: LeaderState, member: Member) -> bool:
