@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import ipaddress
 import logging
 import random
@@ -95,8 +96,12 @@ PROBE_EVERY = 0.05
 ROLE_CHANGES = 20
 STATUS_CHANGES = 3
 STARTING = 16
-"""Simulated nodes waiting for their Watch snapshot at once (a failover's reconnecting
-nodes are spread over seconds, too; all at once would hold N snapshots in flight)."""
+"""Simulated nodes waiting for their Watch snapshot at once, over every load process (a
+failover's reconnecting nodes are spread over seconds, too; all at once would hold N
+snapshots in flight)."""
+PER_PROCESS = 2500
+"""Simulated nodes per load process: one event loop serving 10,000 streams would be late
+by more than the curator (``LoopWatch`` says by how much)."""
 
 HEARTBEAT_GOAL = 0.050
 ROLE_GOAL = 0.100
@@ -229,22 +234,74 @@ async def serve(directory: Path, simulated: int) -> None:
         async with leader.member.client(leader.member.config.credentials) as client:
             await write_simulated(client, directory, simulated)
         print(leader.endpoint, leader.node_id, flush=True)  # the parent waits for this line
-        await anyio.sleep_forever()
+        await LoopWatch(stats_path(directory, "curator")).run()
 
 
-# -- the load's process ----------------------------------------------------------------
+# -- the load's processes and the curator's: what each one's event loop lost ------------
+
+
+class LoopWatch:
+    """How late this process's event loop runs, and its garbage collector's pauses, written
+    as one line a second to ``path``: ``TIME LAG_MAX_MS GC_PAUSES GC_MAX_MS GC_TOTAL_MS
+    GEN2_PAUSES GEN2_MAX_MS`` (generation 2: every tracked object scanned).
+
+    The parent reads the lines of its measurement's window: a latency measured while the
+    load's own loop ran late, or a collection paused it, is the simulator's, not the
+    curator's (and the curator's pauses are the curator's)."""
+
+    TICK = 0.005
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._pauses: list[tuple[int, float]] = []
+        self._started = 0.0
+        gc.callbacks.append(self._collected)
+
+    def _collected(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self._pauses.append((info["generation"], time.perf_counter() - self._started))
+
+    async def run(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a", buffering=1) as out:
+            while True:
+                window = time.perf_counter() + 1.0
+                worst = 0.0
+                while (now := time.perf_counter()) < window:
+                    await anyio.sleep(self.TICK)
+                    worst = max(worst, time.perf_counter() - now - self.TICK)
+                collected, self._pauses = self._pauses, []
+                pauses = [pause for _, pause in collected]
+                oldest = [pause for generation, pause in collected if generation == 2]
+                out.write(
+                    f"{time.time()} {worst * 1e3:.2f} {len(pauses)} "
+                    f"{max(pauses, default=0.0) * 1e3:.2f} {sum(pauses) * 1e3:.2f} "
+                    f"{len(oldest)} {max(oldest, default=0.0) * 1e3:.2f}\n"
+                )
+
+
+def stats_path(directory: Path, name: str) -> Path:
+    """Where the process ``name`` writes its ``LoopWatch`` lines."""
+    return directory / "stats" / name
 
 
 class Load:
-    """N simulated nodes, each on its own channel, heartbeating and watching every node."""
+    """Simulated nodes ``first`` to ``first + count - 1``, each on its own channel,
+    heartbeating and watching every node."""
 
-    def __init__(self, directory: Path, endpoint: str, leader_id: str, size: int) -> None:
+    def __init__(
+        self, directory: Path, endpoint: str, leader_id: str, first: int, count: int
+    ) -> None:
         self.directory = directory
         self.endpoint = endpoint
         self.leader_id = leader_id
-        self.size = size
-        self.seen: dict[bytes, set[int]] = {}
-        self.own: list[set[bytes]] = [set() for _ in range(size)]
+        self.first = first
+        self.count = count
+        self.seen: dict[bytes, int] = {}
+        """Marker → how many of this process's watchers have it."""
+        self.own: dict[int, set[bytes]] = {index: set() for index in range(first, first + count)}
 
     async def node(self, index: int, *, task_status: Any) -> None:
         credentials = NodeCredentials.load(simulated_directory(self.directory, index))
@@ -257,7 +314,21 @@ class Load:
             await tasks.start(self._watch, channel, index)
             task_status.started()
             await anyio.sleep(random.random() * INTERVAL)
-            tasks.start_soon(beat, curator_pb2_grpc.CuratorStub(channel), INTERVAL, None, None)
+            tasks.start_soon(self._beat, channel)
+
+    async def _beat(self, channel: Any) -> None:
+        """A heartbeat every interval, written and read on the call itself: no request
+        iterator, no task feeding it (the probe's ``beat`` keeps those, as a node has)."""
+        call = curator_pb2_grpc.CuratorStub(channel).Heartbeat()
+        try:
+            await call.initial_metadata()  # admitted (see roleserve_core.rpc ADMITTED)
+            while True:
+                start = time.perf_counter()
+                await call.write(curator_pb2.HeartbeatRequest())
+                await call.read()
+                await anyio.sleep(max(0.0, INTERVAL - (time.perf_counter() - start)))
+        finally:
+            call.cancel()
 
     async def _watch(self, channel: Any, index: int, *, task_status: Any) -> None:
         # As nodewatch asks; the answers left as bytes (no deserializer).
@@ -265,13 +336,15 @@ class Load:
             WATCH_METHOD, request_serializer=curator_pb2.WatchRequest.SerializeToString
         )
         every_node = curator_pb2.WatchRequest.NodesInCluster()
-        events = aiter(watch(curator_pb2.WatchRequest(nodes_in_cluster=every_node)))
-        # No name holds an event while the next is awaited: N watchers holding the last
-        # snapshot each would hold N snapshots of N nodes.
-        self._markers(await anext(events), index)
+        call = watch(curator_pb2.WatchRequest(nodes_in_cluster=every_node))
+        # Read with read(), not by iterating: grpc.aio's iterator keeps the last message in
+        # its frame while it waits for the next, and N watchers would each hold their
+        # snapshot of N nodes (N × N × 200 bytes: 20 GB at 10,000; a real node holds one).
+        self._markers(await call.read(), index)
         task_status.started()
-        while True:
-            self._markers(await anext(events), index)
+        while (event := await call.read()) is not grpc.aio.EOF:
+            self._markers(event, index)
+            del event
 
     def _markers(self, event: bytes, index: int) -> None:
         at = event.find(MARK)
@@ -280,31 +353,36 @@ class Load:
             at = event.find(MARK, at + MARK_LENGTH)
 
     def _saw(self, mark: bytes, index: int) -> None:
-        if mark in self.own[index]:
+        own = self.own[index]
+        if mark in own:
             return
-        self.own[index].add(mark)
+        own.add(mark)
         if int(mark[len(MARK) : len(MARK) + 5]) == index:
             print(f"own {mark.decode()} {time.time()}", flush=True)
-        seen = self.seen.setdefault(mark, set())
-        seen.add(index)
-        if len(seen) == self.size:
+        seen = self.seen[mark] = self.seen.get(mark, 0) + 1
+        if seen == self.count:
             print(f"all {mark.decode()} {time.time()}", flush=True)
 
 
-async def load(directory: Path, endpoint: str, leader_id: str, size: int) -> None:
-    """Start ``size`` simulated nodes; print ``ready`` once each watches; run until killed."""
-    simulated = Load(directory, endpoint, leader_id, size)
-    limiter = anyio.CapacityLimiter(STARTING)
+async def load(
+    directory: Path, endpoint: str, leader_id: str, first: int, count: int, starting: int
+) -> None:
+    """Start simulated nodes ``first`` to ``first + count - 1``, ``starting`` at a time;
+    print ``ready`` once each watches; run until killed."""
+    simulated = Load(directory, endpoint, leader_id, first, count)
+    watch = LoopWatch(stats_path(directory, f"load-{first}"))
+    limiter = anyio.CapacityLimiter(starting)
     started = time.perf_counter()
     async with anyio.create_task_group() as tasks:
+        tasks.start_soon(watch.run)
 
         async def start(index: int) -> None:
             async with limiter:
                 await tasks.start(simulated.node, index)
 
-        async with anyio.create_task_group() as starting:
-            for index in range(size):
-                starting.start_soon(start, index)
+        async with anyio.create_task_group() as starting_group:
+            for index in range(first, first + count):
+                starting_group.start_soon(start, index)
         print(f"ready {time.perf_counter() - started}", flush=True)
         await anyio.sleep_forever()
 
@@ -338,12 +416,45 @@ async def ping_pong_baseline(rounds: int) -> list[float]:
     return samples[100:]
 
 
-async def seen_at(load_output: Line, kind: str, mark: str) -> float:
-    """The wall-clock time at which the load printed ``kind mark``."""
-    while True:
-        words = (await read_line(load_output)).split()
-        if words[:2] == [kind, mark]:
-            return float(words[2])
+class Loads:
+    """The load's processes, and what they printed: when each marker reached its own node
+    (``own``), and when it reached every watcher of a process (``all``)."""
+
+    def __init__(self, processes: list[anyio.abc.Process]) -> None:
+        self.processes = processes
+        self.times: dict[tuple[str, str], list[float]] = {}
+        self.setup: list[float] = []
+        self._changed = anyio.Event()
+
+    async def read(self, process: anyio.abc.Process) -> None:
+        """Take in one process's lines until it ends."""
+        assert process.stdout is not None
+        output = Line(process.stdout)
+        with contextlib.suppress(anyio.EndOfStream, anyio.IncompleteRead):
+            while True:
+                words = (await read_line(output)).split()
+                if words[0] == "ready":
+                    self.setup.append(float(words[1]))
+                else:
+                    self.times.setdefault((words[0], words[1]), []).append(float(words[2]))
+                self._changed.set()
+                self._changed = anyio.Event()
+
+    async def ready(self) -> float:
+        """Once every process's nodes watch: the seconds the slowest took."""
+        with anyio.fail_after(1800):
+            while len(self.setup) < len(self.processes):
+                await self._changed.wait()
+        return max(self.setup)
+
+    async def seen_at(self, kind: str, mark: str) -> float:
+        """The wall-clock time ``mark`` reached its own node (``own``), or the last of
+        every watcher (``all``: once each process said it)."""
+        wanted = 1 if kind == "own" else len(self.processes)
+        with anyio.fail_after(600):
+            while len(times := self.times.get((kind, mark), [])) < wanted:
+                await self._changed.wait()
+        return max(times)
 
 
 class ProbeWatch:
@@ -391,20 +502,18 @@ async def change_roles(management: Any, node_id: str, mark: str) -> float:
     return start
 
 
-async def probe_role_change(
-    management: Any, probe: str, watch: ProbeWatch, load_output: Line
-) -> float:
+async def probe_role_change(management: Any, probe: str, watch: ProbeWatch, loads: Loads) -> float:
     """Seconds from a role change of the probe until its own Watch had it (returns once
     every watcher had it: the next change starts on an idle curator)."""
     mark = marker(PROBE_TARGET)
     start = await change_roles(management, probe, mark)
     seen = await watch.seen_at(mark) - start
-    await seen_at(load_output, "all", mark)
+    await loads.seen_at("all", mark)
     return seen
 
 
 async def role_change(
-    management: Any, directory: Path, size: int, load_output: Line
+    management: Any, directory: Path, size: int, loads: Loads
 ) -> tuple[float, float]:
     """Seconds from a role change of a random simulated node until it was written (the
     call answered), and until the node's Watch had it."""
@@ -413,12 +522,12 @@ async def role_change(
     node = NodeCredentials.load(simulated_directory(directory, target)).node_id
     start = await change_roles(management, node, mark)
     written = time.time() - start
-    seen = await seen_at(load_output, "own", mark) - start
-    await seen_at(load_output, "all", mark)  # the next change starts on an idle curator
+    seen = await loads.seen_at("own", mark) - start
+    await loads.seen_at("all", mark)  # the next change starts on an idle curator
     return written, seen
 
 
-async def status_change(curator: Any, probe: str, load_output: Line) -> float:
+async def status_change(curator: Any, probe: str, loads: Loads) -> float:
     """Seconds from a status change of the probe until every watcher had it."""
     mark = marker(PROBE_TARGET)
     status = common_pb2.NodeStatus(external_address=PROBE_ADDRESS, version=mark)
@@ -426,7 +535,7 @@ async def status_change(curator: Any, probe: str, load_output: Line) -> float:
     await curator.UpdateNodeStatus(
         curator_pb2.UpdateNodeStatusRequest(node_id=probe, status=status)
     )
-    return await seen_at(load_output, "all", mark) - start
+    return await loads.seen_at("all", mark) - start
 
 
 async def child(*arguments: str, quiet: bool = True) -> anyio.abc.Process:
@@ -468,6 +577,63 @@ def against(figure: float, goal: float) -> str:
     return f"{figure * 1e3:9.1f} ms   goal < {goal * 1e3:.0f} ms: {verdict}"
 
 
+async def start_loads(
+    directory: Path, endpoint: str, leader_id: str, size: int, tasks: anyio.abc.TaskGroup
+) -> Loads:
+    """``size`` simulated nodes in processes of at most ``PER_PROCESS`` each."""
+    processes = -(-size // PER_PROCESS)
+    starting = max(4, STARTING // processes)
+    children = []
+    for first in range(0, size, PER_PROCESS):
+        count = min(PER_PROCESS, size - first)
+        arguments = [str(directory), endpoint, leader_id, str(first), str(count), str(starting)]
+        children.append(await child("--load", *arguments, quiet=False))
+    loads = Loads(children)
+    for process in children:
+        tasks.start_soon(loads.read, process)
+    return loads
+
+
+class Window:
+    """What the processes' ``LoopWatch`` lines say of the seconds from ``start`` to now."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.start = time.time()
+
+    def lines(self, prefix: str) -> list[list[float]]:
+        """Each line in the window of the processes whose name starts with ``prefix``."""
+        end = time.time()
+        found = []
+        for path in (self.directory / "stats").glob(f"{prefix}*"):
+            for line in path.read_text().splitlines():
+                fields = [float(field) for field in line.split()]
+                if self.start <= fields[0] - 1.0 and fields[0] <= end:
+                    found.append(fields)
+        return found
+
+    def describe(self, prefix: str) -> str:
+        """``loop late by at most X ms (median of the seconds' worst Y ms); GC: N pauses,
+        the longest Z ms, T ms in all``."""
+        lines = self.lines(prefix)
+        if not lines:
+            return "no lines"
+        worst = sorted(line[1] for line in lines)
+        return (
+            f"loop late by at most {worst[-1]:.0f} ms (median of the seconds' worst "
+            f"{worst[len(worst) // 2]:.1f} ms); GC {sum(line[2] for line in lines):.0f} "
+            f"pauses, longest {max(line[3] for line in lines):.1f} ms, "
+            f"{sum(line[4] for line in lines):.0f} ms in all ({sum(line[5] for line in lines):.0f}"
+            f" full, longest {max(line[6] for line in lines):.1f} ms), over {len(lines)} s"
+            " of its processes"
+        )
+
+
+def cpu_of(pids: list[int]) -> float:
+    """The CPU seconds ``pids`` used together."""
+    return sum(cpu_seconds(pid) for pid in pids)
+
+
 async def measure(
     directory: Path, pid: int, endpoint: str, leader_id: str, sizes: list[int]
 ) -> None:
@@ -482,43 +648,47 @@ async def measure(
         secure_channel(endpoint, owner, node_id=leader_id) as management_channel,
         anyio.create_task_group() as tasks,
     ):
+        tasks.start_soon(LoopWatch(stats_path(directory, "probe")).run)
         management = management_pb2_grpc.ManagementStub(management_channel)
         curator = curator_pb2_grpc.CuratorStub(probe_channel)
         watch = ProbeWatch()
         await tasks.start(watch.run, probe_channel)
         for size in sizes:
             idle_rss = mebibytes(pid)
-            simulator = await child(
-                "--load", str(directory), endpoint, leader_id, str(size), quiet=False
-            )
+            loads = await start_loads(directory, endpoint, leader_id, size, tasks)
+            pids = [process.pid for process in loads.processes]
             try:
-                assert simulator.stdout is not None
-                output = Line(simulator.stdout)
-                while not (line := await read_line(output)).startswith("ready"):
-                    pass  # markers of earlier sizes, seen in the snapshots
-                setup = float(line.split()[1])
+                setup = await loads.ready()
                 await anyio.sleep(INTERVAL)  # every simulated node has sent a heartbeat
                 samples: list[float] = []
-                cpu = cpu_seconds(pid), cpu_seconds(simulator.pid), time.perf_counter()
+                window = Window(directory)
+                cpu = cpu_seconds(pid), cpu_of(pids), time.perf_counter()
                 await beat(curator, PROBE_EVERY, samples, int(2 * INTERVAL / PROBE_EVERY))
                 wall = time.perf_counter() - cpu[2]
                 curator_cpu = (cpu_seconds(pid) - cpu[0]) / wall
-                load_cpu = (cpu_seconds(simulator.pid) - cpu[1]) / wall
-                loaded_rss, load_rss = mebibytes(pid), mebibytes(simulator.pid)
+                load_cpu = (cpu_of(pids) - cpu[1]) / wall
+                loaded_rss = mebibytes(pid)
+                load_rss = sum(mebibytes(load) for load in pids)
+                idle = {name: window.describe(name) for name in ("curator", "load", "probe")}
+                window = Window(directory)
                 roles = [
-                    await role_change(management, directory, size, output)
+                    await role_change(management, directory, size, loads)
                     for _ in range(ROLE_CHANGES)
                 ]
                 own = [
-                    await probe_role_change(management, probe.node_id, watch, output)
+                    await probe_role_change(management, probe.node_id, watch, loads)
                     for _ in range(ROLE_CHANGES)
                 ]
                 statuses = [
-                    await status_change(curator, probe.node_id, output)
+                    await status_change(curator, probe.node_id, loads)
                     for _ in range(STATUS_CHANGES)
                 ]
+                await anyio.sleep(1.1)  # the last second's lines
+                changing = {name: window.describe(name) for name in ("curator", "load", "probe")}
             finally:
-                await stop(simulator)
+                with anyio.CancelScope(shield=True):
+                    for process in loads.processes:
+                        await stop(process)
             report(size, samples, baseline, own, roles, statuses)
             print(f"  curator CPU    {100 * curator_cpu:.0f} % of one core, heartbeats only;")
             print(f"                 {100 * curator_cpu * 1000 / size:.1f} % per 1,000 nodes")
@@ -526,9 +696,16 @@ async def measure(
             print(
                 f"                 {(loaded_rss - idle_rss) * 1000 / size:.1f} MiB per 1,000 nodes"
             )
-            print(f"  load CPU       {100 * load_cpu:.0f} % of one core (the {size:,} nodes)")
+            print(
+                f"  load CPU       {100 * load_cpu:.0f} % of one core (the {size:,} nodes, "
+                f"{len(pids)} processes)"
+            )
             print(f"  load RSS       {load_rss:.0f} MiB")
             print(f"  start          {size:,} Watch snapshots received in {setup:.1f} s")
+            for phase, described in (("heartbeats only", idle), ("changes", changing)):
+                print(f"  event loops during {phase} (the measuring side's own delay):")
+                for name, line in described.items():
+                    print(f"    {name:8} {line}")
         tasks.cancel_scope.cancel()
 
 
@@ -568,7 +745,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 5000, 10000])
     parser.add_argument("--serve", nargs="+", help=argparse.SUPPRESS)  # DIR [SIMULATED]
-    parser.add_argument("--load", nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument("--load", nargs=6, help=argparse.SUPPRESS)
     options = parser.parse_args()
     with contextlib.suppress(KeyboardInterrupt):
         if options.serve:
@@ -577,7 +754,16 @@ if __name__ == "__main__":
                 serve, Path(scratch), int(simulated[0] if simulated else 0), backend="asyncio"
             )
         elif options.load:
-            directory, endpoint, leader_id, size = options.load
-            anyio.run(load, Path(directory), endpoint, leader_id, int(size), backend="asyncio")
+            directory, endpoint, leader_id, first, count, starting = options.load
+            anyio.run(
+                load,
+                Path(directory),
+                endpoint,
+                leader_id,
+                int(first),
+                int(count),
+                int(starting),
+                backend="asyncio",
+            )
         else:
             anyio.run(main, options.sizes, backend="asyncio")
