@@ -8,8 +8,9 @@
       serve CuratorLocal (follower) ─── campaign in the election (value: ID, host, port)
            ─── meanwhile, every 2 s: a lost quorum said in the note and log
       won: start the leader's state (the follower's server still answers "just elected;
-           retry"): node cache (one etcd watch), heartbeats, learner promotion, prefixes
-           for approved nodes lacking one, etcd's raft leadership handed to another
+           retry"): the garbage collector tuned for leading (collector.py), node cache
+           (one etcd watch), heartbeats, learner promotion, prefixes for approved nodes
+           lacking one, etcd's raft leadership handed to another
            member (raftleader.py) ─── stop the follower server, serve Curator,
            Management and CuratorLocal (and plugins' services: extension.py), refusing
            decommissioned nodes (standing.py) and revoked user certificates
@@ -49,6 +50,7 @@ from roleserve_controlplane.consensus import (
 )
 from roleserve_controlplane.curator.authority import ClusterAuthority
 from roleserve_controlplane.curator.cache import NodeCache
+from roleserve_controlplane.curator.collector import leading_collector
 from roleserve_controlplane.curator.credentials import RevokedSerials
 from roleserve_controlplane.curator.extension import CuratorExtension, CuratorLeader
 from roleserve_controlplane.curator.health import DEFAULT_HEARTBEAT_INTERVAL, Heartbeats
@@ -253,6 +255,7 @@ class Curator:
             # replaces it, instead of being refused and backing off (gRPC's reconnect backoff
             # grows while nothing listens, to seconds behind the leader's start).
             leader = await self._leader_state(client, leadership)
+            await stack.enter_async_context(leading_collector(self.config.clock))
             tasks = await stack.enter_async_context(anyio.create_task_group())
             tasks.start_soon(leader.cache.run)
             tasks.start_soon(self._promote_learners, leader)
