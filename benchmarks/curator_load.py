@@ -2,18 +2,19 @@
 
 Run: ``./dev sync && .venv/bin/python benchmarks/curator_load.py [--sizes 1000 5000 10000]``.
 
-Three processes, so that each one's CPU time can be read from /proc and the latency seen
-is the curator's, not the simulator's:
+Three kinds of process, so that each one's CPU time can be read from /proc and the latency
+seen is the curator's, not the simulator's:
 
 - the curator (with its etcd), bootstrapped on a loopback address; it makes the largest N
   simulated nodes (a key and a node certificate of the cluster's CA each, saved for the
   load) and writes their records into etcd (UP, with a status, cluster networking and a
   prefix, as a real node's), so that the cluster has N nodes;
-- the load: N simulated nodes, each on a channel of its own with its own mutual TLS
-  identity, as real nodes connect. Every simulated node sends a heartbeat at the curator's
-  interval (5 s, each at its own random offset) and holds ONE Watch stream: the all-nodes
-  Watch (``NodesInCluster``) that ``roleserve_core.workers.nodewatch`` holds for
-  ``cluster_nodes``, sent as nodewatch sends it. Its events are read as bytes (a real node
+- the load: N simulated nodes in processes of ``PER_PROCESS`` each, each node on a
+  channel of its own with its own mutual TLS identity, as real nodes connect. Every
+  simulated node sends a heartbeat at the curator's interval (5 s, each at its own random
+  offset) and holds ONE Watch stream: the all-nodes Watch (``NodesInCluster``) that
+  ``roleserve_core.workers.nodewatch`` holds for ``cluster_nodes``, sent as nodewatch
+  sends it. Its events are read as bytes (a real node
   parses them; here only the curator's cost is measured) and searched for markers;
 - this process, the probe: one more node that sends a heartbeat every 50 ms on its own
   channel and times each round trip. It is lightly loaded, so what it measures is how
@@ -29,7 +30,10 @@ For each N, each against the issue's goal (issue 30, item 4):
 - the curator's RSS (its process, without etcd) and CPU over the heartbeat window, per
   1,000 nodes; and how long N Watch streams took to receive their snapshot.
 
-Times across processes are taken with the wall clock of this one machine.
+Times across processes are taken with the wall clock of this one machine. The measuring
+side's own delay is reported beside the figures: each process (curator, loads, probe)
+writes how late its event loop ran and its garbage collector's pauses, each second
+(``LoopWatch``), and the report gives them for the heartbeat window and for the changes.
 
 Baseline, in the same run: plain insecure gRPC bidi ping-pong between two tasks of this
 process (the transport alone).
@@ -42,6 +46,7 @@ import contextlib
 import gc
 import ipaddress
 import logging
+import os
 import random
 import signal
 import subprocess
@@ -545,10 +550,27 @@ async def child(*arguments: str, quiet: bool = True) -> anyio.abc.Process:
     )
 
 
+def descendants(pid: int) -> list[int]:
+    """The processes ``pid`` started, and theirs."""
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return []
+    return [found for child in children for found in (int(child), *descendants(int(child)))]
+
+
 async def stop(process: anyio.abc.Process) -> None:
+    """Interrupt ``process``; kill it and its children (the curator's etcd) if it has not
+    ended within 30 s: with thousands of streams open, an interrupted load or curator
+    process was seen to go on for minutes."""
     process.send_signal(signal.SIGINT)
     with anyio.move_on_after(30):
         await process.wait()
+    if process.returncode is None:
+        for pid in descendants(process.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        process.kill()
     await process.aclose()
 
 
