@@ -255,7 +255,9 @@ class Curator:
             # replaces it, instead of being refused and backing off (gRPC's reconnect backoff
             # grows while nothing listens, to seconds behind the leader's start).
             leader = await self._leader_state(client, leadership)
-            await stack.enter_async_context(leading_collector(self.config.clock))
+            # On real time, whatever the clock of heartbeats and maintenance (a test advancing
+            # its fake clock waits for their sleepers, and should not find the freezer).
+            await stack.enter_async_context(leading_collector(MonotonicClock()))
             tasks = await stack.enter_async_context(anyio.create_task_group())
             tasks.start_soon(leader.cache.run)
             tasks.start_soon(self._promote_learners, leader)
