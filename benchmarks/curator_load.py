@@ -224,13 +224,13 @@ async def write_simulated(client: EtcdClient, directory: Path, count: int) -> No
             tasks.start_soon(write, index)
 
 
-async def serve(directory: Path, simulated: int) -> None:
+async def serve(directory: Path, simulated: int, lease_ttl: int = DEFAULT_TTL) -> None:
     """Bootstrap a cluster of ``simulated`` nodes more, write what clients need into
     ``directory``, serve until killed."""
     logging.getLogger("roleserve").propagate = False
     async with (
         EtcdClusterRunner(etcd_binary("debian"), directory / "etcd") as etcd,
-        CuratorCluster(etcd, heartbeat_interval=INTERVAL, lease_ttl=DEFAULT_TTL) as curators,
+        CuratorCluster(etcd, heartbeat_interval=INTERVAL, lease_ttl=lease_ttl) as curators,
     ):
         leader = await curators.bootstrap()
         assert curators.owner is not None
@@ -434,6 +434,7 @@ class Loads:
         self.processes = processes
         self.times: dict[tuple[str, str], list[float]] = {}
         self.setup: list[float] = []
+        self.ended = False
         self._changed = anyio.Event()
 
     async def read(self, process: anyio.abc.Process) -> None:
@@ -450,11 +451,18 @@ class Loads:
                     self.times.setdefault((words[0], words[1]), []).append(float(words[2]))
                 self._changed.set()
                 self._changed = anyio.Event()
+        self.ended = True  # its nodes no longer watch: what is awaited may never come
+        self._changed.set()
+
+    def _check(self) -> None:
+        if self.ended:
+            raise RuntimeError("a load process ended (its stderr says why)")
 
     async def ready(self) -> float:
         """Once every process's nodes watch: the seconds the slowest took."""
         with anyio.fail_after(1800):
             while len(self.setup) < len(self.processes):
+                self._check()
                 await self._changed.wait()
         return max(self.setup)
 
@@ -464,6 +472,7 @@ class Loads:
         wanted = 1 if kind == "own" else len(self.processes)
         with anyio.fail_after(600):
             while len(times := self.times.get((kind, mark), [])) < wanted:
+                self._check()
                 await self._changed.wait()
         return max(times)
 
@@ -580,12 +589,12 @@ async def stop(process: anyio.abc.Process) -> None:
     await process.aclose()
 
 
-async def main(sizes: list[int]) -> None:
+async def main(sizes: list[int], lease_ttl: int) -> None:
     """Start the curator's process, then load it at each size."""
     logging.getLogger("roleserve").propagate = False
     with tempfile.TemporaryDirectory() as scratch:
         directory = Path(scratch)
-        server = await child("--serve", scratch, str(max(sizes)))
+        server = await child("--serve", scratch, str(max(sizes)), str(lease_ttl))
         try:
             assert server.stdout is not None
             endpoint, leader_id = (await read_line(Line(server.stdout))).split()
@@ -772,15 +781,21 @@ def report(
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 5000, 10000])
-    parser.add_argument("--serve", nargs="+", help=argparse.SUPPRESS)  # DIR [SIMULATED]
+    parser.add_argument(
+        "--lease-ttl",
+        type=int,
+        default=DEFAULT_TTL,
+        help="the curator's lease, in seconds (a curator whose loop stalls for longer, "
+        "on a machine busy with other work, loses its leadership and ends every stream)",
+    )
+    parser.add_argument("--serve", nargs="+", help=argparse.SUPPRESS)  # DIR [N [TTL]]
     parser.add_argument("--load", nargs=6, help=argparse.SUPPRESS)
     options = parser.parse_args()
     with contextlib.suppress(KeyboardInterrupt):
         if options.serve:
-            scratch, *simulated = options.serve
-            anyio.run(
-                serve, Path(scratch), int(simulated[0] if simulated else 0), backend="asyncio"
-            )
+            defaults = ["", "0", str(DEFAULT_TTL)]
+            scratch, simulated, lease_ttl = options.serve + defaults[len(options.serve) :]
+            anyio.run(serve, Path(scratch), int(simulated), int(lease_ttl), backend="asyncio")
         elif options.load:
             directory, endpoint, leader_id, first, count, starting = options.load
             anyio.run(
@@ -794,4 +809,4 @@ if __name__ == "__main__":
                 backend="asyncio",
             )
         else:
-            anyio.run(main, options.sizes, backend="asyncio")
+            anyio.run(main, options.sizes, options.lease_ttl, backend="asyncio")
