@@ -53,7 +53,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -510,15 +510,33 @@ class ProbeWatch:
         return at
 
 
+class Retries:
+    """Calls answered UNAVAILABLE and made again, as a client does ("retry")."""
+
+    count = 0
+
+
+async def retried(call: Callable[[], Awaitable[object]]) -> None:
+    """``call()``, again after 0.1 s while it is answered UNAVAILABLE (etcd busy)."""
+    while True:
+        try:
+            await call()
+            return
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() is not grpc.StatusCode.UNAVAILABLE:
+                raise
+            Retries.count += 1
+            await anyio.sleep(0.1)
+
+
 async def change_roles(management: Any, node_id: str, mark: str) -> float:
     """Assign ``node_id`` the role ``custom:bench`` marked ``mark``; when it started."""
     change = management_pb2.UpdateNodeRolesRequest.Change(
         role="custom:bench", assign=True, parameters={"marker": mark}
     )
+    request = management_pb2.UpdateNodeRolesRequest(node_id=node_id, changes=[change])
     start = time.time()
-    await management.UpdateNodeRoles(
-        management_pb2.UpdateNodeRolesRequest(node_id=node_id, changes=[change])
-    )
+    await retried(lambda: management.UpdateNodeRoles(request))
     return start
 
 
@@ -551,10 +569,9 @@ async def status_change(curator: Any, probe: str, loads: Loads) -> float:
     """Seconds from a status change of the probe until every watcher had it."""
     mark = marker(PROBE_TARGET)
     status = common_pb2.NodeStatus(external_address=PROBE_ADDRESS, version=mark)
+    request = curator_pb2.UpdateNodeStatusRequest(node_id=probe, status=status)
     start = time.time()
-    await curator.UpdateNodeStatus(
-        curator_pb2.UpdateNodeStatusRequest(node_id=probe, status=status)
-    )
+    await retried(lambda: curator.UpdateNodeStatus(request))
     return await loads.seen_at("all", mark) - start
 
 
@@ -707,6 +724,23 @@ async def measure(
                 loaded_rss = mebibytes(pid)
                 load_rss = sum(mebibytes(load) for load in pids)
                 idle = {name: window.describe(name) for name in ("curator", "load", "probe")}
+                # Printed at once: a later failure (a curator starved of CPU by other work
+                # losing its lease, or etcd not answering) leaves these figures.
+                report_heartbeats(size, samples, baseline)
+                print(f"  curator CPU    {100 * curator_cpu:.0f} % of one core, heartbeats only;")
+                print(f"                 {100 * curator_cpu * 1000 / size:.1f} % per 1,000 nodes")
+                print(f"  curator RSS    {loaded_rss:.0f} MiB ({idle_rss:.0f} MiB idle before);")
+                print(
+                    f"                 {(loaded_rss - idle_rss) * 1000 / size:.1f} MiB per "
+                    "1,000 nodes"
+                )
+                print(
+                    f"  load CPU       {100 * load_cpu:.0f} % of one core (the {size:,} nodes, "
+                    f"{len(pids)} processes)"
+                )
+                print(f"  load RSS       {load_rss:.0f} MiB")
+                print(f"  start          {size:,} Watch snapshots received in {setup:.1f} s")
+                print_loops("heartbeats only", idle)
                 window = Window(directory)
                 roles = [
                     await role_change(management, directory, size, loads)
@@ -722,39 +756,24 @@ async def measure(
                 ]
                 await anyio.sleep(1.1)  # the last second's lines
                 changing = {name: window.describe(name) for name in ("curator", "load", "probe")}
+                report_changes(size, own, roles, statuses)
+                print_loops("changes", changing)
             finally:
                 with anyio.CancelScope(shield=True):
                     for process in loads.processes:
                         await stop(process)
-            report(size, samples, baseline, own, roles, statuses)
-            print(f"  curator CPU    {100 * curator_cpu:.0f} % of one core, heartbeats only;")
-            print(f"                 {100 * curator_cpu * 1000 / size:.1f} % per 1,000 nodes")
-            print(f"  curator RSS    {loaded_rss:.0f} MiB ({idle_rss:.0f} MiB before the load);")
-            print(
-                f"                 {(loaded_rss - idle_rss) * 1000 / size:.1f} MiB per 1,000 nodes"
-            )
-            print(
-                f"  load CPU       {100 * load_cpu:.0f} % of one core (the {size:,} nodes, "
-                f"{len(pids)} processes)"
-            )
-            print(f"  load RSS       {load_rss:.0f} MiB")
-            print(f"  start          {size:,} Watch snapshots received in {setup:.1f} s")
-            for phase, described in (("heartbeats only", idle), ("changes", changing)):
-                print(f"  event loops during {phase} (the measuring side's own delay):")
-                for name, line in described.items():
-                    print(f"    {name:8} {line}")
         tasks.cancel_scope.cancel()
 
 
-def report(
-    size: int,
-    samples: list[float],
-    baseline: Summary,
-    own: list[float],
-    roles: list[tuple[float, float]],
-    statuses: list[float],
-) -> None:
-    """Print one size's latencies, each against its goal."""
+def print_loops(phase: str, described: dict[str, str]) -> None:
+    """What each kind of process's ``LoopWatch`` said of ``phase``."""
+    print(f"  event loops during {phase} (the measuring side's own delay):")
+    for name, line in described.items():
+        print(f"    {name:8} {line}")
+
+
+def report_heartbeats(size: int, samples: list[float], baseline: Summary) -> None:
+    """Print one size's heartbeat round trips against the goal and the baseline."""
     heartbeats = summarise(samples)
     print_comparison(
         f"N = {size:,}: the probe's heartbeat round trips over {2 * INTERVAL:.0f} s",
@@ -762,10 +781,16 @@ def report(
         baseline,
         "insecure bidi ping-pong, one stream, no load",
     )
+    print(f"  heartbeat p99  {against(heartbeats.p99, HEARTBEAT_GOAL)}")
+
+
+def report_changes(
+    size: int, own: list[float], roles: list[tuple[float, float]], statuses: list[float]
+) -> None:
+    """Print one size's role and status changes, each against its goal."""
     written = summarise([write for write, _ in roles])
     loaded = summarise([seen for _, seen in roles])
     probe = summarise(own)
-    print(f"  heartbeat p99  {against(heartbeats.p99, HEARTBEAT_GOAL)}")
     print(f"  role change    of the probe, to its own Watch: median {probe.median * 1e3:.1f} ms,")
     print(f"     p99 (max)   {against(probe.p99, ROLE_GOAL)}")
     print("  role change    of a random simulated node, to its Watch in the load process (its")
@@ -776,6 +801,8 @@ def report(
     print(f"{written.median * 1e3:.1f} ms, p99 {written.p99 * 1e3:.1f} ms; {len(roles)} of each")
     print(f"  status change  to all {size:,} watchers, worst of {len(statuses)}:")
     print(f"                 {against(max(statuses), STATUS_GOAL)}")
+    if Retries.count:
+        print(f"  retried        {Retries.count} calls answered UNAVAILABLE (times include them)")
 
 
 if __name__ == "__main__":
