@@ -316,6 +316,41 @@ async def test_update_node_without_a_change_writes_nothing(state: ClusterState) 
 
 
 @pytest.mark.anyio
+async def test_update_node_changes_the_record_the_caller_read_without_reading_again(
+    state: ClusterState, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await state.create_node(_record("node-a"))
+    read = await _stored(state, "node-a")
+
+    async def no_read(node: str) -> StoredNode | None:
+        raise AssertionError("read again")
+
+    monkeypatch.setattr(state, "node", no_read)
+    updated = await state.update_node("node-a", _approve, read=read)
+    monkeypatch.undo()
+    assert (await _stored(state, "node-a")).record == updated
+    assert updated.state == common_pb2.NODE_STATE_STANDBY
+
+
+@pytest.mark.anyio
+async def test_update_node_reads_again_when_the_record_read_is_no_longer_stored(
+    state: ClusterState,
+) -> None:
+    """A record changed after the caller read it: the write of the change of the old one
+    is refused by its revision, and the change is made to the newest."""
+    await state.create_node(_record("node-a"))
+    stale = await _stored(state, "node-a")
+
+    def report(record: state_pb2.NodeRecord) -> None:
+        record.status.external_address = "10.0.0.9"
+
+    await state.update_node("node-a", report)
+    updated = await state.update_node("node-a", _approve, read=stale)
+    assert updated.status.external_address == "10.0.0.9"  # not lost to the stale record
+    assert (await _stored(state, "node-a")).record == updated
+
+
+@pytest.mark.anyio
 async def test_update_node_of_an_unknown_node_fails(state: ClusterState) -> None:
     with pytest.raises(NodeNotFoundError, match="no node node-x"):
         await state.update_node("node-x", _approve)

@@ -17,7 +17,7 @@ from typing_extensions import override
 from roleserve_controlplane.consensus import EtcdRequestError
 from roleserve_controlplane.curator import roles as roles_module
 from roleserve_controlplane.curator.prefixes import ClusterNetwork
-from roleserve_controlplane.curator.state import ClusterState
+from roleserve_controlplane.curator.state import ClusterState, StoredNode
 from roleserve_controlplane.proto import state_pb2
 from roleserve_controlplane.testing.curator_api import Applicant, CuratorApi, refused
 from roleserve_core import common_pb2, curator_pb2, management_pb2, management_pb2_grpc
@@ -359,6 +359,7 @@ async def test_a_change_half_done_says_so_and_the_same_change_completes_it(
             change: Callable[[state_pb2.NodeRecord], None],
             *,
             allocate: ClusterNetwork | None = None,
+            read: StoredNode | None = None,
         ) -> state_pb2.NodeRecord:
             raise EtcdRequestError("put /nodes/...: the store went away (injected)")
 

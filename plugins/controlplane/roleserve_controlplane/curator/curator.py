@@ -8,10 +8,11 @@
       serve CuratorLocal (follower) ─── campaign in the election (value: ID, host, port)
            ─── meanwhile, every 2 s: a lost quorum said in the note and log
       won: start the leader's state (the follower's server still answers "just elected;
-           retry"): node cache (one etcd watch), heartbeats, learner promotion, prefixes
-           for approved nodes lacking one, etcd's raft leadership handed to another
-           member (raftleader.py: now, after each promotion, every 30 s) ─── stop the follower server, serve Curator,
-           Management and CuratorLocal (and plugins' services: extension.py), refusing
+           retry"): the garbage collector tuned for leading (collector.py), node cache
+           (one etcd watch), heartbeats, learner promotion, prefixes for approved nodes
+           lacking one, etcd's raft leadership handed to another member (raftleader.py:
+           now, after each promotion, every 30 s) ─── stop the follower server, serve
+           Curator, Management and CuratorLocal (and plugins' services: extension.py), refusing
            decommissioned nodes (standing.py) and revoked user certificates
            (credentials.py: one etcd watch); etcd's maintenance (compaction,
            defragmentation, quota alarms) every period
@@ -49,6 +50,7 @@ from roleserve_controlplane.consensus import (
 )
 from roleserve_controlplane.curator.authority import ClusterAuthority
 from roleserve_controlplane.curator.cache import NodeCache
+from roleserve_controlplane.curator.collector import leading_collector
 from roleserve_controlplane.curator.credentials import RevokedSerials
 from roleserve_controlplane.curator.extension import CuratorExtension, CuratorLeader
 from roleserve_controlplane.curator.health import DEFAULT_HEARTBEAT_INTERVAL, Heartbeats
@@ -253,6 +255,9 @@ class Curator:
             # replaces it, instead of being refused and backing off (gRPC's reconnect backoff
             # grows while nothing listens, to seconds behind the leader's start).
             leader = await self._leader_state(client, leadership)
+            # On real time, whatever the clock of heartbeats and maintenance (a test advancing
+            # its fake clock waits for their sleepers, and should not find the freezer).
+            await stack.enter_async_context(leading_collector(MonotonicClock()))
             # The local member first (CuratorConfig.etcd_endpoints): a crash of this node
             # should not stop etcd's raft leader too (raftleader.py).
             raft_leader = RaftLeaderKeeper(self.config.etcd_endpoints[0], self.config.etcd)

@@ -188,7 +188,10 @@ class RoleChanges:
             current.roles.CopyFrom(roles)
 
         if remaining is None:
-            return (await self.leader.state.update_node(node_id, replace)).roles
+            # Unless the consensus changed meanwhile, the record read above is changed at
+            # the first try (it is still the stored one unless another change came between).
+            read = stored if joined is None else None
+            return (await self.leader.state.update_node(node_id, replace, read=read)).roles
         return await self._write_after_leaving(node_id, replace, remaining)
 
     async def _write_after_leaving(

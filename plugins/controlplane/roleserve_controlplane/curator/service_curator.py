@@ -185,6 +185,10 @@ class CuratorService(curator_pb2_grpc.CuratorServicer):
         if self.leader.cache.get(caller) is None:
             raise NodeNotFoundError(f"no node {caller}")
         heartbeats = self.leader.heartbeats
+        # One answer for every beat of the stream (the interval is the leader's for good):
+        # built per beat, it cost a message and a Duration normalised in Python each time.
+        response = curator_pb2.HeartbeatResponse()
+        response.interval.FromNanoseconds(int(heartbeats.interval * 1e9))
         connection: Connection | None = None
         try:
             async for request in request_iterator:
@@ -195,8 +199,6 @@ class CuratorService(curator_pb2_grpc.CuratorServicer):
                         connection = None
                         raise _identity_conflict(caller, holder)
                 heartbeats.beat(caller)
-                response = curator_pb2.HeartbeatResponse()
-                response.interval.FromNanoseconds(int(heartbeats.interval * 1e9))
                 yield response
         finally:
             if connection is not None:
