@@ -416,10 +416,21 @@ class RunMain(Protocol):
 def run_main(capsys: pytest.CaptureFixture[str], *argv: str) -> MainResult:
     """``roleserve ARGV`` through ``main()``, in this process: a fake's requests and the
     command's output in one test, and monkeypatched timeouts apply. Usage errors and
-    ``--help`` (argparse's ``SystemExit``) are results too."""
+    ``--help`` (argparse's ``SystemExit``) are results too.
+
+    The command starts with Python's own SIGINT handler, as in a fresh process: asyncio
+    installs its Ctrl-C handling only over that one, and a handler an earlier test's event
+    loop left behind (asyncio's no-op, which hands the signal to that loop's descriptor)
+    would swallow the Ctrl-C a test presses (``FakeCtlCluster.interrupt_in``): seen once in
+    a full run, both cases of ``test_ctrl_c`` waiting out their deadlines."""
+    left = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         code = main(list(argv))
     except SystemExit as exit:
         code = exit.code if isinstance(exit.code, int) else 1
+    finally:
+        if left is not None:  # None: not set from Python; nothing to give back
+            signal.signal(signal.SIGINT, left)
     out, err = capsys.readouterr()
     return MainResult(code, out, err)
