@@ -269,7 +269,8 @@ def test_the_kernels_boot_id() -> None:
 async def test_statuspush_reports_what_changes_and_nothing_else(
     cluster: FakeCluster, start: Start
 ) -> None:
-    """Monogon's TestWorkerStatusPush, step by step, then a new leader."""
+    """Monogon's TestWorkerStatusPush, step by step, then new leaders (where this worker
+    differs: an unchanged status is not sent again to a leader whose record says it)."""
     harness = await start()
     leader = await cluster.curator()
     harness.set(CURATOR_CONNECTION, cluster.connect(leader))
@@ -315,12 +316,22 @@ async def test_statuspush_reports_what_changes_and_nothing_else(
     ]
     assert {call.caller for call in calls} == {node_id}  # over the node's own credentials
 
-    # 5. A new connection (a new leader): the full status again, to the new leader only.
+    # 5. A new connection (a new leader) whose record says nothing else: the status is not
+    #    sent again (after a failover, every node's write would be a Watch event for every
+    #    node); the next change goes to the new leader only.
     successor = await cluster.curator()
     harness.set(CURATOR_CONNECTION, cluster.connect(successor))
+    harness.set(NETWORK, NetworkStatus(first))
     await successor.wait_calls("UpdateNodeStatus", 1)
-    assert successor.requests("UpdateNodeStatus") == [update(status(second))]
+    assert successor.requests("UpdateNodeStatus") == [update(status(first))]
     assert len(leader.requests("UpdateNodeStatus")) == 4
+
+    # 6. A new leader whose record of this node has no status (its store lost it): told.
+    third = await cluster.curator()
+    third.set_node(curator_pb2.Node(id=node_id, state=common_pb2.NODE_STATE_UP))
+    harness.set(CURATOR_CONNECTION, cluster.connect(third))
+    await third.wait_calls("UpdateNodeStatus", 1)
+    assert third.requests("UpdateNodeStatus") == [update(status(first))]
     assert harness.status(STATUSPUSH).failures == 0
 
 

@@ -19,8 +19,13 @@ stay misreported until it restarts. The record comes from ``cluster_nodes``
 (``_own_record``): the one Watch of every node that ``nodewatch`` keeps carries it, so
 this worker holds no stream of its own on the leader, only its calls.
 
-On each new connection (a new leader) the worker starts over and sends the full status
-again, as Monogon's does after its restart. Nothing is sent while the address is unknown.
+On each new connection (a new leader) the worker starts over, but what it sent last is
+kept: the status goes to the new leader only if it changed, or if the new leader's record
+differs (the comparison above, once its snapshot arrives; a record without a status counts
+as differing). Monogon's worker sends the full status again after every restart: after a
+failover at 100 local nodes, that was 99 writes to etcd, each a Watch event for 99
+streams, while every node reconnected at once to a leader that had just started. Nothing
+is sent while the address is unknown.
 ``node_status`` is a plain function of the inputs, so the decision is tested without a
 curator.
 
@@ -143,6 +148,8 @@ class StatusPush:
     def __init__(self, node: NodeContext) -> None:
         self.node = node
         self.boot = boot_id()
+        self.sent: common_pb2.NodeStatus | None = None
+        """The status last sent, to whichever leader (kept across connections)."""
         self.conflict_retry = CONFLICT_RETRY
         """Seconds between attempts while another process holds this node."""
 
@@ -192,7 +199,6 @@ class StatusPush:
         custom_roles = handled.get_nowait() if handled.statistics().is_set else ()
         introspection = self.node.introspection
         plugins = plugin_statuses(introspection.plugins if introspection else None)
-        sent: common_pb2.NodeStatus | None = None
         failure: grpc.aio.AioRpcError | None = None
         async with Combined(*sources) as inputs:
             while failure is None:
@@ -204,11 +210,11 @@ class StatusPush:
                 if status is None:
                     ctx.set_note("waiting for the node's address")
                     continue
-                if not needs_report(status, sent, record):
+                if not needs_report(status, self.sent, record):
                     continue
                 try:
-                    await self._send(ctx, stub, node_id, status, sent, record)
-                    sent = status
+                    await self._send(ctx, stub, node_id, status, self.sent, record)
+                    self.sent = status
                 except grpc.aio.AioRpcError as exc:  # raised in here, it would come grouped
                     failure = exc
         raise failure
@@ -293,7 +299,8 @@ async def _follow_record(
     values: PluginValues, node_id: str, recorded: Value[common_pb2.NodeStatus]
 ) -> None:
     """Keep ``recorded`` at the curator's record of this node's status, as
-    ``cluster_nodes`` shows it (a record without a status is none to compare with)."""
+    ``cluster_nodes`` shows it; a record without a status, as an empty status (one that
+    differs from any sent: a leader whose store lost it is told again)."""
     async for node in follow_own_record(values, node_id):
-        if node is not None and node.HasField("status"):
-            recorded.set(node.status)
+        if node is not None:
+            recorded.set(node.status if node.HasField("status") else common_pb2.NodeStatus())
