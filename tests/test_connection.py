@@ -941,7 +941,12 @@ class RecordingChannels:
         self.closed.set({})
 
     def __call__(
-        self, target: str, credentials: Credentials, *, node_id: str | None = None
+        self,
+        target: str,
+        credentials: Credentials,
+        *,
+        node_id: str | None = None,
+        options: Sequence[tuple[str, Any]] = (),
     ) -> CancellationSafeChannel:
         assert node_id is not None, "the connector's channel verifies the leader's node ID"
         self.made[node_id] = anyio.current_time()
@@ -949,7 +954,8 @@ class RecordingChannels:
         def on_close() -> None:
             self.closed.set({**self.closed.get_nowait(), node_id: anyio.current_time()})
 
-        return ClosingSaid(secure_channel(target, credentials, node_id=node_id), on_close)
+        channel = secure_channel(target, credentials, node_id=node_id, options=options)
+        return ClosingSaid(channel, on_close)
 
 
 async def test_connector_swaps_the_channel_when_the_leader_changes(
@@ -1238,3 +1244,34 @@ async def test_connector_makes_a_new_channel_with_renewed_credentials(
     assert [call.caller for call in await leader.wait_calls("UpdateNodeStatus", 2)] == [
         renewed.node_id
     ] * 2
+
+
+async def test_the_nodes_channels_to_curators_ping_every_30_seconds(
+    cluster: FakeCluster,
+    known: RecordingCurators,
+    start_connector: StartConnector,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every 30 s, not rpc's 10: the heartbeat notices a hung leader first, and on an idle
+    node the pings were half of its network events (``NODE_KEEPALIVE_OPTIONS``). Both the
+    leader's channel and the channel of the stream the connector follows."""
+    given: dict[str, list[int]] = {"leader": [], "asked": []}
+
+    def recording(kind: str) -> Callable[..., Any]:
+        def channel(target: str, credentials: Credentials, **options: Any) -> Any:
+            given[kind].append(dict(options.get("options", ()))["grpc.keepalive_time_ms"])
+            return secure_channel(target, credentials, **options)
+
+        return channel
+
+    monkeypatch.setattr(connector_module, "secure_channel", recording("leader"))
+    monkeypatch.setattr(leader_module, "secure_channel", recording("asked"))
+    leader = await cluster.curator()
+    leader.lead()
+    known.set_seeds([leader.endpoint])
+    harness = await start_connector()
+    harness.set(NODE_CREDENTIALS, cluster.credentials)
+    await wait_connection(harness)
+    assert given["leader"] == [30_000]
+    assert given["asked"]
+    assert set(given["asked"]) == {30_000}

@@ -19,8 +19,8 @@ A leader that hangs (a stopped process, a paused VM) accepts TCP and never answe
 neither its GetCurrentLeader stream nor the channel would ever end by themselves. Two
 things notice it::
 
-    keepalive pings on every channel (``roleserve_core.rpc.KEEPALIVE_OPTIONS``): the
-        stream and the calls to it fail within ~15 s, and follow_leader asks the next
+    keepalive pings on every channel (``leader.NODE_KEEPALIVE_OPTIONS``, every 30 s): the
+        stream and the calls to it fail within ~35 s, and follow_leader asks the next
         candidate
     a worker's report (``CuratorConnection.report_unresponsive``; the heartbeat's reply
         did not come within ``heartbeat.REPLY_TIMEOUT``), about the current connection:
@@ -60,7 +60,12 @@ from collections.abc import Callable
 import anyio
 
 from roleserve_core.connection.curators import KnownCurators, curator_endpoint
-from roleserve_core.connection.leader import Candidates, LeaderInfo, follow_leader
+from roleserve_core.connection.leader import (
+    NODE_KEEPALIVE_OPTIONS,
+    Candidates,
+    LeaderInfo,
+    follow_leader,
+)
 from roleserve_core.identity import NodeCredentials
 from roleserve_core.registry import PluginValues
 from roleserve_core.rpc import CancellationSafeChannel, secure_channel
@@ -153,7 +158,9 @@ class CuratorConnector:
     def _connect(
         self, ctx: RunContext, credentials: NodeCredentials, leader: LeaderInfo
     ) -> CancellationSafeChannel:
-        channel = secure_channel(leader.endpoint, credentials, node_id=leader.node_id)
+        channel = secure_channel(
+            leader.endpoint, credentials, node_id=leader.node_id, options=NODE_KEEPALIVE_OPTIONS
+        )
         connection = CuratorConnection(
             credentials.node_id,
             leader.node_id,
