@@ -270,13 +270,14 @@ async def wait_answering(health: Health) -> None:
 async def follow_readiness(
     health: Health,
     on_ready: Callable[[bool], None],
-    interval: float = READY_RECHECK,
+    interval: float | None = None,
     limit: float | None = None,
     note: Callable[[str], None] | None = None,
     sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
 ) -> None:
-    """Probe a component that answered ready every ``interval`` seconds, and tell
-    ``on_ready`` each time the answer changes (never returns; cancel it).
+    """Probe a component that answered ready every ``interval`` seconds (default
+    ``READY_RECHECK``), and tell ``on_ready`` each time the answer changes (never returns;
+    cancel it).
 
     :param note: told why it is not ready (``probe_failure``) at each probe that fails,
         and ``""`` when it is ready again.
@@ -286,8 +287,9 @@ async def follow_readiness(
         reason.
     """
     kept = KeptProbe(health)
+    every = READY_RECHECK if interval is None else interval  # read now: tests shorten it
     try:
-        await _follow(kept, on_ready, interval, limit, note, sleep)
+        await _follow(kept, on_ready, every, limit, note, sleep)
     finally:
         await kept.aclose()
 

@@ -105,6 +105,7 @@ async def test_waits_runs_reports_and_resets(
     fake_clock: FakeClock,
 ) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # no kube binary on PATH, whatever the machine
+    monkeypatch.setattr(probe, "READY_RECHECK", 0.5)  # each wait below is 10 s at most
     address = random_loopback()
     pki = RecordingPKI(throwaway_pki([address]))
     apiserver = stand_in_apiserver(tmp_path / "kube-apiserver")
