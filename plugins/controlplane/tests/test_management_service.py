@@ -62,6 +62,13 @@ async def cluster_info(api: CuratorApi) -> management_pb2.GetClusterInfoResponse
 
 
 async def consensus(api: CuratorApi) -> list[Member]:
+    """The members, asked again while the curator answers "retry": a member just removed
+    may have led raft (the leading curator hands raft's leadership to promoted members),
+    and the others elect meanwhile."""
+    return await poll_until("the consensus members", lambda: _consensus_once(api), lambda _: True)
+
+
+async def _consensus_once(api: CuratorApi) -> list[Member]:
     async with api.management() as management:
         response = await management.GetConsensusStatus(management_pb2.GetConsensusStatusRequest())
     return sorted(response.members, key=lambda member: member.node_id)
