@@ -66,7 +66,6 @@ __all__ = [
     "PUBLIC_MODE",
     "SCHEDULER_PORT",
     "SERVICE_RANGE",
-    "STALE_CACHE_CHECK",
     "ControllerInputs",
     "EtcdClientFiles",
     "Health",
@@ -105,17 +104,6 @@ LOOPBACK_NODE_IP = "nodeIP can't be loopback address"
 """What the kubelet says at every status update of a node on a loopback address: it
 refuses such a ``--node-ip``, so the Node has no InternalIP (the plugin README, "Loopback
 clusters")."""
-STALE_CACHE_CHECK = (
-    "failed calculating etcd digest: The resourceVersion for the provided list is too old"
-)
-"""What the apiserver's watch-cache consistency checker (``DetectCacheInconsistency``,
-every 5 to 7.5 minutes per resource) says when it cannot check: it lists etcd at the
-cache's revision, and an idle resource's cache is only told a newer revision by etcd's
-progress notifications (every 10 minutes by default), while the curator and the
-apiservers compact history older than 5 minutes. So about half the resources of an idle
-apiserver failed each round, each an ERROR line (and the etcd client's "required revision
-has been compacted" after it). It says nothing of the cache's consistency; a cache found
-inconsistent is another message ("Cache consistency check failed"), still an ERROR."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,7 +267,6 @@ def apiserver_plan(inputs: ControllerInputs) -> LaunchPlan:
         files=(*files, account_public, account_key),
         health=health,
         binds=(health.bind,),
-        quiet=(STALE_CACHE_CHECK,),
         hostname=inputs.hostname,
     )
 

@@ -112,22 +112,3 @@ def test_a_known_harmless_message_is_seen_once_then_quiet() -> None:
     assert [parse(line)[0] for _ in range(3)] == [logging.WARNING, logging.DEBUG, logging.DEBUG]
     other = "E1204 22:56:24.100000      12 a.go:1] something else"
     assert parse(other)[0] == logging.ERROR
-
-
-def test_the_apiservers_checks_of_a_cache_etcd_has_compacted_are_seen_once(
-    tmp_path: Path,
-) -> None:
-    """The consistency checker's "too old" (an idle resource, every 5 minutes: ``plans``)
-    and the etcd client's line under it: once at WARNING, then at DEBUG; a cache found
-    inconsistent stays an ERROR."""
-    parse = program_spec(plans(tmp_path)[0], Path("/bin/true"), tmp_path).parser
-    too_old = (
-        'E1205 08:11:28.000001      12 checker.go:98] "Cache consistency check error" '
-        'err="failed calculating etcd digest: The resourceVersion for the provided list is '
-        'too old." group="batch" resource="jobs"'
-    )
-    client = '{"level":"warn","msg":"retrying of unary invoker failed","error":"compacted"}'
-    assert [parse(too_old)[0], parse(client)[0]] == [logging.WARNING, logging.WARNING]
-    assert [parse(too_old)[0], parse(client)[0]] == [logging.DEBUG, logging.DEBUG]
-    failed = 'E1205 08:11:29.000001      12 checker.go:98] "Cache consistency check failed"'
-    assert parse(failed)[0] == logging.ERROR

@@ -23,7 +23,6 @@ from roleserve_kubernetes.binaries import APISERVER, CONTROLLER_MANAGER, KUBELET
 from roleserve_kubernetes.kubeconfig import kubeconfig
 from roleserve_kubernetes.pki import PKI_NAMES, KeyPair
 from roleserve_kubernetes.plans import (
-    STALE_CACHE_CHECK,
     ControllerInputs,
     EtcdClientFiles,
     Health,
@@ -128,7 +127,6 @@ def test_apiserver_plan(pki: dict[str, KeyPair]) -> None:
         ),
         health=Health("10.0.0.7", 6443, "/readyz", ca_pem=cert(pki, "ca")),
         binds=(Bind("10.0.0.7", 6443),),
-        quiet=(STALE_CACHE_CHECK,),
     )
 
 
