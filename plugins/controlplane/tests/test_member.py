@@ -33,7 +33,11 @@ from roleserve_controlplane.consensus import (
 from roleserve_controlplane.consensus.certificates import write_tls_files
 from roleserve_controlplane.consensus.client import Member, MemberStatus
 from roleserve_controlplane.consensus.etcdlog import parse_etcd_log
-from roleserve_controlplane.consensus.member import is_member
+from roleserve_controlplane.consensus.member import (
+    PROGRESS_NOTIFY_INTERVAL,
+    is_member,
+    progress_notify_flag,
+)
 from roleserve_controlplane.testing import EtcdCluster, etcd_binary
 from roleserve_core import State, read_record
 from roleserve_core.identity import certificate_to_pem
@@ -69,6 +73,31 @@ async def test_etcd_runs_with_the_configured_gc_percent(cluster: EtcdCluster) ->
     assert member.runnable.program is not None
     environ = await anyio.Path(f"/proc/{member.runnable.program.pid}/environ").read_bytes()
     assert b"GOGC=40" in environ.split(b"\0")
+
+
+async def test_etcd_sends_idle_watches_progress_notifications(cluster: EtcdCluster) -> None:
+    """The apiserver's watch cache of an idle resource learns the revision from these
+    (``PROGRESS_NOTIFY_INTERVAL``); etcd refuses a flag it does not know, so each etcd
+    build the tests run starts with its own name for it."""
+    member = await cluster.start(cluster.config(0))
+    assert member.runnable.program is not None
+    cmdline = await anyio.Path(f"/proc/{member.runnable.program.pid}/cmdline").read_bytes()
+    flag = progress_notify_flag(cluster.binary.version)
+    assert f"{flag}={PROGRESS_NOTIFY_INTERVAL}".encode() in cmdline.split(b"\0")
+
+
+@pytest.mark.parametrize(
+    ("version", "flag"),
+    [
+        ("3.4.23", "--experimental-watch-progress-notify-interval"),
+        ("3.5.1", "--experimental-watch-progress-notify-interval"),
+        ("3.6.0", "--watch-progress-notify-interval"),
+        ("v3.7.1", "--watch-progress-notify-interval"),
+        ("unknown", "--experimental-watch-progress-notify-interval"),
+    ],
+)
+def test_the_progress_notify_flag_is_the_one_of_the_etcd_version(version: str, flag: str) -> None:
+    assert progress_notify_flag(version) == flag
 
 
 async def range_request(endpoint: str, tls: grpc.ChannelCredentials) -> grpc.StatusCode:

@@ -51,6 +51,7 @@ from roleserve_kubernetes.cgroups import cgroup_root
 from roleserve_kubernetes.klog import klog_parser
 from roleserve_kubernetes.kubeconfig import KUBECONFIG_MODE, kubeconfig
 from roleserve_kubernetes.pki import PKI_PREFIX, KeyPair
+from roleserve_kubernetes.uts import with_hostname
 
 __all__ = [
     "APISERVER_PORT",
@@ -151,6 +152,9 @@ class LaunchPlan:
     quiet: tuple[str, ...] = ()
     """Messages the program is known to repeat harmlessly here: logged once at WARNING,
     then at DEBUG (``klog.klog_parser``)."""
+    hostname: str | None = None
+    """The program's own host name, in a UTS namespace of its own (``uts``); None: the
+    machine's."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +180,9 @@ class ControllerInputs:
     etcd_endpoint: str
     """``host:port`` of the local etcd member (``LocalControlPlane.etcd_endpoint``)."""
     etcd: EtcdClientFiles
+    hostname: str | None = None
+    """The apiserver's own host name, which names its identity Lease (``uts``): the
+    node's ID where the node may give it one; None: the machine's."""
 
 
 @dataclass(frozen=True)
@@ -260,6 +267,7 @@ def apiserver_plan(inputs: ControllerInputs) -> LaunchPlan:
         files=(*files, account_public, account_key),
         health=health,
         binds=(health.bind,),
+        hostname=inputs.hostname,
     )
 
 
@@ -403,8 +411,9 @@ def write_plan(plan: LaunchPlan) -> None:
 def program_spec(plan: LaunchPlan, binary: Path, state_dir: Path) -> ProgramSpec:
     """What the runner starts for ``plan``: ``binary`` (found before), its arguments, its
     addresses; its record in ``state_dir`` (the plugin's data directory); its output, klog's
-    lines, parsed into levels (``klog``)."""
-    return ProgramSpec(
+    lines, parsed into levels (``klog``); in a UTS namespace of its own if the plan names a
+    host name (``uts``)."""
+    spec = ProgramSpec(
         name=plan.name,
         executable=str(binary),
         setting=plan.component.install_hint,
@@ -414,6 +423,7 @@ def program_spec(plan: LaunchPlan, binary: Path, state_dir: Path) -> ProgramSpec
         env=plan.env,
         parser=klog_parser(quiet=plan.quiet),
     )
+    return spec if plan.hostname is None else with_hostname(spec, plan.hostname)
 
 
 def _controller_flags(config: Path, host: str, port: int, directory: Path) -> dict[str, object]:

@@ -13,6 +13,8 @@ Reads ``roles``, ``local_control_plane``, ``network`` and (for ``node_cleanup``)
                                         │ (pki.controller_pki; tests inject their own)
         etcd files ◀────────────────────┤ the member's credentials as the apiserver's files
         binaries.find ◀─────────────────┤ each component's binary, or None (absent)
+        own_hostname ◀──────────────────┤ the apiserver's host name: the node ID, as
+                                        │ root (its identity Lease is its own, ``uts``)
                                         ▼
         children: apiserver, controller_manager, scheduler, node_cleanup (each its own
                   group; all but the apiserver start once it answers /readyz)
@@ -72,6 +74,7 @@ from roleserve_kubernetes.controllermanager import controller_manager_runnable
 from roleserve_kubernetes.plans import ControllerInputs, EtcdClientFiles, apiserver_url
 from roleserve_kubernetes.scheduler import scheduler_runnable
 from roleserve_kubernetes.startup import start_when_ready
+from roleserve_kubernetes.uts import own_hostname
 from roleserve_kubernetes.values import KUBERNETES_STATUS, KubernetesStatus
 
 if TYPE_CHECKING:
@@ -221,6 +224,7 @@ class ControllerWorker:
             pki=pki,
             etcd_endpoint=startup.etcd_endpoint,
             etcd=self.etcd_files(startup),
+            hostname=own_hostname(self.node.node_id),
         )
         found = {c.executable: self.binaries.find(c) for c in CONTROLLER_COMPONENTS}
         state_dir = self.node.data_dir

@@ -11,7 +11,9 @@ import argparse
 import functools
 import ipaddress
 import json
+import os
 import random
+import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -259,6 +261,17 @@ async def test_two_real_controllers_make_one_control_plane_that_outlives_one_of_
         assert namespace.metadata.name == "kube-system"
     api = await anyio.to_thread.run_sync(python_client, out, f"roleserve-{first.address}")
 
+    # Each apiserver under its node's ID as its host name (root: ``uts``), so each renews
+    # an identity Lease of its own; one shared Lease failed every other renewal.
+    hosts = {leader, credentials.node_id} if os.geteuid() == 0 else {socket.gethostname()}
+    held = await poll_until(
+        "an identity Lease per apiserver host name",
+        functools.partial(identity_leases, api),
+        lambda leases: set(leases.values()) == hosts,
+        timeout=60,
+    )
+    assert len(held) == len(hosts), held
+
     # A decommissioned node's Node goes; a live node's and one made by hand stay.
     gone, live = "node-" + "cd" * 16, "node-" + "ef" * 16
     for name in (gone, live, "by-hand"):
@@ -310,6 +323,21 @@ def python_client(kubeconfig_file: Path, context: str) -> Any:
     load = kubernetes.config.new_client_from_config  # untyped: the package has no hints
     client = load(config_file=str(kubeconfig_file), context=context)  # type: ignore[no-untyped-call]
     return kubernetes.client.CoreV1Api(client)
+
+
+async def identity_leases(api: Any) -> dict[str, str]:
+    """The apiservers' identity Leases in ``kube-system``: name → host name."""
+    leases = kubernetes.client.CoordinationV1Api(api.api_client)
+    listed: Any = await anyio.to_thread.run_sync(
+        functools.partial(
+            leases.list_namespaced_lease,
+            "kube-system",
+            label_selector="apiserver.kubernetes.io/identity=kube-apiserver",
+        )
+    )
+    return {
+        item.metadata.name: item.metadata.labels["kubernetes.io/hostname"] for item in listed.items
+    }
 
 
 async def _when_leading(call: Callable[[], Awaitable[Any]]) -> Any:

@@ -7,6 +7,7 @@ and files fit together is shown by the stand-in apiserver of ``test_runnables``.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import ipaddress
 import json
@@ -36,6 +37,7 @@ from roleserve_kubernetes.plans import (
     write_plan,
 )
 from roleserve_kubernetes.testing import throwaway_pki
+from roleserve_kubernetes.uts import SET_HOSTNAME
 
 ADDRESS = ipaddress.ip_address("10.0.0.7")
 LOOPBACK = ipaddress.ip_address("127.0.0.12")
@@ -353,6 +355,31 @@ def test_write_plan_writes_every_file_with_its_mode(
         plan.binds,
     )
     assert "kube_apiserver" in spec.setting
+
+
+def test_an_apiserver_with_a_host_name_starts_in_a_uts_namespace_of_its_own(
+    pki: dict[str, KeyPair], tmp_path: Path
+) -> None:
+    """Two controllers on one machine: each apiserver under its node's host name, so each
+    has its own identity Lease; without a host name, the binary itself."""
+    binary = Path("/usr/bin/kube-apiserver")
+    specs = []
+    for node_id in ("node-" + "aa" * 16, "node-" + "bb" * 16):
+        plan = apiserver_plan(dataclasses.replace(controller(pki), hostname=node_id))
+        assert plan.hostname == node_id
+        spec = program_spec(plan, binary, tmp_path)
+        assert (spec.executable, tuple(spec.arguments)) == (
+            "unshare",
+            ("--uts", "--", "/bin/sh", "-c", SET_HOSTNAME, node_id, str(binary), *plan.arguments),
+        )
+        specs.append(spec)
+    assert specs[0].arguments != specs[1].arguments
+    plain = apiserver_plan(controller(pki))
+    assert plain.hostname is None
+    spec = program_spec(plain, binary, tmp_path)
+    assert (spec.executable, tuple(spec.arguments)) == (str(binary), plain.arguments)
+    others = (controller_manager_plan(controller(pki)), scheduler_plan(controller(pki)))
+    assert [plan.hostname for plan in others] == [None, None]  # no identity of their own
 
 
 def test_two_nodes_on_one_machine_plan_no_common_file(pki: dict[str, KeyPair]) -> None:

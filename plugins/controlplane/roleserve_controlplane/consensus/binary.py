@@ -37,6 +37,7 @@ __all__ = [
     "SETTING",
     "EtcdBinary",
     "EtcdRecord",
+    "etcd_minor",
     "find_etcd",
     "refuse_downgrade",
     "wheel_etcd",
@@ -158,14 +159,14 @@ def refuse_downgrade(binary: EtcdBinary, recorded: EtcdRecord | None) -> None:
         )
 
 
-def _minor(version: str) -> tuple[int, int] | None:
+def etcd_minor(version: str) -> tuple[int, int] | None:
     """``3.5.1`` → ``(3, 5)``; None for a version not printed as numbers."""
     match = re.match(r"v?(\d+)\.(\d+)", version)
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
 def _minor_text(version: str) -> str:
-    minor = _minor(version)
+    minor = etcd_minor(version)
     return f"{minor[0]}.{minor[1]}" if minor else version
 
 
@@ -173,7 +174,7 @@ def _is_downgrade(found: str, recorded: str) -> bool:
     """Whether ``found`` is older than ``recorded`` across a minor version: the downgrade
     etcd refuses (patch releases of one minor version read each other's data). Versions
     that do not parse are never refused: etcd itself has the last word."""
-    new, old = _minor(found), _minor(recorded)
+    new, old = etcd_minor(found), etcd_minor(recorded)
     return new is not None and old is not None and new < old
 
 

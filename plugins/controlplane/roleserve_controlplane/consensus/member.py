@@ -60,6 +60,7 @@ from roleserve_controlplane.consensus.binary import (
     INSTALL_HINT,
     EtcdBinary,
     EtcdRecord,
+    etcd_minor,
     refuse_downgrade,
 )
 from roleserve_controlplane.consensus.certificates import TLSFiles, write_tls_files
@@ -259,6 +260,7 @@ class MemberConfig:
             f"--election-timeout={self.election_ms}",
             f"--quota-backend-bytes={self.quota_backend_bytes}",
             f"--snapshot-count={SNAPSHOT_COUNT}",
+            f"{progress_notify_flag(self.binary.version)}={PROGRESS_NOTIFY_INTERVAL}",
             "--logger=zap",
             "--log-outputs=stderr",
         ]
@@ -270,6 +272,27 @@ to 100,000, 3.6 to 10,000). etcd keeps the raft log since its last snapshot in m
 plus 5,000 entries for followers to catch up from, so this bounds a member's memory under
 churn: with 100,000, a few KiB per role change grew a member by hundreds of MiB before its
 first snapshot (``benchmarks/etcd.py`` (e3), docs/consensus.md)."""
+
+
+PROGRESS_NOTIFY_INTERVAL = "10s"
+"""How often etcd tells a watch that asked for it (the Kubernetes apiserver's watch cache,
+one per resource) the current revision when nothing changed (etcd's default: 10 minutes).
+The apiserver's cache of an idle resource knows no newer revision than that, and its
+consistency check (every 5 to 7.5 minutes) lists etcd at it: past the 5 minutes of history
+the curator and the apiservers keep, about half the resources of an idle apiserver failed
+each round, an ERROR line each ("failed calculating etcd digest: The resourceVersion for
+the provided list is too old"). 10 s and not a minute: ``benchmarks/soak.py`` keeps 20 to
+60 s of history; a retention under 10 s brings the errors back. The cost: one small message
+per watch per interval, about 6 a second to a controller's apiserver."""
+
+
+def progress_notify_flag(version: str) -> str:
+    """etcd's flag for ``PROGRESS_NOTIFY_INTERVAL``: experimental until etcd 3.6, which
+    renamed it (the old name is deprecated there, gone in 3.7)."""
+    minor = etcd_minor(version)
+    if minor is not None and minor >= (3, 6):
+        return "--watch-progress-notify-interval"
+    return "--experimental-watch-progress-notify-interval"
 
 
 USER_GRACE = 3.0
