@@ -200,9 +200,12 @@ class StatusPush:
         introspection = self.node.introspection
         plugins = plugin_statuses(introspection.plugins if introspection else None)
         failure: grpc.aio.AioRpcError | None = None
+        sent_here = False
         async with Combined(*sources) as inputs:
             while failure is None:
                 record, network, *rest = await inputs.get()
+                if sent_here and record == _NO_STATUS:
+                    record = None  # from before this session's report: it had none yet
                 control_plane = rest[0] if rest else None
                 status = node_status(
                     network, control_plane, core_version(), self.boot, custom_roles, plugins
@@ -215,6 +218,7 @@ class StatusPush:
                 try:
                     await self._send(ctx, stub, node_id, status, self.sent, record)
                     self.sent = status
+                    sent_here = True
                 except grpc.aio.AioRpcError as exc:  # raised in here, it would come grouped
                     failure = exc
         raise failure
@@ -293,6 +297,10 @@ def needs_report(
     unstamped.CopyFrom(recorded)
     unstamped.ClearField("timestamp")
     return unstamped != sent
+
+
+_NO_STATUS = common_pb2.NodeStatus()
+"""A record without a status, as ``_follow_record`` gives it."""
 
 
 async def _follow_record(
