@@ -23,12 +23,14 @@ again (once it has stopped), and the cluster made whole before the next fault.
 
 from __future__ import annotations
 
+import argparse
 import ipaddress
 import os
 import random
 import signal
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
@@ -36,6 +38,7 @@ from _report import print_comparison, summarise
 
 from roleserve_core.connection import find_leader
 from roleserve_core.localcluster import LocalCluster, LocalNode
+from roleserve_core.localcluster.layout import kubernetes_workers_value
 from roleserve_core.ports import CURATOR_PORT, endpoint
 from roleserve_core.proto import (
     management_pb2,
@@ -234,3 +237,20 @@ def random_first_address() -> ipaddress.IPv4Address:
     """A first address of 127.0.0.0/8 unlikely to be another cluster's on this machine
     (the default 127.0.0.11 is the one a user's cluster takes)."""
     return ipaddress.IPv4Address(f"127.{random.randint(1, 254)}.{random.randint(0, 200)}.11")
+
+
+def add_cluster_options(parser: argparse.ArgumentParser) -> None:
+    """``--keep`` and ``--kubernetes-workers``, as both benchmarks take them."""
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        help="make the clusters in this directory and keep them (their logs), instead of "
+        "in a temporary one",
+    )
+    parser.add_argument(
+        "--kubernetes-workers",
+        type=kubernetes_workers_value,
+        metavar="K",
+        help="how many nodes get kubernetes_worker: a number or all (default: cluster up's, "
+        "every node up to 10 nodes, 10 above)",
+    )

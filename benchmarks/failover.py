@@ -31,11 +31,16 @@ import tempfile
 from pathlib import Path
 
 import anyio
-from _failover import Samples, fault_and_recover, print_failover, random_first_address
+from _failover import (
+    Samples,
+    add_cluster_options,
+    fault_and_recover,
+    print_failover,
+    random_first_address,
+)
 
 from roleserve_core.localcluster import LocalCluster
 from roleserve_core.localcluster.cluster import KubernetesWorkers
-from roleserve_core.localcluster.layout import kubernetes_workers_value
 
 
 async def one_size(
@@ -73,19 +78,7 @@ if __name__ == "__main__":
     parser.add_argument("--sizes", type=int, nargs="+", default=[3, 20])
     parser.add_argument("--ttl", type=int, default=3, help="election lease TTL, seconds")
     parser.add_argument("--runs", type=int, default=3, help="faults of each kind per size")
-    parser.add_argument(
-        "--keep",
-        type=Path,
-        help="make the clusters in this directory and keep them (their logs), instead of "
-        "in a temporary one",
-    )
-    parser.add_argument(
-        "--kubernetes-workers",
-        type=kubernetes_workers_value,
-        metavar="K",
-        help="how many nodes get kubernetes_worker: a number or all (default: cluster up's, "
-        "every node up to 10 nodes, 10 above)",
-    )
+    add_cluster_options(parser)
     arguments = parser.parse_args()
     anyio.run(
         main,

@@ -52,6 +52,7 @@ import anyio
 from _cluster_processes import cluster_processes, costs, counted_share, descendants, print_costs
 from _failover import (
     Samples,
+    add_cluster_options,
     fault_and_recover,
     nodes_at_leader,
     print_failover,
@@ -61,7 +62,6 @@ from _failover import (
 
 from roleserve_core.localcluster import LocalCluster, workers_for_up
 from roleserve_core.localcluster.cluster import KubernetesWorkers
-from roleserve_core.localcluster.layout import kubernetes_workers_value
 from roleserve_core.process import read_stat
 
 UP_GOAL = 120.0
@@ -201,19 +201,7 @@ if __name__ == "__main__":
     parser.add_argument("--sizes", type=int, nargs="+", default=[10, 50, 100])
     parser.add_argument("--idle", type=float, default=60.0, help="seconds of idle measured")
     parser.add_argument("--netns", action="store_true", help="each node in its own namespace")
-    parser.add_argument(
-        "--keep",
-        type=Path,
-        help="make the clusters in this directory and keep them (their logs), instead of "
-        "in a temporary one",
-    )
-    parser.add_argument(
-        "--kubernetes-workers",
-        type=kubernetes_workers_value,
-        metavar="K",
-        help="how many nodes get kubernetes_worker: a number or all (default: cluster up's, "
-        "every node up to 10 nodes, 10 above)",
-    )
+    add_cluster_options(parser)
     arguments = parser.parse_args()
     anyio.run(
         main,
