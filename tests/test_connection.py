@@ -54,6 +54,7 @@ from roleserve_core.rpc import (
     NODE_REFUSED_METADATA,
     CancellationSafeChannel,
     secure_channel,
+    until_ready,
 )
 from roleserve_core.runtime import CORE_READER
 from roleserve_core.supervisor import RunContext, State
@@ -759,6 +760,34 @@ async def test_on_each_connection_restarts_once_a_just_elected_curator_serves(
         await curator.__aenter__()
         answered = await wait_for_value(session.outcomes, lambda found: len(found) >= 2)
         assert answered == (grpc.StatusCode.UNAVAILABLE, None)
+        status = harness.status(SESSION)
+        assert (status.restarts, status.failures, status.note) == (1, 0, "")
+
+
+async def test_on_each_connection_restarts_at_once_after_a_refused_connection_to_a_ready_channel(
+    cluster: FakeCluster, start_session: StartSession
+) -> None:
+    """A call refused a connection never reached a server: the just-elected leader was
+    swapping its servers. By the time the session looks, the channel may be connected again
+    to the leader's server; the session starts over then, not after the window (one node of
+    99 waited out its 15 s so, seen at 100 nodes)."""
+    curator = await cluster.curator()
+    curator.lead()
+    details = "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:7835: "
+    refused = grpc.aio.AioRpcError(
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.aio.Metadata(),
+        grpc.aio.Metadata(),
+        details + "Connection refused",
+    )
+    session = RecordingSession(refused)
+    harness = await start_session(session, window=600.0)
+    channel = secure_channel(curator.endpoint, cluster.credentials, node_id=curator.node_id)
+    async with channel:
+        await until_ready(channel)
+        first = CuratorConnection("node-self", curator.node_id, curator.endpoint, channel)
+        harness.set(CURATOR_CONNECTION, first)
+        assert await session.wait(2) == (first, first)
         status = harness.status(SESSION)
         assert (status.restarts, status.failures, status.note) == (1, 0, "")
 

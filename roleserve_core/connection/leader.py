@@ -44,7 +44,7 @@ from roleserve_core.errors import ExpectedError
 from roleserve_core.identity import TlsCredentials
 from roleserve_core.ports import CURATOR_PORT, endpoint, split_endpoint
 from roleserve_core.proto import curator_pb2, curator_pb2_grpc
-from roleserve_core.rpc import secure_channel
+from roleserve_core.rpc import connection_refused, secure_channel
 
 if TYPE_CHECKING:
     from roleserve_core.supervisor import Retry
@@ -338,7 +338,7 @@ async def _ask(
                     yield leader
         except (grpc.aio.AioRpcError, TimeoutError, StopAsyncIteration) as exc:
             log.debug("curator %s: %s", candidate, _describe(exc))
-            if _is_refusal(exc):
+            if connection_refused(exc):
                 found.refused.add(candidate)
             elif _is_foreign(exc):
                 found.foreign.add(candidate)
@@ -353,16 +353,6 @@ def _leader(candidate: str, answer: curator_pb2.GetCurrentLeaderResponse) -> Lea
     port = answer.leader_port or CURATOR_PORT
     itself = answer.this_node_id == answer.leader_node_id
     return LeaderInfo(answer.leader_node_id, endpoint(host, port), candidate, itself)
-
-
-def _is_refusal(exc: BaseException) -> bool:
-    """Whether ``exc`` says the connection was refused (gRPC reports it as UNAVAILABLE,
-    naming the cause only in its details)."""
-    return (
-        isinstance(exc, grpc.aio.AioRpcError)
-        and exc.code() == grpc.StatusCode.UNAVAILABLE
-        and "connection refused" in (exc.details() or "").lower()
-    )
 
 
 def _is_foreign(exc: BaseException) -> bool:

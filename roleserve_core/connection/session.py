@@ -22,8 +22,9 @@ leader changes. ``on_each_connection`` does it once for all::
                                                               wait up to LEADER_CHANGE_WINDOW
                                                               for a new connection (restart),
                                                               or, if the channel had lost its
-                                                              server, for it to answer again
-                                                              (restart); else fail (the
+                                                              server or the call was refused a
+                                                              connection, for it to answer
+                                                              again (restart); else fail (the
                                                               supervisor's backoff applies)
 
 The window matters when the leader dies: every call on its channel fails at once, and the
@@ -35,7 +36,11 @@ The same leader can also drop the channel without a new connection to follow: a 
 that just won the election restarts its server on the same port, and a node that learned of
 it from another curator's stream may have connected in between and been refused. Nothing
 else would tell that node; so a session whose call failed while the channel lost its server
-also restarts as soon as the channel is ready again.
+also restarts as soon as the channel is ready again. So does one whose call was refused a
+connection, even if the channel is ready by the time the session looks: the server it
+reached after the refusal is the new one (seen at 100 nodes: a session refused during the
+just-elected leader's server swap found its channel ready again and waited out the whole
+window, the one node of 99 not HEALTHY within the lease TTL).
 
 A curator that won the election answers "just elected, retry" (UNAVAILABLE marked with
 ``LEADER_STARTING_METADATA``) over a working connection while it loads the leader's state;
@@ -61,7 +66,7 @@ import grpc
 from roleserve_core.errors import ExpectedError
 from roleserve_core.event import Watcher
 from roleserve_core.registry import PluginValues
-from roleserve_core.rpc import leader_starting, node_refusal, until_ready
+from roleserve_core.rpc import connection_refused, leader_starting, node_refusal, until_ready
 from roleserve_core.supervisor import RunContext
 from roleserve_core.values import CURATOR_CONNECTION, CuratorConnection
 
@@ -134,7 +139,7 @@ async def on_each_connection(
                     tasks.start_soon(_restart_after, ctx, LEADER_STARTING_RETRY)
                 else:
                     ctx.set_note(f"{said}; waiting up to {window:g} s for a new leader")
-                    if _lost_its_server(connection.channel):
+                    if connection_refused(exc) or _lost_its_server(connection.channel):
                         tasks.start_soon(_restart_once_ready, ctx, connection.channel)
                 await anyio.sleep(window)  # a new connection restarts us before this ends
             tasks.cancel_scope.cancel()

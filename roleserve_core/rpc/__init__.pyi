@@ -13,6 +13,7 @@ from ._client import KEEPALIVE_OPTIONS as KEEPALIVE_OPTIONS
 from ._client import RECONNECT_OPTIONS as RECONNECT_OPTIONS
 from ._client import CancellationSafeChannel as CancellationSafeChannel
 from ._client import channel_credentials as channel_credentials
+from ._client import connection_refused as connection_refused
 from ._client import secure_channel as secure_channel
 from ._client import until_ready as until_ready
 from ._peer import NodePeer as NodePeer

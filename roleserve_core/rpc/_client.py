@@ -39,6 +39,7 @@ __all__ = [
     "RECONNECT_OPTIONS",
     "CancellationSafeChannel",
     "channel_credentials",
+    "connection_refused",
     "secure_channel",
     "until_ready",
 ]
@@ -84,6 +85,17 @@ async def until_ready(channel: grpc.aio.Channel) -> None:
     ready = grpc.ChannelConnectivity.READY
     while channel.get_state(try_to_connect=True) is not ready:  # noqa: ASYNC110 -- see above
         await anyio.sleep(READY_POLL_INTERVAL)
+
+
+def connection_refused(error: BaseException) -> bool:
+    """Whether ``error`` is a call that never reached a server because the connection was
+    refused (gRPC reports it as UNAVAILABLE, naming the cause only in its details): nothing
+    listened then, which says nothing of the channel now."""
+    return (
+        isinstance(error, grpc.aio.AioRpcError)
+        and error.code() == grpc.StatusCode.UNAVAILABLE
+        and "connection refused" in (error.details() or "").lower()
+    )
 
 
 def channel_credentials(credentials: TlsCredentials) -> grpc.ChannelCredentials:
