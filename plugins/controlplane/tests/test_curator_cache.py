@@ -215,3 +215,42 @@ async def test_the_changed_nodes_own_stream_is_offered_its_change_once(
             assert list(await _next_batch(other)) == ["node-a"]
             await anyio.wait_all_tasks_blocked()
             assert (own.pending, other.pending) == (0, 0)
+
+
+async def test_followers_of_every_node_are_woken_a_batch_per_turn_of_the_loop(
+    etcd_client: EtcdClient,
+) -> None:
+    """Between two batches of woken streams, other work gets the loop: a task that yields
+    at every step (as a heartbeat's answer waits its turn) runs between them, and never
+    more than a batch of readers runs in a row. All at once, the 50 readers ran together:
+    10,000 of them held the loop 1.4 s while each sent."""
+    cache = NodeCache(etcd_client, wake_batch=10)
+    ran: list[str] = []
+    all_woken = anyio.Event()
+
+    async def read(subscription: Subscription, name: str) -> None:
+        await _next_batch(subscription)
+        ran.append(name)
+        if sum(entry != "other work" for entry in ran) == 50:
+            all_woken.set()
+
+    async def other_work() -> None:
+        while not all_woken.is_set():
+            ran.append("other work")
+            await anyio.lowlevel.checkpoint()
+
+    async with _running(cache), anyio.create_task_group() as tasks:
+        with contextlib.ExitStack() as stack:
+            for index in range(50):
+                reader = stack.enter_context(cache.subscribe(owner=f"node-{index}"))
+                tasks.start_soon(read, reader, f"node-{index}")
+            await anyio.wait_all_tasks_blocked()  # every reader waits for its batch
+            tasks.start_soon(other_work)
+            await _put(etcd_client, _record("node-a", 1))
+            with anyio.fail_after(10):
+                await all_woken.wait()
+    readers_in_a_row = [
+        len(run) for run in "".join("r" if entry != "other work" else " " for entry in ran).split()
+    ]
+    assert sum(readers_in_a_row) == 50
+    assert max(readers_in_a_row) <= 10
