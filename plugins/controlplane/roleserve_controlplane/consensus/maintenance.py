@@ -302,19 +302,32 @@ async def _settled(membership: Membership) -> list[MemberHealth]:
     The compaction request waited only for the member that served it: each member compacts
     its own database, in batches, when it applies the compaction, and its backend counts
     the freed pages at its next commit. A fixed wait let a follower still compacting under
-    load look full, and skipped it. So the sizes are read every ``BACKEND_COMMIT_WAIT``
-    until no member's changed between two readings, for at most ``COMPACTION_SETTLE``.
+    load look full, and skipped it; so did two equal readings of a follower that had not
+    applied the compaction yet (a CI run under load). So the sizes are read every
+    ``BACKEND_COMMIT_WAIT`` until every member applied the raft log as far as the first
+    reading after the compaction knew it (which holds the compaction) and no member's size
+    in use changed between two such readings, for at most ``COMPACTION_SETTLE``.
     """
     deadline = anyio.current_time() + COMPACTION_SETTLE
     await anyio.sleep(BACKEND_COMMIT_WAIT)
     members = await membership.list()
+    logged = max((h.status.raft_index for h in members if h.status is not None), default=0)
     while anyio.current_time() < deadline:
         await anyio.sleep(BACKEND_COMMIT_WAIT)
         again = await membership.list()
-        if _in_use(again) == _in_use(members):
+        if _applied(members, logged) and _in_use(again) == _in_use(members):
             return again
         members = again
     return members
+
+
+def _applied(members: list[MemberHealth], index: int) -> bool:
+    """Whether every member that answered applied the raft log up to ``index``."""
+    return all(
+        health.status.raft_applied_index >= index
+        for health in members
+        if health.status is not None
+    )
 
 
 def _in_use(members: list[MemberHealth]) -> dict[int, int | None]:
