@@ -324,9 +324,7 @@ async def _settled(membership: Membership) -> list[MemberHealth]:
 def _applied(members: list[MemberHealth], index: int) -> bool:
     """Whether every member that answered applied the raft log up to ``index``."""
     return all(
-        health.status.raft_applied_index >= index
-        for health in members
-        if health.status is not None
+        health.status.raft_applied_index >= index for health in members if health.status is not None
     )
 
 
