@@ -254,3 +254,77 @@ async def test_followers_of_every_node_are_woken_a_batch_per_turn_of_the_loop(
     ]
     assert sum(readers_in_a_row) == 50
     assert max(readers_in_a_row) <= 10
+
+
+class _Woken:
+    """The readers woken so far, and a way to wait for a number of them."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self._changed = anyio.Event()
+
+    def add(self, name: str) -> None:
+        self.names.append(name)
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def until(self, count: int) -> None:
+        with anyio.fail_after(10):
+            while len(self.names) < count:
+                await self._changed.wait()
+
+
+def _woken_readers(
+    cache: NodeCache, count: int, back: anyio.Event, tasks: anyio.abc.TaskGroup
+) -> tuple[_Woken, contextlib.ExitStack]:
+    """``count`` followers of every node whose readers, once woken, record it and wait for
+    ``back`` before they come back for more (as a stream whose send has not completed)."""
+    woken = _Woken()
+    stack = contextlib.ExitStack()
+
+    async def read(subscription: Subscription, name: str) -> None:
+        await subscription.next_batch()
+        woken.add(name)
+        await back.wait()
+        await subscription.next_batch()
+
+    for index in range(count):
+        subscription = stack.enter_context(cache.subscribe(owner=f"node-{index}"))
+        tasks.start_soon(read, subscription, f"node-{index}")
+    return woken, stack
+
+
+async def test_the_next_batch_is_woken_once_the_last_came_back_for_more(
+    etcd_client: EtcdClient,
+) -> None:
+    """What is woken and not yet sent stays within a batch: the completions of 10,000
+    sends otherwise came back after the broadcast, ahead of the next request."""
+    cache = NodeCache(etcd_client, wake_batch=10, stuck_after=600.0)
+    back = anyio.Event()
+    async with _running(cache), anyio.create_task_group() as tasks:
+        woken, stack = _woken_readers(cache, 25, back, tasks)
+        with stack:
+            await anyio.wait_all_tasks_blocked()
+            await _put(etcd_client, _record("node-a", 1))
+            await woken.until(10)
+            await anyio.wait_all_tasks_blocked()
+            assert len(woken.names) == 10  # the others wait for these to come back
+            back.set()
+            await woken.until(25)
+            tasks.cancel_scope.cancel()
+
+
+async def test_a_stream_that_does_not_come_back_holds_up_nobody_for_long(
+    etcd_client: EtcdClient,
+) -> None:
+    """Readers whose sends never complete (clients that read nothing) stop counting
+    against the batch after ``stuck_after``: every stream still gets the change."""
+    cache = NodeCache(etcd_client, wake_batch=10, stuck_after=0.05)
+    never = anyio.Event()
+    async with _running(cache), anyio.create_task_group() as tasks:
+        woken, stack = _woken_readers(cache, 25, never, tasks)
+        with stack:
+            await anyio.wait_all_tasks_blocked()
+            await _put(etcd_client, _record("node-a", 1))
+            await woken.until(25)
+            tasks.cancel_scope.cancel()
