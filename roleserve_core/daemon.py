@@ -32,9 +32,7 @@ directory once the enrolment plan is made, and every later start uses it. A late
 ``--address`` (or ``[node] address``) that differs is refused: the node's etcd peer URL and
 its curator record name the saved one, and moving a node is not supported yet.
 
-Before anything runs, the process's malloc arenas are limited to ``memory.ARENAS`` (its
-threads, mostly gRPC's and idle, would otherwise each keep a heap). Meanwhile,
-``memory.SETTLE`` seconds after the roles are first known and after each change
+Meanwhile, ``memory.SETTLE`` seconds after the roles are first known and after each change
 of them, the node gives the memory it freed back to the system (``memory``: glibc keeps
 it otherwise, and a role's start frees megabytes).
 
@@ -67,7 +65,7 @@ from roleserve_core.enrolment import Enrolment, EnrolmentRequest, plan_enrolment
 from roleserve_core.errors import ConfigError
 from roleserve_core.event import Value
 from roleserve_core.logtree import PROCESS_LOGGER, LogTree
-from roleserve_core.memory import limit_arenas, release_after_changes
+from roleserve_core.memory import release_after_changes
 from roleserve_core.plugin_loader import PluginSet, log_old_names
 from roleserve_core.ports import CURATOR_PORT, endpoint
 from roleserve_core.rundir import make_runtime_dir
@@ -100,9 +98,7 @@ class NodeOptions:
 
 
 def run_node(options: NodeOptions) -> int:
-    """Run the node until it is told to stop; the process's exit code. The process's
-    malloc arenas are limited first, before any thread starts (``memory``)."""
-    limit_arenas()
+    """Run the node until it is told to stop; the process's exit code."""
     return anyio.run(serve_node, options)
 
 

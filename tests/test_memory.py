@@ -1,21 +1,15 @@
-"""A node gives back the memory it freed once a change of its roles settled, and its
-threads share few malloc arenas (``memory``)."""
+"""A node gives back the memory it freed once a change of its roles settled (``memory``)."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 import anyio
 import pytest
 
-from roleserve_core import daemon
-from roleserve_core.datadir import NodeDataDirectory
-from roleserve_core.enrolment import EnrolmentRequest
 from roleserve_core.event import Value
-from roleserve_core.memory import ARENAS, SETTLE, limit_arenas, release_after_changes
+from roleserve_core.memory import SETTLE, release_after_changes
 from roleserve_core.testing import FakeClock
 
 pytestmark = pytest.mark.anyio
@@ -108,80 +102,3 @@ def test_release_free_memory_returns_freed_pages_to_the_system() -> None:
     assert int(kept) > int(touched) - 32 * 1024  # freed, still held
     assert released == "True"
     assert int(after) < int(touched) - 32 * 1024  # given back
-
-
-ARENAS_OF_EIGHT_THREADS = r"""
-import ctypes, sys, threading
-from roleserve_core.memory import limit_arenas
-
-if sys.argv[1] == "limited":
-    assert limit_arenas()
-libc = ctypes.CDLL(None)
-libc.malloc.restype = ctypes.c_void_p
-together = threading.Barrier(8)
-
-def allocate():
-    libc.malloc(4096)  # this thread's first malloc: glibc gives it an arena
-    together.wait()  # all alive at once: none takes over the arena of a finished one
-
-threads = [threading.Thread(target=allocate) for _ in range(8)]
-for thread in threads:
-    thread.start()
-for thread in threads:
-    thread.join()
-libc.malloc_stats()  # one "Arena N:" block per arena, on stderr
-"""
-
-
-def arenas_of_eight_threads(how: str) -> int:
-    """The malloc arenas of a fresh interpreter whose eight threads each allocated, with
-    the environment's arena settings left out (glibc's defaults, as a node has them)."""
-    environ = {
-        name: value
-        for name, value in os.environ.items()
-        if name not in ("MALLOC_ARENA_MAX", "GLIBC_TUNABLES")
-    }
-    done = subprocess.run(
-        [sys.executable, "-c", ARENAS_OF_EIGHT_THREADS, how],
-        capture_output=True,
-        text=True,
-        check=True,
-        env=environ,
-    )
-    return sum(line.startswith("Arena ") for line in done.stderr.splitlines())
-
-
-def test_limit_arenas_makes_threads_share_few_arenas() -> None:
-    """glibc (here): eight threads get an arena each by default (up to 8 per core); with
-    the limit, they share ``ARENAS``."""
-    assert arenas_of_eight_threads("default") > ARENAS
-    assert arenas_of_eight_threads("limited") == ARENAS
-
-
-@pytest.mark.parametrize(
-    "environ", [{"MALLOC_ARENA_MAX": "8"}, {"GLIBC_TUNABLES": "glibc.malloc.arena_max=8"}]
-)
-def test_an_arena_limit_in_the_environment_wins(environ: dict[str, str]) -> None:
-    assert limit_arenas(environ=environ) is False
-
-
-def test_a_node_process_limits_its_arenas_before_it_runs(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """``run_node`` (``roleserve node run``, which every node start goes through: a local
-    cluster's, a service manager's) sets the limit before the node's first thread."""
-    calls: list[str] = []
-
-    def limit() -> bool:
-        calls.append("limit_arenas")
-        return True
-
-    async def serve(options: daemon.NodeOptions) -> int:
-        calls.append("serve_node")
-        return 0
-
-    monkeypatch.setattr(daemon, "limit_arenas", limit)
-    monkeypatch.setattr(daemon, "serve_node", serve)
-    options = daemon.NodeOptions(NodeDataDirectory(tmp_path), EnrolmentRequest(bootstrap=True))
-    assert daemon.run_node(options) == 0
-    assert calls == ["limit_arenas", "serve_node"]
