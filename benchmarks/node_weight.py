@@ -22,12 +22,27 @@ VmRSS just before exit. The goal (issue 30): a node with only kubernetes_worker 
 Figures taken while other work shares the machine are noisy; the ratios to the baselines
 are the figures to compare. ``--env NAME=VALUE`` starts node 2 with a variable added (to
 try a tuning of the process, e.g. ``MALLOC_ARENA_MAX=2``).
+
+Each node's reading also splits its memory: anonymous (the interpreter's heap, threads'
+stacks, malloc's arenas) and file pages (the shared libraries' code: grpc's,
+cryptography's, which every node of a machine shares: its PSS counts a share of them),
+with its threads and malloc arenas.
+
+Bytecode: where ``PYTHONDONTWRITEBYTECODE`` is set and nothing was cached (this machine:
+uv installs no bytecode), every process compiles each module it imports at each start.
+``--cache-bytecode`` caches it in the run's directory (``PYTHONPYCACHEPREFIX``), as an
+installed node has it, for every process of the run (each baseline runs once more first
+to fill it; node 1, which holds every role, fills it for node 2). It lowers the baselines
+(``import grpc`` ~6 MiB) and the import of the plugins (~4 MiB), not a running node
+(issue 30: the node's ``malloc_trim`` returns the compiler's garbage), so the ratios
+of a run with it do not compare with one without.
 """
 
 from __future__ import annotations
 
 import argparse
 import ipaddress
+import os
 import random
 import statistics
 import tempfile
@@ -35,7 +50,7 @@ import time
 from pathlib import Path
 
 import anyio
-from _proc import status_value
+from _proc import malloc_arenas, smaps_rollup, status_value
 from _report import print_comparison, summarise
 from node_start import baseline
 
@@ -112,15 +127,22 @@ async def until_healthy(cluster: LocalCluster, node: LocalNode, roles: tuple[str
 async def rss_of(pid: int, samples: int) -> float:
     """The median VmRSS (MiB) of ``samples`` readings a second apart, after ``SETTLE``;
     prints the last reading's split: anonymous memory (the interpreter's heap, threads'
-    stacks) and file pages (the shared libraries' code: grpc's, cryptography's)."""
+    stacks), file pages (the shared libraries' code: grpc's, cryptography's) and their
+    PSS (what this process adds where other nodes map the same libraries), its threads
+    and its malloc arenas."""
     await anyio.sleep(SETTLE)
     readings = []
     for _ in range(samples):
         readings.append(status_value(pid, "VmRSS") / 1024)
         await anyio.sleep(1.0)
-    anon, files = (status_value(pid, field) / 1024 for field in ("RssAnon", "RssFile"))
+    split = {name: kib / 1024 for name, kib in smaps_rollup(pid).items()}
     threads = status_value(pid, "Threads")
-    print(f"  (anonymous {anon:.1f} MiB, files {files:.1f} MiB, {threads} threads)")
+    print(
+        f"  (anonymous {split['Anonymous']:.1f} MiB, files "
+        f"{split['Rss'] - split['Anonymous']:.1f} MiB of which shared "
+        f"{split['Shared_Clean']:.1f}; PSS {split['Pss']:.1f} MiB; {threads} threads, "
+        f"{malloc_arenas(pid)} malloc arenas)"
+    )
     return statistics.median(readings)
 
 
@@ -128,9 +150,20 @@ def mib(kib: float) -> str:
     return f"{kib / 1024:6.1f} MiB"
 
 
-def baselines(runs: int) -> tuple[float, float]:
+def cache_bytecode(directory: Path) -> None:
+    """Let every process started from here on cache its bytecode in ``directory`` (module
+    docstring), whatever ``PYTHONDONTWRITEBYTECODE`` says."""
+    os.environ["PYTHONPYCACHEPREFIX"] = str(directory)
+    os.environ["PYTHONDONTWRITEBYTECODE"] = ""  # empty: bytecode is written
+
+
+def baselines(runs: int, warm_up: bool) -> tuple[float, float]:
     """VmRSS (KiB) of ``python -c pass`` and of ``python -c 'import grpc'``; prints the
-    import of what a node loads before its workers against the first."""
+    import of what a node loads before its workers against the first. ``warm_up``: one
+    run of each first, not counted (it fills the bytecode cache)."""
+    if warm_up:
+        for code in ("pass", "import grpc", LOADS_PLUGINS):
+            baseline(code, 1)
     bare_times, bare_sizes = baseline("pass", runs)
     _, grpc_sizes = baseline("import grpc", runs)
     load_times, load_sizes = baseline(LOADS_PLUGINS, runs)
@@ -146,10 +179,15 @@ def baselines(runs: int) -> tuple[float, float]:
     return bare, grpc
 
 
-async def main(samples: int, runs: int, directory: Path | None, env: dict[str, str]) -> None:
-    bare, grpc = baselines(runs)
+async def main(
+    samples: int, runs: int, directory: Path | None, env: dict[str, str], cached: bool
+) -> None:
     measured: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="node_weight-", dir=directory) as scratch:
+        if cached:
+            cache_bytecode(Path(scratch, "bytecode"))
+            print("bytecode: cached in the run's directory (--cache-bytecode)")
+        bare, grpc = baselines(runs, warm_up=cached)
         first = ipaddress.IPv4Address(f"127.{random.randint(1, 254)}.{random.randint(0, 254)}.11")
         cluster = LocalCluster(Path(scratch), 2, first_address=first)
         try:
@@ -190,6 +228,12 @@ if __name__ == "__main__":
         metavar="NAME=VALUE",
         help="a variable for node 2's process (a tuning to try: MALLOC_ARENA_MAX=2)",
     )
+    parser.add_argument(
+        "--cache-bytecode",
+        action="store_true",
+        help="every process of the run caches its bytecode, as an installed node has it "
+        "(default: as the environment says)",
+    )
     arguments = parser.parse_args()
     env = dict(item.partition("=")[::2] for item in arguments.env)
-    anyio.run(main, arguments.samples, arguments.runs, arguments.dir, env)
+    anyio.run(main, arguments.samples, arguments.runs, arguments.dir, env, arguments.cache_bytecode)
