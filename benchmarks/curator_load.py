@@ -80,6 +80,7 @@ from roleserve_controlplane.testing import (  # noqa: E402
     enrol_node,
     etcd_binary,
 )
+from roleserve_core.connection.leader import NODE_KEEPALIVE_OPTIONS  # noqa: E402
 from roleserve_core.identity import (  # noqa: E402
     NodeCredentials,
     UserCredentials,
@@ -121,10 +122,13 @@ PROBE_ADDRESS = "127.0.0.100"
 
 WATCH_METHOD = "/roleserve.curator.Curator/Watch"
 LOAD_CHANNEL = [
+    *NODE_KEEPALIVE_OPTIONS,
     ("grpc.experimental.tcp_max_read_chunk_size", 64 * 1024),
     ("grpc.http2.bdp_probe", 0),
 ]
-"""Each simulated node's channel reads at most 64 KiB at a time: gRPC grows a connection's
+"""Each simulated node's channel pings the curator as a real node's does (every 30 s,
+``NODE_KEEPALIVE_OPTIONS``; the channels' default of 10 s tripled the pings the curator
+answers), and reads at most 64 KiB at a time: gRPC grows a connection's
 read buffer to the messages it reads and keeps it, and N snapshots of N nodes would hold
 N × N × 200 bytes in the load (a real node has one such buffer)."""
 

@@ -6,7 +6,8 @@ Run: ``./dev sync && .venv/bin/python benchmarks/heartbeat_cost.py [--nodes 50 -
 ``curator_load.py`` measures the curator whole (5.9 % of a core per 1,000 nodes with
 heartbeats only, at 10,000); this one takes one heartbeat apart. Each server runs in a
 process of its own (``--node``), the simulated nodes in this one, each on a channel of its
-own with its own node certificate, together beating ``--rate`` times a second (200: the
+own with its own node certificate and a real node's keepalive pings (every 30 s,
+``NODE_KEEPALIVE_OPTIONS``), together beating ``--rate`` times a second (200: the
 rate of 1,000 nodes at the 5 s interval; the cost per beat depends on the rate, since
 beats that arrive together share the wake-ups of the threads). Over each window, the
 server's CPU time per beat answered, from ``/proc/PID/task``, by thread:
@@ -17,7 +18,7 @@ server's CPU time per beat answered, from ``/proc/PID/task``, by thread:
   message read, one message sent) to the loop through a socket;
 - ``C-core``: gRPC core's EventEngine threads (reading the socket, TLS, HTTP/2).
 
-Servers, each measured ``--rounds`` times, in turn:
+Servers, each measured ``--rounds`` times, in turn (each round in another order):
 
 - ``curator``: ``create_server`` with the leader's node gate (``DecommissionedGate``) and
   call counting (``RpcStats``, as a node's servers count for the metrics plugin), serving
@@ -59,6 +60,7 @@ from roleserve_controlplane.curator.service_curator import CuratorService, add_t
 from roleserve_controlplane.curator.standing import DecommissionedGate  # noqa: E402
 from roleserve_controlplane.proto import state_pb2  # noqa: E402
 from roleserve_core import MonotonicClock, common_pb2  # noqa: E402
+from roleserve_core.connection.leader import NODE_KEEPALIVE_OPTIONS  # noqa: E402
 from roleserve_core.identity import NodeCredentials  # noqa: E402
 from roleserve_core.proto import curator_pb2, curator_pb2_grpc  # noqa: E402
 from roleserve_core.rpc import bind, create_server, secure_channel  # noqa: E402
@@ -199,7 +201,9 @@ class Load:
 
     async def node(self, index: int) -> None:
         credentials = node_credentials(self.directory, index)
-        async with secure_channel(f"127.0.0.1:{self.port}", credentials) as channel:
+        async with secure_channel(
+            f"127.0.0.1:{self.port}", credentials, options=NODE_KEEPALIVE_OPTIONS
+        ) as channel:
             call = curator_pb2_grpc.CuratorStub(channel).Heartbeat()
             await call.initial_metadata()  # admitted
             await anyio.sleep(self.period * index / self.count)  # spread over the period
@@ -264,7 +268,9 @@ async def main(count: int, rate: float, window: float, rounds: int) -> None:
         results: dict[str, list[Measured]] = {kind: [] for kind in KINDS}
         for round_ in range(1, rounds + 1):
             print(f"round {round_}")
-            for kind in KINDS:
+            # Each round in another order: a machine whose load drifts favours no kind.
+            shift = (round_ - 1) % len(KINDS)
+            for kind in KINDS[shift:] + KINDS[:shift]:
                 measured = await measure(kind, directory, count, rate, window)
                 results[kind].append(measured)
                 report(kind, measured)
