@@ -12,9 +12,9 @@ seen is the curator's, not the simulator's:
 - the load: N simulated nodes in processes of ``PER_PROCESS`` each, each node on a
   channel of its own with its own mutual TLS identity, as real nodes connect. Every
   simulated node sends a heartbeat at the curator's interval (5 s, each at its own random
-  offset) and holds ONE Watch stream: the all-nodes Watch (``NodesInCluster``) that
-  ``roleserve_core.workers.nodewatch`` holds for ``cluster_nodes``, sent as nodewatch
-  sends it. Its events are read as bytes (a real node
+  offset), pings on its channel as a real node does (every 30 s), and holds ONE Watch
+  stream: the all-nodes Watch (``NodesInCluster``) that ``roleserve_core.workers.nodewatch``
+  holds for ``cluster_nodes``, sent as nodewatch sends it. Its events are read as bytes (a real node
   parses them; here only the curator's cost is measured) and searched for markers;
 - this process, the probe: one more node that sends a heartbeat every 50 ms on its own
   channel and times each round trip. It is lightly loaded, so what it measures is how
