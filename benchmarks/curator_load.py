@@ -12,9 +12,9 @@ seen is the curator's, not the simulator's:
 - the load: N simulated nodes in processes of ``PER_PROCESS`` each, each node on a
   channel of its own with its own mutual TLS identity, as real nodes connect. Every
   simulated node sends a heartbeat at the curator's interval (5 s, each at its own random
-  offset) and holds ONE Watch stream: the all-nodes Watch (``NodesInCluster``) that
-  ``roleserve_core.workers.nodewatch`` holds for ``cluster_nodes``, sent as nodewatch
-  sends it. Its events are read as bytes (a real node
+  offset), pings on its channel as a real node does (every 30 s), and holds ONE Watch
+  stream: the all-nodes Watch (``NodesInCluster``) that ``roleserve_core.workers.nodewatch``
+  holds for ``cluster_nodes``, sent as nodewatch sends it. Its events are read as bytes (a real node
   parses them; here only the curator's cost is measured) and searched for markers;
 - this process, the probe: one more node that sends a heartbeat every 50 ms on its own
   channel and times each round trip. It is lightly loaded, so what it measures is how
@@ -80,6 +80,7 @@ from roleserve_controlplane.testing import (  # noqa: E402
     enrol_node,
     etcd_binary,
 )
+from roleserve_core.connection.leader import NODE_KEEPALIVE_OPTIONS  # noqa: E402
 from roleserve_core.identity import (  # noqa: E402
     NodeCredentials,
     UserCredentials,
@@ -121,10 +122,13 @@ PROBE_ADDRESS = "127.0.0.100"
 
 WATCH_METHOD = "/roleserve.curator.Curator/Watch"
 LOAD_CHANNEL = [
+    *NODE_KEEPALIVE_OPTIONS,
     ("grpc.experimental.tcp_max_read_chunk_size", 64 * 1024),
     ("grpc.http2.bdp_probe", 0),
 ]
-"""Each simulated node's channel reads at most 64 KiB at a time: gRPC grows a connection's
+"""Each simulated node's channel pings the curator as a real node's does (every 30 s,
+``NODE_KEEPALIVE_OPTIONS``; the channels' default of 10 s tripled the pings the curator
+answers), and reads at most 64 KiB at a time: gRPC grows a connection's
 read buffer to the messages it reads and keeps it, and N snapshots of N nodes would hold
 N × N × 200 bytes in the load (a real node has one such buffer)."""
 
