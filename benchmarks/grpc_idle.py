@@ -67,7 +67,7 @@ async def _beat(port: int, probes: bool, interval: float) -> None:
     import grpc
 
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=KEEPALIVE + _options(probes))
-    call = channel.stream_stream("/bench.Idle/Beat")()
+    call: Any = channel.stream_stream("/bench.Idle/Beat")()
     while True:
         await call.write(b"beat")
         await call.read()
@@ -93,7 +93,7 @@ async def _bulk(size: int, probes: bool, repeats: int = 15) -> float:
         async with grpc.aio.insecure_channel(
             f"127.0.0.1:{port}", options=unlimited + _options(probes)
         ) as channel:
-            get = channel.unary_unary("/bench.Bulk/Get")
+            get: Any = channel.unary_unary("/bench.Bulk/Get")
             await get(b"")
             times = []
             for _ in range(repeats):
@@ -171,10 +171,10 @@ def main(seconds: float, interval: float, bulk_mb: float) -> None:
             print(f"    {name:<18}{thread_share:>9.4f}%{woken[name] / seconds:>8.1f}/s")
     baseline, measured = pairs
     for role in ("client", "server"):
-        (base_cpu, base_rate), (cpu, rate) = totals[(baseline, role)], totals[(measured, role)]
+        (base_share, base_rate), (share, rate) = totals[(baseline, role)], totals[(measured, role)]
         print(
-            f"{role}: CPU {cpu / base_cpu:.2f}×, context switches {rate / base_rate:.2f}× the "
-            "baseline's"
+            f"{role}: CPU {share / base_share:.2f}×, context switches {rate / base_rate:.2f}× "
+            "the baseline's"
         )
     size = int(bulk_mb * 1e6)
     with_probes = asyncio.run(_bulk(size, probes=True))

@@ -516,9 +516,7 @@ def test_every_channel_pings_its_server_and_a_caller_may_change_how(
     assert len(made[1]) == len(made[0])  # replaced, not given twice
 
 
-def test_no_channel_or_server_probes_the_bandwidth(
-    ca: CA, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_no_channel_or_server_probes_the_bandwidth(ca: CA, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each probe is a PING round trip after data arrives: on an idle node, two of the four
     round trips of every heartbeat (``FLOW_CONTROL_OPTIONS``)."""
     made: list[list[tuple[str, Any]]] = []

@@ -75,12 +75,13 @@ FLOW_CONTROL_OPTIONS: tuple[tuple[str, int], ...] = (("grpc.http2.bdp_probe", 0)
 gRPC's HTTP/2 transport answers data it receives with a PING of its own, to size its
 receive window from the round trip; on a node's idle connections the data is the heartbeat
 and its reply (5 s apart), so each beat cost two extra round trips, one started by each end,
-each waking both ends' gRPC threads (``benchmarks/grpc_idle.py``, two runs on a busy
-machine: the beating client 0.72–0.79× the context switches and 0.79–0.95× the CPU of
-gRPC's defaults, the server 0.54–0.77× and 0.59–0.80×). What is lost is a receive window
-grown past gRPC's fixed one for bulk transfers over long round trips: the messages here
-are small (a Watch's first answer at 10,000 nodes is a few MB), and 8 MB took 13 ms on
-loopback with or without probes."""
+each waking both ends' gRPC threads. ``benchmarks/grpc_idle.py``, three runs on a busy
+machine: the beating client 0.59–0.79× the context switches and 0.59–0.95× the CPU of
+gRPC's defaults, the server 0.50–0.77× and 0.59–0.80×; ``benchmarks/scale.py --sizes 10
+--kubernetes-workers 3``: a node without roles 0.048 % of a core against 0.069 %. What is
+lost is a receive window grown past gRPC's fixed one for bulk transfers over long round
+trips: the messages here are small, and 8 MB over loopback took 0.90× the time without
+probes (the same benchmark)."""
 
 CHANNEL_OPTIONS = KEEPALIVE_OPTIONS + RECONNECT_OPTIONS + FLOW_CONTROL_OPTIONS
 """What every channel of ``secure_channel`` starts from."""
