@@ -20,7 +20,7 @@ Run: ``./dev sync && .venv/bin/python benchmarks/etcd.py [--source debian|wheel]
      the plugin's, to compare memory and CPU time.
 (e4) idle (``--only-idle S``, or after the rest with ``--idle S``): three members with
      nothing to do for S seconds, CPU per member, at ``--timers H E`` (heartbeat and
-     election in ms, 250 2500 by default) against the plugin's defaults (100 1000, the
+     election in ms, 250 2500 by default) against the plugin's defaults (250 1250, the
      baseline) in the same run: what raft's heartbeats alone cost an idle member. (In a
      local cluster etcd also serves the Kubernetes control plane's lease renewals.)
 """

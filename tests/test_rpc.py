@@ -39,6 +39,7 @@ from roleserve_core.proto import (
     nodemanagement_pb2,
 )
 from roleserve_core.rpc import (
+    FLOW_CONTROL_OPTIONS,
     KEEPALIVE_OPTIONS,
     KEEPALIVE_POLICY,
     NODE_PERMISSIONS,
@@ -515,6 +516,23 @@ def test_every_channel_pings_its_server_and_a_caller_may_change_how(
     assert len(made[1]) == len(made[0])  # replaced, not given twice
 
 
+def test_no_channel_or_server_probes_the_bandwidth(ca: CA, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each probe is a PING round trip after data arrives: on an idle node, two of the four
+    round trips of every heartbeat (``FLOW_CONTROL_OPTIONS``)."""
+    made: list[list[tuple[str, Any]]] = []
+
+    def recording(*args: Any, options: list[tuple[str, Any]], **_: Any) -> Any:
+        made.append(options)
+        return None
+
+    monkeypatch.setattr(grpc.aio, "secure_channel", recording)
+    monkeypatch.setattr(grpc.aio, "server", recording)
+    secure_channel("127.0.0.1:1", ca.node())
+    create_server(ca.node())
+    assert FLOW_CONTROL_OPTIONS == (("grpc.http2.bdp_probe", 0),)
+    assert [dict(options)["grpc.http2.bdp_probe"] for options in made] == [0, 0]
+
+
 def test_every_server_permits_the_clients_pings(ca: CA, monkeypatch: pytest.MonkeyPatch) -> None:
     made: list[list[tuple[str, Any]]] = []
 
@@ -526,7 +544,12 @@ def test_every_server_permits_the_clients_pings(ca: CA, monkeypatch: pytest.Monk
     create_server(ca.node(), options=[("grpc.so_reuseport", 0)])
     [options] = made
     policy = dict(options)
-    assert policy == {**dict(KEEPALIVE_POLICY), **dict(REQUEST_LIMITS), "grpc.so_reuseport": 0}
+    assert policy == {
+        **dict(KEEPALIVE_POLICY),
+        **dict(REQUEST_LIMITS),
+        **dict(FLOW_CONTROL_OPTIONS),
+        "grpc.so_reuseport": 0,
+    }
     pings_every_ms = dict(KEEPALIVE_OPTIONS)["grpc.keepalive_time_ms"]
     assert policy["grpc.http2.min_recv_ping_interval_without_data_ms"] <= pings_every_ms
     assert policy["grpc.keepalive_permit_without_calls"] == 1

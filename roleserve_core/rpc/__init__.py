@@ -12,7 +12,8 @@ channels that verify nodes by ID, peer identity for handlers, cancellation-safe 
     client: secure_channel(target, credentials, node_id=...)  (verifies: a node of the
             cluster, or exactly that node; never by host name; keepalive pings: a hung
             server fails the channel's calls within ~15 s, KEEPALIVE_OPTIONS / _POLICY;
-            a refused connection is tried again after 0.25 s, RECONNECT_OPTIONS)
+            a refused connection is tried again after 0.25 s, RECONNECT_OPTIONS; no
+            bandwidth probes on channels or servers, FLOW_CONTROL_OPTIONS)
             └─ unary calls awaited through unary(): anyio cancellation stays anyio's
 
 Modules: ``_authorization`` (method options, permissions, scopes), ``_peer`` (classifying callers),

@@ -9,6 +9,7 @@ from ._authorization import permission_name as permission_name
 from ._authorization import scope_permissions as scope_permissions
 from ._authorization import smallest_scope as smallest_scope
 from ._client import CHANNEL_OPTIONS as CHANNEL_OPTIONS
+from ._client import FLOW_CONTROL_OPTIONS as FLOW_CONTROL_OPTIONS
 from ._client import KEEPALIVE_OPTIONS as KEEPALIVE_OPTIONS
 from ._client import RECONNECT_OPTIONS as RECONNECT_OPTIONS
 from ._client import CancellationSafeChannel as CancellationSafeChannel

@@ -28,7 +28,9 @@ Servers are always nodes: they present their node certificate. Every server perm
 clients' keepalive pings (``KEEPALIVE_POLICY``; see ``KEEPALIVE_OPTIONS`` in ``_client``),
 and refuses requests larger than ``limits.MAX_REQUEST_BYTES`` INVALID_ARGUMENT, naming the
 limit, once the caller is admitted; gRPC answers one beyond ``limits.MAX_READ_BYTES``
-RESOURCE_EXHAUSTED without reading it (``REQUEST_LIMITS``).
+RESOURCE_EXHAUSTED without reading it (``REQUEST_LIMITS``). Like every channel, no server
+probes the bandwidth of its connections (``FLOW_CONTROL_OPTIONS`` in ``_client``): each
+probe is a round trip that wakes both ends of an idle connection.
 
 A request that does not parse as its method's message (bytes cut short, a string field that
 is not UTF-8, which proto3 forbids) is answered INVALID_ARGUMENT, naming the message, once
@@ -65,6 +67,7 @@ from roleserve_core.rpc._authorization import (
     request_type,
     smallest_scope,
 )
+from roleserve_core.rpc._client import FLOW_CONTROL_OPTIONS
 from roleserve_core.rpc._handlers import Context, Handler, rewrapped
 from roleserve_core.rpc._peer import (
     NodePeer,
@@ -562,7 +565,8 @@ def create_server(
     Add servicers, then ``server.add_secure_port(address, server_credentials(credentials))``.
 
     :param options: gRPC server options, added to (and replacing the same names of)
-        ``KEEPALIVE_POLICY`` and ``REQUEST_LIMITS``.
+        ``KEEPALIVE_POLICY``, ``REQUEST_LIMITS`` and ``FLOW_CONTROL_OPTIONS`` (no
+        bandwidth probes: see there).
     :param gate: nodes refused although their certificate is valid (see ``NodeGate``).
     :param revocations: user certificates refused although valid (see ``Revocations``).
     :param stats: where to count the calls handled, refused ones included (the node's
@@ -570,7 +574,7 @@ def create_server(
     """
     classifier = classifier or PeerClassifier(credentials.ca_certificate)
     given = {option for option, _ in options}
-    defaults = (*KEEPALIVE_POLICY, *REQUEST_LIMITS)
+    defaults = (*KEEPALIVE_POLICY, *REQUEST_LIMITS, *FLOW_CONTROL_OPTIONS)
     policy = [(option, value) for option, value in defaults if option not in given]
     authorization = AuthorizationInterceptor(classifier, gate, revocations)
     counting = [StatsInterceptor(stats)] if stats is not None else []

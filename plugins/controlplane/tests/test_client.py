@@ -8,8 +8,10 @@ import contextlib
 import ipaddress
 import os
 import signal
+from typing import Any
 
 import anyio
+import grpc
 import pytest
 
 from roleserve_controlplane.consensus import (
@@ -26,7 +28,7 @@ from roleserve_controlplane.consensus import (
 from roleserve_controlplane.consensus.client import operation_of
 from roleserve_controlplane.curator.raftleader import RaftLeaderKeeper, hand_off_raft_leadership
 from roleserve_controlplane.testing import EtcdCluster
-from roleserve_core.testing import poll_until
+from roleserve_core.testing import ThrowawayCA, poll_until
 
 pytestmark = pytest.mark.anyio
 
@@ -166,6 +168,22 @@ async def test_leases_expire_their_keys_unless_kept_alive(cluster: EtcdCluster) 
         await client.revoke_lease(lease)
         assert await client.get("/leased") is None
         assert await client.keep_alive(lease) <= 0  # revoked: nothing left to renew
+
+
+async def test_the_client_does_not_probe_the_bandwidth(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Like every roleserve channel (``rpc.FLOW_CONTROL_OPTIONS``): a probe after each
+    lease keep-alive's answer would wake etcd for one more round trip."""
+    made: list[dict[str, object]] = []
+    real = grpc.aio.secure_channel
+
+    def recording(target: str, credentials: Any, options: list[tuple[str, Any]]) -> Any:
+        made.append(dict(options))
+        return real(target, credentials, options=options)
+
+    monkeypatch.setattr(grpc.aio, "secure_channel", recording)
+    async with EtcdClient(["127.0.0.1:1"], ThrowawayCA().node()):
+        pass
+    assert [options["grpc.http2.bdp_probe"] for options in made] == [0]
 
 
 async def test_an_unreachable_cluster_gives_an_error_naming_the_request(

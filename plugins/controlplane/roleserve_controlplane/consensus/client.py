@@ -48,7 +48,12 @@ from roleserve_controlplane.consensus.etcdproto import LeaseKeepAliveRequest, Le
 from roleserve_controlplane.consensus.watchstream import watch_responses
 from roleserve_core import BackoffPolicy
 from roleserve_core.identity import Credentials
-from roleserve_core.rpc import CancellationSafeChannel, channel_credentials, unary
+from roleserve_core.rpc import (
+    FLOW_CONTROL_OPTIONS,
+    CancellationSafeChannel,
+    channel_credentials,
+    unary,
+)
 
 log = logging.getLogger("roleserve.consensus")
 
@@ -295,6 +300,9 @@ class EtcdClient:
                 ("grpc.initial_reconnect_backoff_ms", 100),
                 ("grpc.min_reconnect_backoff_ms", 100),
                 ("grpc.max_reconnect_backoff_ms", 2000),
+                # No bandwidth probes: each is a round trip that wakes etcd too, after
+                # every lease keep-alive's answer (see the constant).
+                *FLOW_CONTROL_OPTIONS,
             ],
         )
         self.channel = CancellationSafeChannel(channel, wait_for_admission=False)
