@@ -12,6 +12,7 @@ import pytest
 
 from roleserve_controlplane.consensus import EtcdClient, KeyValue
 from roleserve_controlplane.curator import NodeCache, Subscription
+from roleserve_controlplane.curator.cache import _Waker
 from roleserve_controlplane.curator.state import node_key
 from roleserve_controlplane.proto import state_pb2
 from roleserve_core import common_pb2
@@ -328,3 +329,26 @@ async def test_a_stream_that_does_not_come_back_holds_up_nobody_for_long(
             await _put(etcd_client, _record("node-a", 1))
             await woken.until(25)
             tasks.cancel_scope.cancel()
+
+
+async def test_a_stream_that_ended_while_queued_takes_no_place_in_the_batch() -> None:
+    """Thousands of streams may end while a broadcast is queued (nodes cut off): woken,
+    each would hold a place until it counted as stuck, the live ones waiting meanwhile."""
+    waker = _Waker(batch=2, stuck_after=600.0)
+    gone = [Subscription(None), Subscription(None)]
+    live = [Subscription(None), Subscription(None)]
+    got: list[Batch] = []
+
+    async def read(subscription: Subscription) -> None:
+        got.append(await subscription.next_batch())
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tasks:
+            for subscription in live:
+                tasks.start_soon(read, subscription)
+            await anyio.wait_all_tasks_blocked()  # both wait for changes
+            for subscription in (*gone, *live):
+                subscription._offer("node-a", _record("node-a", 1), waker)
+            for subscription in gone:
+                subscription._end()
+    assert got == [{"node-a": _record("node-a", 1)}] * 2

@@ -84,6 +84,9 @@ class Subscription:
         """Queued in a ``_Waker``: offered more meanwhile, it is not queued again."""
         self._woken_by: _Waker | None = None
         """The waker that woke it, until its reader comes back for more (or it ends)."""
+        self.ended = False
+        """Its stream ended: a waker that still holds it passes it over (woken, it would
+        count against the batch until it counted as stuck)."""
 
     def _offer(
         self, node_id: str, record: state_pb2.NodeRecord | None, waker: _Waker | None = None
@@ -108,6 +111,10 @@ class Subscription:
         waker, self._woken_by = self._woken_by, None
         if waker is not None:
             waker.done(self)
+
+    def _end(self) -> None:
+        self.ended = True
+        self._done()
 
     def _wake_reader(self) -> None:
         reader = self._reader
@@ -180,6 +187,8 @@ class _Waker:
                 del self._woken[subscription]
         while self._queued and len(self._woken) < self.batch:
             subscription = self._queued.popleft()
+            if subscription.ended:
+                continue
             self._woken[subscription] = now
             subscription._wake(self)
         if self._queued and self._woken:  # full: look again once the oldest counts as stuck
@@ -226,7 +235,7 @@ class NodeCache:
         and no change falls between the two."""
         subscription = Subscription(node_id, owner)
         with contextlib.ExitStack() as stack:
-            stack.callback(subscription._done)
+            stack.callback(subscription._end)
             stack.enter_context(_member(self._subscriptions, node_id, subscription))
             if owner is not None:
                 stack.enter_context(_member(self._owned, owner, subscription))
