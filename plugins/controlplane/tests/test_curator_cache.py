@@ -352,3 +352,64 @@ async def test_a_stream_that_ended_while_queued_takes_no_place_in_the_batch() ->
             for subscription in gone:
                 subscription._end()
     assert got == [{"node-a": _record("node-a", 1)}] * 2
+
+
+class _Reader:
+    """A reader that takes batch after batch of one subscription, or stops for good after
+    its first (as a stream whose send never completes)."""
+
+    def __init__(self, subscription: Subscription, *, comes_back: bool = True) -> None:
+        self.subscription = subscription
+        self.comes_back = comes_back
+        self.seen: set[str] = set()
+        self._changed = anyio.Event()
+
+    async def run(self) -> None:
+        while True:
+            self.seen.update(await self.subscription.next_batch())
+            self._changed.set()
+            self._changed = anyio.Event()
+            if not self.comes_back:
+                await anyio.sleep_forever()
+
+    async def until_seen(self, node_id: str) -> None:
+        with anyio.fail_after(10):
+            while node_id not in self.seen:
+                await self._changed.wait()
+
+
+async def test_a_queued_stream_that_took_its_changes_meanwhile_takes_no_place() -> None:
+    """Its own node's change woke it at once and it sent everything: woken again with
+    nothing pending, it would not come back, and held the place until it counted as
+    stuck (0.5 s for every such node in a status burst)."""
+    waker = _Waker(batch=1, stuck_after=600.0)
+    first, meanwhile, last = (_Reader(Subscription(None)) for _ in range(3))
+    async with anyio.create_task_group() as tasks:
+        for reader in (first, meanwhile, last):
+            tasks.start_soon(reader.run)
+        await anyio.wait_all_tasks_blocked()
+        for reader in (first, meanwhile, last):
+            reader.subscription._offer("node-y", _record("node-y", 1), waker)
+        meanwhile.subscription._offer("node-m", _record("node-m", 1))  # its own: at once
+        await meanwhile.until_seen("node-y")
+        await last.until_seen("node-y")
+        tasks.cancel_scope.cancel()
+
+
+async def test_streams_that_never_come_back_hold_up_a_later_change_only_for_a_while() -> None:
+    """The batch full of streams whose sends never complete, and nothing left queued: a
+    later change must still reach the others once those count as stuck."""
+    waker = _Waker(batch=2, stuck_after=0.05)
+    stuck = [_Reader(Subscription(None), comes_back=False) for _ in range(2)]
+    live = _Reader(Subscription(None))
+    async with anyio.create_task_group() as tasks:
+        for reader in (*stuck, live):
+            tasks.start_soon(reader.run)
+        await anyio.wait_all_tasks_blocked()
+        for reader in stuck:
+            reader.subscription._offer("node-a", _record("node-a", 1), waker)
+        for reader in stuck:
+            await reader.until_seen("node-a")
+        live.subscription._offer("node-b", _record("node-b", 1), waker)
+        await live.until_seen("node-b")
+        tasks.cancel_scope.cancel()

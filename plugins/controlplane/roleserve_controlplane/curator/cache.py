@@ -168,32 +168,38 @@ class _Waker:
             self._schedule()
 
     def _schedule(self) -> None:
-        """Wake more in the loop's next turn, if there is room: sooner than a look planned
-        for when the oldest counts as stuck."""
-        if not self._queued or len(self._woken) >= self.batch:
+        """Wake more in the loop's next turn if there is room (sooner than a look planned
+        for when the oldest counts as stuck); if there is none, plan that look, without
+        which a batch of streams that never come back would hold up every other for good."""
+        if not self._queued:
             return
-        if isinstance(self._scheduled, asyncio.TimerHandle):
-            self._scheduled.cancel()
-        elif self._scheduled is not None:
-            return  # the next turn's is planned already
-        self._scheduled = asyncio.get_running_loop().call_soon(self._wake_batch)
+        loop = asyncio.get_running_loop()
+        if len(self._woken) < self.batch:
+            if isinstance(self._scheduled, asyncio.TimerHandle):
+                self._scheduled.cancel()
+                self._scheduled = None
+            if self._scheduled is None:
+                self._scheduled = loop.call_soon(self._wake_batch)
+        elif self._scheduled is None:
+            oldest = min(self._woken.values())
+            self._scheduled = loop.call_at(oldest + self.stuck_after, self._wake_batch)
 
     def _wake_batch(self) -> None:
-        loop = asyncio.get_running_loop()
         self._scheduled = None
-        now = loop.time()
+        now = asyncio.get_running_loop().time()
         for subscription, woken_at in list(self._woken.items()):
             if now - woken_at >= self.stuck_after:
                 del self._woken[subscription]
         while self._queued and len(self._woken) < self.batch:
             subscription = self._queued.popleft()
-            if subscription.ended:
+            subscription._waking = False
+            # Passed over: a stream that ended, and one whose reader took its changes
+            # meanwhile (its own node's change woke it at once), which would not come back.
+            if subscription.ended or not subscription.pending:
                 continue
             self._woken[subscription] = now
             subscription._wake(self)
-        if self._queued and self._woken:  # full: look again once the oldest counts as stuck
-            oldest = min(self._woken.values())
-            self._scheduled = loop.call_at(oldest + self.stuck_after, self._wake_batch)
+        self._schedule()
 
 
 class NodeCache:
@@ -220,7 +226,7 @@ class NodeCache:
         self._owned: dict[str, set[Subscription]] = {}
         """By their owner: offered a change of their own node before anyone else."""
         self._waker = _Waker(wake_batch, stuck_after)
-        """Wakes the followers of every node, a batch per turn of the loop."""
+        """Wakes the followers of every node, a batch at a time."""
 
     def get(self, node_id: str) -> state_pb2.NodeRecord | None:
         """A node's current record, or None."""
