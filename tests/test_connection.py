@@ -655,6 +655,27 @@ async def test_on_each_connection_retries_soon_where_a_just_elected_curator_said
     assert (status.restarts, status.failures, status.note) == (1, 0, "")
 
 
+async def test_on_each_connection_retries_soon_where_the_server_cancelled_the_call(
+    start_session: StartSession, fake_clock: FakeClock
+) -> None:
+    """A just-elected curator's follower server, stopping for the leader's, cancels the
+    calls it serves: the session starts over on the same connection after
+    ``LEADER_STARTING_RETRY`` at the latest, not after the window (a heartbeat so cancelled
+    kept one node of 99 from HEALTHY for 25 s after its leader's SIGSTOP)."""
+    cancelled = grpc.aio.AioRpcError(
+        grpc.StatusCode.CANCELLED, grpc.aio.Metadata(), grpc.aio.Metadata(), "CANCELLED"
+    )
+    session = RecordingSession(cancelled)
+    harness = await start_session(session, window=600.0)
+    first = connection("node-b")
+    harness.set(CURATOR_CONNECTION, first)
+    await harness.wait_status(SESSION, lambda s: s.note.endswith("retrying once it serves"))
+    await fake_clock.wake_sleeper(LEADER_STARTING_RETRY)
+    assert await session.wait(2) == (first, first)
+    status = harness.status(SESSION)
+    assert (status.restarts, status.failures, status.note) == (1, 0, "")
+
+
 def refused_for_good(reason: str, *, marked: bool = True) -> grpc.aio.AioRpcError:
     """A PERMISSION_DENIED as the leader's node gate sends it (``marked``), or as any other
     refusal of a permission (not marked)."""

@@ -11,7 +11,8 @@ leader changes. ``on_each_connection`` does it once for all::
                                                          │    decommissioned): reported, the
                                                          │    node stops; and as below
                                                          ├─ refused by a curator just
-                                                         │    elected (leader_starting):
+                                                         │    elected (leader_starting), or
+                                                         │    cancelled by the server:
                                                          │    restart once the channel
                                                          │    reconnected (the leader's
                                                          │    server), or after
@@ -48,7 +49,11 @@ then it replaces its follower's server with the leader's. The connection is the 
 and no other will come: waiting out the window there cost a node its whole
 LEADER_CHANGE_WINDOW (17.7 s to HEALTHY after a leader's SIGKILL, against a 10 s lease).
 Such a session starts over as soon as the channel lost its server and reached it again,
-or after LEADER_STARTING_RETRY if it saw no change.
+or after LEADER_STARTING_RETRY if it saw no change. So does a session whose call the server
+cancelled (CANCELLED): the follower's server, stopping for the leader's, ends the calls it
+serves; the node's channel is ready again a moment later, with no new connection to come
+(seen at 100 nodes: a heartbeat so cancelled waited out the whole window, the one node of 99
+HEALTHY only 25 s after its leader's SIGSTOP).
 
 ``LeaderUnresponsiveError`` is what a session raises after it told the connector that the
 leader stopped answering (``CuratorConnection.report_unresponsive``): the connector then
@@ -133,7 +138,7 @@ async def on_each_connection(
                     if isinstance(exc, grpc.aio.AioRpcError)
                     else str(exc)
                 )
-                if _leader_starting(exc):
+                if _leader_starting(exc) or _ended_by_the_server(exc):
                     ctx.set_note(f"{said}; retrying once it serves")
                     tasks.start_soon(_restart_once_reconnected, ctx, connection.channel)
                     tasks.start_soon(_restart_after, ctx, LEADER_STARTING_RETRY)
@@ -164,6 +169,12 @@ async def _restart_on_new_connection(ctx: RunContext, watcher: Watcher[CuratorCo
 
 def _leader_starting(error: grpc.aio.AioRpcError | LeaderUnresponsiveError) -> bool:
     return isinstance(error, grpc.aio.AioRpcError) and leader_starting(error)
+
+
+def _ended_by_the_server(error: grpc.aio.AioRpcError | LeaderUnresponsiveError) -> bool:
+    """Whether the server cancelled the call (a server that stops cancels the calls it
+    serves; the session's own cancellation raises CancelledError, never this)."""
+    return isinstance(error, grpc.aio.AioRpcError) and error.code() is grpc.StatusCode.CANCELLED
 
 
 async def _restart_once_reconnected(ctx: RunContext, channel: grpc.aio.Channel) -> None:

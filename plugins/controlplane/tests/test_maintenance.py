@@ -169,6 +169,22 @@ async def test_a_churn_is_compacted_after_the_retention_and_defragmented(
     ]
 
 
+async def test_a_small_compaction_on_a_quiet_cluster_is_defragmented_in_the_same_pass(
+    cluster: EtcdCluster, fake_clock: FakeClock
+) -> None:
+    # Fewer changes than etcd deletes in one batch: each member's compaction takes one
+    # commit, and nothing is written after it but by the maintenance itself.
+    await cluster.bootstrap()
+    async with cluster.client() as client:
+        maintenance = maintenance_of(cluster, client, fake_clock, defrag_free_ratio=0.5)
+        await churn(client, 600)
+        await maintenance.run_once()
+        fake_clock.advance(RETENTION)
+        await maintenance.run_once()
+    assert maintenance.statistics().compacted_revision > 0
+    assert maintenance.statistics().defragmentations == 1
+
+
 async def test_no_member_is_defragmented_while_one_does_not_answer(
     cluster: EtcdCluster,
     fake_clock: FakeClock,

@@ -12,7 +12,9 @@ cluster), every ``period`` on its clock::
       ▼
     compact to the newest revision remembered at least ``retention`` ago
       │ (KV.Compact, physical: the member serving it has freed the pages when it
-      │ returns; the others, compacting on their own, once their sizes in use settle)
+      │ returns; the others, compacting on their own, once their sizes in use settle,
+      │ read after a write of the revision to /maintenance/compacted: etcd counts the
+      │ freed pages only at a later commit)
       ▼
     a member not answering, or a learner? ── yes ──▶ no defragmentation this period
       ▼ no
@@ -45,8 +47,9 @@ kept in memory (``statistics``): a new leader knows nothing of its predecessor's
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 import anyio
@@ -59,7 +62,11 @@ from roleserve_controlplane.consensus.defaults import (
     DEFAULT_RETENTION,
     MaintenancePolicy,
 )
-from roleserve_controlplane.consensus.errors import EtcdRequestError, RevisionCompactedError
+from roleserve_controlplane.consensus.errors import (
+    DatabaseFullError,
+    EtcdRequestError,
+    RevisionCompactedError,
+)
 from roleserve_controlplane.consensus.membership import MemberHealth, Membership, endpoint_of
 from roleserve_core import Clock
 from roleserve_core.identity import Credentials
@@ -86,6 +93,9 @@ it again at the next write."""
 BACKEND_COMMIT_WAIT = 0.3
 """Seconds between readings of the members' sizes in use after a compaction: etcd's
 backend commits every 100 ms, and frees pages once the reads before it ended."""
+COMPACTION_MARK_KEY = "/maintenance/compacted"
+"""Where the leading curator writes the revision it compacted to, again at each reading of
+the sizes after a compaction: the write makes every member commit (see ``_settled``)."""
 COMPACTION_SETTLE = 10.0
 """Seconds a pass waits at most for every member's size in use to settle after a
 compaction; a member still compacting after that is defragmented at a later pass."""
@@ -199,8 +209,9 @@ class EtcdMaintenance:
         revisions = [health.status.revision for health in members if health.status is not None]
         if revisions:
             self.history.remember(self.clock.now(), max(revisions))
-        if await self._compact():
-            members = await _settled(membership)
+        compacted = await self._compact()
+        if compacted is not None:
+            members = await _settled(membership, self._marker(compacted))
         alarms = await self.client.alarms()
         nospace = {alarm.member_id for alarm in alarms if alarm.kind == "NOSPACE"}
         due, skipped = defragmentation_plan(members, nospace, self.policy)
@@ -209,13 +220,13 @@ class EtcdMaintenance:
             await self._defragment(health)
         await self._clear_alarms([alarm for alarm in alarms if alarm.kind == "NOSPACE"])
 
-    async def _compact(self) -> bool:
-        """Compact to the revision due, if one is; whether one was."""
+    async def _compact(self) -> int | None:
+        """Compact to the revision due, if one is; that revision, or None."""
         stats = self._statistics
         now = self.clock.now()
         revision = self.history.due(now, self.policy.retention, stats.compacted_revision)
         if revision is None:
-            return False
+            return None
         try:
             await self.client.compact(revision, physical=True, timeout=DEFRAG_TIMEOUT)
         except RevisionCompactedError:
@@ -229,7 +240,17 @@ class EtcdMaintenance:
         self._statistics = replace(
             stats, compacted_revision=revision, compacted_at=self.clock.wall()
         )
-        return True
+        return revision
+
+    def _marker(self, revision: int) -> Callable[[], Awaitable[None]]:
+        """A write of ``revision`` to ``COMPACTION_MARK_KEY``; refused while a NOSPACE alarm
+        is raised, when the alarmed members are defragmented whatever their sizes."""
+
+        async def mark() -> None:
+            with contextlib.suppress(DatabaseFullError):
+                await self.client.put(COMPACTION_MARK_KEY, str(revision))
+
+        return mark
 
     def _say_skipped(self, reason: str | None) -> None:
         """Log why defragmentation waits, once per reason."""
@@ -296,25 +317,35 @@ class EtcdMaintenance:
             )
 
 
-async def _settled(membership: Membership) -> list[MemberHealth]:
+async def _settled(
+    membership: Membership, write: Callable[[], Awaitable[None]]
+) -> list[MemberHealth]:
     """The members once the pages a compaction freed show in every member's size in use.
 
     The compaction request waited only for the member that served it: each member compacts
-    its own database, in batches, when it applies the compaction, and its backend counts
-    the freed pages at its next commit. A fixed wait let a follower still compacting under
-    load look full, and skipped it; so did two equal readings of a follower that had not
-    applied the compaction yet (a CI run under load). So the sizes are read every
-    ``BACKEND_COMMIT_WAIT`` until every member applied the raft log as far as the first
-    reading after the compaction knew it (which holds the compaction) and no member's size
-    in use changed between two such readings, for at most ``COMPACTION_SETTLE``.
+    its own database, in batches, when it applies the compaction. A member's size in use
+    counts the pages freed by a commit only from the commit after it (bbolt keeps them
+    pending while the read transaction of the commit before is open), and etcd commits only
+    when something was written: on a quiet cluster a member whose compaction took one
+    commit showed nothing freed for good, and was skipped (a CI run). Before that, a fixed
+    wait let a follower still compacting under load look full, and so did two equal
+    readings of a follower that had not applied the compaction yet. So every
+    ``BACKEND_COMMIT_WAIT``, ``write`` writes (every member commits) and the sizes are read,
+    until every member applied the raft log as far as the first reading knew it (which
+    holds the compaction) and no member's size in use changed between two readings, for at
+    most ``COMPACTION_SETTLE``.
     """
     deadline = anyio.current_time() + COMPACTION_SETTLE
-    await anyio.sleep(BACKEND_COMMIT_WAIT)
-    members = await membership.list()
+
+    async def reading() -> list[MemberHealth]:
+        await anyio.sleep(BACKEND_COMMIT_WAIT)
+        await write()
+        return await membership.list()
+
+    members = await reading()
     logged = max((h.status.raft_index for h in members if h.status is not None), default=0)
     while anyio.current_time() < deadline:
-        await anyio.sleep(BACKEND_COMMIT_WAIT)
-        again = await membership.list()
+        again = await reading()
         if _applied(members, logged) and _in_use(again) == _in_use(members):
             return again
         members = again
