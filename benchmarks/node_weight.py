@@ -117,7 +117,7 @@ async def until_healthy(cluster: LocalCluster, node: LocalNode, roles: tuple[str
             record = (await cluster.nodes_by_id(management))[identity or ""]
             held = roles_from_proto(record.roles)
             return all(held.has(role) == (role in roles) for role in ALL_ROLES) and (
-                await cluster._healthy(management, [node])
+                not await cluster._not_healthy(management, [node])
             )
 
         # up's own wait and check (private: what up waits for is the figure's condition)

@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from roleserve_core.cli import main
@@ -20,6 +21,7 @@ from roleserve_core.localcluster import (
     netns,
     size_for_up,
 )
+from roleserve_core.localcluster import cluster as cluster_module
 from roleserve_core.localcluster.layout import MAX_SIZE
 
 
@@ -116,3 +118,44 @@ def test_max_size_nodes_fit_on_loopback_and_in_a_netns_subnet(tmp_path: Path) ->
     assert len({plan.address(index) for index in range(1, MAX_SIZE + 1)}) == MAX_SIZE
     longest = max((plan.veth(MAX_SIZE), plan.wireguard_interface(MAX_SIZE)), key=len)
     assert len(longest) <= 15
+
+
+class Waiting:
+    """A wait's check that holds at its ``holds_at``-th call, and its progress: the calls
+    so far, or always 0 (``moving=False``)."""
+
+    def __init__(self, holds_at: int, *, moving: bool) -> None:
+        self.calls = 0
+        self.holds_at = holds_at
+        self.moving = moving
+
+    async def check(self) -> bool:
+        self.calls += 1
+        return self.calls >= self.holds_at
+
+    def progress(self) -> int:
+        return self.calls if self.moving else 0
+
+
+@pytest.mark.parametrize("moving", [True, False], ids=["moving", "stalled"])
+def test_a_wait_for_many_nodes_times_out_only_once_none_moved_for_a_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, moving: bool
+) -> None:
+    """100 nodes in network namespaces, starting together on 2 cores, took more than a
+    step's timeout to be UP all (each one in seconds): ``up`` failed while every poll saw
+    more of them UP. A wait that moves is not timed out; one that stands still is."""
+    monkeypatch.setattr(cluster_module, "STEP_TIMEOUT", 0.5)
+    monkeypatch.setattr(cluster_module, "POLL", 0.02)
+    cluster = LocalCluster(tmp_path, 3, progress=lambda line: None)
+    waiting = Waiting(holds_at=60, moving=moving)  # 60 polls: 1.2 s at least, > 0.5 s
+
+    async def wait() -> None:
+        await cluster._until("the thing", waiting.check, progress=waiting.progress)
+
+    if moving:
+        anyio.run(wait)
+        assert waiting.calls == 60
+    else:
+        with pytest.raises(LocalClusterError, match="timed out waiting until the thing"):
+            anyio.run(wait)
+        assert waiting.calls < 60

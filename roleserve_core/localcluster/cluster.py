@@ -411,12 +411,7 @@ class LocalCluster:
                 await self._approve(management, newcomers)
             members = await self._members(management)
             await self._assign_every_role(management, members)
-            self.progress("waiting until every node is UP and HEALTHY")
-            await self._until(
-                "every node is UP and HEALTHY",
-                lambda: self._healthy(management, members),
-                running=members,
-            )
+            await self._until_healthy(management, members)
             await self._save_curators(management)
             view = self.view(await self.nodes_by_id(management))
         for extension in self.extensions:
@@ -638,7 +633,7 @@ class LocalCluster:
                 "every new node is UP and reported its address (" + _indexes(waiting) + " not yet)"
             )
 
-        await self._until(what, all_up, running=newcomers)
+        await self._until(what, all_up, running=newcomers, progress=lambda: len(waiting))
 
     async def _assign_every_role(self, management: Management, members: list[LocalNode]) -> None:
         """Give every node its default roles: the consensus members one after the other
@@ -763,9 +758,28 @@ class LocalCluster:
                 members.append(node)
         return members
 
-    async def _healthy(self, management: Management, members: list[LocalNode]) -> bool:
-        """Every one of ``members`` UP and HEALTHY, every consensus member running its
-        curator, and every node this process started reporting since it started it.
+    async def _until_healthy(self, management: Management, members: list[LocalNode]) -> None:
+        """Wait until every one of ``members`` is UP and HEALTHY (``_not_healthy``)."""
+        self.progress("waiting until every node is UP and HEALTHY")
+        waiting = {node.index: node for node in members}
+
+        async def all_healthy() -> bool:
+            waiting.clear()
+            waiting.update(
+                (node.index, node) for node in await self._not_healthy(management, members)
+            )
+            return not waiting
+
+        def what() -> str:
+            return "every node is UP and HEALTHY (" + _indexes(waiting) + " not yet)"
+
+        await self._until(what, all_healthy, running=members, progress=lambda: len(waiting))
+
+    async def _not_healthy(
+        self, management: Management, members: list[LocalNode]
+    ) -> list[LocalNode]:
+        """Those of ``members`` not yet UP and HEALTHY, a consensus member not running its
+        curator, or a node this process started not reporting since it started it.
 
         The curator's HEALTHY outlives a node's process by the heartbeat timeout (15 s):
         a node restarted here that exits at once was still HEALTHY by its old process's
@@ -773,12 +787,13 @@ class LocalCluster:
         node sends on every connection) is stamped by the curator, so a stamp from
         before the start is the old process's."""
         nodes = await self.nodes_by_id(management)
-        return all(
-            (node := nodes.get(self.node_id(local) or "")) is not None
-            and _ready(node)
-            and _reported_since(node, local.started_at)
+        return [
+            local
             for local in members
-        )
+            if (node := nodes.get(self.node_id(local) or "")) is None
+            or not _ready(node)
+            or not _reported_since(node, local.started_at)
+        ]
 
     async def _until(
         self,
@@ -787,19 +802,29 @@ class LocalCluster:
         *,
         node: LocalNode | None = None,
         running: Sequence[LocalNode] = (),
+        progress: Callable[[], object] | None = None,
     ) -> None:
         """Poll ``check`` until it holds; fail naming ``what`` and the node's log, or at
         once when ``node`` or one of ``running`` exits (nothing it waits for can happen
         then: a node that stopped is never UP and HEALTHY), logs that it waits for the
         operator (too little disk space: one line, ``LocalNode.refusal``), or has a full
-        disk (where it cannot even log that)."""
+        disk (where it cannot even log that).
+
+        It fails after ``STEP_TIMEOUT`` without success, counted from the last change of
+        ``progress()`` where given: a wait for many nodes at once (100 nodes in network
+        namespaces starting on 2 cores took more than 120 s to all be UP, each one in a
+        few seconds) fails only once none of them moved for that long."""
         watched = [node] if node is not None else list(running)
-        with anyio.move_on_after(STEP_TIMEOUT):
+        seen = progress() if progress is not None else None
+        with anyio.CancelScope(deadline=anyio.current_time() + STEP_TIMEOUT) as scope:
             while not await check():
                 for each in watched:
                     stuck = self._stuck(each)
                     if stuck is not None:
                         raise LocalClusterError(stuck)
+                if progress is not None and progress() != seen:
+                    seen = progress()
+                    scope.deadline = anyio.current_time() + STEP_TIMEOUT
                 await anyio.sleep(POLL)
             return
         said = what() if callable(what) else what
