@@ -126,6 +126,31 @@ def test_without_root_netns_refuses_in_one_line(
     anyio.run(cluster.down)  # nothing to remove, and no error for it
 
 
+def test_netns_refuses_a_cluster_the_kernels_arp_table_cannot_hold(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ARP table is one for every namespace: 100 nodes (10,100 entries) against the
+    default 1,024 overflowed it, and some nodes could not reach the new leader for good.
+    ``up`` refuses before it makes anything, naming the setting and a value that fits."""
+    import anyio
+
+    limit = tmp_path / "gc_thresh3"
+    limit.write_text("1024\n")
+    monkeypatch.setattr(netns, "NEIGHBOUR_LIMIT", limit)
+    monkeypatch.setattr(netns, "unsupported", lambda: None)
+    assert netns.neighbour_shortage(31) is None  # 992 entries
+    cluster = LocalCluster(tmp_path / "c", 32, netns=True)
+    with pytest.raises(LocalClusterError) as refused:
+        anyio.run(cluster.up)
+    assert str(refused.value) == (
+        f"32 nodes in network namespaces need up to 1056 ARP entries, and the kernel keeps "
+        f"at most 1024 for all namespaces ({limit}): some nodes would not reach others. "
+        "Raise it: sysctl -w net.ipv4.neigh.default.gc_thresh3=2112 "
+        "net.ipv4.neigh.default.gc_thresh2=1056"
+    )
+    assert not (tmp_path / "c").exists()
+
+
 def test_without_nsenter_netns_names_the_package(monkeypatch: pytest.MonkeyPatch) -> None:
     """A node runs under nsenter (util-linux), not ip netns exec (see netns.py)."""
     monkeypatch.setattr(os, "geteuid", lambda: 0)

@@ -458,9 +458,10 @@ class LocalCluster:
         return await stop_started(self.nodes, self.progress)
 
     async def _network_up(self, plan: _netns.NetnsPlan) -> None:
-        """Refuse where --netns cannot run; remove what a killed run left when no node
+        """Refuse where --netns cannot run, or the kernel's ARP table is too small for the
+        cluster (``neighbour_shortage``); remove what a killed run left when no node
         runs (a namespace outlives the nodes that were in it); make what is missing."""
-        problem = _netns.unsupported()
+        problem = _netns.unsupported() or _netns.neighbour_shortage(len(self.nodes))
         if problem is not None:
             raise LocalClusterError(problem)
         network = str(plan.subnet.network_address).rsplit(".", 1)[0]

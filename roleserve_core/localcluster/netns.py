@@ -87,6 +87,8 @@ __all__ = [
     "in_namespace",
     "leftovers",
     "main",
+    "neighbour_entries",
+    "neighbour_shortage",
     "network_down",
     "network_up",
     "owner",
@@ -107,6 +109,8 @@ MAX_NODES = 254 - NODE_OFFSET
 EXTRA = "roleserve-core[netns]"
 NETNS_DIR = Path("/var/run/netns")
 """Where a named network namespace is mounted (iproute2's, and pyroute2's, place)."""
+NEIGHBOUR_LIMIT = Path("/proc/sys/net/ipv4/neigh/default/gc_thresh3")
+"""The most IPv4 neighbour (ARP) entries the kernel keeps, for all namespaces together."""
 
 
 class NetnsError(RoleserveError):
@@ -203,6 +207,36 @@ def unsupported() -> str | None:
     if importlib.util.find_spec("pyroute2") is None:
         return f"--netns needs pyroute2: install {EXTRA}"
     return None
+
+
+def neighbour_entries(size: int) -> int:
+    """The ARP entries a cluster of ``size`` nodes in namespaces may hold at once: each
+    namespace one for the host and one for every other node (the WireGuard mesh reaches
+    every node), and the host one for every node."""
+    return size * size + size
+
+
+def neighbour_shortage(size: int, limit_file: Path | None = None) -> str | None:
+    """Why the kernel's ARP table is too small for ``size`` nodes in namespaces, in one
+    line with the command that makes it large enough; None if it is large enough.
+
+    The table is one for every namespace: at 100 nodes (10,100 entries against the default
+    1,024) the kernel logged "neighbor table overflow", and connections between some nodes
+    timed out, so that nodes went without a leader for good once it changed."""
+    needed = neighbour_entries(size)
+    limit_file = limit_file or NEIGHBOUR_LIMIT
+    try:
+        limit = int(limit_file.read_text())
+    except (OSError, ValueError):
+        return None  # no such setting here: nothing known to check against
+    if needed <= limit:
+        return None
+    return (
+        f"{size} nodes in network namespaces need up to {needed} ARP entries, and the kernel "
+        f"keeps at most {limit} for all namespaces ({limit_file}): some nodes would not "
+        f"reach others. Raise it: sysctl -w net.ipv4.neigh.default.gc_thresh3={2 * needed} "
+        f"net.ipv4.neigh.default.gc_thresh2={needed}"
+    )
 
 
 @dataclass(frozen=True)
