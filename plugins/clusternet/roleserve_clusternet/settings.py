@@ -51,8 +51,9 @@ class ClusternetSettings(PluginSettings):
     keepalive: int = setting(
         "keepalive",
         int,
-        25,
-        "Persistent keepalive to each peer, in seconds; 0: off.",
+        0,
+        "Persistent keepalive to each peer, in seconds; 0: off (Monogon's), as between "
+        "nodes that reach one another directly; 25 keeps a NAT's mapping open.",
         minimum=0,
         maximum=65535,
     )

@@ -68,7 +68,7 @@ async def test_with_a_reason_to_be_off_the_worker_says_it_and_runs_nothing(
 
 def test_settings_defaults() -> None:
     assert ClusternetSettings.of({}) == ClusternetSettings(
-        "clusternet", 7838, 25, 1420, ipaddress.ip_network("10.192.0.0/11"), 60.0, None
+        "clusternet", 7838, 0, 1420, ipaddress.ip_network("10.192.0.0/11"), 60.0, None
     )
 
 

@@ -117,7 +117,8 @@ def request(key: WireGuardKey, *prefixes: str) -> curator_pb2.UpdateNodeClusterN
 
 
 def peer(key: WireGuardKey, address: str, *prefixes: str) -> PeerConfig:
-    return PeerConfig(key.public, f"{address}:7838", tuple(net(p) for p in prefixes), 25)
+    """The peer the default settings make: no persistent keepalive (Monogon's)."""
+    return PeerConfig(key.public, f"{address}:7838", tuple(net(p) for p in prefixes), 0)
 
 
 async def wait_changes(device: MemoryInterface, count: int) -> tuple[DeviceChange, ...]:
