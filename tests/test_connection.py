@@ -505,17 +505,22 @@ def test_curator_endpoint(node: curator_pb2.Node, found: str | None) -> None:
 
 class RecordingSession:
     """A session that records each connection it runs on, and then fails with ``failure``
-    (on the first connection only) or runs until cancelled."""
+    (on the first run only, unless ``every_time``) or runs until cancelled."""
 
-    def __init__(self, failure: grpc.aio.AioRpcError | None = None) -> None:
+    def __init__(
+        self, failure: grpc.aio.AioRpcError | None = None, *, every_time: bool = False
+    ) -> None:
         self.failure = failure
+        self.every_time = every_time
         self.connections: Value[tuple[CuratorConnection, ...]] = Value()
         self.connections.set(())
         self.failed_at: float | None = None
 
     async def __call__(self, connection: CuratorConnection) -> None:
         self.connections.set((*self.connections.get_nowait(), connection))
-        if self.failure is not None and len(self.connections.get_nowait()) == 1:
+        if self.failure is not None and (
+            self.every_time or len(self.connections.get_nowait()) == 1
+        ):
             self.failed_at = anyio.current_time()
             raise self.failure
         await anyio.sleep_forever()
@@ -528,6 +533,12 @@ class RecordingSession:
 def connection(leader: str) -> CuratorConnection:
     """A connection nobody calls through."""
     return CuratorConnection("node-self", leader, f"127.0.0.1:{CURATOR_PORT}", NO_CHANNEL)
+
+
+def cancelled_by_the_server() -> grpc.aio.AioRpcError:
+    return grpc.aio.AioRpcError(
+        grpc.StatusCode.CANCELLED, grpc.aio.Metadata(), grpc.aio.Metadata(), "CANCELLED"
+    )
 
 
 def unavailable() -> grpc.aio.AioRpcError:
@@ -662,10 +673,7 @@ async def test_on_each_connection_retries_soon_where_the_server_cancelled_the_ca
     calls it serves: the session starts over on the same connection after
     ``LEADER_STARTING_RETRY`` at the latest, not after the window (a heartbeat so cancelled
     kept one node of 99 from HEALTHY for 25 s after its leader's SIGSTOP)."""
-    cancelled = grpc.aio.AioRpcError(
-        grpc.StatusCode.CANCELLED, grpc.aio.Metadata(), grpc.aio.Metadata(), "CANCELLED"
-    )
-    session = RecordingSession(cancelled)
+    session = RecordingSession(cancelled_by_the_server())
     harness = await start_session(session, window=600.0)
     first = connection("node-b")
     harness.set(CURATOR_CONNECTION, first)
@@ -674,6 +682,24 @@ async def test_on_each_connection_retries_soon_where_the_server_cancelled_the_ca
     assert await session.wait(2) == (first, first)
     status = harness.status(SESSION)
     assert (status.restarts, status.failures, status.note) == (1, 0, "")
+
+
+async def test_on_each_connection_waits_out_the_window_when_the_server_cancels_again(
+    start_session: StartSession, fake_clock: FakeClock
+) -> None:
+    """Only the first CANCELLED on a connection starts the session over soon: a server
+    that cancels every call fails it after the window, counted (with the supervisor's
+    backoff), instead of restarting it every second for good."""
+    session = RecordingSession(cancelled_by_the_server(), every_time=True)
+    harness = await start_session(session, window=600.0)
+    first = connection("node-b")
+    harness.set(CURATOR_CONNECTION, first)
+    await harness.wait_status(SESSION, lambda s: s.note.endswith("retrying once it serves"))
+    await fake_clock.wake_sleeper(LEADER_STARTING_RETRY)
+    again = await harness.wait_status(SESSION, lambda s: s.note.endswith("for a new leader"))
+    assert again.note == "CANCELLED: CANCELLED; waiting up to 600 s for a new leader"
+    assert (again.restarts, again.failures) == (1, 0)
+    assert session.connections.get_nowait() == (first, first)
 
 
 def refused_for_good(reason: str, *, marked: bool = True) -> grpc.aio.AioRpcError:

@@ -50,9 +50,10 @@ def test_the_environment_is_kept_where_bytecode_is_written_or_placed_already(
     else:
         monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
         monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
-    node = node_in(tmp_path, 1)
-    environment = node._environment()
-    assert environment.get("PYTHONPYCACHEPREFIX") == (
-        str(tmp_path / "elsewhere") if setting == "prefix" else None
-    )
-    assert not (tmp_path / BYTECODE_DIRECTORY).exists()
+    environment = node_in(tmp_path, 1)._environment()
+    if setting == "prefix":
+        assert environment["PYTHONPYCACHEPREFIX"] == str(tmp_path / "elsewhere")
+        assert environment["PYTHONDONTWRITEBYTECODE"] == "1"
+    else:
+        assert "PYTHONPYCACHEPREFIX" not in environment
+        assert "PYTHONDONTWRITEBYTECODE" not in environment

@@ -12,7 +12,8 @@ leader changes. ``on_each_connection`` does it once for all::
                                                          │    node stops; and as below
                                                          ├─ refused by a curator just
                                                          │    elected (leader_starting), or
-                                                         │    cancelled by the server:
+                                                         │    cancelled (the first time on
+                                                         │    this connection):
                                                          │    restart once the channel
                                                          │    reconnected (the leader's
                                                          │    server), or after
@@ -50,10 +51,12 @@ and no other will come: waiting out the window there cost a node its whole
 LEADER_CHANGE_WINDOW (17.7 s to HEALTHY after a leader's SIGKILL, against a 10 s lease).
 Such a session starts over as soon as the channel lost its server and reached it again,
 or after LEADER_STARTING_RETRY if it saw no change. So does a session whose call the server
-cancelled (CANCELLED): the follower's server, stopping for the leader's, ends the calls it
-serves; the node's channel is ready again a moment later, with no new connection to come
-(seen at 100 nodes: a heartbeat so cancelled waited out the whole window, the one node of 99
-HEALTHY only 25 s after its leader's SIGSTOP).
+cancelled (CANCELLED), the first time on a connection: the follower's server, stopping for
+the leader's, ends the calls it serves; the node's channel is ready again a moment later,
+with no new connection to come (seen at 100 nodes: a heartbeat so cancelled waited out the
+whole window, the one node of 99 HEALTHY only 25 s after its leader's SIGSTOP). A second
+CANCELLED on the same connection waits out the window: a server that cancels every call
+fails the session, with the supervisor's backoff, instead of restarting it every second.
 
 ``LeaderUnresponsiveError`` is what a session raises after it told the connector that the
 leader stopped answering (``CuratorConnection.report_unresponsive``): the connector then
@@ -63,6 +66,7 @@ gRPC error.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Awaitable, Callable
 
 import anyio
@@ -138,7 +142,7 @@ async def on_each_connection(
                     if isinstance(exc, grpc.aio.AioRpcError)
                     else str(exc)
                 )
-                if _leader_starting(exc) or _ended_by_the_server(exc):
+                if _leader_starting(exc) or _first_cancel(ctx, connection, exc):
                     ctx.set_note(f"{said}; retrying once it serves")
                     tasks.start_soon(_restart_once_reconnected, ctx, connection.channel)
                     tasks.start_soon(_restart_after, ctx, LEADER_STARTING_RETRY)
@@ -171,10 +175,29 @@ def _leader_starting(error: grpc.aio.AioRpcError | LeaderUnresponsiveError) -> b
     return isinstance(error, grpc.aio.AioRpcError) and leader_starting(error)
 
 
-def _ended_by_the_server(error: grpc.aio.AioRpcError | LeaderUnresponsiveError) -> bool:
-    """Whether the server cancelled the call (a server that stops cancels the calls it
-    serves; the session's own cancellation raises CancelledError, never this)."""
-    return isinstance(error, grpc.aio.AioRpcError) and error.code() is grpc.StatusCode.CANCELLED
+_CANCELS_RETRIED: weakref.WeakKeyDictionary[CuratorConnection, set[str]] = (
+    weakref.WeakKeyDictionary()
+)
+"""The runnables (by name) that started over soon after a call CANCELLED, per connection."""
+
+
+def _first_cancel(
+    ctx: RunContext,
+    connection: CuratorConnection,
+    error: grpc.aio.AioRpcError | LeaderUnresponsiveError,
+) -> bool:
+    """Whether the call ended CANCELLED (a server that stops cancels the calls it serves;
+    a channel closed under the call does too, and a new connection restarts the session
+    then anyway) for the first time on this connection for this runnable. Only the first
+    time: a server that cancels every call would otherwise restart it every second for
+    good, never counted as a failure; the next ones wait out the window, as before."""
+    if not isinstance(error, grpc.aio.AioRpcError) or error.code() is not grpc.StatusCode.CANCELLED:
+        return False
+    retried = _CANCELS_RETRIED.setdefault(connection, set())
+    if ctx.dn in retried:
+        return False
+    retried.add(ctx.dn)
+    return True
 
 
 async def _restart_once_reconnected(ctx: RunContext, channel: grpc.aio.Channel) -> None:

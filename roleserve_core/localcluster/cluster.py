@@ -760,21 +760,24 @@ class LocalCluster:
         return members
 
     async def _until_healthy(self, management: Management, members: list[LocalNode]) -> None:
-        """Wait until every one of ``members`` is UP and HEALTHY (``_not_healthy``)."""
+        """Wait until every one of ``members`` is UP and HEALTHY (``_not_healthy``); the
+        wait progresses when fewer nodes than ever before are not (a node that flaps, or a
+        leader change that makes every node report again, does not hold it open)."""
         self.progress("waiting until every node is UP and HEALTHY")
         waiting = {node.index: node for node in members}
+        fewest = [len(waiting)]
 
         async def all_healthy() -> bool:
+            not_yet = await self._not_healthy(management, members)
             waiting.clear()
-            waiting.update(
-                (node.index, node) for node in await self._not_healthy(management, members)
-            )
+            waiting.update((node.index, node) for node in not_yet)
+            fewest[0] = min(fewest[0], len(waiting))
             return not waiting
 
         def what() -> str:
             return "every node is UP and HEALTHY (" + _indexes(waiting) + " not yet)"
 
-        await self._until(what, all_healthy, running=members, progress=lambda: len(waiting))
+        await self._until(what, all_healthy, running=members, progress=lambda: fewest[0])
 
     async def _not_healthy(
         self, management: Management, members: list[LocalNode]

@@ -222,7 +222,7 @@ def neighbour_shortage(size: int, limit_file: Path | None = None) -> str | None:
 
     The table is one for every namespace: at 100 nodes (10,100 entries against the default
     1,024) the kernel logged "neighbor table overflow", and connections between some nodes
-    timed out, so that nodes went without a leader for good once it changed."""
+    timed out: six nodes went without a leader for minutes after it changed."""
     needed = neighbour_entries(size)
     limit_file = limit_file or NEIGHBOUR_LIMIT
     try:

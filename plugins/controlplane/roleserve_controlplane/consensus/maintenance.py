@@ -95,7 +95,9 @@ BACKEND_COMMIT_WAIT = 0.3
 backend commits every 100 ms, and frees pages once the reads before it ended."""
 COMPACTION_MARK_KEY = "/maintenance/compacted"
 """Where the leading curator writes the revision it compacted to, again at each reading of
-the sizes after a compaction: the write makes every member commit (see ``_settled``)."""
+the sizes after a compaction: the write makes every member commit (see ``_settled``). A
+newest revision that is the last of these writes is not remembered for compaction: else a
+quiet cluster would compact its own markers at every retention, for good."""
 COMPACTION_SETTLE = 10.0
 """Seconds a pass waits at most for every member's size in use to settle after a
 compaction; a member still compacting after that is defragmented at a later pass."""
@@ -187,6 +189,8 @@ class EtcdMaintenance:
         self.history = RevisionHistory()
         self._statistics = MaintenanceStatistics()
         self._skipped: str | None = None
+        self._marked = 0
+        """The revision of this maintenance's last write of ``COMPACTION_MARK_KEY``."""
 
     def statistics(self) -> MaintenanceStatistics:
         """What was done so far, for ``ctl consensus`` and the metrics."""
@@ -206,9 +210,12 @@ class EtcdMaintenance:
         """One pass: compact, defragment, clear the alarms that may be."""
         membership = Membership(self.client, self.credentials)
         members = await membership.list()
-        revisions = [health.status.revision for health in members if health.status is not None]
-        if revisions:
-            self.history.remember(self.clock.now(), max(revisions))
+        newest = max(
+            (health.status.revision for health in members if health.status is not None),
+            default=0,
+        )
+        if newest > self._marked:  # its own marker alone is nothing to compact
+            self.history.remember(self.clock.now(), newest)
         compacted = await self._compact()
         if compacted is not None:
             members = await _settled(membership, self._marker(compacted))
@@ -248,7 +255,7 @@ class EtcdMaintenance:
 
         async def mark() -> None:
             with contextlib.suppress(DatabaseFullError):
-                await self.client.put(COMPACTION_MARK_KEY, str(revision))
+                self._marked = await self.client.put(COMPACTION_MARK_KEY, str(revision))
 
         return mark
 
