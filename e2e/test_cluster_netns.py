@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import ipaddress
+import itertools
 import json
 import operator
 import os
@@ -296,6 +297,11 @@ def test_every_node_has_a_prefix_of_its_own_and_the_others_as_peers(
         assert interface_addresses(node) == [f"{node.address}/32"]
         route = cluster_route(node)
         assert f"dev {node.interface} " in route, route
+    # No persistent keepalive (the default, as Monogon's): a session between two peers
+    # starts with the first packet one sends the other. Some bytes between every pair:
+    for server, client in itertools.combinations(mesh, 2):
+        assert tcp_transfer(server, client, 1024) == (str(client.address), 1024)
+    for node in mesh:
         # The node's own view: its value clusternet_status, as ctl values shows it.
         wait_for(
             f"node {node.index}'s clusternet_status",
