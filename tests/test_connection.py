@@ -637,47 +637,43 @@ async def test_on_each_connection_fails_after_the_window_without_a_new_connectio
     assert len(session.connections.get_nowait()) == 1
 
 
-async def test_on_each_connection_retries_soon_where_a_just_elected_curator_said_so(
-    start_session: StartSession, fake_clock: FakeClock
+JUST_ELECTED = "curator node-b was just elected and starts serving as the leader; retry"
+
+
+@pytest.mark.parametrize(
+    ("failure", "said"),
+    [
+        (
+            grpc.aio.AioRpcError(
+                grpc.StatusCode.UNAVAILABLE,
+                grpc.aio.Metadata(),
+                grpc.aio.Metadata(*LEADER_STARTING_METADATA),
+                JUST_ELECTED,
+            ),
+            f"UNAVAILABLE: {JUST_ELECTED}",
+        ),
+        (cancelled_by_the_server(), "CANCELLED: CANCELLED"),
+    ],
+    ids=["just-elected", "cancelled"],
+)
+async def test_on_each_connection_retries_soon_where_the_curator_swaps_its_servers(
+    start_session: StartSession,
+    fake_clock: FakeClock,
+    failure: grpc.aio.AioRpcError,
+    said: str,
 ) -> None:
     """A curator that won the election and does not serve yet refuses, marked
-    (``LEADER_STARTING_METADATA``): the session starts over on the same connection after
-    ``LEADER_STARTING_RETRY`` on the node's clock at the latest (this channel shows no change
-    of server), not after the window (a node waited out 15 s there, HEALTHY 17.7 s after its
-    leader's SIGKILL)."""
-    said = "curator node-b was just elected and starts serving as the leader; retry"
-    starting = grpc.aio.AioRpcError(
-        grpc.StatusCode.UNAVAILABLE,
-        grpc.aio.Metadata(),
-        grpc.aio.Metadata(*LEADER_STARTING_METADATA),
-        said,
-    )
-    session = RecordingSession(starting)
+    (``LEADER_STARTING_METADATA``); its follower's server, stopping for the leader's,
+    cancels the calls it serves. Either way the session starts over on the same connection
+    after ``LEADER_STARTING_RETRY`` on the node's clock at the latest (this channel shows no
+    change of server), not after the window (a node waited out 15 s there, HEALTHY 17.7 s
+    after its leader's SIGKILL; a heartbeat so cancelled kept one node of 99 from HEALTHY for
+    25 s after its leader's SIGSTOP)."""
+    session = RecordingSession(failure)
     harness = await start_session(session, window=600.0)
     first = connection("node-b")
     harness.set(CURATOR_CONNECTION, first)
-    await harness.wait_status(
-        SESSION,
-        lambda s: s.note == f"UNAVAILABLE: {said}; retrying once it serves",
-    )
-    await fake_clock.wake_sleeper(LEADER_STARTING_RETRY)
-    assert await session.wait(2) == (first, first)
-    status = harness.status(SESSION)
-    assert (status.restarts, status.failures, status.note) == (1, 0, "")
-
-
-async def test_on_each_connection_retries_soon_where_the_server_cancelled_the_call(
-    start_session: StartSession, fake_clock: FakeClock
-) -> None:
-    """A just-elected curator's follower server, stopping for the leader's, cancels the
-    calls it serves: the session starts over on the same connection after
-    ``LEADER_STARTING_RETRY`` at the latest, not after the window (a heartbeat so cancelled
-    kept one node of 99 from HEALTHY for 25 s after its leader's SIGSTOP)."""
-    session = RecordingSession(cancelled_by_the_server())
-    harness = await start_session(session, window=600.0)
-    first = connection("node-b")
-    harness.set(CURATOR_CONNECTION, first)
-    await harness.wait_status(SESSION, lambda s: s.note.endswith("retrying once it serves"))
+    await harness.wait_status(SESSION, lambda s: s.note == f"{said}; retrying once it serves")
     await fake_clock.wake_sleeper(LEADER_STARTING_RETRY)
     assert await session.wait(2) == (first, first)
     status = harness.status(SESSION)
