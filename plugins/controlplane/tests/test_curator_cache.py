@@ -275,13 +275,14 @@ class _Woken:
                 await self._changed.wait()
 
 
-def _woken_readers(
-    cache: NodeCache, count: int, back: anyio.Event, tasks: anyio.abc.TaskGroup
-) -> tuple[_Woken, contextlib.ExitStack]:
-    """``count`` followers of every node whose readers, once woken, record it and wait for
-    ``back`` before they come back for more (as a stream whose send has not completed)."""
+@contextlib.asynccontextmanager
+async def _a_change_to_readers(
+    etcd_client: EtcdClient, cache: NodeCache, count: int, back: anyio.Event
+) -> AsyncIterator[_Woken]:
+    """``count`` followers of every node, then a change of node-a in etcd; the followers'
+    readers, once woken, record it and wait for ``back`` before they come back for more
+    (as a stream whose send has not completed). Yields the readers woken so far."""
     woken = _Woken()
-    stack = contextlib.ExitStack()
 
     async def read(subscription: Subscription, name: str) -> None:
         await subscription.next_batch()
@@ -289,10 +290,15 @@ def _woken_readers(
         await back.wait()
         await subscription.next_batch()
 
-    for index in range(count):
-        subscription = stack.enter_context(cache.subscribe(owner=f"node-{index}"))
-        tasks.start_soon(read, subscription, f"node-{index}")
-    return woken, stack
+    async with _running(cache), anyio.create_task_group() as tasks:
+        with contextlib.ExitStack() as stack:
+            for index in range(count):
+                subscription = stack.enter_context(cache.subscribe(owner=f"node-{index}"))
+                tasks.start_soon(read, subscription, f"node-{index}")
+            await anyio.wait_all_tasks_blocked()
+            await _put(etcd_client, _record("node-a", 1))
+            yield woken
+            tasks.cancel_scope.cancel()
 
 
 async def test_the_next_batch_is_woken_once_the_last_came_back_for_more(
@@ -302,17 +308,12 @@ async def test_the_next_batch_is_woken_once_the_last_came_back_for_more(
     sends otherwise came back after the broadcast, ahead of the next request."""
     cache = NodeCache(etcd_client, wake_batch=10, stuck_after=600.0)
     back = anyio.Event()
-    async with _running(cache), anyio.create_task_group() as tasks:
-        woken, stack = _woken_readers(cache, 25, back, tasks)
-        with stack:
-            await anyio.wait_all_tasks_blocked()
-            await _put(etcd_client, _record("node-a", 1))
-            await woken.until(10)
-            await anyio.wait_all_tasks_blocked()
-            assert len(woken.names) == 10  # the others wait for these to come back
-            back.set()
-            await woken.until(25)
-            tasks.cancel_scope.cancel()
+    async with _a_change_to_readers(etcd_client, cache, 25, back) as woken:
+        await woken.until(10)
+        await anyio.wait_all_tasks_blocked()
+        assert len(woken.names) == 10  # the others wait for these to come back
+        back.set()
+        await woken.until(25)
 
 
 async def test_a_stream_that_does_not_come_back_holds_up_nobody_for_long(
@@ -321,14 +322,8 @@ async def test_a_stream_that_does_not_come_back_holds_up_nobody_for_long(
     """Readers whose sends never complete (clients that read nothing) stop counting
     against the batch after ``stuck_after``: every stream still gets the change."""
     cache = NodeCache(etcd_client, wake_batch=10, stuck_after=0.05)
-    never = anyio.Event()
-    async with _running(cache), anyio.create_task_group() as tasks:
-        woken, stack = _woken_readers(cache, 25, never, tasks)
-        with stack:
-            await anyio.wait_all_tasks_blocked()
-            await _put(etcd_client, _record("node-a", 1))
-            await woken.until(25)
-            tasks.cancel_scope.cancel()
+    async with _a_change_to_readers(etcd_client, cache, 25, anyio.Event()) as woken:
+        await woken.until(25)
 
 
 async def test_a_stream_that_ended_while_queued_takes_no_place_in_the_batch() -> None:
