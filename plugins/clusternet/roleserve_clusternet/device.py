@@ -28,7 +28,7 @@ from typing import Protocol
 
 import anyio.lowlevel
 
-from roleserve_clusternet.errors import UapiError
+from roleserve_clusternet.errors import LinkError, UapiError
 from roleserve_core import Value
 
 __all__ = [
@@ -166,7 +166,7 @@ class MemoryInterface:
     """A ``MeshInterface`` in memory, for tests: ``changes`` records every ``configure``
     that succeeded, in order (a ``Value``, to wait on), ``failed`` those refused;
     ``fail(n)`` makes the next ``n`` calls of ``configure`` raise ``UapiError`` and apply
-    nothing."""
+    nothing, ``fail_address(n)`` those of ``set_address`` raise ``LinkError``."""
 
     def __init__(self, name: str = "clusternet") -> None:
         self._name = name
@@ -177,6 +177,9 @@ class MemoryInterface:
         self.changes.set(())
         self.failed: list[DeviceChange] = []
         self._failures = 0
+        self.address_calls = 0
+        """How many times ``set_address`` was called (each a netlink session on a real one)."""
+        self._address_failures = 0
 
     @property
     def name(self) -> str:
@@ -185,6 +188,10 @@ class MemoryInterface:
     def fail(self, count: int = 1) -> None:
         """Fail the next ``count`` calls of ``configure``."""
         self._failures = count
+
+    def fail_address(self, count: int = 1) -> None:
+        """Fail the next ``count`` calls of ``set_address`` (``LinkError``)."""
+        self._address_failures = count
 
     def remove_peer(self, key: bytes) -> None:
         """Remove a peer behind the workers' back (as ``wg set IF peer KEY remove``)."""
@@ -225,4 +232,8 @@ class MemoryInterface:
 
     async def set_address(self, address: IPInterface | None) -> None:
         await anyio.lowlevel.checkpoint()
+        self.address_calls += 1
+        if self._address_failures:
+            self._address_failures -= 1
+            raise LinkError(f"{self._name}: address refused (a test said so)")
         self.address.set(address)

@@ -65,7 +65,8 @@ def clusternet_worker(node: NodeContext, settings: ClusternetSettings, **options
     """The worker ``clusternet``. Its module (netlink, UAPI, the curator's stubs) loads
     when it starts, and never while the setting ``off`` is set (a loopback local cluster).
 
-    :param options: passed to ``worker_clusternet.run`` (tests: ``netns``, ``device``).
+    :param options: passed to ``worker_clusternet.run`` (tests: ``netns``, ``device``,
+        ``children``).
     """
     if settings.off:
         return Worker("clusternet", _off(settings.off))

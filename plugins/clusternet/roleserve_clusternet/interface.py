@@ -81,7 +81,7 @@ class UapiInterface:
     With a ``route`` (the cluster network), ``set_address`` also routes it through the
     interface again if it is gone: removing the interface's last IPv4 address (an address
     that changes, or one removed by hand) makes the kernel drop every route through it, and
-    the reconcile calls ``set_address`` on every pass.
+    the reconcile calls ``set_address`` on each timed pass (``Mesh.link_due``).
     """
 
     def __init__(
@@ -109,9 +109,7 @@ class UapiInterface:
         return await self.uapi.get()
 
     async def set_address(self, address: IPInterface | None) -> None:
-        await link.set_address(self._name, address, self.netns, self.log)
-        if self.route is not None:
-            await link.ensure_route(self._name, self.route, self.netns, self.log)
+        await link.set_address(self._name, address, self.netns, self.log, route=self.route)
 
 
 def parse_wireguard_go(line: str) -> tuple[int, str]:

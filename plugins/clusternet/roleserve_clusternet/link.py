@@ -43,6 +43,8 @@ ROUTE_PROTOCOL = 129
 
 MAIN_TABLE = 254
 
+ROUTE_MISSING = "the route of %s through %s was missing; set again"
+
 NO_PERMISSION = (
     "cannot create the WireGuard interface {name}: {reason}; clusternet needs root "
     "(CAP_NET_ADMIN) and /dev/net/tun"
@@ -198,9 +200,7 @@ def _set_up(name: str, netns: str | None, mtu: int, route: IPNetwork) -> None:
     from pyroute2 import NetlinkError
 
     with _ipr(netns) as ipr:
-        index = _index(ipr, name)
-        if index is None:
-            raise LinkError(f"the interface {name} is gone")
+        index = _existing_index(ipr, name)
         try:
             ipr.link("set", index=index, mtu=mtu, state="up")
             ipr.route("replace", dst=str(route), oif=index, proto=ROUTE_PROTOCOL)
@@ -232,18 +232,28 @@ def _route_through(ipr: IPRoute, index: int, route: IPNetwork) -> bool:
 
 
 def _ensure_route(name: str, netns: str | None, route: IPNetwork) -> bool:
+    with _ipr(netns) as ipr:
+        return _route_if_missing(ipr, name, _existing_index(ipr, name), route)
+
+
+def _existing_index(ipr: IPRoute, name: str) -> int:
+    index = _index(ipr, name)
+    if index is None:
+        raise LinkError(f"the interface {name} is gone")
+    return index
+
+
+def _route_if_missing(ipr: IPRoute, name: str, index: int, route: IPNetwork) -> bool:
+    """Route ``route`` through interface ``index`` unless the main table does; whether it
+    did."""
     from pyroute2 import NetlinkError
 
-    with _ipr(netns) as ipr:
-        index = _index(ipr, name)
-        if index is None:
-            raise LinkError(f"the interface {name} is gone")
-        try:
-            if _route_through(ipr, index, route):
-                return False
-            ipr.route("replace", dst=str(route), oif=index, proto=ROUTE_PROTOCOL)
-        except NetlinkError as exc:
-            raise LinkError(f"cannot route {route} through {name}: {exc}") from None
+    try:
+        if _route_through(ipr, index, route):
+            return False
+        ipr.route("replace", dst=str(route), oif=index, proto=ROUTE_PROTOCOL)
+    except NetlinkError as exc:
+        raise LinkError(f"cannot route {route} through {name}: {exc}") from None
     return True
 
 
@@ -258,38 +268,45 @@ async def ensure_route(
     """
     added: bool = await _in_thread(_ensure_route, name, netns, route)
     if added and log is not None:
-        log.warning("the route of %s through %s was missing; set again", route, name)
+        log.warning(ROUTE_MISSING, route, name)
 
 
-def _set_address(name: str, netns: str | None, address: IPInterface | None) -> bool:
+def _set_address(
+    name: str, netns: str | None, address: IPInterface | None, route: IPNetwork | None
+) -> tuple[bool, bool]:
+    """One netlink session: the address, then the route if asked; what each changed."""
+    with _ipr(netns) as ipr:
+        index = _existing_index(ipr, name)
+        changed = _only_address(ipr, name, index, address)
+        routed = route is not None and _route_if_missing(ipr, name, index, route)
+    return changed, routed
+
+
+def _only_address(ipr: IPRoute, name: str, index: int, address: IPInterface | None) -> bool:
     from pyroute2 import NetlinkError
 
-    with _ipr(netns) as ipr:
-        index = _index(ipr, name)
-        if index is None:
-            raise LinkError(f"the interface {name} is gone")
-        changed = False
-        try:
-            for message in ipr.get_addr(index=index):
-                text = message.get_attr("IFA_ADDRESS")
-                length = message["prefixlen"]
-                if address is not None and (text, length) == (
-                    str(address.ip),
-                    address.network.prefixlen,
-                ):
-                    address = None  # already there
-                    continue
-                if ipaddress.ip_address(text).is_link_local:
-                    continue  # the kernel's own (IPv6 on a TUN device)
-                ipr.addr("del", index=index, address=text, prefixlen=length)
-                changed = True
-            if address is not None:
-                ipr.addr(
-                    "add", index=index, address=str(address.ip), prefixlen=address.network.prefixlen
-                )
-                changed = True
-        except NetlinkError as exc:
-            raise LinkError(f"cannot set the address of {name}: {exc}") from None
+    changed = False
+    try:
+        for message in ipr.get_addr(index=index):
+            text = message.get_attr("IFA_ADDRESS")
+            length = message["prefixlen"]
+            if address is not None and (text, length) == (
+                str(address.ip),
+                address.network.prefixlen,
+            ):
+                address = None  # already there
+                continue
+            if ipaddress.ip_address(text).is_link_local:
+                continue  # the kernel's own (IPv6 on a TUN device)
+            ipr.addr("del", index=index, address=text, prefixlen=length)
+            changed = True
+        if address is not None:
+            ipr.addr(
+                "add", index=index, address=str(address.ip), prefixlen=address.network.prefixlen
+            )
+            changed = True
+    except NetlinkError as exc:
+        raise LinkError(f"cannot set the address of {name}: {exc}") from None
     return changed
 
 
@@ -298,11 +315,17 @@ async def set_address(
     address: IPInterface | None,
     netns: str | None = None,
     log: logging.Logger | None = None,
+    route: IPNetwork | None = None,
 ) -> None:
-    """Make ``address`` the only address of ``name`` (None: none), link-local ones aside.
+    """Make ``address`` the only address of ``name`` (None: none), link-local ones aside;
+    with ``route``, then route it through ``name`` again if the main table does not (as
+    ``ensure_route``, in the same netlink session).
 
     :raises LinkError: netlink refused, or the interface is gone.
     """
-    changed: bool = await _in_thread(_set_address, name, netns, address)
-    if changed and log is not None:
-        log.info("address of %s: %s", name, address or "none")
+    changed, routed = await _in_thread(_set_address, name, netns, address, route)
+    if log is not None:
+        if changed:
+            log.info("address of %s: %s", name, address or "none")
+        if routed:
+            log.warning(ROUTE_MISSING, route, name)

@@ -100,7 +100,7 @@ class Puller:
                 except ClusternetError as exc:
                     self.ctx.log.warning("address not set, retrying: %s", exc)
                     self.address_applied = False
-                    self.mesh.kick()
+                    self.mesh.kick(link=True)
                 else:
                     self.address_applied = True
                 self.address = address

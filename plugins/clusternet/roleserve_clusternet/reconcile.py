@@ -6,9 +6,10 @@ Reads ``Mesh.wanted``, ``Mesh.address``, ``Mesh.announced``; writes the interfac
 
 ::
 
-    every reconcile_interval, or at once when kicked (a failed batch of pull):
+    every reconcile_interval, or at once when kicked (a batch of pull, failed or not):
       read (UAPI get=1) ─▶ private key, listen port, peers vs wanted ─▶ plan ─▶ configure
-                        ─▶ address, and the route if it is gone (netlink)
+                        ─▶ address, and the route if it is gone (netlink; not on a kick,
+                           unless pull failed to set the address: ``Mesh.link_due``)
                         ─▶ read again ─▶ clusternet_status
 
 So a peer removed by hand (``wg set IF peer KEY remove``), a peer added by hand, allowed
@@ -37,6 +38,7 @@ __all__ = ["reconcile", "status_of"]
 async def reconcile(ctx: RunContext, values: PluginValues, mesh: Mesh) -> None:
     """See the module docstring."""
     healthy = False
+    mesh.link_due = True  # a (re)started reconcile checks it all
     with mesh.kicks.watch() as kicks, mesh.wanted.watch() as wanted_values:
         await kicks.get()  # the current count: only later kicks count
         ctx.set_note("waiting for the peers (pull)")
@@ -47,8 +49,10 @@ async def reconcile(ctx: RunContext, values: PluginValues, mesh: Mesh) -> None:
             if not healthy:
                 healthy = True
                 ctx.signal_healthy()
-            with anyio.move_on_after(mesh.settings.reconcile_interval):
+            with anyio.move_on_after(mesh.settings.reconcile_interval) as timer:
                 await kicks.get()
+            if timer.cancelled_caught:
+                mesh.link_due = True
 
 
 async def reconcile_once(ctx: RunContext, values: PluginValues, mesh: Mesh) -> None:
@@ -81,7 +85,11 @@ async def reconcile_once(ctx: RunContext, values: PluginValues, mesh: Mesh) -> N
                 ", ".join(differs),
             )
             state = await mesh.device.read()
-        await mesh.device.set_address(mesh.address.get_nowait() if mesh.address.is_set() else None)
+        if mesh.link_due:
+            mesh.link_due = False  # before the call: a kick(link=True) during it counts
+            await mesh.device.set_address(
+                mesh.address.get_nowait() if mesh.address.is_set() else None
+            )
     values.set(CLUSTERNET_STATUS, status_of(mesh, state))
 
 

@@ -72,13 +72,14 @@ async def run(
     *,
     netns: str | None = None,
     device: MeshInterface | None = None,
+    children: tuple[str, ...] = RUNNABLES,
 ) -> None:
     """The worker (see the module docstring), which the hooks name with ``lazy_runnable``
     (``hooks.clusternet_worker``); not run while ``[plugins.clusternet] off`` is set.
 
     For tests: ``netns``, a network namespace to make the interface in; ``device``, an
     interface to use instead of making one (a ``MemoryInterface``: no wireguard-go, no
-    netlink).
+    netlink); ``children``, the runnables to start (a test of one leaves out another).
     """
     spec = InterfaceSpec(
         name=settings.interface,
@@ -88,7 +89,9 @@ async def run(
         wireguard_go=settings.wireguard_go,
         netns=netns,
     )
-    await run_mesh(ctx, node.values, node.data_dir, settings, spec, device=device)
+    await run_mesh(
+        ctx, node.values, node.data_dir, settings, spec, device=device, children=children
+    )
 
 
 async def run_mesh(

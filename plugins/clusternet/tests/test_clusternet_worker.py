@@ -17,6 +17,7 @@ from roleserve_clusternet.privatekey import WireGuardKey, load_or_create_key
 from roleserve_clusternet.push import WAITING_FOR_PREFIX
 from roleserve_clusternet.testing import ClusternetHooks
 from roleserve_clusternet.values import CLUSTERNET_STATUS, ClusternetStatus
+from roleserve_clusternet.worker_clusternet import RUNNABLES
 from roleserve_core import (
     CLUSTER_NODES,
     CURATOR_CONNECTION,
@@ -88,10 +89,16 @@ class Node:
 
 
 async def start(
-    node: StartNode, tmp_path: Path, *, kubernetes: bool = False, **settings: Any
+    node: StartNode,
+    tmp_path: Path,
+    *,
+    kubernetes: bool = False,
+    children: tuple[str, ...] = RUNNABLES,
+    **settings: Any,
 ) -> Node:
     device = MemoryInterface()
-    plugins: dict[str, object] = {"clusternet": ClusternetHooks(device=device)}
+    hooks = ClusternetHooks(device=device, children=children)
+    plugins: dict[str, object] = {"clusternet": hooks}
     if kubernetes:
         plugins["kubernetes"] = Kubernetes()
     key = load_or_create_key(tmp_path / "node" / "plugins" / "clusternet")
@@ -228,6 +235,38 @@ async def test_pull_follows_the_cluster_in_batches_and_retries_a_failed_one(
     await wait_for_value(started.status, lambda status: status.peers == ())
 
 
+async def test_a_batch_is_read_back_without_netlink_and_a_failed_address_is_set_at_once(
+    fake_cluster: FakeCluster, node: StartNode, tmp_path: Path
+) -> None:
+    """Reading a batch back into the status (a kick) leaves the address and route alone:
+    each check is a netlink session, and a forming cluster sends every node a batch per
+    node that joins. An address pull could not set is the exception: the pass it asks
+    for sets it at once, not a reconcile_interval (an hour here) later. Without push,
+    whose announcement of the new address would make a view that pull retries on."""
+    own = fake_cluster.credentials.node_id
+    leader = await fake_cluster.curator()
+    leader.set_node(record(own, cluster_prefix="10.192.7.0/24"))
+    leader.set_node(record("node-a", KEY_A, ("10.192.1.1/32",), "10.0.0.2"))
+    started = await start(node, tmp_path, children=("pull", "reconcile"))
+    device = started.device
+    connect(started, fake_cluster, leader)
+    await wait_for_value(started.status, lambda status: len(status.peers) == 1)
+    checks = device.address_calls  # pull's, and reconcile's first pass
+
+    leader.set_node(record("node-b", KEY_B, ("10.192.2.1/32",), "10.0.0.3"))
+    await wait_for_value(started.status, lambda status: len(status.peers) == 2)
+    leader.set_node(record("node-c", KEY_C, ("10.192.3.1/32",), "10.0.0.4"))
+    await wait_for_value(started.status, lambda status: len(status.peers) == 3)
+    assert device.address_calls == checks
+
+    device.fail_address(1)
+    leader.set_node(record(own, cluster_prefix="10.192.8.0/24"))
+    new_address = ipaddress.ip_interface("10.192.8.1/32")
+    await wait_for_value(device.address, lambda address: address == new_address)
+    assert device.address_calls == checks + 2  # pull's, refused; reconcile's
+    assert started.harness.status(f"{DN}.reconcile").failures == 0
+
+
 async def test_bad_records_are_skipped_once_each_and_the_rest_is_kept(
     fake_cluster: FakeCluster, node: StartNode, tmp_path: Path
 ) -> None:
@@ -275,6 +314,11 @@ async def test_reconcile_puts_back_what_was_changed_by_hand_and_reports_status(
         peers=status.peers,
     )
     assert (status.peers[0].node_id, status.peers[0].allowed_ips) == ("node-a", ("10.192.1.1/32",))
+
+    own_address = started.device.address.get_nowait()
+    assert own_address == ipaddress.ip_interface("10.192.7.1/32")
+    started.device.address.set(None)  # as `ip addr del`: a timed pass puts it back
+    await wait_for_value(started.device.address, lambda address: address == own_address)
 
     started.device.remove_peer(KEY_A.public)  # as `wg set IF peer KEY remove`
     await started.device.configure(DeviceChange(listen_port=9999))

@@ -1,5 +1,6 @@
 """The plugin's hooks for a test node, with the worker's test options (``clusternet_worker``:
-``netns`` to make the interface in a test namespace, ``device`` for an in-memory one)."""
+``netns`` to make the interface in a test namespace, ``device`` for an in-memory one,
+``children`` for fewer runnables)."""
 
 from __future__ import annotations
 
