@@ -18,6 +18,7 @@ from roleserve_core.localcluster import (
     default_roles,
     workers_for_up,
 )
+from roleserve_core.localcluster.cluster import _alongside
 from roleserve_core.localcluster.layout import DEFAULT_KUBERNETES_WORKERS, MAX_SIZE
 from roleserve_core.proto import common_pb2, management_pb2
 
@@ -239,22 +240,41 @@ def test_a_new_node_gets_roles_only_once_it_reported_its_address(
 ) -> None:
     """UP comes a moment before a node's first status report, and the curator refuses a
     consensus member without an address: ``up`` failed with FAILED_PRECONDITION when the
-    roles of the last approved node came first."""
+    roles of the last approved node came first. The roles are assigned alongside the
+    approvals (each node's once it is UP), so this holds for each node on its own."""
     monkeypatch.setattr("roleserve_core.localcluster.cluster.POLL", 0)
     cluster = LocalCluster(tmp_path, 2)
-    leader = enrolled(cluster, {})
+    leader = enrolled(cluster, {1: default_roles(1, 2)})
     newcomer = cluster.nodes[1]
     newcomer._process = cast(Any, Running())
-    record = leader.records[cluster.node_id(newcomer) or ""]
+    identity = cluster.node_id(newcomer) or ""
+    record = leader.records[identity]
     looks = 0
+    addressed: list[bool] = []  # at each role change of the newcomer
 
     async def get_nodes(method: str, request: object) -> list[management_pb2.Node]:
         nonlocal looks
         looks += 1
-        if looks == 3:  # its first status report
+        if looks == 10:  # its first status report, some polls later
             record.status.external_address = str(newcomer.address)
         return list(leader.records.values())
 
+    assign = leader.UpdateNodeRoles
+
+    async def update_roles(request: management_pb2.UpdateNodeRolesRequest) -> None:
+        addressed.append(bool(leader.records[request.node_id].status.external_address))
+        await assign(request)
+
     monkeypatch.setattr(leader, "stream", get_nodes)
-    anyio.run(cluster._approve, cast(Any, leader), [newcomer])
-    assert looks == 3
+    monkeypatch.setattr(leader, "UpdateNodeRoles", update_roles)
+    up = {newcomer.index: anyio.Event()}
+
+    async def enrol() -> None:
+        await _alongside(
+            lambda: cluster._approve(cast(Any, leader), [newcomer], up),
+            lambda: cluster._assign_every_role(cast(Any, leader), list(cluster.nodes), up),
+        )
+
+    anyio.run(enrol)
+    assert leader.assigned == {identity: ["kubernetes_worker"]}
+    assert addressed == [True]

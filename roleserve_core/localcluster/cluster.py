@@ -18,9 +18,10 @@
             wait for the leader (only now: the members need each other for a quorum)
             nodes not enrolled yet: registered ($ROLESERVE_REGISTER_TICKET, never in argv)
             with --join-address node 1, approved, waited for until UP   127.0.0.12, …
-            roles (layout.default_roles, kubernetes_worker on the first K: workers_for_up):
-            only those a node lacks, none taken away; consensus members one at a time
-            (each joins etcd as a learner and is promoted), then the rest
+            alongside: roles (layout.default_roles, kubernetes_worker on the first K:
+            workers_for_up), each node's once it is UP: only those a node lacks, none taken
+            away; consensus members one at a time (each joins etcd as a learner and is
+            promoted), then the rest
             wait until every node is UP and HEALTHY
             each plugin extension's settle (cluster_extension: e.g. every kubernetes_worker's
             Kubernetes Node Ready); only then "the cluster is up"
@@ -404,13 +405,16 @@ class LocalCluster:
         """Through the leader: enrol ``newcomers``, give every node its roles, and wait
         until every node is UP and HEALTHY."""
         async with self.management() as management:
+            members = await self._members(management)
+            up = {node.index: anyio.Event() for node in newcomers}
             if newcomers:
                 ticket = await self._ticket(management)
                 for node in newcomers:
                     self._register(node, ticket)
-                await self._approve(management, newcomers)
-            members = await self._members(management)
-            await self._assign_every_role(management, members)
+            await _alongside(
+                lambda: self._approve(management, newcomers, up) if newcomers else _nothing(),
+                lambda: self._assign_every_role(management, members, up),
+            )
             await self._until_healthy(management, members)
             await self._save_curators(management)
             view = self.view(await self.nodes_by_id(management))
@@ -599,11 +603,14 @@ class LocalCluster:
         info = await management.GetClusterInfo(management_pb2.GetClusterInfoRequest())
         return RegisterTicket(ticket.ticket, certificate_from_pem(info.ca_certificate)).encode()
 
-    async def _approve(self, management: Management, newcomers: list[LocalNode]) -> None:
+    async def _approve(
+        self, management: Management, newcomers: list[LocalNode], up: Mapping[int, anyio.Event]
+    ) -> None:
         """Approve each of ``newcomers`` as soon as it registered, and wait until all are UP
-        and have reported their address: the roles come next, and the curator refuses a
-        consensus member without one (the last approved, UP a moment before its first
-        status report, failed ``up`` with FAILED_PRECONDITION).
+        and have reported their address, setting each one's event in ``up`` (by index) as
+        it is: its roles come next, and the curator refuses a consensus member without one
+        (the last approved, UP a moment before its first status report, failed ``up`` with
+        FAILED_PRECONDITION).
 
         One loop for all of them, one ``GetNodes`` a round: approving them one after the
         other, each waited for until UP, took a second a node (100 s at 100 nodes), and a
@@ -621,6 +628,7 @@ class LocalCluster:
                     continue
                 if known.state == common_pb2.NODE_STATE_UP and known.status.external_address:
                     del waiting[node.index]
+                    up[node.index].set()
                 elif known.state == common_pb2.NODE_STATE_NEW and identity not in approved:
                     self.progress(f"approving node {node.index} ({identity})")
                     await management.ApproveNode(
@@ -636,26 +644,57 @@ class LocalCluster:
 
         await self._until(what, all_up, running=newcomers, progress=lambda: len(waiting))
 
-    async def _assign_every_role(self, management: Management, members: list[LocalNode]) -> None:
+    async def _assign_every_role(
+        self,
+        management: Management,
+        members: list[LocalNode],
+        up: Mapping[int, anyio.Event] | None = None,
+    ) -> None:
         """Give every node its default roles: the consensus members one after the other
         (etcd takes one learner at a time, each waited for until it votes), then all the
         others at once, ``ROLE_CHANGES_AT_ONCE`` at a time (one after the other, a 100-node
-        up spent a minute and more on them)."""
+        up spent a minute and more on them).
+
+        A node in ``up`` (a newcomer, by index) gets them once its event is set (UP with its
+        address): alongside ``_approve``, so that the first nodes' roles (etcd joins, the
+        Kubernetes control plane) start while the last ones still start; without that, a
+        100-node ``--netns`` up spent 24 s on them after the last node was UP.
+        """
+        up = up or {}
         known = await self.nodes_by_id(management)
         self._say_workers(members, known)
         joining = [n for n in members if "consensus_member" in self._default_roles(n)]
         for node in joining:
-            await self._assign_roles(management, node, known)
+            await self._assign_roles(
+                management, node, await self._once_up(management, node, up, known)
+            )
         limiter = anyio.CapacityLimiter(ROLE_CHANGES_AT_ONCE)
 
         async def assign(node: LocalNode) -> None:
+            records = await self._once_up(management, node, up, known)
             async with limiter:
-                await self._assign_roles(management, node, known)
+                await self._assign_roles(management, node, records)
 
         async with anyio.create_task_group() as tasks:
             for node in members:
-                if node not in joining:
+                if node not in joining and self._default_roles(node):
                     tasks.start_soon(assign, node)
+
+    async def _once_up(
+        self,
+        management: Management,
+        node: LocalNode,
+        up: Mapping[int, anyio.Event],
+        known: dict[str, management_pb2.Node],
+    ) -> dict[str, management_pb2.Node]:
+        """The cluster's nodes as ``_assign_roles`` needs them for ``node``: ``known`` for a
+        node that was enrolled before this ``up``; for a newcomer, read again once it is UP
+        (it had no record when ``known`` was read)."""
+        event = up.get(node.index)
+        if event is None:
+            return known
+        await event.wait()
+        return await self.nodes_by_id(management)
 
     def _default_roles(self, node: LocalNode) -> list[str]:
         return default_roles(node.index, len(self.nodes), workers=self.workers)
@@ -669,7 +708,8 @@ class LocalCluster:
         holding = [
             node.index
             for node in past
-            if roles_from_proto(known[self.node_id(node) or ""].roles).has(WORKER_ROLE)
+            if (record := known.get(self.node_id(node) or "")) is not None
+            and roles_from_proto(record.roles).has(WORKER_ROLE)
         ]
         without = [node.index for node in past if node.index not in holding]
         if self.workers_asked and holding:
@@ -926,6 +966,31 @@ class LocalCluster:
         since = " since this start" if node.started_here else ""
         tail = "\n    ".join(node.log_tail())
         return f"{what}; the end of {node.log_file}{since}:\n    {tail}"
+
+
+async def _alongside(*works: Callable[[], Awaitable[None]]) -> None:
+    """Run ``works`` together; the first to fail cancels the others, and its exception is
+    raised as it is (not in an ``ExceptionGroup``: ``up``'s callers catch
+    ``LocalClusterError`` and ``NoLeaderError``)."""
+    failures: list[Exception] = []
+
+    async with anyio.create_task_group() as group:
+
+        async def run(work: Callable[[], Awaitable[None]]) -> None:
+            try:
+                await work()
+            except Exception as exc:
+                failures.append(exc)
+                group.cancel_scope.cancel()
+
+        for work in works:
+            group.start_soon(run, work)
+    if failures:
+        raise failures[0]
+
+
+async def _nothing() -> None:
+    """Nothing to do (``_alongside``'s place for a step that does not apply)."""
 
 
 def _roles_added(index: int, added: list[str], held: list[str]) -> str:
