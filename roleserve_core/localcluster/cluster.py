@@ -21,7 +21,7 @@
             alongside: roles (layout.default_roles, kubernetes_worker on the first K:
             workers_for_up), each node's once it is UP: only those a node lacks, none taken
             away; consensus members one at a time (each joins etcd as a learner and is
-            promoted), then the rest
+            promoted), the others alongside them
             wait until every node is UP and HEALTHY
             each plugin extension's settle (cluster_extension: e.g. every kubernetes_worker's
             Kubernetes Node Ready); only then "the cluster is up"
@@ -651,9 +651,10 @@ class LocalCluster:
         up: Mapping[int, anyio.Event] | None = None,
     ) -> None:
         """Give every node its default roles: the consensus members one after the other
-        (etcd takes one learner at a time, each waited for until it votes), then all the
-        others at once, ``ROLE_CHANGES_AT_ONCE`` at a time (one after the other, a 100-node
-        up spent a minute and more on them).
+        (etcd takes one learner at a time, each waited for until it votes), and alongside
+        them all the others at once, ``ROLE_CHANGES_AT_ONCE`` at a time (one after the
+        other, a 100-node up spent a minute and more on them; after the consensus joins, it
+        spent 17 s more waiting for them under the load of the nodes still starting).
 
         A node in ``up`` (a newcomer, by index) gets them once its event is set (UP with its
         address): alongside ``_approve``, so that the first nodes' roles (etcd joins, the
@@ -664,21 +665,20 @@ class LocalCluster:
         known = await self.nodes_by_id(management)
         self._say_workers(members, known)
         joining = [n for n in members if "consensus_member" in self._default_roles(n)]
-        for node in joining:
-            await self._assign_roles(
-                management, node, await self._once_up(management, node, up, known)
-            )
         limiter = anyio.CapacityLimiter(ROLE_CHANGES_AT_ONCE)
+
+        async def join_one_by_one() -> None:
+            for node in joining:
+                records = await self._once_up(management, node, up, known)
+                await self._assign_roles(management, node, records)
 
         async def assign(node: LocalNode) -> None:
             records = await self._once_up(management, node, up, known)
             async with limiter:
                 await self._assign_roles(management, node, records)
 
-        async with anyio.create_task_group() as tasks:
-            for node in members:
-                if node not in joining and self._default_roles(node):
-                    tasks.start_soon(assign, node)
+        others = [n for n in members if n not in joining and self._default_roles(n)]
+        await _alongside(join_one_by_one, *(functools.partial(assign, node) for node in others))
 
     async def _once_up(
         self,
