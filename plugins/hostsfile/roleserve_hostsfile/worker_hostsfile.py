@@ -14,7 +14,11 @@ name resolution is every node's, whatever its roles.
 
 It writes nothing before the first whole view (``backlogged``), so a partial map never
 replaces a good block; it writes nothing when the file would not change; it reads the file
-again before each write, so an edit outside the block made in between is kept. Which nodes
+again before each write, so an edit outside the block made in between is kept. A view that
+leaves the block as the last update made it does not touch the file at all: while a
+cluster forms, each node sees hundreds of views, most of them changes of a node's state,
+which the block does not show (a hand edit inside the block lasts until the block changes,
+or the worker restarts). Which nodes
 the block lists (vanished ones kept, decommissioned ones removed) is ``block``'s to say.
 
 Where the original (Monogon) serves these names over DNS, we write a hosts file: every
@@ -72,6 +76,8 @@ class HostsFileKeeper:
         self.addresses: Addresses = {}
         self.reported: set[Skipped] = set()
         """Every skipped node already logged: one line per distinct bad value, not per view."""
+        self.block: bytes | None = None
+        """The block the last update left in the file; None before the first."""
 
     async def run(self) -> None:
         node_id = await self._node_id()
@@ -104,9 +110,11 @@ class HostsFileKeeper:
         self._report(fold.skipped)
         self.addresses = fold.addresses
         path = self.settings.path
-        written = await anyio.to_thread.run_sync(
-            update_hosts_file, path, render_block(fold.addresses)
-        )
+        block = render_block(fold.addresses)
+        if block == self.block:
+            return
+        written = await anyio.to_thread.run_sync(update_hosts_file, path, block)
+        self.block = block
         if written:
             self.ctx.log.info("wrote %s: %s", path, _listing(fold.addresses))
 

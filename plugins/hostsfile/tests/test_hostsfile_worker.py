@@ -34,7 +34,7 @@ from roleserve_core.testing import (
     start_plugin_node,
     wait_for_value,
 )
-from roleserve_hostsfile import hooks
+from roleserve_hostsfile import files, hooks, worker_hostsfile
 from roleserve_hostsfile.block import BEGIN, END
 from roleserve_hostsfile.worker_hostsfile import WAITING_FOR_ID, WAITING_FOR_NODES
 
@@ -136,8 +136,17 @@ async def test_the_block_follows_the_cluster(
 
 
 async def test_no_write_when_the_block_would_not_change(
-    fake_cluster: FakeCluster, node: StartNode, tmp_path: Path
+    fake_cluster: FakeCluster, node: StartNode, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Nor a read: a view that leaves the block as it was does not touch the file (while a
+    cluster forms, most views are such)."""
+    updates: list[bytes] = []
+
+    def update_hosts_file(path: Path, block: bytes) -> bool:
+        updates.append(block)
+        return files.update_hosts_file(path, block)
+
+    monkeypatch.setattr(worker_hostsfile, "update_hosts_file", update_hosts_file)
     hosts = tmp_path / "hosts"
     own = fake_cluster.credentials.node_id
     hosts.write_bytes(HOSTS + block({own: "10.0.0.1"}))
@@ -161,6 +170,7 @@ async def test_no_write_when_the_block_would_not_change(
     assert entry.message == f"wrote {hosts}: 2 nodes in its block"
     written = [e for e in harness.runtime.logtree.entries(DN) if "wrote" in e.message]
     assert written == [entry]
+    assert len(updates) == 2  # the first view's, and the new node's
 
 
 @pytest.mark.parametrize("where", ["a directory", "under a file"])
