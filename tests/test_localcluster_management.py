@@ -8,7 +8,7 @@ UNAVAILABLE or CANCELLED, as a curator does that stopped leading while a stopped
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
@@ -71,12 +71,45 @@ class Curator(curator_pb2_grpc.CuratorLocalServicer, management_pb2_grpc.Managem
             yield management_pb2.Node(id=name)
 
 
+class SlowListing(Curator):
+    """Refuses only the first ``GetClusterInfo``, and lists its nodes only once a
+    ``GetClusterInfo`` was answered: a listing is on the channel while another call is
+    refused."""
+
+    def __init__(self, node_id: str, refusals: int, code: grpc.StatusCode) -> None:
+        super().__init__(node_id, 0, code)
+        self.info_calls = 0
+        self.listing = asyncio.Event()
+        self.answered = asyncio.Event()
+
+    @override
+    async def GetClusterInfo(
+        self, request: management_pb2.GetClusterInfoRequest, context: Context
+    ) -> management_pb2.GetClusterInfoResponse:
+        self.info_calls += 1
+        if self.info_calls == 1:
+            await context.abort(self.code, GONE)
+        self.answered.set()
+        return management_pb2.GetClusterInfoResponse(ca_certificate=b"the CA")
+
+    @override
+    async def GetNodes(
+        self, request: management_pb2.GetNodesRequest, context: Context
+    ) -> AsyncIterator[management_pb2.Node]:
+        self.listing.set()
+        await self.answered.wait()
+        yield management_pb2.Node(id="node-a")
+
+
 async def serve(
-    ca: ThrowawayCA, refusals: int, code: grpc.StatusCode = grpc.StatusCode.UNAVAILABLE
+    ca: ThrowawayCA,
+    refusals: int,
+    code: grpc.StatusCode = grpc.StatusCode.UNAVAILABLE,
+    kind: Callable[[str, int, grpc.StatusCode], Curator] = Curator,
 ) -> tuple[Curator, grpc.aio.Server, ClusterAccess]:
     node = ca.node()
     # The base class answers UNIMPLEMENTED for the methods the fake leaves out.
-    curator = Curator(node.node_id, refusals, code)  # type: ignore[abstract]
+    curator = kind(node.node_id, refusals, code)
     server = create_server(node)
     curator_pb2_grpc.add_CuratorLocalServicer_to_server(curator, server)
     management_pb2_grpc.add_ManagementServicer_to_server(curator, server)
@@ -109,6 +142,34 @@ async def test_a_call_refused_as_not_leading_is_made_again_on_the_leader(
         await management.aclose()
         await server.stop(None)
     assert [node.id for node in nodes] == ["node-a", "node-b"]
+
+
+async def test_a_refused_call_leaves_the_calls_made_alongside_it_to_finish(
+    ca: ThrowawayCA,
+) -> None:
+    """Closing the channel of a refused call cancelled every other call on it, which
+    grpc.aio raises as CancelledError: a task of ``cluster up`` giving a node its roles
+    ended silently, as if cancelled, and ``up`` said the cluster was up without them."""
+    curator, server, access = await serve(ca, refusals=0, kind=SlowListing)
+    assert isinstance(curator, SlowListing)
+    management = LeaderManagement(access, patience=30)
+    listed: list[str] = []
+
+    async def list_nodes() -> None:
+        nodes = await management.stream("GetNodes", management_pb2.GetNodesRequest())
+        listed.extend(node.id for node in nodes)
+
+    try:
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(list_nodes)
+                await curator.listing.wait()
+                info = await management.GetClusterInfo(management_pb2.GetClusterInfoRequest())
+    finally:
+        await management.aclose()
+        await server.stop(None)
+    assert (info.ca_certificate, curator.info_calls) == (b"the CA", 2)
+    assert listed == ["node-a"]
 
 
 async def test_any_other_refusal_is_the_callers_at_once(ca: ThrowawayCA) -> None:

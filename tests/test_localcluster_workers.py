@@ -4,10 +4,12 @@ the leader's Management service, which answers from the records the test gives i
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any, cast
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from roleserve_core.cli import main
@@ -278,3 +280,17 @@ def test_a_new_node_gets_roles_only_once_it_reported_its_address(
     anyio.run(enrol)
     assert leader.assigned == {identity: ["kubernetes_worker"]}
     assert addressed == [True]
+
+
+def test_a_step_ended_by_a_stray_cancellation_is_not_taken_as_done() -> None:
+    """grpc.aio raises CancelledError in a call whose channel was closed under it: a task
+    that ends so ends as if cancelled, and ``up`` must not go on as if its step was done."""
+
+    async def stray() -> None:
+        raise asyncio.CancelledError
+
+    async def done() -> None:
+        await anyio.lowlevel.checkpoint()
+
+    with pytest.raises(RuntimeError, match="unfinished"):
+        anyio.run(_alongside, done, stray)

@@ -971,8 +971,14 @@ class LocalCluster:
 async def _alongside(*works: Callable[[], Awaitable[None]]) -> None:
     """Run ``works`` together; the first to fail cancels the others, and its exception is
     raised as it is (not in an ``ExceptionGroup``: ``up``'s callers catch
-    ``LocalClusterError`` and ``NoLeaderError``)."""
+    ``LocalClusterError`` and ``NoLeaderError``).
+
+    :raises RuntimeError: a work ended neither done nor failed: a ``CancelledError`` that
+        was not this task group's ended its task silently (a bug; ``LeaderManagement``
+        had one), and ``up`` must not go on as if it had done it.
+    """
     failures: list[Exception] = []
+    done: list[Callable[[], Awaitable[None]]] = []
 
     async with anyio.create_task_group() as group:
 
@@ -982,11 +988,16 @@ async def _alongside(*works: Callable[[], Awaitable[None]]) -> None:
             except Exception as exc:
                 failures.append(exc)
                 group.cancel_scope.cancel()
+            else:
+                done.append(work)
 
         for work in works:
             group.start_soon(run, work)
     if failures:
         raise failures[0]
+    if len(done) < len(works):
+        unfinished = [work for work in works if work not in done]
+        raise RuntimeError(f"cancelled from elsewhere, unfinished: {unfinished}")
 
 
 async def _nothing() -> None:

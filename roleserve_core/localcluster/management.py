@@ -8,9 +8,15 @@ through ``LeaderManagement``::
     call ─▶ channel to the leader (found with find_leader when there is none)
       UNAVAILABLE (nothing listens, it stopped leading, its store did not answer) or
       CANCELLED (it stopped leading during the call, which ended its handler):
-          close the channel, wait a little, find the leader again, call again
+          drop that leader, wait a little, find the leader again, call again
       any other answer: the caller's
     until STEP_TIMEOUT, then NoLeaderError (naming the last UNAVAILABLE's details)
+
+A dropped leader's channel is closed once no call is on it: ``cluster up`` makes many
+calls at once, and closing a channel cancels every call on it, which grpc.aio raises as
+``CancelledError`` in the caller: a task that ends so ends silently, as if cancelled (a
+100-node up said "the cluster is up" with node 3's consensus join and four nodes' roles
+never made, when one call's refusal closed the channel under the others).
 
 Every call ``cluster up`` makes may be repeated: approving an approved node and assigning
 an assigned role change nothing.
@@ -20,6 +26,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -50,8 +57,9 @@ class LeaderManagement:
     def __init__(self, access: ClusterAccess, patience: float) -> None:
         self.access = access
         self.patience = patience
-        self._channel: grpc.aio.Channel | None = None
-        self._stub: Any = None
+        self._leader_now: _Leader | None = None
+        self._dropped: list[_Leader] = []
+        """Leaders dropped while calls were still on their channels: closed by the last."""
         self._finding = anyio.Lock()
         """Held while the leader is sought: calls made at once (``cluster up`` sets many
         nodes' roles together) share the one channel found, not one each."""
@@ -79,22 +87,28 @@ class LeaderManagement:
         return result
 
     async def aclose(self) -> None:
-        """Close the channel to the leader, if one is open."""
-        channel, self._channel, self._stub = self._channel, None, None
-        if channel is not None:
-            await channel.close()
+        """Close every channel it opened (calls still on them are cancelled)."""
+        leaders = [*self._dropped, *([self._leader_now] if self._leader_now else [])]
+        self._leader_now, self._dropped = None, []
+        for leader in leaders:
+            await leader.channel.close()
 
     async def _on_leader(self, call: Callable[[Any], Awaitable[Any]]) -> Any:
         last: grpc.aio.AioRpcError | None = None
         with anyio.move_on_after(self.patience):
             while True:
+                leader = await self._leader()
+                leader.calls += 1
                 try:
-                    return await call(await self._leader())
+                    return await call(leader.stub)
                 except grpc.aio.AioRpcError as exc:
                     if exc.code() not in RETRIED_CODES:
                         raise
                     last = exc
-                await self.aclose()
+                    self._drop(leader)
+                finally:
+                    leader.calls -= 1
+                    await self._close_if_unused(leader)
                 await anyio.sleep(RETRY_AFTER)
         if last is None:  # the deadline came while the first leader was still sought
             raise NoLeaderError(
@@ -107,16 +121,35 @@ class LeaderManagement:
             f"no leader answered within {self.patience:g} s (the last: {last.details()})"
         ) from last
 
-    async def _leader(self) -> Any:
+    def _drop(self, leader: _Leader) -> None:
+        """The next call finds the leader again (unless another call dropped ``leader``
+        already, and its successor is in use)."""
+        if self._leader_now is leader:
+            self._leader_now = None
+            self._dropped.append(leader)
+
+    async def _close_if_unused(self, leader: _Leader) -> None:
+        if leader.calls == 0 and leader in self._dropped:
+            self._dropped.remove(leader)
+            with anyio.CancelScope(shield=True):
+                await leader.channel.close()
+
+    async def _leader(self) -> _Leader:
         async with self._finding:
-            if self._stub is None:
+            if self._leader_now is None:
                 access = self.access
-                leader = await find_leader(
+                found = await find_leader(
                     access.endpoints, access.credentials, timeout=self.patience
                 )
-                channel = secure_channel(
-                    leader.endpoint, access.credentials, node_id=leader.node_id
-                )
-                self._channel = channel
-                self._stub = management_pb2_grpc.ManagementStub(channel)
-            return self._stub
+                channel = secure_channel(found.endpoint, access.credentials, node_id=found.node_id)
+                self._leader_now = _Leader(channel, management_pb2_grpc.ManagementStub(channel))
+            return self._leader_now
+
+
+@dataclass(eq=False)
+class _Leader:
+    """A channel to a leader, with the calls on it now."""
+
+    channel: grpc.aio.Channel
+    stub: Any
+    calls: int = 0
