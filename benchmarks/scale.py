@@ -168,8 +168,9 @@ async def one_size(
             found = costs(cluster_processes(pids, await leader_pid(cluster)), idle)
             print_costs(found, size)
             kubelets = found["kubelet"].count if "kubelet" in found else 0
+            short = "" if kubelets == workers else " (NOT one each: the figures do not hold)"
             print(
-                f"{size} nodes: Kubernetes workers {workers}, kubelets that ran {kubelets}",
+                f"{size} nodes: Kubernetes workers {workers}, kubelets that ran {kubelets}{short}",
                 flush=True,
             )
             per_node = counted_share(found) / size * 100
