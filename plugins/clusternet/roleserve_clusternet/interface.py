@@ -81,7 +81,7 @@ class UapiInterface:
     With a ``route`` (the cluster network), ``set_address`` also routes it through the
     interface again if it is gone: removing the interface's last IPv4 address (an address
     that changes, or one removed by hand) makes the kernel drop every route through it, and
-    the reconcile calls ``set_address`` on each timed pass (``Mesh.link_due``).
+    the reconcile calls ``set_address`` once every interval (``Mesh.link_due``).
     """
 
     def __init__(

@@ -31,7 +31,6 @@ __all__ = [
     "ROUTE_PROTOCOL",
     "create_kernel_link",
     "delete_link",
-    "ensure_route",
     "link_exists",
     "set_address",
     "set_up",
@@ -231,11 +230,6 @@ def _route_through(ipr: IPRoute, index: int, route: IPNetwork) -> bool:
     return False
 
 
-def _ensure_route(name: str, netns: str | None, route: IPNetwork) -> bool:
-    with _ipr(netns) as ipr:
-        return _route_if_missing(ipr, name, _existing_index(ipr, name), route)
-
-
 def _existing_index(ipr: IPRoute, name: str) -> int:
     index = _index(ipr, name)
     if index is None:
@@ -255,20 +249,6 @@ def _route_if_missing(ipr: IPRoute, name: str, index: int, route: IPNetwork) -> 
     except NetlinkError as exc:
         raise LinkError(f"cannot route {route} through {name}: {exc}") from None
     return True
-
-
-async def ensure_route(
-    name: str, route: IPNetwork, netns: str | None = None, log: logging.Logger | None = None
-) -> None:
-    """Route ``route`` through ``name`` again if the main table does not (with a WARNING):
-    the kernel drops every route through an interface when its last IPv4 address goes, and
-    an operator may have removed it.
-
-    :raises LinkError: netlink refused, or the interface is gone.
-    """
-    added: bool = await _in_thread(_ensure_route, name, netns, route)
-    if added and log is not None:
-        log.warning(ROUTE_MISSING, route, name)
 
 
 def _set_address(
@@ -318,8 +298,9 @@ async def set_address(
     route: IPNetwork | None = None,
 ) -> None:
     """Make ``address`` the only address of ``name`` (None: none), link-local ones aside;
-    with ``route``, then route it through ``name`` again if the main table does not (as
-    ``ensure_route``, in the same netlink session).
+    with ``route``, then route it through ``name`` again if the main table does not (in
+    the same netlink session; with a WARNING: the kernel drops every route through an
+    interface when its last IPv4 address goes, and an operator may have removed it).
 
     :raises LinkError: netlink refused, or the interface is gone.
     """

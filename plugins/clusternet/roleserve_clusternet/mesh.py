@@ -47,7 +47,8 @@ class Mesh:
     lock: anyio.Lock = field(default_factory=anyio.Lock)
     link_due: bool = True
     """Whether reconcile's next pass also checks the interface's address and route (over
-    netlink): its first pass, each timed pass, and one asked for by ``kick(link=True)``.
+    netlink): its first pass, one a ``reconcile_interval`` after the last check (however
+    many kicks came between), and one asked for by ``kick(link=True)``.
     Not a pass that reads a batch of peers back into the status: while a cluster forms,
     every node gets a batch for each node that joins, and two netlink sessions a batch were
     a fifth of a starting node's CPU at 100 nodes (issue 30)."""

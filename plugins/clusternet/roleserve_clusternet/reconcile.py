@@ -8,8 +8,9 @@ Reads ``Mesh.wanted``, ``Mesh.address``, ``Mesh.announced``; writes the interfac
 
     every reconcile_interval, or at once when kicked (a batch of pull, failed or not):
       read (UAPI get=1) ─▶ private key, listen port, peers vs wanted ─▶ plan ─▶ configure
-                        ─▶ address, and the route if it is gone (netlink; not on a kick,
-                           unless pull failed to set the address: ``Mesh.link_due``)
+                        ─▶ address, and the route if it is gone (netlink: once every
+                           reconcile_interval, kicks or not, and at once when pull failed
+                           to set the address; not on every kick: ``Mesh.link_due``)
                         ─▶ read again ─▶ clusternet_status
 
 So a peer removed by hand (``wg set IF peer KEY remove``), a peer added by hand, allowed
@@ -38,21 +39,24 @@ __all__ = ["reconcile", "status_of"]
 async def reconcile(ctx: RunContext, values: PluginValues, mesh: Mesh) -> None:
     """See the module docstring."""
     healthy = False
-    mesh.link_due = True  # a (re)started reconcile checks it all
+    interval = mesh.settings.reconcile_interval
+    link_check = anyio.current_time()  # a (re)started reconcile checks it all at once
     with mesh.kicks.watch() as kicks, mesh.wanted.watch() as wanted_values:
         await kicks.get()  # the current count: only later kicks count
         ctx.set_note("waiting for the peers (pull)")
         await wanted_values.get()
         ctx.set_note("")
         while True:
+            if anyio.current_time() >= link_check:  # kicks or not: a cluster that churns
+                mesh.link_due = True  # kicks more often than the interval
+            if mesh.link_due:
+                link_check = anyio.current_time() + interval
             await reconcile_once(ctx, values, mesh)
             if not healthy:
                 healthy = True
                 ctx.signal_healthy()
-            with anyio.move_on_after(mesh.settings.reconcile_interval) as timer:
+            with anyio.move_on_after(interval):
                 await kicks.get()
-            if timer.cancelled_caught:
-                mesh.link_due = True
 
 
 async def reconcile_once(ctx: RunContext, values: PluginValues, mesh: Mesh) -> None:

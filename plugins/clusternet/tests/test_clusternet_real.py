@@ -121,7 +121,7 @@ async def test_set_address_routes_the_cluster_network_again(
 ) -> None:
     """The kernel drops every route through an interface when its last IPv4 address goes
     (an address that changes, or one removed by hand); ``set_address``, which the reconcile
-    calls on each timed pass, routes the cluster network through it again, with a WARNING."""
+    calls once every interval, routes the cluster network through it again, with a WARNING."""
     a = netns_pair.a
     async with AsyncExitStack() as stack:
         device = await open_side(stack, a, netns_pair, WireGuardKey.generate(), tmp_path)

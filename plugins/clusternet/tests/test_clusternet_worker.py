@@ -267,6 +267,37 @@ async def test_a_batch_is_read_back_without_netlink_and_a_failed_address_is_set_
     assert started.harness.status(f"{DN}.reconcile").failures == 0
 
 
+async def test_kicks_more_often_than_the_interval_still_leave_the_address_checked(
+    fake_cluster: FakeCluster, node: StartNode, tmp_path: Path
+) -> None:
+    """A cluster that churns kicks reconcile more often than its interval: the address and
+    route are checked once an interval all the same (each kick restarted the wait for the
+    timed pass, which alone checked them)."""
+    own = fake_cluster.credentials.node_id
+    leader = await fake_cluster.curator()
+    leader.set_node(record(own, cluster_prefix="10.192.7.0/24"))
+    started = await start(node, tmp_path, reconcile_interval=0.5)
+    connect(started, fake_cluster, leader)
+    own_address = ipaddress.ip_interface("10.192.7.1/32")
+    await wait_for_value(started.device.address, lambda address: address == own_address)
+    await started.harness.wait_state(f"{DN}.reconcile", State.HEALTHY)  # its first pass
+    started.device.address.set(None)  # as `ip addr del`
+    batches = len(started.device.changes.get_nowait())
+
+    async def churn() -> None:
+        for number in range(1, 1000):  # a new peer, so a batch and a kick, every 0.1 s
+            key = WireGuardKey.generate()
+            address = f"10.0.{number // 200}.{number % 200 + 10}"
+            leader.set_node(record(f"node-{number}", key, (f"10.193.{number}.1/32",), address))
+            await anyio.sleep(0.1)
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(churn)
+        await wait_for_value(started.device.address, lambda address: address == own_address)
+        tasks.cancel_scope.cancel()
+    assert len(started.device.changes.get_nowait()) > batches + 2  # it did churn
+
+
 async def test_bad_records_are_skipped_once_each_and_the_rest_is_kept(
     fake_cluster: FakeCluster, node: StartNode, tmp_path: Path
 ) -> None:
