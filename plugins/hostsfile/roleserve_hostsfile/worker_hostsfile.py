@@ -15,10 +15,10 @@ name resolution is every node's, whatever its roles.
 It writes nothing before the first whole view (``backlogged``), so a partial map never
 replaces a good block; it writes nothing when the file would not change; it reads the file
 again before each write, so an edit outside the block made in between is kept. A view that
-leaves the block as the last update made it does not touch the file at all: while a
-cluster forms, each node sees hundreds of views, most of them changes of a node's state,
-which the block does not show (a hand edit inside the block lasts until the block changes,
-or the worker restarts). Which nodes
+leaves the block as the last update made it, on a file that has not changed since (its
+inode, size and modification time), is not read again: while a cluster forms, each node
+sees hundreds of views, most of them changes of a node's state, which the block does not
+show. Which nodes
 the block lists (vanished ones kept, decommissioned ones removed) is ``block``'s to say.
 
 Where the original (Monogon) serves these names over DNS, we write a hosts file: every
@@ -31,8 +31,10 @@ DEAD with one line naming the file and the reason, then a restart after the back
 
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import Mapping
+from pathlib import Path
 
 import anyio
 import anyio.to_thread
@@ -76,8 +78,8 @@ class HostsFileKeeper:
         self.addresses: Addresses = {}
         self.reported: set[Skipped] = set()
         """Every skipped node already logged: one line per distinct bad value, not per view."""
-        self.block: bytes | None = None
-        """The block the last update left in the file; None before the first."""
+        self.left: tuple[bytes, tuple[int, int, int]] | None = None
+        """The block the last update left in the file, and the file's stamp then."""
 
     async def run(self) -> None:
         node_id = await self._node_id()
@@ -111,10 +113,10 @@ class HostsFileKeeper:
         self.addresses = fold.addresses
         path = self.settings.path
         block = render_block(fold.addresses)
-        if block == self.block:
+        if self.left is not None and self.left == (block, _stamp(path)):
             return
         written = await anyio.to_thread.run_sync(update_hosts_file, path, block)
-        self.block = block
+        self.left = (block, _stamp(path))
         if written:
             self.ctx.log.info("wrote %s: %s", path, _listing(fold.addresses))
 
@@ -144,3 +146,13 @@ class HostsFileKeeper:
 def _listing(addresses: Mapping[str, object]) -> str:
     count = len(addresses)
     return f"{count} node{'s' if count != 1 else ''} in its block"
+
+
+def _stamp(path: Path) -> tuple[int, int, int]:
+    """What tells a file changed without reading it: inode (a file replaced, as by another
+    tool's rewrite), size and modification time; nothing matches a file that is gone."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        return (-1, -1, -1)
+    return (found.st_ino, found.st_size, found.st_mtime_ns)

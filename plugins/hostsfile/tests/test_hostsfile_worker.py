@@ -172,6 +172,16 @@ async def test_no_write_when_the_block_would_not_change(
     assert written == [entry]
     assert len(updates) == 2  # the first view's, and the new node's
 
+    # Another tool rewrites the file without the block (as Docker or cloud-init would):
+    # the next view puts it back, though the block itself did not change.
+    rewritten = tmp_path / "hosts.new"
+    rewritten.write_bytes(HOSTS)
+    rewritten.replace(hosts)
+    with harness.runtime.logtree.follow(DN) as log:
+        leader.set_node(node_record(own, "10.0.0.1"))  # its state again: the same block
+        await wait_logged(log, "wrote")
+    assert hosts.read_bytes() == HOSTS + block({"node-a": "10.0.0.2", own: "10.0.0.1"})
+
 
 @pytest.mark.parametrize("where", ["a directory", "under a file"])
 async def test_a_bad_path_makes_the_worker_dead_naming_it(
