@@ -20,7 +20,7 @@ from roleserve_core.localcluster import (
     default_roles,
     workers_for_up,
 )
-from roleserve_core.localcluster.cluster import _alongside
+from roleserve_core.localcluster.cluster import Arrival, _alongside
 from roleserve_core.localcluster.layout import DEFAULT_KUBERNETES_WORKERS, MAX_SIZE
 from roleserve_core.proto import common_pb2, management_pb2
 
@@ -269,13 +269,17 @@ def test_a_new_node_gets_roles_only_once_it_reported_its_address(
 
     monkeypatch.setattr(leader, "stream", get_nodes)
     monkeypatch.setattr(leader, "UpdateNodeRoles", update_roles)
-    up = {newcomer.index: anyio.Event()}
 
     async def enrol() -> None:
-        await _alongside(
-            lambda: cluster._approve(cast(Any, leader), [newcomer], up),
-            lambda: cluster._assign_every_role(cast(Any, leader), list(cluster.nodes), up),
-        )
+        up = {newcomer.index: Arrival()}
+
+        async def approve() -> None:
+            await cluster._approve(cast(Any, leader), [newcomer], up)
+
+        async def assign() -> None:
+            await cluster._assign_every_role(cast(Any, leader), list(cluster.nodes), up)
+
+        await _alongside({"approve": approve, "assign": assign})
 
     anyio.run(enrol)
     assert leader.assigned == {identity: ["kubernetes_worker"]}
@@ -292,5 +296,24 @@ def test_a_step_ended_by_a_stray_cancellation_is_not_taken_as_done() -> None:
     async def done() -> None:
         await anyio.lowlevel.checkpoint()
 
-    with pytest.raises(RuntimeError, match="unfinished"):
-        anyio.run(_alongside, done, stray)
+    with pytest.raises(RuntimeError, match=r"unfinished: the stray step$"):
+        anyio.run(_alongside, {"the done step": done, "the stray step": stray})
+
+
+def test_a_failed_step_cancels_the_steps_waiting_alongside_it_and_is_raised_as_it_is() -> None:
+    """The approvals timing out while the roles of nodes not yet arrived wait for them:
+    ``up`` fails with the approvals' one line, not an ExceptionGroup, and does not hang."""
+
+    async def approvals() -> None:
+        await anyio.lowlevel.checkpoint()
+        raise LocalClusterError("timed out waiting until every new node is UP (2 not yet)")
+
+    async def roles() -> None:
+        await Arrival().wait()  # node 2's, which never arrives
+
+    async def up() -> None:
+        with anyio.fail_after(10):
+            await _alongside({"the approvals": approvals, "the roles": roles})
+
+    with pytest.raises(LocalClusterError, match="2 not yet"):
+        anyio.run(up)

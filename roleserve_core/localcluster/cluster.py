@@ -406,15 +406,20 @@ class LocalCluster:
         until every node is UP and HEALTHY."""
         async with self.management() as management:
             members = await self._members(management)
-            up = {node.index: anyio.Event() for node in newcomers}
+            up = {node.index: Arrival() for node in newcomers}
             if newcomers:
                 ticket = await self._ticket(management)
                 for node in newcomers:
                     self._register(node, ticket)
-            await _alongside(
-                lambda: self._approve(management, newcomers, up) if newcomers else _nothing(),
-                lambda: self._assign_every_role(management, members, up),
-            )
+
+            async def approve() -> None:
+                if newcomers:
+                    await self._approve(management, newcomers, up)
+
+            async def assign() -> None:
+                await self._assign_every_role(management, members, up)
+
+            await _alongside({"the approvals": approve, "the roles": assign})
             await self._until_healthy(management, members)
             await self._save_curators(management)
             view = self.view(await self.nodes_by_id(management))
@@ -604,13 +609,13 @@ class LocalCluster:
         return RegisterTicket(ticket.ticket, certificate_from_pem(info.ca_certificate)).encode()
 
     async def _approve(
-        self, management: Management, newcomers: list[LocalNode], up: Mapping[int, anyio.Event]
+        self, management: Management, newcomers: list[LocalNode], up: Mapping[int, Arrival]
     ) -> None:
         """Approve each of ``newcomers`` as soon as it registered, and wait until all are UP
-        and have reported their address, setting each one's event in ``up`` (by index) as
-        it is: its roles come next, and the curator refuses a consensus member without one
-        (the last approved, UP a moment before its first status report, failed ``up`` with
-        FAILED_PRECONDITION).
+        and have reported their address, giving each one's ``Arrival`` in ``up`` (by index)
+        the records read as it is: its roles come next, and the curator refuses a consensus
+        member without an address (the last approved, UP a moment before its first status
+        report, failed ``up`` with FAILED_PRECONDITION).
 
         One loop for all of them, one ``GetNodes`` a round: approving them one after the
         other, each waited for until UP, took a second a node (100 s at 100 nodes), and a
@@ -628,7 +633,7 @@ class LocalCluster:
                     continue
                 if known.state == common_pb2.NODE_STATE_UP and known.status.external_address:
                     del waiting[node.index]
-                    up[node.index].set()
+                    up[node.index].arrived(nodes)
                 elif known.state == common_pb2.NODE_STATE_NEW and identity not in approved:
                     self.progress(f"approving node {node.index} ({identity})")
                     await management.ApproveNode(
@@ -648,7 +653,7 @@ class LocalCluster:
         self,
         management: Management,
         members: list[LocalNode],
-        up: Mapping[int, anyio.Event] | None = None,
+        up: Mapping[int, Arrival] | None = None,
     ) -> None:
         """Give every node its default roles: the consensus members one after the other
         (etcd takes one learner at a time, each waited for until it votes), and alongside
@@ -656,10 +661,11 @@ class LocalCluster:
         other, a 100-node up spent a minute and more on them; after the consensus joins, it
         spent 17 s more waiting for them under the load of the nodes still starting).
 
-        A node in ``up`` (a newcomer, by index) gets them once its event is set (UP with its
-        address): alongside ``_approve``, so that the first nodes' roles (etcd joins, the
-        Kubernetes control plane) start while the last ones still start; without that, a
-        100-node ``--netns`` up spent 24 s on them after the last node was UP.
+        A node in ``up`` (a newcomer, by index) gets them once it arrived (UP with its
+        address), with the record ``_approve`` read then: alongside ``_approve``, so that
+        the first nodes' roles (etcd joins, the Kubernetes control plane) start while the
+        last ones still start; without that, a 100-node ``--netns`` up spent 24 s on them
+        after the last node was UP.
         """
         up = up or {}
         known = await self.nodes_by_id(management)
@@ -669,32 +675,31 @@ class LocalCluster:
 
         async def join_one_by_one() -> None:
             for node in joining:
-                records = await self._once_up(management, node, up, known)
-                await self._assign_roles(management, node, records)
+                await self._assign_roles(management, node, await self._record(node, up, known))
 
         async def assign(node: LocalNode) -> None:
-            records = await self._once_up(management, node, up, known)
+            record = await self._record(node, up, known)
             async with limiter:
-                await self._assign_roles(management, node, records)
+                await self._assign_roles(management, node, record)
 
-        others = [n for n in members if n not in joining and self._default_roles(n)]
-        await _alongside(join_one_by_one, *(functools.partial(assign, node) for node in others))
+        steps: dict[str, Callable[[], Awaitable[None]]] = {"the consensus joins": join_one_by_one}
+        for node in members:
+            if node not in joining and self._default_roles(node):
+                steps[f"the roles of node {node.index}"] = functools.partial(assign, node)
+        await _alongside(steps)
 
-    async def _once_up(
-        self,
-        management: Management,
-        node: LocalNode,
-        up: Mapping[int, anyio.Event],
-        known: dict[str, management_pb2.Node],
-    ) -> dict[str, management_pb2.Node]:
-        """The cluster's nodes as ``_assign_roles`` needs them for ``node``: ``known`` for a
-        node that was enrolled before this ``up``; for a newcomer, read again once it is UP
-        (it had no record when ``known`` was read)."""
-        event = up.get(node.index)
-        if event is None:
-            return known
-        await event.wait()
-        return await self.nodes_by_id(management)
+    async def _record(
+        self, node: LocalNode, up: Mapping[int, Arrival], known: dict[str, management_pb2.Node]
+    ) -> management_pb2.Node:
+        """``node``'s record as ``_assign_roles`` needs it: from ``known`` for a node
+        enrolled before this ``up``; a newcomer's (which had none when ``known`` was read)
+        once it arrived."""
+        identity = self.node_id(node)
+        assert identity is not None
+        arrival = up.get(node.index)
+        if arrival is None:
+            return known[identity]
+        return (await arrival.wait())[identity]
 
     def _default_roles(self, node: LocalNode) -> list[str]:
         return default_roles(node.index, len(self.nodes), workers=self.workers)
@@ -725,13 +730,13 @@ class LocalCluster:
             )
 
     async def _assign_roles(
-        self, management: Management, node: LocalNode, known: dict[str, management_pb2.Node]
+        self, management: Management, node: LocalNode, record: management_pb2.Node
     ) -> None:
-        """Give ``node`` the default roles it lacks in ``known`` (the cluster's nodes, read
-        once for all: a consensus join changes no other node's roles)."""
+        """Give ``node`` the default roles it lacks in ``record`` (its record, read once:
+        a consensus join changes no other node's roles)."""
         identity = self.node_id(node)
         assert identity is not None
-        current = roles_from_proto(known[identity].roles)
+        current = roles_from_proto(record.roles)
         held = current.names()
         wanted = [role for role in self._default_roles(node) if not current.has(role)]
         if "consensus_member" in wanted:
@@ -968,40 +973,53 @@ class LocalCluster:
         return f"{what}; the end of {node.log_file}{since}:\n    {tail}"
 
 
-async def _alongside(*works: Callable[[], Awaitable[None]]) -> None:
-    """Run ``works`` together; the first to fail cancels the others, and its exception is
-    raised as it is (not in an ``ExceptionGroup``: ``up``'s callers catch
+async def _alongside(steps: Mapping[str, Callable[[], Awaitable[None]]]) -> None:
+    """Run ``steps`` (by name) together; the first to fail cancels the others, and its
+    exception is raised as it is (not in an ``ExceptionGroup``: ``up``'s callers catch
     ``LocalClusterError`` and ``NoLeaderError``).
 
-    :raises RuntimeError: a work ended neither done nor failed: a ``CancelledError`` that
-        was not this task group's ended its task silently (a bug; ``LeaderManagement``
-        had one), and ``up`` must not go on as if it had done it.
+    :raises RuntimeError: naming the steps that ended neither done nor failed: a
+        ``CancelledError`` that was not this task group's ended their task silently (a bug;
+        ``LeaderManagement`` had one), and ``up`` must not go on as if they were done.
     """
     failures: list[Exception] = []
-    done: list[Callable[[], Awaitable[None]]] = []
+    done: set[str] = set()
 
     async with anyio.create_task_group() as group:
 
-        async def run(work: Callable[[], Awaitable[None]]) -> None:
+        async def run(name: str, step: Callable[[], Awaitable[None]]) -> None:
             try:
-                await work()
+                await step()
             except Exception as exc:
                 failures.append(exc)
                 group.cancel_scope.cancel()
             else:
-                done.append(work)
+                done.add(name)
 
-        for work in works:
-            group.start_soon(run, work)
+        for name, step in steps.items():
+            group.start_soon(run, name, step)
     if failures:
         raise failures[0]
-    if len(done) < len(works):
-        unfinished = [work for work in works if work not in done]
-        raise RuntimeError(f"cancelled from elsewhere, unfinished: {unfinished}")
+    unfinished = [name for name in steps if name not in done]
+    if unfinished:
+        raise RuntimeError(f"cancelled from elsewhere, unfinished: {', '.join(unfinished)}")
 
 
-async def _nothing() -> None:
-    """Nothing to do (``_alongside``'s place for a step that does not apply)."""
+class Arrival:
+    """A newcomer's arrival (UP with its address), as ``_approve`` sees it: the cluster's
+    nodes as read then, for its roles."""
+
+    def __init__(self) -> None:
+        self._event = anyio.Event()
+        self._nodes: dict[str, management_pb2.Node] = {}
+
+    def arrived(self, nodes: dict[str, management_pb2.Node]) -> None:
+        self._nodes = nodes
+        self._event.set()
+
+    async def wait(self) -> dict[str, management_pb2.Node]:
+        await self._event.wait()
+        return self._nodes
 
 
 def _roles_added(index: int, added: list[str], held: list[str]) -> str:
