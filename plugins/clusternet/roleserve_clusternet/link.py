@@ -1,8 +1,9 @@
 """The interface itself, over netlink (pyroute2): create, MTU, up, address, route.
 
 Blocking calls, each in a worker thread (``anyio.to_thread``): pyroute2's ``IPRoute`` is
-synchronous. pyroute2 is imported on first use: it costs a third of a second, which a
-node whose clusternet worker never starts should not pay. Nothing here parses ``ip``.
+synchronous. pyroute2 is imported on first use, and only the part of it used here
+(``netlink_import``): it costs a third of a second whole, which a node whose clusternet
+worker never starts should not pay. Nothing here parses ``ip``.
 
 ``netns``: the name of a network namespace (``ip netns``) to do it all in; None for the
 node's own. Only tests set it (two mesh nodes on one machine); each call then runs in a
@@ -23,6 +24,7 @@ import anyio.to_thread
 
 from roleserve_clusternet.device import IPInterface, IPNetwork
 from roleserve_clusternet.errors import InterfaceError, InterfaceInUseError, LinkError
+from roleserve_clusternet.netlink_import import ip_route_class, netlink_error
 
 if TYPE_CHECKING:
     from pyroute2 import IPRoute
@@ -53,9 +55,8 @@ NO_PERMISSION = (
 def _ipr(netns: str | None) -> IPRoute:
     """A netlink socket in the calling thread's network namespace (``_in_thread`` has
     put the thread in ``netns``)."""
-    from pyroute2 import IPRoute
-
-    return IPRoute()
+    ip_route: IPRoute = ip_route_class()()
+    return ip_route
 
 
 def _code(exc: Exception) -> int | None:
@@ -119,7 +120,7 @@ CLONE_NEWNET = 0x40000000
 
 
 def _create_kernel_link(name: str, netns: str | None) -> bool:
-    from pyroute2 import NetlinkError
+    NetlinkError = netlink_error()  # noqa: N806 (the class, as pyroute2 names it)
 
     with _ipr(netns) as ipr:
         try:
@@ -156,7 +157,7 @@ async def link_exists(name: str, netns: str | None = None) -> bool:
 
 
 def _delete_link(name: str, netns: str | None) -> bool:
-    from pyroute2 import NetlinkError
+    NetlinkError = netlink_error()  # noqa: N806 (the class, as pyroute2 names it)
 
     with _ipr(netns) as ipr:
         index = _index(ipr, name)
@@ -196,7 +197,7 @@ async def delete_link(name: str, netns: str | None = None) -> bool:
 
 
 def _set_up(name: str, netns: str | None, mtu: int, route: IPNetwork) -> None:
-    from pyroute2 import NetlinkError
+    NetlinkError = netlink_error()  # noqa: N806 (the class, as pyroute2 names it)
 
     with _ipr(netns) as ipr:
         index = _existing_index(ipr, name)
@@ -240,7 +241,7 @@ def _existing_index(ipr: IPRoute, name: str) -> int:
 def _route_if_missing(ipr: IPRoute, name: str, index: int, route: IPNetwork) -> bool:
     """Route ``route`` through interface ``index`` unless the main table does; whether it
     did."""
-    from pyroute2 import NetlinkError
+    NetlinkError = netlink_error()  # noqa: N806 (the class, as pyroute2 names it)
 
     try:
         if _route_through(ipr, index, route):
@@ -263,7 +264,7 @@ def _set_address(
 
 
 def _only_address(ipr: IPRoute, name: str, index: int, address: IPInterface | None) -> bool:
-    from pyroute2 import NetlinkError
+    NetlinkError = netlink_error()  # noqa: N806 (the class, as pyroute2 names it)
 
     changed = False
     try:
