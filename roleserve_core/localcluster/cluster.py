@@ -692,14 +692,13 @@ class LocalCluster:
         self, node: LocalNode, up: Mapping[int, Arrival], known: dict[str, management_pb2.Node]
     ) -> management_pb2.Node:
         """``node``'s record as ``_assign_roles`` needs it: from ``known`` for a node
-        enrolled before this ``up``; a newcomer's (which had none when ``known`` was read)
-        once it arrived."""
-        identity = self.node_id(node)
-        assert identity is not None
+        enrolled before this ``up``; a newcomer's (which had none when ``known`` was read,
+        nor a key: its process makes it) once it arrived."""
         arrival = up.get(node.index)
-        if arrival is None:
-            return known[identity]
-        return (await arrival.wait())[identity]
+        records = known if arrival is None else await arrival.wait()
+        identity = self.node_id(node)
+        assert identity is not None  # enrolled, or arrived: it has a key
+        return records[identity]
 
     def _default_roles(self, node: LocalNode) -> list[str]:
         return default_roles(node.index, len(self.nodes), workers=self.workers)
