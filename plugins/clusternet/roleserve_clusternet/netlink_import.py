@@ -10,7 +10,7 @@ much as the core's whole daemon.
 So the package's module is made without running its ``__init__``
 (``importlib.util.module_from_spec``: it has its ``__path__``, and its submodules import
 as usual), and the first access to any other name of it (``from pyroute2 import NDB``,
-anyone's; not a submodule's name, which imports the submodule) runs the ``__init__`` then,
+anyone's; a submodule's name imports the submodule) runs the ``__init__`` then,
 through the module's ``__getattr__`` (PEP 562): the package stays whole for every other
 user in the process. Where pyroute2 was imported
 already, this is plain importing.
@@ -65,15 +65,33 @@ def _package() -> None:
 
 
 def _whole_on_first_use(package: ModuleType, loader: Loader) -> Any:
+    """The package's ``__getattr__``: a submodule's name imports that submodule (as the
+    ``__init__`` would have); any other name runs the ``__init__``, once, under the lock
+    (another thread asking meanwhile waits for it, as for any import), then answers. A
+    failed ``__init__`` takes the package out of ``sys.modules``, as a failed import does,
+    so that the next import tries again."""
+    running = threading.local()
+
     def __getattr__(name: str) -> Any:  # noqa: N807 (the module hook's name, PEP 562)
         if importlib.util.find_spec(f"{PACKAGE}.{name}") is not None:
-            # A submodule not imported yet (``from pyroute2 import config``, as pyroute2's
-            # own modules write it): "no such attribute" makes the import system import it.
-            raise AttributeError(name)
+            return importlib.import_module(f"{PACKAGE}.{name}")
         with _lock:
-            if "__getattr__" in vars(package):
+            if getattr(running, "now", False):
+                raise AttributeError(name)  # asked by the __init__ itself, as it runs
+            if vars(package).get("__getattr__") is __getattr__:
+                running.now = True
+                try:
+                    loader.exec_module(package)
+                except BaseException:
+                    sys.modules.pop(PACKAGE, None)
+                    raise
+                finally:
+                    running.now = False
                 del package.__getattr__
-                loader.exec_module(package)
-        return getattr(package, name)
+        return vars(package)[name] if name in vars(package) else _missing(name)
 
     return __getattr__
+
+
+def _missing(name: str) -> Any:
+    raise AttributeError(f"module {PACKAGE!r} has no attribute {name!r}")

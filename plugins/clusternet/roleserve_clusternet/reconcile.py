@@ -55,7 +55,7 @@ async def reconcile(ctx: RunContext, values: PluginValues, mesh: Mesh) -> None:
             if not healthy:
                 healthy = True
                 ctx.signal_healthy()
-            with anyio.move_on_after(interval):
+            with anyio.move_on_after(min(interval, link_check - anyio.current_time())):
                 await kicks.get()
 
 
