@@ -44,8 +44,6 @@ ROUTE_PROTOCOL = 129
 
 MAIN_TABLE = 254
 
-ROUTE_MISSING = "the route of %s through %s was missing; set again"
-
 NO_PERMISSION = (
     "cannot create the WireGuard interface {name}: {reason}; clusternet needs root "
     "(CAP_NET_ADMIN) and /dev/net/tun"
@@ -310,4 +308,4 @@ async def set_address(
         if changed:
             log.info("address of %s: %s", name, address or "none")
         if routed:
-            log.warning(ROUTE_MISSING, route, name)
+            log.warning("the route of %s through %s was missing; set again", route, name)

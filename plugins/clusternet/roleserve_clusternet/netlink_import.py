@@ -88,10 +88,9 @@ def _whole_on_first_use(package: ModuleType, loader: Loader) -> Any:
                 finally:
                     running.now = False
                 del package.__getattr__
-        return vars(package)[name] if name in vars(package) else _missing(name)
+        try:
+            return vars(package)[name]
+        except KeyError:
+            raise AttributeError(f"module {PACKAGE!r} has no attribute {name!r}") from None
 
     return __getattr__
-
-
-def _missing(name: str) -> Any:
-    raise AttributeError(f"module {PACKAGE!r} has no attribute {name!r}")

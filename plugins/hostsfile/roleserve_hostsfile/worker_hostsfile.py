@@ -18,8 +18,8 @@ again before each write, so an edit outside the block made in between is kept. A
 leaves the block as the last update made it, on a file that has not changed since (its
 inode, size and modification time), is not read again: while a cluster forms, each node
 sees hundreds of views, most of them changes of a node's state, which the block does not
-show. Which nodes
-the block lists (vanished ones kept, decommissioned ones removed) is ``block``'s to say.
+show. Which nodes the block lists (vanished ones kept, decommissioned ones removed) is
+``block``'s to say.
 
 Where the original (Monogon) serves these names over DNS, we write a hosts file: every
 resolver on the machine reads it (``files`` comes first in nsswitch.conf), with no server
