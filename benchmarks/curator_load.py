@@ -1,11 +1,14 @@
 """The curator under load: N simulated nodes, each holding what a real node holds.
 
-Run: ``./dev sync && .venv/bin/python benchmarks/curator_load.py [--sizes 1000 5000 10000]``.
+Run: ``./dev sync && .venv/bin/python benchmarks/curator_load.py [--sizes 1000 5000 10000]
+[--without-offload]``.
 
 Three kinds of process, so that each one's CPU time can be read from /proc and the latency
 seen is the curator's, not the simulator's:
 
-- the curator (with its etcd), bootstrapped on a loopback address; it makes the largest N
+- the curator (with its etcd), bootstrapped on a loopback address, with gRPC's encryption
+  offload on as a node's process has it (``roleserve_core.rpc._offload``; off with
+  ``--without-offload``, for the figures before it); it makes the largest N
   simulated nodes (a key and a node certificate of the cluster's CA each, saved for the
   load) and writes their records into etcd (UP, with a status, cluster networking and a
   prefix, as a real node's), so that the cluster has N nodes;
@@ -94,7 +97,7 @@ from roleserve_core.proto import (  # noqa: E402
     management_pb2,
     management_pb2_grpc,
 )
-from roleserve_core.rpc import secure_channel  # noqa: E402
+from roleserve_core.rpc import enable_encryption_offload, secure_channel  # noqa: E402
 
 INTERVAL = 5.0
 PROBE_EVERY = 0.05
@@ -579,11 +582,26 @@ async def status_change(curator: Any, probe: str, loads: Loads) -> float:
     return await loads.seen_at("all", mark) - start
 
 
-async def child(*arguments: str, quiet: bool = True) -> anyio.abc.Process:
-    """This program again, with ``arguments``; its stderr dropped if ``quiet``."""
+async def child(
+    *arguments: str, quiet: bool = True, env: dict[str, str] | None = None
+) -> anyio.abc.Process:
+    """This program again, with ``arguments`` (and ``env``, else this one's); its stderr
+    dropped if ``quiet``."""
     return await anyio.open_process(
-        [sys.executable, __file__, *arguments], stderr=subprocess.DEVNULL if quiet else None
+        [sys.executable, __file__, *arguments],
+        stderr=subprocess.DEVNULL if quiet else None,
+        env=env,
     )
+
+
+def curator_environment(offload: bool) -> dict[str, str]:
+    """The curator process's environment: gRPC's encryption offload on, as ``roleserve
+    node`` turns it on for a node's curator (``rpc._offload``), unless ``offload`` is
+    False (``--without-offload``: the figures before it)."""
+    environ = dict(os.environ)
+    if offload:
+        enable_encryption_offload(environ)
+    return environ
 
 
 def descendants(pid: int) -> list[int]:
@@ -610,12 +628,15 @@ async def stop(process: anyio.abc.Process) -> None:
     await process.aclose()
 
 
-async def main(sizes: list[int], lease_ttl: int) -> None:
+async def main(sizes: list[int], lease_ttl: int, offload: bool) -> None:
     """Start the curator's process, then load it at each size."""
     logging.getLogger("roleserve").propagate = False
+    print(f"the curator's encryption offload: {'on' if offload else 'off'}")
     with tempfile.TemporaryDirectory() as scratch:
         directory = Path(scratch)
-        server = await child("--serve", scratch, str(max(sizes)), str(lease_ttl))
+        server = await child(
+            "--serve", scratch, str(max(sizes)), str(lease_ttl), env=curator_environment(offload)
+        )
         try:
             assert server.stdout is not None
             endpoint, leader_id = (await read_line(Line(server.stdout))).split()
@@ -819,6 +840,12 @@ if __name__ == "__main__":
         help="the curator's lease, in seconds (a curator whose loop stalls for longer, "
         "on a machine busy with other work, loses its leadership and ends every stream)",
     )
+    parser.add_argument(
+        "--without-offload",
+        action="store_true",
+        help="the curator without gRPC's encryption offload, which a node turns on "
+        "(roleserve_core.rpc._offload): the figures before it",
+    )
     parser.add_argument("--serve", nargs="+", help=argparse.SUPPRESS)  # DIR [N [TTL]]
     parser.add_argument("--load", nargs=6, help=argparse.SUPPRESS)
     options = parser.parse_args()
@@ -840,4 +867,10 @@ if __name__ == "__main__":
                 backend="asyncio",
             )
         else:
-            anyio.run(main, options.sizes, options.lease_ttl, backend="asyncio")
+            anyio.run(
+                main,
+                options.sizes,
+                options.lease_ttl,
+                not options.without_offload,
+                backend="asyncio",
+            )

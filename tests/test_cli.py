@@ -26,6 +26,7 @@ from roleserve_core.cli import main
 from roleserve_core.cli._invocation import COMMAND_ENV, roleserve_command
 from roleserve_core.datadir import NodeDataDirectory
 from roleserve_core.plugin_loader import BUILTIN_PLUGINS, ENTRY_POINT_GROUP
+from roleserve_core.rpc._offload import ENCRYPTION_OFFLOAD_EXPERIMENT, GRPC_EXPERIMENTS_ENV
 from roleserve_core.version import core_version
 
 PLUGINS_DIR = Path(__file__).parent / "plugins"
@@ -569,6 +570,18 @@ def test_node_config_json(
             "good": {},
         },
     }
+
+
+def test_node_commands_turn_grpcs_encryption_offload_on_and_others_leave_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node's process starts gRPC with the experiment its curator's server needs
+    (``rpc._offload``); a command that runs no curator leaves gRPC's experiments alone."""
+    monkeypatch.setenv(GRPC_EXPERIMENTS_ENV, "")
+    assert run(capsys, "plugins")[0] == 0
+    assert os.environ[GRPC_EXPERIMENTS_ENV] == ""
+    assert node_config(capsys, tmp_path, "")[0] == 0
+    assert os.environ[GRPC_EXPERIMENTS_ENV] == ENCRYPTION_OFFLOAD_EXPERIMENT
 
 
 def test_node_config_refuses_what_the_node_refuses(

@@ -114,6 +114,15 @@ def _quiet_grpc(command: str | None, *, debug: bool) -> None:
         os.environ[GRPC_VERBOSITY_ENV] = "ERROR" if command == "node" else "NONE"
 
 
+def _offload_encryption() -> None:
+    """A node's curator, when it leads, sends each change to every node's stream: let its
+    server encrypt and write them off the event loop (``rpc._offload``). Set before grpc
+    loads, as ``_quiet_grpc``; imported here, so that other commands do not load ``rpc``."""
+    from roleserve_core.rpc import enable_encryption_offload
+
+    enable_encryption_offload()
+
+
 READER_GONE = 0
 """The exit code when stdout's reader went away (``ctl tree NODE | head -1``): the
 command did what was asked, and the reader chose to see less of it. Not 1, Python's own
@@ -145,6 +154,8 @@ def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     _quiet_grpc(args.command, debug=args.debug)
+    if args.command == "node":
+        _offload_encryption()
     handler = getattr(args, "handler", None)
     if handler is None:
         parser.print_help(sys.stderr)

@@ -15,9 +15,12 @@ channels that verify nodes by ID, peer identity for handlers, cancellation-safe 
             a refused connection is tried again after 0.25 s, RECONNECT_OPTIONS; no
             bandwidth probes on channels or servers, FLOW_CONTROL_OPTIONS)
             └─ unary calls awaited through unary(): anyio cancellation stays anyio's
+    fan-out: a server given ENCRYPTION_OFFLOAD_OPTIONS, in a process that called
+            enable_encryption_offload() before grpc loaded, encrypts and writes off the
+            event loop (the leading curator's)
 
 Modules: ``_authorization`` (method options, permissions, scopes), ``_peer`` (classifying callers),
-``_server``, ``_client``, ``_unary``.
+``_server``, ``_client``, ``_unary``, ``_offload`` (encryption off the event loop).
 
 The exports load on first use (``lazy_loader``; listed in ``__init__.pyi``): a client
 (``roleserve ctl``) needs ``secure_channel`` without the server side (``_server``,

@@ -17,6 +17,8 @@ from ._client import channel_credentials as channel_credentials
 from ._client import connection_refused as connection_refused
 from ._client import secure_channel as secure_channel
 from ._client import until_ready as until_ready
+from ._offload import ENCRYPTION_OFFLOAD_OPTIONS as ENCRYPTION_OFFLOAD_OPTIONS
+from ._offload import enable_encryption_offload as enable_encryption_offload
 from ._peer import NodePeer as NodePeer
 from ._peer import Peer as Peer
 from ._peer import PeerClassifier as PeerClassifier

@@ -86,7 +86,13 @@ from roleserve_core import (
     retry,
 )
 from roleserve_core.identity import Credentials, NodeCredentials
-from roleserve_core.rpc import NodeGate, Revocations, bind, create_server
+from roleserve_core.rpc import (
+    ENCRYPTION_OFFLOAD_OPTIONS,
+    NodeGate,
+    Revocations,
+    bind,
+    create_server,
+)
 from roleserve_core.stats import LeaderSnapshot, NodeStats
 
 __all__ = ["Curator", "CuratorConfig", "CuratorRole", "allocate_missing_prefixes"]
@@ -326,6 +332,9 @@ class Curator:
             gate=gate,
             revocations=revocations,
             stats=self.config.stats.rpc if self.config.stats is not None else None,
+            # A leader sends each change to every node's stream: encrypted and written off
+            # the event loop where the node process turned gRPC's experiment on.
+            options=ENCRYPTION_OFFLOAD_OPTIONS,
         )
         for service in services:
             _add(server, service)
