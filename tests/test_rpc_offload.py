@@ -23,14 +23,22 @@ def test_the_experiment_joins_those_the_environment_names() -> None:
     assert alone == {GRPC_EXPERIMENTS_ENV: EXPERIMENT}
     others = {GRPC_EXPERIMENTS_ENV: "one, two,", "PATH": "/bin"}
     enable_encryption_offload(others)
-    assert others == {GRPC_EXPERIMENTS_ENV: f"one,two,{EXPERIMENT}", "PATH": "/bin"}
+    assert others == {GRPC_EXPERIMENTS_ENV: f"one, two,{EXPERIMENT}", "PATH": "/bin"}
 
 
-@pytest.mark.parametrize("own", [EXPERIMENT, f"-{EXPERIMENT}", f"one,-{EXPERIMENT}"])
+@pytest.mark.parametrize("own", [EXPERIMENT, f"-{EXPERIMENT}", f"one,-{EXPERIMENT},"])
 def test_the_operators_own_mention_of_the_experiment_wins(own: str) -> None:
     environ = {GRPC_EXPERIMENTS_ENV: own}
     enable_encryption_offload(environ)
     assert environ == {GRPC_EXPERIMENTS_ENV: own}
+
+
+@pytest.mark.parametrize("other", [f" {EXPERIMENT}", f"--{EXPERIMENT}", EXPERIMENT.upper()])
+def test_what_grpc_would_not_read_as_the_experiment_does_not_stand_for_it(other: str) -> None:
+    """gRPC reads each name exactly (no spaces trimmed, case kept); so does this."""
+    environ = {GRPC_EXPERIMENTS_ENV: other}
+    enable_encryption_offload(environ)
+    assert environ == {GRPC_EXPERIMENTS_ENV: f"{other},{EXPERIMENT}"}
 
 
 STREAM = textwrap.dedent(
@@ -66,7 +74,8 @@ STREAM = textwrap.dedent(
             yield index.to_bytes(4, "big") * (size // 4 + 1)
 
     async def main():
-        server = grpc.aio.server(options=list(ENCRYPTION_OFFLOAD_OPTIONS))
+        offloading = list(ENCRYPTION_OFFLOAD_OPTIONS) if "--plain" not in sys.argv else []
+        server = grpc.aio.server(options=offloading)
         handler = grpc.unary_stream_rpc_method_handler(replies)
         server.add_generic_rpc_handlers(
             (grpc.method_handlers_generic_handler("t.T", {"Replies": handler}),)
@@ -91,16 +100,34 @@ STREAM = textwrap.dedent(
 def test_a_server_offloading_every_write_streams_whole_and_in_order(tmp_path: Path) -> None:
     """In a process of its own (gRPC reads its experiments once, when its core starts), with
     the experiment on as ``roleserve node`` turns it on: the installed gRPC knows it (an
-    unknown one is an error line on stderr), and 200 replies of 1 B to 300 KB, each encrypted
-    and written off the event loop, arrive whole and in order."""
+    unknown one is an error line on stderr); 200 replies of 1 B to 300 KB arrive whole and
+    in order; and the option is what sends small writes off the loop too. gRPC's
+    ``secure_endpoint`` trace logs "Pending" and the write's first bytes (at most 64) for
+    each write it hands to its threads, or queues behind one: a server without the option
+    hands over first a write past 32 KiB (the experiment alone), one with it its very first
+    write, the connection's small SETTINGS frame."""
     environ = {k: v for k, v in os.environ.items() if k != GRPC_EXPERIMENTS_ENV}
     enable_encryption_offload(environ)
-    environ["GRPC_VERBOSITY"] = "ERROR"
+    environ.update(GRPC_VERBOSITY="DEBUG", GRPC_TRACE="secure_endpoint")
     script = tmp_path / "stream.py"
     script.write_text(STREAM)
-    done = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, env=environ, timeout=120
-    )
-    assert done.returncode == 0, done.stderr
-    assert "Unknown experiment" not in done.stderr, done.stderr
-    assert done.stdout.strip() == "whole and in order"
+
+    def first_handed_over(*arguments: str) -> int:
+        """The bytes the trace shows of the first write handed over."""
+        done = subprocess.run(
+            [sys.executable, str(script), *arguments],
+            capture_output=True,
+            text=True,
+            env=environ,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "Unknown experiment" not in done.stderr
+        assert done.stdout.strip() == "whole and in order"
+        pending = [line for line in done.stderr.splitlines() if "] Pending " in line]
+        assert pending, "no write was handed over"
+        shown = pending[0].split(": ", 1)[1].split(" '", 1)[0]
+        return len(shown.split())
+
+    assert first_handed_over("--plain") >= 64
+    assert first_handed_over() < 64

@@ -16,7 +16,8 @@ Two parts, because gRPC reads its experiments once, when its core starts:
 
 - ``enable_encryption_offload``: ``GRPC_EXPERIMENTS`` in the environment, set before grpc
   loads (``roleserve node`` does, in ``cli``); the operator's own mention of the experiment
-  (``name`` or ``-name``, gRPC's way to turn one off) wins. With it on, every secure
+  (``name`` or ``-name``, gRPC's way to turn one off) wins. Set after grpc loaded, it
+  changes nothing (gRPC has read its experiments). With it on, every secure
   endpoint of the process offloads writes past gRPC's default threshold (32 KiB: snapshots);
 - ``ENCRYPTION_OFFLOAD_OPTIONS``: the server option that offloads every write of the
   servers given it (the curator's, which fans out). Without the experiment it does nothing.
@@ -48,10 +49,18 @@ them on the loop, did worse at 10,000 nodes in one run (a status to every watche
 
 def enable_encryption_offload(environ: MutableMapping[str, str] | None = None) -> None:
     """Turn the experiment on in ``environ`` (the process's own by default), for a process
-    whose grpc has not loaded yet; unless the operator's ``GRPC_EXPERIMENTS`` names it."""
+    whose grpc has not loaded yet; unless the operator's ``GRPC_EXPERIMENTS`` names it.
+
+    Read as gRPC reads it: comma-separated names, each exactly (no spaces trimmed, case
+    kept), ``-`` before one to turn it off. The operator's entries are kept as written.
+    The child processes a node starts inherit the variable: a plugin's program on Python's
+    gRPC offloads its writes over 32 KiB too."""
     environ = os.environ if environ is None else environ
-    named = [name.strip() for name in environ.get(GRPC_EXPERIMENTS_ENV, "").split(",")]
-    named = [name for name in named if name]
-    if any(name.lstrip("-") == ENCRYPTION_OFFLOAD_EXPERIMENT for name in named):
+    current = environ.get(GRPC_EXPERIMENTS_ENV, "")
+    entries = current.split(",")
+    if ENCRYPTION_OFFLOAD_EXPERIMENT in entries or f"-{ENCRYPTION_OFFLOAD_EXPERIMENT}" in entries:
         return
-    environ[GRPC_EXPERIMENTS_ENV] = ",".join([*named, ENCRYPTION_OFFLOAD_EXPERIMENT])
+    kept = current.rstrip(",")
+    environ[GRPC_EXPERIMENTS_ENV] = (
+        f"{kept},{ENCRYPTION_OFFLOAD_EXPERIMENT}" if kept else ENCRYPTION_OFFLOAD_EXPERIMENT
+    )

@@ -24,6 +24,10 @@ test suite has these fixtures without a conftest:
     test session imports, exports ``COLUMNS=80`` into the process's environment (not
     ``os.environ``), so every command a test ran would have fitted 80 columns. A test
     that wants a width sets it (``monkeypatch.setenv``).
+gRPC's variables (autouse)
+    ``GRPC_EXPERIMENTS`` and ``GRPC_VERBOSITY`` as they were before each test: a test that
+    runs ``roleserve node ...`` through ``main()`` sets them in os.environ, as the command
+    does for its process, and every subprocess a later test started would inherit them.
 ``fake_cluster``
     A ``FakeCluster``: a throwaway CA, the node under test's credentials, and
     ``await fake_cluster.curator()`` for fake curators (real gRPC with mutual TLS on a
@@ -81,6 +85,22 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     """Close the loops still lingering, and give asyncio its default policy back."""
     close_lingering_loops()
     asyncio.set_event_loop_policy(None)
+
+
+_GRPC_PROCESS_VARIABLES = ("GRPC_EXPERIMENTS", "GRPC_VERBOSITY")
+"""What ``roleserve`` sets for gRPC in its own process (``roleserve_core.cli``)."""
+
+
+@pytest.fixture(autouse=True)
+def _grpc_variables_restored() -> Iterator[None]:
+    """gRPC's variables as they were before the test (see the module docstring)."""
+    before = {name: os.environ.get(name) for name in _GRPC_PROCESS_VARIABLES}
+    yield
+    for name, value in before.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @pytest.fixture(autouse=True)

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import base64
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import timedelta
+from typing import Any
 
 import anyio
 import grpc
@@ -17,6 +18,8 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from roleserve_controlplane.curator import curator as curator_module
+from roleserve_controlplane.testing import CuratorCluster, EtcdCluster
 from roleserve_controlplane.testing.curator_api import (
     Applicant,
     CuratorApi,
@@ -31,6 +34,7 @@ from roleserve_core.identity import (
     public_key_der,
     verify_node_certificate,
 )
+from roleserve_core.rpc import ENCRYPTION_OFFLOAD_OPTIONS, create_server
 from roleserve_core.testing import DEFAULT_TIMEOUT
 
 pytestmark = pytest.mark.anyio
@@ -80,6 +84,26 @@ async def heartbeat(
     async with api.curator(credentials) as curator:
         with anyio.fail_after(DEFAULT_TIMEOUT):
             return [response async for response in curator.Heartbeat(iter(requests))]
+
+
+async def test_the_curators_server_offloads_its_writes(
+    cluster: EtcdCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A leader sends each change to every node's stream: its server is given the option
+    that hands every write to gRPC's own threads (``rpc._offload``; the node process turns
+    gRPC's experiment on)."""
+    given: list[Sequence[tuple[str, Any]]] = []
+
+    def recording(*arguments: Any, **keywords: Any) -> grpc.aio.Server:
+        given.append(keywords.get("options", ()))
+        return create_server(*arguments, **keywords)
+
+    monkeypatch.setattr(curator_module, "create_server", recording)
+    async with CuratorCluster(cluster) as curators:
+        await curators.bootstrap()
+    assert given, "no curator server was made"
+    for options in given:
+        assert set(ENCRYPTION_OFFLOAD_OPTIONS) <= set(options)
 
 
 # -- Watch ----------------------------------------------------------------------------------
