@@ -43,30 +43,11 @@ def test_what_grpc_would_not_read_as_the_experiment_does_not_stand_for_it(other:
 
 STREAM = textwrap.dedent(
     """
-    import asyncio, datetime, sys
+    import asyncio, sys
     import grpc
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-    from roleserve_core.rpc import ENCRYPTION_OFFLOAD_OPTIONS
+    from roleserve_core.rpc import ENCRYPTION_OFFLOAD_OPTIONS, secure_channel, server_credentials
+    from roleserve_core.testing import ThrowawayCA
 
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    certificate = (
-        x509.CertificateBuilder().subject_name(name).issuer_name(name)
-        .public_key(key.public_key()).serial_number(1)
-        .not_valid_before(now - datetime.timedelta(hours=1))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), False)
-        .sign(key, hashes.SHA256())
-    )
-    pem = certificate.public_bytes(serialization.Encoding.PEM)
-    key_pem = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
     SIZES = [1, 2, 100, 5_000, 40_000, 300_000, 3, 70_000] * 25
 
     async def replies(request, context):
@@ -74,19 +55,16 @@ STREAM = textwrap.dedent(
             yield index.to_bytes(4, "big") * (size // 4 + 1)
 
     async def main():
+        ca = ThrowawayCA()
         offloading = list(ENCRYPTION_OFFLOAD_OPTIONS) if "--plain" not in sys.argv else []
         server = grpc.aio.server(options=offloading)
         handler = grpc.unary_stream_rpc_method_handler(replies)
         server.add_generic_rpc_handlers(
             (grpc.method_handlers_generic_handler("t.T", {"Replies": handler}),)
         )
-        port = server.add_secure_port(
-            "127.0.0.1:0", grpc.ssl_server_credentials([(key_pem, pem)])
-        )
+        port = server.add_secure_port("127.0.0.1:0", server_credentials(ca.node()))
         await server.start()
-        options = [("grpc.ssl_target_name_override", "localhost")]
-        credentials = grpc.ssl_channel_credentials(pem)
-        async with grpc.aio.secure_channel(f"127.0.0.1:{port}", credentials, options) as channel:
+        async with secure_channel(f"127.0.0.1:{port}", ca.user()) as channel:
             received = [reply async for reply in channel.unary_stream("/t.T/Replies")(b"")]
         await server.stop(None)
         expected = [i.to_bytes(4, "big") * (s // 4 + 1) for i, s in enumerate(SIZES)]
@@ -95,6 +73,9 @@ STREAM = textwrap.dedent(
     asyncio.run(main())
     """
 )
+"""A server on the node's mutual TLS (``server_credentials``, a ``secure_channel`` of a
+user of the same throwaway cluster), without the node's interceptors: the method is the
+test's own."""
 
 
 def test_a_server_offloading_every_write_streams_whole_and_in_order(tmp_path: Path) -> None:

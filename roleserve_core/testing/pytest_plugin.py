@@ -59,7 +59,9 @@ from typing import Any
 import pytest
 
 from roleserve_core.access import ClusterAccess
+from roleserve_core.cli import GRPC_VERBOSITY_ENV
 from roleserve_core.registry import ValueRegistry
+from roleserve_core.rpc._offload import GRPC_EXPERIMENTS_ENV
 from roleserve_core.runtime import NodeRuntime
 from roleserve_core.testing._clock import FakeClock
 from roleserve_core.testing._cluster import FakeCluster, ThrowawayCA
@@ -87,7 +89,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     asyncio.set_event_loop_policy(None)
 
 
-_GRPC_PROCESS_VARIABLES = ("GRPC_EXPERIMENTS", "GRPC_VERBOSITY")
+_GRPC_PROCESS_VARIABLES = (GRPC_EXPERIMENTS_ENV, GRPC_VERBOSITY_ENV)
 """What ``roleserve`` sets for gRPC in its own process (``roleserve_core.cli``)."""
 
 
