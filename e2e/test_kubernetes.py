@@ -29,7 +29,6 @@ import secrets
 import shlex
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -44,6 +43,7 @@ from roleserve_core import node_runtime_dir
 from roleserve_core.testing import require_real, run_ctl
 from roleserve_kubernetes.cgroups import cgroup_hierarchies, cgroup_root
 from roleserve_kubernetes.image import BUSYBOX_IMAGE
+from roleserve_kubernetes.kubeletroot import root_mount_point
 from roleserve_kubernetes.leftovers import descendants, mounts_under, shim_pids, unmount
 from roleserve_kubernetes.testing import require_kube_binaries
 
@@ -128,13 +128,14 @@ class Kube:
         """What is left on the machine of ``node``'s worker: its shims, the cgroup root of
         its kubelet in any hierarchy, mounts under its kubelet's root directory."""
         kubelet_root = self.data_dir(node) / "plugins" / "kubernetes" / "kubelet" / "root"
+        named = root_mount_point(node_runtime_dir(self.data_dir(node)) / "kubernetes")
         cgroups = [
             hierarchy / cgroup_root(node.id).lstrip("/") for hierarchy in cgroup_hierarchies()
         ]
         return [
             *(f"shim {pid}" for pid in shim_pids(self.node_socket(node))),
             *(f"cgroup {path}" for path in cgroups if path.exists()),
-            *(f"mount {point}" for point in mounts_under([kubelet_root])),
+            *(f"mount {point}" for point in mounts_under([kubelet_root, named])),
         ]
 
 
@@ -165,21 +166,21 @@ def runtime_missing() -> str:
 
 
 @pytest.fixture(scope="module")
-def kube(components: None) -> Iterator[Kube]:
+def kube(components: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kube]:
     """Three nodes made by ``cluster up --netns``, once an apiserver is ready (``ctl
     kubeconfig`` writes a kubeconfig only then).
 
-    The cluster's directory is a short one of its own under /tmp: each kubelet binds a
-    socket about 60 characters below its node's directory, and pytest's tmp_path is too
-    deep for that. Removed after the cluster is down, with whatever mount a failed test
-    left under it.
+    The cluster's directory is in pytest's own temporary directory, as deep as a user's
+    checkout may be: each kubelet binds a socket about 60 characters below its root
+    directory, which the worker names by a short path (``kubeletroot``). Removed after
+    the cluster is down, with whatever mount a failed test left under it.
     """
     bin_dir = require_kube_binaries()
     missing = runtime_missing()
     require_real(
         "containerd, runc and ctr", not missing, f"missing: {missing}; .ci/system-packages"
     )
-    directory = Path(tempfile.mkdtemp(prefix="rs-e2e-k8s-"))
+    directory = tmp_path_factory.mktemp("kubernetes-on-roleserve-in-a-deep-directory")
     try:
         with netns_cluster_up(directory / "c", KUBE_CONFIG, timeout=2 * STARTUP) as cluster:
             kubeconfig = directory / "kubeconfig"
@@ -535,4 +536,9 @@ def test_down_leaves_no_process_mount_or_cgroup(
         f"mount {point}" for point in mounts_under([kube.cluster.directory])
     ]
     left += [item for node in workers for item in kube.leftovers(node)]
+    left += [  # removed once nothing is mounted there (the kubelet's root directory)
+        f"runtime directory {path}"
+        for path in (node_runtime_dir(kube.data_dir(node)) for node in workers)
+        if path.exists()
+    ]
     assert not left, "\n".join(left)

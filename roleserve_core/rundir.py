@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import stat
 from pathlib import Path
@@ -42,6 +43,7 @@ __all__ = [
     "KEY_LENGTH",
     "SYSTEM_RUNTIME_ROOT",
     "make_runtime_dir",
+    "mount_points_under",
     "node_runtime_dir",
     "remove_runtime_dir",
     "runtime_key",
@@ -118,7 +120,33 @@ def _check_ours(directory: Path) -> None:
         directory.chmod(MODE)
 
 
-def remove_runtime_dir(path: Path) -> None:
+def remove_runtime_dir(path: Path) -> list[Path]:
     """Remove ``path`` and what is in it (the sockets of programs that have stopped); the
-    runtime root stays, for the machine's other nodes. Nothing there is an error."""
-    shutil.rmtree(path, ignore_errors=True)
+    runtime root stays, for the machine's other nodes. Nothing there is an error.
+
+    A mount point at or under ``path`` (the kubelet's root directory is mounted there)
+    keeps the whole directory: removing through it would remove the files it shows,
+    which live elsewhere (the data directory). The next start of the node finds it.
+
+    :returns: the mount points that kept it (none: it is gone).
+    """
+    kept = mount_points_under(path)
+    if not kept:
+        shutil.rmtree(path, ignore_errors=True)
+    return kept
+
+
+def mount_points_under(path: Path, mountinfo: Path = Path("/proc/self/mountinfo")) -> list[Path]:
+    """The mount points at or under ``path`` in this process's mount namespace."""
+    try:
+        lines = mountinfo.read_text().splitlines()
+    except OSError:
+        return []
+    root = str(path).rstrip("/")
+    points = [_unescape(line.split(" ")[4]) for line in lines if len(line.split(" ")) > 4]
+    return [Path(p) for p in points if p == root or p.startswith(root + "/")]
+
+
+def _unescape(field: str) -> str:
+    """A mountinfo path: space, tab, newline and backslash are octal escapes there."""
+    return re.sub(r"\\([0-7]{3})", lambda match: chr(int(match.group(1), 8)), field)

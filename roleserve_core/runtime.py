@@ -268,8 +268,16 @@ class NodeRuntime:
 
     def remove_runtime_dir(self) -> None:
         """Remove the node's runtime directory, once everything the node ran has stopped
-        (the node process after its supervisor, the test kit after a test)."""
-        remove_runtime_dir(self.runtime_dir)
+        (the node process after its supervisor, the test kit after a test); kept whole
+        while something is mounted in it (``rundir.remove_runtime_dir``)."""
+        kept = remove_runtime_dir(self.runtime_dir)
+        if kept:
+            self.log.warning(
+                "kept the runtime directory %s: %s is still mounted there (a worker could not"
+                " unmount it; the next start of the node finds it)",
+                self.runtime_dir,
+                ", ".join(map(str, kept)),
+            )
 
     def add_service(self, name: str, runnable: Runnable) -> None:
         """Run ``runnable`` at ``root.<name>``, started before the workers; the node

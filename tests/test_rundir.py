@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from roleserve_core.rundir import (
     KEY_LENGTH,
     SYSTEM_RUNTIME_ROOT,
     make_runtime_dir,
+    mount_points_under,
     remove_runtime_dir,
     runtime_root,
 )
@@ -134,3 +136,25 @@ async def test_the_node_makes_each_plugin_s_and_removes_its_own_when_it_stops(
     assert (mode(runtime.runtime_dir), mode(core)) == (0o700, 0o700)
     await supervisor_runner.stop(harness.supervisor)
     assert not runtime.runtime_dir.exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a bind mount needs root")
+def test_a_mount_inside_keeps_it_whole_and_what_it_shows(made: Path, tmp_path: Path) -> None:
+    """The kubelet's root directory on disk is mounted in the runtime directory: removing
+    the runtime directory through that mount would remove the pods' files on disk."""
+    on_disk = tmp_path / "kubelet root"  # a space: escaped in mountinfo
+    on_disk.mkdir()
+    (on_disk / "volume").write_text("a pod's data")
+    point = make_runtime_dir(made / "kubernetes") / "kubelet"
+    point.mkdir()
+    subprocess.run(["mount", "--bind", str(on_disk), str(point)], check=True)
+    try:
+        assert mount_points_under(made) == [point]
+        assert remove_runtime_dir(made) == [point]
+        assert (on_disk / "volume").read_text() == "a pod's data"
+        assert (point / "volume").exists()
+    finally:
+        subprocess.run(["umount", str(point)], check=True)
+    assert remove_runtime_dir(made) == []
+    assert not made.exists()
+    assert (on_disk / "volume").exists()

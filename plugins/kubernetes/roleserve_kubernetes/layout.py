@@ -62,6 +62,10 @@ TTRPC_SUFFIX = ".ttrpc"
 
 CNI_CONFIG_NAME = "10-roleserve.conflist"
 
+_SHORTER_RUNTIME_DIR = (
+    f"set {RUNTIME_DIR_ENV} to a shorter directory (the node's sockets go under it)"
+)
+
 
 @dataclass(frozen=True, init=False)
 class WorkerLayout:
@@ -143,17 +147,16 @@ def check_socket_path(socket: Path) -> None:
             ttrpc,
             CONTAINERD_SOCKET_PATH_LIMIT,
             "containerd",
-            f"set {RUNTIME_DIR_ENV} to a shorter directory (the node's sockets go under it)",
+            _SHORTER_RUNTIME_DIR,
         )
 
 
 def check_kubelet_root(root: Path) -> None:
     """Refuse a kubelet root directory too deep for the socket the kubelet binds there.
 
-    The kubelet keeps its pods' files (volumes) in its root directory, which must stay on
-    disk, so it stays in the data directory and cannot move to the runtime directory
-    as containerd's sockets did: a data directory that deep is refused in one line, not
-    the kubelet's own exit.
+    The kubelet is given its root directory by a short name in the runtime directory
+    (``kubeletroot``: the files stay on disk in the data directory), so only a runtime
+    directory that deep is refused: in one line, not the kubelet's own exit.
 
     :raises SocketPathError: one line naming the path and the setting to change (final).
     """
@@ -163,6 +166,5 @@ def check_kubelet_root(root: Path) -> None:
             socket,
             SOCKET_PATH_LIMIT,
             "kubelet",
-            "give the node a shorter --data-dir (the kubelet's root directory, with its "
-            "pods' volumes, is in it)",
+            _SHORTER_RUNTIME_DIR,
         )

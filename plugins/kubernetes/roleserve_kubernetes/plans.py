@@ -204,6 +204,11 @@ class KubeletInputs:
     containerd_socket: Path
     pod_prefix: IPNetwork
     """The node's pod prefix, inside ``POD_RANGE``."""
+    root_dir: Path | None = None
+    """The kubelet's ``--root-dir``: the short name (``kubeletroot.root_mount_point``) of
+    its root directory on disk (``kubelet_root(directory)``), which the worker mounts
+    there; None: the directory on disk itself, as before 0.6 (its sockets then need a
+    data directory of ~48 characters or fewer)."""
 
 
 def apiserver_url(address: IPAddress | str) -> str:
@@ -377,7 +382,7 @@ def kubelet_plan(inputs: KubeletInputs) -> LaunchPlan:
         "container-runtime-endpoint": f"unix://{inputs.containerd_socket}",
         "hostname-override": inputs.node_id,
         "node-ip": address,
-        "root-dir": kubelet_root(directory),
+        "root-dir": inputs.root_dir or kubelet_root(directory),
         "cert-dir": directory / "certificates",
     }
     health = Health(host, KUBELET_HEALTHZ_PORT, "/healthz", tls=False)
@@ -393,8 +398,9 @@ def kubelet_plan(inputs: KubeletInputs) -> LaunchPlan:
 
 
 def kubelet_root(directory: Path) -> Path:
-    """The kubelet's root directory (``--root-dir``: its pods' volumes, its
-    pod-resources socket) in ``directory``, the kubelet's own."""
+    """The kubelet's root directory on disk (its pods' volumes, its checkpoints) in
+    ``directory``, the kubelet's own; the kubelet names it by a short path mounted onto it
+    (``KubeletInputs.root_dir``), for its sockets there."""
     return directory / "root"
 
 

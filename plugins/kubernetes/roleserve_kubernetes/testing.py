@@ -90,8 +90,9 @@ STAND_IN_KUBELET = """\
 #!{python}
 # A stand-in kubelet: reads its --config (JSON), checks that the files it and the flags
 # name exist and that its kubeconfig is 0600, then serves /healthz on plain HTTP on the
-# configured healthz address and port.
-import http.server, json, os, sys
+# configured healthz address and port; binds its pod-resources socket in its --root-dir,
+# as the kubelet does (a path Linux limits to 107 bytes), and leaves a file there.
+import http.server, json, os, socket, sys
 
 flags = dict(argument[2:].split("=", 1) for argument in sys.argv[1:])
 config = json.load(open(flags["config"]))
@@ -104,6 +105,16 @@ if os.stat(flags["kubeconfig"]).st_mode & 0o077:
     sys.exit("error: the kubeconfig is readable by others")
 if not flags["container-runtime-endpoint"].startswith("unix:///"):
     sys.exit("error: --container-runtime-endpoint is not a unix socket")
+
+root = flags.get("root-dir")
+if root:
+    os.makedirs(os.path.join(root, "pod-resources"), exist_ok=True)
+    path = os.path.join(root, "pod-resources", "kubelet.sock")
+    if os.path.exists(path):
+        os.unlink(path)
+    resources = socket.socket(socket.AF_UNIX)
+    resources.bind(path)
+    open(os.path.join(root, "stand-in-was-here"), "w").close()
 
 class Healthy(http.server.BaseHTTPRequestHandler):
     def do_GET(self):

@@ -18,12 +18,13 @@ Reads ``node_id``, ``network``, ``pod_network``, ``kubernetes_status`` and
                                           │ (certificates.kubelet_credentials; tests
                                           │ inject their own)
                                           ▼
-        cgroup root made (cgroups); child kubelet (kubelet.kubelet_runnable), and on a
+        cgroup root made (cgroups), its root directory mounted on a short path
+        (kubeletroot); child kubelet (kubelet.kubelet_runnable), and on a
         loopback address child node_address (nodeaddress: the Node's InternalIP, which
         the kubelet refuses to set); HEALTHY; restart when the startup changes
     the role goes or the node stops: the kubelet stops, and once the pods' processes have
     left it (containerd's clean-up), the cgroup root is removed, and the mounts the
-    kubelet made under its root directory undone
+    kubelet made under its root directory undone, with the root's own
 
 Without a kubelet binary it waits for nothing: its child says "kubelet not found:
 container runtime only" at once, and the node's containerd and pod network run on.
@@ -70,6 +71,7 @@ from roleserve_kubernetes.cgroups import (
     remove_cgroup_root,
 )
 from roleserve_kubernetes.kubelet import kubelet_runnable
+from roleserve_kubernetes.kubeletroot import bind_root, root_mount_point
 from roleserve_kubernetes.layout import WorkerLayout, check_kubelet_root
 from roleserve_kubernetes.leftovers import mounts_under, unmount
 from roleserve_kubernetes.nodeaddress import node_address_runnable
@@ -186,7 +188,7 @@ class KubeletWorker:
             ctx.signal_healthy()
             await anyio.sleep_forever()
         else:
-            check_kubelet_root(kubelet_root(self._directory))
+            check_kubelet_root(self._root_name)
             self.restarting = False
             try:
                 await self._run(ctx, binary)
@@ -213,7 +215,7 @@ class KubeletWorker:
         if ids.statistics().is_set:
             root = cgroup_root(ids.get_nowait())
             await remove_cgroup_root(ctx.log, root, self.hierarchies())
-        points = mounts_under([kubelet_root(self._directory)])
+        points = mounts_under([self._root_name, kubelet_root(self._directory)])
         for point in points:
             try:
                 unmount(point)
@@ -237,6 +239,12 @@ class KubeletWorker:
     def _directory(self) -> Path:
         """The kubelet's files, in the plugin's data directory."""
         return self.node.data_dir / "kubelet"
+
+    @property
+    def _root_name(self) -> Path:
+        """The kubelet's ``--root-dir``: its root directory on disk, mounted onto a short
+        path in the runtime directory (``kubeletroot``), so its sockets fit."""
+        return root_mount_point(self.node.runtime_dir)
 
     async def _run(self, ctx: RunContext, binary: Path) -> None:
         values = self.node.values
@@ -264,6 +272,11 @@ class KubeletWorker:
             (client, serving), ca_pem = issued, startup.ca_pem or b""
         root = cgroup_root(startup.node_id)
         await anyio.to_thread.run_sync(create_cgroup_root, root, self.hierarchies())
+        on_disk = kubelet_root(self._directory)
+        if await anyio.to_thread.run_sync(bind_root, on_disk, self._root_name):
+            ctx.log.info(
+                "the kubelet's root directory %s is mounted on %s", on_disk, self._root_name
+            )
         inputs = KubeletInputs(
             directory=self._directory,
             node_id=startup.node_id,
@@ -274,6 +287,7 @@ class KubeletWorker:
             serving=serving,
             containerd_socket=containerd_socket(self.node),
             pod_prefix=startup.pod_prefix,
+            root_dir=self._root_name,
         )
         ctx.run("kubelet", kubelet_runnable(lambda: inputs, binary, self.node.data_dir))
         if startup.address.is_loopback:  # the kubelet refuses it as its node IP

@@ -7,9 +7,8 @@ from __future__ import annotations
 import base64
 import ipaddress
 import json
-import shutil
-import tempfile
-from collections.abc import Awaitable, Callable, Iterator
+import os
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -48,12 +47,25 @@ from roleserve_kubernetes import (
 )
 from roleserve_kubernetes.certificates import KubeletCredentials
 from roleserve_kubernetes.cgroups import cgroup_root
+from roleserve_kubernetes.errors import SocketPathError
 from roleserve_kubernetes.hooks import kubelet_worker
+from roleserve_kubernetes.kubeletroot import is_bound, root_mount_point
+from roleserve_kubernetes.layout import check_kubelet_root
+from roleserve_kubernetes.leftovers import mounts_under
 from roleserve_kubernetes.pki import KeyPair
+from roleserve_kubernetes.plans import kubelet_root
 from roleserve_kubernetes.testing import stand_in_kubelet, throwaway_pki
 from roleserve_kubernetes.worker_kubelet import KubeletStartup
 
-pytestmark = pytest.mark.anyio
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.skipif(
+        os.geteuid() != 0, reason="the worker mounts the kubelet's root directory: needs root"
+    ),
+]
+
+DEEP = 150
+"""Characters of the nodes' data directories: deeper than a kubelet socket allows."""
 
 DN = "root.role.kubernetes_kubelet"
 WORKER = NodeRoles(kubernetes_worker=KubernetesWorker())
@@ -102,20 +114,19 @@ async def kubelet_node(
 
 
 @pytest.fixture
-def short_dir() -> Iterator[Path]:
-    """A directory short enough for the kubelet's socket in its root directory
-    (``layout.check_kubelet_root``), which pytest's are not."""
-    directory = Path(tempfile.mkdtemp(prefix="rsk-", dir="/tmp"))
-    try:
-        yield directory
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
+def deep_dir(tmp_path: Path) -> Path:
+    """A data directory of 150 characters, in pytest's own: the kubelet binds a socket
+    about 60 characters below its node's, which is why its root directory is named by a
+    short path in the runtime directory (``kubeletroot``)."""
+    directory = tmp_path / ("d" * (DEEP - len(str(tmp_path)) - 1))
+    directory.mkdir()
+    return directory
 
 
 async def test_waits_for_its_inputs_then_runs_the_kubelet(
-    node: Callable[..., Awaitable[NodeHarness]], short_dir: Path
+    node: Callable[..., Awaitable[NodeHarness]], deep_dir: Path
 ) -> None:
-    tmp_path = short_dir
+    tmp_path = deep_dir
     address = random_loopback()
     pki = throwaway_pki([address])
     certificates = RecordingCertificates(pki)
@@ -137,8 +148,15 @@ async def test_waits_for_its_inputs_then_runs_the_kubelet(
     child = await harness.wait_state(f"{DN}.kubelet")
     assert child.note.startswith("kubelet ready, pid ")
     assert certificates.calls == [KubeletStartup("node-0123", address, prefix, apiserver, ca)]
-    config = harness.runtime.context("kubernetes").data_dir / "kubelet" / "config.json"
+    context = harness.runtime.context("kubernetes")
+    config = context.data_dir / "kubelet" / "config.json"
     assert '"podCIDR": "10.192.7.0/24"' in config.read_text()
+    # Its root directory is on disk in the data directory, named by a short path (the
+    # socket it binds there fits), mounted in the runtime directory.
+    on_disk = kubelet_root(context.data_dir / "kubelet")
+    assert (on_disk / "stand-in-was-here").exists()
+    assert (on_disk / "pod-resources" / "kubelet.sock").is_socket()
+    assert is_bound(on_disk, root_mount_point(context.runtime_dir))
     # Its own cgroup root, made in every hierarchy before it started; a new cpuset gets
     # its parent's CPUs.
     root = json.loads(config.read_text())["cgroupRoot"]
@@ -154,6 +172,8 @@ async def test_waits_for_its_inputs_then_runs_the_kubelet(
     await harness.wait_status(DN, lambda s: s.state is not State.HEALTHY)
     assert len(certificates.calls) == 1
     await poll_until("the cgroup root removed", lambda: _exists(made), lambda left: not left)
+    assert mounts_under([root_mount_point(context.runtime_dir)]) == []
+    assert (on_disk / "stand-in-was-here").exists()
 
 
 async def _exists(paths: list[Path]) -> list[Path]:
@@ -175,15 +195,15 @@ class CuratorCredentials:
 
 
 async def test_a_worker_only_node_takes_a_controller_s_apiserver_of_the_cluster(
-    node: Callable[..., Awaitable[NodeHarness]], short_dir: Path
+    node: Callable[..., Awaitable[NodeHarness]], deep_dir: Path
 ) -> None:
     """No kube-apiserver of its own: the first controller of ``cluster_nodes`` (by ID,
     UP, with an address), and the CA that came with the certificates."""
     address = random_loopback()
     pki = throwaway_pki([address])
     certificates = CuratorCredentials(pki)
-    kubelet = stand_in_kubelet(short_dir / "kubelet")
-    harness = await kubelet_node(node, short_dir, certificates, kubelet=str(kubelet))
+    kubelet = stand_in_kubelet(deep_dir / "kubelet")
+    harness = await kubelet_node(node, deep_dir, certificates, kubelet=str(kubelet))
     harness.set_roles(WORKER)
     harness.set(NODE_ID, "node-4")
     harness.set(NETWORK, NetworkStatus(address))
@@ -220,7 +240,7 @@ async def test_a_worker_only_node_takes_a_controller_s_apiserver_of_the_cluster(
 
     # That controller leaves: the kubelet starts over on the next one, and its cgroup
     # root stays (its pods run on under the next kubelet).
-    made = short_dir / "cgroup" / "cpu" / cgroup_root("node-4").lstrip("/")
+    made = deep_dir / "cgroup" / "cpu" / cgroup_root("node-4").lstrip("/")
     assert made.is_dir()
     del records["node-1"]
     harness.set(CLUSTER_NODES, ClusterNodes(records, backlogged=True))
@@ -243,11 +263,11 @@ async def _server(kubeconfig: Path) -> str:
 
 
 async def test_a_controller_node_waits_for_its_own_apiserver(
-    node: Callable[..., Awaitable[NodeHarness]], short_dir: Path
+    node: Callable[..., Awaitable[NodeHarness]], deep_dir: Path
 ) -> None:
     certificates = CuratorCredentials(throwaway_pki())
-    kubelet = stand_in_kubelet(short_dir / "kubelet")
-    harness = await kubelet_node(node, short_dir, certificates, kubelet=str(kubelet))
+    kubelet = stand_in_kubelet(deep_dir / "kubelet")
+    harness = await kubelet_node(node, deep_dir, certificates, kubelet=str(kubelet))
     harness.set_roles(WORKER)
     harness.set(NODE_ID, "node-1")
     harness.set(NETWORK, NetworkStatus(random_loopback()))
@@ -280,21 +300,19 @@ async def test_without_a_kubelet_the_node_is_a_container_runtime_only(
     assert certificates.calls == []
 
 
-async def test_a_data_directory_too_deep_for_the_kubelet_s_socket_is_refused_in_one_line(
-    node: Callable[..., Awaitable[NodeHarness]], tmp_path: Path
+def test_a_runtime_directory_too_deep_for_the_kubelet_s_socket_is_refused_in_one_line(
+    tmp_path: Path,
 ) -> None:
-    """Its root directory (pods' volumes) stays in the data directory, and the kubelet
-    binds a socket there: refused, final, before anything is asked for or started."""
-    certificates = RecordingCertificates({})
-    kubelet = stand_in_kubelet(tmp_path / "kubelet")
-    deep = tmp_path / ("d" * (200 - len(str(tmp_path)) - 1))
-    harness = await kubelet_node(node, deep, certificates, kubelet=str(kubelet))
-    harness.set_roles(WORKER)
-    status = await harness.wait_status(DN, lambda s: s.final)
-    socket = deep / "node/plugins/kubernetes/kubelet/root/pod-resources/kubelet.sock"
-    assert status.note == (
-        f"kubelet's socket {socket} is {len(str(socket))} bytes, more than "
-        "kubelet takes (107); give the node a shorter --data-dir (the kubelet's root "
-        "directory, with its pods' volumes, is in it)"
+    """The kubelet's root is named in the runtime directory, short under /run/roleserve;
+    only a runtime directory of another user's, under a deep $XDG_RUNTIME_DIR, is too
+    deep: refused in one line naming the variable, not the kubelet's own exit."""
+    runtime = tmp_path / ("d" * (100 - len(str(tmp_path)) - 1)) / "kubernetes"
+    root = root_mount_point(runtime)
+    with pytest.raises(SocketPathError) as refused:
+        check_kubelet_root(root)
+    socket = root / "pod-resources" / "kubelet.sock"
+    assert str(refused.value) == (
+        f"kubelet's socket {socket} is {len(str(socket))} bytes, more than kubelet takes"
+        " (107); set XDG_RUNTIME_DIR to a shorter directory (the node's sockets go under it)"
     )
-    assert certificates.calls == []
+    check_kubelet_root(root_mount_point(Path("/run/roleserve/0123456789ab/kubernetes")))
