@@ -29,6 +29,7 @@ import secrets
 import shlex
 import shutil
 import subprocess
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -371,6 +372,113 @@ def test_a_pod_pings_the_pods_of_the_other_nodes_over_the_mesh(kube: Kube, pods:
         assert "1 packets received" in pinged.stdout, pinged.stdout
         route = run("ip", "-n", pod.node.namespace, "route", "get", target)
         assert f" dev {pod.node.interface} " in route, route
+
+
+# -- Services ---------------------------------------------------------------------------
+
+WEB = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, labels: {roleserve-e2e: web}}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      topologySpreadConstraints:
+      - {maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule,
+         labelSelector: {matchLabels: {app: web}}}
+      containers:
+      - name: web
+        image: BUSYBOX_IMAGE
+        imagePullPolicy: Never
+        command: [sh, -c, "mkdir -p /w && hostname > /w/index.html && exec httpd -f -p 80 -h /w"]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, labels: {roleserve-e2e: web}}
+spec:
+  selector: {app: web}
+  ports: [{port: 80}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web-nodeport, labels: {roleserve-e2e: web}}
+spec:
+  type: NodePort
+  selector: {app: web}
+  ports: [{port: 80}]
+""".replace("BUSYBOX_IMAGE", BUSYBOX_IMAGE)
+"""Three web servers (busybox httpd), one per node, each answering its pod's name; a
+ClusterIP Service and a NodePort Service in front of them."""
+
+
+@pytest.fixture(scope="module")
+def web(kube: Kube, pods: list[Pod]) -> Iterator[set[str]]:
+    """The web Deployment and its Services, once its three pods run: their names."""
+    wait_for(
+        "the web Deployment and Services applied",
+        functools.partial(kube, "apply", "-f", "-", stdin=WEB),
+        lambda done: done.returncode == 0,
+        timeout=STARTUP,
+    )
+    try:
+        with explained(kube):
+            names = wait_for(
+                "3 web pods Running",
+                lambda: {
+                    item["metadata"]["name"]
+                    for item in kube.json("get", "pods", "-l", "app=web")["items"]
+                    if item["status"].get("phase") == "Running"
+                },
+                lambda running: len(running) == 3,
+                timeout=STARTUP,
+            )
+        yield names
+    finally:
+        kube("delete", "deployment,service", "-l", "roleserve-e2e=web", "--wait", "--timeout=120s")
+
+
+def answers(kube: Kube, pod: Pod, url: str, tries: int = 12) -> list[str]:
+    """What ``url`` answers ``pod``, ``tries`` times (busybox's wget; a try that times out
+    answers nothing)."""
+    script = f"for i in $(seq {tries}); do timeout 3 wget -q -O - {url}; echo; done"
+    done = kube("exec", pod.name, "--", "sh", "-c", script)
+    return [line for line in done.stdout.splitlines() if line]
+
+
+def test_a_service_s_cluster_ip_reaches_its_pods_from_pods_on_every_node(
+    kube: Kube, pods: list[Pod], web: set[str]
+) -> None:
+    """kube-proxy on every node: from a pod on each node, the Service's ClusterIP answers,
+    from more than one of its pods (on other nodes, over the mesh)."""
+    address = kube.json("get", "service", "web")["spec"]["clusterIP"]
+    for pod in pods:
+        seen = wait_for(
+            f"{address} answered from {pod.name} by more than one pod",
+            lambda pod=pod: answers(kube, pod, f"http://{address}/"),  # type: ignore[misc]
+            lambda got: len(set(got)) > 1 and set(got) <= web,
+            timeout=120,
+        )
+        assert set(seen) <= web, seen
+
+
+def test_a_node_port_answers_from_the_host_at_every_node_s_address(
+    kube: Kube, workers: list[MeshNode], web: set[str]
+) -> None:
+    """``--netns``: each node's address, from the host, at the Service's NodePort."""
+    port = kube.json("get", "service", "web-nodeport")["spec"]["ports"][0]["nodePort"]
+    for node in workers:
+        address = node.endpoint.rsplit(":", 1)[0]  # its own, on the host's bridge
+        url = f"http://{address}:{port}/"
+        name = wait_for(f"{url} answered from the host", lambda url=url: _get(url), timeout=120)
+        assert name in web, name
+
+
+def _get(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=3) as answer:
+        return str(answer.read().decode().strip())
 
 
 # -- roles move ------------------------------------------------------------------------

@@ -43,6 +43,7 @@ __all__ = [
     "COMPONENTS",
     "CONTROLLER_MANAGER",
     "KUBELET",
+    "KUBE_PROXY",
     "SCHEDULER",
     "SETTINGS",
     "Component",
@@ -100,7 +101,14 @@ SCHEDULER = Component(
 )
 KUBELET = Component("kubelet", _setting("kubelet", "kubelet"), "container runtime only")
 
-COMPONENTS = (APISERVER, CONTROLLER_MANAGER, SCHEDULER, KUBELET)
+KUBE_PROXY = Component(
+    "kube-proxy",
+    _setting("kube_proxy", "kube-proxy"),
+    "no Service is reachable from this node; set [plugins.kubernetes] kube_proxy or "
+    "install it (./dev kube-binaries builds it)",
+)
+
+COMPONENTS = (APISERVER, CONTROLLER_MANAGER, SCHEDULER, KUBELET, KUBE_PROXY)
 """Every kube binary the plugin runs, controller's first."""
 
 BUILT_DIR: Setting[str] = Setting(

@@ -7,7 +7,8 @@
         ──▶ KubernetesCertificates.IssueCertificate over the node's mutual TLS channel
             (the curator checks the caller is the node named, and its reported address)
         ──▶ client: CN system:node:<node ID>, O system:nodes
-            serving: the node's ID and address; both checked against the Kubernetes CA
+            serving: the node's ID and address
+            proxy: CN system:kube-proxy (kube-proxy's), all checked against the Kubernetes CA
 
 The node proves who it is with its node certificate (the channel's), so the request
 carries only public keys. Call again for new certificates (at each start of the kubelet):
@@ -25,7 +26,7 @@ from cryptography.exceptions import InvalidSignature
 
 from roleserve_core import CertificateVerificationError, CuratorConnection, IdentityError
 from roleserve_core.identity import PrivateKey, certificate_from_pem, generate_key, public_key_der
-from roleserve_kubernetes.pki import KeyPair, node_user
+from roleserve_kubernetes.pki import PROXY_USER, KeyPair, node_user
 from roleserve_kubernetes.proto import kubernetes_pb2, kubernetes_pb2_grpc
 
 __all__ = ["CALL_TIMEOUT", "KubeletCredentials", "kubelet_certificates", "kubelet_credentials"]
@@ -41,6 +42,9 @@ class KubeletCredentials:
     client: KeyPair
     serving: KeyPair
     ca_certificate_pem: bytes
+    proxy: KeyPair | None = None
+    """kube-proxy's client certificate (``system:kube-proxy``); None from a curator too
+    old to issue it, or where it was not asked for."""
 
 
 async def kubelet_certificates(
@@ -66,7 +70,7 @@ async def kubelet_credentials(
 ) -> KubeletCredentials:
     """``kubelet_certificates`` with the Kubernetes CA (the kubelet's ``--client-ca-file``
     and the trust of its kubeconfig)."""
-    client_key, serving_key = generate_key(), generate_key()
+    client_key, serving_key, proxy_key = generate_key(), generate_key(), generate_key()
     stub = kubernetes_pb2_grpc.KubernetesCertificatesStub(curator_connection.channel)
     response = await stub.IssueCertificate(
         kubernetes_pb2.IssueCertificateRequest(
@@ -74,17 +78,28 @@ async def kubelet_credentials(
             client_public_key=public_key_der(client_key.public_key()),
             serving_public_key=public_key_der(serving_key.public_key()),
             serving_addresses=[str(address) for address in addresses],
+            proxy_public_key=public_key_der(proxy_key.public_key()),
         ),
         timeout=CALL_TIMEOUT,
     )
     ca = _parsed(response.ca_certificate, "the Kubernetes CA")
-    client = _checked(response.client_certificate, client_key, ca, "client")
-    serving = _checked(response.serving_certificate, serving_key, ca, "serving")
+    client = _checked(response.client_certificate, client_key, ca, "kubelet client")
+    serving = _checked(response.serving_certificate, serving_key, ca, "kubelet serving")
     user = node_user(curator_connection.node_id)
     if _common_name(client) != user:
         raise CertificateVerificationError(f"the kubelet client certificate is not for {user}")
+    proxy = None
+    if response.proxy_certificate:
+        proxy = _checked(response.proxy_certificate, proxy_key, ca, "kube-proxy client")
+        if _common_name(proxy) != PROXY_USER:
+            raise CertificateVerificationError(
+                f"the kube-proxy client certificate is not for {PROXY_USER}"
+            )
     return KubeletCredentials(
-        KeyPair.of(client_key, client), KeyPair.of(serving_key, serving), response.ca_certificate
+        KeyPair.of(client_key, client),
+        KeyPair.of(serving_key, serving),
+        response.ca_certificate,
+        None if proxy is None else KeyPair.of(proxy_key, proxy),
     )
 
 
@@ -95,16 +110,16 @@ def _parsed(pem: bytes, what: str) -> x509.Certificate:
         raise CertificateVerificationError(f"the curator answered with {exc}") from None
 
 
-def _checked(pem: bytes, key: PrivateKey, ca: x509.Certificate, kind: str) -> x509.Certificate:
-    """The kubelet's ``kind`` certificate: for ``key``, issued by ``ca``."""
-    certificate = _parsed(pem, f"the kubelet {kind} certificate")
+def _checked(pem: bytes, key: PrivateKey, ca: x509.Certificate, what: str) -> x509.Certificate:
+    """The ``what`` certificate (``kubelet client``, say): for ``key``, issued by ``ca``."""
+    certificate = _parsed(pem, f"the {what} certificate")
     if certificate.public_key() != key.public_key():
-        raise CertificateVerificationError(f"the kubelet {kind} certificate is not for its key")
+        raise CertificateVerificationError(f"the {what} certificate is not for its key")
     try:
         certificate.verify_directly_issued_by(ca)
     except (ValueError, TypeError, InvalidSignature) as exc:
         raise CertificateVerificationError(
-            f"the kubelet {kind} certificate is not issued by the Kubernetes CA: {exc}"
+            f"the {what} certificate is not issued by the Kubernetes CA: {exc}"
         ) from None
     return certificate
 

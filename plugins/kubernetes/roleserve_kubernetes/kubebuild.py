@@ -6,12 +6,12 @@ beside this file (``kube/go.mod``, ``kube/go.sum``: the pin, checksums and all):
 
     ./dev kube-binaries ─▶ python -m roleserve_kubernetes.kubebuild
         │
-        ├─ <cache>/<version>-<digest>/bin has all five ──▶ "built in …", exit 0 at once
+        ├─ <cache>/<version>-<digest>/bin has all six  ──▶ "built in …", exit 0 at once
         │
         └─ else, under <cache>/.lock (one build at a time):
              go build -mod=readonly -trimpath … k8s.io/kubernetes/cmd/<each>
                  into <cache>/.<key>.XXXX/bin, one binary after another (progress lines)
-             rename .<key>.XXXX ─▶ <version>-<digest>   (all five or nothing; the next
+             rename .<key>.XXXX ─▶ <version>-<digest>   (all six or nothing; the next
                                                          build removes a killed one's)
 
 ``<cache>`` is ``${XDG_CACHE_HOME:-$HOME/.cache}/roleserve/kube``. The key holds a digest
@@ -63,7 +63,14 @@ MODULE_DIR = Path(__file__).parent / "kube"
 """The Go module that pins the version: ``go.mod`` requires ``k8s.io/kubernetes`` and
 replaces each staging module by its published ``v0.x``; ``go.sum`` holds every checksum."""
 
-BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kubectl")
+BINARIES = (
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kubelet",
+    "kube-proxy",
+    "kubectl",
+)
 """What is built, each from ``k8s.io/kubernetes/cmd/<name>``, in this order."""
 
 _VERSION_PACKAGES = ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")

@@ -285,6 +285,16 @@ def kubelet_client_certificate(
     return _issue(pki["ca"], public_key, node_user(node_id), [NODES_GROUP])
 
 
+PROXY_USER = "system:kube-proxy"
+"""kube-proxy's user: Kubernetes' default ClusterRoleBinding ``system:node-proxier`` gives
+it what a service proxy needs (Services, EndpointSlices, Nodes: read; Events: write)."""
+
+
+def proxy_client_certificate(pki: Mapping[str, KeyPair], public_key: PublicKey) -> x509.Certificate:
+    """kube-proxy's client certificate: CN system:kube-proxy, no group."""
+    return _issue(pki["ca"], public_key, PROXY_USER, [])
+
+
 def kubelet_serving_certificate(
     pki: Mapping[str, KeyPair],
     node_id: str,

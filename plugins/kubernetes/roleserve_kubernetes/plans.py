@@ -43,14 +43,16 @@ from roleserve_core import Bind, ProgramSpec, endpoint, local_exporter_host, wri
 from roleserve_kubernetes.binaries import (
     APISERVER,
     CONTROLLER_MANAGER,
+    KUBE_PROXY,
     KUBELET,
     SCHEDULER,
     Component,
 )
 from roleserve_kubernetes.cgroups import cgroup_root
+from roleserve_kubernetes.cni import BRIDGE_PREFIX
 from roleserve_kubernetes.klog import klog_parser
 from roleserve_kubernetes.kubeconfig import KUBECONFIG_MODE, kubeconfig
-from roleserve_kubernetes.pki import PKI_PREFIX, KeyPair
+from roleserve_kubernetes.pki import PKI_PREFIX, PROXY_USER, KeyPair
 from roleserve_kubernetes.uts import with_hostname
 
 __all__ = [
@@ -61,6 +63,8 @@ __all__ = [
     "KEY_MODE",
     "KUBELET_HEALTHZ_PORT",
     "KUBELET_PORT",
+    "KUBE_PROXY_HEALTHZ_PORT",
+    "KUBE_PROXY_METRICS_PORT",
     "LOOPBACK_NODE_IP",
     "POD_RANGE",
     "PUBLIC_MODE",
@@ -72,10 +76,12 @@ __all__ = [
     "KubeletInputs",
     "LaunchPlan",
     "PlannedFile",
+    "ProxyInputs",
     "apiserver_health",
     "apiserver_plan",
     "apiserver_url",
     "controller_manager_plan",
+    "kube_proxy_plan",
     "kubelet_plan",
     "kubelet_root",
     "program_spec",
@@ -95,6 +101,11 @@ CONTROLLER_MANAGER_PORT = 10257
 SCHEDULER_PORT = 10259
 KUBELET_PORT = 10250
 KUBELET_HEALTHZ_PORT = 10248
+KUBE_PROXY_HEALTHZ_PORT = 10256
+KUBE_PROXY_METRICS_PORT = 10249
+SBIN = ("/usr/sbin", "/sbin")
+"""Where Debian keeps ``nft``, which kube-proxy's nftables mode runs: on its PATH even
+when the node's own PATH (a user's shell) lacks them."""
 ETCD_PREFIX = "/kubernetes/registry"
 """Where the apiserver keeps its objects in etcd: next to the PKI (``/kubernetes/pki/``),
 away from the curator's keys."""
@@ -394,6 +405,72 @@ def kubelet_plan(inputs: KubeletInputs) -> LaunchPlan:
         health=health,
         binds=(health.bind, Bind(address, KUBELET_PORT)),
         quiet=(LOOPBACK_NODE_IP,) if inputs.address.is_loopback else (),
+    )
+
+
+@dataclass(frozen=True)
+class ProxyInputs:
+    """Everything kube-proxy's plan depends on."""
+
+    directory: Path
+    """kube-proxy's directory in the plugin's data directory (one per node)."""
+    node_id: str
+    address: IPAddress
+    apiserver: str
+    ca_pem: bytes
+    client: KeyPair
+    """kube-proxy's client certificate (``system:kube-proxy``), from the curator."""
+    search_path: str
+    """The node's PATH, to which kube-proxy's gets ``SBIN``."""
+
+
+def kube_proxy_plan(inputs: ProxyInputs) -> LaunchPlan:
+    """kube-proxy in nftables mode (the kernel has nf_tables built in, and Debian's ``nft``
+    is installable; iptables' legacy tables are not what this kernel is built around).
+
+    Pods' traffic is told from the rest by the interface it comes in on, a node's pod
+    bridge (``cni.BRIDGE_PREFIX``), not by the cluster's network, which a node does not
+    know (each local cluster on a machine has its own). Its Services' NodePorts answer on
+    the node's address only (``nodePortAddresses``: a
+    loopback cluster's nodes share the host's other addresses). It changes no sysctl of
+    the machine's (``conntrack``: zeros leave each as it is; a loopback cluster's proxy
+    runs in the host's own network namespace). Ready when ``/healthz`` answers 200: its
+    rules were synced recently."""
+    directory = inputs.directory
+    credentials = _kubeconfig_file(
+        directory, inputs.apiserver, inputs.ca_pem, inputs.client, PROXY_USER
+    )
+    address, host = str(inputs.address), local_exporter_host(inputs.address)
+    prefix_length = 32 if inputs.address.version == 4 else 128
+    settings = {
+        "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+        "kind": "KubeProxyConfiguration",
+        "clientConnection": {"kubeconfig": str(credentials.path)},
+        "mode": "nftables",
+        "detectLocalMode": "InterfaceNamePrefix",
+        "detectLocal": {"interfaceNamePrefix": BRIDGE_PREFIX},
+        "hostnameOverride": inputs.node_id,
+        "healthzBindAddress": endpoint(host, KUBE_PROXY_HEALTHZ_PORT),
+        "metricsBindAddress": endpoint(host, KUBE_PROXY_METRICS_PORT),
+        "nodePortAddresses": [f"{address}/{prefix_length}"],
+        "conntrack": {
+            "maxPerCore": 0,
+            "min": 0,
+            "tcpEstablishedTimeout": "0s",
+            "tcpCloseWaitTimeout": "0s",
+        },
+    }
+    config = _public(directory / "config.json", json.dumps(settings, indent=2).encode() + b"\n")
+    health = Health(host, KUBE_PROXY_HEALTHZ_PORT, "/healthz", tls=False)
+    path = [part for part in inputs.search_path.split(":") if part]
+    return LaunchPlan(
+        name="kube-proxy",
+        component=KUBE_PROXY,
+        arguments=_arguments({"config": config.path}),
+        files=(credentials, config),
+        health=health,
+        binds=(health.bind, Bind(host, KUBE_PROXY_METRICS_PORT)),
+        env={"PATH": ":".join([*path, *(d for d in SBIN if d not in path)])},
     )
 
 

@@ -7,6 +7,7 @@ Kubernetes CA for kubelets and for the cluster's admin.
         KubernetesCertificates(CuratorLeader)
           IssueCertificate        node-authenticated; node_id must be the caller's, serving
                                   addresses its reported one ──▶ kubelet client + serving
+                                  (+ kube-proxy's client, system:kube-proxy, if asked)
           IssueAdminCertificate   MANAGE_CREDENTIALS (owner) ──▶ CN = the caller,
                                   O system:masters, ADMIN_LIFETIME; the controllers' :6443
           both: the PKI from etcd (load_or_create_pki: made here if no controller made it
@@ -44,6 +45,7 @@ from roleserve_kubernetes.pki import (
     kubelet_client_certificate,
     kubelet_serving_certificate,
     load_or_create_pki,
+    proxy_client_certificate,
 )
 from roleserve_kubernetes.proto import kubernetes_pb2, kubernetes_pb2_grpc
 
@@ -87,11 +89,16 @@ class KubernetesCertificates(kubernetes_pb2_grpc.KubernetesCertificatesServicer)
         pki = await self.pki()
         client = kubelet_client_certificate(pki, node_id, client_key)
         serving = kubelet_serving_certificate(pki, node_id, addresses, serving_key)
-        return kubernetes_pb2.IssueCertificateResponse(
+        response = kubernetes_pb2.IssueCertificateResponse(
             client_certificate=certificate_to_pem(client),
             serving_certificate=certificate_to_pem(serving),
             ca_certificate=certificate_to_pem(pki["ca"].certificate),
         )
+        if request.proxy_public_key:
+            proxy_key = _public_key("proxy_public_key", request.proxy_public_key)
+            proxy = proxy_client_certificate(pki, proxy_key)
+            response.proxy_certificate = certificate_to_pem(proxy)
+        return response
 
     @override
     @handled

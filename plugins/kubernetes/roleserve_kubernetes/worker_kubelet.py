@@ -43,6 +43,7 @@ moves there (``kubelet_runnable`` is made for that).
 from __future__ import annotations
 
 import ipaddress
+import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,7 +63,8 @@ from roleserve_core import (
     common_pb2,
     node_address,
 )
-from roleserve_kubernetes.binaries import KUBELET, KubeBinaries
+from roleserve_core.rundir import runtime_root
+from roleserve_kubernetes.binaries import KUBE_PROXY, KUBELET, KubeBinaries
 from roleserve_kubernetes.certificates import KubeletCredentials, kubelet_credentials
 from roleserve_kubernetes.cgroups import (
     cgroup_hierarchies,
@@ -72,11 +74,12 @@ from roleserve_kubernetes.cgroups import (
 )
 from roleserve_kubernetes.kubelet import kubelet_runnable
 from roleserve_kubernetes.kubeletroot import bind_root, root_mount_point
+from roleserve_kubernetes.kubeproxy import kube_proxy_runnable
 from roleserve_kubernetes.layout import WorkerLayout, check_kubelet_root
 from roleserve_kubernetes.leftovers import mounts_under, unmount
 from roleserve_kubernetes.nodeaddress import node_address_runnable
 from roleserve_kubernetes.pki import KeyPair
-from roleserve_kubernetes.plans import KubeletInputs, apiserver_url, kubelet_root
+from roleserve_kubernetes.plans import KubeletInputs, ProxyInputs, apiserver_url, kubelet_root
 from roleserve_kubernetes.startup import start_when_ready
 from roleserve_kubernetes.values import KUBERNETES_STATUS, POD_NETWORK, KubernetesStatus, PodNetwork
 
@@ -266,8 +269,10 @@ class KubeletWorker:
     async def _start(self, ctx: RunContext, startup: KubeletStartup, binary: Path) -> None:
         ctx.set_note("asking the curator for the kubelet's certificates")
         issued = await self.certificates(startup)
+        proxy = None
         if isinstance(issued, KubeletCredentials):
             client, serving, ca_pem = issued.client, issued.serving, issued.ca_certificate_pem
+            proxy = issued.proxy
         else:
             (client, serving), ca_pem = issued, startup.ca_pem or b""
         root = cgroup_root(startup.node_id)
@@ -292,8 +297,33 @@ class KubeletWorker:
         ctx.run("kubelet", kubelet_runnable(lambda: inputs, binary, self.node.data_dir))
         if startup.address.is_loopback:  # the kubelet refuses it as its node IP
             ctx.run("node_address", node_address_runnable(inputs))
+        if proxy is None:
+            ctx.log.warning(
+                "the curator issued no kube-proxy certificate (its kubernetes plugin is older"
+                " than this node's): no Service is reachable from this node"
+            )
+        else:
+            self._run_proxy(ctx, ProxyInputs(
+                directory=self.node.data_dir / "kube-proxy",
+                node_id=startup.node_id,
+                address=startup.address,
+                apiserver=startup.apiserver,
+                ca_pem=ca_pem,
+                client=proxy,
+                search_path=os.environ.get("PATH", ""),
+            ))  # fmt: skip
         ctx.set_note("")
         ctx.signal_healthy()
+
+    def _run_proxy(self, ctx: RunContext, inputs: ProxyInputs) -> None:
+        """The child ``kube_proxy`` (``kubeproxy``): Services, one proxy per network
+        namespace."""
+        binary = self.binaries.find(KUBE_PROXY)
+        lock_dir = runtime_root()
+        ctx.run(
+            "kube_proxy",
+            kube_proxy_runnable(lambda: inputs, binary, self.node.data_dir, lock_dir),
+        )
 
 
 def _never() -> KubeletInputs:

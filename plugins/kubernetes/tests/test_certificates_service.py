@@ -40,7 +40,7 @@ from roleserve_core.rpc import (
     method_authorization,
 )
 from roleserve_core.testing import SupervisorRunner, require_real
-from roleserve_kubernetes.certificates import kubelet_certificates
+from roleserve_kubernetes.certificates import kubelet_certificates, kubelet_credentials
 from roleserve_kubernetes.pki import load_or_create_pki
 from roleserve_kubernetes.proto import kubernetes_pb2, kubernetes_pb2_grpc
 from roleserve_kubernetes.service import curator_extension
@@ -135,6 +135,28 @@ async def test_a_node_gets_its_own_kubelet_certificates_from_the_kubernetes_ca(
     names = serving.certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName)
     assert names.value.get_values_for_type(x509.DNSName) == [node.node_id]
     assert names.value.get_values_for_type(x509.IPAddress) == [node.address]
+
+
+async def test_a_node_gets_kube_proxy_s_certificate_as_system_kube_proxy(
+    curators: CuratorCluster, tmp_path: Path
+) -> None:
+    """kube-proxy's own identity, no group: Kubernetes binds system:kube-proxy to the
+    ClusterRole system:node-proxier (what a service proxy needs), not to a node's rights."""
+    leader = await curators.leader()
+    node = await curators.enrol(1)
+    assert node.credentials is not None
+    async with curators.channel(leader, node.credentials) as channel:
+        connection = CuratorConnection(node.node_id, leader.node_id, leader.endpoint, channel)
+        credentials = await kubelet_credentials(connection)
+    proxy = credentials.proxy
+    assert proxy is not None
+    assert proxy.certificate_pem is not None
+    _openssl_verify(tmp_path, credentials.ca_certificate_pem, proxy.certificate_pem)
+    subject = proxy.certificate.subject
+    assert [a.value for a in subject.get_attributes_for_oid(NameOID.COMMON_NAME)] == [
+        "system:kube-proxy"
+    ]
+    assert subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME) == []
 
 
 async def test_another_nodes_names_are_refused(curators: CuratorCluster) -> None:

@@ -124,7 +124,7 @@ def test_failed_build_is_one_line_and_keeps_nothing(tmp_path: Path, fake_go: str
     result = run_build(tmp_path, fake_go, FAKE_GO_FAIL="cannot find module")
     assert result.returncode == 1
     last = result.stderr.splitlines()[-1]
-    assert "building kube-apiserver (1/5) failed (go exit 1)" in last
+    assert f"building kube-apiserver (1/{len(BINARIES)}) failed (go exit 1)" in last
     assert "go: some/pkg: cannot find module" in last
     assert f"{pinned().key}.log" in last
     assert "./dev kube-binaries again" in last
@@ -133,8 +133,8 @@ def test_failed_build_is_one_line_and_keeps_nothing(tmp_path: Path, fake_go: str
     assert sorted(p.name for p in root.iterdir()) == [".lock", f"{pinned().key}.log"]
 
 
-def test_builds_all_five_then_reuses_them(tmp_path: Path, fake_go: str) -> None:
-    """All five built, each with the pinned flags, into the keyed directory (what a killed
+def test_builds_all_six_then_reuses_them(tmp_path: Path, fake_go: str) -> None:
+    """All six built, each with the pinned flags, into the keyed directory (what a killed
     build left is removed); a second run calls go no more and says where they are."""
     killed = tmp_path / "cache" / "roleserve" / "kube" / f".{pinned().key}.abc123" / "bin"
     killed.mkdir(parents=True)

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from roleserve_core.proto import authorization_pb2 as roleserve__core_dot_proto_dot_authorization__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n+roleserve_kubernetes/proto/kubernetes.proto\x12\x17roleserve.kubernetes.v1\x1a(roleserve_core/proto/authorization.proto\"|\n\x17IssueCertificateRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x19\n\x11\x63lient_public_key\x18\x02 \x01(\x0c\x12\x1a\n\x12serving_public_key\x18\x03 \x01(\x0c\x12\x19\n\x11serving_addresses\x18\x04 \x03(\t\"k\n\x18IssueCertificateResponse\x12\x1a\n\x12\x63lient_certificate\x18\x01 \x01(\x0c\x12\x1b\n\x13serving_certificate\x18\x02 \x01(\x0c\x12\x16\n\x0e\x63\x61_certificate\x18\x03 \x01(\x0c\"+\n\x1cIssueAdminCertificateRequest\x12\x0b\n\x03\x63sr\x18\x01 \x01(\x0c\"|\n\x1dIssueAdminCertificateResponse\x12\x13\n\x0b\x63\x65rtificate\x18\x01 \x01(\x0c\x12\x16\n\x0e\x63\x61_certificate\x18\x02 \x01(\x0c\x12\x1b\n\x13\x61piserver_endpoints\x18\x03 \x03(\t\x12\x11\n\tnot_after\x18\x04 \x01(\x03\x32\xad\x02\n\x16KubernetesCertificates\x12\x80\x01\n\x10IssueCertificate\x12\x30.roleserve.kubernetes.v1.IssueCertificateRequest\x1a\x31.roleserve.kubernetes.v1.IssueCertificateResponse\"\x07\xc2\xf3\x18\x03\n\x01\x02\x12\x8f\x01\n\x15IssueAdminCertificate\x12\x35.roleserve.kubernetes.v1.IssueAdminCertificateRequest\x1a\x36.roleserve.kubernetes.v1.IssueAdminCertificateResponse\"\x07\xc2\xf3\x18\x03\n\x01\x08\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n+roleserve_kubernetes/proto/kubernetes.proto\x12\x17roleserve.kubernetes.v1\x1a(roleserve_core/proto/authorization.proto\"\x96\x01\n\x17IssueCertificateRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x19\n\x11\x63lient_public_key\x18\x02 \x01(\x0c\x12\x1a\n\x12serving_public_key\x18\x03 \x01(\x0c\x12\x19\n\x11serving_addresses\x18\x04 \x03(\t\x12\x18\n\x10proxy_public_key\x18\x05 \x01(\x0c\"\x86\x01\n\x18IssueCertificateResponse\x12\x1a\n\x12\x63lient_certificate\x18\x01 \x01(\x0c\x12\x1b\n\x13serving_certificate\x18\x02 \x01(\x0c\x12\x16\n\x0e\x63\x61_certificate\x18\x03 \x01(\x0c\x12\x19\n\x11proxy_certificate\x18\x04 \x01(\x0c\"+\n\x1cIssueAdminCertificateRequest\x12\x0b\n\x03\x63sr\x18\x01 \x01(\x0c\"|\n\x1dIssueAdminCertificateResponse\x12\x13\n\x0b\x63\x65rtificate\x18\x01 \x01(\x0c\x12\x16\n\x0e\x63\x61_certificate\x18\x02 \x01(\x0c\x12\x1b\n\x13\x61piserver_endpoints\x18\x03 \x03(\t\x12\x11\n\tnot_after\x18\x04 \x01(\x03\x32\xad\x02\n\x16KubernetesCertificates\x12\x80\x01\n\x10IssueCertificate\x12\x30.roleserve.kubernetes.v1.IssueCertificateRequest\x1a\x31.roleserve.kubernetes.v1.IssueCertificateResponse\"\x07\xc2\xf3\x18\x03\n\x01\x02\x12\x8f\x01\n\x15IssueAdminCertificate\x12\x35.roleserve.kubernetes.v1.IssueAdminCertificateRequest\x1a\x36.roleserve.kubernetes.v1.IssueAdminCertificateResponse\"\x07\xc2\xf3\x18\x03\n\x01\x08\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,14 +36,14 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_KUBERNETESCERTIFICATES'].methods_by_name['IssueCertificate']._serialized_options = b'\302\363\030\003\n\001\002'
   _globals['_KUBERNETESCERTIFICATES'].methods_by_name['IssueAdminCertificate']._loaded_options = None
   _globals['_KUBERNETESCERTIFICATES'].methods_by_name['IssueAdminCertificate']._serialized_options = b'\302\363\030\003\n\001\010'
-  _globals['_ISSUECERTIFICATEREQUEST']._serialized_start=114
-  _globals['_ISSUECERTIFICATEREQUEST']._serialized_end=238
-  _globals['_ISSUECERTIFICATERESPONSE']._serialized_start=240
-  _globals['_ISSUECERTIFICATERESPONSE']._serialized_end=347
-  _globals['_ISSUEADMINCERTIFICATEREQUEST']._serialized_start=349
-  _globals['_ISSUEADMINCERTIFICATEREQUEST']._serialized_end=392
-  _globals['_ISSUEADMINCERTIFICATERESPONSE']._serialized_start=394
-  _globals['_ISSUEADMINCERTIFICATERESPONSE']._serialized_end=518
-  _globals['_KUBERNETESCERTIFICATES']._serialized_start=521
-  _globals['_KUBERNETESCERTIFICATES']._serialized_end=822
+  _globals['_ISSUECERTIFICATEREQUEST']._serialized_start=115
+  _globals['_ISSUECERTIFICATEREQUEST']._serialized_end=265
+  _globals['_ISSUECERTIFICATERESPONSE']._serialized_start=268
+  _globals['_ISSUECERTIFICATERESPONSE']._serialized_end=402
+  _globals['_ISSUEADMINCERTIFICATEREQUEST']._serialized_start=404
+  _globals['_ISSUEADMINCERTIFICATEREQUEST']._serialized_end=447
+  _globals['_ISSUEADMINCERTIFICATERESPONSE']._serialized_start=449
+  _globals['_ISSUEADMINCERTIFICATERESPONSE']._serialized_end=573
+  _globals['_KUBERNETESCERTIFICATES']._serialized_start=576
+  _globals['_KUBERNETESCERTIFICATES']._serialized_end=877
 # @@protoc_insertion_point(module_scope)

@@ -33,12 +33,15 @@ class IssueCertificateRequest(_message.Message):
     CLIENT_PUBLIC_KEY_FIELD_NUMBER: _builtins.int
     SERVING_PUBLIC_KEY_FIELD_NUMBER: _builtins.int
     SERVING_ADDRESSES_FIELD_NUMBER: _builtins.int
+    PROXY_PUBLIC_KEY_FIELD_NUMBER: _builtins.int
     node_id: _builtins.str
     """The node the certificates are for: must be the caller's own ID."""
     client_public_key: _builtins.bytes
     """DER SubjectPublicKeyInfo (ECDSA P-256) of the kubelet's client key."""
     serving_public_key: _builtins.bytes
     """DER SubjectPublicKeyInfo (ECDSA P-256) of the kubelet's serving key."""
+    proxy_public_key: _builtins.bytes
+    """DER SubjectPublicKeyInfo (ECDSA P-256) of kube-proxy's client key; empty: none asked."""
     @_builtins.property
     def serving_addresses(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """The addresses the serving certificate names. Empty: the address the node last
@@ -52,10 +55,11 @@ class IssueCertificateRequest(_message.Message):
         client_public_key: _builtins.bytes = ...,
         serving_public_key: _builtins.bytes = ...,
         serving_addresses: _abc.Iterable[_builtins.str] | None = ...,
+        proxy_public_key: _builtins.bytes = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["client_public_key", b"client_public_key", "node_id", b"node_id", "serving_addresses", b"serving_addresses", "serving_public_key", b"serving_public_key"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["client_public_key", b"client_public_key", "node_id", b"node_id", "proxy_public_key", b"proxy_public_key", "serving_addresses", b"serving_addresses", "serving_public_key", b"serving_public_key"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -68,22 +72,26 @@ class IssueCertificateResponse(_message.Message):
     CLIENT_CERTIFICATE_FIELD_NUMBER: _builtins.int
     SERVING_CERTIFICATE_FIELD_NUMBER: _builtins.int
     CA_CERTIFICATE_FIELD_NUMBER: _builtins.int
+    PROXY_CERTIFICATE_FIELD_NUMBER: _builtins.int
     client_certificate: _builtins.bytes
     """PEM of the kubelet's client certificate."""
     serving_certificate: _builtins.bytes
     """PEM of the kubelet's serving certificate."""
     ca_certificate: _builtins.bytes
     """PEM of the Kubernetes CA, which the apiserver's certificate chains to."""
+    proxy_certificate: _builtins.bytes
+    """PEM of kube-proxy's client certificate, if proxy_public_key was given."""
     def __init__(
         self,
         *,
         client_certificate: _builtins.bytes = ...,
         serving_certificate: _builtins.bytes = ...,
         ca_certificate: _builtins.bytes = ...,
+        proxy_certificate: _builtins.bytes = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ca_certificate", b"ca_certificate", "client_certificate", b"client_certificate", "serving_certificate", b"serving_certificate"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ca_certificate", b"ca_certificate", "client_certificate", b"client_certificate", "proxy_certificate", b"proxy_certificate", "serving_certificate", b"serving_certificate"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -52,7 +52,10 @@ class KubernetesCertificatesServicer:
     def IssueCertificate(self, request, context):
         """The calling node's kubelet certificates (Monogon's IssueCertificate): a client
         certificate (CN system:node:<node ID>, O system:nodes) and a serving one (its node ID
-        and address). Refused (PERMISSION_DENIED) for another node's ID or address.
+        and address); with proxy_public_key, kube-proxy's client certificate too (CN
+        system:kube-proxy: Kubernetes binds that user to the ClusterRole system:node-proxier,
+        what a service proxy needs and no more). Refused (PERMISSION_DENIED) for another
+        node's ID or address.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -41,7 +41,10 @@ class KubernetesCertificatesStub:
     IssueCertificate: _grpc.UnaryUnaryMultiCallable[_kubernetes_pb2.IssueCertificateRequest, _kubernetes_pb2.IssueCertificateResponse]
     """The calling node's kubelet certificates (Monogon's IssueCertificate): a client
     certificate (CN system:node:<node ID>, O system:nodes) and a serving one (its node ID
-    and address). Refused (PERMISSION_DENIED) for another node's ID or address.
+    and address); with proxy_public_key, kube-proxy's client certificate too (CN
+    system:kube-proxy: Kubernetes binds that user to the ClusterRole system:node-proxier,
+    what a service proxy needs and no more). Refused (PERMISSION_DENIED) for another
+    node's ID or address.
     """
     IssueAdminCertificate: _grpc.UnaryUnaryMultiCallable[_kubernetes_pb2.IssueAdminCertificateRequest, _kubernetes_pb2.IssueAdminCertificateResponse]
     """A cluster-admin client certificate (CN the caller's identity, O system:masters) for a
@@ -55,7 +58,10 @@ class KubernetesCertificatesAsyncStub(KubernetesCertificatesStub):
     IssueCertificate: _aio.UnaryUnaryMultiCallable[_kubernetes_pb2.IssueCertificateRequest, _kubernetes_pb2.IssueCertificateResponse]  # type: ignore[assignment]
     """The calling node's kubelet certificates (Monogon's IssueCertificate): a client
     certificate (CN system:node:<node ID>, O system:nodes) and a serving one (its node ID
-    and address). Refused (PERMISSION_DENIED) for another node's ID or address.
+    and address); with proxy_public_key, kube-proxy's client certificate too (CN
+    system:kube-proxy: Kubernetes binds that user to the ClusterRole system:node-proxier,
+    what a service proxy needs and no more). Refused (PERMISSION_DENIED) for another
+    node's ID or address.
     """
     IssueAdminCertificate: _aio.UnaryUnaryMultiCallable[_kubernetes_pb2.IssueAdminCertificateRequest, _kubernetes_pb2.IssueAdminCertificateResponse]  # type: ignore[assignment]
     """A cluster-admin client certificate (CN the caller's identity, O system:masters) for a
@@ -72,7 +78,10 @@ class KubernetesCertificatesServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_kubernetes_pb2.IssueCertificateResponse, _abc.Awaitable[_kubernetes_pb2.IssueCertificateResponse]]:
         """The calling node's kubelet certificates (Monogon's IssueCertificate): a client
         certificate (CN system:node:<node ID>, O system:nodes) and a serving one (its node ID
-        and address). Refused (PERMISSION_DENIED) for another node's ID or address.
+        and address); with proxy_public_key, kube-proxy's client certificate too (CN
+        system:kube-proxy: Kubernetes binds that user to the ClusterRole system:node-proxier,
+        what a service proxy needs and no more). Refused (PERMISSION_DENIED) for another
+        node's ID or address.
         """
 
     @_abc_1.abstractmethod
