@@ -65,6 +65,8 @@ tree names the module. A test keeps the tree whole: every exception class of the
     │                                 (.localcluster.netns)
     ├── NodeConfigError               a node's roleserve.toml that up cannot add a setting to
     │                                 (.localcluster.nodeconfig)
+    ├── LocalNetworkError             a local cluster's network is another's, or none is
+    │                                 free (.localcluster.clusternetwork)
     ├── UpLockError                   a cluster's directory that cannot hold up's lock
     │                                 (.localcluster.lock)
     ├── CtlError                      a ctl command's one-line failure, with its exit code

@@ -70,6 +70,7 @@ async def _up(args: argparse.Namespace) -> int:
                     progress=_progress,
                     extensions=load_extensions(_progress),
                     kubernetes_workers=args.kubernetes_workers,
+                    cluster_network=args.cluster_network,
                 )
                 try:
                     await cluster.up()

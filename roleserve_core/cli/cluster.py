@@ -6,7 +6,9 @@ step, then a live status table until Ctrl-C, which stops the nodes it started cl
 (nodes it found running keep running). ``--detach``
 leaves the nodes running instead; ``down`` stops them and ``status`` shows them.
 ``up --netns`` (root) runs each node in a network namespace of its own instead, at an
-address of 198.18.0.0/15 (``localcluster.netns``).
+address of 198.18.0.0/15 (``localcluster.netns``). A new cluster gets a cluster network
+(its nodes' prefixes, its pods' addresses) that no other local cluster of this machine has,
+or the one ``--cluster-network`` gives (``localcluster.clusternetwork``).
 
 This module is the command line; what each sub-command does is in ``_cluster_commands``,
 imported when one runs, so that ``--help`` loads neither anyio nor grpc.
@@ -22,6 +24,13 @@ from typing import Any, Literal
 
 from roleserve_core.cli._failure import report, sole_error
 from roleserve_core.errors import RoleserveError
+from roleserve_core.localcluster.clusternetwork import (
+    DEFAULT_NETWORK,
+    NETWORK_PREFIX_LENGTH,
+    POOL,
+    IPNetwork,
+    network_value,
+)
 from roleserve_core.localcluster.layout import (
     ALL_WORKERS,
     DEFAULT_KUBERNETES_WORKERS,
@@ -97,7 +106,22 @@ def add_parser(commands: Any) -> None:
         help=(
             f"node 1's address; node i gets the i-th from it (default {FIRST_ADDRESS}, or "
             "what the cluster in --dir was created with). Another one runs a second cluster "
-            "beside the first: e.g. 127.0.1.11"
+            "beside the first, e.g. 127.0.1.11 (with a cluster network of its own: "
+            "--cluster-network)"
+        ),
+    )
+    up.add_argument(
+        "--cluster-network",
+        type=_cluster_network,
+        default=None,
+        metavar="CIDR",
+        help=(
+            "the cluster network a new cluster bootstraps with: its nodes' prefixes, its "
+            "pods' addresses (a private network, e.g. 172.20.0.0/16; room for a /24 per "
+            f"node). Default: a /{NETWORK_PREFIX_LENGTH} of {POOL} that no other local "
+            "cluster of this machine has, so that two clusters never share a pod address; "
+            "one that overlaps another local cluster's is refused. A cluster keeps its "
+            f"network (one made before this took {DEFAULT_NETWORK})"
         ),
     )
     up.add_argument(
@@ -145,6 +169,13 @@ def _node_count(text: str) -> int:
 def _worker_count(text: str) -> int | Literal["all"]:
     try:
         return kubernetes_workers_value(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _cluster_network(text: str) -> IPNetwork:
+    try:
+        return network_value(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 

@@ -5,14 +5,19 @@
     D/
     ├── first-address   node 1's address (127.0.0.11 unless chosen); node i has the i-th;
     │                   one in 198.18.0.0/15 makes it a --netns cluster (netns.py)
+    ├── cluster-network the cluster network it bootstraps with, no other local cluster's
+    │                   (clusternetwork.py, with the machine's record of its clusters)
     ├── owner/          the owner's access directory (written by node 1's bootstrap)
     ├── up.lock         held by the `cluster up` at work on it (``lock``): one at a time
     ├── down            when `cluster down` last ran (a foreground up then ends)
     ├── n1/ … nN/       each node's data directory, log (node.log), PID (node.pid) and
     │                   hosts file (hosts, when the hostsfile plugin is installed)
 
-    up():   before each start: the node's roleserve.toml given its own hosts file
-            (nodeconfig: [plugins.hostsfile] path = "n<i>/hosts")
+    up():   first: the cluster's network, its own on this machine (clusternetwork: a new
+            cluster takes a free one; refused in one line when another cluster is in the way)
+            before each start: the node's roleserve.toml given its own hosts file
+            (nodeconfig: [plugins.hostsfile] path = "n<i>/hosts"); node 1's, the cluster
+            network too ([plugins.controlplane] cluster_network)
             every enrolled node that is not running: started (it rejoins without flags);
             node 1 of a new cluster: --bootstrap                        127.0.0.11
             wait for the leader (only now: the members need each other for a quorum)
@@ -69,6 +74,15 @@ from roleserve_core.errors import RoleserveError
 from roleserve_core.files import write_atomically
 from roleserve_core.identity import certificate_from_pem
 from roleserve_core.localcluster import netns as _netns
+from roleserve_core.localcluster.clusternetwork import (
+    CLUSTER_NETWORK_FILE,
+    DEFAULT_NETWORK,
+    ClusterRecords,
+    IPNetwork,
+    Wanted,
+    network_value,
+    saved_network,
+)
 from roleserve_core.localcluster.layout import (
     ALL_WORKERS,
     DEFAULT_KUBERNETES_WORKERS,
@@ -83,12 +97,16 @@ from roleserve_core.localcluster.layout import (
 from roleserve_core.localcluster.management import LeaderManagement
 from roleserve_core.localcluster.nodeconfig import (
     CLUSTERNET_INTERFACE,
+    CLUSTERNET_NETWORK,
     CLUSTERNET_OFF,
+    CONTROLPLANE_NETWORK,
     HOSTS_FILE,
     HOSTS_PATH,
     LOOPBACK_MESH_OFF,
     NodeSetting,
     configured,
+    configured_in,
+    operators_value,
     setting_accepted,
     with_setting,
     without_setting,
@@ -117,6 +135,7 @@ __all__ = [
     "LocalCluster",
     "LocalClusterError",
     "held_nodes",
+    "running",
     "saved_first_address",
     "size_for_up",
     "workers_for_up",
@@ -168,6 +187,14 @@ def held_nodes(directory: Path) -> int:
         if path.name[1:].isdigit() and path.is_dir()
     ]
     return max(indexes, default=0)
+
+
+def running(directory: Path) -> bool:
+    """Whether a node of the local cluster in ``directory`` runs (its ``node.pid``)."""
+    return any(
+        LocalNode(index, FIRST_ADDRESS, directory / f"n{index}").pid is not None
+        for index in range(1, held_nodes(directory) + 1)
+    )
 
 
 def size_for_up(directory: Path, asked: int | None) -> int:
@@ -235,6 +262,11 @@ class LocalCluster:
         of its own for (``nodeconfig``: the hosts file's path; with --netns, the clusternet
         interface; on loopback, why the mesh is off); by default, whether its plugin is
         installed and declares it.
+    :param cluster_network: the cluster network a new cluster bootstraps with
+        (``--cluster-network``); by default a free one (``clusternetwork``). Another one
+        than a bootstrapped cluster has is refused.
+    :param records: this machine's record of its local clusters (``clusternetwork``); the
+        one under the runtime root by default.
     """
 
     def __init__(
@@ -249,9 +281,15 @@ class LocalCluster:
         progress: Progress = _quiet,
         extensions: Sequence[ClusterExtension] = (),
         kubernetes_workers: KubernetesWorkers = None,
+        cluster_network: IPNetwork | None = None,
+        records: ClusterRecords | None = None,
     ) -> None:
         if size < 1:
             raise ValueError("a cluster has at least one node")
+        self.cluster_network_asked = cluster_network
+        self.records = records
+        self.cluster_network: IPNetwork | None = None
+        """The cluster's network, once ``up`` knows it (``_claim_network``)."""
         self.workers = workers_for_up(kubernetes_workers, size)
         self.workers_asked = kubernetes_workers is not None
         self.directory = directory.absolute()
@@ -380,7 +418,14 @@ class LocalCluster:
 
     async def up(self) -> None:
         """Start (or resume, or grow) the cluster and wait until every node is UP and
-        HEALTHY; see the module docstring for the order."""
+        HEALTHY; see the module docstring for the order.
+
+        :raises LocalNetworkError: before anything starts, in one line, if the cluster's
+            network is another local cluster's, or none is free (``clusternetwork``).
+        """
+        if self.network is not None:
+            self._refuse_netns_here()
+        await self._claim_network()
         if self.network is not None:
             await self._network_up(self.network)
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -466,13 +511,16 @@ class LocalCluster:
             return True
         return await stop_started(self.nodes, self.progress)
 
-    async def _network_up(self, plan: _netns.NetnsPlan) -> None:
-        """Refuse where --netns cannot run, or the kernel's ARP table is too small for the
-        cluster (``neighbour_shortage``); remove what a killed run left when no node
-        runs (a namespace outlives the nodes that were in it); make what is missing."""
+    def _refuse_netns_here(self) -> None:
+        """Refuse, before anything is made, where --netns cannot run, or where the
+        kernel's ARP table is too small for the cluster (``neighbour_shortage``)."""
         problem = _netns.unsupported() or _netns.neighbour_shortage(len(self.nodes))
         if problem is not None:
             raise LocalClusterError(problem)
+
+    async def _network_up(self, plan: _netns.NetnsPlan) -> None:
+        """Remove what a killed run left when no node runs (a namespace outlives the nodes
+        that were in it); make what is missing (``_refuse_netns_here`` said it can)."""
         network = str(plan.subnet.network_address).rsplit(".", 1)[0]
         self.progress(
             f"network: bridge {plan.bridge} at {plan.host_address}/24 on the host, "
@@ -491,6 +539,70 @@ class LocalCluster:
         said = await _netns.network_down(plan, self.directory)
         if said:
             self.progress(said)
+
+    async def _claim_network(self) -> None:
+        """Know the cluster's network, its own on this machine (``clusternetwork``)."""
+        wanted = self._wanted_network()
+        records = self.records or ClusterRecords()
+        claim = functools.partial(records.claim, self.directory, wanted, runs=running)
+        self.cluster_network = await anyio.to_thread.run_sync(claim)
+        if wanted.bootstrapped:
+            self.progress(f"cluster network {self.cluster_network}, as node 1 bootstrapped it")
+        else:
+            self.progress(
+                f"cluster network {self.cluster_network}, no other local cluster's "
+                f"(recorded in {self.directory / CLUSTER_NETWORK_FILE})"
+            )
+
+    def _wanted_network(self) -> Wanted:
+        """What ``up`` asks the machine's record for: the network node 1 bootstrapped
+        with; for a new cluster, the operator's (``--cluster-network``, or node 1's
+        setting), else any free one.
+
+        :raises LocalClusterError: if ``--cluster-network`` differs from the network of a
+            bootstrapped cluster (the curator's: it cannot change) or from node 1's setting.
+        """
+        recorded = saved_network(self.directory)
+        asked = self.cluster_network_asked
+        first = self.nodes[0]
+        if first.datadir.enrolled:
+            # Without a record (a cluster made before it): what node 1 bootstrapped with.
+            network = (
+                recorded
+                or _network_or_none(configured(first.datadir.config, CONTROLPLANE_NETWORK))
+                or DEFAULT_NETWORK
+            )
+            if asked not in (None, network):
+                raise LocalClusterError(
+                    f"the cluster in {self.directory} has the cluster network {network}, set "
+                    f"when node 1 bootstrapped it; give --cluster-network {network} (or "
+                    "none), or another --dir for a new cluster"
+                )
+            return Wanted(network, bootstrapped=True)
+        setting, where = self._operators_network()
+        if asked is not None and setting not in (None, asked):
+            raise LocalClusterError(
+                f'--cluster-network {asked} differs from cluster_network = "{setting}" in '
+                f"{where}'s [plugins.controlplane], which node 1 bootstraps with; give the "
+                "same, or take one of them out"
+            )
+        if asked is not None:
+            return Wanted(asked, preferred=recorded)
+        if setting is not None:
+            given_by = f"cluster_network in {where}'s [plugins.controlplane]"
+            return Wanted(setting, given_by=given_by, preferred=recorded)
+        return Wanted(None, preferred=recorded)
+
+    def _operators_network(self) -> tuple[IPNetwork | None, str]:
+        """The cluster network the operator set for node 1's bootstrap, in its
+        ``roleserve.toml`` or, before it has one, in the cluster's config; and where. A
+        value that is no private network is left for the node to refuse."""
+        path = self.nodes[0].datadir.config
+        if path.exists():
+            text = operators_value(path, CONTROLPLANE_NETWORK)
+        else:
+            text = configured_in(self.config, CONTROLPLANE_NETWORK)
+        return _network_or_none(text), str(path)
 
     def _save_first_address(self) -> None:
         """Record node 1's address (the constructor refused any other than a saved one:
@@ -572,6 +684,11 @@ class LocalCluster:
             own.append((CLUSTERNET_INTERFACE, self.network.wireguard_interface(node.index)))
         else:
             own.append((CLUSTERNET_OFF, LOOPBACK_MESH_OFF))
+        if self.cluster_network is not None:
+            if node.index == 1:
+                own.append((CONTROLPLANE_NETWORK, str(self.cluster_network)))
+            if self.network is not None:
+                own.append((CLUSTERNET_NETWORK, str(self.cluster_network)))
         return own
 
     async def _owner_written(self) -> bool:
@@ -1051,6 +1168,15 @@ def _indexes(nodes: dict[int, LocalNode]) -> str:
     """``node 4`` or ``nodes 4, 7, 9``: the nodes of these indexes, for a message."""
     listed = ", ".join(str(index) for index in sorted(nodes))
     return f"node{'s' if len(nodes) > 1 else ''} {listed}"
+
+
+def _network_or_none(text: str | None) -> IPNetwork | None:
+    """``text`` as a cluster network (``network_value``); None for none or an invalid one
+    (which the node refuses when it reads its settings, in its own words)."""
+    try:
+        return network_value(text) if text is not None else None
+    except ValueError:
+        return None
 
 
 def _exit_status(status: int | None) -> str:

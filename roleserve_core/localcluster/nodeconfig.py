@@ -10,6 +10,11 @@ one machine, each node's own.
     [plugins.clusternet] off         LOOPBACK_MESH_OFF       (loopback only) the nodes share
                                                              one network namespace: the
                                                              mesh stays off, saying why
+    [plugins.controlplane]           the cluster's network   (node 1 only) it bootstraps the
+      cluster_network                (clusternetwork)        cluster with it: one of its own
+                                                             on this machine
+    [plugins.clusternet]             the cluster's network   (--netns only) the mesh routes
+      cluster_network                                        it: the same as the curator's
 
 What ``up`` does before it starts node i, for each such setting::
 
@@ -64,13 +69,17 @@ from roleserve_core.settings import toml_literal
 
 __all__ = [
     "CLUSTERNET_INTERFACE",
+    "CLUSTERNET_NETWORK",
     "CLUSTERNET_OFF",
+    "CONTROLPLANE_NETWORK",
     "HOSTS_FILE",
     "HOSTS_PATH",
     "LOOPBACK_MESH_OFF",
     "NodeConfigError",
     "NodeSetting",
     "configured",
+    "configured_in",
+    "operators_value",
     "setting_accepted",
     "with_setting",
     "without_setting",
@@ -123,6 +132,24 @@ CLUSTERNET_OFF = NodeSetting(
 network namespace, where a mesh of theirs could only put interfaces and the cluster
 network's route on the host itself. Its worker stays off and says why in ``ctl tree``
 (a node without the plugin, as before, said nothing)."""
+CONTROLPLANE_NETWORK = NodeSetting(
+    "controlplane",
+    "cluster_network",
+    "cluster network",
+    why="the cluster's own network on this machine, read when node 1 bootstraps",
+)
+"""``[plugins.controlplane] cluster_network`` of node 1, which bootstraps the cluster with
+it: two clusters of one machine must not hand out the same node prefixes
+(``clusternetwork``). Read at bootstrap only, so the other nodes do not get it."""
+CLUSTERNET_NETWORK = NodeSetting(
+    "clusternet",
+    "cluster_network",
+    "cluster network",
+    why="the cluster's own network on this machine, routed through the mesh",
+)
+"""``[plugins.clusternet] cluster_network`` of each node of a ``--netns`` cluster: the mesh
+routes the cluster network through its interface, which must be the network the curator
+takes the nodes' prefixes from (its default is the controlplane's default)."""
 LOOPBACK_MESH_OFF = (
     "the nodes of a loopback cluster share one network namespace; "
     "`roleserve cluster up --netns` gives each node its own namespace and runs the mesh"
@@ -160,11 +187,36 @@ def configured(config: Path, setting: NodeSetting) -> str | None:
     """The value of ``setting`` in the node's ``roleserve.toml`` at ``config``; None if it
     sets none (or cannot be read: the node says why when it starts)."""
     try:
-        data = tomllib.loads(config.read_text())
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return configured_in(config.read_text(), setting)
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def configured_in(text: str, setting: NodeSetting) -> str | None:
+    """The value of ``setting`` in ``text`` (a ``roleserve.toml``); None if it sets none
+    (or is not TOML)."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
         return None
     value = setting.section(data).get(setting.key)
     return value if isinstance(value, str) else None
+
+
+def operators_value(config: Path, setting: NodeSetting) -> str | None:
+    """The value of ``setting`` in the node's ``roleserve.toml`` at ``config`` if the
+    operator set it (a line ``up`` wrote is not theirs); None if not (or if the file
+    cannot be read: the node says why when it starts)."""
+    try:
+        document = _parsed(config.read_text())
+    except (OSError, UnicodeDecodeError):
+        return None
+    plugins = document.get("plugins") if document is not None else None
+    section = plugins.get(setting.plugin) if isinstance(plugins, dict) else None
+    if not isinstance(section, dict) or _ours(section, setting):
+        return None
+    value = section.get(setting.key)
+    return str(value) if isinstance(value, str) else None
 
 
 def with_setting(text: str, setting: NodeSetting, value: str, source: Path) -> str | None:
