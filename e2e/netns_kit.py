@@ -69,6 +69,11 @@ class NetnsCluster:
         """The owner's access directory, for ``ctl``."""
         return self.directory / "owner"
 
+    @property
+    def network(self) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
+        """The cluster network ``up`` gave the cluster, its own on this machine."""
+        return ipaddress.ip_network((self.directory / "cluster-network").read_text().strip())
+
     def data_dir(self, index: int) -> Path:
         """Node ``index``'s data directory."""
         return self.directory / f"n{index}"

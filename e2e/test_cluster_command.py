@@ -37,6 +37,7 @@ from roleserve_core.rpc import secure_channel
 from roleserve_core.testing import poll_until, run_ctl
 
 T = TypeVar("T")
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 TIMEOUT = 120.0
 """Seconds a command may take: bootstrapping a one-node cluster takes a few."""
@@ -339,6 +340,56 @@ def test_up_starts_only_the_nodes_that_are_not_running(three: Three) -> None:
     assert_up_with_roles(after)
     table = [line for line in again.stdout.splitlines() if line.startswith("n")]
     assert [line.split()[0] for line in table] == ["n1", "n2", "n3"]
+
+
+def cluster_networks(directory: Path) -> tuple[IPNetwork, list[IPNetwork]]:
+    """The cluster network ``up`` recorded for the cluster in ``directory``, and the prefix
+    the leader gave each of its nodes that has one."""
+    network = ipaddress.ip_network((directory / "cluster-network").read_text().strip())
+    prefixes = [
+        ipaddress.ip_network(node["cluster"]["cluster_prefix"])
+        for node in status(directory)
+        if node["cluster"] and node["cluster"]["cluster_prefix"]
+    ]
+    return network, prefixes
+
+
+def test_a_second_cluster_beside_the_first_has_a_network_of_its_own(
+    three: Three, first_address: ipaddress.IPv4Address, tmp_path: Path, node_config: str
+) -> None:
+    """Issue 38: every local cluster bootstrapped with 10.192.0.0/11, so two of them on one
+    machine gave their node 1s the same prefix, and its pods' 10.192.0.128/25 was on both
+    clusters' bridges. A second cluster now gets a network no other local cluster has; one
+    asked for that overlaps another's is refused in one line, before anything starts."""
+    second = configured(tmp_path / "second", node_config)
+    up = cluster("up", "--nodes", "1", "--detach", "--dir", str(second),
+                 "--first-address", str(first_address))  # fmt: skip
+    try:
+        assert up.returncode == 0, up.stdout + up.stderr
+        first_network, first_prefixes = cluster_networks(three.directory)
+        second_network, second_prefixes = cluster_networks(second)
+        assert f"cluster network {second_network}, no other local cluster's" in up.stdout
+        assert not first_network.overlaps(second_network)
+        assert len(first_prefixes) >= 3, first_prefixes
+        assert len(second_prefixes) == 1, second_prefixes
+        assert all(p.subnet_of(first_network) for p in first_prefixes)  # type: ignore[arg-type]
+        assert all(p.subnet_of(second_network) for p in second_prefixes)  # type: ignore[arg-type]
+        third = tmp_path / "third"
+        refused = cluster("up", "--nodes", "1", "--detach", "--dir", str(third),
+                          "--cluster-network", str(first_network),
+                          "--first-address", str(first_address + 100))  # fmt: skip
+        assert refused.returncode == 1, refused.stdout + refused.stderr
+        [line] = refused.stderr.splitlines()
+        assert line.startswith(
+            f"roleserve cluster: error: --cluster-network {first_network} overlaps "
+            f"{first_network}, the network of the local cluster in {three.directory}, which "
+            "runs; give "
+            "--cluster-network a network no other local cluster has"
+        ), line
+        assert not (third / "n1").exists()  # nothing started
+    finally:
+        down = cluster("down", "--dir", str(second))
+    assert down.returncode == 0, down.stderr
 
 
 def test_a_restarted_node_that_exits_fails_up_with_its_own_error_first(three: Three) -> None:

@@ -62,7 +62,6 @@ reconcile_interval = {RECONCILE_INTERVAL}
 """
 """Added to the e2e roleserve.toml of this module's nodes (``cluster up`` adds each node's
 own interface name under the same header)."""
-CLUSTER_NETWORK = ipaddress.IPv4Network("10.192.0.0/11")
 
 
 @pytest.fixture(scope="module")
@@ -289,13 +288,13 @@ def test_every_node_has_a_prefix_of_its_own_and_the_others_as_peers(
     assert [node.index for node in mesh] == [1, 2, 3]
     assert len({node.prefix for node in mesh}) == 3
     for node in mesh:
-        assert node.prefix.subnet_of(CLUSTER_NETWORK), node
+        assert node.prefix.subnet_of(netns_cluster.network), node  # type: ignore[arg-type]
         assert node.announced == node.expected_announced, node
         device = wg_dump(node.interface)
         assert (device.public_key, device.listen_port) == (node.public_key, LISTEN_PORT)
         assert device.configured() == wanted_peers(node, mesh)
         assert interface_addresses(node) == [f"{node.address}/32"]
-        route = cluster_route(node)
+        route = cluster_route(netns_cluster, node)
         assert f"dev {node.interface} " in route, route
     # No persistent keepalive (the default, as Monogon's): a session between two peers
     # starts with the first packet one sends the other. Some bytes between every pair:
@@ -373,8 +372,9 @@ def test_wireguard_go_killed_comes_back_configured(netns_cluster: NetnsCluster) 
     assert wireguard_go(a) == [restarted]
 
 
-def cluster_route(node: MeshNode) -> str:
-    return run("ip", "-n", node.namespace, "route", "show", str(CLUSTER_NETWORK))
+def cluster_route(cluster: NetnsCluster, node: MeshNode) -> str:
+    """The route of the cluster's network in ``node``'s namespace."""
+    return run("ip", "-n", node.namespace, "route", "show", str(cluster.network))
 
 
 def test_the_address_removed_by_hand_comes_back_with_the_route(
@@ -385,10 +385,10 @@ def test_the_address_removed_by_hand_comes_back_with_the_route(
     mesh = wait_for_mesh(netns_cluster)
     a, b = mesh[0], mesh[1]
     run("ip", "-n", a.namespace, "addr", "del", f"{a.address}/32", "dev", a.interface)
-    assert f"dev {a.interface} " not in cluster_route(a)  # the kernel's doing
+    assert f"dev {a.interface} " not in cluster_route(netns_cluster, a)  # the kernel's doing
     wait_for(
         f"{a.interface}'s address and route back within one reconcile",
-        lambda: (interface_addresses(a), cluster_route(a)),
+        lambda: (interface_addresses(a), cluster_route(netns_cluster, a)),
         lambda seen: seen[0] == [f"{a.address}/32"] and f"dev {a.interface} " in seen[1],
         timeout=RECONCILE_INTERVAL + 5,
     )
