@@ -100,6 +100,7 @@ from .files import DiskFullError as DiskFullError
 from .files import naming_full_disk as naming_full_disk
 from .files import write_atomically as write_atomically
 from .rundir import node_runtime_dir as node_runtime_dir
+from .rundir import runtime_root as runtime_root
 from .ports import CURATOR_PORT as CURATOR_PORT
 from .ports import NODE_MANAGEMENT_PORT as NODE_MANAGEMENT_PORT
 from .ports import endpoint as endpoint

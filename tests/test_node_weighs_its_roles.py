@@ -67,7 +67,10 @@ async def main(data_dir):
         steps["no role"] = loaded()
         node.set_roles(NodeRoles(kubernetes_worker=KubernetesWorker()))
         await node.wait_status("root.role.kubernetes_worker", lambda s: s.state is not State.NEW)
-        await node.wait_status("root.role.kubernetes_kubelet", lambda s: s.state is not State.NEW)
+        # Running, its code loaded: it waits for inputs (a note) or failed for good.
+        await node.wait_status(
+            "root.role.kubernetes_kubelet", lambda s: s.state is not State.NEW or bool(s.note)
+        )
         steps["kubernetes_worker"] = loaded()
         node.set(NETWORK, NetworkStatus(ipaddress.ip_address("127.0.0.1")))
         node.set(BOOTSTRAP, BootstrapRequest(generate_key()))

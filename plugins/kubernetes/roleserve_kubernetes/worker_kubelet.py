@@ -62,8 +62,8 @@ from roleserve_core import (
     RunContext,
     common_pb2,
     node_address,
+    runtime_root,
 )
-from roleserve_core.rundir import runtime_root
 from roleserve_kubernetes.binaries import KUBE_PROXY, KUBELET, KubeBinaries
 from roleserve_kubernetes.certificates import KubeletCredentials, kubelet_credentials
 from roleserve_kubernetes.cgroups import (

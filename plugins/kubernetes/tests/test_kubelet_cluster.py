@@ -33,7 +33,6 @@ from roleserve_core import LocalCluster, LocalNode, node_runtime_dir, read_recor
 from roleserve_core.testing import poll_until, require_real, run_ctl
 from roleserve_kubernetes.cgroups import cgroup_hierarchies, cgroup_root
 from roleserve_kubernetes.leftovers import mounts_under, shim_pids
-from roleserve_kubernetes.plans import POD_RANGE
 from roleserve_kubernetes.testing import require_kube_binaries
 
 from .kubernetes_real import missing_component
@@ -250,10 +249,12 @@ async def test_two_kubelets_share_the_machine_each_ready_with_a_pod_in_its_own_c
     assert sorted(item["metadata"]["name"] for item in nodes["items"]) == sorted(
         node_id(cluster, local) for local in cluster.nodes
     )
+    # the cluster's own network on this machine, as cluster up recorded it
+    network = ipaddress.ip_network((cluster.directory / "cluster-network").read_text().strip())
     for local in cluster.nodes:
         pod = pods[local.index]
         assert pod["spec"]["nodeName"] == node_id(cluster, local)
-        assert ipaddress.ip_address(pod["status"]["podIP"]) in POD_RANGE
+        assert ipaddress.ip_address(pod["status"]["podIP"]) in network
         # The pod's cgroup is under its own node's kubelet's root, in every hierarchy,
         # and under no other's.
         uid = pod["metadata"]["uid"]
