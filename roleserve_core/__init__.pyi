@@ -99,6 +99,8 @@ from .proto import management_pb2_grpc as management_pb2_grpc
 from .files import DiskFullError as DiskFullError
 from .files import naming_full_disk as naming_full_disk
 from .files import write_atomically as write_atomically
+from .rundir import mount_points as mount_points
+from .rundir import mount_points_under as mount_points_under
 from .rundir import node_runtime_dir as node_runtime_dir
 from .rundir import runtime_root as runtime_root
 from .ports import CURATOR_PORT as CURATOR_PORT

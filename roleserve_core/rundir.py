@@ -43,6 +43,7 @@ __all__ = [
     "KEY_LENGTH",
     "SYSTEM_RUNTIME_ROOT",
     "make_runtime_dir",
+    "mount_points",
     "mount_points_under",
     "node_runtime_dir",
     "remove_runtime_dir",
@@ -136,15 +137,29 @@ def remove_runtime_dir(path: Path) -> list[Path]:
     return kept
 
 
-def mount_points_under(path: Path, mountinfo: Path = Path("/proc/self/mountinfo")) -> list[Path]:
-    """The mount points at or under ``path`` in this process's mount namespace."""
-    try:
-        lines = mountinfo.read_text().splitlines()
-    except OSError:
-        return []
+def mount_points(mountinfo: str | None = None) -> list[Path]:
+    """Every mount point of this process's mount namespace, unescaped.
+
+    :param mountinfo: the text of a mountinfo file; None: ``/proc/self/mountinfo``'s (no
+        such file: none).
+    """
+    if mountinfo is None:
+        try:
+            mountinfo = Path("/proc/self/mountinfo").read_text()
+        except OSError:
+            return []
+    rows = (line.split(" ") for line in mountinfo.splitlines())
+    return [Path(_unescape(fields[4])) for fields in rows if len(fields) > 4]
+
+
+def mount_points_under(path: Path, mountinfo: str | None = None) -> list[Path]:
+    """The mount points at or under ``path`` (``mount_points``' ``mountinfo``)."""
     root = str(path).rstrip("/")
-    points = [_unescape(line.split(" ")[4]) for line in lines if len(line.split(" ")) > 4]
-    return [Path(p) for p in points if p == root or p.startswith(root + "/")]
+    return [
+        point
+        for point in mount_points(mountinfo)
+        if str(point) == root or str(point).startswith(root + "/")
+    ]
 
 
 def _unescape(field: str) -> str:

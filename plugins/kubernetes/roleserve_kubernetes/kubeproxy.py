@@ -46,7 +46,7 @@ import anyio
 from roleserve_core import RunContext, Runnable
 from roleserve_kubernetes.binaries import KUBE_PROXY
 from roleserve_kubernetes.component import component_runnable
-from roleserve_kubernetes.plans import SBIN, ProxyInputs, kube_proxy_plan
+from roleserve_kubernetes.plans import ProxyInputs, kube_proxy_plan, with_sbin
 
 __all__ = [
     "LOCK_RETRY",
@@ -148,8 +148,7 @@ def _note_standby(ctx: RunContext, other: Holder, holder: Holder) -> None:
 def delete_tables(search_path: str | None = None) -> list[str]:
     """Delete kube-proxy's tables in this network namespace; returns ``nft``'s complaints
     other than "no such table" (none: gone or never made)."""
-    path = ":".join([*(search_path or os.environ.get("PATH", "")).split(":"), *SBIN])
-    nft = shutil.which("nft", path=path)
+    nft = shutil.which("nft", path=with_sbin(search_path or os.environ.get("PATH", "")))
     if nft is None:
         return ["nft not found: kube-proxy's tables, if any, are left"]
     complaints = []

@@ -42,7 +42,7 @@ from pathlib import Path
 
 import anyio
 
-from roleserve_core import read_stat, read_stats
+from roleserve_core import mount_points_under, read_stat, read_stats
 
 __all__ = [
     "KILL_WAIT",
@@ -137,16 +137,6 @@ async def kill_shims(socket: Path, log: logging.Logger) -> int:
     return len(victims)
 
 
-def _unescape(field: str) -> str:
-    """A mountinfo path: spaces, tabs, newlines and backslashes are octal escapes."""
-    return (
-        field.replace("\\040", " ")
-        .replace("\\011", "\t")
-        .replace("\\012", "\n")
-        .replace("\\134", "\\")
-    )
-
-
 def mounts_under(directories: Iterable[Path], mountinfo: str | None = None) -> list[Path]:
     """Mount points at or under ``directories``, deepest first (as they must be undone).
 
@@ -154,16 +144,8 @@ def mounts_under(directories: Iterable[Path], mountinfo: str | None = None) -> l
     """
     if mountinfo is None:
         mountinfo = (_PROC / "self" / "mountinfo").read_text()
-    roots = [str(d).rstrip("/") for d in directories]
-    found = []
-    for line in mountinfo.splitlines():
-        fields = line.split(" ")
-        if len(fields) < 5:
-            continue
-        point = _unescape(fields[4])
-        if any(point == root or point.startswith(root + "/") for root in roots):
-            found.append(Path(point))
-    return sorted(set(found), key=lambda p: (-len(p.parts), str(p)))
+    found = {point for root in directories for point in mount_points_under(root, mountinfo)}
+    return sorted(found, key=lambda p: (-len(p.parts), str(p)))
 
 
 def unmount(point: Path) -> None:

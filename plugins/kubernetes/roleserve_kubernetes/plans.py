@@ -75,6 +75,7 @@ __all__ = [
     "Health",
     "KubeletInputs",
     "LaunchPlan",
+    "NodeClientInputs",
     "PlannedFile",
     "ProxyInputs",
     "apiserver_health",
@@ -86,6 +87,7 @@ __all__ = [
     "kubelet_root",
     "program_spec",
     "scheduler_plan",
+    "with_sbin",
     "write_plan",
 ]
 
@@ -197,11 +199,13 @@ class ControllerInputs:
 
 
 @dataclass(frozen=True)
-class KubeletInputs:
-    """Everything the kubelet's plan depends on."""
+class NodeClientInputs:
+    """What a worker's component that calls the apiserver with a certificate of its own
+    (the kubelet, kube-proxy) starts from: the fields ``KubeletInputs`` and
+    ``ProxyInputs`` begin with, in this order."""
 
     directory: Path
-    """The kubelet's directory in the plugin's data directory (one per node)."""
+    """The component's directory in the plugin's data directory (one per node)."""
     node_id: str
     address: IPAddress
     apiserver: str
@@ -209,7 +213,14 @@ class KubeletInputs:
     ca_pem: bytes
     """The cluster's Kubernetes CA: it signed the apiserver and every client it admits."""
     client: KeyPair
-    """The node's kubelet client certificate (``system:node:<node id>``), from the curator."""
+    """The component's client certificate, from the curator: the kubelet's
+    ``system:node:<node id>``, kube-proxy's ``system:kube-proxy``."""
+
+
+@dataclass(frozen=True)
+class KubeletInputs(NodeClientInputs):
+    """Everything the kubelet's plan depends on."""
+
     serving: KeyPair
     """The kubelet's serving certificate, from the curator."""
     containerd_socket: Path
@@ -409,17 +420,9 @@ def kubelet_plan(inputs: KubeletInputs) -> LaunchPlan:
 
 
 @dataclass(frozen=True)
-class ProxyInputs:
+class ProxyInputs(NodeClientInputs):
     """Everything kube-proxy's plan depends on."""
 
-    directory: Path
-    """kube-proxy's directory in the plugin's data directory (one per node)."""
-    node_id: str
-    address: IPAddress
-    apiserver: str
-    ca_pem: bytes
-    client: KeyPair
-    """kube-proxy's client certificate (``system:kube-proxy``), from the curator."""
     search_path: str
     """The node's PATH, to which kube-proxy's gets ``SBIN``."""
 
@@ -462,7 +465,6 @@ def kube_proxy_plan(inputs: ProxyInputs) -> LaunchPlan:
     }
     config = _public(directory / "config.json", json.dumps(settings, indent=2).encode() + b"\n")
     health = Health(host, KUBE_PROXY_HEALTHZ_PORT, "/healthz", tls=False)
-    path = [part for part in inputs.search_path.split(":") if part]
     return LaunchPlan(
         name="kube-proxy",
         component=KUBE_PROXY,
@@ -470,8 +472,14 @@ def kube_proxy_plan(inputs: ProxyInputs) -> LaunchPlan:
         files=(credentials, config),
         health=health,
         binds=(health.bind, Bind(host, KUBE_PROXY_METRICS_PORT)),
-        env={"PATH": ":".join([*path, *(d for d in SBIN if d not in path)])},
+        env={"PATH": with_sbin(inputs.search_path)},
     )
+
+
+def with_sbin(search_path: str) -> str:
+    """``search_path`` (a PATH) with ``SBIN`` after it, each directory once."""
+    path = [part for part in search_path.split(":") if part]
+    return ":".join([*path, *(d for d in SBIN if d not in path)])
 
 
 def kubelet_root(directory: Path) -> Path:
